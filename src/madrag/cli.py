@@ -1,0 +1,294 @@
+"""The ``madrag`` command line: ``score``, ``demo`` and ``runs``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from madrag.data.essay import Essay
+from madrag.errors import InputError, MadragError
+from madrag.pipeline import JobResult, ScoreJob, default_cache_dir, execute
+from madrag.protocols import available
+from madrag.protocols.base import TraitScore
+from madrag.providers import ProviderSpec
+from madrag.records import AgentRecord
+from madrag.rubric import load_rubric
+from madrag.settings import ScoringSettings
+
+app = typer.Typer(
+    help="Training-free, rubric-based analytic essay scoring: Advocate -> Skeptic -> Judge per trait, "
+    "the Judge grounded by retrieved scored exemplars (MADRAG).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+runs_app = typer.Typer(help="List runs and export their scores or records.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+console = Console()
+err = Console(stderr=True)
+
+TINY_MODEL_NOTE = (
+    "Note: the embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give "
+    "valid scores. For real scoring use --provider openai (any OpenAI-compatible server) or --model-path BIG.gguf."
+)
+
+
+def _parse_fold(value: str) -> int | None:
+    if value.lower() == "all":
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise InputError(f"--fold must be an integer or 'all', got {value!r}") from exc
+
+
+def _run_job(job: ScoreJob) -> JobResult:
+    """Run a job with a progress bar; Ctrl-C stops it cleanly (records so far are kept)."""
+    rubric = load_rubric(job.rubric)
+    if job.provider.kind == "llamacpp" and job.provider.model_path is None:
+        err.print(f"[yellow]{TINY_MODEL_NOTE}[/yellow]")
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    )
+    task = progress.add_task("agent calls", total=None)
+    done_essays: list[str] = []
+
+    def on_record(record: AgentRecord) -> None:
+        progress.advance(task)
+        progress.update(task, description=f"{record.role:>8} {record.essay_id} {record.trait}")
+
+    def on_essay(essay: Essay, scores: list[TraitScore]) -> None:
+        done_essays.append(essay.id)
+        shown = ", ".join(f"{s.trait}={s.score if s.score is not None else '?'}" for s in scores)
+        progress.console.print(f"essay {essay.id}: {shown}")
+
+    try:
+        with progress:
+            result = asyncio.run(
+                execute(job, on_record=on_record, on_essay_done=on_essay, on_stage=lambda m: err.print(m))
+            )
+    except KeyboardInterrupt:
+        err.print(
+            f"interrupted after {len(done_essays)} essays; every finished call is saved in {job.run_dir}. "
+            "Run the same command again to resume."
+        )
+        raise typer.Exit(130) from None
+    _summary(result, rubric.trait_names)
+    return result
+
+
+def _summary(result: JobResult, traits: list[str]) -> None:
+    protocols = sorted({s.protocol for s in result.scores})
+    table = Table(title=f"trait scores (run {result.run_id}{', resumed' if result.resumed else ''})")
+    table.add_column("essay")
+    table.add_column("protocol")
+    for t in traits:
+        table.add_column(t, justify="center")
+    by_key = {(s.essay_id, s.protocol, s.trait): s for s in result.scores}
+    for essay in result.essays:
+        for protocol in protocols:
+            cells = []
+            for t in traits:
+                s = by_key.get((essay.id, protocol, t))
+                ref = essay.references_by_name().get(t)
+                got = "?" if s is None or s.score is None else str(s.score)
+                cells.append(got if ref is None else f"{got} (human {ref})")
+            table.add_row(essay.id, protocol, *cells)
+    console.print(table)
+    stats = result.stats
+    console.print(
+        f"{stats.made} agent calls made, {stats.reused} reused from the run store, "
+        f"{stats.failed_scores} judge scores unusable; {result.elapsed_s:.0f}s"
+    )
+
+
+ProtocolOpt = Annotated[
+    list[str], typer.Option("--protocol", "-p", help=f"Scoring protocol(s): {', '.join(available())}.")
+]
+
+
+@app.command()
+def score(
+    data: Annotated[Path, typer.Option(help="Essays: ASAP .tsv, or .csv / .jsonl with id,text[,scores].")],
+    rubric: Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")],
+    run_dir: Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")] = Path("runs/latest"),
+    data_format: Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")] = "auto",
+    fold: Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")] = "0",
+    limit: Annotated[Optional[int], typer.Option(help="Score only the first N selected essays.")] = None,  # noqa: UP045
+    ids: Annotated[Optional[str], typer.Option(help="Comma-separated essay ids to score.")] = None,  # noqa: UP045
+    protocol: ProtocolOpt = ["MADRAG"],  # noqa: B006
+    provider: Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")] = "llamacpp",
+    model: Annotated[Optional[str], typer.Option(help="Model name (openai provider).")] = None,  # noqa: UP045
+    model_path: Annotated[Optional[Path], typer.Option(help="A GGUF file for llamacpp.")] = None,  # noqa: UP045
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server URL.")] = None,  # noqa: UP045
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    logprobs: Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")] = True,
+    concurrency: Annotated[Optional[int], typer.Option(help="Parallel requests to the backend.")] = None,  # noqa: UP045
+    essay_concurrency: Annotated[int, typer.Option(help="Essays in flight at once.")] = 4,
+    timeout: Annotated[float, typer.Option(help="Seconds per request before it is retried.")] = 300.0,
+    retries: Annotated[int, typer.Option(help="Retries on transient failures.")] = 4,
+    debater_max_tokens: Annotated[int, typer.Option(help="Token limit of Advocate/Skeptic messages.")] = 400,
+    judge_max_tokens: Annotated[int, typer.Option(help="Token limit of the Judge's rationale.")] = 400,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1234,
+    anonymization: Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")] = "note",
+    score_method: Annotated[str, typer.Option(help="auto, constrained or text (see docs).")] = "auto",
+    report: Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")] = "parsed",
+    exemplar_max_words: Annotated[Optional[int], typer.Option(help="Shorten exemplars in prompts.")] = None,  # noqa: UP045
+    judges_per_trait: Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")] = 1,
+    prompts_dir: Annotated[Optional[Path], typer.Option(help="Folder of prompt templates overriding the packaged ones.")] = None,  # noqa: UP045, E501
+    cache_dir: Annotated[Path, typer.Option(help="Exemplar indexes and response cache.")] = default_cache_dir(),
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")] = False,
+) -> None:
+    """Score essays trait by trait and store one record per agent call in RUN_DIR."""
+    job = ScoreJob(
+        data=data,
+        rubric=rubric,
+        run_dir=run_dir,
+        data_format=data_format,
+        eval_fold=_parse_fold(fold),
+        limit=limit,
+        ids=[i.strip() for i in ids.split(",") if i.strip()] if ids else None,
+        protocols=protocol,
+        provider=ProviderSpec(
+            kind=provider,  # type: ignore[arg-type]
+            model=model,
+            model_path=str(model_path) if model_path else None,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            logprobs=logprobs,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            retries=retries,
+        ),
+        settings=ScoringSettings(
+            debater_max_tokens=debater_max_tokens,
+            judge_max_tokens=judge_max_tokens,
+            seed=seed,
+            anonymization=anonymization,  # type: ignore[arg-type]
+            score_method=score_method,  # type: ignore[arg-type]
+            report=report,  # type: ignore[arg-type]
+            exemplar_max_words=exemplar_max_words,
+            judges_per_trait=judges_per_trait,
+        ),
+        essay_concurrency=essay_concurrency,
+        prompts_dir=prompts_dir,
+        cache_dir=cache_dir,
+        response_cache=not no_cache,
+    )
+    _run_job(job)
+
+
+def find_asap_dir() -> Path:
+    """The shared ASAP folder: $MADRAG_ASAP_DIR, ./shared/data/asap or ../shared/data/asap."""
+    import os
+
+    candidates = [Path(p) for p in [os.environ.get("MADRAG_ASAP_DIR", "")] if p]
+    candidates += [Path("shared/data/asap"), Path("../shared/data/asap")]
+    for c in candidates:
+        if (c / "training_set_rel3_sets7_8.tsv").is_file():
+            return c
+    raise InputError("ASAP data not found: set MADRAG_ASAP_DIR to the folder with training_set_rel3_sets7_8.tsv")
+
+
+@app.command()
+def demo(
+    n: Annotated[int, typer.Option(help="Number of fold-0 set-7 essays to score.")] = 2,
+    run_dir: Annotated[Path, typer.Option(help="Run folder (resumed if it exists).")] = Path("runs/demo"),
+    max_tokens: Annotated[int, typer.Option(help="Token limit per agent message.")] = 160,
+) -> None:
+    """Score N real ASAP set-7 essays (all 4 traits) with MADRAG on the embedded model: no network, no key."""
+    asap = find_asap_dir()
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=asap / "rubric_set7.json",
+        run_dir=run_dir,
+        limit=n,
+        settings=ScoringSettings(debater_max_tokens=max_tokens, judge_max_tokens=max_tokens),
+        essay_concurrency=1,
+    )
+    _run_job(job)
+
+
+@runs_app.command("list")
+def runs_list(root: Annotated[Path, typer.Argument(help="Folder holding run folders.")] = Path("runs")) -> None:
+    """List the runs under ROOT with their record counts."""
+    from madrag.store import RunStore
+
+    table = Table(title=f"runs in {root}")
+    for col in ("run dir", "run id", "records", "essays", "protocols", "model"):
+        table.add_column(col)
+    for db in sorted(root.glob("*/store.sqlite")):
+        store = RunStore(db)
+        try:
+            config = store.get_meta("config") or {}
+            table.add_row(
+                str(db.parent),
+                str(store.get_meta("run_id")),
+                str(store.count()),
+                str(len(store.essays())),
+                ", ".join(p["name"] for p in config.get("protocols", [])),
+                str((store.get_meta("provider") or {}).get("model", "")),
+            )
+        finally:
+            store.close()
+    console.print(table)
+
+
+@runs_app.command("export")
+def runs_export(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    what: Annotated[str, typer.Option(help="scores (per essay-trait) or records (per agent call).")] = "scores",
+    fmt: Annotated[str, typer.Option("--format", help="csv or jsonl (records: jsonl only).")] = "csv",
+    out: Annotated[Optional[Path], typer.Option(help="Output file (default: in the run folder).")] = None,  # noqa: UP045
+) -> None:
+    """Export a run's trait scores (CSV/JSONL) or its agent-call records (JSONL)."""
+    import json
+
+    from madrag.results import score_rows, trait_scores
+    from madrag.rubric import Rubric
+    from madrag.store import RunStore, write_scores_csv
+
+    db = run_dir / "store.sqlite"
+    if not db.is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    store = RunStore(db)
+    try:
+        if what == "records":
+            target = out or run_dir / "records.jsonl"
+            n = store.export_records_jsonl(target)
+        elif what == "scores":
+            rubric = Rubric.model_validate(store.get_meta("config")["rubric"])
+            rows = score_rows(store.essays(), trait_scores(store, rubric), rubric)
+            target = out or run_dir / f"scores.{fmt}"
+            if fmt == "csv":
+                write_scores_csv(rows, target)
+            elif fmt == "jsonl":
+                target.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            else:
+                raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
+            n = len(rows)
+        else:
+            raise InputError(f"unknown export {what!r}; use scores or records")
+    finally:
+        store.close()
+    console.print(f"wrote {n} rows to {target}")
+
+
+def main() -> None:
+    """Console entry point: a MadragError is one line on stderr and exit code 2."""
+    try:
+        app()
+    except MadragError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

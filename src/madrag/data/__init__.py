@@ -1,0 +1,16 @@
+"""Essays, their loaders and splits."""
+
+from madrag.data.essay import Essay, reference_label, round_half_up
+from madrag.data.loaders import load_asap, load_essays, load_table
+from madrag.data.splits import Split, split_by_fold
+
+__all__ = [
+    "Essay",
+    "Split",
+    "load_asap",
+    "load_essays",
+    "load_table",
+    "reference_label",
+    "round_half_up",
+    "split_by_fold",
+]

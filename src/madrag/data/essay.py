@@ -1,0 +1,57 @@
+"""Essay: id, text, prompt, metadata and per-rater trait scores when known."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from madrag.rubric import Rubric, Trait
+
+
+def round_half_up(value: float) -> int:
+    """Round to the nearest integer, halves upwards (2.5 -> 3), unlike Python's banker's rounding."""
+    return math.floor(value + 0.5)
+
+
+def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
+    """Seed 000, Appendix B.5: the mean of the available raters, rounded to the nearest valid integer."""
+    if not rater_scores:
+        return None
+    value = round_half_up(sum(rater_scores) / len(rater_scores))
+    return min(max(value, trait.min), trait.max)
+
+
+class Essay(BaseModel):
+    """One essay to score. ``rater_scores[trait][i]`` is rater i's score for the trait (missing raters omitted)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    prompt: str = ""
+    essay_set: int | None = None
+    fold: int | None = None
+    rater_scores: dict[str, list[float]] = Field(default_factory=dict)
+    # rater index (0-based) for each entry of rater_scores[trait], so rater 1 vs rater 2 can be compared
+    rater_ids: dict[str, list[int]] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def reference(self, trait: Trait) -> int | None:
+        return reference_label(self.rater_scores.get(trait.name, []), trait)
+
+    def references_by_name(self) -> dict[str, int | None]:
+        """Reference labels for every trait with rater scores, by rounding the raters' mean half up."""
+        return {t: round_half_up(sum(v) / len(v)) for t, v in self.rater_scores.items() if v}
+
+    def references(self, rubric: Rubric) -> dict[str, int | None]:
+        return {t.name: self.reference(t) for t in rubric.traits}
+
+    def rater(self, trait: str, rater_index: int) -> float | None:
+        """Score given by rater ``rater_index`` (0-based) for ``trait``, or None."""
+        ids = self.rater_ids.get(trait, list(range(len(self.rater_scores.get(trait, [])))))
+        for idx, score in zip(ids, self.rater_scores.get(trait, []), strict=False):
+            if idx == rater_index:
+                return score
+        return None

@@ -1,0 +1,206 @@
+"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``.
+
+Every problem with the input is raised as a one-line :class:`InputError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from madrag.data.essay import Essay
+from madrag.errors import InputError
+from madrag.rubric import Rubric
+
+ASAP_REQUIRED = ("essay_id", "essay_set", "essay")
+_RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
+
+
+def _read_text(path: Path, encodings: Iterable[str]) -> str:
+    if not path.is_file():
+        raise InputError(f"data file not found: {path}")
+    last: Exception | None = None
+    for enc in encodings:
+        try:
+            return path.read_text(encoding=enc)
+        except UnicodeDecodeError as exc:
+            last = exc
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc}") from exc
+    raise InputError(f"{path} is not valid text in any of {list(encodings)}: {last}")
+
+
+def _parse_score(raw: str, where: str) -> float | None:
+    raw = raw.strip()
+    if raw == "" or raw.lower() in {"nan", "na", "none"}:
+        return None
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise InputError(f"{where}: score {raw!r} is not a number") from exc
+
+
+def _check_unique(essays: list[Essay], path: Path) -> None:
+    seen: set[str] = set()
+    for essay in essays:
+        if essay.id in seen:
+            raise InputError(f"{path}: duplicate essay id {essay.id!r}")
+        seen.add(essay.id)
+
+
+def _check_range(essay: Essay, rubric: Rubric, where: str) -> None:
+    for trait in rubric.traits:
+        for score in essay.rater_scores.get(trait.name, []):
+            if not trait.contains(score):
+                raise InputError(
+                    f"{where}: essay {essay.id}: {trait.name} score {score:g} outside [{trait.min}, {trait.max}]"
+                )
+
+
+def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) -> list[Essay]:
+    """Load essays in the Kaggle ``training_set_rel3.tsv`` layout.
+
+    Works on the shared UTF-8 file of sets 7 and 8 and on the original full file (latin-1). Rater trait
+    columns ``rater{i}_{column}`` are mapped to rubric traits by each trait's ``column`` field; only rows of
+    ``essay_set`` (default: the rubric's ``essay_set``) are kept.
+    """
+    p = Path(path)
+    text = _read_text(p, ("utf-8", "latin-1"))
+    reader = csv.DictReader(text.splitlines(), delimiter="\t")
+    header = reader.fieldnames or []
+    missing = [c for c in ASAP_REQUIRED if c not in header]
+    if missing:
+        raise InputError(f"{p}: missing column(s) {missing}; is this the ASAP training_set_rel3.tsv layout?")
+    wanted_set = essay_set if essay_set is not None else rubric.essay_set
+    columns: dict[str, list[tuple[int, str]]] = {}
+    for trait in rubric.traits:
+        if trait.column is None:
+            raise InputError(f"rubric trait {trait.name!r} has no 'column' to map ASAP scores from")
+        cols = sorted(
+            (int(m.group(1)) - 1, c) for c in header if (m := _RATER_COL.match(c)) and m.group(2) == trait.column
+        )
+        if not cols:
+            raise InputError(f"{p}: no rater columns for trait {trait.name!r} (rater*_{trait.column})")
+        columns[trait.name] = cols
+    essays: list[Essay] = []
+    for line_no, row in enumerate(reader, start=2):
+        where = f"{p}:{line_no}"
+        try:
+            row_set = int(row["essay_set"])
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{where}: essay_set {row.get('essay_set')!r} is not an integer") from exc
+        if wanted_set is not None and row_set != wanted_set:
+            continue
+        body = (row.get("essay") or "").strip()
+        if not body:
+            raise InputError(f"{where}: essay {row.get('essay_id')!r} is empty")
+        scores: dict[str, list[float]] = {}
+        ids: dict[str, list[int]] = {}
+        for trait_name, cols in columns.items():
+            for rater_idx, col in cols:
+                value = _parse_score(row.get(col) or "", f"{where} column {col}")
+                if value is not None:
+                    scores.setdefault(trait_name, []).append(value)
+                    ids.setdefault(trait_name, []).append(rater_idx)
+        fold_raw = (row.get("fold") or "").strip()
+        essay = Essay(
+            id=str(row["essay_id"]).strip(),
+            text=body,
+            prompt=rubric.prompt,
+            essay_set=row_set,
+            fold=int(fold_raw) if fold_raw else None,
+            rater_scores=scores,
+            rater_ids=ids,
+        )
+        _check_range(essay, rubric, where)
+        essays.append(essay)
+    if not essays:
+        raise InputError(f"{p}: no essays of set {wanted_set}")
+    _check_unique(essays, p)
+    return essays
+
+
+def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+    if "id" not in raw or "text" not in raw:
+        raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
+    body = str(raw["text"] or "").strip()
+    if not body:
+        raise InputError(f"{where}: essay {raw['id']!r} is empty")
+    known = {"id", "text", "prompt", "fold"}
+    trait_names = {t.name.casefold(): t.name for t in rubric.traits}
+    scores: dict[str, list[float]] = {}
+    ids: dict[str, list[int]] = {}
+    metadata: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in known:
+            continue
+        base, rater_idx = key, 0
+        if m := _RATER_COL.match(key):
+            rater_idx, base = int(m.group(1)) - 1, m.group(2)
+        trait = trait_names.get(base.casefold())
+        if trait is None:
+            metadata[key] = value
+            continue
+        score = _parse_score(str(value) if value is not None else "", f"{where} field {key}")
+        if score is not None:
+            scores.setdefault(trait, []).append(score)
+            ids.setdefault(trait, []).append(rater_idx)
+    fold = raw.get("fold")
+    essay = Essay(
+        id=str(raw["id"]).strip(),
+        text=body,
+        prompt=str(raw.get("prompt") or rubric.prompt),
+        fold=int(fold) if fold not in (None, "") else None,
+        rater_scores=scores,
+        rater_ids=ids,
+        metadata=metadata,
+    )
+    _check_range(essay, rubric, where)
+    return essay
+
+
+def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
+    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, <trait>, rater<i>_<trait>...]``.
+
+    A column named like a rubric trait is a single score; ``rater1_<trait>``, ``rater2_<trait>`` are several.
+    """
+    p = Path(path)
+    text = _read_text(p, ("utf-8",))
+    rows: list[tuple[str, dict[str, Any]]] = []
+    if p.suffix.lower() in {".jsonl", ".ndjson"}:
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
+            if not isinstance(obj, dict):
+                raise InputError(f"{p}:{line_no}: each line must be a JSON object")
+            rows.append((f"{p}:{line_no}", obj))
+    else:
+        reader = csv.DictReader(text.splitlines(keepends=True))
+        header = reader.fieldnames or []
+        if "id" not in header or "text" not in header:
+            raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in header]}")
+        rows = [(f"{p}:{i}", dict(r)) for i, r in enumerate(reader, start=2)]
+    essays = [_generic_essay(raw, rubric, where) for where, raw in rows]
+    if not essays:
+        raise InputError(f"{p}: no essays")
+    _check_unique(essays, p)
+    return essays
+
+
+def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
+    """Load essays, picking the format from ``fmt`` or the file suffix (.tsv = ASAP, .csv, .jsonl)."""
+    p = Path(path)
+    kind = fmt if fmt != "auto" else {".tsv": "asap"}.get(p.suffix.lower(), "table")
+    if kind == "asap":
+        return load_asap(p, rubric)
+    if kind in {"table", "csv", "jsonl"}:
+        return load_table(p, rubric)
+    raise InputError(f"unknown data format {fmt!r}; use auto, asap, csv or jsonl")

@@ -1,0 +1,38 @@
+"""The one interface every scoring method implements, so an ablation is a list of protocol names."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from madrag.agents.calls import CallContext
+from madrag.data.essay import Essay
+from madrag.records import ScoreResult
+from madrag.rubric import Rubric
+
+
+class TraitScore(BaseModel):
+    """A protocol's final score for one essay and trait, with the record it came from."""
+
+    essay_id: str
+    trait: str
+    protocol: str
+    score: int | None
+    result: ScoreResult | None = None
+    rationale: str = ""
+    record_key: str = ""
+    n_judges: int = 1
+    mean_score: float | None = None  # set when several judges are averaged
+
+
+@runtime_checkable
+class ScoringProtocol(Protocol):
+    """Given an essay, its rubric and a call context (provider, store, bank), score every trait."""
+
+    name: str
+    uses_bank: bool
+
+    def describe(self) -> dict[str, Any]: ...
+
+    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]: ...

@@ -1,0 +1,75 @@
+"""Advocate / Skeptic debate transcripts (seed 000 3.4, Algorithm 1; transcript variants of Appendix C.1).
+
+Variants (what the Judge is fed):
+
+* ``adv_r1`` (MADRAG default): Advocate opens on strengths; the Skeptic reads it and rebuts on weaknesses.
+  Judge sees [Advocate 1, Skeptic 1].
+* ``adv_r2``: the same exchange for two rounds; each turn reads everything before it.
+  Judge sees [Advocate 1, Skeptic 1, Advocate 2, Skeptic 2].
+* ``both_r1`` / ``both_r2``: two independent threads - the Advocate's and the Skeptic's - each of 1 or 2
+  turns, neither reading the other's thread; the Judge sees the Advocate thread, then the Skeptic thread.
+* ``skp_r1`` / ``skp_r2``: the Skeptic alone, 1 or 2 turns (the second reads the first).
+  Judge sees only the Skeptic's turns.
+
+Debate calls are keyed by variant, not by protocol, so MAD and MADRAG share one debate per essay-trait.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from madrag.agents.calls import AgentCall, CallContext, debater
+from madrag.agents.context import Turn, render_debate
+from madrag.providers.base import Message
+from madrag.records import AgentRecord
+from madrag.rubric import Trait
+
+Variant = Literal["adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2"]
+VARIANTS: tuple[Variant, ...] = ("adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2")
+SPEAKER = {"advocate": "Advocate", "skeptic": "Skeptic"}
+
+
+def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
+    """Threads of (role, round); a turn reads the turns before it in its own thread."""
+    rounds = int(variant[-1])
+    kind = variant.split("_")[0]
+    if kind == "adv":
+        return [[(role, r) for r in range(1, rounds + 1) for role in ("advocate", "skeptic")]]
+    if kind == "both":
+        return [[("advocate", r) for r in range(1, rounds + 1)], [("skeptic", r) for r in range(1, rounds + 1)]]
+    return [[("skeptic", r) for r in range(1, rounds + 1)]]
+
+
+def turn_of(record: AgentRecord) -> Turn:
+    return Turn(
+        speaker=SPEAKER[record.role], round=record.round, message=record.text, confidence=record.confidence
+    )
+
+
+async def run_debate(
+    ctx: CallContext, essay_id: str, trait: Trait, values: dict[str, str], variant: Variant
+) -> list[AgentRecord]:
+    """Run (or find in the store) every debate turn of ``variant``; records in the order the Judge reads."""
+    records: list[AgentRecord] = []
+    for t_index, thread in enumerate(_plan(variant)):
+        seen: list[Turn] = []
+        for role, round_ in thread:
+            so_far = render_debate(ctx.prompts, seen)
+            system = ctx.prompts.render(f"{role}_system", **values)
+            user = ctx.prompts.render(f"{role}_user", **values, DEBATE_SO_FAR=so_far)
+            call = AgentCall(
+                protocol=f"debate/{variant}",
+                essay_id=essay_id,
+                trait=trait.name,
+                role=role,
+                round=round_,
+                index=t_index,
+                messages=[Message(role="system", content=system), Message(role="user", content=user)],
+                temperature=ctx.settings.debater_temperature,
+                max_tokens=ctx.settings.debater_max_tokens,
+                context={"variant": variant, "reads": [f"{x.speaker} {x.round}" for x in seen]},
+            )
+            record = await debater(ctx, call)
+            seen.append(turn_of(record))
+            records.append(record)
+    return records

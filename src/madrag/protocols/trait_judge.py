@@ -1,0 +1,132 @@
+"""Per-trait protocols: one Judge per trait, with or without a debate, with or without exemplars.
+
+=========  ==========  =========  ==========================================================
+name       debate      exemplars  seed 000
+=========  ==========  =========  ==========================================================
+MA         none        no         one independent judge per trait (n judges averaged: option)
+MAD        adv_r1      no         Advocate -> Skeptic, Judge reads the transcript
+MARAG      none        yes        Judge gets one exemplar per score level, no transcript
+MADRAG     adv_r1      yes        the full method (Algorithm 1)
+=========  ==========  =========  ==========================================================
+
+``MADRAG[both_r1]`` etc. run MADRAG with another transcript variant (Appendix C.1).
+Only the Judge sees exemplars (A.7, RAG isolation across roles).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from madrag.agents.calls import AgentCall, CallContext, judge
+from madrag.agents.context import essay_values, render_debate, render_exemplars
+from madrag.data.essay import Essay, round_half_up
+from madrag.errors import ConfigError
+from madrag.protocols.base import TraitScore
+from madrag.protocols.debate import Variant, run_debate, turn_of
+from madrag.providers.base import Message
+from madrag.records import AgentRecord
+from madrag.rubric import Rubric, Trait
+
+
+@dataclass(frozen=True)
+class TraitJudgeProtocol:
+    name: str
+    debate: Variant | None
+    exemplars: bool
+
+    @property
+    def uses_bank(self) -> bool:
+        return self.exemplars
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "debate": self.debate, "exemplars": self.exemplars, "per_trait": True}
+
+    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
+        if self.exemplars and ctx.bank is None:
+            raise ConfigError(f"protocol {self.name} needs an exemplar bank")
+        return list(await asyncio.gather(*(self.score_trait(ctx, essay, t) for t in rubric.traits)))
+
+    async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
+        values = essay_values(
+            ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence
+        )
+        context: dict[str, Any] = {}
+        exemplar_text = ""
+        if self.exemplars:
+            assert ctx.bank is not None
+            levels = await asyncio.to_thread(ctx.bank.per_level, essay, trait)
+            exemplar_text = render_exemplars(ctx.prompts, trait, levels, ctx.settings.exemplar_max_words)
+            context["exemplars"] = [lvl.model_dump(mode="json") for lvl in levels]
+        debate_text = ""
+        if self.debate is not None:
+            records = await run_debate(ctx, essay.id, trait, values, self.debate)
+            debate_text = render_debate(ctx.prompts, [turn_of(r) for r in records])
+            context["debate"] = [r.key for r in records]
+            context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
+        if self.debate is not None:
+            system = ctx.prompts.render("judge_system", **values)
+        else:
+            hint = " and with the scored example essays" if self.exemplars else ""
+            system = ctx.prompts.render("rater_system", **values, EXEMPLAR_HINT=hint)
+        user = ctx.prompts.render("judge_user", **values, EXEMPLARS=exemplar_text, DEBATE=debate_text)
+        n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
+        records = await asyncio.gather(
+            *(
+                judge(
+                    ctx,
+                    AgentCall(
+                        protocol=self.name,
+                        essay_id=essay.id,
+                        trait=trait.name,
+                        role="judge",
+                        index=i,
+                        messages=[Message(role="system", content=system), Message(role="user", content=user)],
+                        # several independent judges need sampling to differ
+                        temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
+                        max_tokens=ctx.settings.judge_max_tokens,
+                        context=context,
+                    ),
+                    trait,
+                )
+                for i in range(n)
+            )
+        )
+        return combine_judges(self.name, trait, list(records))
+
+
+def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> TraitScore:
+    """One judge's score as it is; several judges' valid scores averaged (MA with n judges)."""
+    valid = [r.score.reported for r in records if r.score is not None and r.score.reported is not None]
+    first = records[0]
+    if len(records) == 1:
+        return TraitScore(
+            essay_id=first.essay_id,
+            trait=trait.name,
+            protocol=protocol,
+            score=valid[0] if valid else None,
+            result=first.score,
+            rationale=first.rationale or "",
+            record_key=first.key,
+        )
+    mean = sum(valid) / len(valid) if valid else None
+    return TraitScore(
+        essay_id=first.essay_id,
+        trait=trait.name,
+        protocol=protocol,
+        score=None if mean is None else min(max(round_half_up(mean), trait.min), trait.max),
+        result=first.score,
+        rationale="\n---\n".join(r.rationale or "" for r in records),
+        record_key=first.key,
+        n_judges=len(records),
+        mean_score=mean,
+    )
+
+
+BUILTIN = {
+    "MA": TraitJudgeProtocol("MA", debate=None, exemplars=False),
+    "MAD": TraitJudgeProtocol("MAD", debate="adv_r1", exemplars=False),
+    "MARAG": TraitJudgeProtocol("MARAG", debate=None, exemplars=True),
+    "MADRAG": TraitJudgeProtocol("MADRAG", debate="adv_r1", exemplars=True),
+}

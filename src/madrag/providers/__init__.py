@@ -1,0 +1,95 @@
+"""LLM backends behind one interface, and the factory that builds one from CLI-style settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from madrag.errors import ConfigError
+from madrag.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    Provider,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+from madrag.providers.cache import ResponseCache
+from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.providers.policy import ManagedProvider, RetryPolicy
+
+ProviderKind = Literal["llamacpp", "openai", "fake"]
+
+
+class ProviderSpec(BaseModel):
+    """How to reach a backend; recorded with each run (never the API key itself)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ProviderKind = "llamacpp"
+    model: str | None = None  # openai: the model name; llamacpp: ignored (see model_path)
+    model_path: str | None = None  # llamacpp: any GGUF; default: the embedded SmolLM2
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    logprobs: bool = True  # openai: whether the server returns logprobs
+    concurrency: int | None = None
+    timeout_s: float = 300.0
+    retries: int = 4
+    n_ctx: int = 8192
+
+
+def make_provider(spec: ProviderSpec) -> Provider:
+    if spec.kind == "llamacpp":
+        from madrag.providers.llamacpp import LlamaCppProvider
+
+        return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx)
+    if spec.kind == "openai":
+        from madrag.providers.openai_compat import OpenAICompatProvider
+
+        if not spec.model:
+            raise ConfigError("the openai provider needs --model (the model name the server serves)")
+        return OpenAICompatProvider(
+            model=spec.model,
+            base_url=spec.base_url,
+            api_key_env=spec.api_key_env,
+            timeout_s=spec.timeout_s,
+            max_concurrency=spec.concurrency or 8,
+            supports_logprobs=spec.logprobs,
+        )
+    if spec.kind == "fake":
+        return FakeProvider()
+    raise ConfigError(f"unknown provider {spec.kind!r}; choose llamacpp, openai or fake")
+
+
+def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
+    """The provider with its concurrency limit, timeout, retries and (unless disabled) response cache."""
+    return ManagedProvider(
+        provider=make_provider(spec),
+        policy=RetryPolicy(retries=spec.retries, timeout_s=spec.timeout_s),
+        cache=ResponseCache(cache_path) if cache_path is not None else None,
+        concurrency=spec.concurrency,
+    )
+
+
+__all__ = [
+    "Capabilities",
+    "ChatRequest",
+    "ChatResponse",
+    "FakeProvider",
+    "FakeReply",
+    "ManagedProvider",
+    "Message",
+    "Provider",
+    "ProviderSpec",
+    "ResponseCache",
+    "RetryPolicy",
+    "TokenLogprob",
+    "TopLogprob",
+    "Usage",
+    "make_provider",
+    "managed",
+]

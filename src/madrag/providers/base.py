@@ -1,0 +1,144 @@
+"""The one Provider interface every LLM backend implements.
+
+A call takes a :class:`ChatRequest` (messages and decoding settings) and returns a :class:`ChatResponse`
+(text, generated tokens with their logprobs and top alternatives, usage, latency, raw response).
+
+Two optional request features let the pipeline make the Judge's score position reliable:
+
+* ``prefill``: text the assistant turn starts with; the model continues it. Only providers whose
+  ``capabilities.prefill`` is True accept it.
+* ``choices``: the first generated token must be one of these strings; the response's ``choice_logprobs``
+  holds the model's log-probability of each choice at that position (before the restriction). Only providers
+  whose ``capabilities.choices`` is True accept it.
+
+A provider that cannot do what a request asks raises :class:`ProviderError`: never a silent fallback. The
+pipeline checks ``capabilities`` first and records which mode it actually used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str
+
+
+class ChatRequest(BaseModel):
+    """Everything that determines a completion; its :meth:`cache_key` identifies it fully."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: list[Message] = Field(min_length=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, ge=1)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = Field(default=0, ge=0, le=20)
+    stop: list[str] = Field(default_factory=list)
+    json_schema: dict[str, Any] | None = None
+    grammar: str | None = None  # a GBNF grammar, for llama.cpp backends
+    prefill: str | None = None
+    choices: list[str] | None = None
+
+    def cache_key(self, provider: str, model: str) -> str:
+        """SHA-256 of the full request plus the backend identity."""
+        payload = {"provider": provider, "model": model, "request": self.model_dump(mode="json")}
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        return hashlib.sha256(blob).hexdigest()
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+
+
+class TokenLogprob(BaseModel):
+    """One generated token with its log-probability and the top alternatives at its position."""
+
+    token: str
+    logprob: float
+    top: list[TopLogprob] = Field(default_factory=list)
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+class ChatResponse(BaseModel):
+    text: str
+    tokens: list[TokenLogprob] | None = None  # None when the backend gave no logprobs
+    choice_logprobs: dict[str, float] | None = None  # set when the request had ``choices``
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    model: str = ""
+    cached: bool = False
+    raw: dict[str, Any] = Field(default_factory=dict)
+
+
+class Capabilities(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    logprobs: bool = False
+    max_top_logprobs: int = 0
+    prefill: bool = False
+    choices: bool = False
+    grammar: bool = False
+    json_schema: bool = False
+    seed: bool = False
+
+
+class Provider(ABC):
+    """Async interface to one LLM. Subclasses set ``name``/``model`` and implement :meth:`_complete`."""
+
+    name: str = "provider"
+    model: str = ""
+    capabilities: Capabilities = Capabilities()
+    max_concurrency: int = 1
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.check(request)
+        return await self._complete(request)
+
+    @abstractmethod
+    async def _complete(self, request: ChatRequest) -> ChatResponse: ...
+
+    def check(self, request: ChatRequest) -> None:
+        """Refuse, loudly, a request this backend cannot honour."""
+        from madrag.errors import ProviderError
+
+        caps = self.capabilities
+        if request.prefill is not None and not caps.prefill:
+            raise ProviderError(f"{self.name} cannot continue an assistant prefill")
+        if request.choices is not None and not caps.choices:
+            raise ProviderError(f"{self.name} cannot constrain a token to choices")
+        if request.grammar is not None and not caps.grammar:
+            raise ProviderError(f"{self.name} does not support grammars")
+        if request.logprobs and not caps.logprobs:
+            raise ProviderError(f"{self.name} ({self.model}) gives no logprobs")
+
+    def describe(self) -> dict[str, Any]:
+        """What the run store records about this backend (never a secret)."""
+        return {"provider": self.name, "model": self.model, "capabilities": self.capabilities.model_dump()}
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections or model memory."""

@@ -1,0 +1,41 @@
+"""On-disk response cache keyed by the full request (SQLite, one file, safe across processes)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from madrag.providers.base import ChatResponse
+
+
+class ResponseCache:
+    """Maps :meth:`ChatRequest.cache_key` to a stored :class:`ChatResponse`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> ChatResponse | None:
+        with self._lock:
+            row = self._conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return ChatResponse.model_validate_json(row[0]).model_copy(update={"cached": True})
+
+    def put(self, key: str, response: ChatResponse) -> None:
+        blob = response.model_dump_json()
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO responses (key, response) VALUES (?, ?)", (key, blob))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

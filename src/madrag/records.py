@@ -1,0 +1,68 @@
+"""One record per agent call (seed 000 A.1 output logging, plus what makes a result traceable)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from madrag.providers.base import Message, TokenLogprob, Usage
+
+ConfidenceSource = Literal["first_token_logprob", "self_reported", "none"]
+ScoreMode = Literal["constrained_distribution", "parsed_text", "parsed_followup", "failed"]
+
+
+def call_key(protocol: str, essay_id: str, trait: str, role: str, round_: int = 1, index: int = 0) -> str:
+    """The identity of one agent call inside a run: a finished key is never called again on resume."""
+    return f"{protocol}|{essay_id}|{trait}|{role}|{round_}|{index}"
+
+
+def prompt_hash(messages: list[Message]) -> str:
+    blob = json.dumps([m.model_dump() for m in messages], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+class ScoreResult(BaseModel):
+    """How the Judge's integer came about. ``reported`` is the value the run uses (a run setting)."""
+
+    parsed: int | None = None  # from ``Final score: N`` (or the constrained token)
+    distribution: dict[int, float] | None = None  # p(score) over valid scores, renormalised
+    argmax: int | None = None
+    expected: float | None = None
+    mode: ScoreMode = "failed"
+    reported: int | None = None
+    reported_from: Literal["parsed", "argmax", "expected"] = "parsed"
+    invalid_raw: str | None = None  # what was found when the score was unusable
+
+
+class AgentRecord(BaseModel):
+    run_id: str
+    key: str
+    essay_id: str
+    trait: str  # a rubric trait name, or "*" for a call that scores every trait
+    protocol: str
+    role: str
+    round: int = 1
+    index: int = 0
+    provider: str = ""
+    model: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    prompt_hash: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    text: str = ""
+    rationale: str | None = None
+    tokens: list[TokenLogprob] | None = None
+    confidence: float | None = None
+    confidence_source: ConfidenceSource = "none"
+    score: ScoreResult | None = None
+    trait_scores: dict[str, ScoreResult] | None = None  # for calls that score every trait at once
+    context: dict[str, Any] = Field(default_factory=dict)  # exemplars shown, transcript fed, confidences
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    requests: int = 1
+    cached: bool = False
+    error: str | None = None
+    created_at: float = Field(default_factory=time.time)

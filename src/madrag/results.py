@@ -1,0 +1,52 @@
+"""Per-essay trait scores read back from a run store, joined with the human scores."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from madrag.data.essay import Essay
+from madrag.protocols.base import TraitScore
+from madrag.protocols.trait_judge import combine_judges
+from madrag.records import AgentRecord
+from madrag.rubric import Rubric
+from madrag.store import RunStore
+
+
+def trait_scores(store: RunStore, rubric: Rubric) -> list[TraitScore]:
+    """One TraitScore per (protocol, essay, trait) from the stored judge records."""
+    groups: dict[tuple[str, str, str], list[AgentRecord]] = defaultdict(list)
+    for record in store.records(role="judge"):
+        groups[(record.protocol, record.essay_id, record.trait)].append(record)
+    out: list[TraitScore] = []
+    for (protocol, _essay, trait_name), records in groups.items():
+        records.sort(key=lambda r: r.index)
+        out.append(combine_judges(protocol, rubric.trait(trait_name), records))
+    return out
+
+
+def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:
+    """Flat rows (essay x trait x protocol) for CSV/JSONL export and tables."""
+    by_id = {e.id: e for e in essays}
+    rows = []
+    for s in scores:
+        essay = by_id.get(s.essay_id)
+        trait = rubric.trait(s.trait)
+        result = s.result
+        rows.append(
+            {
+                "essay_id": s.essay_id,
+                "protocol": s.protocol,
+                "trait": s.trait,
+                "score": s.score,
+                "reference": essay.reference(trait) if essay else None,
+                "rater1": essay.rater(trait.name, 0) if essay else None,
+                "rater2": essay.rater(trait.name, 1) if essay else None,
+                "score_mode": result.mode if result else "failed",
+                "expected": None if result is None or result.expected is None else round(result.expected, 4),
+                "distribution": None if result is None else result.distribution,
+                "n_judges": s.n_judges,
+                "rationale": s.rationale,
+            }
+        )
+    return rows

@@ -1,0 +1,128 @@
+"""Rubric and Trait: any integer scale per trait, with one description per level.
+
+Rubrics load from JSON or YAML. The ASAP files in ``shared/data/asap/rubric_set{7,8}.json`` load as they are:
+``{"essay_set": 7, "prompt": "...", "traits": [{"column": "trait1", "name": "Ideas", "min": 0, "max": 3,
+"levels": {"3": "...", ...}}]}``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from madrag.errors import RubricError
+
+
+class Trait(BaseModel):
+    """One analytic trait of a rubric, scored on the integer range [min, max]."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(min_length=1)
+    min: int
+    max: int
+    levels: dict[int, str]
+    description: str = ""
+    column: str | None = None  # the data column holding this trait's rater scores (e.g. "trait1")
+
+    @field_validator("levels", mode="before")
+    @classmethod
+    def _int_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            try:
+                return {int(k): v for k, v in value.items()}
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"level keys must be integers, got {list(value)}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _check_levels(self) -> Trait:
+        if self.min > self.max:
+            raise ValueError(f"trait {self.name!r}: min {self.min} > max {self.max}")
+        expected = set(range(self.min, self.max + 1))
+        missing = sorted(expected - set(self.levels))
+        extra = sorted(set(self.levels) - expected)
+        if missing:
+            raise ValueError(f"trait {self.name!r}: no description for level(s) {missing}")
+        if extra:
+            raise ValueError(f"trait {self.name!r}: level(s) {extra} outside [{self.min}, {self.max}]")
+        return self
+
+    @property
+    def scores(self) -> list[int]:
+        """Every valid score, lowest first."""
+        return list(range(self.min, self.max + 1))
+
+    def contains(self, score: float) -> bool:
+        return self.min <= score <= self.max
+
+    def as_prompt_json(self) -> str:
+        """The trait serialised as JSON for prompts (seed 000 A.6: 'the full rubric trait serialized as JSON')."""
+        payload = {
+            "name": self.name,
+            "description": self.description,
+            "min_score": self.min,
+            "max_score": self.max,
+            "levels": {str(k): self.levels[k] for k in sorted(self.levels, reverse=True)},
+        }
+        return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+class Rubric(BaseModel):
+    """A set of traits plus the essay prompt they score."""
+
+    model_config = ConfigDict(frozen=True)
+
+    traits: list[Trait] = Field(min_length=1)
+    prompt: str = ""
+    essay_set: int | None = None
+    name: str = ""
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Rubric:
+        seen: set[str] = set()
+        for trait in self.traits:
+            key = trait.name.casefold()
+            if key in seen:
+                raise ValueError(f"duplicate trait name {trait.name!r}")
+            seen.add(key)
+        return self
+
+    def trait(self, name: str) -> Trait:
+        for trait in self.traits:
+            if trait.name.casefold() == name.casefold():
+                return trait
+        raise RubricError(f"unknown trait {name!r}; rubric has {[t.name for t in self.traits]}")
+
+    @property
+    def trait_names(self) -> list[str]:
+        return [t.name for t in self.traits]
+
+
+def load_rubric(path: str | Path) -> Rubric:
+    """Load a rubric from a .json, .yaml or .yml file; any problem is a one-line RubricError."""
+    p = Path(path)
+    if not p.is_file():
+        raise RubricError(f"rubric file not found: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RubricError(f"cannot read rubric {p}: {exc}") from exc
+    try:
+        raw = yaml.safe_load(text) if p.suffix.lower() in {".yaml", ".yml"} else json.loads(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise RubricError(f"rubric {p} is not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise RubricError(f"rubric {p} must be a mapping with a 'traits' list")
+    raw.setdefault("name", p.stem)
+    try:
+        return Rubric.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise RubricError(f"rubric {p}: {where}: {first['msg']}") from exc

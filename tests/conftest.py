@@ -1,0 +1,45 @@
+"""Shared fixtures: the ASAP data beside the repository, rubrics, and a small in-memory exemplar bank."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from madrag.data import Essay, load_asap
+from madrag.rubric import Rubric, load_rubric
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def asap_dir() -> Path:
+    for c in [os.environ.get("MADRAG_ASAP_DIR", ""), REPO / "shared/data/asap", REPO.parent / "shared/data/asap"]:
+        if c and (Path(c) / "training_set_rel3_sets7_8.tsv").is_file():
+            return Path(c)
+    pytest.skip("ASAP data (shared/data/asap) not found")
+
+
+@pytest.fixture(scope="session")
+def asap() -> Path:
+    return asap_dir()
+
+
+@pytest.fixture(scope="session")
+def rubric7(asap: Path) -> Rubric:
+    return load_rubric(asap / "rubric_set7.json")
+
+
+@pytest.fixture(scope="session")
+def rubric8(asap: Path) -> Rubric:
+    return load_rubric(asap / "rubric_set8.json")
+
+
+@pytest.fixture(scope="session")
+def essays7(asap: Path, rubric7: Rubric) -> list[Essay]:
+    return load_asap(asap / "training_set_rel3_sets7_8.tsv", rubric7)
+
+
+@pytest.fixture(scope="session")
+def essays8(asap: Path, rubric8: Rubric) -> list[Essay]:
+    return load_asap(asap / "training_set_rel3_sets7_8.tsv", rubric8)

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from madrag.errors import RubricError
+from madrag.rubric import load_rubric
+
+
+def test_asap_rubrics_load_as_they_are(rubric7, rubric8) -> None:  # type: ignore[no-untyped-def]
+    assert rubric7.trait_names == ["Ideas", "Organization", "Style", "Conventions"]
+    assert all((t.min, t.max) == (0, 3) for t in rubric7.traits)
+    assert len(rubric8.traits) == 6 and all((t.min, t.max) == (1, 6) for t in rubric8.traits)
+    assert rubric7.traits[0].column == "trait1"
+    assert "patience" in rubric7.prompt.lower()
+    assert json.loads(rubric7.traits[0].as_prompt_json())["levels"]["3"].startswith("Tells a story")
+
+
+def _write(tmp_path: Path, payload: object, name: str = "r.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(payload) if name.endswith(".json") else str(payload), encoding="utf-8")
+    return p
+
+
+def trait(name: str = "A", lo: int = 0, hi: int = 2, levels: dict[str, str] | None = None) -> dict[str, object]:
+    return {"name": name, "min": lo, "max": hi, "levels": levels or {str(i): f"L{i}" for i in range(lo, hi + 1)}}
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"traits": [trait(lo=3, hi=1, levels={"1": "a"})]}, "min 3 > max 1"),
+        ({"traits": [trait("A"), trait("a")]}, "duplicate trait name"),
+        ({"traits": [trait(levels={"0": "x", "2": "y"})]}, "no description for level(s) [1]"),
+        ({"traits": [trait(levels={"0": "x", "1": "y", "2": "z", "5": "w"})]}, "outside [0, 2]"),
+        ({"traits": []}, "traits"),
+        ([1, 2], "must be a mapping"),
+    ],
+)
+def test_rubric_errors_are_one_line(tmp_path: Path, payload: object, message: str) -> None:
+    with pytest.raises(RubricError) as info:
+        load_rubric(_write(tmp_path, payload))
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_yaml_rubric_any_scale(tmp_path: Path) -> None:
+    p = tmp_path / "r.yaml"
+    p.write_text("traits:\n  - name: Voice\n    min: 1\n    max: 3\n    levels: {1: weak, 2: ok, 3: strong}\n")
+    rubric = load_rubric(p)
+    assert rubric.trait("voice").scores == [1, 2, 3]
+
+
+def test_missing_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(RubricError, match="not found"):
+        load_rubric(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(RubricError, match="not valid"):
+        load_rubric(bad)
