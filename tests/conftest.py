@@ -14,7 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def asap_dir() -> Path:
-    for c in [os.environ.get("MADRAG_ASAP_DIR", ""), REPO / "shared/data/asap", REPO.parent / "shared/data/asap"]:
+    for c in [
+        os.environ.get("MADRAG_ASAP_DIR", ""),
+        REPO / "shared/data/asap",
+        REPO.parent / "shared/data/asap",
+    ]:
         if c and (Path(c) / "training_set_rel3_sets7_8.tsv").is_file():
             return Path(c)
     pytest.skip("ASAP data (shared/data/asap) not found")

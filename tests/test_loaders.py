@@ -59,13 +59,25 @@ def one_trait() -> Rubric:
     return Rubric.model_validate(
         {
             "essay_set": 7,
-            "traits": [{"name": "Ideas", "column": "trait1", "min": 0, "max": 3, "levels": {i: "x" for i in range(4)}}],
+            "traits": [
+                {
+                    "name": "Ideas",
+                    "column": "trait1",
+                    "min": 0,
+                    "max": 3,
+                    "levels": {i: "x" for i in range(4)},
+                }
+            ],
         }
     )
 
 
 def test_asap_latin1_original_file(tmp_path: Path, one_trait: Rubric) -> None:
-    p = _tsv(tmp_path, [["1", "7", "caf\u00e9 story", "2", "3", "0"], ["2", "1", "other set", "", "", "0"]], enc="latin-1")
+    p = _tsv(
+        tmp_path,
+        [["1", "7", "caf\u00e9 story", "2", "3", "0"], ["2", "1", "other set", "", "", "0"]],
+        enc="latin-1",
+    )
     essays = load_asap(p, one_trait)
     assert [e.id for e in essays] == ["1"] and essays[0].text == "caf\u00e9 story"
 

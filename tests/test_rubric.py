@@ -25,7 +25,12 @@ def _write(tmp_path: Path, payload: object, name: str = "r.json") -> Path:
 
 
 def trait(name: str = "A", lo: int = 0, hi: int = 2, levels: dict[str, str] | None = None) -> dict[str, object]:
-    return {"name": name, "min": lo, "max": hi, "levels": levels or {str(i): f"L{i}" for i in range(lo, hi + 1)}}
+    return {
+        "name": name,
+        "min": lo,
+        "max": hi,
+        "levels": levels or {str(i): f"L{i}" for i in range(lo, hi + 1)},
+    }
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -32,6 +32,7 @@ app = typer.Typer(
 runs_app = typer.Typer(help="List runs and export their scores or records.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 console = Console()
+DEFAULT_CACHE = default_cache_dir()
 err = Console(stderr=True)
 
 TINY_MODEL_NOTE = (
@@ -57,12 +58,13 @@ def _run_job(job: ScoreJob) -> JobResult:
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     )
-    task = progress.add_task("agent calls", total=None)
+    task = progress.add_task("trait scores", total=None)
     done_essays: list[str] = []
 
     def on_record(record: AgentRecord) -> None:
-        progress.advance(task)
-        progress.update(task, description=f"{record.role:>8} {record.essay_id} {record.trait}")
+        if record.role == "judge" and record.index == 0:
+            progress.advance(task)
+        progress.update(task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")
 
     def on_essay(essay: Essay, scores: list[TraitScore]) -> None:
         done_essays.append(essay.id)
@@ -72,7 +74,13 @@ def _run_job(job: ScoreJob) -> JobResult:
     try:
         with progress:
             result = asyncio.run(
-                execute(job, on_record=on_record, on_essay_done=on_essay, on_stage=lambda m: err.print(m))
+                execute(
+                    job,
+                    on_record=on_record,
+                    on_essay_done=on_essay,
+                    on_stage=lambda m: progress.console.print(m),
+                    on_start=lambda n: progress.update(task, total=n),
+                )
             )
     except KeyboardInterrupt:
         err.print(
@@ -121,16 +129,16 @@ def score(
     run_dir: Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")] = Path("runs/latest"),
     data_format: Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")] = "auto",
     fold: Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")] = "0",
-    limit: Annotated[Optional[int], typer.Option(help="Score only the first N selected essays.")] = None,  # noqa: UP045
-    ids: Annotated[Optional[str], typer.Option(help="Comma-separated essay ids to score.")] = None,  # noqa: UP045
+    limit: Annotated[int | None, typer.Option(help="Score only the first N selected essays.")] = None,
+    ids: Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")] = None,
     protocol: ProtocolOpt = ["MADRAG"],  # noqa: B006
     provider: Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")] = "llamacpp",
-    model: Annotated[Optional[str], typer.Option(help="Model name (openai provider).")] = None,  # noqa: UP045
-    model_path: Annotated[Optional[Path], typer.Option(help="A GGUF file for llamacpp.")] = None,  # noqa: UP045
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server URL.")] = None,  # noqa: UP045
+    model: Annotated[str | None, typer.Option(help="Model name (openai provider).")] = None,
+    model_path: Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     logprobs: Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")] = True,
-    concurrency: Annotated[Optional[int], typer.Option(help="Parallel requests to the backend.")] = None,  # noqa: UP045
+    concurrency: Annotated[int | None, typer.Option(help="Parallel requests to the backend.")] = None,
     essay_concurrency: Annotated[int, typer.Option(help="Essays in flight at once.")] = 4,
     timeout: Annotated[float, typer.Option(help="Seconds per request before it is retried.")] = 300.0,
     retries: Annotated[int, typer.Option(help="Retries on transient failures.")] = 4,
@@ -140,11 +148,14 @@ def score(
     anonymization: Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")] = "note",
     score_method: Annotated[str, typer.Option(help="auto, constrained or text (see docs).")] = "auto",
     report: Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")] = "parsed",
-    exemplar_max_words: Annotated[Optional[int], typer.Option(help="Shorten exemplars in prompts.")] = None,  # noqa: UP045
+    exemplar_max_words: Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")] = None,
     judges_per_trait: Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")] = 1,
-    prompts_dir: Annotated[Optional[Path], typer.Option(help="Folder of prompt templates overriding the packaged ones.")] = None,  # noqa: UP045, E501
-    cache_dir: Annotated[Path, typer.Option(help="Exemplar indexes and response cache.")] = default_cache_dir(),
+    prompts_dir: Annotated[
+        Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")
+    ] = None,
+    cache_dir: Annotated[Path, typer.Option(help="Exemplar indexes and response cache.")] = DEFAULT_CACHE,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")] = False,
+    fake_latency: Annotated[float, typer.Option(hidden=True, help="fake provider: seconds per call.")] = 0.0,
 ) -> None:
     """Score essays trait by trait and store one record per agent call in RUN_DIR."""
     job = ScoreJob(
@@ -166,6 +177,7 @@ def score(
             concurrency=concurrency,
             timeout_s=timeout,
             retries=retries,
+            fake_latency_s=fake_latency,
         ),
         settings=ScoringSettings(
             debater_max_tokens=debater_max_tokens,
@@ -217,7 +229,9 @@ def demo(
 
 
 @runs_app.command("list")
-def runs_list(root: Annotated[Path, typer.Argument(help="Folder holding run folders.")] = Path("runs")) -> None:
+def runs_list(
+    root: Annotated[Path, typer.Argument(help="Folder holding run folders.")] = Path("runs"),
+) -> None:
     """List the runs under ROOT with their record counts."""
     from madrag.store import RunStore
 
@@ -246,7 +260,7 @@ def runs_export(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
     what: Annotated[str, typer.Option(help="scores (per essay-trait) or records (per agent call).")] = "scores",
     fmt: Annotated[str, typer.Option("--format", help="csv or jsonl (records: jsonl only).")] = "csv",
-    out: Annotated[Optional[Path], typer.Option(help="Output file (default: in the run folder).")] = None,  # noqa: UP045
+    out: Annotated[Path | None, typer.Option(help="Output file (default: in the run folder).")] = None,
 ) -> None:
     """Export a run's trait scores (CSV/JSONL) or its agent-call records (JSONL)."""
     import json
@@ -286,7 +300,7 @@ def main() -> None:
     try:
         app()
     except MadragError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -25,7 +25,7 @@ from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.providers import ProviderSpec, managed
+from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
 from madrag.runner import run_scoring
@@ -111,7 +111,9 @@ def _fingerprint_file(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def job_config(job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], prompts: PromptLibrary) -> dict[str, Any]:
+def job_config(
+    job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], prompts: PromptLibrary
+) -> dict[str, Any]:
     """What a resumed run must match: everything but the choice of essays."""
     return {
         "data": str(job.data.resolve()),
@@ -119,12 +121,12 @@ def job_config(job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], 
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
-        "provider": job.provider.model_dump(mode="json"),
+        "provider": spec_identity(job.provider),
         "settings": job.settings.model_dump(mode="json"),
         "prompts": prompts.names_used(PROMPT_NAMES),
-        "prompt_texts_sha256": hashlib.sha256(
-            "\x00".join(prompts.text(n) for n in PROMPT_NAMES).encode()
-        ).hexdigest()[:16],
+        "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in PROMPT_NAMES).encode()).hexdigest()[
+            :16
+        ],
     }
 
 
@@ -139,7 +141,9 @@ async def execute(
     on_record: Callable[[AgentRecord], None] | None = None,
     on_essay_done: Callable[[Essay, list[TraitScore]], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> JobResult:
+    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce."""
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
     rubric = load_rubric(job.rubric)
@@ -170,6 +174,8 @@ async def execute(
             bank=bank,
             on_record=on_record,
         )
+        if on_start is not None:
+            on_start(len(essays) * len(rubric.traits) * len(protocols))
         stage(f"scoring {len(essays)} essays x {len(rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
             scores = await run_scoring(ctx, essays, rubric, protocols, job.essay_concurrency, on_essay_done)

@@ -11,18 +11,20 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, Usage
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, call_key, prompt_hash
-from madrag.retrieval.bank import ExemplarBank
 from madrag.rubric import Trait
 from madrag.scoring import distribution_from_tokens, normalise, parse_score, summarise
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
+
+if TYPE_CHECKING:
+    from madrag.retrieval.bank import ExemplarBank
 
 SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNORECASE)
 FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
-from madrag.retrieval.bank import LevelExemplar
 from madrag.rubric import Trait
 from madrag.settings import Anonymization
+
+if TYPE_CHECKING:
+    from madrag.retrieval.bank import LevelExemplar
 
 PLACEHOLDER = re.compile(r"@([A-Z]+)(\d*)")
 _MASKS = {
@@ -69,9 +72,7 @@ def essay_values(
     return values
 
 
-def render_exemplars(
-    prompts: PromptLibrary, trait: Trait, levels: list[LevelExemplar], max_words: int | None
-) -> str:
+def render_exemplars(prompts: PromptLibrary, trait: Trait, levels: list[LevelExemplar], max_words: int | None) -> str:
     items = []
     for level in levels:
         if level.exemplar is None:

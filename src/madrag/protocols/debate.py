@@ -36,14 +36,15 @@ def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
     if kind == "adv":
         return [[(role, r) for r in range(1, rounds + 1) for role in ("advocate", "skeptic")]]
     if kind == "both":
-        return [[("advocate", r) for r in range(1, rounds + 1)], [("skeptic", r) for r in range(1, rounds + 1)]]
+        return [
+            [("advocate", r) for r in range(1, rounds + 1)],
+            [("skeptic", r) for r in range(1, rounds + 1)],
+        ]
     return [[("skeptic", r) for r in range(1, rounds + 1)]]
 
 
 def turn_of(record: AgentRecord) -> Turn:
-    return Turn(
-        speaker=SPEAKER[record.role], round=record.round, message=record.text, confidence=record.confidence
-    )
+    return Turn(speaker=SPEAKER[record.role], round=record.round, message=record.text, confidence=record.confidence)
 
 
 async def run_debate(

@@ -49,9 +49,7 @@ class TraitJudgeProtocol:
         return list(await asyncio.gather(*(self.score_trait(ctx, essay, t) for t in rubric.traits)))
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
-        values = essay_values(
-            ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence
-        )
+        values = essay_values(ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence)
         context: dict[str, Any] = {}
         exemplar_text = ""
         if self.exemplars:

@@ -40,6 +40,15 @@ class ProviderSpec(BaseModel):
     timeout_s: float = 300.0
     retries: int = 4
     n_ctx: int = 8192
+    fake_latency_s: float = 0.0  # fake: seconds per call (for tests of interrupted runs)
+
+
+OPERATIONAL = {"concurrency", "timeout_s", "retries", "fake_latency_s"}
+
+
+def spec_identity(spec: ProviderSpec) -> dict[str, object]:
+    """The settings that change what a backend answers (a resumed run must match them)."""
+    return spec.model_dump(mode="json", exclude=OPERATIONAL)
 
 
 def make_provider(spec: ProviderSpec) -> Provider:
@@ -61,7 +70,7 @@ def make_provider(spec: ProviderSpec) -> Provider:
             supports_logprobs=spec.logprobs,
         )
     if spec.kind == "fake":
-        return FakeProvider()
+        return FakeProvider(latency_s=spec.fake_latency_s)
     raise ConfigError(f"unknown provider {spec.kind!r}; choose llamacpp, openai or fake")
 
 
@@ -92,4 +101,5 @@ __all__ = [
     "Usage",
     "make_provider",
     "managed",
+    "spec_identity",
 ]

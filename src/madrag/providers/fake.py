@@ -66,9 +66,7 @@ class FakeProvider(Provider):
 
     script: Script | None = None
     caps: Capabilities = field(
-        default_factory=lambda: Capabilities(
-            logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True
-        )
+        default_factory=lambda: Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
     )
     model_name: str = "fake-model"
     latency_s: float = 0.0
@@ -151,6 +149,4 @@ class FakeProvider(Provider):
 
 def flaky(times: int, then: str | FakeReply) -> list[FakeReply]:
     """A script that fails transiently ``times`` times, then answers ``then`` (for retry tests)."""
-    return [FakeReply(text="", error=TransientProviderError("scripted 503")) for _ in range(times)] + [
-        _as_reply(then)
-    ]
+    return [FakeReply(text="", error=TransientProviderError("scripted 503")) for _ in range(times)] + [_as_reply(then)]

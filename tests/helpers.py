@@ -1,0 +1,51 @@
+"""Test helpers: a stub exemplar bank and a ready call context over the fake provider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from madrag.agents.calls import CallContext
+from madrag.agents.prompts import PromptLibrary
+from madrag.data.essay import Essay
+from madrag.providers.base import Provider
+from madrag.providers.policy import ManagedProvider, RetryPolicy
+from madrag.retrieval.bank import Exemplar, LevelExemplar
+from madrag.rubric import Trait
+from madrag.settings import ScoringSettings
+from madrag.store import RunStore
+
+
+class StubBank:
+    """per_level over an in-memory pool: the first pool essay with each reference score (never the query)."""
+
+    def __init__(self, pool: list[Essay]) -> None:
+        self.pool = pool
+        self.queries: list[tuple[str, str]] = []
+
+    def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        self.queries.append((essay.id, trait.name))
+        out = []
+        for s in trait.scores:
+            match = next((e for e in self.pool if e.id != essay.id and e.reference(trait) == s), None)
+            ex = None
+            if match is not None:
+                ex = Exemplar(essay_id=match.id, text=match.text, scores={}, distance=0.1, similarity=0.9)
+            out.append(LevelExemplar(trait=trait.name, score=s, exemplar=ex))
+        return out
+
+
+def make_ctx(
+    tmp_path: Path,
+    provider: Provider,
+    bank: StubBank | None = None,
+    settings: ScoringSettings | None = None,
+    retries: int = 0,
+) -> CallContext:
+    return CallContext(
+        run_id="test",
+        provider=ManagedProvider(provider, RetryPolicy(retries=retries, base_delay_s=0.0, max_delay_s=0.0)),
+        store=RunStore(tmp_path / "store.sqlite"),
+        prompts=PromptLibrary(),
+        settings=settings or ScoringSettings(),
+        bank=bank,  # type: ignore[arg-type]
+    )

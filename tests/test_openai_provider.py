@@ -1,0 +1,357 @@
+"""Unit tests of OpenAICompatProvider against an in-process fake HTTP transport (no server, no network)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from madrag.errors import ProviderError, TransientProviderError
+from madrag.providers.base import ChatRequest, Message
+from madrag.providers.openai_compat import NO_KEY, OpenAICompatProvider
+
+SECRET = "sk-test-SECRETSECRET-0123456789abcdef"
+KEY_ENV = "MADRAG_TEST_OPENAI_KEY"
+BASE_URL = "http://fake.local/v1"
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def _token(tok: str, lp: float, alts: list[tuple[str, float]]) -> dict[str, Any]:
+    return {
+        "token": tok,
+        "logprob": lp,
+        "bytes": list(tok.encode()),
+        "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in alts],
+    }
+
+
+def completion_body(
+    text: str = "Final score: 3",
+    logprobs: list[dict[str, Any]] | None = None,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "served-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+    }
+
+
+LOGPROB_TOKENS = [
+    _token("Final", -0.1, [("Final", -0.1), ("The", -2.5), ("Score", -3.0)]),
+    _token(" score", -0.05, [(" score", -0.05), (" Score", -3.2), (":", -4.0)]),
+    _token(": 3", -0.7, [(": 3", -0.7), (": 4", -1.0), (": 2", -2.0)]),
+]
+
+
+class Recorder:
+    """A MockTransport handler that answers scripted responses and keeps every request it saw."""
+
+    def __init__(self, *responses: httpx.Response | Exception) -> None:
+        self.responses = list(responses)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        item = self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    @property
+    def last_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = json.loads(self.requests[-1].content)
+        return body
+
+
+def ok(body: dict[str, Any]) -> httpx.Response:
+    return httpx.Response(200, json=body)
+
+
+@pytest.fixture
+def make(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+    def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
+        recorder = Recorder(*responses)
+        client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
+        provider = OpenAICompatProvider(
+            model="my-model", base_url=BASE_URL, api_key_env=KEY_ENV, http_client=client, **kwargs
+        )
+        return provider, recorder
+
+    return _make
+
+
+def req(**kwargs: Any) -> ChatRequest:
+    messages = [Message(role="system", content="You are a judge."), Message(role="user", content="Score it.")]
+    return ChatRequest(messages=messages, **kwargs)
+
+
+# -- request mapping ---------------------------------------------------------------------------------------
+
+
+async def test_request_mapping_passes_settings_through(make: Any) -> None:
+    provider, rec = make(ok(completion_body(logprobs=LOGPROB_TOKENS)))
+    await provider.complete(
+        req(
+            temperature=0.7,
+            max_tokens=33,
+            top_p=0.9,
+            seed=42,
+            stop=["\n\n", "END"],
+            logprobs=True,
+            top_logprobs=5,
+        )
+    )
+    sent = rec.last_json
+    assert rec.requests[-1].url == httpx.URL(f"{BASE_URL}/chat/completions")
+    assert rec.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
+    assert sent["model"] == "my-model"
+    assert sent["messages"] == [
+        {"role": "system", "content": "You are a judge."},
+        {"role": "user", "content": "Score it."},
+    ]
+    assert sent["temperature"] == 0.7
+    assert sent["max_tokens"] == 33
+    assert sent["top_p"] == 0.9
+    assert sent["seed"] == 42
+    assert sent["stop"] == ["\n\n", "END"]
+    assert sent["logprobs"] is True
+    assert sent["top_logprobs"] == 5
+    assert "response_format" not in sent
+
+
+async def test_request_mapping_omits_unset_options(make: Any) -> None:
+    provider, rec = make(ok(completion_body()))
+    await provider.complete(req())
+    sent = rec.last_json
+    for key in ("seed", "stop", "logprobs", "top_logprobs", "response_format"):
+        assert key not in sent
+    assert sent["temperature"] == 0.0
+
+
+async def test_logprobs_without_top_still_sends_top_logprobs_zero(make: Any) -> None:
+    provider, rec = make(ok(completion_body(logprobs=LOGPROB_TOKENS)))
+    resp = await provider.complete(req(logprobs=True))
+    assert rec.last_json["logprobs"] is True
+    assert rec.last_json["top_logprobs"] == 0
+    assert resp.tokens is not None and all(t.top == [] for t in resp.tokens)
+
+
+async def test_json_schema_response_format(make: Any) -> None:
+    schema = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
+    provider, rec = make(ok(completion_body(text='{"score": 3}')))
+    await provider.complete(req(json_schema=schema))
+    assert rec.last_json["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "response", "schema": schema},
+    }
+    provider2, rec2 = make(ok(completion_body(text='{"score": 3}')), json_schema_style="json_object")
+    await provider2.complete(req(json_schema=schema))
+    assert rec2.last_json["response_format"] == {"type": "json_object", "schema": schema}
+
+
+async def test_no_key_sends_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MADRAG_TEST_UNSET_KEY", raising=False)
+    rec = Recorder(ok(completion_body()))
+    client = httpx.AsyncClient(transport=httpx.MockTransport(rec))
+    provider = OpenAICompatProvider("m", base_url=BASE_URL, api_key_env="MADRAG_TEST_UNSET_KEY", http_client=client)
+    await provider.complete(req())
+    assert rec.requests[-1].headers["authorization"] == f"Bearer {NO_KEY}"
+    assert provider.describe()["api_key_set"] is False
+
+
+# -- response mapping --------------------------------------------------------------------------------------
+
+
+async def test_response_mapping_with_tokens_and_alternatives(make: Any) -> None:
+    body = completion_body(logprobs=LOGPROB_TOKENS, finish_reason="length")
+    provider, _ = make(ok(body))
+    resp = await provider.complete(req(logprobs=True, top_logprobs=2))
+    assert resp.text == "Final score: 3"
+    assert resp.finish_reason == "length"
+    assert resp.usage.prompt_tokens == 11 and resp.usage.completion_tokens == 3
+    assert resp.model == "served-model"
+    assert resp.latency_s >= 0.0
+    assert resp.raw["id"] == "chatcmpl-1"
+    assert resp.raw["choices"][0]["message"]["content"] == "Final score: 3"
+    assert resp.tokens is not None
+    assert [t.token for t in resp.tokens] == ["Final", " score", ": 3"]
+    assert [t.logprob for t in resp.tokens] == [-0.1, -0.05, -0.7]
+    # top alternatives, cut to the requested number
+    assert [(a.token, a.logprob) for a in resp.tokens[2].top] == [(": 3", -0.7), (": 4", -1.0)]
+    assert all(len(t.top) == 2 for t in resp.tokens)
+    assert resp.choice_logprobs is None and resp.cached is False
+
+
+async def test_no_tokens_when_logprobs_not_requested(make: Any) -> None:
+    provider, _ = make(ok(completion_body(logprobs=LOGPROB_TOKENS)))
+    resp = await provider.complete(req())
+    assert resp.tokens is None
+
+
+async def test_missing_usage_gives_zero_usage(make: Any) -> None:
+    body = completion_body()
+    del body["usage"]
+    provider, _ = make(ok(body))
+    resp = await provider.complete(req())
+    assert resp.usage.prompt_tokens == 0 and resp.usage.completion_tokens == 0
+
+
+async def test_missing_logprobs_raises(make: Any) -> None:
+    provider, _ = make(ok(completion_body(logprobs=None)))
+    with pytest.raises(ProviderError, match="no logprobs") as info:
+        await provider.complete(req(logprobs=True, top_logprobs=5))
+    assert not isinstance(info.value, TransientProviderError)
+
+
+async def test_logprobs_unsupported_is_refused_before_any_call(make: Any) -> None:
+    provider, rec = make(ok(completion_body()), supports_logprobs=False)
+    assert provider.capabilities.logprobs is False
+    with pytest.raises(ProviderError, match="no logprobs"):
+        await provider.complete(req(logprobs=True))
+    assert rec.requests == []
+
+
+def test_capabilities_and_identity(make: Any) -> None:
+    provider, _ = make(ok(completion_body()))
+    caps = provider.capabilities
+    assert provider.name == "openai" and provider.model == "my-model"
+    assert caps.logprobs and caps.max_top_logprobs == 20 and caps.seed and caps.json_schema
+    assert not (caps.prefill or caps.choices or caps.grammar)
+    assert provider.max_concurrency == 8
+
+
+async def test_prefill_and_grammar_refused(make: Any) -> None:
+    provider, rec = make(ok(completion_body()))
+    with pytest.raises(ProviderError):
+        await provider.complete(req(prefill="Final score:"))
+    with pytest.raises(ProviderError):
+        await provider.complete(req(grammar='root ::= "1"'))
+    assert rec.requests == []
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 408])
+async def test_transient_statuses(make: Any, status: int) -> None:
+    provider, rec = make(httpx.Response(status, json={"error": {"message": "slow down", "type": "x"}}))
+    with pytest.raises(TransientProviderError) as info:
+        await provider.complete(req())
+    msg = str(info.value)
+    assert str(status) in msg and "slow down" in msg and "\n" not in msg
+    assert len(rec.requests) == 1  # the openai client's own retries are off
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_client_errors_are_not_transient(make: Any, status: int) -> None:
+    provider, _ = make(httpx.Response(status, json={"error": {"message": "nope\nsecond line"}}))
+    with pytest.raises(ProviderError) as info:
+        await provider.complete(req())
+    assert not isinstance(info.value, TransientProviderError)
+    assert str(status) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped")]
+)
+async def test_network_failures_are_transient(make: Any, exc: Exception) -> None:
+    provider, _ = make(exc)
+    with pytest.raises(TransientProviderError) as info:
+        await provider.complete(req())
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(200, text="<html>502 Bad Gateway</html>", headers={"content-type": "text/html"}),
+        httpx.Response(200, content=b"{not json", headers={"content-type": "application/json"}),
+        httpx.Response(200, json={"id": "x", "object": "chat.completion", "choices": []}),
+        httpx.Response(200, json={"hello": "world"}),
+        httpx.Response(200, json=[1, 2, 3]),
+    ],
+    ids=["html", "broken-json", "no-choices", "wrong-object", "a-list"],
+)
+async def test_garbage_body_is_provider_error(make: Any, response: httpx.Response) -> None:
+    provider, _ = make(response)
+    with pytest.raises(ProviderError, match="garbage") as info:
+        await provider.complete(req())
+    assert not isinstance(info.value, TransientProviderError)
+    assert "\n" not in str(info.value)
+
+
+async def test_garbage_logprob_value(make: Any) -> None:
+    bad = [_token("x", -0.1, [])]
+    bad[0]["logprob"] = "high"
+    provider, _ = make(ok(completion_body(text="x", logprobs=bad)))
+    with pytest.raises(ProviderError):
+        await provider.complete(req(logprobs=True))
+
+
+# -- secrets -----------------------------------------------------------------------------------------------
+
+
+async def test_key_never_leaks(make: Any) -> None:
+    echo = {"error": {"message": f"Incorrect API key provided: {SECRET}. Also sk-abcd****wxyz.", "code": "x"}}
+    provider, _ = make(httpx.Response(401, json=echo))
+    assert SECRET not in repr(provider)
+    assert SECRET not in str(provider)
+    assert SECRET not in json.dumps(provider.describe())
+    assert provider.describe()["api_key_env"] == KEY_ENV
+    assert provider.describe()["api_key_set"] is True
+    with pytest.raises(ProviderError) as info:
+        await provider.complete(req())
+    assert SECRET not in str(info.value) and "sk-abcd" not in str(info.value)
+    assert "401" in str(info.value) and KEY_ENV in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+async def test_url_credentials_are_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    provider = OpenAICompatProvider(
+        "m", base_url="http://user:pw@host.example:8080/v1?api-key=hunter2", api_key_env="NO_SUCH_KEY_VAR"
+    )
+    shown = repr(provider) + json.dumps(provider.describe())
+    assert "hunter2" not in shown and "pw@" not in shown
+    assert provider.describe()["base_url"] == "http://host.example:8080/v1"
+    await provider.aclose()
+
+
+async def test_aclose_closes_client(make: Any) -> None:
+    provider, _ = make(ok(completion_body()))
+    client = provider._client._client
+    await provider.aclose()
+    assert client.is_closed
+
+
+async def test_unprefixed_key_is_scrubbed_and_not_stored_on_the_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = "plainSecretValue0123456789"
+    monkeypatch.setenv("MADRAG_PLAIN_KEY", plain)
+    rec = Recorder(httpx.Response(400, json={"error": {"message": f"bad key {plain} in request"}}))
+    client = httpx.AsyncClient(transport=httpx.MockTransport(rec))
+    provider = OpenAICompatProvider("m", base_url=BASE_URL, api_key_env="MADRAG_PLAIN_KEY", http_client=client)
+    own = {k: v for k, v in vars(provider).items() if k != "_client"}
+    assert plain not in repr(own)
+    with pytest.raises(ProviderError) as info:
+        await provider.complete(req())
+    assert plain not in str(info.value) and "bad key *** in request" in str(info.value)
+    await provider.aclose()
