@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from madrag.errors import ProviderError
-from madrag.providers.models import cpu_has_amx, smollm2_gguf_path
+from madrag.providers.models import llama_needs_amx_workaround, smollm2_gguf_path
 
 SERVER_TIMEOUT_S = 120.0
 
@@ -54,7 +54,7 @@ def llama_cpp_server_command(
     segfault on the first decode with this build.
     """
     if amx_workaround is None:
-        amx_workaround = cpu_has_amx()
+        amx_workaround = llama_needs_amx_workaround()
     launcher = ["-c", _NO_AMX_BOOT] if amx_workaround else ["-m", "llama_cpp.server"]
     return [
         sys.executable,

@@ -182,3 +182,51 @@ async def test_backend_failure_stops_cleanly_and_resume_completes(
     await run_scoring(again, essays, rubric7, [get_protocol("MAD")])
     keys = [r.key for r in again.store.records()]
     assert len(keys) == len(set(keys)) == 2 * 4 * 3 and again.stats.reused == kept
+
+
+async def test_all_six_ablation_protocols_run_and_read_back(
+    tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]]
+) -> None:
+    from madrag.protocols import ABLATION
+    from madrag.results import trait_scores
+
+    class SimilarBank(StubBank):
+        def similar(self, essay: Essay, k: int) -> list[object]:
+            from madrag.retrieval.bank import Exemplar
+
+            return [
+                Exemplar(essay_id=e.id, text=e.text, scores={"Ideas": 1}, distance=0.2, similarity=0.8)
+                for e in self.pool[:k]
+            ]
+
+    essays, pool = sample
+    ctx = make_ctx(tmp_path, FakeProvider(), SimilarBank(pool))
+    scores = await run_scoring(ctx, essays, rubric7, [get_protocol(p) for p in ABLATION])
+    assert len(scores) == 2 * 4 * 6 and all(s.score is not None for s in scores)
+    stored = trait_scores(ctx.store, rubric7)
+    assert sorted((s.protocol, s.essay_id, s.trait, s.score) for s in stored) == sorted(
+        (s.protocol, s.essay_id, s.trait, s.score) for s in scores
+    )
+    sa = ctx.store.get(call_key("SA", essays[0].id, "*", "judge"))
+    assert sa is not None and sa.requests == 1 + 4 and set(sa.trait_scores or {}) == set(rubric7.trait_names)
+    sarag = ctx.store.get(call_key("SARAG", essays[0].id, "*", "judge"))
+    assert sarag is not None and len(sarag.context["exemplars"]) == 4
+    assert "Previously scored essays" in sarag.messages[1].content
+    assert "Previously scored essays" not in sa.messages[1].content
+
+
+async def test_sa_text_mode_parses_each_trait_and_follows_up_on_missing(
+    tmp_path: Path, rubric7: Rubric, essays7: list[Essay]
+) -> None:
+    replies = iter(["Fine.\nScores:\nIdeas: 2\nOrganization: 1\nStyle: 9", "Style: 2\nConventions: 1"])
+    fake = FakeProvider(script=lambda _r: next(replies), caps=TEXT_ONLY)
+    ctx = make_ctx(tmp_path, fake)
+    out = await get_protocol("SA").score_essay(ctx, essays7[0], rubric7)
+    assert {s.trait: s.score for s in out} == {"Ideas": 2, "Organization": 1, "Style": 2, "Conventions": 1}
+    modes = {s.trait: s.result.mode for s in out if s.result}
+    assert modes == {
+        "Ideas": "parsed_text",
+        "Organization": "parsed_text",
+        "Style": "parsed_followup",
+        "Conventions": "parsed_followup",
+    }

@@ -278,7 +278,8 @@ def runs_export(
             target = out or run_dir / "records.jsonl"
             n = store.export_records_jsonl(target)
         elif what == "scores":
-            rubric = Rubric.model_validate(store.get_meta("config")["rubric"])
+            config = store.get_meta("config") or {}
+            rubric = Rubric.model_validate(config.get("rubric"))
             rows = score_rows(store.essays(), trait_scores(store, rubric), rubric)
             target = out or run_dir / f"scores.{fmt}"
             if fmt == "csv":

@@ -9,7 +9,7 @@ import math
 import re
 from typing import Literal
 
-from madrag.providers.base import TokenLogprob
+from madrag.providers.base import TokenLogprob, TopLogprob
 from madrag.records import ScoreMode, ScoreResult
 from madrag.rubric import Trait
 
@@ -62,7 +62,8 @@ def distribution_from_tokens(text: str, tokens: list[TokenLogprob], trait: Trait
         if end > offset and tok.token.strip():
             valid = {str(s): s for s in trait.scores}
             found: dict[int, float] = {}
-            for alt in [*tok.top, tok]:
+            candidates: list[TopLogprob | TokenLogprob] = [*tok.top, tok]
+            for alt in candidates:
                 key = alt.token.strip()
                 if key in valid and valid[key] not in found:
                     found[valid[key]] = alt.logprob

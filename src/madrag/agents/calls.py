@@ -17,7 +17,7 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, Usage
 from madrag.providers.policy import ManagedProvider
-from madrag.records import AgentRecord, ConfidenceSource, call_key, prompt_hash
+from madrag.records import AgentRecord, ConfidenceSource, ScoreMode, call_key, prompt_hash
 from madrag.rubric import Trait
 from madrag.scoring import distribution_from_tokens, normalise, parse_score, summarise
 from madrag.settings import ScoringSettings
@@ -235,7 +235,7 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
     responses: list[ChatResponse] = [response]
     text = response.text
     parsed, problem = parse_score(text, trait)
-    mode = "parsed_text"
+    mode: ScoreMode = "parsed_text"
     if parsed is None:
         follow = _request(
             ctx,

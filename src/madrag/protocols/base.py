@@ -30,8 +30,11 @@ class TraitScore(BaseModel):
 class ScoringProtocol(Protocol):
     """Given an essay, its rubric and a call context (provider, store, bank), score every trait."""
 
-    name: str
-    uses_bank: bool
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uses_bank(self) -> bool: ...
 
     def describe(self) -> dict[str, Any]: ...
 

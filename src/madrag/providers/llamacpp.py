@@ -10,7 +10,7 @@ The generation loop is written here (on llama.cpp's decode and logits) rather th
   (before temperature), the same quantity OpenAI-style ``logprobs`` report;
 * ``prefill``: the assistant turn continues from given text;
 * ``choices``: the next token(s) restricted to a set of strings, with the model's log-probability of each;
-* prompt-prefix reuse of the KV cache between calls (the Judge's score step reuses its rationale).
+* prompt-prefix reuse of the KV cache between calls, restricted so that it never changes a result.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from madrag.providers.base import (
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max()
-    return shifted - np.log(np.exp(shifted).sum())
+    shifted: np.ndarray = logits - logits.max()
+    out: np.ndarray = shifted - np.log(np.exp(shifted).sum())
+    return out
 
 
 @dataclass
@@ -77,6 +78,7 @@ class LlamaCppProvider(Provider):
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
         self.max_concurrency = 1
         self._llm: Any = None
+        self._aligned_upto = 0  # leading KV-cache tokens evaluated in whole, aligned n_batch chunks
         self._formatter: Any = None
         self._lock = asyncio.Lock()
         # a timed-out await does not stop its worker thread: this lock keeps the context single-user
@@ -90,6 +92,10 @@ class LlamaCppProvider(Provider):
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
             except ImportError as exc:  # pragma: no cover - dependency of the package
                 raise ProviderError(f"llama-cpp-python is not installed: {exc}") from exc
+            from madrag.providers.models import disable_llama_extra_buffers, llama_needs_amx_workaround
+
+            if llama_needs_amx_workaround():
+                disable_llama_extra_buffers()
             try:
                 llm = Llama(
                     model_path=str(self.model_path),
@@ -140,23 +146,31 @@ class LlamaCppProvider(Provider):
         if self._llm is not None:
             self._llm.close()
             self._llm = None
+            self._aligned_upto = 0
 
     # -- generation (runs in a worker thread, under the lock) ----------------------------------------
     def _prepare(self, tokens: list[int]) -> None:
-        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache."""
+        """Evaluate ``tokens``, reusing a prefix of the KV cache only where that changes no number.
+
+        llama.cpp's results depend slightly on how tokens are batched, so a reused prefix would make the same
+        request give different logprobs (and samples) depending on what ran before. Only whole ``n_batch``
+        chunks that an earlier prompt evaluation computed exactly as a fresh evaluation would are reused;
+        the rest is evaluated in the same aligned chunks as from scratch. Same request, same output.
+        """
         llm = self._llm
         common = 0
-        cached = llm._input_ids
-        for a, b in zip(cached, tokens, strict=False):
+        for a, b in zip(llm._input_ids, tokens, strict=False):
             if a != b:
                 break
             common += 1
-        common = min(common, len(tokens) - 1)  # the last token is re-evaluated to get fresh logits
-        if common > 0 and llm._ctx.kv_cache_seq_rm(-1, common, -1):
-            llm.n_tokens = common
+        reuse = min(common, self._aligned_upto, len(tokens) - 1)
+        reuse -= reuse % self.n_batch
+        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+            llm.n_tokens = reuse
         else:
             llm.reset()
         llm.eval(tokens[llm.n_tokens :])
+        self._aligned_upto = len(tokens) - len(tokens) % self.n_batch
 
     def _logprobs(self) -> np.ndarray:
         import llama_cpp

@@ -42,6 +42,21 @@ def cpu_has_amx() -> bool:
     return False
 
 
+def llama_needs_amx_workaround() -> bool:
+    """True when this CPU has AMX *and* the installed llama.cpp library was built with AMX kernels.
+
+    The project's set-up builds llama-cpp-python without AMX (``CMAKE_ARGS`` in ``scripts/setup.sh``), so
+    this is normally False; it guards installs made some other way.
+    """
+    if not cpu_has_amx():
+        return False
+    try:
+        import llama_cpp
+    except ImportError:
+        return False
+    return b"AMX" in bytes(llama_cpp.llama_print_system_info())
+
+
 def disable_llama_extra_buffers() -> None:
     """Make every ``llama_cpp.Llama`` created afterwards in this process load its weights without llama.cpp's
     "extra buffer types" (AMX tiles, CPU weight repacking).
