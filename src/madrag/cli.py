@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -12,10 +15,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from madrag.commands_eval import errors_command, eval_command, report_command
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
 from madrag.pipeline import JobResult, ScoreJob, default_cache_dir, execute
-from madrag.protocols import available
+from madrag.protocols import ABLATION, available
 from madrag.protocols.base import TraitScore
 from madrag.providers import ProviderSpec
 from madrag.records import AgentRecord
@@ -195,6 +199,36 @@ def score(
         response_cache=not no_cache,
     )
     _run_job(job)
+
+
+def _with_default(fn: Callable[..., None], name: str, value: object, doc: str) -> Callable[..., None]:
+    """The same command under another name, with another default for one option."""
+    sig = inspect.signature(fn)
+    params = [p.replace(default=value) if p.name == name else p for p in sig.parameters.values()]
+
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> None:
+        fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__doc__ = doc
+    return wrapper
+
+
+app.command("ablate")(
+    _with_default(
+        score,
+        "protocol",
+        list(ABLATION),
+        "Run several protocols on the same essays in one run (default: the six ablation protocols of seed 000, "
+        "SA SARAG MA MAD MARAG MADRAG); debates are shared between MAD and MADRAG. Then: madrag eval RUN_DIR.",
+    )
+)
+
+
+app.command("eval")(eval_command)
+app.command("errors")(errors_command)
+app.command("report")(report_command)
 
 
 def find_asap_dir() -> Path:

@@ -1,0 +1,115 @@
+"""Command functions for ``madrag eval``, ``madrag errors`` and ``madrag report`` (registered in cli.py).
+
+They are plain functions with typer annotations, so the CLI registers them with ``app.command("eval")(...)``
+and tests can call them directly. Bad input raises :class:`~madrag.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from madrag.errors import InputError
+
+console = Console()
+
+RunDirOpt = Annotated[
+    Path | None, typer.Option("--run-dir", "-r", help="Run folder made by 'madrag score' (holds store.sqlite).")
+]
+BootstrapOpt = Annotated[
+    int, typer.Option(min=0, help="Bootstrap resamples of essays for CIs and paired tests (0 = none).")
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the bootstrap resampling (results are reproducible).")]
+
+
+def _need_run(run_dir: Path | None) -> Path:
+    if run_dir is None:
+        raise InputError("give --run-dir (a folder made by 'madrag score')")
+    if not (run_dir / "store.sqlite").is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    return run_dir
+
+
+def eval_command(
+    run_dir: RunDirOpt = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="Data file. Without --run-dir: print Human-Human QWK of this file (needs --rubric). "
+            "With --run-dir: the full data file for the Human-Human row, instead of the path stored in the run."
+        ),
+    ] = None,
+    rubric: Annotated[
+        Path | None, typer.Option(help="Rubric JSON/YAML for --data without a run (a run uses its stored rubric).")
+    ] = None,
+    bootstrap: BootstrapOpt = 2000,
+    seed: SeedOpt = 0,
+    baseline: Annotated[
+        str | None, typer.Option(help="Protocol the others are compared with (default: MADRAG if in the run).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for the tables (default: <run-dir>/eval).")] = None,
+) -> None:
+    """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
+    (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown."""
+    from madrag.evaluation import evaluate, human_human_table, rich_tables, save, summary_line, wide
+
+    if run_dir is None:
+        if data is None or rubric is None:
+            raise InputError("give --run-dir, or --data and --rubric for Human-Human agreement of a data file")
+        from madrag.rubric import load_rubric
+
+        table = human_human_table(data, load_rubric(rubric), bootstrap=bootstrap, seed=seed)
+        console.print(f"Human-Human QWK (rater 1 vs rater 2) in {data}", markup=False)
+        console.print(wide(table).round(3).to_string(), markup=False)
+        counts = ", ".join(f"{label} {n}" for label, n in zip(table["label"], table["n"], strict=True))
+        console.print(f"essays with two raters: {counts}", markup=False)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            table.to_csv(out / "human_human.csv", index=False)
+            console.print(f"wrote {out / 'human_human.csv'}", markup=False)
+        return
+    if rubric is not None:
+        raise InputError("--rubric applies only without --run-dir (a run is evaluated with its own rubric)")
+    folder = _need_run(run_dir)
+    evaluation = evaluate(folder, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data)
+    console.print(summary_line(evaluation), markup=False)
+    for table in rich_tables(evaluation):
+        console.print(table)
+    for note in evaluation.notes:
+        console.print(f"note: {note}", markup=False)
+    paths = save(evaluation, out or folder / "eval")
+    console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
+
+
+def errors_command(
+    run_dir: RunDirOpt = None,
+    out: Annotated[Path | None, typer.Option(help="CSV to write (default: <run-dir>/eval/errors.csv).")] = None,
+    protocol: Annotated[
+        str | None,
+        typer.Option(help="Only rows where this protocol is off by more than 1 (seed 000 used MADRAG); default: any."),
+    ] = None,
+) -> None:
+    """Export high-disagreement essay-traits (raters within 1 point, a protocol off by more than 1 from their
+    mean) with essays, scores, rationales and debates, ready for qualitative coding (seed 000, 4.4)."""
+    from madrag.error_analysis import export_errors
+
+    result = export_errors(_need_run(run_dir), out, focus=protocol)
+    counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
+    console.print(f"wrote {result.n_rows} rows to {result.path} (off by more than 1 - {counts})", markup=False)
+
+
+def report_command(
+    run_dir: RunDirOpt = None,
+    bootstrap: BootstrapOpt = 1000,
+    seed: SeedOpt = 0,
+    out: Annotated[Path | None, typer.Option(help="HTML file to write (default: <run-dir>/report.html).")] = None,
+) -> None:
+    """Write one self-contained HTML report: QWK plots, confusion matrices, score distributions, the
+    extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
+    from madrag.report import write_report
+
+    path = write_report(_need_run(run_dir), bootstrap=bootstrap, seed=seed, out=out)
+    console.print(f"wrote {path}", markup=False)

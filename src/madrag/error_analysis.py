@@ -1,0 +1,202 @@
+"""High-disagreement error export for qualitative coding (seed 000, 4.4 and Appendix E).
+
+A row is one essay-trait where the two human raters (raters 1 and 2; a third rater, as on some set-8
+essays, is not used) agree within 1 point but a protocol is off by more than 1 point from their mean.
+Each row carries the essay, both raters, and for every protocol of the run its score, its error, the
+Judge's rationale and (debate protocols) the debate messages, plus empty coding columns for the paper's
+scheme: reasoning quality B0-B2, failure mechanism C1-C6, component attribution D1-D4, memo.
+
+Design failure mode C6 (anonymization distortion) is pre-measured: the number of ASAP placeholders
+(``@CAPS1``, ``@PERSON2`` ...) in the essay and whether each rationale mentions them.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from madrag.errors import InputError
+from madrag.evaluation import RunData, load_run, open_store
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord
+
+PLACEHOLDER = re.compile(r"@[A-Z]+[0-9]*")
+# a rationale "mentions" placeholders when it quotes one, names a placeholder kind, or talks about them
+MENTION = re.compile(
+    r"@[A-Z]+[0-9]*|\b(?:CAPS|PERSON|NUM|DATE|LOCATION|ORGANIZATION|MONTH|TIME|MONEY|PERCENT|CITY|STATE)[0-9]+\b"
+    r"|placeholder|anonymi[sz]",
+    re.IGNORECASE,
+)
+CODING_COLUMNS = ["code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"]
+CODEBOOK = """# Coding scheme (seed 000, section 4.4)
+
+B reasoning quality: B2 rubric-aligned and text-grounded; B1 partially grounded; B0 misaligned / ungrounded.
+C primary failure mechanism: C1 trait-boundary confusion; C2 debate framing capture; C3 spurious debate claim
+  accepted; C4 exemplar-induced calibration error; C5 rubric boilerplate collapse; C6 anonymization distortion.
+D component attribution (compare the same row across protocols): D1 debate plausibly contributed; D2 retrieval
+  plausibly contributed; D3 interaction plausible (debate + RAG); D4 not component-specific.
+Direction (computed): A1 under-scoring (score below the human mean), A2 over-scoring.
+Treat anonymization markers (@CAPS1, @PERSON1, @DATE1 ...) as placeholders, not as the writer's errors.
+"""
+
+
+def placeholders(text: str) -> list[str]:
+    """ASAP anonymization placeholders in ``text`` in order of appearance (``@CAPS1``, ``@NUM2`` ...)."""
+    return PLACEHOLDER.findall(text)
+
+
+def mentions_placeholders(text: str) -> bool:
+    """Whether a rationale refers to anonymization placeholders (a quoted @TOKEN, a kind like CAPS1, or words)."""
+    return MENTION.search(text) is not None
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the rows are filled from: final scores, Judge records and the debate records they read."""
+
+    scores: dict[tuple[str, str, str], TraitScore]
+    judges: dict[tuple[str, str, str], AgentRecord]
+    debates: dict[str, AgentRecord]
+
+    @cached_property
+    def debate_protocols(self) -> set[str]:
+        """Protocols whose Judge read a debate transcript."""
+        return {protocol for (protocol, _, _), judge in self.judges.items() if judge.context.get("debate")}
+
+
+def load_sources(run: RunData) -> Sources:
+    """Scores, the first Judge record per (protocol, essay, trait) and the debate records those Judges read."""
+    judges: dict[tuple[str, str, str], AgentRecord] = {}
+    for record in run.judges:
+        key = (record.protocol, record.essay_id, record.trait)
+        if key not in judges or record.index < judges[key].index:
+            judges[key] = record
+    debates: dict[str, AgentRecord] = {}
+    store = open_store(run.run_dir)
+    try:
+        for judge in judges.values():
+            for debate_key in judge.context.get("debate", []) or []:
+                if debate_key not in debates and (found := store.get(str(debate_key))) is not None:
+                    debates[debate_key] = found
+    finally:
+        store.close()
+    return Sources(run.score_map(), judges, debates)
+
+
+def judge_for(
+    judges: dict[tuple[str, str, str], AgentRecord], protocol: str, essay_id: str, trait: str
+) -> AgentRecord | None:
+    """The Judge record behind a trait score: the trait's own, or the all-traits call of SA / SARAG (trait "*")."""
+    return judges.get((protocol, essay_id, trait)) or judges.get((protocol, essay_id, "*"))
+
+
+def debate_turns(judge: AgentRecord | None, debates: dict[str, AgentRecord]) -> list[AgentRecord]:
+    """The debate records a Judge read, in the order it read them (empty for protocols without debate)."""
+    if judge is None:
+        return []
+    return [debates[k] for k in judge.context.get("debate", []) or [] if k in debates]
+
+
+def format_debate(turns: Iterable[AgentRecord]) -> str:
+    """A plain-text transcript: 'Advocate 1 (confidence 0.91): ...' blocks."""
+    blocks = []
+    for turn in turns:
+        conf = "n/a" if turn.confidence is None else f"{turn.confidence:.2f}"
+        blocks.append(f"{turn.role.capitalize()} {turn.round} (confidence {conf}): {turn.text.strip()}")
+    return "\n\n".join(blocks)
+
+
+@dataclass(frozen=True)
+class ErrorExport:
+    """Where the export went and what it holds."""
+
+    path: Path
+    n_rows: int
+    per_protocol: dict[str, int]  # rows where each protocol is off by more than 1
+
+
+def _protocol_columns(
+    protocols: list[str], sources: Sources, row: dict[str, Any], key: tuple[str, str], mean: float
+) -> list[str]:
+    """Fill every protocol's columns of one row; return the protocols off by more than 1 from ``mean``."""
+    wrong = []
+    with_debate = sources.debate_protocols
+    for protocol in protocols:
+        found = sources.scores.get((protocol, *key))
+        score = None if found is None else found.score
+        rationale = "" if found is None else found.rationale
+        row[f"{protocol}_score"] = "" if score is None else score
+        row[f"{protocol}_error"] = "" if score is None else f"{score - mean:+.1f}"
+        row[f"{protocol}_rationale"] = rationale
+        row[f"{protocol}_mentions_placeholders"] = mentions_placeholders(rationale)
+        if protocol in with_debate:
+            judge = judge_for(sources.judges, protocol, *key)
+            row[f"{protocol}_debate"] = format_debate(debate_turns(judge, sources.debates))
+        if score is not None and abs(score - mean) > 1:
+            wrong.append(protocol)
+    return wrong
+
+
+def error_rows(run: RunData, focus: str | None = None, sources: Sources | None = None) -> list[dict[str, Any]]:
+    """Rows where raters 1 and 2 are within 1 point and ``focus`` (or, if None, any protocol) is off by > 1."""
+    sources = sources or Sources(run.score_map(), {}, {})
+    rows = []
+    for essay in run.essays:
+        found = placeholders(essay.text)
+        for trait in run.rubric.traits:
+            r1, r2 = essay.rater(trait.name, 0), essay.rater(trait.name, 1)
+            if r1 is None or r2 is None or abs(r1 - r2) > 1:
+                continue
+            mean = (r1 + r2) / 2
+            row: dict[str, Any] = {"essay_id": essay.id, "trait": trait.name, "essay_text": essay.text}
+            row.update(rater1=r1, rater2=r2, human_mean=mean, reference=essay.reference(trait))
+            row.update(n_placeholders=len(found), placeholder_kinds=" ".join(sorted({_kind(p) for p in found})))
+            wrong = _protocol_columns(run.protocols, sources, row, (essay.id, trait.name), mean)
+            if (focus is None and wrong) or (focus is not None and focus in wrong):
+                row["off_by_more_than_1"] = " ".join(wrong)
+                row["direction"] = _direction(row, focus or wrong[0], mean)
+                rows.append({**row, **dict.fromkeys(CODING_COLUMNS, "")})
+    return rows
+
+
+def _kind(token: str) -> str:
+    """``@CAPS12`` -> ``@CAPS``."""
+    return token.rstrip("0123456789")
+
+
+def _direction(row: dict[str, Any], protocol: str, mean: float) -> str:
+    score = row[f"{protocol}_score"]
+    return f"{protocol}: " + ("A1 under-scoring" if score < mean else "A2 over-scoring")
+
+
+def export_errors(run_dir: Path, out: Path | None = None, focus: str | None = None) -> ErrorExport:
+    """Write the export CSV (default ``<run>/eval/errors.csv``) and the coding scheme beside it."""
+    run = load_run(run_dir)
+    if focus is not None and focus not in run.protocols:
+        raise InputError(f"protocol {focus!r} is not in this run ({', '.join(run.protocols)})")
+    sources = load_sources(run)
+    rows = error_rows(run, focus, sources)
+    target = out or Path(run_dir) / "eval" / "errors.csv"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    columns = _columns(run, sources.debate_protocols)
+    with target.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    target.with_name(target.stem + "_codebook.md").write_text(CODEBOOK, encoding="utf-8")
+    per_protocol = {p: sum(p in r["off_by_more_than_1"].split() for r in rows) for p in run.protocols}
+    return ErrorExport(target, len(rows), per_protocol)
+
+
+def _columns(run: RunData, with_debate: set[str]) -> list[str]:
+    head = ["essay_id", "trait", "rater1", "rater2", "human_mean", "reference", "off_by_more_than_1", "direction"]
+    head += ["n_placeholders", "placeholder_kinds", "essay_text"]
+    for p in run.protocols:
+        head += [f"{p}_score", f"{p}_error", f"{p}_rationale", f"{p}_mentions_placeholders"]
+        head += [f"{p}_debate"] if p in with_debate else []
+    return head + CODING_COLUMNS

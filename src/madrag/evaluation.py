@@ -1,0 +1,505 @@
+"""The paper's evaluation tables from a run store (seed 000, Tables 1, 2 and 9).
+
+* QWK per protocol and trait (rows = protocols, columns = the paper's short trait labels) with bootstrap CIs,
+  the number of essays per cell and the valid-score rate. Unusable scores are excluded and counted, never
+  imputed. Two Human-Human rows: rater 1 vs rater 2 on the FULL data file of the run's essay set (this is the
+  paper's row) and on the evaluated essays only (the ceiling for exactly the essays the protocols scored).
+* The extreme-score subset (Table 2): Agree@1 and MAE from the extreme reference, per protocol and trait.
+* Paired bootstrap comparisons of each protocol against a baseline protocol (default MADRAG) on QWK.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pandas as pd
+
+from madrag.data.essay import Essay
+from madrag.data.loaders import load_essays
+from madrag.errors import InputError
+from madrag.metrics import bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord
+from madrag.results import trait_scores
+from madrag.rubric import Rubric, Trait
+from madrag.store import RunStore
+
+SHORT_LABELS = {
+    "ideas": "Idea",
+    "ideas and content": "Idea",
+    "organization": "Org.",
+    "voice": "Voc.",
+    "word choice": "Word",
+    "sentence fluency": "Sent",
+    "style": "Sty.",
+    "conventions": "Cnv.",
+}
+PAPER_ORDER = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
+HH_FULL = "Human-Human (full data file)"
+HH_EVAL = "Human-Human (evaluated essays)"
+EXTREME_COLUMNS = ["protocol", "trait", "label", "n", "n_scored", "n_unusable", "n_conflict", "agree_at_1", "mae"]
+COMPARISON_VALUES = ["n", "qwk", "qwk_baseline", "diff", "ci_low", "ci_high", "p_value"]
+QWK_COLUMNS = ["protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n_unusable", "n_missing", "valid_rate"]
+
+
+def trait_label(name: str) -> str:
+    """The paper's short column label (Idea, Org., Voc., Word, Sent, Sty., Cnv.); other traits keep their name."""
+    return SHORT_LABELS.get(name.strip().casefold(), name)
+
+
+@dataclass
+class RunData:
+    """What a finished (or partial) run holds, read once from its store."""
+
+    run_dir: Path
+    rubric: Rubric
+    essays: list[Essay]
+    scores: list[TraitScore]
+    protocols: list[str]
+    data_path: Path | None
+    config: dict[str, Any] = field(default_factory=dict)
+    judges: list[AgentRecord] = field(default_factory=list)  # every Judge record (rationales, exemplars, debate)
+
+    def score_map(self) -> dict[tuple[str, str, str], TraitScore]:
+        """(protocol, essay id, trait) -> the protocol's final score."""
+        return {(s.protocol, s.essay_id, s.trait): s for s in self.scores}
+
+
+def open_store(run_dir: Path) -> RunStore:
+    """The run's store; an InputError (not a new empty store) when ``run_dir`` holds no run."""
+    db = Path(run_dir) / "store.sqlite"
+    if not db.is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    return RunStore(db)
+
+
+def order_protocols(found: set[str], configured: list[str]) -> list[str]:
+    """The run's configured order, else the paper's ablation order, then any others alphabetically."""
+    ordered = [p for p in configured if p in found]
+    ordered += [p for p in PAPER_ORDER if p in found and p not in ordered]
+    return ordered + sorted(found - set(ordered))
+
+
+class _JudgeRecords:
+    """Judge records already read, served the way :func:`madrag.results.trait_scores` reads a store, so
+    each record is parsed once (parsing dominates the time of evaluating a large run)."""
+
+    def __init__(self, judges: list[AgentRecord]) -> None:
+        self._judges = judges
+
+    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        return (r for r in self._judges if protocol in (None, r.protocol) and role in (None, r.role))
+
+
+def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
+    """Read rubric, essays, Judge records and final trait scores of a run; ``data_path`` overrides the stored
+    data file."""
+    store = open_store(run_dir)
+    try:
+        config = store.get_meta("config")
+        if not isinstance(config, dict) or "rubric" not in config:
+            raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
+        rubric = Rubric.model_validate(config["rubric"])
+        essays = store.essays()
+        judges = list(store.records(role="judge"))
+    finally:
+        store.close()
+    scores = trait_scores(cast(RunStore, _JudgeRecords(judges)), rubric)
+    configured = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
+    stored = config.get("data")
+    path = data_path or (Path(stored) if stored else None)
+    protocols = order_protocols({s.protocol for s in scores}, configured)
+    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, judges)
+
+
+# -- QWK table ------------------------------------------------------------------------------------------
+
+
+def _qwk_row(
+    protocol: str, trait: Trait, a: list[float], b: list[float], bootstrap: int, seed: int, **counts: Any
+) -> dict[str, Any]:
+    ci = bootstrap_ci(qwk_metric(trait.min, trait.max), a, b, n=bootstrap, seed=seed)
+    row = {"protocol": protocol, "trait": trait.name, "label": trait_label(trait.name), "qwk": ci.estimate}
+    row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, valid_rate=float("nan"))
+    row.update(counts)
+    return row
+
+
+def human_rows(essays: list[Essay], rubric: Rubric, name: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
+    """Rater 1 vs rater 2 QWK per trait, on the essays where both raters scored the trait."""
+    rows = []
+    for trait in rubric.traits:
+        a, b = rater_pairs(essays, trait.name)
+        rows.append(_qwk_row(name, trait, a, b, bootstrap, seed))
+    return rows
+
+
+def protocol_cell(
+    run: RunData, protocol: str, trait: Trait, scores: dict[tuple[str, str, str], TraitScore]
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """(reference, prediction) pairs of one cell and its counts: unusable, missing and the valid-score rate."""
+    refs: list[float] = []
+    preds: list[float] = []
+    produced = unusable = missing = 0
+    for essay in run.essays:
+        found = scores.get((protocol, essay.id, trait.name))
+        if found is None:
+            missing += 1
+            continue
+        produced += 1
+        if found.score is None:
+            unusable += 1
+            continue
+        ref = essay.reference(trait)
+        if ref is not None:
+            refs.append(ref)
+            preds.append(found.score)
+    rate = (produced - unusable) / produced if produced else float("nan")
+    return refs, preds, {"n_unusable": unusable, "n_missing": missing, "valid_rate": rate}
+
+
+def qwk_long(run: RunData, full_essays: list[Essay] | None, bootstrap: int, seed: int) -> pd.DataFrame:
+    """One row per (row label, trait): the protocols, then the Human-Human rows."""
+    rows: list[dict[str, Any]] = []
+    scores = run.score_map()
+    for protocol in run.protocols:
+        for trait in run.rubric.traits:
+            refs, preds, counts = protocol_cell(run, protocol, trait, scores)
+            rows.append(_qwk_row(protocol, trait, refs, preds, bootstrap, seed, **counts))
+    if full_essays is not None:
+        rows += human_rows(full_essays, run.rubric, HH_FULL, bootstrap, seed)
+    rows += human_rows(run.essays, run.rubric, HH_EVAL, bootstrap, seed)
+    return pd.DataFrame(rows, columns=QWK_COLUMNS)
+
+
+def wide(long: pd.DataFrame, value: str = "qwk") -> pd.DataFrame:
+    """Table 1 / Table 9 layout: rows = protocols (in order), columns = short trait labels (the full trait
+    names if two traits of a custom rubric would share a label)."""
+    traits = list(dict.fromkeys(long["trait"]))
+    labels = [trait_label(t) for t in traits]
+    table = long.pivot(index="protocol", columns="trait", values=value)
+    table = table.reindex(index=list(dict.fromkeys(long["protocol"])), columns=traits)
+    table.columns = pd.Index(labels if len(set(labels)) == len(labels) else traits)
+    return table
+
+
+# -- extreme subset and comparisons ---------------------------------------------------------------------
+
+
+def _extreme_instances(
+    run: RunData, protocol: str, trait: Trait, scores: dict[tuple[str, str, str], TraitScore]
+) -> tuple[list[list[float]], list[float | None]]:
+    """All raters' scores and the protocol's prediction (None = unusable) for the essays it scored."""
+    raters: list[list[float]] = []
+    preds: list[float | None] = []
+    for essay in run.essays:
+        found = scores.get((protocol, essay.id, trait.name))
+        if found is not None:
+            raters.append(essay.rater_scores.get(trait.name, []))
+            preds.append(None if found.score is None else float(found.score))
+    return raters, preds
+
+
+def extreme_table(run: RunData) -> pd.DataFrame:
+    """Table 2 per protocol: over all traits ("all") and per trait, among essays the protocol scored."""
+    scores = run.score_map()
+    rows: list[dict[str, Any]] = []
+    for protocol in run.protocols:
+        per_trait = []
+        for trait in run.rubric.traits:
+            summary = extreme_subset(*_extreme_instances(run, protocol, trait, scores), trait.min, trait.max)
+            counts = {k: v for k, v in asdict(summary).items() if k != "selected"}
+            per_trait.append({"protocol": protocol, "trait": trait.name, "label": trait_label(trait.name), **counts})
+        rows += [_pool_extreme(protocol, per_trait), *per_trait]
+    return pd.DataFrame(rows, columns=EXTREME_COLUMNS)
+
+
+def _pool_extreme(protocol: str, per_trait: list[dict[str, Any]]) -> dict[str, Any]:
+    """All traits together: counts summed, Agree@1 and MAE weighted by scored instances."""
+    scored = sum(r["n_scored"] for r in per_trait)
+    row: dict[str, Any] = {"protocol": protocol, "trait": "all", "label": "all"}
+    for key in ("n", "n_scored", "n_unusable", "n_conflict"):
+        row[key] = sum(r[key] for r in per_trait)
+    for key in ("agree_at_1", "mae"):
+        row[key] = sum(r[key] * r["n_scored"] for r in per_trait if r["n_scored"]) / scored if scored else float("nan")
+    return row
+
+
+def paired_scores(
+    run: RunData, trait: Trait, a: str, b: str, scores: dict[tuple[str, str, str], TraitScore]
+) -> tuple[list[float], list[float], list[float]]:
+    """(reference, scores of a, scores of b) on the essays where both protocols gave a usable score."""
+    ref: list[float] = []
+    out_a: list[float] = []
+    out_b: list[float] = []
+    for essay in run.essays:
+        sa, sb = scores.get((a, essay.id, trait.name)), scores.get((b, essay.id, trait.name))
+        value = essay.reference(trait)
+        if value is not None and sa and sb and sa.score is not None and sb.score is not None:
+            ref.append(value)
+            out_a.append(sa.score)
+            out_b.append(sb.score)
+    return ref, out_a, out_b
+
+
+def default_baseline(protocols: list[str]) -> str | None:
+    """MADRAG when the run has it, else the run's first protocol."""
+    return "MADRAG" if "MADRAG" in protocols else (protocols[0] if protocols else None)
+
+
+def comparisons(run: RunData, baseline: str | None, bootstrap: int, seed: int) -> pd.DataFrame:
+    """Paired bootstrap of QWK(protocol) - QWK(baseline) per trait, on essays both scored usably."""
+    base = baseline or default_baseline(run.protocols)
+    if base is None or base not in run.protocols:
+        raise InputError(f"baseline protocol {base!r} is not in this run ({', '.join(run.protocols)})")
+    scores = run.score_map()
+    rows = []
+    for protocol in [p for p in run.protocols if p != base]:
+        for trait in run.rubric.traits:
+            ref, a, b = paired_scores(run, trait, protocol, base, scores)
+            test = paired_bootstrap(qwk_metric(trait.min, trait.max), ref, a, b, n=bootstrap, seed=seed)
+            values = [test.n, test.metric_a, test.metric_b, test.diff, test.low, test.high, test.p_value]
+            row = {"protocol": protocol, "baseline": base, "trait": trait.name, "label": trait_label(trait.name)}
+            rows.append({**row, **dict(zip(COMPARISON_VALUES, values, strict=True))})
+    return pd.DataFrame(rows)
+
+
+# -- the whole evaluation -------------------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    """Every table of one run; DataFrames in long form (see :func:`wide` for the paper's layout)."""
+
+    rubric: Rubric
+    protocols: list[str]
+    qwk: pd.DataFrame
+    extreme: pd.DataFrame
+    comparisons: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def load_full_data(path: Path | None, rubric: Rubric) -> tuple[list[Essay] | None, str | None]:
+    """The run's whole data file (for the paper's Human-Human row), or None with a note saying why."""
+    if path is None:
+        return None, "no data file recorded for the run: Human-Human on the full file is left out"
+    if not path.is_file():
+        return None, f"data file {path} not found: Human-Human on the full file is left out (pass --data)"
+    return load_essays(path, rubric), None
+
+
+def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: str | None = None) -> Evaluation:
+    """All tables for a loaded run. ``bootstrap`` resamples per CI / comparison (0 = no intervals)."""
+    full, note = load_full_data(run.data_path, run.rubric)
+    meta = {
+        "run_dir": str(run.run_dir),
+        "essay_set": run.rubric.essay_set,
+        "n_essays": len(run.essays),
+        "n_essays_full_data": None if full is None else len(full),
+        "data": None if run.data_path is None else str(run.data_path),
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "reference": "mean of the available raters rounded half up to a valid score (seed 000, B.5)",
+    }
+    return Evaluation(
+        rubric=run.rubric,
+        protocols=run.protocols,
+        qwk=qwk_long(run, full, bootstrap, seed),
+        extreme=extreme_table(run),
+        comparisons=comparisons(run, baseline, bootstrap, seed) if len(run.protocols) > 1 else pd.DataFrame(),
+        meta=meta,
+        notes=[note] if note else [],
+    )
+
+
+def evaluate(
+    run_dir: Path, bootstrap: int = 2000, seed: int = 0, baseline: str | None = None, data: Path | None = None
+) -> Evaluation:
+    """Load a run and build every table (see the module docstring)."""
+    return evaluate_run(load_run(run_dir, data), bootstrap, seed, baseline)
+
+
+def human_human_table(
+    data_path: Path, rubric: Rubric, bootstrap: int = 2000, seed: int = 0, data_format: str = "auto"
+) -> pd.DataFrame:
+    """Human-Human QWK (rater 1 vs rater 2) per trait of a data file, without any run (long form)."""
+    essays = load_essays(data_path, rubric, data_format)
+    rows = human_rows(essays, rubric, HH_FULL, bootstrap, seed)
+    if all(r["n"] == 0 for r in rows):
+        raise InputError(f"{data_path}: no essay has scores from two raters for any trait of the rubric")
+    return pd.DataFrame(rows, columns=QWK_COLUMNS)
+
+
+# -- output ---------------------------------------------------------------------------------------------
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """DataFrame rows as JSON-ready dicts (NaN -> None)."""
+    clean = frame.astype(object).where(pd.notna(frame), None)
+    return [{str(k): v for k, v in row.items()} for row in clean.to_dict(orient="records")]
+
+
+def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
+    """Write CSVs (long and wide QWK, extreme subset, comparisons), evaluation.json and evaluation.md."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "qwk.csv": evaluation.qwk,
+        "qwk_table.csv": wide(evaluation.qwk),
+        "extreme.csv": evaluation.extreme,
+        "comparisons.csv": evaluation.comparisons,
+    }
+    written = []
+    for name, frame in paths.items():
+        frame.to_csv(out_dir / name, index=name == "qwk_table.csv")
+        written.append(out_dir / name)
+    payload = {
+        "meta": evaluation.meta,
+        "notes": evaluation.notes,
+        "protocols": evaluation.protocols,
+        "qwk": records(evaluation.qwk),
+        "extreme": records(evaluation.extreme),
+        "comparisons": records(evaluation.comparisons),
+    }
+    (out_dir / "evaluation.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+    (out_dir / "evaluation.md").write_text(render_markdown(evaluation), encoding="utf-8")
+    return [*written, out_dir / "evaluation.json", out_dir / "evaluation.md"]
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A number for a table cell; NaN / None as an em dash."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _cells(rows: list[dict[str, Any]], text: Callable[[dict[str, Any]], str]) -> pd.DataFrame:
+    """Long rows (protocol, trait, ...) as a wide table of display strings."""
+    long = pd.DataFrame([{"protocol": r["protocol"], "trait": r["trait"], "cell": text(r)} for r in rows])
+    return wide(long, "cell") if rows else pd.DataFrame()
+
+
+def _qwk_cell(r: dict[str, Any]) -> str:
+    return f"{fmt(r['qwk'], 3)} [{fmt(r['ci_low'], 3)}, {fmt(r['ci_high'], 3)}]"
+
+
+def _count_cell(r: dict[str, Any]) -> str:
+    rate = r["valid_rate"]
+    return f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
+
+
+def _diff_cell(r: dict[str, Any]) -> str:
+    return f"{fmt(r['diff'], 3)} [{fmt(r['ci_low'], 3)}, {fmt(r['ci_high'], 3)}] p={fmt(r['p_value'], 3)}"
+
+
+def _extreme_cell(r: dict[str, Any]) -> str:
+    agree = None if r["agree_at_1"] is None else 100 * r["agree_at_1"]
+    return f"{fmt(agree, 1)} / {fmt(r['mae'])} ({r['n']})"
+
+
+def _extreme_display(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    pooled = [r for r in rows if r["trait"] == "all"]
+    return pd.DataFrame(
+        {
+            "N": [r["n"] for r in pooled],
+            "scored": [r["n_scored"] for r in pooled],
+            "unusable": [r["n_unusable"] for r in pooled],
+            "Agree@1 %": [fmt(None if r["agree_at_1"] is None else 100 * r["agree_at_1"], 1) for r in pooled],
+            "MAE": [fmt(r["mae"], 3) for r in pooled],
+        },
+        index=[r["protocol"] for r in pooled],
+    )
+
+
+def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
+    """The tables as strings, titled: QWK with CI, n / valid rate, extreme subset, comparisons."""
+    qwk_rows = records(evaluation.qwk)
+    tables = {
+        "QWK vs human reference [95% bootstrap CI]": _cells(qwk_rows, _qwk_cell),
+        "essays per cell / valid-score rate": _cells(qwk_rows, _count_cell),
+        "extreme-score subset (Table 2): a rater gave the trait's min or max": _extreme_display(
+            records(evaluation.extreme)
+        ),
+    }
+    per_trait = [r for r in records(evaluation.extreme) if r["trait"] != "all"]
+    tables["extreme subset per trait: Agree@1 % / MAE (N)"] = _cells(per_trait, _extreme_cell)
+    cmp_rows = records(evaluation.comparisons)
+    if cmp_rows:
+        title = f"QWK difference vs {cmp_rows[0]['baseline']} (paired bootstrap): diff [95% CI] p"
+        tables[title] = _cells(cmp_rows, _diff_cell)
+    return {title: frame for title, frame in tables.items() if not frame.empty}
+
+
+def rich_tables(evaluation: Evaluation) -> list[Any]:
+    """The display tables as rich Tables (for a terminal)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = []
+    for title, frame in display_tables(evaluation).items():  # Text, not markup: "MADRAG[both_r1]" is a name
+        table = Table(title=Text(title), title_justify="left")
+        table.add_column("")
+        for col in frame.columns:
+            table.add_column(Text(str(col)), justify="right")
+        for index, row in frame.iterrows():
+            table.add_row(Text(str(index)), *(Text(fmt(v)) for v in row.tolist()))
+        out.append(table)
+    return out
+
+
+def summary_line(evaluation: Evaluation) -> str:
+    meta = evaluation.meta
+    return f"essay set {meta.get('essay_set')}: {meta.get('n_essays')} evaluated essays ({meta.get('run_dir')})"
+
+
+def render_text(evaluation: Evaluation, width: int = 160) -> str:
+    """The tables as plain text (rich tables rendered without colour), with the run's notes."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    buffer = StringIO()
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
+    console.print(summary_line(evaluation), markup=False)
+    for table in rich_tables(evaluation):
+        console.print(table)
+    for note in evaluation.notes:
+        console.print(f"note: {note}", markup=False)
+    return buffer.getvalue()
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A DataFrame as a GitHub markdown table, index as the first column."""
+    head = ["", *(str(c) for c in frame.columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for index, row in frame.iterrows():
+        cells = [str(index), *(fmt(v) for v in row.tolist())]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(evaluation: Evaluation) -> str:
+    """evaluation.md: every table with a heading, then the definitions used."""
+    meta = evaluation.meta
+    parts = [f"# Evaluation: essay set {meta.get('essay_set')}, {meta.get('n_essays')} essays", ""]
+    for title, frame in display_tables(evaluation).items():
+        parts += [f"## {title}", "", markdown_table(frame), ""]
+    parts += [
+        "## Definitions",
+        "",
+        f"- Reference: {meta.get('reference')}. QWK over the trait's full score range.",
+        f"- `{HH_FULL}`: rater 1 vs rater 2 on every essay of the set in {meta.get('data')} (the paper's row); "
+        f"`{HH_EVAL}`: the same on the evaluated essays only.",
+        "- Unusable judge scores are excluded from every metric and counted (valid-score rate), never imputed.",
+        "- Extreme subset: essay-traits where a rater gave the min or max; Agree@1 = |pred - extreme| <= 1, MAE "
+        "from the extreme; if raters gave both extremes equally often, the nearer one is the reference.",
+        f"- Bootstrap: {meta.get('bootstrap')} resamples of essays, seed {meta.get('seed')}, percentile CIs.",
+        *(f"- Note: {n}" for n in evaluation.notes),
+        "",
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,275 @@
+"""Evaluation tables, error export and HTML report on a small scripted run (6 essays x MAD, MADRAG)."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+from tests.helpers import StubBank, make_ctx
+
+from madrag.data.essay import Essay
+from madrag.error_analysis import export_errors, mentions_placeholders, placeholders
+from madrag.errors import InputError
+from madrag.evaluation import HH_EVAL, HH_FULL, evaluate, render_text, save, wide
+from madrag.protocols import get_protocol
+from madrag.providers.base import Capabilities, ChatRequest
+from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.report import write_report
+from madrag.rubric import Rubric
+from madrag.runner import run_scoring
+
+TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
+TRAITS = ["Ideas", "Organization", "Style", "Conventions"]
+# rater 1 / rater 2 per trait (set 7 scale 0-3), in TRAITS order
+RATERS = {
+    "e1": [(0, 0), (1, 2), (2, 2), (3, 2)],
+    "e2": [(3, 3), (0, 3), (1, 1), (1, 2)],
+    "e3": [(1, 2), (2, 2), (0, 1), (2, 2)],
+    "e4": [(2, 2), (1, 1), (2, 3), (1, 1)],
+    "e5": [(1, 1), (3, 2), (1, 2), (0, 1)],
+    "e6": [(2, 3), (1, 2), (2, 2), (2, 3)],
+}
+SCRIPT_TAG = "<script>alert('x')</script>"
+TEXTS = {
+    "e1": "I waited in line at the store for an hour and kept calm.",
+    "e2": "My brother learned patience fixing a bike with @PERSON1 in @LOCATION1.",
+    "e3": "Patience is waiting without complaining, like at the doctor.",
+    "e4": "When @CAPS1 and I fished all day we caught nothing but stayed patient.",
+    "e5": f"The test was hard {SCRIPT_TAG} and @CAPS1 @CAPS2 told me to wait for @NUM1 minutes.",
+    "e6": "Planting a garden taught me that good things take time to grow.",
+}
+# scores per protocol, essay, trait (None: the judge never gives a usable score)
+PLAN: dict[str, dict[str, list[int | None]]] = {
+    "MAD": {
+        "e1": [1, 1, 2, 2],
+        "e2": [2, 1, 1, 1],
+        "e3": [None, 2, 1, 2],
+        "e4": [2, 2, 2, 1],
+        "e5": [1, 2, 1, 3],
+        "e6": [2, 2, 1, 2],
+    },
+    "MADRAG": {
+        "e1": [0, 2, 2, 3],
+        "e2": [3, 2, 1, 1],
+        "e3": [1, 2, 1, 2],
+        "e4": [2, 1, 3, 1],
+        "e5": [1, 3, 1, 0],
+        "e6": [3, 1, 2, None],
+    },
+}
+
+
+def _essay(eid: str) -> Essay:
+    scores = {t: [float(a), float(b)] for t, (a, b) in zip(TRAITS, RATERS[eid], strict=True)}
+    return Essay(id=eid, text=TEXTS[eid], essay_set=7, rater_scores=scores, rater_ids={t: [0, 1] for t in TRAITS})
+
+
+def _pool() -> list[Essay]:
+    return [
+        Essay(id=f"p{s}", text=f"Pool essay number {s} about patience.", rater_scores={t: [s, s] for t in TRAITS})
+        for s in range(4)
+    ]
+
+
+def _script(essays: list[Essay]) -> object:
+    def script(request: ChatRequest) -> FakeReply:
+        system, user = request.messages[0].content, request.messages[1].content
+        if "Advocate Agent" in system:
+            return FakeReply(f"Advocate says: strong <b>voice</b>. {SCRIPT_TAG}")
+        if "Skeptic Agent" in system:
+            return FakeReply("Skeptic says: thin details.")
+        trait = re.search(r'trait "([^"]+)"', system)
+        assert trait is not None
+        essay = next(e for e in essays if e.text in user)
+        protocol = "MADRAG" if "Scored example essays" in user else "MAD"
+        score = PLAN[protocol][essay.id][TRAITS.index(trait.group(1))]
+        if score is None:
+            return FakeReply("I cannot decide.")
+        return FakeReply(f"The @CAPS1 tokens look like errors {SCRIPT_TAG}.\nFinal score: {score}")
+
+    return script
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, asap: Path, rubric7: Rubric) -> Path:
+    folder = tmp_path_factory.mktemp("run")
+    essays = [_essay(e) for e in RATERS]
+    ctx = make_ctx(folder, FakeProvider(script=_script(essays), caps=TEXT_ONLY), StubBank(_pool()))  # type: ignore[arg-type]
+    protocols = [get_protocol("MAD"), get_protocol("MADRAG")]
+    ctx.store.add_essays(essays)
+    config = {
+        "data": str(asap / "training_set_rel3_sets7_8.tsv"),
+        "rubric": rubric7.model_dump(mode="json"),
+        "protocols": [p.describe() for p in protocols],
+    }
+    ctx.store.set_meta("config", config)
+    asyncio.run(run_scoring(ctx, essays, rubric7, protocols))
+    ctx.store.close()
+    return folder
+
+
+def _reference(eid: str, t: int) -> int:
+    a, b = RATERS[eid][t]
+    return math.floor((a + b) / 2 + 0.5)
+
+
+def test_qwk_table_matches_sklearn_and_counts_unusable(run_dir: Path) -> None:
+    ev = evaluate(run_dir, bootstrap=200, seed=1)
+    table = wide(ev.qwk)
+    assert list(table.index) == ["MAD", "MADRAG", HH_FULL, HH_EVAL]
+    assert list(table.columns) == ["Idea", "Org.", "Sty.", "Cnv."]
+    for protocol in ("MAD", "MADRAG"):
+        for t, trait in enumerate(TRAITS):
+            pairs = [(_reference(e, t), PLAN[protocol][e][t]) for e in RATERS if PLAN[protocol][e][t] is not None]
+            ref, pred = zip(*pairs, strict=True)
+            expected = cohen_kappa_score(ref, pred, weights="quadratic", labels=[0, 1, 2, 3])
+            row = ev.qwk[(ev.qwk.protocol == protocol) & (ev.qwk.trait == trait)].iloc[0]
+            assert row.qwk == pytest.approx(expected)
+            assert row.n == len(pairs) and row.n_unusable == 6 - len(pairs) and row.n_missing == 0
+            assert row.valid_rate == pytest.approx(len(pairs) / 6)
+            assert row.ci_low <= row.ci_high
+    hh = ev.qwk[(ev.qwk.protocol == HH_EVAL) & (ev.qwk.trait == "Ideas")].iloc[0]
+    a, b = zip(*(RATERS[e][0] for e in RATERS), strict=True)
+    assert hh.qwk == pytest.approx(cohen_kappa_score(a, b, weights="quadratic", labels=[0, 1, 2, 3]))
+    full = ev.qwk[(ev.qwk.protocol == HH_FULL)].set_index("label").qwk
+    assert round(float(round(full["Idea"], 3)), 2) == 0.69 and full["Org."] == pytest.approx(0.5763, abs=1e-4)
+    assert ev.meta["n_essays_full_data"] == 1569
+
+
+def test_extreme_subset_selects_min_or_max_instances(run_dir: Path) -> None:
+    ev = evaluate(run_dir, bootstrap=0)
+    ex = ev.extreme.set_index(["protocol", "trait"])
+    # Ideas: e1 (0,0), e2 (3,3), e6 (2,3); Organization: e2 (0,3) conflict and e5 (3,2); Style: e3 (0,1),
+    # e4 (2,3); Conventions: e1 (3,2), e5 (0,1), e6 (2,3)
+    ideas = ex.loc[("MADRAG", "Ideas")]
+    assert ideas.n == 3 and ideas.agree_at_1 == 1.0 and ideas.mae == 0.0
+    org = ex.loc[("MAD", "Organization")]
+    # MAD: e2 -> 1 against nearer extreme 0 (err 1), e5 -> 2 against 3 (err 1)
+    assert org.n == 2 and org.n_conflict == 1 and org.mae == pytest.approx(1.0) and org.agree_at_1 == 1.0
+    conv = ex.loc[("MADRAG", "Conventions")]
+    # e1: 3 vs 3 (0); e5: 0 vs 0 (0); e6 unusable
+    assert conv.n == 3 and conv.n_scored == 2 and conv.n_unusable == 1 and conv.mae == 0.0
+    mad_ideas = ex.loc[("MAD", "Ideas")]
+    # e1: 1 vs 0 (1); e2: 2 vs 3 (1); e6: 2 vs 3 (1)
+    assert mad_ideas.n_scored == 3 and mad_ideas.mae == pytest.approx(1.0) and mad_ideas.agree_at_1 == 1.0
+    pooled = ex.loc[("MADRAG", "all")]
+    assert pooled.n == 3 + 2 + 2 + 3 and pooled.n_unusable == 1
+
+
+def test_comparisons_and_saved_files(run_dir: Path, tmp_path: Path) -> None:
+    ev = evaluate(run_dir, bootstrap=100, seed=3)
+    cmp = ev.comparisons
+    assert set(cmp.protocol) == {"MAD"} and set(cmp.baseline) == {"MADRAG"} and len(cmp) == 4
+    row = cmp[cmp.trait == "Ideas"].iloc[0]
+    assert row.n == 5 and row["diff"] == pytest.approx(row.qwk - row.qwk_baseline)
+    paths = save(ev, tmp_path / "eval")
+    names = {p.name for p in paths}
+    assert {"qwk.csv", "qwk_table.csv", "extreme.csv", "comparisons.csv", "evaluation.json", "evaluation.md"} <= names
+    payload = json.loads((tmp_path / "eval" / "evaluation.json").read_text())
+    assert payload["meta"]["bootstrap"] == 100 and len(payload["qwk"]) == 4 * 4
+    text = render_text(ev)
+    assert "Idea" in text and "MADRAG" in text and "Agree@1" in text
+    ev.qwk.loc[ev.qwk.protocol == "MAD", "protocol"] = "MADRAG[both_r1]"  # a name rich must not read as markup
+    assert "MADRAG[both_r1]" in render_text(ev)
+    assert "| MAD |" in (tmp_path / "eval" / "evaluation.md").read_text()
+    with pytest.raises(InputError, match="baseline"):
+        evaluate(run_dir, bootstrap=0, baseline="SA")
+
+
+def test_missing_run_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no run"):
+        evaluate(tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_error_export_selects_rows_by_rule(run_dir: Path, tmp_path: Path) -> None:
+    result = export_errors(run_dir, tmp_path / "errors.csv")
+    with result.path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    expected = set()
+    for e in RATERS:
+        for t, trait in enumerate(TRAITS):
+            a, b = RATERS[e][t]
+            if abs(a - b) > 1:
+                continue
+            off = [p for p in PLAN if PLAN[p][e][t] is not None and abs(PLAN[p][e][t] - (a + b) / 2) > 1]  # type: ignore[operator]
+            if off:
+                expected.add((e, trait, " ".join(off)))
+    assert {(r["essay_id"], r["trait"], r["off_by_more_than_1"]) for r in rows} == expected
+    assert result.n_rows == len(expected) > 0
+    row = next(r for r in rows if r["essay_id"] == "e5")
+    assert row["n_placeholders"] == "3" and row["placeholder_kinds"] == "@CAPS @NUM"
+    assert row["MADRAG_mentions_placeholders"] == "True" and SCRIPT_TAG in row["essay_text"]
+    assert "Advocate 1 (confidence 0.90)" in row["MADRAG_debate"] and "Skeptic 1" in row["MADRAG_debate"]
+    for col in ("code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"):
+        assert row[col] == ""
+    focus = export_errors(run_dir, tmp_path / "madrag.csv", focus="MADRAG")
+    assert focus.n_rows == sum("MADRAG" in e[2].split() for e in expected)
+
+
+def test_placeholder_helpers() -> None:
+    assert placeholders("Hi @CAPS1, meet @PERSON12 at @NUM3.") == ["@CAPS1", "@PERSON12", "@NUM3"]
+    assert mentions_placeholders("The CAPS1 token is capitalised wrongly")
+    assert mentions_placeholders("ignores the anonymization markers")
+    assert not mentions_placeholders("Clear ideas, few errors.")
+
+
+def test_report_is_self_contained_and_escaped(run_dir: Path) -> None:
+    path = write_report(run_dir, bootstrap=50)
+    html = path.read_text(encoding="utf-8")
+    assert path == run_dir / "report.html"
+    assert html.count("data:image/png;base64,") >= 4
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    assert "&lt;b&gt;voice&lt;/b&gt;" in html
+    assert html.count("<details") >= 6 and "Pool essay number 3" in html
+    assert "Advocate" in html and "Skeptic" in html and "confidence 0.90" in html
+
+
+def test_command_functions_register_in_typer(run_dir: Path, asap: Path, tmp_path: Path) -> None:
+    from typer import Typer
+    from typer.testing import CliRunner
+
+    from madrag.commands_eval import errors_command, eval_command, report_command
+
+    app = Typer()
+    app.command("eval")(eval_command)
+    app.command("errors")(errors_command)
+    app.command("report")(report_command)
+    runner = CliRunner()
+    done = runner.invoke(app, ["eval", "--run-dir", str(run_dir), "--bootstrap", "20", "--out", str(tmp_path / "ev")])
+    assert done.exit_code == 0, done.output
+    assert "MADRAG" in done.output and "Agree@1" in done.output and (tmp_path / "ev" / "qwk.csv").is_file()
+    tsv, rubric8 = asap / "training_set_rel3_sets7_8.tsv", asap / "rubric_set8.json"
+    done = runner.invoke(app, ["eval", "--data", str(tsv), "--rubric", str(rubric8), "--bootstrap", "0"])
+    assert done.exit_code == 0, done.output
+    assert "0.531" in done.output and "Voc." in done.output
+    done = runner.invoke(app, ["errors", "--run-dir", str(run_dir), "--out", str(tmp_path / "e.csv")])
+    assert done.exit_code == 0 and (tmp_path / "e.csv").is_file()
+    done = runner.invoke(
+        app, ["report", "--run-dir", str(run_dir), "--bootstrap", "0", "--out", str(tmp_path / "r.html")]
+    )
+    assert done.exit_code == 0 and (tmp_path / "r.html").is_file()
+    for args in (["report", "--run-dir", str(tmp_path / "none")], ["eval"], ["errors"]):
+        failed = runner.invoke(app, args)
+        assert isinstance(failed.exception, InputError), args
+    failed = runner.invoke(app, ["eval", "--run-dir", str(run_dir), "--rubric", str(rubric8)])
+    assert isinstance(failed.exception, InputError)
+
+
+def test_wide_layout_keeps_order_and_never_merges_traits() -> None:
+    import pandas as pd
+
+    long = pd.DataFrame(
+        {"protocol": ["B", "B", "A", "A"], "trait": ["Ideas", "Ideas and Content"] * 2, "qwk": [0.1, 0.2, 0.3, 0.4]}
+    )
+    table = wide(long)
+    assert list(table.index) == ["B", "A"] and list(table.columns) == ["Ideas", "Ideas and Content"]
+    assert table.loc["A", "Ideas and Content"] == 0.4
+    assert list(wide(long[long.trait == "Ideas"]).columns) == ["Idea"]
