@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -52,6 +53,12 @@ def _parse_fold(value: str) -> int | None:
         return int(value)
     except ValueError as exc:
         raise InputError(f"--fold must be an integer or 'all', got {value!r}") from exc
+
+
+def _choice(flag: str, value: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise InputError(f"{flag} must be one of {', '.join(options)}; got {value!r}")
+    return value
 
 
 def _run_job(job: ScoreJob) -> JobResult:
@@ -172,7 +179,7 @@ def score(
         ids=[i.strip() for i in ids.split(",") if i.strip()] if ids else None,
         protocols=protocol,
         provider=ProviderSpec(
-            kind=provider,  # type: ignore[arg-type]
+            kind=_choice("--provider", provider, ("llamacpp", "openai", "fake")),  # type: ignore[arg-type]
             model=model,
             model_path=str(model_path) if model_path else None,
             base_url=base_url,
@@ -187,9 +194,9 @@ def score(
             debater_max_tokens=debater_max_tokens,
             judge_max_tokens=judge_max_tokens,
             seed=seed,
-            anonymization=anonymization,  # type: ignore[arg-type]
-            score_method=score_method,  # type: ignore[arg-type]
-            report=report,  # type: ignore[arg-type]
+            anonymization=_choice("--anonymization", anonymization, ("note", "mask", "none")),  # type: ignore[arg-type]
+            score_method=_choice("--score-method", score_method, ("auto", "constrained", "text")),  # type: ignore[arg-type]
+            report=_choice("--report", report, ("parsed", "argmax", "expected")),  # type: ignore[arg-type]
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
         ),
@@ -203,7 +210,7 @@ def score(
 
 def _with_default(fn: Callable[..., None], name: str, value: object, doc: str) -> Callable[..., None]:
     """The same command under another name, with another default for one option."""
-    sig = inspect.signature(fn)
+    sig = inspect.signature(fn, eval_str=True)
     params = [p.replace(default=value) if p.name == name else p for p in sig.parameters.values()]
 
     @functools.wraps(fn)
@@ -336,6 +343,11 @@ def main() -> None:
         app()
     except MadragError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except ValidationError as exc:  # an option value the settings models refuse
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        print(f"error: invalid value for {where}: {first['msg']}", file=sys.stderr)
         sys.exit(2)
 
 
