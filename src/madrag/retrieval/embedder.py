@@ -136,7 +136,7 @@ def _load_sentence_transformer(model_dir: str, device: str | None) -> SentenceTr
     try:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar in the middle of madrag's own progress
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar in the middle of madrag's own progress
     except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
         pass
     try:
