@@ -61,7 +61,8 @@ class AgentRecord(BaseModel):
     trait_scores: dict[str, ScoreResult] | None = None  # for calls that score every trait at once
     context: dict[str, Any] = Field(default_factory=dict)  # exemplars shown, transcript fed, confidences
     usage: Usage = Field(default_factory=Usage)
-    latency_s: float = 0.0
+    latency_s: float = 0.0  # time the backend spent on this call's requests
+    wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
     requests: int = 1
     cached: bool = False
     error: str | None = None

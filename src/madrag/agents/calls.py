@@ -172,7 +172,8 @@ async def debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
             confidence=confidence,
             confidence_source=source,
             usage=response.usage,
-            latency_s=time.monotonic() - started,
+            latency_s=response.latency_s,
+            wall_s=time.monotonic() - started,
             cached=response.cached,
         ),
     )
@@ -195,7 +196,7 @@ async def judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
         record = await _judge_constrained(ctx, call, trait)
     else:
         record = await _judge_text(ctx, call, trait)
-    record.latency_s = time.monotonic() - started
+    record.wall_s = time.monotonic() - started
     if record.score is None or record.score.reported is None:
         ctx.stats.failed_scores += 1
     return _finish(ctx, record)
@@ -223,6 +224,7 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
         tokens=tokens,
         score=score,
         usage=rationale_resp.usage + score_resp.usage,
+        latency_s=rationale_resp.latency_s + score_resp.latency_s,
         requests=2,
         cached=rationale_resp.cached and score_resp.cached,
         error=None if score.reported is not None else f"unusable score: {problem}",
@@ -267,6 +269,7 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
         tokens=responses[0].tokens,
         score=score,
         usage=usage,
+        latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
         cached=all(r.cached for r in responses),
         error=None if score.reported is not None else f"unusable score: {problem}",

@@ -130,7 +130,7 @@ class SingleJudgeProtocol:
             record = await _constrained(ctx, call, rubric)
         else:
             record = await _text(ctx, call, rubric)
-        record.latency_s = time.monotonic() - started
+        record.wall_s = time.monotonic() - started
         ctx.stats.failed_scores += sum(1 for r in (record.trait_scores or {}).values() if r.reported is None)
         return _finish(ctx, record)
 
@@ -145,7 +145,7 @@ async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> Age
     rationale_resp = await ctx.provider.complete(first)
     rationale = rationale_resp.text.rstrip()
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
-    usage = rationale_resp.usage
+    usage, latency = rationale_resp.usage, rationale_resp.latency_s
     steps: list[dict[str, Any]] = []
     results: dict[str, ScoreResult] = {}
     for trait in rubric.traits:
@@ -158,7 +158,7 @@ async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> Age
         parsed = int(resp.text) if resp.text.strip() in choices else None
         results[trait.name] = summarise(dist, parsed, "constrained_distribution", ctx.settings.report)
         prefix += f"{resp.text}\n"
-        usage, steps = usage + resp.usage, [*steps, _settings_of(step)]
+        usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, _settings_of(step)]
     return _record(
         ctx,
         call,
@@ -168,6 +168,7 @@ async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> Age
         tokens=rationale_resp.tokens,
         trait_scores=results,
         usage=usage,
+        latency_s=latency,
         requests=1 + len(rubric.traits),
         error=_error(results),
     )
@@ -216,6 +217,7 @@ async def _text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecor
         tokens=responses[0].tokens,
         trait_scores=results,
         usage=usage,
+        latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
         error=_error(results),
     )
