@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from madrag.commands_costs import costs_command
 from madrag.commands_eval import errors_command, eval_command, report_command
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
@@ -150,7 +151,9 @@ def score(
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     logprobs: Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")] = True,
     concurrency: Annotated[int | None, typer.Option(help="Parallel requests to the backend.")] = None,
-    essay_concurrency: Annotated[int, typer.Option(help="Essays in flight at once.")] = 4,
+    essay_concurrency: Annotated[
+        int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request before it is retried.")] = 300.0,
     retries: Annotated[int, typer.Option(help="Retries on transient failures.")] = 4,
     debater_max_tokens: Annotated[int, typer.Option(help="Token limit of Advocate/Skeptic messages.")] = 400,
@@ -236,6 +239,7 @@ app.command("ablate")(
 app.command("eval")(eval_command)
 app.command("errors")(errors_command)
 app.command("report")(report_command)
+app.command("costs")(costs_command)
 
 
 def find_asap_dir() -> Path:
@@ -264,7 +268,6 @@ def demo(
         run_dir=run_dir,
         limit=n,
         settings=ScoringSettings(debater_max_tokens=max_tokens, judge_max_tokens=max_tokens),
-        essay_concurrency=1,
     )
     _run_job(job)
 

@@ -68,7 +68,7 @@ class ScoreJob(BaseModel):
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
     provider: ProviderSpec = Field(default_factory=ProviderSpec)
     settings: ScoringSettings = Field(default_factory=ScoringSettings)
-    essay_concurrency: int = Field(default=4, ge=1)
+    essay_concurrency: int | None = Field(default=None, ge=1)  # None: derived from the backend's slots
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True

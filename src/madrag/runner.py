@@ -9,9 +9,8 @@ waiting (see :func:`auto_essay_concurrency`). A backend with one slot (the embed
 one essay at a time.
 
 Shared debates. MAD and MADRAG (and any protocols using the same transcript variant) share one debate per
-essay-trait through the run store. Run concurrently, both would miss the store and each pay for (and read)
-its own debate. So an essay's protocols run in stages: first one protocol per debate variant, together with
-the protocols that hold no debate; then the rest, which find the debate already stored.
+essay-trait: the store returns a finished debate call, and a call still in flight is awaited rather than
+made twice (``agents.calls.once``). So all of an essay's protocols run concurrently.
 
 A backend failure that survives the retries stops the run cleanly: pending work is cancelled, every record
 already written stays, and running the same command again resumes.
@@ -94,49 +93,26 @@ def auto_essay_concurrency(slots: int, width: int) -> int:
 
 
 def essay_width(protocols: Sequence[ScoringProtocol], n_traits: int) -> int:
-    """Concurrent call chains of one essay in its narrowest stage (see :func:`protocol_stages`).
-
-    A protocol whose ``describe()`` says ``per_trait: False`` (one call for all traits, e.g. SA) counts as
-    one chain; any other counts as one per trait. The narrowest stage is used so that every stage fills the
-    backend's slots.
-    """
-    widths = [
-        sum(n_traits if protocols[i].describe().get("per_trait", True) else 1 for i in stage)
-        for stage in protocol_stages(protocols)
-    ]
-    return max(1, min(widths, default=1))
-
-
-def protocol_stages(protocols: Sequence[ScoringProtocol]) -> list[list[int]]:
-    """Positions of ``protocols`` grouped so that no two in one stage share a debate.
-
-    A protocol's debate is its ``debate`` attribute (e.g. ``"adv_r1"``; None or absent: no debate). Stage 1
-    holds the first protocol of each debate variant and every protocol without a debate; later stages hold
-    the protocols that reuse a debate made in an earlier stage.
-    """
-    stages: list[list[int]] = []
-    seen: dict[object, int] = {}
-    for position, proto in enumerate(protocols):
+    """Concurrent call chains of one essay: one per trait for per-trait protocols, one for a protocol whose
+    ``describe()`` says ``per_trait: False`` (one call for all traits, e.g. SA). Protocols sharing a debate
+    are counted once for it (their judges wait on the same chain)."""
+    width, debates = 0, set()
+    for proto in protocols:
         variant = getattr(proto, "debate", None)
-        level = 0
         if variant is not None:
-            level = seen.get(variant, -1) + 1
-            seen[variant] = level
-        while len(stages) <= level:
-            stages.append([])
-        stages[level].append(position)
-    return stages
+            if variant in debates:
+                continue
+            debates.add(variant)
+        width += n_traits if proto.describe().get("per_trait", True) else 1
+    return max(1, width)
 
 
 async def score_essay(
     ctx: CallContext, essay: Essay, rubric: Rubric, protocols: Sequence[ScoringProtocol]
 ) -> list[TraitScore]:
-    """Every protocol on one essay, in stages (see :func:`protocol_stages`); scores in the protocols' order."""
-    per_protocol: dict[int, list[TraitScore]] = {}
-    for stage in protocol_stages(protocols):
-        results = await asyncio.gather(*(protocols[i].score_essay(ctx, essay, rubric) for i in stage))
-        per_protocol.update(zip(stage, results, strict=True))
-    return [score for i in range(len(protocols)) for score in per_protocol[i]]
+    """Every protocol on one essay, concurrently; scores in the protocols' order."""
+    results = await asyncio.gather(*(p.score_essay(ctx, essay, rubric) for p in protocols))
+    return [score for per_protocol in results for score in per_protocol]
 
 
 async def run_scoring(

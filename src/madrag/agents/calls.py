@@ -6,10 +6,11 @@ reliably as the backend allows (see :func:`judge`).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,9 @@ class CallContext:
     bank: ExemplarBank | None = None
     on_record: Callable[[AgentRecord], None] | None = None
     stats: CallStats = field(default_factory=CallStats)
+    # calls being made right now, by key: a second request for the same call (e.g. the debate that MAD and
+    # MADRAG share) waits for the first instead of paying for, and reading, a second one
+    inflight: dict[str, asyncio.Future[AgentRecord]] = field(default_factory=dict)
 
     @property
     def self_report_confidence(self) -> bool:
@@ -122,6 +126,29 @@ def _reuse(ctx: CallContext, call: AgentCall) -> AgentRecord | None:
     return found
 
 
+async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[AgentRecord]]) -> AgentRecord:
+    """The record of ``call``: from the store, from an identical call in flight, or made now by ``make``."""
+    if (found := _reuse(ctx, call)) is not None:
+        return found
+    if (pending := ctx.inflight.get(call.key)) is not None:
+        return await asyncio.shield(pending)
+    future: asyncio.Future[AgentRecord] = asyncio.get_running_loop().create_future()
+    ctx.inflight[call.key] = future
+    try:
+        record = await make()
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            future.cancel()
+        else:
+            future.set_exception(exc)
+            future.exception()  # waiters re-raise it; nobody waiting is fine too
+        raise
+    finally:
+        del ctx.inflight[call.key]
+    future.set_result(record)
+    return record
+
+
 def _request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:
     caps = ctx.provider.capabilities
     want_lp = caps.logprobs
@@ -150,8 +177,10 @@ def first_token_confidence(tokens: list[TokenLogprob] | None) -> float | None:
 
 async def debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     """Advocate or Skeptic: free text, with its confidence (first-token logprob, or self-reported)."""
-    if (found := _reuse(ctx, call)) is not None:
-        return found
+    return await once(ctx, call, lambda: _debater(ctx, call))
+
+
+async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     request = _request(ctx, call)
     started = time.monotonic()
     response = await ctx.provider.complete(request)
@@ -189,8 +218,10 @@ async def judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
     the backend gives logprobs); if missing, one follow-up request asks for it. Either way a score that
     cannot be read is recorded as failed, never replaced by a number.
     """
-    if (found := _reuse(ctx, call)) is not None:
-        return found
+    return await once(ctx, call, lambda: _judge(ctx, call, trait))
+
+
+async def _judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
     started = time.monotonic()
     if ctx.constrained_scoring():
         record = await _judge_constrained(ctx, call, trait)

@@ -27,8 +27,8 @@ from madrag.agents.calls import (
     _finish,
     _record,
     _request,
-    _reuse,
     _settings_of,
+    once,
 )
 from madrag.agents.context import mask_placeholders
 from madrag.data.essay import Essay
@@ -68,7 +68,7 @@ class SingleJudgeProtocol:
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         call = await self._call(ctx, essay, rubric)
-        record = _reuse(ctx, call) or await self._judge(ctx, call, rubric)
+        record = await once(ctx, call, lambda: self._judge(ctx, call, rubric))
         results = record.trait_scores or {}
         return [
             TraitScore(

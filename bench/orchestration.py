@@ -1,0 +1,435 @@
+"""Orchestration throughput: madrag's runner vs the seed's one-essay-at-a-time loop, against a real HTTP server.
+
+Both runs go through the real pipeline (``run_scoring`` -> protocol -> recorded agent calls -> SQLite run store
+with ``synchronous=FULL``) with ``OpenAICompatProvider`` talking HTTP to the stub OpenAI-compatible server
+(``madrag.testing.stub_server``, its own process on 127.0.0.1) that serves ``--capacity`` requests in parallel,
+each taking ``--latency`` seconds; requests beyond capacity wait in its queue.
+
+* madrag: ``run_scoring`` with its default essay concurrency (derived from the provider's concurrency and the
+  number of traits), or ``--essay-concurrency``.
+* seed A.1 baseline: ``run_scoring(essay_concurrency=1)``: one essay at a time, its traits in parallel through
+  ``asyncio.gather`` inside the protocol - the seed's orchestration (000, Appendix A.1) on the same code path.
+
+Ideal: each essay-trait is an independent chain of 3 sequential calls (Advocate -> Skeptic -> Judge), so with
+D chains, C slots and latency L the server can do at most min(C, D)/L calls/s, and the makespan is at least
+L * max(3, ceil(3D / C)).
+
+Usage: ``.venv/bin/python bench/orchestration.py [--essays 200 --traits 4 --capacity 32 --latency 0.25]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from prototypes import FastParseProvider, WriterThreadStore
+
+from madrag.agents.calls import CallContext
+from madrag.agents.prompts import PromptLibrary
+from madrag.data import Essay, load_asap, split_by_fold
+from madrag.protocols import get_protocol
+from madrag.providers.base import ChatRequest
+from madrag.providers.openai_compat import OpenAICompatProvider
+from madrag.providers.policy import ManagedProvider, RetryPolicy
+from madrag.records import AgentRecord
+from madrag.retrieval.bank import Exemplar, LevelExemplar
+from madrag.rubric import Rubric, Trait, load_rubric
+from madrag.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
+from madrag.settings import ScoringSettings
+from madrag.store import RunStore
+from madrag.testing.stub_server import MODEL, StubConfig, StubServer
+
+CALLS_PER_CHAIN = 3
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- workload -------------------------------------------------------------------------------------------------
+
+
+def asap_dir() -> Path:
+    for candidate in (
+        os.environ.get("MADRAG_ASAP_DIR", ""),
+        REPO / "shared/data/asap",
+        REPO.parent / "shared/data/asap",
+    ):
+        if candidate and (Path(candidate) / "training_set_rel3_sets7_8.tsv").is_file():
+            return Path(candidate)
+    sys.exit("ASAP data not found: set MADRAG_ASAP_DIR to the folder holding training_set_rel3_sets7_8.tsv")
+
+
+def widen_rubric(rubric: Rubric, n_traits: int) -> Rubric:
+    """The first ``n_traits`` traits; beyond the rubric's own, copies named ``<trait>#2`` etc."""
+    base = rubric.traits
+    traits: list[Trait] = []
+    for i in range(n_traits):
+        trait = base[i % len(base)]
+        copy = i // len(base)
+        traits.append(trait if copy == 0 else trait.model_copy(update={"name": f"{trait.name}#{copy + 1}"}))
+    return rubric.model_copy(update={"traits": traits})
+
+
+def take_essays(pool: list[Essay], n: int) -> list[Essay]:
+    """``n`` essays, cycling through ``pool`` with ``-r<k>`` id suffixes when more are needed."""
+    out = []
+    for i in range(n):
+        essay = pool[i % len(pool)]
+        rep = i // len(pool)
+        out.append(essay if rep == 0 else essay.model_copy(update={"id": f"{essay.id}-r{rep}"}))
+    return out
+
+
+class LevelBank:
+    """MADRAG's exemplar bank stand-in: per score level, the first pool essay with that reference score."""
+
+    def __init__(self, pool: list[Essay], rubric: Rubric) -> None:
+        self._by_level: dict[tuple[str, int], Essay] = {}
+        for trait in rubric.traits:
+            for essay in pool:
+                ref = essay.reference(trait)
+                if ref is not None:
+                    self._by_level.setdefault((trait.name, ref), essay)
+
+    def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        out = []
+        for score in trait.scores:
+            match = self._by_level.get((trait.name, score))
+            ex = None
+            if match is not None and match.id != essay.id:
+                ex = Exemplar(essay_id=match.id, text=match.text, scores={}, distance=0.1, similarity=0.9)
+            out.append(LevelExemplar(trait=trait.name, score=score, exemplar=ex))
+        return out
+
+
+# -- instrumentation ------------------------------------------------------------------------------------------
+
+
+class TimedStore(RunStore):
+    """The real run store, timing each ``put`` (JSON serialisation + INSERT + the fsync of its commit)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.put_times: list[float] = []
+
+    def put(self, record: AgentRecord) -> bool:
+        start = time.perf_counter()
+        try:
+            return super().put(record)
+        finally:
+            self.put_times.append(time.perf_counter() - start)
+
+
+async def watch_loop_lag(lags: list[float], period_s: float = 0.01) -> None:
+    """Record how late the event loop wakes a 10 ms sleeper (runs until cancelled)."""
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(period_s)
+        lags.append(time.perf_counter() - start - period_s)
+
+
+def vm_kb(field_name: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+# -- one run --------------------------------------------------------------------------------------------------
+
+VARIANTS = {
+    "madrag": "madrag runner, default essay concurrency",
+    "seed": "seed A.1: one essay at a time, its traits in parallel",
+    "prototype": "madrag runner + prototypes: raw-JSON logprob parsing, commits in a writer thread",
+}
+
+
+@dataclass
+class RunResult:
+    variant: str
+    essays: int
+    essay_concurrency: int
+    wall_s: float
+    requests: int
+    max_in_flight: int
+    records: int
+    unique_keys: int
+    cpu_s: float
+    put_times: list[float] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)
+    samples: list[AgentRecord] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.wall_s
+
+
+def make_context(variant: str, store: RunStore, args: argparse.Namespace, url: str, bank: LevelBank) -> CallContext:
+    provider_cls = FastParseProvider if variant == "prototype" else OpenAICompatProvider
+    client = provider_cls(MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0)
+    return CallContext(
+        run_id=variant,
+        provider=ManagedProvider(client, RetryPolicy(retries=2, base_delay_s=0.5, timeout_s=60.0)),
+        store=store,
+        prompts=PromptLibrary(),
+        settings=ScoringSettings(),
+        bank=bank,  # type: ignore[arg-type]
+    )
+
+
+async def score_once(
+    variant: str, essays: list[Essay], rubric: Rubric, args: argparse.Namespace, server: StubServer, bank: LevelBank
+) -> RunResult:
+    """One timed ``run_scoring`` over a fresh run store and a fresh HTTP client."""
+    concurrency = 1 if variant == "seed" else args.essay_concurrency
+    protocols = [get_protocol(args.protocol)]
+    used = concurrency or auto_essay_concurrency(args.capacity, essay_width(protocols, len(rubric.traits)))
+    with tempfile.TemporaryDirectory(prefix="madrag-bench-", dir=args.tmp) as tmp:
+        path = Path(tmp) / "store.sqlite"
+        store: TimedStore | WriterThreadStore = WriterThreadStore(path) if variant == "prototype" else TimedStore(path)
+        ctx = make_context(variant, store, args, server.base_url, bank)
+        lags: list[float] = []
+        watcher = asyncio.create_task(watch_loop_lag(lags))
+        server.reset_stats()
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        try:
+            coro = run_scoring(ctx, essays, rubric, protocols, essay_concurrency=concurrency)
+            await asyncio.wait_for(coro, args.max_seconds)
+        finally:
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            watcher.cancel()
+            await ctx.provider.aclose()
+        stats = server.stats()
+        keys = list(store.keys())
+        samples = [r for role in ("advocate", "judge") for r in itertools.islice(store.records(role=role), 1)]
+        store.close()
+    return RunResult(
+        variant, len(essays), used, wall, stats.requests, stats.max_in_flight, len(keys), len(set(keys)), cpu,
+        store.put_times, lags, samples,
+    )  # fmt: skip
+
+
+# -- where the client's time goes -----------------------------------------------------------------------------
+
+
+async def cpu_per_call(provider: OpenAICompatProvider, request: ChatRequest, n: int) -> float:
+    await provider.complete(request)
+    start = time.process_time()
+    for _ in range(n):
+        await provider.complete(request)
+    return (time.process_time() - start) / n
+
+
+async def raw_cpu_per_call(url: str, request: ChatRequest, n: int) -> float:
+    body = OpenAICompatProvider(MODEL, base_url=url).request_kwargs(request)
+    async with httpx.AsyncClient(timeout=60.0) as client:
+        start = time.process_time()
+        for _ in range(n):
+            (await client.post(f"{url}/chat/completions", json=body)).json()
+        return (time.process_time() - start) / n
+
+
+def put_cost(record: AgentRecord, n: int, tmp: str | None) -> tuple[float, float]:
+    """(CPU s, wall s) per ``RunStore.put`` of ``record`` (real store: WAL, synchronous=FULL)."""
+    with tempfile.TemporaryDirectory(prefix="madrag-bench-", dir=tmp) as folder:
+        store = RunStore(Path(folder) / "store.sqlite")
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for i in range(n):
+            store.put(record.model_copy(update={"key": f"{record.key}#{i}"}))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        store.close()
+    return cpu / n, wall / n
+
+
+async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespace, n: int = 40) -> list[str]:
+    """Per-call client cost of one recorded Advocate and one Judge request, replayed sequentially against a
+    zero-latency stub: the openai-package client as madrag uses it, the prototype parser, bare HTTP + JSON;
+    and one run-store write."""
+    config = StubConfig(1, 0.0, debater_tokens=args.debater_tokens, judge_tokens=args.judge_tokens)
+    lines = [
+        f"where the client's time goes (sequential replay of recorded requests, {n} calls each, no latency, "
+        "GC tuned as in a run):"
+    ]
+    with StubServer(config) as quick, tuned_gc():
+        for record in samples:
+            request = ChatRequest(messages=record.messages, **record.settings)
+            real = OpenAICompatProvider(MODEL, base_url=quick.base_url, max_concurrency=1)
+            fast = FastParseProvider(MODEL, base_url=quick.base_url, max_concurrency=1)
+            try:
+                t_real, t_fast = await cpu_per_call(real, request, n), await cpu_per_call(fast, request, n)
+            finally:
+                await real.aclose()
+                await fast.aclose()
+            t_raw = await raw_cpu_per_call(quick.base_url, request, n)
+            put_cpu, put_wall = put_cost(record, n, args.tmp)
+            lines.append(
+                f"  {record.role:<9} ({len(record.tokens or [])} tokens x top-{request.top_logprobs} logprobs): "
+                f"client CPU {1000 * t_real:.2f} ms/call (OpenAICompatProvider), {1000 * t_fast:.2f} ms (prototype "
+                f"raw-JSON parse), {1000 * t_raw:.2f} ms (bare httpx + json); store.put CPU {1000 * put_cpu:.2f} ms, "
+                f"wall {1000 * put_wall:.2f} ms (the event loop waits for the fsync)"
+            )
+    return lines
+
+
+# -- report ---------------------------------------------------------------------------------------------------
+
+
+def hardware() -> str:
+    model = "unknown CPU"
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo", encoding="ascii") as fh:
+        mem_kb = int(fh.readline().split()[1])
+    return (
+        f"{model}, {os.cpu_count()} cores, {mem_kb / 2**20:.1f} GiB RAM; {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}"
+    )
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def ideal(chains: int, capacity: int, latency: float) -> tuple[float, float]:
+    """(calls/s, makespan lower bound in s) for ``chains`` independent 3-call chains on ``capacity`` slots."""
+    rate = min(capacity, chains) / latency
+    makespan = latency * max(CALLS_PER_CHAIN, math.ceil(CALLS_PER_CHAIN * chains / capacity))
+    return rate, makespan
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def describe_run(r: RunResult, n_traits: int, args: argparse.Namespace) -> list[str]:
+    chains = r.essays * n_traits
+    in_flight = min(r.essay_concurrency * n_traits, chains)
+    full_rate, bound = ideal(chains, args.capacity, args.latency)
+    own_rate = min(args.capacity, in_flight) / args.latency
+    puts, lags = r.put_times, r.lags
+    ok = "ok" if r.records == r.unique_keys == CALLS_PER_CHAIN * chains else "MISMATCH"
+    return [
+        f"[{r.variant}] {VARIANTS[r.variant]}: {r.essays} essays x {n_traits} traits, "
+        f"{r.essay_concurrency} essay(s) in flight (<= {in_flight} chains; ceiling {own_rate:.1f} calls/s)",
+        f"  calls {r.requests}, records {r.records} ({r.unique_keys} unique keys, 3 per essay-trait: {ok}), "
+        f"server max concurrency {r.max_in_flight}/{args.capacity}",
+        f"  wall {r.wall_s:.2f} s (bound {bound:.2f} s): {r.rate:.1f} calls/s = {100 * r.rate / full_rate:.1f}% "
+        f"of the ideal {full_rate:.1f} calls/s",
+        f"  client CPU {r.cpu_s:.2f} s ({100 * r.cpu_s / r.wall_s:.0f}% of one core, "
+        f"{1000 * r.cpu_s / max(r.requests, 1):.2f} ms/call); store puts {len(puts)}: mean "
+        f"{1000 * statistics.fmean(puts or [0]):.2f} ms, p99 {1000 * pct(puts, 0.99):.2f} ms, "
+        f"sum {sum(puts):.2f} s ({100 * sum(puts) / r.wall_s:.0f}% of wall); event-loop lag p50 "
+        f"{1000 * pct(lags, 0.5):.1f} ms, p99 {1000 * pct(lags, 0.99):.1f} ms, max {1000 * max(lags or [0]):.1f} ms",
+        f"  client-side ceiling: one event loop on a free core could issue at most {r.requests / r.cpu_s:.0f} calls/s "
+        f"at this CPU cost (requests / client CPU; fsync waits not counted)",
+    ]
+
+
+def summary(runs: dict[str, RunResult], n_traits: int, args: argparse.Namespace) -> list[str]:
+    ours = runs["madrag"]
+    rate, _ = ideal(ours.essays * n_traits, args.capacity, args.latency)
+    lines = [f"RESULT madrag: {ours.rate:.1f} calls/s = {100 * ours.rate / rate:.1f}% of the ideal {rate:.1f} calls/s"]
+    if "seed" in runs:
+        base = runs["seed"]
+        lines.append(f"RESULT seed A.1 baseline: {base.rate:.1f} calls/s; madrag speed-up {ours.rate / base.rate:.2f}x")
+    if "prototype" in runs:
+        proto = runs["prototype"]
+        lines.append(
+            f"RESULT with both prototypes: {proto.rate:.1f} calls/s = {100 * proto.rate / rate:.1f}% of the ideal"
+        )
+    return lines
+
+
+# -- main -----------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--essays", type=int, default=200, help="essays to score (ASAP set 7, fold 0)")
+    p.add_argument("--traits", type=int, default=4, help="traits per essay (set 7 has 4; more are copies)")
+    p.add_argument("--capacity", type=int, default=32, help="server slots = client max_concurrency")
+    p.add_argument("--latency", type=float, default=0.25, help="seconds per request at the server")
+    p.add_argument("--protocol", default="MADRAG", choices=["MADRAG", "MAD"], help="debate protocol")
+    p.add_argument("--essay-concurrency", type=int, default=None, help="madrag run: essays in flight (default auto)")
+    p.add_argument("--baseline-essays", type=int, default=None, help="essays for the seed baseline (default all)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the seed-style baseline")
+    p.add_argument("--no-prototype", action="store_true", help="skip the run with the prototyped fixes")
+    p.add_argument("--debater-tokens", type=int, default=150, help="words per Advocate/Skeptic answer")
+    p.add_argument("--judge-tokens", type=int, default=60, help="words per Judge rationale")
+    p.add_argument("--max-seconds", type=float, default=900.0, help="time limit of each run")
+    p.add_argument("--tmp", default=None, help="folder for the run stores (default: the system temp dir)")
+    args = p.parse_args(argv)
+    if min(args.essays, args.traits, args.capacity) < 1 or args.latency <= 0:
+        p.error("--essays, --traits and --capacity must be >= 1 and --latency > 0")
+    return args
+
+
+async def bench(args: argparse.Namespace) -> None:
+    data = asap_dir()
+    rubric = widen_rubric(load_rubric(data / "rubric_set7.json"), args.traits)
+    split = split_by_fold(load_asap(data / "training_set_rel3_sets7_8.tsv", load_rubric(data / "rubric_set7.json")), 0)
+    essays = take_essays(split.eval, args.essays)
+    bank = LevelBank(split.pool, rubric)
+    config = StubConfig(args.capacity, args.latency, debater_tokens=args.debater_tokens, judge_tokens=args.judge_tokens)
+    chains = len(essays) * len(rubric.traits)
+    rate, bound = ideal(chains, args.capacity, args.latency)
+    print("madrag orchestration bench")
+    print(f"hardware: {hardware()}; load average at start {load_average()}")
+    print(
+        f"workload: {len(essays)} essays x {len(rubric.traits)} traits of ASAP set 7 (fold 0), protocol "
+        f"{args.protocol}: Advocate -> Skeptic -> Judge per trait"
+        + (
+            ", the Judge given one exemplar per score level from an in-memory stub bank"
+            if args.protocol == "MADRAG"
+            else ""
+        )
+    )
+    print(
+        f"backend: stub OpenAI-compatible HTTP server on 127.0.0.1 (own process), C = {args.capacity} slots, "
+        f"L = {args.latency:g} s per request, top-5 logprobs, {args.debater_tokens}/{args.judge_tokens}-word "
+        f"debater/judge answers; client OpenAICompatProvider(max_concurrency={args.capacity}), no response cache; "
+        "run store SQLite WAL synchronous=FULL, one transaction per record"
+    )
+    print(
+        f"ideal: D = {len(essays)} x {len(rubric.traits)} = {chains} independent {CALLS_PER_CHAIN}-call chains; "
+        f"min(C, D)/L = min({args.capacity}, {chains})/{args.latency:g} = {rate:.1f} calls/s; "
+        f"makespan >= L*max({CALLS_PER_CHAIN}, ceil({CALLS_PER_CHAIN}D/C)) = {bound:.2f} s"
+    )
+    runs: dict[str, RunResult] = {}
+    with StubServer(config) as server:
+        runs["madrag"] = await score_once("madrag", essays, rubric, args, server, bank)
+        print("\n".join(describe_run(runs["madrag"], len(rubric.traits), args)), flush=True)
+        if not args.no_baseline:
+            n_base = min(args.baseline_essays or len(essays), len(essays))
+            runs["seed"] = await score_once("seed", essays[:n_base], rubric, args, server, bank)
+            print("\n".join(describe_run(runs["seed"], len(rubric.traits), args)), flush=True)
+        if not args.no_prototype:
+            runs["prototype"] = await score_once("prototype", essays, rubric, args, server, bank)
+            print("\n".join(describe_run(runs["prototype"], len(rubric.traits), args)), flush=True)
+        server_rss = server.stats().peak_rss_kb
+    print("\n".join(await overhead_breakdown(runs["madrag"].samples, args)))
+    print("\n".join(summary(runs, len(rubric.traits), args)))
+    print(
+        f"peak RSS: bench process {vm_kb('VmHWM') / 1024:.0f} MB (VmHWM over all runs), stub server "
+        f"{server_rss / 1024:.0f} MB; load average at end {load_average()}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(bench(parse_args()))

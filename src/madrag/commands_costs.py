@@ -1,0 +1,82 @@
+"""``madrag ... costs``: what a run cost, and optionally what a larger run would cost (a dry-run estimate).
+
+The command is a plain function with typer annotations, registered by the CLI module.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from madrag.costs import (
+    WHOLE_ESSAY,
+    CostReport,
+    RunEstimate,
+    cost_report,
+    estimate_run,
+    estimate_to_dict,
+    load_prices,
+    render_text,
+    report_to_dict,
+)
+from madrag.errors import InputError
+from madrag.store import RunStore
+
+PRICES_HELP = (
+    "Price table (YAML or JSON): model -> {prompt: $ per 1M tokens, completion: $ per 1M tokens}; "
+    "'*' prices every other model."
+)
+
+
+def _open_store(run_dir: Path) -> RunStore:
+    db = run_dir / "store.sqlite"
+    if not db.is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    return RunStore(db)
+
+
+def _sample_traits(report: CostReport) -> int:
+    return max(1, len({c.trait for c in report.calls if c.trait != WHOLE_ESSAY}))
+
+
+def costs_command(
+    run_dir: Annotated[Path, typer.Option(help="Run folder (holding store.sqlite).")] = Path("runs/latest"),
+    prices: Annotated[Path | None, typer.Option(help=PRICES_HELP)] = None,
+    estimate_essays: Annotated[
+        int | None,
+        typer.Option(help="Also estimate a run of this many essays, using this run as the sample."),
+    ] = None,
+    estimate_traits: Annotated[
+        int | None, typer.Option(help="Traits per essay for the estimate (default: as many as this run has).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Calls, requests, tokens, cache hits and (with --prices) estimated spend of a run, per protocol and per
+    essay-trait; debates shared by several protocols are shown whole and shared out equally."""
+    if estimate_essays is not None and estimate_essays < 1:
+        raise InputError(f"--estimate-essays must be >= 1, got {estimate_essays}")
+    if estimate_traits is not None and estimate_traits < 1:
+        raise InputError(f"--estimate-traits must be >= 1, got {estimate_traits}")
+    if estimate_traits is not None and estimate_essays is None:
+        raise InputError("--estimate-traits needs --estimate-essays")
+    table = load_prices(prices) if prices is not None else None
+    store = _open_store(run_dir)
+    try:
+        report = cost_report(store, table)
+    finally:
+        store.close()
+    if not report.calls:
+        raise InputError(f"run at {run_dir} holds no records yet")
+    estimate: RunEstimate | None = None
+    if estimate_essays is not None:
+        estimate = estimate_run(report, estimate_essays, estimate_traits or _sample_traits(report))
+    if as_json:
+        data = {"report": report_to_dict(report), "estimate": estimate and estimate_to_dict(estimate)}
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    typer.echo(render_text(report))
+    if estimate is not None:
+        typer.echo(render_text(estimate, priced=table is not None))

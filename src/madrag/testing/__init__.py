@@ -1,0 +1,4 @@
+"""Tools for testing and benchmarking madrag against stand-in backends (not needed to score essays).
+
+``madrag.testing.stub_server``: a local OpenAI-compatible server with a fixed latency and capacity.
+"""

@@ -1,0 +1,396 @@
+"""A local OpenAI-compatible chat server for load tests and benchmarks (no model: canned, role-aware answers).
+
+Every ``POST /v1/chat/completions`` waits for one of ``capacity`` slots (requests beyond capacity wait in a
+queue), holds it for ``latency_s`` seconds, then answers as the role the prompt asks for: an Advocate or a
+Skeptic argument of ``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` with N inside
+the range the prompt states (the last "between A and B" of the last user message). With ``logprobs`` it
+returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
+other valid scores, so a score distribution can be read. ``GET /v1/models`` lists the one model;
+``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
+
+It listens on 127.0.0.1 only, and exits by itself when its parent process dies or after ``max_lifetime_s``.
+
+From Python::
+
+    with StubServer(capacity=32, latency_s=0.25) as server:
+        provider = OpenAICompatProvider("stub-model", base_url=server.base_url, max_concurrency=32)
+        ...
+        print(server.stats().max_in_flight)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import re
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+HOST = "127.0.0.1"
+MODEL = "stub-model"
+_RANGE = re.compile(r"between\s+(-?\d+)\s+and\s+(-?\d+)", re.IGNORECASE)
+_PIECE = re.compile(r"\s*\S+")
+_WORDS = (
+    "the essay develops its idea with a concrete example of waiting and the details stay on the topic "
+    "while the ending resolves the story although some sentences repeat and the voice could be stronger"
+).split()
+_FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
+
+
+@dataclass(frozen=True)
+class StubConfig:
+    """How the stub behaves."""
+
+    capacity: int = 32
+    latency_s: float = 0.25
+    model: str = MODEL
+    debater_tokens: int = 150
+    judge_tokens: int = 60
+
+
+@dataclass
+class StubStats:
+    """What the stub has seen since it started (or was reset)."""
+
+    requests: int = 0
+    completed: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    waiting: int = 0
+    max_waiting: int = 0
+    by_role: dict[str, int] = field(default_factory=dict)
+    peak_rss_kb: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StubStats:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+# -- answers ------------------------------------------------------------------------------------------------
+
+
+def classify(messages: list[dict[str, Any]]) -> str:
+    """The role a request plays: advocate, skeptic, judge, followup (a judge asked for its score) or other."""
+    system = str(messages[0].get("content", "")) if messages else ""
+    last = str(messages[-1].get("content", "")) if messages else ""
+    if last.startswith("State your final score now"):
+        return "followup"
+    if "Advocate Agent" in system:
+        return "advocate"
+    if "Skeptic Agent" in system:
+        return "skeptic"
+    if "Judge" in system:
+        return "judge"
+    return "other"
+
+
+def score_range(messages: list[dict[str, Any]]) -> tuple[int, int]:
+    """The last "between A and B" of the last user message (else of any message); (0, 3) if none."""
+    users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
+    for text in [*users[-1:], *(str(m.get("content", "")) for m in reversed(messages))]:
+        found = _RANGE.findall(text)
+        if found:
+            lo, hi = int(found[-1][0]), int(found[-1][1])
+            return min(lo, hi), max(lo, hi)
+    return 0, 3
+
+
+def _digest(messages: list[dict[str, Any]]) -> int:
+    blob = "\x00".join(str(m.get("content", "")) for m in messages).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "big")
+
+
+def _words(n: int, seed: int) -> str:
+    return " ".join(_WORDS[(seed + i) % len(_WORDS)] for i in range(max(1, n)))
+
+
+def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tuple[str, int | None]:
+    """(answer text, the score it states or None)."""
+    seed = _digest(messages)
+    if role in ("judge", "followup", "other"):
+        lo, hi = score_range(messages)
+        score = lo + seed % (hi - lo + 1)
+        if role == "followup":
+            return f"Final score: {score}", score
+        return f"{_words(config.judge_tokens, seed).capitalize()}.\nFinal score: {score}", score
+    opening = "Strength:" if role == "advocate" else "Weakness:"
+    text = f"{opening} {_words(config.debater_tokens - 1, seed)}."
+    if "Confidence: X" in "".join(str(m.get("content", "")) for m in messages):
+        text += f"\nConfidence: {0.5 + (seed % 50) / 100:.2f}"
+    return text, None
+
+
+def token_logprobs(text: str, top_n: int, score: int | None, lo: int, hi: int, seed: int) -> list[dict[str, Any]]:
+    """OpenAI ``logprobs.content``: one entry per whitespace-led piece; the last piece of a judge answer is the
+    score, whose alternatives are the other valid scores."""
+    pieces = _PIECE.findall(text)
+    content = []
+    for i, piece in enumerate(pieces):
+        logprob = -0.05 - ((seed >> (i % 32)) % 60) / 100 if i == 0 else -0.1
+        if score is not None and i == len(pieces) - 1:
+            alts = [
+                (f" {s}" if s != score else piece, -0.1 if s == score else -2.0 - abs(s - score))
+                for s in range(lo, hi + 1)
+            ]
+            alts.sort(key=lambda a: -a[1])
+        else:
+            alts = [(piece, logprob), *((f, -3.0 - k) for k, f in enumerate(_FILLER))]
+        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in alts[:top_n]]
+        content.append({"token": piece, "logprob": logprob, "bytes": None, "top_logprobs": top})
+    return content
+
+
+def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str, Any]:
+    """The chat.completion JSON for one request body."""
+    messages = body.get("messages") or []
+    text, score = compose(role, messages, config)
+    lo, hi = score_range(messages)
+    logprobs = None
+    if body.get("logprobs"):
+        top_n = int(body.get("top_logprobs") or 0)
+        logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, _digest(messages))}
+    prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
+    completion_tokens = len(_PIECE.findall(text))
+    return {
+        "id": f"chatcmpl-stub-{_digest(messages):x}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or config.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": logprobs,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+# -- the server ---------------------------------------------------------------------------------------------
+
+
+def _peak_rss_kb() -> int:
+    """VmHWM of this process from /proc (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class StubApp:
+    """The request handlers, the slot semaphore and the counters."""
+
+    def __init__(self, config: StubConfig) -> None:
+        self.config = config
+        self.stats = StubStats()
+        self.roles: Counter[str] = Counter()
+        self._slots = asyncio.Semaphore(config.capacity)
+
+    def build(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/stats", self.get_stats)
+        app.router.add_post("/stats/reset", self.reset)
+        return app
+
+    async def chat(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "request body is not JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            return _error(400, "'messages' must be a non-empty list")
+        role = classify(body["messages"])
+        self.stats.requests += 1
+        self.roles[role] += 1
+        await self._hold_slot()
+        self.stats.completed += 1
+        return web.json_response(completion(body, self.config, role))
+
+    async def _hold_slot(self) -> None:
+        """Wait for a slot (counted as waiting), then hold it for the latency (counted as in flight)."""
+        self.stats.waiting += 1
+        self.stats.max_waiting = max(self.stats.max_waiting, self.stats.waiting)
+        try:
+            await self._slots.acquire()
+        finally:
+            self.stats.waiting -= 1
+        try:
+            self.stats.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+            await asyncio.sleep(self.config.latency_s)
+        finally:
+            self.stats.in_flight -= 1
+            self._slots.release()
+
+    async def models(self, _request: web.Request) -> web.Response:
+        model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def get_stats(self, _request: web.Request) -> web.Response:
+        self.stats.by_role = dict(self.roles)
+        self.stats.peak_rss_kb = _peak_rss_kb()
+        return web.json_response(asdict(self.stats))
+
+    async def reset(self, _request: web.Request) -> web.Response:
+        in_flight, waiting = self.stats.in_flight, self.stats.waiting
+        self.stats = StubStats(in_flight=in_flight, waiting=waiting)
+        self.roles.clear()
+        return web.json_response({"reset": True})
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=status)
+
+
+async def serve(config: StubConfig, port: int = 0, max_lifetime_s: float = 3600.0) -> None:
+    """Serve on 127.0.0.1:``port`` (0: any free port), print ``READY <port>``, and run until the parent
+    process dies or ``max_lifetime_s`` passes."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, port))
+    runner = web.AppRunner(StubApp(config).build(), access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock, backlog=1024).start()
+    print(f"READY {sock.getsockname()[1]}", flush=True)
+    parent = os.getppid()
+    deadline = time.monotonic() + max_lifetime_s
+    try:
+        while time.monotonic() < deadline and os.getppid() == parent:
+            await asyncio.sleep(0.5)
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="A local OpenAI-compatible stub server (127.0.0.1 only).")
+    parser.add_argument("--port", type=int, default=0, help="port (0: any free port, printed as READY <port>)")
+    parser.add_argument("--capacity", type=int, default=32, help="requests served in parallel; more wait")
+    parser.add_argument("--latency", type=float, default=0.25, help="seconds each request holds a slot")
+    parser.add_argument("--model", default=MODEL, help="model name in answers and /v1/models")
+    parser.add_argument("--debater-tokens", type=int, default=150, help="words in an Advocate/Skeptic answer")
+    parser.add_argument("--judge-tokens", type=int, default=60, help="words in a Judge rationale")
+    parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
+    args = parser.parse_args(argv)
+    if args.capacity < 1 or args.latency < 0:
+        parser.error("--capacity must be >= 1 and --latency >= 0")
+    config = StubConfig(args.capacity, args.latency, args.model, args.debater_tokens, args.judge_tokens)
+    asyncio.run(serve(config, args.port, args.max_lifetime))
+
+
+# -- running it from Python -----------------------------------------------------------------------------------
+
+
+class StubServer:
+    """Run the stub in a subprocess (its own interpreter, so it does not compete for the caller's GIL)."""
+
+    def __init__(self, config: StubConfig | None = None, *, start_timeout_s: float = 30.0, **kwargs: Any) -> None:
+        self.config = config or StubConfig(**kwargs)
+        self.start_timeout_s = start_timeout_s
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        c = self.config
+        return [
+            sys.executable,
+            "-m",
+            "madrag.testing.stub_server",
+            f"--capacity={c.capacity}",
+            f"--latency={c.latency_s}",
+            f"--model={c.model}",
+            f"--debater-tokens={c.debater_tokens}",
+            f"--judge-tokens={c.judge_tokens}",
+        ]
+
+    def start(self) -> StubServer:
+        self._log = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log)
+        try:
+            self.port = self._read_port(self._proc)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _read_port(self, proc: subprocess.Popen[bytes]) -> int:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            if not sel.select(self.start_timeout_s):
+                raise RuntimeError(f"stub server not ready after {self.start_timeout_s:.0f}s: {self._tail()}")
+        line = proc.stdout.readline().decode("ascii", errors="replace").split()
+        if len(line) != 2 or line[0] != "READY":
+            raise RuntimeError(f"stub server failed to start: {self._tail()}")
+        return int(line[1])
+
+    def _tail(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        text: str = self._log.read().decode("utf-8", errors="replace")
+        return text[-2000:]
+
+    def stats(self) -> StubStats:
+        response = httpx.get(f"http://{HOST}:{self.port}/stats", timeout=10.0)
+        response.raise_for_status()
+        return StubStats.from_json(response.json())
+
+    def reset_stats(self) -> None:
+        httpx.post(f"http://{HOST}:{self.port}/stats/reset", timeout=10.0).raise_for_status()
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> StubServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    main()
