@@ -19,7 +19,7 @@ from madrag.errors import InputError
 from madrag.evaluation import HH_EVAL, HH_FULL, evaluate, render_text, save, wide
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
-from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.report import write_report
 from madrag.rubric import Rubric
 from madrag.runner import run_scoring
@@ -80,11 +80,12 @@ def _pool() -> list[Essay]:
 def _script(essays: list[Essay]) -> object:
     def script(request: ChatRequest) -> FakeReply:
         system, user = request.messages[0].content, request.messages[1].content
-        if "Advocate Agent" in system:
+        role = request_role(request)
+        if role == "advocate":
             return FakeReply(f"Advocate says: strong <b>voice</b>. {SCRIPT_TAG}")
-        if "Skeptic Agent" in system:
+        if role == "skeptic":
             return FakeReply("Skeptic says: thin details.")
-        trait = re.search(r'trait "([^"]+)"', system)
+        trait = re.search(r'trait "([^"]+)"', system + user)
         assert trait is not None
         essay = next(e for e in essays if e.text in user)
         protocol = "MADRAG" if "Scored example essays" in user else "MAD"

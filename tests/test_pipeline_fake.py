@@ -13,7 +13,7 @@ from madrag.data import Essay, split_by_fold
 from madrag.errors import ProviderError
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
-from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric
 from madrag.runner import run_scoring
@@ -95,10 +95,10 @@ def _judge_script(judge_texts: list[str]) -> object:
     queue = list(judge_texts)
 
     def script(request: ChatRequest) -> FakeReply:
-        system = request.messages[0].content
-        if "Advocate Agent" in system:
+        role = request_role(request)
+        if role == "advocate":
             return FakeReply("Strong focus on patience.")
-        if "Skeptic Agent" in system:
+        if role == "skeptic":
             return FakeReply("Thin details.")
         return FakeReply(queue.pop(0))
 
@@ -148,7 +148,7 @@ async def test_no_logprobs_means_self_reported_confidence(
     tmp_path: Path, rubric7: Rubric, essays7: list[Essay]
 ) -> None:
     def script(request: ChatRequest) -> FakeReply:
-        if "Synthesizer-Judge" in request.messages[0].content:
+        if request_role(request) == "judge":
             return FakeReply("Final score: 1")
         return FakeReply("An argument.\nConfidence: 0.65")
 
@@ -170,7 +170,7 @@ async def test_backend_failure_stops_cleanly_and_resume_completes(
         calls["n"] += 1
         if calls["n"] > 5:
             return FakeReply("", error=ProviderError("server answered garbage"))
-        return FakeReply("Final score: 1" if "Judge" in request.messages[0].content else "text")
+        return FakeReply("Final score: 1" if request_role(request) == "judge" else "text")
 
     ctx = make_ctx(tmp_path, FakeProvider(script=dies_after_five, caps=TEXT_ONLY), settings=None)
     with pytest.raises(ProviderError, match="garbage"):
@@ -230,3 +230,29 @@ async def test_sa_text_mode_parses_each_trait_and_follows_up_on_missing(
         "Style": "parsed_followup",
         "Conventions": "parsed_followup",
     }
+
+
+@pytest.mark.parametrize("layout", ["shared_prefix", "seed"])
+async def test_prompt_layouts_keep_the_seed_wording_and_share_prefixes(
+    tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]], layout: str
+) -> None:
+    from madrag.prefix import prefix_stats
+
+    essays, pool = sample
+    settings = ScoringSettings(prompt_layout=layout)  # type: ignore[arg-type]
+    ctx = make_ctx(tmp_path, FakeProvider(), StubBank(pool), settings=settings)
+    await run_scoring(ctx, essays[:1], rubric7, [get_protocol("MADRAG")])
+    records = list(ctx.store.records())
+    adv = next(r for r in records if r.role == "advocate")
+    role_text = "You are an Advocate Agent participating in a multi-agent debate system for essay evaluation."
+    stats = prefix_stats(records)
+    if layout == "seed":
+        assert adv.messages[0].content.startswith(role_text)
+        assert stats.shared_fraction < 0.1, stats
+    else:
+        assert role_text in adv.messages[1].content and role_text not in adv.messages[0].content
+        assert len({r.messages[0].content for r in records}) == 1  # one system message for every role
+        # the essay comes before anything role- or trait-specific
+        assert all(r.messages[1].content.startswith("Essay prompt:") for r in records)
+        assert stats.shared_fraction > 0.4, stats  # the essay and trait; exemplars and debate differ
+    assert adv.messages[1].content.count(essays[0].text) == 1

@@ -16,7 +16,7 @@ from madrag.agents.calls import CallContext
 from madrag.data import Essay
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
-from madrag.providers.fake import FakeProvider
+from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
 from madrag.runner import GC_GEN0_THRESHOLD, auto_essay_concurrency, essay_width, run_scoring
@@ -68,8 +68,8 @@ async def test_mad_and_madrag_pay_for_one_debate_and_both_judges_read_it(tmp_pat
     essay = _essays(1)[0]
     scores = await run_scoring(ctx, [essay], rubric, [get_protocol("MAD"), get_protocol("MADRAG")])
     assert [(s.protocol, s.trait) for s in scores] == [("MAD", "T0"), ("MAD", "T1"), ("MADRAG", "T0"), ("MADRAG", "T1")]
-    systems = Counter(c.messages[0].content.split(" Agent")[0].split()[-1] for c in fake.calls if c.choices is None)
-    assert systems["Advocate"] == 2 and systems["Skeptic"] == 2  # one debate per trait, not one per protocol
+    roles = Counter(request_role(c) for c in fake.calls if c.choices is None)
+    assert roles["advocate"] == 2 and roles["skeptic"] == 2  # one debate per trait, not one per protocol
     for trait in ("T0", "T1"):
         skeptic = ctx.store.get(call_key("debate/adv_r1", essay.id, trait, "skeptic"))
         assert skeptic is not None

@@ -23,6 +23,7 @@ from madrag.costs import (
     report_to_dict,
 )
 from madrag.errors import InputError
+from madrag.prefix import prefix_stats
 from madrag.store import RunStore
 
 PRICES_HELP = (
@@ -66,6 +67,7 @@ def costs_command(
     store = _open_store(run_dir)
     try:
         report = cost_report(store, table)
+        prefix = prefix_stats(store.records())
     finally:
         store.close()
     if not report.calls:
@@ -74,9 +76,17 @@ def costs_command(
     if estimate_essays is not None:
         estimate = estimate_run(report, estimate_essays, estimate_traits or _sample_traits(report))
     if as_json:
-        data = {"report": report_to_dict(report), "estimate": estimate and estimate_to_dict(estimate)}
+        data = {
+            "report": report_to_dict(report),
+            "estimate": estimate and estimate_to_dict(estimate),
+            "shared_prefix_fraction": prefix.shared_fraction,
+        }
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
         return
     typer.echo(render_text(report))
+    typer.echo(
+        f"shared prompt prefix: {prefix.shared_fraction:.1%} of prompt characters repeat the start of an earlier "
+        f"prompt of the same essay ({prefix.calls} calls; reusable by servers with prefix caching)"
+    )
     if estimate is not None:
         typer.echo(render_text(estimate, priced=table is not None))

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Anonymization = Literal["note", "none", "mask"]
 ScoreMethod = Literal["auto", "constrained", "text"]
 ReportFrom = Literal["parsed", "argmax", "expected"]
+PromptLayout = Literal["shared_prefix", "seed"]
 
 
 class ScoringSettings(BaseModel):
@@ -28,3 +29,7 @@ class ScoringSettings(BaseModel):
     report: ReportFrom = "parsed"
     exemplar_max_words: int | None = None  # None: exemplars are shown whole
     judges_per_trait: int = Field(default=1, ge=1)  # MA with n > 1 averages n independent judges
+    # "seed": each role's instructions are its system message (the seeds' layout); "shared_prefix": one system
+    # message for every role, then the essay, then the trait, then the role's instructions (same wording), so
+    # all calls of an essay share a long common prefix that servers with prefix caching reuse
+    prompt_layout: PromptLayout = "shared_prefix"

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
+from madrag.providers.base import Message
 from madrag.rubric import Trait
-from madrag.settings import Anonymization
+from madrag.settings import Anonymization, PromptLayout
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import LevelExemplar
@@ -68,8 +69,33 @@ def essay_values(
         "ANON_CONTEXT": prompts.render("anon_note") if anonymization == "note" else "",
         "CONFIDENCE_INSTRUCTION": prompts.render("confidence_instruction") if self_report else "",
     }
+    values["ESSAY_CONTEXT"] = prompts.render("essay_context", **values)
     values["CONTEXT"] = prompts.render("context", **values)
     return values
+
+
+def role_messages(
+    prompts: PromptLibrary, layout: PromptLayout, role: str, user: str, values: dict[str, str]
+) -> list[Message]:
+    """The system and user messages of one role call, in the run's prompt layout.
+
+    ``seed``: the role's template (e.g. ``advocate_system``) is the system message. ``shared_prefix``: every
+    role shares one system message; the role's instructions (same template, same wording) follow the essay and
+    trait in the user message, so an essay's calls share the longest possible common prefix.
+    """
+    if layout == "seed":
+        return [
+            Message(role="system", content=prompts.render(role, **values)),
+            Message(role="user", content=prompts.render(user, **{**values, "ROLE": ""})),
+        ]
+    role_text = prompts.render(role, **{**values, "ANON_CONTEXT": ""}).rstrip()
+    return [
+        Message(role="system", content=prompts.render("shared_system", **values)),
+        Message(
+            role="user",
+            content=prompts.render(user, **{**values, "ROLE": prompts.render("role_block", ROLE_TEXT=role_text)}),
+        ),
+    ]
 
 
 def render_exemplars(prompts: PromptLibrary, trait: Trait, levels: list[LevelExemplar], max_words: int | None) -> str:

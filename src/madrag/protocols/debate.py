@@ -19,8 +19,7 @@ from __future__ import annotations
 from typing import Literal
 
 from madrag.agents.calls import AgentCall, CallContext, debater
-from madrag.agents.context import Turn, render_debate
-from madrag.providers.base import Message
+from madrag.agents.context import Turn, render_debate, role_messages
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
@@ -55,9 +54,13 @@ async def run_debate(
     for t_index, thread in enumerate(_plan(variant)):
         seen: list[Turn] = []
         for role, round_ in thread:
-            so_far = render_debate(ctx.prompts, seen)
-            system = ctx.prompts.render(f"{role}_system", **values)
-            user = ctx.prompts.render(f"{role}_user", **values, DEBATE_SO_FAR=so_far)
+            messages = role_messages(
+                ctx.prompts,
+                ctx.settings.prompt_layout,
+                f"{role}_system",
+                f"{role}_user",
+                {**values, "DEBATE_SO_FAR": render_debate(ctx.prompts, seen)},
+            )
             call = AgentCall(
                 protocol=f"debate/{variant}",
                 essay_id=essay_id,
@@ -65,7 +68,7 @@ async def run_debate(
                 role=role,
                 round=round_,
                 index=t_index,
-                messages=[Message(role="system", content=system), Message(role="user", content=user)],
+                messages=messages,
                 temperature=ctx.settings.debater_temperature,
                 max_tokens=ctx.settings.debater_max_tokens,
                 context={"variant": variant, "reads": [f"{x.speaker} {x.round}" for x in seen]},

@@ -30,7 +30,7 @@ from madrag.agents.calls import (
     _settings_of,
     once,
 )
-from madrag.agents.context import mask_placeholders
+from madrag.agents.context import mask_placeholders, role_messages
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols.base import TraitScore
@@ -110,15 +110,13 @@ class SingleJudgeProtocol:
             "EXEMPLARS": exemplar_text,
             "SCORE_LINES": "\n".join(f"{t.name}: N (an integer from {t.min} to {t.max})" for t in rubric.traits),
         }
+        values["ESSAY_CONTEXT"] = ctx.prompts.render("essay_context", **values)
         return AgentCall(
             protocol=self.name,
             essay_id=essay.id,
             trait="*",
             role="judge",
-            messages=[
-                Message(role="system", content=ctx.prompts.render("sa_system", **values)),
-                Message(role="user", content=ctx.prompts.render("sa_user", **values)),
-            ],
+            messages=role_messages(ctx.prompts, settings.prompt_layout, "sa_system", "sa_user", values),
             temperature=settings.judge_temperature,
             max_tokens=settings.judge_max_tokens,
             context=context,

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from madrag.agents.calls import AgentCall, CallContext, judge
-from madrag.agents.context import essay_values, render_debate, render_exemplars
+from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
 from madrag.data.essay import Essay, round_half_up
 from madrag.errors import ConfigError
 from madrag.protocols.base import TraitScore
 from madrag.protocols.debate import Variant, run_debate, turn_of
-from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
 
@@ -63,12 +62,14 @@ class TraitJudgeProtocol:
             debate_text = render_debate(ctx.prompts, [turn_of(r) for r in records])
             context["debate"] = [r.key for r in records]
             context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
-        if self.debate is not None:
-            system = ctx.prompts.render("judge_system", **values)
-        else:
-            hint = " and with the scored example essays" if self.exemplars else ""
-            system = ctx.prompts.render("rater_system", **values, EXEMPLAR_HINT=hint)
-        user = ctx.prompts.render("judge_user", **values, EXEMPLARS=exemplar_text, DEBATE=debate_text)
+        hint = " and with the scored example essays" if self.exemplars else ""
+        messages = role_messages(
+            ctx.prompts,
+            ctx.settings.prompt_layout,
+            "judge_system" if self.debate is not None else "rater_system",
+            "judge_user",
+            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text},
+        )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
         records = await asyncio.gather(
             *(
@@ -80,7 +81,7 @@ class TraitJudgeProtocol:
                         trait=trait.name,
                         role="judge",
                         index=i,
-                        messages=[Message(role="system", content=system), Message(role="user", content=user)],
+                        messages=messages,
                         # several independent judges need sampling to differ
                         temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
                         max_tokens=ctx.settings.judge_max_tokens,

@@ -42,17 +42,33 @@ def _as_reply(item: str | FakeReply) -> FakeReply:
     return item if isinstance(item, FakeReply) else FakeReply(text=item)
 
 
+ROLE_MARKERS = (
+    ("advocate", "You are an Advocate Agent"),
+    ("skeptic", "You are a Skeptic Agent"),
+    ("judge", "You are the Synthesizer-Judge"),
+    ("judge", "You are an impartial Judge"),
+)
+
+
+def request_role(request: ChatRequest) -> str:
+    """Which role a request plays (advocate, skeptic, judge or other), from its role instructions, wherever the
+    prompt layout puts them (system message or user message)."""
+    text = "\n".join(m.content for m in request.messages)
+    found = [(text.find(marker), role) for role, marker in ROLE_MARKERS if marker in text]
+    return min(found)[1] if found else "other"
+
+
 def default_script(request: ChatRequest) -> FakeReply:
     """Role-aware canned answers, so the whole pipeline runs without a script."""
-    system = request.messages[0].content.lower()
+    role = request_role(request)
     if request.choices is not None:
         # prefer the middle choice, with a spread over the others
         mid = len(request.choices) // 2
         lps = {c: -0.2 - abs(i - mid) for i, c in enumerate(request.choices)}
         return FakeReply(text=request.choices[mid], choice_logprobs=lps)
-    if "advocate" in system:
+    if role == "advocate":
         return FakeReply(text="The essay stays on topic and gives a concrete example of waiting patiently.")
-    if "skeptic" in system:
+    if role == "skeptic":
         return FakeReply(text="The example is thin: few details, and the ending is abrupt.")
     low = re.search(r"between (-?\d+) and (-?\d+)", request.messages[0].content + request.messages[-1].content)
     score = (int(low.group(1)) + int(low.group(2))) // 2 if low else 1

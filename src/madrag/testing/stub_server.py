@@ -39,6 +39,8 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+from madrag.providers.fake import ROLE_MARKERS
+
 HOST = "127.0.0.1"
 MODEL = "stub-model"
 _RANGE = re.compile(r"between\s+(-?\d+)\s+and\s+(-?\d+)", re.IGNORECASE)
@@ -84,17 +86,12 @@ class StubStats:
 
 def classify(messages: list[dict[str, Any]]) -> str:
     """The role a request plays: advocate, skeptic, judge, followup (a judge asked for its score) or other."""
-    system = str(messages[0].get("content", "")) if messages else ""
     last = str(messages[-1].get("content", "")) if messages else ""
     if last.startswith("State your final score now"):
         return "followup"
-    if "Advocate Agent" in system:
-        return "advocate"
-    if "Skeptic Agent" in system:
-        return "skeptic"
-    if "Judge" in system:
-        return "judge"
-    return "other"
+    text = "\n".join(str(m.get("content", "")) for m in messages)
+    found = [(text.find(marker), role) for role, marker in ROLE_MARKERS if marker in text]
+    return min(found)[1] if found else "other"
 
 
 def score_range(messages: list[dict[str, Any]]) -> tuple[int, int]:
