@@ -75,3 +75,20 @@ async def test_same_seed_same_text_and_stop_sequences(llama: LlamaCppProvider) -
     assert a.text == b.text and a.text
     stopped = await llama.complete(req.model_copy(update={"stop": [a.text.split()[1]]}))
     assert a.text.split()[1] not in stopped.text and stopped.finish_reason == "stop"
+
+
+async def test_parallel_slots_give_the_same_answers() -> None:
+    import asyncio
+
+    two = LlamaCppProvider(n_ctx=2048, slots=2)
+    assert two.max_concurrency == 2 and two.describe()["slots"] == 2
+    reqs = [
+        ChatRequest(
+            messages=[Message(role="user", content=f"Name {k} colours.")], temperature=0.7, seed=k, max_tokens=12
+        )
+        for k in (2, 3)
+    ]
+    together = await asyncio.gather(*(two.complete(r) for r in reqs))  # both slots busy at once
+    apart = [await two.complete(r) for r in reversed(reqs)]  # one at a time, on whichever slot is free
+    assert [r.text for r in together] == [r.text for r in reversed(apart)]
+    await two.aclose()

@@ -41,6 +41,6 @@ def prefix_stats(records: Iterable[AgentRecord]) -> PrefixStats:
             prompt = rendered(record)
             calls += 1
             total += len(prompt)
-            shared += max((len(os.path.commonprefix([prompt, earlier])) for earlier in seen), default=0)
+            shared += max((len(os.path.commonprefix([prompt, earlier])) for earlier in seen), default=0)  # noqa: RUF071
             seen.append(prompt)
     return PrefixStats(calls=calls, prompt_chars=total, shared_chars=shared)

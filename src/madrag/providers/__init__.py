@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.errors import ConfigError
 from madrag.providers.base import (
@@ -40,10 +40,11 @@ class ProviderSpec(BaseModel):
     timeout_s: float = 300.0
     retries: int = 4
     n_ctx: int = 8192
+    slots: int = Field(default=1, ge=1)  # llamacpp: parallel model contexts (requests served at once)
     fake_latency_s: float = 0.0  # fake: seconds per call (for tests of interrupted runs)
 
 
-OPERATIONAL = {"concurrency", "timeout_s", "retries", "fake_latency_s"}
+OPERATIONAL = {"concurrency", "timeout_s", "retries", "fake_latency_s", "slots"}
 
 
 def spec_identity(spec: ProviderSpec) -> dict[str, object]:
@@ -55,7 +56,7 @@ def make_provider(spec: ProviderSpec) -> Provider:
     if spec.kind == "llamacpp":
         from madrag.providers.llamacpp import LlamaCppProvider
 
-        return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx)
+        return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, slots=spec.slots)
     if spec.kind == "openai":
         from madrag.providers.openai_compat import OpenAICompatProvider
 

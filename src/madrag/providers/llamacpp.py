@@ -53,7 +53,12 @@ class _Generated:
 
 
 class LlamaCppProvider(Provider):
-    """In-process llama.cpp model; one context, so calls run one at a time (``max_concurrency = 1``)."""
+    """In-process llama.cpp model with ``slots`` independent contexts (default 1).
+
+    Each slot is its own model context (the weights are memory-mapped once by the OS) with its share of the
+    CPU threads, so ``slots`` requests run in parallel: the embedded default can run an essay's traits
+    concurrently. A request's result does not depend on the slot it runs in or on what ran before.
+    """
 
     def __init__(
         self,
@@ -61,6 +66,7 @@ class LlamaCppProvider(Provider):
         n_ctx: int = 8192,
         n_threads: int | None = None,
         n_batch: int = 512,
+        slots: int = 1,
     ) -> None:
         if model_path is None:
             from madrag.providers.models import smollm2_gguf_path
@@ -69,18 +75,65 @@ class LlamaCppProvider(Provider):
         path = Path(model_path)
         if not path.is_file():
             raise ProviderError(f"model file not found: {path}")
+        if slots < 1:
+            raise ProviderError(f"slots must be >= 1, got {slots}")
         self.model_path = path
         self.name = "llamacpp"
         self.model = path.name
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
-        self.n_batch = n_batch
+        self.slots = slots
+        threads = n_threads or max((os.cpu_count() or 1) // slots, 1)
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
-        self.max_concurrency = 1
+        self.max_concurrency = slots
+        self._engines = [LlamaCppEngine(path, n_ctx, threads, n_batch) for _ in range(slots)]
+        self._free: asyncio.Queue[LlamaCppEngine] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx, "slots": self.slots}
+
+    def render_prompt(self, request: ChatRequest) -> str:
+        return self._engines[0].render_prompt(request)
+
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for engine in self._engines:
+                self._free.put_nowait(engine)
+        engine = await self._free.get()
+        try:
+            started = time.monotonic()
+            out = await asyncio.to_thread(engine.generate, request)
+            latency = time.monotonic() - started
+        finally:
+            self._free.put_nowait(engine)
+        return ChatResponse(
+            text=out.text,
+            tokens=out.tokens if request.logprobs or request.choices is not None else None,
+            choice_logprobs=out.choice_logprobs,
+            finish_reason=out.finish_reason,
+            usage=Usage(prompt_tokens=out.n_prompt, completion_tokens=len(out.tokens)),
+            latency_s=latency,
+            model=self.model,
+            raw={"backend": "llama.cpp", "model_path": str(self.model_path), "n_ctx": self.n_ctx},
+        )
+
+    async def aclose(self) -> None:
+        for engine in self._engines:
+            engine.close()
+
+
+class LlamaCppEngine:
+    """One llama.cpp context: the generation loop, used by one request at a time."""
+
+    def __init__(self, model_path: Path, n_ctx: int, n_threads: int, n_batch: int) -> None:
+        self.model_path = model_path
+        self.model = model_path.name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.n_batch = n_batch
         self._llm: Any = None
         self._aligned_upto = 0  # leading KV-cache tokens evaluated in whole, aligned n_batch chunks
         self._formatter: Any = None
-        self._lock = asyncio.Lock()
         # a timed-out await does not stop its worker thread: this lock keeps the context single-user
         self._thread_lock = threading.Lock()
 
@@ -116,9 +169,6 @@ class LlamaCppProvider(Provider):
             self._llm = llm
         return self._llm
 
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx}
-
     def render_prompt(self, request: ChatRequest) -> str:
         """The chat template applied to the messages, plus the prefill when there is one."""
         self._load()
@@ -126,27 +176,12 @@ class LlamaCppProvider(Provider):
         prompt: str = self._formatter(messages=messages).prompt
         return prompt + (request.prefill or "")
 
-    async def _complete(self, request: ChatRequest) -> ChatResponse:
-        async with self._lock:
-            started = time.monotonic()
-            out = await asyncio.to_thread(self._generate, request)
-            latency = time.monotonic() - started
-        return ChatResponse(
-            text=out.text,
-            tokens=out.tokens if request.logprobs or request.choices is not None else None,
-            choice_logprobs=out.choice_logprobs,
-            finish_reason=out.finish_reason,
-            usage=Usage(prompt_tokens=out.n_prompt, completion_tokens=len(out.tokens)),
-            latency_s=latency,
-            model=self.model,
-            raw={"backend": "llama.cpp", "model_path": str(self.model_path), "n_ctx": self.n_ctx},
-        )
-
-    async def aclose(self) -> None:
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
-            self._aligned_upto = 0
+    def close(self) -> None:
+        with self._thread_lock:
+            if self._llm is not None:
+                self._llm.close()
+                self._llm = None
+                self._aligned_upto = 0
 
     # -- generation (runs in a worker thread, under the lock) ----------------------------------------
     def _prepare(self, tokens: list[int]) -> None:
@@ -193,7 +228,7 @@ class LlamaCppProvider(Provider):
             ]
         return TokenLogprob(token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top)
 
-    def _generate(self, request: ChatRequest) -> _Generated:
+    def generate(self, request: ChatRequest) -> _Generated:
         with self._thread_lock:
             return self._generate_locked(request)
 
