@@ -86,3 +86,14 @@ def test_server_down_stops_cleanly(base: list[str], tmp_path: Path) -> None:
 
 def test_settings_out_of_range_is_one_line(base: list[str]) -> None:
     _one_line_error(madrag(*base, "--provider", "fake", "--judge-max-tokens", "0"), "judge_max_tokens")
+
+
+def test_dry_run_scores_a_sample_and_estimates_the_whole_run(base: list[str], tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("fake-model: {prompt: 1.0, completion: 2.0}\n")
+    proc = madrag(*base, "--provider", "fake", "--dry-run", "--sample", "1", "--prices", str(prices))
+    assert proc.returncode == 0, proc.stderr
+    assert "estimate for 313 essays x 4 traits" in proc.stdout  # fold 0 of set 7
+    assert "calls     3,756" in proc.stdout and "spend $" in proc.stdout  # 313 x 4 x 3 calls
+    assert (tmp_path / "run" / "dry-run" / "store.sqlite").is_file()
+    assert not (tmp_path / "run" / "store.sqlite").exists()  # the real run was not started

@@ -171,6 +171,11 @@ def score(
     cache_dir: Annotated[Path, typer.Option(help="Exemplar indexes and response cache.")] = DEFAULT_CACHE,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")] = False,
     fake_latency: Annotated[float, typer.Option(hidden=True, help="fake provider: seconds per call.")] = 0.0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Score only a sample (--sample) and estimate the whole run's cost.")
+    ] = False,
+    sample: Annotated[int, typer.Option(help="Essays scored by --dry-run.")] = 2,
+    prices: Annotated[Path | None, typer.Option(help="Price table (YAML/JSON, $ per 1M tokens) for --dry-run.")] = None,
 ) -> None:
     """Score essays trait by trait and store one record per agent call in RUN_DIR."""
     job = ScoreJob(
@@ -210,7 +215,32 @@ def score(
         cache_dir=cache_dir,
         response_cache=not no_cache,
     )
-    _run_job(job)
+    if dry_run:
+        _dry_run(job, sample, prices)
+    else:
+        _run_job(job)
+
+
+def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
+    """Score ``sample`` essays into ``<run-dir>/dry-run`` (real calls) and extrapolate to the full selection."""
+    from madrag.costs import estimate_run, load_prices, render_text
+    from madrag.pipeline import select_essays
+    from madrag.store import RunStore
+
+    if sample < 1:
+        raise InputError(f"--sample must be >= 1, got {sample}")
+    table = load_prices(prices) if prices is not None else None
+    rubric = load_rubric(job.rubric)
+    planned, _ = select_essays(job, rubric)
+    sample_dir = job.run_dir / "dry-run"
+    _run_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))
+    store = RunStore(sample_dir / "store.sqlite")
+    try:
+        estimate = estimate_run(store, len(planned), len(rubric.traits), prices=table)
+    finally:
+        store.close()
+    console.print(f"estimate for {len(planned)} essays x {len(rubric.traits)} traits, from the sample in {sample_dir}:")
+    typer.echo(render_text(estimate, priced=table is not None))
 
 
 def _with_default(fn: Callable[..., None], name: str, value: object, doc: str) -> Callable[..., None]:
