@@ -165,6 +165,9 @@ def score(
     report: Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")] = "parsed",
     exemplar_max_words: Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")] = None,
     judges_per_trait: Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")] = 1,
+    prompt_layout: Annotated[
+        str, typer.Option(help="shared_prefix (essay first, for prefix caching) or seed (role as system message).")
+    ] = "shared_prefix",
     prompts_dir: Annotated[
         Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")
     ] = None,
@@ -209,6 +212,7 @@ def score(
             report=_choice("--report", report, ("parsed", "argmax", "expected")),  # type: ignore[arg-type]
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
+            prompt_layout=_choice("--prompt-layout", prompt_layout, ("shared_prefix", "seed")),  # type: ignore[arg-type]
         ),
         essay_concurrency=essay_concurrency,
         prompts_dir=prompts_dir,
