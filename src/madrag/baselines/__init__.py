@@ -1,0 +1,51 @@
+"""LLM-free baselines for seed 000's Table 1: a FeatEng-RF-style feature model and a retrieval-only scorer.
+
+Both are evaluated with the same protocol: the ASAP ``fold`` column's five folds, train (or build the exemplar
+bank) on four, score the fifth, and report QWK per trait on the pooled out-of-fold predictions and as the mean
+over folds.
+"""
+
+from madrag.baselines.feature_scorer import (
+    CVResult,
+    FeatureScorer,
+    Fold,
+    ForestSettings,
+    TraitCV,
+    cross_validate_features,
+    evaluate_trait,
+    fold_indices,
+    make_forest,
+    to_scale,
+)
+from madrag.baselines.features import FEATURE_NAMES, english_lexicon, essay_features, feature_matrix
+from madrag.baselines.retrieval_scorer import (
+    CachingEmbedder,
+    RetrievalScorer,
+    SimilarBank,
+    cross_validate_retrieval,
+    minilm_bank_factory,
+    weighted_score,
+)
+
+__all__ = [
+    "FEATURE_NAMES",
+    "CVResult",
+    "CachingEmbedder",
+    "FeatureScorer",
+    "Fold",
+    "ForestSettings",
+    "RetrievalScorer",
+    "SimilarBank",
+    "TraitCV",
+    "cross_validate_features",
+    "cross_validate_retrieval",
+    "english_lexicon",
+    "essay_features",
+    "evaluate_trait",
+    "feature_matrix",
+    "fold_indices",
+    "make_forest",
+    "minilm_bank_factory",
+    "to_scale",
+    "weighted_score",
+]
