@@ -1,7 +1,8 @@
 """Orchestration throughput: madrag's runner vs the seed's one-essay-at-a-time loop, against a real HTTP server.
 
 Both runs go through the real pipeline (``run_scoring`` -> protocol -> recorded agent calls -> SQLite run store
-with ``synchronous=FULL``) with ``OpenAICompatProvider`` talking HTTP to the stub OpenAI-compatible server
+with ``synchronous=FULL``, each call awaiting the commit of its record by the store's writer thread) with
+``OpenAICompatProvider`` talking HTTP to the stub OpenAI-compatible server
 (``madrag.testing.stub_server``, its own process on 127.0.0.1) that serves ``--capacity`` requests in parallel,
 each taking ``--latency`` seconds; requests beyond capacity wait in its queue.
 
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from prototypes import FastParseProvider, WriterThreadStore
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
@@ -115,16 +115,17 @@ class LevelBank:
 
 
 class TimedStore(RunStore):
-    """The real run store, timing each ``put`` (JSON serialisation + INSERT + the fsync of its commit)."""
+    """The real run store, timing each ``aput``: how long a call waits for its record to be committed (JSON
+    serialisation, then INSERT + the fsync of its commit in the writer thread while the event loop runs on)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.put_times: list[float] = []
 
-    def put(self, record: AgentRecord) -> bool:
+    async def aput(self, record: AgentRecord) -> bool:
         start = time.perf_counter()
         try:
-            return super().put(record)
+            return await super().aput(record)
         finally:
             self.put_times.append(time.perf_counter() - start)
 
@@ -150,7 +151,6 @@ def vm_kb(field_name: str) -> int:
 VARIANTS = {
     "madrag": "madrag runner, default essay concurrency",
     "seed": "seed A.1: one essay at a time, its traits in parallel",
-    "prototype": "madrag runner + prototypes: raw-JSON logprob parsing, commits in a writer thread",
 }
 
 
@@ -175,8 +175,7 @@ class RunResult:
 
 
 def make_context(variant: str, store: RunStore, args: argparse.Namespace, url: str, bank: LevelBank) -> CallContext:
-    provider_cls = FastParseProvider if variant == "prototype" else OpenAICompatProvider
-    client = provider_cls(MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0)
+    client = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0)
     return CallContext(
         run_id=variant,
         provider=ManagedProvider(client, RetryPolicy(retries=2, base_delay_s=0.5, timeout_s=60.0)),
@@ -196,7 +195,7 @@ async def score_once(
     used = concurrency or auto_essay_concurrency(args.capacity, essay_width(protocols, len(rubric.traits)))
     with tempfile.TemporaryDirectory(prefix="madrag-bench-", dir=args.tmp) as tmp:
         path = Path(tmp) / "store.sqlite"
-        store: TimedStore | WriterThreadStore = WriterThreadStore(path) if variant == "prototype" else TimedStore(path)
+        store = TimedStore(path)
         ctx = make_context(variant, store, args, server.base_url, bank)
         lags: list[float] = []
         watcher = asyncio.create_task(watch_loop_lag(lags))
@@ -240,7 +239,7 @@ async def raw_cpu_per_call(url: str, request: ChatRequest, n: int) -> float:
 
 
 def put_cost(record: AgentRecord, n: int, tmp: str | None) -> tuple[float, float]:
-    """(CPU s, wall s) per ``RunStore.put`` of ``record`` (real store: WAL, synchronous=FULL)."""
+    """(CPU s, wall s) per synchronous ``RunStore.put`` of ``record`` (real store: WAL, synchronous=FULL)."""
     with tempfile.TemporaryDirectory(prefix="madrag-bench-", dir=tmp) as folder:
         store = RunStore(Path(folder) / "store.sqlite")
         cpu0, t0 = time.process_time(), time.perf_counter()
@@ -251,10 +250,25 @@ def put_cost(record: AgentRecord, n: int, tmp: str | None) -> tuple[float, float
     return cpu / n, wall / n
 
 
+async def aput_cost(record: AgentRecord, n: int, tmp: str | None) -> tuple[float, float, float]:
+    """(event-loop thread CPU s, writer thread CPU s, caller's wait s) per ``RunStore.aput`` of ``record``,
+    one at a time (no group commit)."""
+    copies = [record.model_copy(update={"key": f"{record.key}#{i}"}) for i in range(n + 1)]
+    with tempfile.TemporaryDirectory(prefix="madrag-bench-", dir=tmp) as folder:
+        store = RunStore(Path(folder) / "store.sqlite")
+        await store.aput(copies[0])  # starts the writer thread
+        own0, cpu0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
+        for copy in copies[1:]:
+            await store.aput(copy)
+        own, cpu, wall = time.thread_time() - own0, time.process_time() - cpu0, time.perf_counter() - t0
+        store.close()
+    return own / n, (cpu - own) / n, wall / n
+
+
 async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespace, n: int = 40) -> list[str]:
     """Per-call client cost of one recorded Advocate and one Judge request, replayed sequentially against a
-    zero-latency stub: the openai-package client as madrag uses it, the prototype parser, bare HTTP + JSON;
-    and one run-store write."""
+    zero-latency stub: ``OpenAICompatProvider`` as madrag uses it and bare HTTP + JSON; and one run-store write,
+    synchronous (``put``) and as the pipeline makes it (``aput``, committed by the writer thread)."""
     config = StubConfig(1, 0.0, debater_tokens=args.debater_tokens, judge_tokens=args.judge_tokens)
     lines = [
         f"where the client's time goes (sequential replay of recorded requests, {n} calls each, no latency, "
@@ -264,19 +278,19 @@ async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespac
         for record in samples:
             request = ChatRequest(messages=record.messages, **record.settings)
             real = OpenAICompatProvider(MODEL, base_url=quick.base_url, max_concurrency=1)
-            fast = FastParseProvider(MODEL, base_url=quick.base_url, max_concurrency=1)
             try:
-                t_real, t_fast = await cpu_per_call(real, request, n), await cpu_per_call(fast, request, n)
+                t_real = await cpu_per_call(real, request, n)
             finally:
                 await real.aclose()
-                await fast.aclose()
             t_raw = await raw_cpu_per_call(quick.base_url, request, n)
             put_cpu, put_wall = put_cost(record, n, args.tmp)
+            loop_cpu, writer_cpu, wait = await aput_cost(record, n, args.tmp)
             lines.append(
                 f"  {record.role:<9} ({len(record.tokens or [])} tokens x top-{request.top_logprobs} logprobs): "
-                f"client CPU {1000 * t_real:.2f} ms/call (OpenAICompatProvider), {1000 * t_fast:.2f} ms (prototype "
-                f"raw-JSON parse), {1000 * t_raw:.2f} ms (bare httpx + json); store.put CPU {1000 * put_cpu:.2f} ms, "
-                f"wall {1000 * put_wall:.2f} ms (the event loop waits for the fsync)"
+                f"client CPU {1000 * t_real:.2f} ms/call (OpenAICompatProvider), {1000 * t_raw:.2f} ms (bare httpx "
+                f"+ json); store.put CPU {1000 * put_cpu:.2f} ms, wall {1000 * put_wall:.2f} ms (blocking); "
+                f"store.aput (as used): event-loop CPU {1000 * loop_cpu:.2f} ms, writer-thread CPU "
+                f"{1000 * writer_cpu:.2f} ms, the call waits {1000 * wait:.2f} ms for the commit (the loop does not)"
             )
     return lines
 
@@ -332,12 +346,12 @@ def describe_run(r: RunResult, n_traits: int, args: argparse.Namespace) -> list[
         f"  wall {r.wall_s:.2f} s (bound {bound:.2f} s): {r.rate:.1f} calls/s = {100 * r.rate / full_rate:.1f}% "
         f"of the ideal {full_rate:.1f} calls/s",
         f"  client CPU {r.cpu_s:.2f} s ({100 * r.cpu_s / r.wall_s:.0f}% of one core, "
-        f"{1000 * r.cpu_s / max(r.requests, 1):.2f} ms/call); store puts {len(puts)}: mean "
-        f"{1000 * statistics.fmean(puts or [0]):.2f} ms, p99 {1000 * pct(puts, 0.99):.2f} ms, "
-        f"sum {sum(puts):.2f} s ({100 * sum(puts) / r.wall_s:.0f}% of wall); event-loop lag p50 "
+        f"{1000 * r.cpu_s / max(r.requests, 1):.2f} ms/call); record writes {len(puts)}, the call waiting for "
+        f"the commit (off the event loop): mean {1000 * statistics.fmean(puts or [0]):.2f} ms, p99 "
+        f"{1000 * pct(puts, 0.99):.2f} ms; event-loop lag p50 "
         f"{1000 * pct(lags, 0.5):.1f} ms, p99 {1000 * pct(lags, 0.99):.1f} ms, max {1000 * max(lags or [0]):.1f} ms",
         f"  client-side ceiling: one event loop on a free core could issue at most {r.requests / r.cpu_s:.0f} calls/s "
-        f"at this CPU cost (requests / client CPU; fsync waits not counted)",
+        f"at this CPU cost (requests / client CPU, the writer thread's included)",
     ]
 
 
@@ -348,11 +362,6 @@ def summary(runs: dict[str, RunResult], n_traits: int, args: argparse.Namespace)
     if "seed" in runs:
         base = runs["seed"]
         lines.append(f"RESULT seed A.1 baseline: {base.rate:.1f} calls/s; madrag speed-up {ours.rate / base.rate:.2f}x")
-    if "prototype" in runs:
-        proto = runs["prototype"]
-        lines.append(
-            f"RESULT with both prototypes: {proto.rate:.1f} calls/s = {100 * proto.rate / rate:.1f}% of the ideal"
-        )
     return lines
 
 
@@ -369,7 +378,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--essay-concurrency", type=int, default=None, help="madrag run: essays in flight (default auto)")
     p.add_argument("--baseline-essays", type=int, default=None, help="essays for the seed baseline (default all)")
     p.add_argument("--no-baseline", action="store_true", help="skip the seed-style baseline")
-    p.add_argument("--no-prototype", action="store_true", help="skip the run with the prototyped fixes")
     p.add_argument("--debater-tokens", type=int, default=150, help="words per Advocate/Skeptic answer")
     p.add_argument("--judge-tokens", type=int, default=60, help="words per Judge rationale")
     p.add_argument("--max-seconds", type=float, default=900.0, help="time limit of each run")
@@ -404,7 +412,8 @@ async def bench(args: argparse.Namespace) -> None:
         f"backend: stub OpenAI-compatible HTTP server on 127.0.0.1 (own process), C = {args.capacity} slots, "
         f"L = {args.latency:g} s per request, top-5 logprobs, {args.debater_tokens}/{args.judge_tokens}-word "
         f"debater/judge answers; client OpenAICompatProvider(max_concurrency={args.capacity}), no response cache; "
-        "run store SQLite WAL synchronous=FULL, one transaction per record"
+        "run store SQLite WAL synchronous=FULL, records committed by its writer thread (records arriving together "
+        "share a commit), each call resuming once its record is committed"
     )
     print(
         f"ideal: D = {len(essays)} x {len(rubric.traits)} = {chains} independent {CALLS_PER_CHAIN}-call chains; "
@@ -419,9 +428,6 @@ async def bench(args: argparse.Namespace) -> None:
             n_base = min(args.baseline_essays or len(essays), len(essays))
             runs["seed"] = await score_once("seed", essays[:n_base], rubric, args, server, bank)
             print("\n".join(describe_run(runs["seed"], len(rubric.traits), args)), flush=True)
-        if not args.no_prototype:
-            runs["prototype"] = await score_once("prototype", essays, rubric, args, server, bank)
-            print("\n".join(describe_run(runs["prototype"], len(rubric.traits), args)), flush=True)
         server_rss = server.stats().peak_rss_kb
     print("\n".join(await overhead_breakdown(runs["madrag"].samples, args)))
     print("\n".join(summary(runs, len(rubric.traits), args)))

@@ -355,3 +355,111 @@ async def test_unprefixed_key_is_scrubbed_and_not_stored_on_the_provider(
         await provider.complete(req())
     assert plain not in str(info.value) and "bad key *** in request" in str(info.value)
     await provider.aclose()
+
+
+# -- parsing the raw answer --------------------------------------------------------------------------------
+
+
+async def test_raw_is_the_json_as_sent(make: Any) -> None:
+    body = completion_body(logprobs=LOGPROB_TOKENS)
+    body["system_fingerprint"] = "fp_1"  # a field madrag does not read is kept too
+    provider, _ = make(ok(body))
+    resp = await provider.complete(req(logprobs=True, top_logprobs=2))
+    assert resp.raw == body
+    # the alternatives beyond top_logprobs are cut from the tokens only, never from raw
+    assert len(resp.raw["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 3
+
+
+async def test_integer_logprobs_and_null_content(make: Any) -> None:
+    tokens = [_token("", 0, [("", 0), ("x", -3)])]
+    provider, _ = make(ok(completion_body(text="", logprobs=tokens, finish_reason="length")))
+    resp = await provider.complete(req(logprobs=True, top_logprobs=5))
+    assert resp.tokens is not None and resp.tokens[0].logprob == 0.0 and isinstance(resp.tokens[0].logprob, float)
+    assert [(a.token, a.logprob) for a in resp.tokens[0].top] == [("", 0.0), ("x", -3.0)]
+    body = completion_body()
+    body["choices"][0]["message"]["content"] = None
+    provider, _ = make(ok(body))
+    assert (await provider.complete(req())).text == ""
+
+
+async def test_empty_answer_without_logprobs_is_no_tokens(make: Any) -> None:
+    provider, _ = make(ok(completion_body(text="", logprobs=None)))
+    resp = await provider.complete(req(logprobs=True, top_logprobs=5))
+    assert resp.tokens == []
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("logprob", float("nan")),
+        ("logprob", float("-inf")),
+        ("logprob", None),
+        ("logprob", True),
+        ("logprob", "-0.5"),
+        ("token", 7),
+        ("token", None),
+        ("alt_logprob", float("inf")),
+        ("alt_logprob", "low"),
+        ("alt_token", ["x"]),
+        ("top_logprobs", "abc"),
+        ("entry", "not an object"),
+    ],
+)
+async def test_garbage_in_logprobs_is_provider_error(make: Any, where: str, value: Any) -> None:
+    tokens = [_token("Final", -0.1, [("Final", -0.1), ("The", -2.5)]), _token(" score", -0.05, [(" score", -0.05)])]
+    entry: Any = tokens[1]
+    if where == "entry":
+        tokens[1] = value
+    elif where == "top_logprobs":
+        entry["top_logprobs"] = value
+    elif where.startswith("alt_"):
+        entry["top_logprobs"][0][where[4:]] = value
+    else:
+        entry[where] = value
+    # json.dumps writes NaN/Infinity literals, which some servers do send and json.loads accepts
+    response = httpx.Response(200, content=json.dumps(completion_body(logprobs=tokens)).encode())
+    provider, _ = make(response)
+    with pytest.raises(ProviderError, match="garbage") as info:
+        await provider.complete(req(logprobs=True, top_logprobs=5))
+    assert not isinstance(info.value, TransientProviderError)
+    assert "token 1" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda b: b["choices"][0].update(message="text"),
+        lambda b: b["choices"][0]["message"].update(content=["a", "b"]),
+        lambda b: b["choices"][0].update(finish_reason=3),
+        lambda b: b.update(usage={"prompt_tokens": "11"}),
+        lambda b: b.update(usage=[1, 2]),
+        lambda b: b["choices"][0].update(logprobs="none"),
+        lambda b: b["choices"][0].update(logprobs={"content": {"a": 1}}),
+        lambda b: b.update(choices=["x"]),
+    ],
+    ids=["message", "content", "finish-reason", "usage-count", "usage", "logprobs", "logprobs-content", "choice"],
+)
+async def test_garbage_fields_are_provider_error(make: Any, mutate: Callable[[dict[str, Any]], None]) -> None:
+    body = completion_body(logprobs=LOGPROB_TOKENS)
+    mutate(body)
+    provider, _ = make(ok(body))
+    with pytest.raises(ProviderError, match="garbage") as info:
+        await provider.complete(req(logprobs=True, top_logprobs=5))
+    assert not isinstance(info.value, TransientProviderError)
+
+
+async def test_error_object_in_a_200_answer_is_reported_without_the_key(make: Any) -> None:
+    provider, _ = make(ok({"error": {"message": f"model overloaded, key {SECRET}"}}))
+    with pytest.raises(ProviderError, match=r"garbage.*model overloaded") as info:
+        await provider.complete(req())
+    assert SECRET not in str(info.value)
+
+
+async def test_usage_and_model_fall_back(make: Any) -> None:
+    body = completion_body()
+    body["usage"] = None
+    del body["model"]
+    provider, _ = make(ok(body))
+    resp = await provider.complete(req())
+    assert resp.usage.prompt_tokens == 0 and resp.usage.completion_tokens == 0
+    assert resp.model == "my-model"

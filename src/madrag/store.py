@@ -1,16 +1,28 @@
 """The run store: SQLite, one row per agent call, written the moment the call completes.
 
-Durability: WAL journal with ``synchronous=FULL`` and one transaction per record, so a process killed at
-any moment leaves every finished record and no partial one. The primary key is the call key, so resuming a
-run never duplicates a record.
+Durability: WAL journal with ``synchronous=FULL``; a record is committed in its own transaction (:meth:`put`)
+or together with the records that were waiting to be written at the same moment (:meth:`RunStore.aput`), so
+a process killed at any moment leaves every finished record and no partial one. The primary key is the call
+key, so resuming a run never duplicates a record.
+
+Writes from the event loop. :meth:`RunStore.aput` serialises the record and hands it to the store's writer
+thread, which owns its own connection: it commits the record (the fsync of ``synchronous=FULL`` included)
+and only then resolves the caller's await, so a call counts as finished exactly when its record is on disk,
+and the event loop keeps serving other calls meanwhile. Records that queue up while a commit is running are
+committed together in the next transaction (group commit); all of them are on disk before any of their
+awaiters resumes. Reads go through the store's main connection and see every committed record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import csv
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +47,187 @@ CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait);
 CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL);
 """
 
+_INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
+_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_RECORD = f"{_INSERT_HEAD} VALUES {_VALUES}"
+
+Row = tuple[str, str, str, str, str, int, str | None, float, str]
+
+
+def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def _row(record: AgentRecord) -> Row:
+    return (
+        record.key,
+        record.essay_id,
+        record.trait,
+        record.protocol,
+        record.role,
+        record.round,
+        record.error,
+        record.created_at,
+        record.model_dump_json(),
+    )
+
+
+@dataclass
+class _Write:
+    """One record (serialised) waiting for the writer thread, the future (on its event loop) to resolve, and
+    the outcome."""
+
+    row: Row
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[bool]
+    inserted: bool = False
+    error: BaseException | None = None
+
+
+def _settle(writes: list[_Write]) -> None:
+    """Resolve the writes' futures (in the event loop's thread)."""
+    for write in writes:
+        if write.future.done():  # the awaiting task was cancelled
+            continue
+        if write.error is not None:
+            write.future.set_exception(write.error)
+        else:
+            write.future.set_result(write.inserted)
+
+
+def _settle_all(writes: list[_Write]) -> None:
+    """Hand the outcomes to their event loops: one wake-up per loop, in the order the records came."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+    for write in writes:
+        by_loop.setdefault(write.loop, []).append(write)
+    for loop, done in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, done)
+        except RuntimeError:  # a loop already closed has nobody waiting
+            pass
+
+
+_CHUNK = 400
+"""Rows per multi-row INSERT (9 parameters each, well under SQLite's 32766 limit)."""
+
+
+@dataclass
+class _Writer:
+    """The thread that commits :meth:`RunStore.aput` records, with its own connection.
+
+    A batch (the records queued while the previous commit ran) costs one transaction: one look-up of the keys
+    already stored, one multi-row INSERT and one COMMIT. Few statements matter as much as the one fsync: the
+    thread gives up the GIL around every SQLite call and may then wait for the event loop's thread to hand it
+    back, so per-record statements would make every record's commit wait on the loop's work."""
+
+    path: Path
+    conn: sqlite3.Connection
+    pending: list[_Write] = field(default_factory=list)
+    unsettled: int = 0  # records handed over and not yet committed (or failed)
+    closing: bool = False
+    wake: threading.Condition = field(default_factory=threading.Condition)
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=f"madrag-store-writer:{self.path.name}", daemon=True)
+        self.thread.start()
+
+    def submit(self, write: _Write) -> None:
+        with self.wake:
+            if self.closing:
+                raise RuntimeError(f"run store {self.path} is closed")
+            self.pending.append(write)
+            self.unsettled += 1
+            self.wake.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every record handed over so far is committed (or has failed)."""
+        with self.wake:
+            while self.unsettled and self.thread is not None and self.thread.is_alive():
+                self.wake.wait(0.1)
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the thread and close its connection."""
+        with self.wake:
+            self.closing = True
+            self.wake.notify_all()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self.wake:
+                    while not self.pending and not self.closing:
+                        self.wake.wait()
+                    batch, self.pending = self.pending, []
+                if not batch:
+                    return
+                try:
+                    self._commit(batch)
+                except BaseException as exc:  # never leave an awaiter waiting
+                    for write in batch:
+                        write.error = write.error or exc
+                    raise
+                finally:
+                    _settle_all(batch)
+                    with self.wake:
+                        self.unsettled -= len(batch)
+                        self.wake.notify_all()
+        finally:
+            with self.wake:
+                self.closing = True
+                orphans, self.pending = self.pending, []
+                self.unsettled = 0
+                self.wake.notify_all()
+            for write in orphans:
+                write.error = RuntimeError(f"the writer of run store {self.path} stopped")
+            _settle_all(orphans)
+            self.conn.close()
+
+    def _commit(self, batch: list[_Write]) -> None:
+        """Commit the batch's records in one transaction, setting each write's outcome (not settling it)."""
+        rows = [(write, write.row) for write in batch]
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock: nobody adds a key between look-up and insert
+            seen = self._stored_keys([row[0] for _, row in rows])
+            fresh: list[Row] = []
+            for write, row in rows:
+                write.inserted = row[0] not in seen
+                if write.inserted:
+                    seen.add(row[0])
+                    fresh.append(row)
+            for i in range(0, len(fresh), _CHUNK):
+                chunk = fresh[i : i + _CHUNK]
+                values = ", ".join([_VALUES] * len(chunk))
+                conn.execute(f"{_INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
+            conn.execute("COMMIT")
+        except Exception as exc:
+            for write, _ in rows:
+                write.inserted = False
+            if conn.in_transaction:
+                conn.rollback()
+            if len(rows) == 1 or isinstance(exc, sqlite3.OperationalError):  # locked, disk full, I/O: all fail
+                for write, _ in rows:
+                    write.error = exc
+            else:  # a record SQLite refuses (e.g. too big): find it, each on its own
+                for write, _ in rows:
+                    self._commit([write])
+
+    def _stored_keys(self, keys: list[str]) -> set[str]:
+        found: set[str] = set()
+        unique = list(dict.fromkeys(keys))
+        for i in range(0, len(unique), _CHUNK):
+            chunk = unique[i : i + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            found.update(k for (k,) in self.conn.execute(f"SELECT key FROM records WHERE key IN ({marks})", chunk))
+        return found
+
 
 class RunStore:
     """Records of one run directory (``<run dir>/store.sqlite``)."""
@@ -42,10 +235,11 @@ class RunStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn = _connect(self.path)
         self._conn.executescript(SCHEMA)
+        self._writer: _Writer | None = None
+        self._writer_lock = threading.Lock()
+        self._closed = False
 
     # -- run configuration -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any | None:
@@ -94,30 +288,58 @@ class RunStore:
 
     def put(self, record: AgentRecord) -> bool:
         """Write a finished record; False (and nothing written) if its key is already stored."""
-        cur = self._conn.execute(
-            "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                record.key,
-                record.essay_id,
-                record.trait,
-                record.protocol,
-                record.role,
-                record.round,
-                record.error,
-                record.created_at,
-                record.model_dump_json(),
-            ),
-        )
-        return cur.rowcount == 1
+        return self._conn.execute(_INSERT_RECORD, _row(record)).rowcount == 1
+
+    async def aput(self, record: AgentRecord) -> bool:
+        """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
+        :meth:`put`) by the writer thread; False if its key was already stored. An error writing the record
+        is raised here. The record is serialised at once (in the caller's thread), so the writer thread
+        only runs SQLite and the time between a call's end and its commit stays short.
+
+        Cancelling the caller does not take the record back: the cancellation is delayed until the writer has
+        committed (or failed to commit) it, so a cancelled run leaves no write in flight behind it."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        writer = self._writer_thread()
+        writer.submit(_Write(_row(record), loop, future))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if not future.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(future)
+            raise
+
+    def _writer_thread(self) -> _Writer:
+        with self._writer_lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError(f"run store {self.path} is closed")
+            if self._writer is None:
+                writer = _Writer(self.path, _connect(self.path, check_same_thread=False))
+                writer.start()
+                self._writer = writer
+            return self._writer
+
+    def flush(self) -> None:
+        """Wait (blocking) until every record handed to :meth:`aput` so far is committed or has failed.
+
+        :meth:`keys`, :meth:`count` and :meth:`records` do this first, so they include every record whose
+        write has started, e.g. right after a run that stopped on an error. :meth:`get` answers at once from
+        what is committed (a record still being written belongs to a call that is not finished yet)."""
+        writer = self._writer
+        if writer is not None:
+            writer.drain()
 
     def keys(self) -> set[str]:
+        self.flush()
         return {row[0] for row in self._conn.execute("SELECT key FROM records")}
 
     def count(self) -> int:
+        self.flush()
         return int(self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
     def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        self.flush()
         sql, args = "SELECT record FROM records WHERE 1=1", []
         if protocol is not None:
             sql += " AND protocol = ?"
@@ -129,6 +351,11 @@ class RunStore:
             yield AgentRecord.model_validate_json(blob)
 
     def close(self) -> None:
+        """Close the store; records handed to :meth:`aput` before are committed first."""
+        with self._writer_lock:
+            writer, self._writer, self._closed = self._writer, None, True
+        if writer is not None:
+            writer.stop()
         self._conn.close()
 
     # -- export ------------------------------------------------------------------------------------

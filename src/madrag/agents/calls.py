@@ -109,8 +109,10 @@ def _record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
     )
 
 
-def _finish(ctx: CallContext, record: AgentRecord) -> AgentRecord:
-    ctx.store.put(record)
+async def _finish(ctx: CallContext, record: AgentRecord) -> AgentRecord:
+    """Store a made call's record; the call counts as made (and its record is returned) once it is committed.
+    The commit runs in the store's writer thread, so the event loop serves other calls meanwhile."""
+    await ctx.store.aput(record)
     ctx.stats.made += 1
     if ctx.on_record is not None:
         ctx.on_record(record)
@@ -189,7 +191,7 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     if confidence is None and ctx.self_report_confidence:
         if m := list(SELF_CONFIDENCE.finditer(response.text)):
             confidence, source = float(m[-1].group(1)), "self_reported"
-    return _finish(
+    return await _finish(
         ctx,
         _record(
             ctx,
@@ -230,7 +232,7 @@ async def _judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord
     record.wall_s = time.monotonic() - started
     if record.score is None or record.score.reported is None:
         ctx.stats.failed_scores += 1
-    return _finish(ctx, record)
+    return await _finish(ctx, record)
 
 
 async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:

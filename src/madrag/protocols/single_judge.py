@@ -130,7 +130,7 @@ class SingleJudgeProtocol:
             record = await _text(ctx, call, rubric)
         record.wall_s = time.monotonic() - started
         ctx.stats.failed_scores += sum(1 for r in (record.trait_scores or {}).values() if r.reported is None)
-        return _finish(ctx, record)
+        return await _finish(ctx, record)
 
 
 def _shorten(text: str, max_words: int | None) -> str:
