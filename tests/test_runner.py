@@ -138,3 +138,24 @@ async def test_gc_is_tuned_during_a_run_and_restored_after_success_or_failure(tm
     with pytest.raises(RuntimeError, match="backend gone"):
         await run_scoring(ctx, _essays(6), _rubric(1), [GcProbe(fail="e2")])
     assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
+
+
+async def test_a_failing_call_cancels_its_siblings() -> None:
+    from madrag.concurrency import gather_or_cancel
+
+    finished: list[str] = []
+
+    async def slow() -> str:
+        await asyncio.sleep(0.2)
+        finished.append("slow")
+        return "slow"
+
+    async def fails() -> str:
+        await asyncio.sleep(0.01)
+        raise ValueError("backend gone")
+
+    with pytest.raises(ValueError, match="backend gone"):  # the original error, not an ExceptionGroup
+        await gather_or_cancel(slow(), fails())
+    await asyncio.sleep(0.3)
+    assert finished == []
+    assert await gather_or_cancel(slow(), slow()) == ["slow", "slow"]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from madrag.agents.calls import CallContext
+from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
@@ -111,7 +112,7 @@ async def score_essay(
     ctx: CallContext, essay: Essay, rubric: Rubric, protocols: Sequence[ScoringProtocol]
 ) -> list[TraitScore]:
     """Every protocol on one essay, concurrently; scores in the protocols' order."""
-    results = await asyncio.gather(*(p.score_essay(ctx, essay, rubric) for p in protocols))
+    results = await gather_or_cancel(*(p.score_essay(ctx, essay, rubric) for p in protocols))
     return [score for per_protocol in results for score in per_protocol]
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from madrag.agents.calls import AgentCall, CallContext, judge
 from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
+from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay, round_half_up
 from madrag.errors import ConfigError
 from madrag.protocols.base import TraitScore
@@ -45,7 +46,7 @@ class TraitJudgeProtocol:
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         if self.exemplars and ctx.bank is None:
             raise ConfigError(f"protocol {self.name} needs an exemplar bank")
-        return list(await asyncio.gather(*(self.score_trait(ctx, essay, t) for t in rubric.traits)))
+        return await gather_or_cancel(*(self.score_trait(ctx, essay, t) for t in rubric.traits))
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
         values = essay_values(ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence)
@@ -71,7 +72,7 @@ class TraitJudgeProtocol:
             {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text},
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
-        records = await asyncio.gather(
+        records = await gather_or_cancel(
             *(
                 judge(
                     ctx,

@@ -50,13 +50,15 @@ class ManagedProvider:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         self.provider.check(request)
+        if self.cache is None:
+            async with self._semaphore():
+                return await self._with_retries(request)
         key = request.cache_key(self.provider.name, self.provider.model)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        if (hit := self.cache.get(key)) is not None:
             return hit
         async with self._semaphore():
             response = await self._with_retries(request)
-        if self.cache is not None:
-            self.cache.put(key, response)
+        self.cache.put(key, response)
         return response
 
     async def _with_retries(self, request: ChatRequest) -> ChatResponse:
