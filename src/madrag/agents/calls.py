@@ -90,7 +90,7 @@ class AgentCall:
         return call_key(self.protocol, self.essay_id, self.trait, self.role, self.round, self.index)
 
 
-def _record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
+def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
     return AgentRecord(
         run_id=ctx.run_id,
         key=call.key,
@@ -109,7 +109,7 @@ def _record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
     )
 
 
-async def _finish(ctx: CallContext, record: AgentRecord) -> AgentRecord:
+async def finish_record(ctx: CallContext, record: AgentRecord) -> AgentRecord:
     """Store a made call's record; the call counts as made (and its record is returned) once it is committed.
     The commit runs in the store's writer thread, so the event loop serves other calls meanwhile."""
     await ctx.store.aput(record)
@@ -151,7 +151,7 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
     return record
 
 
-def _request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:
+def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:
     caps = ctx.provider.capabilities
     want_lp = caps.logprobs
     fields: dict[str, Any] = {
@@ -166,7 +166,7 @@ def _request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest
     return ChatRequest(**fields)
 
 
-def _settings_of(request: ChatRequest) -> dict[str, Any]:
+def request_settings(request: ChatRequest) -> dict[str, Any]:
     return request.model_dump(exclude={"messages", "prefill"}, exclude_none=True)
 
 
@@ -183,7 +183,7 @@ async def debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
 
 
 async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
-    request = _request(ctx, call)
+    request = build_request(ctx, call)
     started = time.monotonic()
     response = await ctx.provider.complete(request)
     confidence = first_token_confidence(response.tokens)
@@ -191,12 +191,12 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     if confidence is None and ctx.self_report_confidence:
         if m := list(SELF_CONFIDENCE.finditer(response.text)):
             confidence, source = float(m[-1].group(1)), "self_reported"
-    return await _finish(
+    return await finish_record(
         ctx,
-        _record(
+        new_record(
             ctx,
             call,
-            settings=_settings_of(request),
+            settings=request_settings(request),
             text=response.text,
             rationale=response.text.strip(),
             tokens=response.tokens,
@@ -232,26 +232,26 @@ async def _judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord
     record.wall_s = time.monotonic() - started
     if record.score is None or record.score.reported is None:
         ctx.stats.failed_scores += 1
-    return await _finish(ctx, record)
+    return await finish_record(ctx, record)
 
 
 async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    first = _request(ctx, call, stop=["Final score", "final score", "FINAL SCORE"])
+    first = build_request(ctx, call, stop=["Final score", "final score", "FINAL SCORE"])
     rationale_resp = await ctx.provider.complete(first)
     rationale = rationale_resp.text.rstrip()
     prefill = f"{rationale}\nFinal score: " if rationale else "Final score: "
     choices = [str(s) for s in trait.scores]
-    second = _request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
+    second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
     score_resp = await ctx.provider.complete(second)
     lps = score_resp.choice_logprobs or {}
     dist = normalise({int(c): lp for c, lp in lps.items() if c in choices}) if lps else None
     parsed, problem = parse_score(prefill + score_resp.text, trait)
     score = summarise(dist, parsed, "constrained_distribution", ctx.settings.report, problem)
     tokens = (rationale_resp.tokens or []) + (score_resp.tokens or []) if rationale_resp.tokens else None
-    return _record(
+    return new_record(
         ctx,
         call,
-        settings={**_settings_of(first), "score_step": _settings_of(second)},
+        settings={**request_settings(first), "score_step": request_settings(second)},
         text=prefill + score_resp.text,
         rationale=rationale,
         tokens=tokens,
@@ -265,14 +265,14 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
 
 
 async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    request = _request(ctx, call)
+    request = build_request(ctx, call)
     response = await ctx.provider.complete(request)
     responses: list[ChatResponse] = [response]
     text = response.text
     parsed, problem = parse_score(text, trait)
     mode: ScoreMode = "parsed_text"
     if parsed is None:
-        follow = _request(
+        follow = build_request(
             ctx,
             call,
             messages=[
@@ -293,10 +293,10 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
     usage = Usage()
     for r in responses:
         usage = usage + r.usage
-    return _record(
+    return new_record(
         ctx,
         call,
-        settings=_settings_of(request),
+        settings=request_settings(request),
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=(text[:cut] if cut >= 0 else text).strip(),
         tokens=responses[0].tokens,

@@ -24,11 +24,11 @@ from typing import Any
 from madrag.agents.calls import (
     AgentCall,
     CallContext,
-    _finish,
-    _record,
-    _request,
-    _settings_of,
+    build_request,
+    finish_record,
+    new_record,
     once,
+    request_settings,
 )
 from madrag.agents.context import mask_placeholders, role_messages
 from madrag.data.essay import Essay
@@ -130,7 +130,7 @@ class SingleJudgeProtocol:
             record = await _text(ctx, call, rubric)
         record.wall_s = time.monotonic() - started
         ctx.stats.failed_scores += sum(1 for r in (record.trait_scores or {}).values() if r.reported is None)
-        return await _finish(ctx, record)
+        return await finish_record(ctx, record)
 
 
 def _shorten(text: str, max_words: int | None) -> str:
@@ -139,7 +139,7 @@ def _shorten(text: str, max_words: int | None) -> str:
 
 
 async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
-    first = _request(ctx, call, stop=["Scores:", "scores:", "SCORES:"])
+    first = build_request(ctx, call, stop=["Scores:", "scores:", "SCORES:"])
     rationale_resp = await ctx.provider.complete(first)
     rationale = rationale_resp.text.rstrip()
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
@@ -149,18 +149,18 @@ async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> Age
     for trait in rubric.traits:
         prefix += f"{trait.name}: "
         choices = [str(s) for s in trait.scores]
-        step = _request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefix, choices=choices)
+        step = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefix, choices=choices)
         resp = await ctx.provider.complete(step)
         lps = resp.choice_logprobs or {}
         dist = normalise({int(c): lp for c, lp in lps.items() if c in choices}) if lps else None
         parsed = int(resp.text) if resp.text.strip() in choices else None
         results[trait.name] = summarise(dist, parsed, "constrained_distribution", ctx.settings.report)
         prefix += f"{resp.text}\n"
-        usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, _settings_of(step)]
-    return _record(
+        usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, request_settings(step)]
+    return new_record(
         ctx,
         call,
-        settings={**_settings_of(first), "score_steps": steps},
+        settings={**request_settings(first), "score_steps": steps},
         text=prefix.rstrip(),
         rationale=rationale,
         tokens=rationale_resp.tokens,
@@ -173,7 +173,7 @@ async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> Age
 
 
 async def _text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
-    request = _request(ctx, call)
+    request = build_request(ctx, call)
     responses: list[ChatResponse] = [await ctx.provider.complete(request)]
     found = parse_trait_scores(responses[0].text, rubric)
     mode = {t: "parsed_text" for t in found}
@@ -182,7 +182,7 @@ async def _text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecor
         ask = "Give the missing scores now, one line per trait:\n" + "\n".join(
             f"{t.name}: N (an integer from {t.min} to {t.max})" for t in missing
         )
-        follow = _request(
+        follow = build_request(
             ctx,
             call,
             messages=[
@@ -206,10 +206,10 @@ async def _text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecor
     usage = Usage()
     for r in responses:
         usage = usage + r.usage
-    return _record(
+    return new_record(
         ctx,
         call,
-        settings=_settings_of(request),
+        settings=request_settings(request),
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=(text[:cut] if cut >= 0 else text).strip(),
         tokens=responses[0].tokens,
