@@ -289,7 +289,29 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
         mode = "parsed_followup"
     dist = distribution_from_tokens(response.text, response.tokens, trait) if response.tokens else None
     score = summarise(dist, parsed, mode if parsed is not None else "failed", ctx.settings.report, problem)
-    cut = text.lower().rfind("final score")
+    return text_record(
+        ctx,
+        call,
+        request,
+        responses,
+        "final score",
+        score=score,
+        error=None if score.reported is not None else f"unusable score: {problem}",
+    )
+
+
+def text_record(
+    ctx: CallContext,
+    call: AgentCall,
+    request: ChatRequest,
+    responses: list[ChatResponse],
+    score_marker: str,
+    **fields: Any,
+) -> AgentRecord:
+    """The record of a Judge call read from its text: the answer (and any follow-up), the rationale before the
+    last ``score_marker``, the first answer's tokens, and usage and latency summed over the requests."""
+    text = responses[0].text
+    cut = text.lower().rfind(score_marker)
     usage = Usage()
     for r in responses:
         usage = usage + r.usage
@@ -300,10 +322,9 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=(text[:cut] if cut >= 0 else text).strip(),
         tokens=responses[0].tokens,
-        score=score,
         usage=usage,
         latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
         cached=all(r.cached for r in responses),
-        error=None if score.reported is not None else f"unusable score: {problem}",
+        **fields,
     )

@@ -29,12 +29,13 @@ from madrag.agents.calls import (
     new_record,
     once,
     request_settings,
+    text_record,
 )
 from madrag.agents.context import mask_placeholders, role_messages
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols.base import TraitScore
-from madrag.providers.base import ChatResponse, Message, Usage
+from madrag.providers.base import ChatResponse, Message
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
 from madrag.scoring import normalise, summarise
@@ -201,24 +202,7 @@ async def _text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecor
         t.name: summarise(None, found.get(t.name), mode.get(t.name, "failed"), "parsed")  # type: ignore[arg-type]
         for t in rubric.traits
     }
-    text = responses[0].text
-    cut = text.lower().rfind("scores:")
-    usage = Usage()
-    for r in responses:
-        usage = usage + r.usage
-    return new_record(
-        ctx,
-        call,
-        settings=request_settings(request),
-        text="\n\n[follow-up]\n".join(r.text for r in responses),
-        rationale=(text[:cut] if cut >= 0 else text).strip(),
-        tokens=responses[0].tokens,
-        trait_scores=results,
-        usage=usage,
-        latency_s=sum(r.latency_s for r in responses),
-        requests=len(responses),
-        error=_error(results),
-    )
+    return text_record(ctx, call, request, responses, "scores:", trait_scores=results, error=_error(results))
 
 
 def _error(results: dict[str, ScoreResult]) -> str | None:
