@@ -80,8 +80,13 @@ def _run_job(job: ScoreJob) -> JobResult:
 
     def on_essay(essay: Essay, scores: list[TraitScore]) -> None:
         done_essays.append(essay.id)
-        shown = ", ".join(f"{s.trait}={s.score if s.score is not None else '?'}" for s in scores)
-        progress.console.print(f"essay {essay.id}: {shown}")
+        by_protocol: dict[str, list[str]] = {}
+        for s in scores:
+            by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")
+        shown = "; ".join(
+            f"{p}: {', '.join(v)}" if len(by_protocol) > 1 else ", ".join(v) for p, v in by_protocol.items()
+        )
+        progress.console.print(f"essay {essay.id}: {shown}", markup=False, highlight=False)
 
     try:
         with progress:
