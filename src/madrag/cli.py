@@ -156,7 +156,7 @@ def score(
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     logprobs: Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")] = True,
     concurrency: Annotated[int | None, typer.Option(help="Parallel requests to the backend.")] = None,
-    slots: Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")] = 1,
+    slots: Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")] = 2,
     essay_concurrency: Annotated[
         int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")
     ] = None,
