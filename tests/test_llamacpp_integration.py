@@ -80,6 +80,9 @@ async def test_same_seed_same_text_and_stop_sequences(llama: LlamaCppProvider) -
 async def test_parallel_slots_give_the_same_answers() -> None:
     import asyncio
 
+    import os
+
+    fds_before = [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)]
     two = LlamaCppProvider(n_ctx=2048, slots=2)
     assert two.max_concurrency == 2 and two.describe()["slots"] == 2
     reqs = [
@@ -91,4 +94,6 @@ async def test_parallel_slots_give_the_same_answers() -> None:
     together = await asyncio.gather(*(two.complete(r) for r in reqs))  # both slots busy at once
     apart = [await two.complete(r) for r in reversed(reqs)]  # one at a time, on whichever slot is free
     assert [r.text for r in together] == [r.text for r in reversed(apart)]
+    # both contexts loaded at once: stdout and stderr must still be where they were (not /dev/null)
+    assert [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)] == fds_before
     await two.aclose()

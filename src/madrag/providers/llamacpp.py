@@ -122,6 +122,12 @@ class LlamaCppProvider(Provider):
             engine.close()
 
 
+# llama-cpp-python silences model loading by pointing file descriptors 1 and 2 at /dev/null and back; two
+# contexts loading at once in two threads would interleave that and leave the process's stdout and stderr
+# pointing at /dev/null for good. Loads are therefore one at a time.
+_LOAD_LOCK = threading.Lock()
+
+
 class LlamaCppEngine:
     """One llama.cpp context: the generation loop, used by one request at a time."""
 
@@ -150,14 +156,15 @@ class LlamaCppEngine:
             if llama_needs_amx_workaround():
                 disable_llama_extra_buffers()
             try:
-                llm = Llama(
-                    model_path=str(self.model_path),
-                    n_ctx=self.n_ctx,
-                    n_threads=self.n_threads,
-                    n_batch=self.n_batch,
-                    logits_all=False,
-                    verbose=False,
-                )
+                with _LOAD_LOCK:
+                    llm = Llama(
+                        model_path=str(self.model_path),
+                        n_ctx=self.n_ctx,
+                        n_threads=self.n_threads,
+                        n_batch=self.n_batch,
+                        logits_all=False,
+                        verbose=False,
+                    )
             except (ValueError, RuntimeError) as exc:
                 raise ProviderError(f"cannot load model {self.model_path}: {exc}") from exc
             template = llm.metadata.get("tokenizer.chat_template")
