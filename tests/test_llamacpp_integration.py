@@ -79,7 +79,6 @@ async def test_same_seed_same_text_and_stop_sequences(llama: LlamaCppProvider) -
 
 async def test_parallel_slots_give_the_same_answers() -> None:
     import asyncio
-
     import os
 
     fds_before = [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)]
