@@ -6,14 +6,13 @@ or on a stub bank that only answers ``similar``.
 
 from __future__ import annotations
 
-import re
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
+from tests.helpers import BagOfWordsEmbedder
 
 from madrag.baselines import (
     FEATURE_NAMES,
@@ -30,7 +29,7 @@ from madrag.baselines import (
 from madrag.baselines.features import mattr, mtld, paragraphs
 from madrag.baselines.retrieval_scorer import SimilarBank, minilm_bank_factory
 from madrag.data.essay import Essay
-from madrag.retrieval import Exemplar, normalize_rows
+from madrag.retrieval import Exemplar
 from madrag.retrieval.embedder import FloatArray
 from madrag.rubric import Rubric, Trait
 
@@ -65,23 +64,6 @@ def make_essays(per_fold: int = 4, folds: int = 5) -> list[Essay]:
                 )
             )
     return essays
-
-
-class BagOfWordsEmbedder:
-    """Hash each lowercase word into one of ``dim`` buckets; counts the texts it embeds."""
-
-    def __init__(self, dim: int = 32) -> None:
-        self.name = f"fake-bow-{dim}"
-        self.dim = dim
-        self.texts_embedded = 0
-
-    def embed(self, texts: list[str]) -> FloatArray:
-        self.texts_embedded += len(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z0-9]+", text.lower()):
-                out[row, zlib.crc32(word.encode()) % self.dim] += 1.0
-        return normalize_rows(out)
 
 
 def exemplar(eid: str, similarity: float, **scores: int) -> Exemplar:

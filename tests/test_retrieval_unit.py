@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.helpers import BagOfWordsEmbedder
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.retrieval import Embedder, ExemplarBank, LevelExemplar, normalize_rows, plan_windows
-from madrag.retrieval.embedder import FloatArray
+from madrag.retrieval import Embedder, ExemplarBank, LevelExemplar, plan_windows
 from madrag.rubric import Rubric, Trait
 
 LEVELS = {0: "none", 1: "some", 2: "good", 3: "great"}
@@ -25,25 +23,6 @@ RUBRIC = Rubric(
     ]
 )
 IDEAS, STYLE = RUBRIC.traits
-
-
-class BagOfWordsEmbedder:
-    """Hash each lowercase word into one of ``dim`` buckets; counts every call and every text it embeds."""
-
-    def __init__(self, dim: int = 64) -> None:
-        self.name = f"fake-bow-{dim}"
-        self.dim = dim
-        self.calls = 0
-        self.texts_embedded = 0
-
-    def embed(self, texts: list[str]) -> FloatArray:
-        self.calls += 1
-        self.texts_embedded += len(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z0-9]+", text.lower()):
-                out[row, zlib.crc32(word.encode()) % self.dim] += 1.0
-        return normalize_rows(out)
 
 
 def essay(eid: str, text: str, ideas: float | None = None, style: float | None = None) -> Essay:

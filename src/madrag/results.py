@@ -7,6 +7,7 @@ from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.protocols.base import TraitScore
+from madrag.protocols.single_judge import expand_trait_scores
 from madrag.protocols.trait_judge import combine_judges
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
@@ -19,22 +20,9 @@ def trait_scores(store: RunStore, rubric: Rubric) -> list[TraitScore]:
     for record in store.records(role="judge"):
         groups[(record.protocol, record.essay_id, record.trait)].append(record)
     out: list[TraitScore] = []
-    for (protocol, essay_id, trait_name), records in groups.items():
+    for (protocol, _essay, trait_name), records in groups.items():
         if trait_name == "*":  # one call scored every trait (SA, SARAG)
-            record = records[0]
-            results = record.trait_scores or {}
-            out.extend(
-                TraitScore(
-                    essay_id=essay_id,
-                    trait=t.name,
-                    protocol=protocol,
-                    score=results[t.name].reported if t.name in results else None,
-                    result=results.get(t.name),
-                    rationale=record.rationale or "",
-                    record_key=record.key,
-                )
-                for t in rubric.traits
-            )
+            out.extend(expand_trait_scores(records[0], rubric))
             continue
         records.sort(key=lambda r: r.index)
         out.append(combine_judges(protocol, rubric.trait(trait_name), records))

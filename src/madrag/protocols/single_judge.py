@@ -41,6 +41,23 @@ from madrag.rubric import Rubric, Trait
 from madrag.scoring import normalise, summarise
 
 
+def expand_trait_scores(record: AgentRecord, rubric: Rubric) -> list[TraitScore]:
+    """One TraitScore per rubric trait from a call that scored every trait (a trait it did not score: None)."""
+    results = record.trait_scores or {}
+    return [
+        TraitScore(
+            essay_id=record.essay_id,
+            trait=t.name,
+            protocol=record.protocol,
+            score=results[t.name].reported if t.name in results else None,
+            result=results.get(t.name),
+            rationale=record.rationale or "",
+            record_key=record.key,
+        )
+        for t in rubric.traits
+    ]
+
+
 def _trait_line(trait: Trait) -> re.Pattern[str]:
     return re.compile(rf"^\W*{re.escape(trait.name)}\W*\s*[:=-]\s*\**\s*(-?\d+)", re.IGNORECASE | re.MULTILINE)
 
@@ -70,19 +87,7 @@ class SingleJudgeProtocol:
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         call = await self._call(ctx, essay, rubric)
         record = await once(ctx, call, lambda: self._judge(ctx, call, rubric))
-        results = record.trait_scores or {}
-        return [
-            TraitScore(
-                essay_id=essay.id,
-                trait=t.name,
-                protocol=self.name,
-                score=results[t.name].reported if t.name in results else None,
-                result=results.get(t.name),
-                rationale=record.rationale or "",
-                record_key=record.key,
-            )
-            for t in rubric.traits
-        ]
+        return expand_trait_scores(record, rubric)
 
     async def _call(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> AgentCall:
         settings = ctx.settings
