@@ -4,7 +4,8 @@ Both runs go through the real pipeline (``run_scoring`` -> protocol -> recorded 
 with ``synchronous=FULL``, each call awaiting the commit of its record by the store's writer thread) with
 ``OpenAICompatProvider`` talking HTTP to the stub OpenAI-compatible server
 (``madrag.testing.stub_server``, its own process on 127.0.0.1) that serves ``--capacity`` requests in parallel,
-each taking ``--latency`` seconds; requests beyond capacity wait in its queue.
+each answered ``--latency`` seconds after it took a slot (the answer is composed within that time, as a real
+server generates within its latency); requests beyond capacity wait in its queue.
 
 * madrag: ``run_scoring`` with its default essay concurrency (derived from the provider's concurrency and the
   number of traits), or ``--essay-concurrency``.
@@ -410,7 +411,7 @@ async def bench(args: argparse.Namespace) -> None:
     )
     print(
         f"backend: stub OpenAI-compatible HTTP server on 127.0.0.1 (own process), C = {args.capacity} slots, "
-        f"L = {args.latency:g} s per request, top-5 logprobs, {args.debater_tokens}/{args.judge_tokens}-word "
+        f"L = {args.latency:g} s from taking a slot to answering, top-5 logprobs, {args.debater_tokens}/{args.judge_tokens}-word "
         f"debater/judge answers; client OpenAICompatProvider(max_concurrency={args.capacity}), no response cache; "
         "run store SQLite WAL synchronous=FULL, records committed by its writer thread (records arriving together "
         "share a commit), each call resuming once its record is committed"

@@ -19,7 +19,7 @@ from madrag.protocols.base import TraitScore
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
-from madrag.runner import GC_GEN0_THRESHOLD, auto_essay_concurrency, essay_width, run_scoring
+from madrag.runner import GC_GEN0_THRESHOLD, GC_GEN1_THRESHOLD, auto_essay_concurrency, essay_width, run_scoring
 
 
 def _rubric(n_traits: int) -> Rubric:
@@ -118,11 +118,11 @@ class GcProbe(CountingProtocol):
 
     def __init__(self, fail: str | None = None) -> None:
         super().__init__()
-        self.thresholds: list[int] = []
+        self.thresholds: list[tuple[int, int, int]] = []
         self.fail = fail
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        self.thresholds.append(gc.get_threshold()[0])
+        self.thresholds.append(gc.get_threshold())
         if essay.id == self.fail:
             raise RuntimeError("backend gone")
         return await super().score_essay(ctx, essay, rubric)
@@ -133,7 +133,8 @@ async def test_gc_is_tuned_during_a_run_and_restored_after_success_or_failure(tm
     ctx = make_ctx(tmp_path, FakeProvider(concurrency=2))
     probe = GcProbe()
     await run_scoring(ctx, _essays(3), _rubric(1), [probe])
-    assert min(probe.thresholds) >= GC_GEN0_THRESHOLD
+    assert min(t[0] for t in probe.thresholds) >= GC_GEN0_THRESHOLD
+    assert min(t[1] for t in probe.thresholds) >= GC_GEN1_THRESHOLD
     assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
     with pytest.raises(RuntimeError, match="backend gone"):
         await run_scoring(ctx, _essays(6), _rubric(1), [GcProbe(fail="e2")])

@@ -1,7 +1,8 @@
 """A local OpenAI-compatible chat server for load tests and benchmarks (no model: canned, role-aware answers).
 
 Every ``POST /v1/chat/completions`` waits for one of ``capacity`` slots (requests beyond capacity wait in a
-queue), holds it for ``latency_s`` seconds, then answers as the role the prompt asks for: an Advocate or a
+queue), holds it for ``latency_s`` seconds (composing its answer meanwhile, so the answer leaves ``latency_s``
+after the slot was taken), then answers as the role the prompt asks for: an Advocate or a
 Skeptic argument of ``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` with N inside
 the range the prompt states (the last "between A and B" of the last user message). With ``logprobs`` it
 returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import os
 import re
 import selectors
@@ -224,12 +226,16 @@ class StubApp:
         role = classify(body["messages"])
         self.stats.requests += 1
         self.roles[role] += 1
-        await self._hold_slot()
+        answer = await self._hold_slot(body, role)
         self.stats.completed += 1
-        return web.json_response(completion(body, self.config, role))
+        return web.Response(body=answer, content_type="application/json")
 
-    async def _hold_slot(self) -> None:
-        """Wait for a slot (counted as waiting), then hold it for the latency (counted as in flight)."""
+    async def _hold_slot(self, body: dict[str, Any], role: str) -> bytes:
+        """Wait for a slot (counted as waiting), then hold it for the latency (counted as in flight) and answer.
+
+        The answer is composed and serialised while the slot is held, inside the latency, as a real server
+        generates its answer in the time it takes: the reply leaves ``latency_s`` after the slot was taken (or
+        later, if composing took longer), not ``latency_s`` plus this process's own work."""
         self.stats.waiting += 1
         self.stats.max_waiting = max(self.stats.max_waiting, self.stats.waiting)
         try:
@@ -237,9 +243,12 @@ class StubApp:
         finally:
             self.stats.waiting -= 1
         try:
+            start = time.monotonic()
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
-            await asyncio.sleep(self.config.latency_s)
+            answer = json.dumps(completion(body, self.config, role)).encode("utf-8")
+            await asyncio.sleep(max(0.0, self.config.latency_s - (time.monotonic() - start)))
+            return answer
         finally:
             self.stats.in_flight -= 1
             self._slots.release()
