@@ -411,8 +411,9 @@ async def bench(args: argparse.Namespace) -> None:
     )
     print(
         f"backend: stub OpenAI-compatible HTTP server on 127.0.0.1 (own process), C = {args.capacity} slots, "
-        f"L = {args.latency:g} s from taking a slot to answering, top-5 logprobs, {args.debater_tokens}/{args.judge_tokens}-word "
-        f"debater/judge answers; client OpenAICompatProvider(max_concurrency={args.capacity}), no response cache; "
+        f"L = {args.latency:g} s from taking a slot to answering, top-5 logprobs, "
+        f"{args.debater_tokens}/{args.judge_tokens}-word debater/judge answers; "
+        f"client OpenAICompatProvider(max_concurrency={args.capacity}), no response cache; "
         "run store SQLite WAL synchronous=FULL, records committed by its writer thread (records arriving together "
         "share a commit), each call resuming once its record is committed"
     )

@@ -16,7 +16,8 @@ from tests.helpers import StubBank, make_ctx
 from madrag.data.essay import Essay
 from madrag.error_analysis import export_errors, mentions_placeholders, placeholders
 from madrag.errors import InputError
-from madrag.evaluation import HH_EVAL, HH_FULL, evaluate, render_text, save, wide
+from madrag.evaluation import HH_EVAL, HH_FULL, evaluate, wide
+from madrag.evaluation_tables import render_text, save
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role

@@ -54,7 +54,8 @@ def eval_command(
 ) -> None:
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown."""
-    from madrag.evaluation import evaluate, human_human_table, rich_tables, save, summary_line, wide
+    from madrag.evaluation import evaluate, human_human_table, wide
+    from madrag.evaluation_tables import rich_tables, save, summary_line
 
     if run_dir is None:
         if data is None or rubric is None:

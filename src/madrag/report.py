@@ -24,13 +24,12 @@ from madrag.evaluation import (
     HH_FULL,
     Evaluation,
     RunData,
-    display_tables,
     evaluate_run,
-    fmt,
     load_run,
     trait_label,
     wide,
 )
+from madrag.evaluation_tables import display_tables, fmt
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
