@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from madrag.commands_confidence import confidence_app
 from madrag.commands_costs import costs_command
 from madrag.commands_eval import errors_command, eval_command, report_command
 from madrag.data.essay import Essay
@@ -281,6 +282,7 @@ app.command("eval")(eval_command)
 app.command("errors")(errors_command)
 app.command("report")(report_command)
 app.command("costs")(costs_command)
+app.add_typer(confidence_app, name="confidence")
 
 
 def find_asap_dir() -> Path:

@@ -6,8 +6,10 @@ Every request is kept in ``calls`` so a test can check what the pipeline sent.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +49,7 @@ ROLE_MARKERS = (
     ("skeptic", "You are a Skeptic Agent"),
     ("judge", "You are the Synthesizer-Judge"),
     ("judge", "You are an impartial Judge"),
+    ("meta_evaluator", "You are a meta-evaluator"),
 )
 
 
@@ -61,6 +64,8 @@ def request_role(request: ChatRequest) -> str:
 def default_script(request: ChatRequest) -> FakeReply:
     """Role-aware canned answers, so the whole pipeline runs without a script."""
     role = request_role(request)
+    if role == "meta_evaluator":
+        return _meta_reply(request)
     if request.choices is not None:
         # prefer the middle choice, with a spread over the others
         mid = len(request.choices) // 2
@@ -73,6 +78,29 @@ def default_script(request: ChatRequest) -> FakeReply:
     low = re.search(r"between (-?\d+) and (-?\d+)", request.messages[0].content + request.messages[-1].content)
     score = (int(low.group(1)) + int(low.group(2))) // 2 if low else 1
     return FakeReply(text=f"Weighing both arguments against the rubric.\nFinal score: {score}")
+
+
+def _meta_reply(request: ChatRequest) -> FakeReply:
+    """A meta-evaluator's answer (seed 001) that varies with the response judged: the JSON object, or in
+    constrained mode the chosen value of the field being filled (scores 1-3, the critical flag mostly 0)."""
+    seed = zlib.crc32(request.messages[-1].content.encode("utf-8"))
+    if request.choices is not None:
+        field = request.prefill.rsplit('"', 2)[-2] if request.prefill and request.prefill.count('"') >= 2 else ""
+        if field == "critical_flag":
+            return FakeReply(text="1" if seed % 5 == 0 else "0")
+        return FakeReply(text=request.choices[(seed >> (2 * len(request.prefill or ""))) % len(request.choices)])
+    if request.prefill is not None:
+        return FakeReply(text='The response is judged on its role, reasoning and evidence."')
+    scores = [1 + (seed >> (4 * i)) % 3 for i in range(3)]
+    answer = {
+        "instruction_following": scores[0],
+        "justification_quality": scores[1],
+        "evidence_grounding": scores[2],
+        "critical_flag": int(seed % 5 == 0),
+        "critical_issues_description": "",
+        "reasoning": "The response is judged on its role, reasoning and evidence.",
+    }
+    return FakeReply(text=json.dumps(answer))
 
 
 @dataclass

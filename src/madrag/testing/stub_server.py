@@ -87,7 +87,8 @@ class StubStats:
 
 
 def classify(messages: list[dict[str, Any]]) -> str:
-    """The role a request plays: advocate, skeptic, judge, followup (a judge asked for its score) or other."""
+    """The role a request plays: advocate, skeptic, judge, followup (a judge asked for its score),
+    meta_evaluator or other."""
     last = str(messages[-1].get("content", "")) if messages else ""
     if last.startswith("State your final score now"):
         return "followup"
@@ -119,6 +120,11 @@ def _words(n: int, seed: int) -> str:
 def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tuple[str, int | None]:
     """(answer text, the score it states or None)."""
     seed = _digest(messages)
+    if role == "meta_evaluator":  # seed 001's meta-evaluator: its JSON judgment
+        scores = [1 + (seed >> (4 * i)) % 3 for i in range(3)]
+        fields = ("instruction_following", "justification_quality", "evidence_grounding")
+        judgment = {**dict(zip(fields, scores, strict=True)), "critical_flag": int(seed % 5 == 0)}
+        return json.dumps({**judgment, "critical_issues_description": "", "reasoning": _words(20, seed)}), None
     if role in ("judge", "followup", "other"):
         lo, hi = score_range(messages)
         score = lo + seed % (hi - lo + 1)

@@ -1,0 +1,160 @@
+"""A meta-evaluation job (seed 001, 3.4): judge every Advocate / Skeptic response of a finished debate run.
+
+The judgments go to their own run store (default ``<run-dir>/meta/store.sqlite``), bound to the evaluator's
+settings: re-running the same job resumes it (finished judgments are never asked again), while a job with another
+evaluator, method or prompt refuses to mix its judgments into that store. The debate run itself is only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from madrag.agents.calls import CallContext
+from madrag.agents.prompts import PromptLibrary
+from madrag.confidence.meta_eval import MetaMethod, MetaSummary, run_meta_evaluation
+from madrag.errors import InputError
+from madrag.providers import ProviderSpec, managed, spec_identity
+from madrag.records import AgentRecord
+from madrag.runner import provider_slots
+from madrag.settings import ScoringSettings
+from madrag.store import RunStore
+
+DEBATER_ROLES = ("advocate", "skeptic")
+META_PROMPTS = ["meta_system", "meta_user"]
+
+
+class MetaJob(BaseModel):
+    """What ``madrag confidence meta-eval`` runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_dir: Path
+    out_dir: Path | None = None  # default: <run_dir>/meta
+    roles: list[str] = Field(default_factory=lambda: list(DEBATER_ROLES))
+    limit: int | None = Field(default=None, ge=1)
+    provider: ProviderSpec = ProviderSpec()
+    method: MetaMethod = "auto"
+    max_tokens: int = Field(default=400, ge=1)
+    seed: int | None = 1234
+    concurrency: int | None = Field(default=None, ge=1)
+    prompts_dir: Path | None = None
+    cache_dir: Path | None = None  # response cache folder; None: no response cache
+
+    @property
+    def meta_dir(self) -> Path:
+        return self.out_dir or self.run_dir / "meta"
+
+
+@dataclass
+class MetaJobResult:
+    run_id: str
+    resumed: bool
+    selected: int
+    summary: MetaSummary
+    elapsed_s: float
+    meta_dir: Path
+
+
+def open_run(run_dir: Path) -> RunStore:
+    """The debate run's store; an InputError when ``run_dir`` holds no run."""
+    db = Path(run_dir) / "store.sqlite"
+    if not db.is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    return RunStore(db)
+
+
+def debater_records(run_dir: Path, roles: list[str], limit: int | None = None) -> list[AgentRecord]:
+    """The run's debater records of ``roles`` in a stable order (essay, trait, protocol, role, round); with
+    ``limit``, those of the first ``limit`` essays."""
+    unknown = sorted(set(roles) - set(DEBATER_ROLES))
+    if unknown or not roles:
+        raise InputError(f"--roles must name advocate and/or skeptic; got {', '.join(roles) or 'nothing'}")
+    store = open_run(run_dir)
+    try:
+        found = [r for role in roles for r in store.records(role=role) if r.error is None]
+    finally:
+        store.close()
+    if not found:
+        raise InputError(f"run at {run_dir} has no {' or '.join(roles)} records to evaluate")
+    found.sort(key=lambda r: (r.essay_id, r.trait, r.protocol, r.round, DEBATER_ROLES.index(r.role), r.index))
+    if limit is not None:
+        keep = list(dict.fromkeys(r.essay_id for r in found))[:limit]
+        found = [r for r in found if r.essay_id in set(keep)]
+    return found
+
+
+def meta_config(job: MetaJob, source_run_id: str | None, prompts: PromptLibrary) -> dict[str, Any]:
+    """What a resumed meta-evaluation must match."""
+    texts = "\x00".join(prompts.text(n) for n in META_PROMPTS)
+    return {
+        "source_run": str(job.run_dir.resolve()),
+        "source_run_id": source_run_id,
+        "provider": spec_identity(job.provider),
+        "method": job.method,
+        "max_tokens": job.max_tokens,
+        "seed": job.seed,
+        "prompts": prompts.names_used(META_PROMPTS),
+        "prompt_texts_sha256": hashlib.sha256(texts.encode()).hexdigest()[:16],
+    }
+
+
+async def execute_meta(
+    job: MetaJob,
+    on_record: Callable[[AgentRecord], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> MetaJobResult:
+    """Judge the selected debater records into the meta store (resuming what is there)."""
+    started = time.monotonic()
+    prompts = PromptLibrary(job.prompts_dir)
+    source = open_run(job.run_dir)
+    try:
+        source_run_id = source.get_meta("run_id")
+    finally:
+        source.close()
+    records = debater_records(job.run_dir, job.roles, job.limit)
+    job.meta_dir.mkdir(parents=True, exist_ok=True)
+    store = RunStore(job.meta_dir / "store.sqlite")
+    try:
+        resumed = store.bind_config(meta_config(job, source_run_id, prompts))
+        run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+        store.set_meta("run_id", run_id)
+        provider = managed(job.provider, job.cache_dir / "responses.sqlite" if job.cache_dir else None)
+        store.set_meta("provider", provider.provider.describe())
+        ctx = CallContext(
+            run_id=run_id,
+            provider=provider,
+            store=store,
+            prompts=prompts,
+            settings=ScoringSettings(seed=job.seed),
+            on_record=on_record,
+        )
+        if on_start is not None:
+            on_start(len(records))
+        # by default as many judgments in flight as the backend serves at once (its slots or concurrency limit)
+        concurrency = job.concurrency or provider_slots(ctx)
+        try:
+            summary = await run_meta_evaluation(
+                ctx, records, method=job.method, max_tokens=job.max_tokens, concurrency=concurrency
+            )
+        finally:
+            await provider.aclose()
+    finally:
+        store.close()
+    return MetaJobResult(run_id, resumed, len(records), summary, time.monotonic() - started, job.meta_dir)
+
+
+def meta_records(meta_dir: Path) -> list[AgentRecord]:
+    """Every judgment record in a meta store."""
+    store = open_run(meta_dir)
+    try:
+        return list(store.records())
+    finally:
+        store.close()

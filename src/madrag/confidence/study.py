@@ -1,0 +1,204 @@
+"""The confidence study of a debate run (seed 001, Sections 3.3-4.3): window features of every Advocate / Skeptic
+token log-probability trajectory, joined with the meta-evaluator's judgments, correlated, ranked and plotted.
+
+Outputs (``save_study``): ``features.csv`` (one row per debater response), ``judgments.csv``, ``correlations.csv``
+(every feature x target x role), ``top_features.csv`` (the paper's Tables 1, 3, 4: top-k per role and target),
+``judgment_summary.csv``, ``trajectory_bands.csv`` and ``trajectories.png`` (Figure 2), and ``confidence.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from madrag.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, TARGET_LABELS, correlations, top_features
+from madrag.confidence.features import feature_columns, features_frame, record_logprobs
+from madrag.confidence.job import debater_records, meta_records
+from madrag.confidence.meta_eval import judgments_frame
+from madrag.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
+from madrag.errors import InputError
+
+DIMENSIONS = ["instruction_following", "justification_quality", "evidence_grounding"]
+
+
+@dataclass
+class ConfidenceStudy:
+    """Everything the study computed from one run (and its meta-evaluation, when there is one)."""
+
+    features: pd.DataFrame
+    bands: dict[str, pd.DataFrame]
+    judgments: pd.DataFrame | None = None
+    summary: pd.DataFrame | None = None
+    correlations: pd.DataFrame | None = None
+    top: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def judgment_summary(merged: pd.DataFrame) -> pd.DataFrame:
+    """Per role: responses, judged (usable judgments), unusable, mean of each dimension, critical rate, mean Q."""
+    rows = []
+    for role, group in merged.groupby("role", sort=True):
+        judged = group[group["ok"].fillna(False).astype(bool)]
+        row: dict[str, Any] = {
+            "role": role,
+            "responses": len(group),
+            "judged": len(judged),
+            "unusable": int((group["ok"] == False).sum()),  # noqa: E712 (NaN = not evaluated)
+        }
+        for dim in DIMENSIONS:
+            row[dim] = float(judged[dim].mean()) if len(judged) else np.nan
+        row["critical_rate"] = float(judged["critical_flag"].mean()) if len(judged) else np.nan
+        row["q"] = float(judged["q"].mean()) if len(judged) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_study(
+    run_dir: Path,
+    meta_dir: Path | None = None,
+    roles: list[str] | None = None,
+    rank_by: Literal["abs", "signed"] = "abs",
+    top_k: int = 3,
+) -> ConfidenceStudy:
+    """Features and trajectories of ``run_dir``'s debaters; with ``meta_dir`` (a meta-evaluation of the same
+    run), the correlations of every feature with every judged target and the top ``top_k`` per role."""
+    records = debater_records(run_dir, roles or ["advocate", "skeptic"])
+    features, no_logprobs = features_frame(records)
+    notes = []
+    if no_logprobs:
+        notes.append(
+            f"{no_logprobs} debater responses have no token log-probabilities (the backend gave none) and are "
+            "left out of every feature, correlation and trajectory"
+        )
+    if features.empty:
+        raise InputError(f"no debater response in {run_dir} has token log-probabilities: nothing to analyse")
+    by_role: dict[str, list[list[float]]] = {}
+    for record in records:
+        logprobs = record_logprobs(record)
+        if logprobs:
+            by_role.setdefault(record.role, []).append(list(normalised_trajectory(logprobs)))
+    bands = {role: trajectory_bands(trajs) for role, trajs in sorted(by_role.items())}
+    study = ConfidenceStudy(features=features, bands=bands, notes=notes)
+    study.meta = {
+        "run_dir": str(run_dir),
+        "responses": len(records),
+        "with_logprobs": len(features),
+        "roles": sorted(by_role),
+        "rank_by": rank_by,
+        "top_k": top_k,
+    }
+    if meta_dir is None:
+        return study
+    judgments = judgments_frame(meta_records(meta_dir))
+    if judgments.empty:
+        raise InputError(f"the meta-evaluation in {meta_dir} holds no judgments")
+    merged = features.merge(
+        judgments.drop(columns=["essay_id", "trait", "protocol"], errors="ignore"),
+        how="left",
+        left_on="key",
+        right_on="evaluated_key",
+    )
+    study.judgments = judgments
+    study.summary = judgment_summary(merged)
+    missing = int(merged["evaluated_key"].isna().sum())
+    if missing:
+        notes.append(f"{missing} responses with logprobs have no judgment yet (run meta-eval again to finish)")
+    unusable = int((judgments["ok"] == False).sum())  # noqa: E712
+    if unusable:
+        notes.append(f"{unusable} judgments were unusable (unparseable or out of range) and are left out, not imputed")
+    study.correlations = correlations(merged, feature_columns(features), (*ORDINAL_TARGETS, *BINARY_TARGETS))
+    study.top = top_features(study.correlations, k=top_k, rank_by=rank_by)
+    study.meta["meta_dir"] = str(meta_dir)
+    study.meta["judged"] = int(judgments["ok"].sum())
+    return study
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "—"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _markdown(frame: pd.DataFrame) -> list[str]:
+    head = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in row) + " |")
+    return lines
+
+
+def top_display(top: pd.DataFrame) -> pd.DataFrame:
+    """The top-k table as the paper prints it: role, target, rank, feature, Spearman / Kendall or AUROC / PB."""
+    rows = []
+    for r in top.to_dict(orient="records"):
+        binary = r["target"] in BINARY_TARGETS
+        rows.append(
+            {
+                "role": r["group"],
+                "target": TARGET_LABELS.get(str(r["target"]), str(r["target"])),
+                "rank": r["rank"],
+                "feature": r["label"],
+                "n": r["n"],
+                "Spearman / AUROC": r["auroc"] if binary else r["spearman"],
+                "Kendall / PB": r["point_biserial"] if binary else r["kendall"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def render_markdown(study: ConfidenceStudy) -> str:
+    meta = study.meta
+    parts = [
+        f"# Confidence vs reasoning quality: {meta.get('run_dir')}",
+        "",
+        f"{meta.get('with_logprobs')} of {meta.get('responses')} debater responses have token log-probabilities.",
+        "",
+    ]
+    if study.summary is not None:
+        parts += ["## Meta-evaluation (means over usable judgments)", "", *_markdown(study.summary), ""]
+    if study.top is not None:
+        how = "|Spearman rho|" if meta.get("rank_by") == "abs" else "Spearman rho"
+        parts += [
+            f"## Top {meta.get('top_k')} confidence features per role and target",
+            "",
+            f"Ordinal targets ranked by {how} (Kendall tau alongside); the critical flag by AUROC "
+            f"({'distance from 0.5' if meta.get('rank_by') == 'abs' else 'value'}; point-biserial alongside).",
+            "",
+            *_markdown(top_display(study.top)),
+            "",
+        ]
+    else:
+        parts += ["No meta-evaluation given: features and trajectories only (madrag confidence meta-eval).", ""]
+    parts += ["Trajectories: `trajectories.png` (mean, 25-75 and 10-90 percentile bands).", ""]
+    parts += [f"- Note: {n}" for n in study.notes]
+    return "\n".join(parts) + "\n"
+
+
+def save_study(study: ConfidenceStudy, out_dir: Path) -> list[Path]:
+    """Write the study's tables, plot and markdown into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    tables: dict[str, pd.DataFrame | None] = {
+        "features.csv": study.features,
+        "judgments.csv": study.judgments,
+        "judgment_summary.csv": study.summary,
+        "correlations.csv": study.correlations,
+        "top_features.csv": study.top,
+    }
+    bands = [frame.assign(role=role) for role, frame in study.bands.items()]
+    tables["trajectory_bands.csv"] = pd.concat(bands, ignore_index=True) if bands else None
+    for name, frame in tables.items():
+        if frame is not None:
+            frame.to_csv(out_dir / name, index=False)
+            written.append(out_dir / name)
+    if study.bands:
+        written.append(plot_trajectories(study.bands, out_dir / "trajectories.png", title=study.meta.get("run_dir")))
+    (out_dir / "confidence.md").write_text(render_markdown(study), encoding="utf-8")
+    (out_dir / "study.json").write_text(json.dumps({"meta": study.meta, "notes": study.notes}, indent=2))
+    return [*written, out_dir / "confidence.md", out_dir / "study.json"]
