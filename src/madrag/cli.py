@@ -17,14 +17,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from madrag.commands_confidence import confidence_app
+from madrag.commands_consensus import eval_consensus_command
 from madrag.commands_costs import costs_command
 from madrag.commands_eval import errors_command, eval_command, report_command
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
 from madrag.pipeline import JobResult, ScoreJob, default_cache_dir, execute
-from madrag.protocols import ABLATION, available
+from madrag.protocols import ABLATION, CONSENSUS_ABLATION, available
 from madrag.protocols.base import TraitScore
-from madrag.providers import ProviderSpec
+from madrag.protocols.consensus import consensus_protocol
+from madrag.providers import ProviderSpec, parse_role_provider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
 from madrag.settings import ScoringSettings
@@ -81,6 +83,9 @@ def _run_job(job: ScoreJob) -> JobResult:
 
     def on_essay(essay: Essay, scores: list[TraitScore]) -> None:
         done_essays.append(essay.id)
+        # seed 000 protocols advance with each Judge record; a consensus protocol's scores (seed 002: the mean of
+        # its agents' last round) exist once the essay is done
+        progress.advance(task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
         by_protocol: dict[str, list[str]] = {}
         for s in scores:
             by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")
@@ -156,6 +161,14 @@ def score(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     logprobs: Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")] = True,
+    role_provider: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="ROLE=KIND:MODEL@URL (model and URL optional): another backend for one judge role of the "
+            "consensus protocols (single, strict, lenient, neutral_a, neutral_b), e.g. "
+            "lenient=openai:gemma-3-4b@http://host/v1 or strict=llamacpp:/models/big.gguf."
+        ),
+    ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Parallel requests to the backend.")] = None,
     slots: Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")] = 2,
     essay_concurrency: Annotated[
@@ -187,6 +200,20 @@ def score(
     prices: Annotated[Path | None, typer.Option(help="Price table (YAML/JSON, $ per 1M tokens) for --dry-run.")] = None,
 ) -> None:
     """Score essays trait by trait and store one record per agent call in RUN_DIR."""
+    spec = ProviderSpec(
+        kind=_choice("--provider", provider, ("llamacpp", "openai", "fake")),  # type: ignore[arg-type]
+        model=model,
+        model_path=str(model_path) if model_path else None,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        logprobs=logprobs,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        retries=retries,
+        fake_latency_s=fake_latency,
+        slots=slots,
+    )
+    routed = dict(parse_role_provider(text, spec) for text in role_provider or [])
     job = ScoreJob(
         data=data,
         rubric=rubric,
@@ -196,19 +223,8 @@ def score(
         limit=limit,
         ids=[i.strip() for i in ids.split(",") if i.strip()] if ids else None,
         protocols=protocol,
-        provider=ProviderSpec(
-            kind=_choice("--provider", provider, ("llamacpp", "openai", "fake")),  # type: ignore[arg-type]
-            model=model,
-            model_path=str(model_path) if model_path else None,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            logprobs=logprobs,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            retries=retries,
-            fake_latency_s=fake_latency,
-            slots=slots,
-        ),
+        provider=spec,
+        role_providers=routed,
         settings=ScoringSettings(
             debater_max_tokens=debater_max_tokens,
             judge_max_tokens=judge_max_tokens,
@@ -278,11 +294,24 @@ app.command("ablate")(
 )
 
 
+app.command("ablate-consensus")(
+    _with_default(
+        score,
+        "protocol",
+        list(CONSENSUS_ABLATION),
+        "Seed 002's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, "
+        "ScoreMaskedMAD (4 rounds; NAME[rounds=N] for others); round-0 calls are shared. Then: madrag "
+        "eval-consensus --run-dir RUN_DIR (and madrag eval for QWK).",
+    )
+)
+
+
 app.command("eval")(eval_command)
 app.command("errors")(errors_command)
 app.command("report")(report_command)
 app.command("costs")(costs_command)
 app.add_typer(confidence_app, name="confidence")
+app.command("eval-consensus")(eval_consensus_command)
 
 
 def find_asap_dir() -> Path:

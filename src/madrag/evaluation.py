@@ -84,14 +84,18 @@ def order_protocols(found: set[str], configured: list[str]) -> list[str]:
 
 
 class _JudgeRecords:
-    """Judge records already read, served the way :func:`madrag.results.trait_scores` reads a store, so
-    each record is parsed once (parsing dominates the time of evaluating a large run)."""
+    """A run store whose Judge records were already read: they are served from memory, other records (the
+    consensus protocols' agents) from the store, so each record is parsed once (parsing dominates the time of
+    evaluating a large run)."""
 
-    def __init__(self, judges: list[AgentRecord]) -> None:
+    def __init__(self, judges: list[AgentRecord], store: RunStore) -> None:
         self._judges = judges
+        self._store = store
 
     def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
-        return (r for r in self._judges if protocol in (None, r.protocol) and role in (None, r.role))
+        if role == "judge":
+            return (r for r in self._judges if protocol in (None, r.protocol))
+        return self._store.records(protocol=protocol, role=role)
 
 
 def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
@@ -105,10 +109,12 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
         rubric = Rubric.model_validate(config["rubric"])
         essays = store.essays()
         judges = list(store.records(role="judge"))
+        configured = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
+        # Judge records already read are served from memory (parsing dominates a large run); the consensus
+        # protocols' agent records (seed 002) are read from the store by their namespaces
+        scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
     finally:
         store.close()
-    scores = trait_scores(cast(RunStore, _JudgeRecords(judges)), rubric)
-    configured = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
     stored = config.get("data")
     path = data_path or (Path(stored) if stored else None)
     protocols = order_protocols({s.protocol for s in scores}, configured)

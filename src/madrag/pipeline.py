@@ -25,6 +25,8 @@ from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.consensus import consensus_protocol
+from madrag.protocols.consensus_prompts import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
 from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
@@ -74,6 +76,8 @@ class ScoreJob(BaseModel):
     ids: list[str] | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
     provider: ProviderSpec = Field(default_factory=ProviderSpec)
+    # backends for particular roles (seed 002 cross-model pairs); other roles use ``provider``
+    role_providers: dict[str, ProviderSpec] = Field(default_factory=dict)
     settings: ScoringSettings = Field(default_factory=ScoringSettings)
     essay_concurrency: int | None = Field(default=None, ge=1)  # None: derived from the backend's slots
     prompts_dir: Path | None = None
@@ -118,10 +122,19 @@ def _fingerprint_file(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
+    """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
+    plus the consensus judges' when a seed 002 protocol is among them."""
+    if any(consensus_protocol(p.name) is not None for p in protocols):
+        return [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES]
+    return list(PROMPT_NAMES)
+
+
 def job_config(
     job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], prompts: PromptLibrary
 ) -> dict[str, Any]:
     """What a resumed run must match: everything but the choice of essays."""
+    names = prompt_names(protocols)
     return {
         "data": str(job.data.resolve()),
         "data_sha256": _fingerprint_file(job.data),
@@ -129,11 +142,15 @@ def job_config(
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
         "provider": spec_identity(job.provider),
+        # only when set, so runs made before role backends existed still resume
+        **(
+            {"role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()}}
+            if job.role_providers
+            else {}
+        ),
         "settings": job.settings.model_dump(mode="json"),
-        "prompts": prompts.names_used(PROMPT_NAMES),
-        "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in PROMPT_NAMES).encode()).hexdigest()[
-            :16
-        ],
+        "prompts": prompts.names_used(names),
+        "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
     }
 
 
@@ -170,8 +187,12 @@ async def execute(
             bank = build_bank(job, pool, rubric)
             bank_info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
             store.set_meta("bank", bank_info)
-        provider = managed(job.provider, job.cache_dir / "responses.sqlite" if job.response_cache else None)
+        cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
+        provider = managed(job.provider, cache)
         store.set_meta("provider", provider.provider.describe())
+        role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
+        if role_providers:
+            store.set_meta("role_providers", {r: p.provider.describe() for r, p in role_providers.items()})
         ctx = CallContext(
             run_id=run_id,
             provider=provider,
@@ -180,6 +201,7 @@ async def execute(
             settings=job.settings,
             bank=bank,
             on_record=on_record,
+            role_providers=role_providers,
         )
         if on_start is not None:
             on_start(len(essays) * len(rubric.traits) * len(protocols))
@@ -187,7 +209,8 @@ async def execute(
         try:
             scores = await run_scoring(ctx, essays, rubric, protocols, job.essay_concurrency, on_essay_done)
         finally:
-            await provider.aclose()
+            for backend in (provider, *role_providers.values()):
+                await backend.aclose()
         return JobResult(
             run_id=run_id,
             resumed=resumed,

@@ -11,7 +11,7 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from madrag.agents.prompts import PromptLibrary
@@ -53,6 +53,14 @@ class CallContext:
     # calls being made right now, by key: a second request for the same call (e.g. the debate that MAD and
     # MADRAG share) waits for the first instead of paying for, and reading, a second one
     inflight: dict[str, asyncio.Future[AgentRecord]] = field(default_factory=dict)
+    # backends for particular roles (seed 002's cross-model pairs: the Strict and Lenient judges on different
+    # models); a role not named here uses ``provider``
+    role_providers: dict[str, ManagedProvider] = field(default_factory=dict)
+
+    def for_role(self, role: str) -> CallContext:
+        """This context with the backend of ``role`` (the same store, statistics and in-flight calls)."""
+        provider = self.role_providers.get(role)
+        return self if provider is None or provider is self.provider else replace(self, provider=provider)
 
     @property
     def self_report_confidence(self) -> bool:

@@ -1,4 +1,5 @@
-"""Scoring protocols. ``get_protocol("MADRAG")``, ``get_protocol("MADRAG[both_r1]")``."""
+"""Scoring protocols. ``get_protocol("MADRAG")``, ``get_protocol("MADRAG[both_r1]")``,
+``get_protocol("ConsensusMAD[rounds=2]")``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import cast
 
 from madrag.errors import ConfigError
 from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol, consensus_protocol
 from madrag.protocols.debate import VARIANTS, Variant
 from madrag.protocols.single_judge import BUILTIN_SINGLE, SingleJudgeProtocol
 from madrag.protocols.trait_judge import BUILTIN, TraitJudgeProtocol
@@ -15,11 +17,15 @@ _VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
 
 
 def get_protocol(name: str) -> ScoringProtocol:
-    """A protocol by name: MA, MAD, MARAG, MADRAG, or MAD/MADRAG[<transcript variant>]."""
+    """A protocol by name: SA, SARAG, MA, MAD, MARAG, MADRAG, MAD/MADRAG[<transcript variant>], or one of seed
+    002's consensus protocols (SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, ScoreMaskedMAD;
+    the MAD ones with an optional [rounds=N])."""
     if name in BUILTIN:
         return BUILTIN[name]
     if name in BUILTIN_SINGLE:
         return BUILTIN_SINGLE[name]
+    if (consensus := consensus_protocol(name)) is not None:
+        return consensus
     if m := _VARIANT.match(name):
         base, variant = m.group(1), m.group(2)
         if variant not in VARIANTS:
@@ -29,13 +35,17 @@ def get_protocol(name: str) -> ScoringProtocol:
 
 
 def available() -> list[str]:
-    return ["SA", "SARAG", *BUILTIN, *(f"MADRAG[{v}]" for v in VARIANTS)]
+    return ["SA", "SARAG", *BUILTIN, *(f"MADRAG[{v}]" for v in VARIANTS), *CONSENSUS_PROTOCOLS]
 
 
 ABLATION = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
+CONSENSUS_ABLATION = ["SingleJudge", "StrictJudge", "LenientJudge", "ConsensusMAD", "SymmetricMAD", "ScoreMaskedMAD"]
 
 __all__ = [
     "ABLATION",
+    "CONSENSUS_ABLATION",
+    "CONSENSUS_PROTOCOLS",
+    "ConsensusProtocol",
     "ScoringProtocol",
     "SingleJudgeProtocol",
     "TraitJudgeProtocol",

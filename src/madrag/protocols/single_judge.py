@@ -41,14 +41,15 @@ from madrag.rubric import Rubric, Trait
 from madrag.scoring import normalise, summarise
 
 
-def expand_trait_scores(record: AgentRecord, rubric: Rubric) -> list[TraitScore]:
-    """One TraitScore per rubric trait from a call that scored every trait (a trait it did not score: None)."""
+def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | None = None) -> list[TraitScore]:
+    """One TraitScore per rubric trait from a call that scored every trait (a trait it did not score: None),
+    under ``protocol`` (default: the record's own protocol)."""
     results = record.trait_scores or {}
     return [
         TraitScore(
             essay_id=record.essay_id,
             trait=t.name,
-            protocol=record.protocol,
+            protocol=record.protocol if protocol is None else protocol,
             score=results[t.name].reported if t.name in results else None,
             result=results.get(t.name),
             rationale=record.rationale or "",
@@ -86,7 +87,7 @@ class SingleJudgeProtocol:
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         call = await self._call(ctx, essay, rubric)
-        record = await once(ctx, call, lambda: self._judge(ctx, call, rubric))
+        record = await judge_all_traits(ctx, call, rubric)
         return expand_trait_scores(record, rubric)
 
     async def _call(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> AgentCall:
@@ -108,15 +109,10 @@ class SingleJudgeProtocol:
             exemplar_text = ctx.prompts.render("sa_exemplar_block", EXEMPLAR_LIST="\n".join(items)) + "\n"
             context["exemplars"] = [ex.model_dump(mode="json") for ex in found]
         values = {
-            "PROMPT": essay.prompt or "(no prompt given)",
-            "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
-            "ESSAY": mask_placeholders(essay.text) if settings.anonymization == "mask" else essay.text,
-            "ANON_CONTEXT": ctx.prompts.render("anon_note") if settings.anonymization == "note" else "",
+            **all_traits_values(ctx, essay, rubric),
             "EXEMPLAR_HINT": " and the scored example essays" if self.exemplars else "",
             "EXEMPLARS": exemplar_text,
-            "SCORE_LINES": "\n".join(f"{t.name}: N (an integer from {t.min} to {t.max})" for t in rubric.traits),
         }
-        values["ESSAY_CONTEXT"] = ctx.prompts.render("essay_context", **values)
         return AgentCall(
             protocol=self.name,
             essay_id=essay.id,
@@ -128,15 +124,39 @@ class SingleJudgeProtocol:
             context=context,
         )
 
-    async def _judge(self, ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
-        started = time.monotonic()
-        if ctx.constrained_scoring():
-            record = await _constrained(ctx, call, rubric)
-        else:
-            record = await _text(ctx, call, rubric)
-        record.wall_s = time.monotonic() - started
-        ctx.stats.failed_scores += sum(1 for r in (record.trait_scores or {}).values() if r.reported is None)
-        return await finish_record(ctx, record)
+
+def all_traits_values(ctx: CallContext, essay: Essay, rubric: Rubric) -> dict[str, str]:
+    """Template values of a call that scores every trait: the essay (masked under ``anonymization=mask``) and
+    its prompt, the anonymization note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
+    anonymization = ctx.settings.anonymization
+    values = {
+        "PROMPT": essay.prompt or "(no prompt given)",
+        "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
+        "ESSAY": mask_placeholders(essay.text) if anonymization == "mask" else essay.text,
+        "ANON_CONTEXT": ctx.prompts.render("anon_note") if anonymization == "note" else "",
+        "SCORE_LINES": "\n".join(f"{t.name}: N (an integer from {t.min} to {t.max})" for t in rubric.traits),
+    }
+    values["ESSAY_CONTEXT"] = ctx.prompts.render("essay_context", **values)
+    return values
+
+
+async def judge_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """The record of ``call`` (one call scoring every trait): from the store, from the same call in flight, or
+    made now by :func:`score_all_traits`."""
+    return await once(ctx, call, lambda: score_all_traits(ctx, call, rubric))
+
+
+async def score_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """Make ``call`` and store its record: constrained score reading where the backend allows it
+    (:func:`constrained_all_traits`), else text parsing with one follow-up (:func:`text_all_traits`)."""
+    started = time.monotonic()
+    if ctx.constrained_scoring():
+        record = await constrained_all_traits(ctx, call, rubric)
+    else:
+        record = await text_all_traits(ctx, call, rubric)
+    record.wall_s = time.monotonic() - started
+    ctx.stats.failed_scores += sum(1 for r in (record.trait_scores or {}).values() if r.reported is None)
+    return await finish_record(ctx, record)
 
 
 def _shorten(text: str, max_words: int | None) -> str:
@@ -144,7 +164,8 @@ def _shorten(text: str, max_words: int | None) -> str:
     return text if max_words is None or len(words) <= max_words else " ".join(words[:max_words]) + " [...]"
 
 
-async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+async def constrained_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """The rationale up to ``Scores:``, then each trait's score token restricted to its valid scores."""
     first = build_request(ctx, call, stop=["Scores:", "scores:", "SCORES:"])
     rationale_resp = await ctx.provider.complete(first)
     rationale = rationale_resp.text.rstrip()
@@ -178,7 +199,8 @@ async def _constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> Age
     )
 
 
-async def _text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+async def text_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """Each ``<Trait>: N`` line parsed from the answer; one follow-up request for the traits still missing."""
     request = build_request(ctx, call)
     responses: list[ChatResponse] = [await ctx.provider.complete(request)]
     found = parse_trait_scores(responses[0].text, rubric)

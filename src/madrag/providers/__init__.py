@@ -77,6 +77,34 @@ def make_provider(spec: ProviderSpec) -> Provider:
     raise ConfigError(f"unknown provider {spec.kind!r}; choose llamacpp, openai or fake")
 
 
+ROUTABLE_ROLES = ("single", "strict", "lenient", "neutral_a", "neutral_b")
+"""Roles whose calls can go to their own backend (``--role-provider``): the judges of seed 002."""
+
+
+def parse_role_provider(text: str, base: ProviderSpec) -> tuple[str, ProviderSpec]:
+    """``ROLE=KIND[:MODEL][@BASE_URL]`` -> (role, spec): e.g. ``lenient=openai:gemma-3-4b@http://host:8000/v1``,
+    ``strict=llamacpp:/models/big.gguf``, ``lenient=llamacpp`` (the embedded model). Operational settings
+    (timeout, retries, concurrency, slots) and the API key variable come from ``base``."""
+    role, sep, rest = text.partition("=")
+    role = role.strip()
+    if not sep or not rest.strip():
+        raise ConfigError(f"--role-provider takes ROLE=KIND[:MODEL][@BASE_URL]; got {text!r}")
+    if role not in ROUTABLE_ROLES:
+        raise ConfigError(f"--role-provider: role must be one of {', '.join(ROUTABLE_ROLES)}; got {role!r}")
+    head, _, url = rest.strip().partition("@")
+    kind, _, model = head.partition(":")
+    if kind not in ("llamacpp", "openai", "fake"):
+        raise ConfigError(f"--role-provider: backend must be llamacpp, openai or fake; got {kind!r}")
+    if kind == "openai" and not model:
+        raise ConfigError(f"--role-provider {role}: an openai backend needs a model name (openai:MODEL)")
+    update: dict[str, object] = {"kind": kind, "model": None, "model_path": None, "base_url": None}
+    if kind == "openai":
+        update.update(model=model, base_url=url or base.base_url)
+    elif kind == "llamacpp":
+        update.update(model_path=model or None)
+    return role, base.model_copy(update=update)
+
+
 def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
     """The provider with its concurrency limit, timeout, retries and (unless disabled) response cache."""
     return ManagedProvider(
@@ -104,5 +132,6 @@ __all__ = [
     "Usage",
     "make_provider",
     "managed",
+    "parse_role_provider",
     "spec_identity",
 ]

@@ -50,7 +50,17 @@ ROLE_MARKERS = (
     ("judge", "You are the Synthesizer-Judge"),
     ("judge", "You are an impartial Judge"),
     ("meta_evaluator", "You are a meta-evaluator"),
+    # seed 002's consensus judges (madrag/prompts/cj_*_system.txt); both Symmetric MAD agents read "neutral"
+    ("single", "You are an evaluator who directly and consistently scores"),
+    ("strict", "You are an evaluator who directly scores student essays very strictly"),
+    ("lenient", "You are an evaluator who directly scores student essays while fairly recognizing"),
+    ("neutral", "You are an evaluator who directly scores student essays fairly and impartially"),
+    ("strict", "You are a strict essay evaluator who has completed"),
+    ("lenient", "You are a lenient essay evaluator who has completed"),
+    ("neutral", "You are a neutral essay evaluator who has completed"),
 )
+CONSENSUS_ROLES = frozenset({"single", "strict", "lenient", "neutral"})
+_SCORE_LINE = re.compile(r"^(.+?): N \(an integer from (-?\d+) to (-?\d+)\)$", re.MULTILINE)
 
 
 def request_role(request: ChatRequest) -> str:
@@ -75,9 +85,23 @@ def default_script(request: ChatRequest) -> FakeReply:
         return FakeReply(text="The essay stays on topic and gives a concrete example of waiting patiently.")
     if role == "skeptic":
         return FakeReply(text="The example is thin: few details, and the ending is abrupt.")
+    if role in CONSENSUS_ROLES:
+        return _consensus_reply(request, role)
     low = re.search(r"between (-?\d+) and (-?\d+)", request.messages[0].content + request.messages[-1].content)
     score = (int(low.group(1)) + int(low.group(2))) // 2 if low else 1
     return FakeReply(text=f"Weighing both arguments against the rubric.\nFinal score: {score}")
+
+
+def _consensus_reply(request: ChatRequest, role: str) -> FakeReply:
+    """A consensus judge's answer (seed 002): a rationale, then a ``Scores:`` block filling in the prompt's
+    ``<Trait>: N (an integer from a to b)`` lines - the middle of each range, the upper middle for the lenient
+    judge (0-3: strict 1, lenient 2)."""
+    lines = [
+        f"{name}: {(int(lo) + int(hi) + (1 if role == 'lenient' else 0)) // 2}"
+        for name, lo, hi in _SCORE_LINE.findall(request.messages[-1].content)
+    ]
+    rationale = f"The {role} evaluator checked each trait against the essay."
+    return FakeReply(text=rationale + "\nScores:\n" + "\n".join(lines))
 
 
 def _meta_reply(request: ChatRequest) -> FakeReply:

@@ -1,0 +1,35 @@
+"""``madrag eval-consensus``: the evaluation of seed 002 on a run of its judge protocols.
+
+Single Judge vs Strict / Lenient role judges vs Consensus, Symmetric and Score-Masked MAD: RMSE and Spearman
+against the human reference, mean predicted score and its shift from the Single Judge, round-by-round
+trajectories (mean score, strict-lenient gap), the dominance analysis and paired bootstrap comparisons.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console()
+
+
+def eval_consensus_command(
+    run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="A run of the consensus protocols.")],
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples of essays (0 = none).")] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
+    baseline: Annotated[str, typer.Option(help="The protocol shifts and RMSE differences are measured from.")] = (
+        "SingleJudge"
+    ),
+    out: Annotated[Path | None, typer.Option(help="Folder for the tables (default <run-dir>/consensus).")] = None,
+) -> None:
+    """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002)."""
+    from madrag.consensus_eval import evaluate_consensus, load_consensus_run, render_markdown, save_consensus
+
+    agent_scores, refs, _config = load_consensus_run(run_dir)
+    evaluation = evaluate_consensus(agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline)
+    written = save_consensus(evaluation, out or run_dir / "consensus")
+    console.print(render_markdown(evaluation), markup=False, highlight=False)
+    console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)

@@ -1,0 +1,301 @@
+"""Single judge vs strict / lenient consensus multi-agent judging (seed 002, "Beyond Consensus", Section 2).
+
+==================  ===========================  ===========  =====================================================
+name                agents (roles)               rounds       seed 002
+==================  ===========================  ===========  =====================================================
+SingleJudge         single                       0            2.1 Single Judge, neutral prompt A.2
+StrictJudge         strict                       0            2.2 Strict Role Judge: A.3 strict prompt, no interaction
+LenientJudge        lenient                      0            G.1 Lenient Role Judge: A.3 lenient prompt
+ConsensusMAD        strict, lenient              0 + R        2.1 Consensus-based MAD: A.3, then A.4 each round
+SymmetricMAD        neutral_a, neutral_b         0 + R        2.2 Symmetric MAD: A.5 neutral prompts for both
+ScoreMaskedMAD      strict, lenient              0 + R        2.2 Score-Masked MAD: rationales only (C.2)
+==================  ===========================  ===========  =====================================================
+
+Each agent scores every rubric trait in one call per round (trait ``"*"``), with the machinery of
+:mod:`madrag.protocols.single_judge`: on backends with prefill + choices (the embedded model) the rationale is
+generated up to ``Scores:`` and each trait's score token is then restricted to its valid scores; elsewhere each
+``<Trait>: N`` line is parsed, with one follow-up request for missing traits. The paper asks for one JSON object
+per answer (A.1, C.1); madrag keeps its ``Scores:`` block instead, which every backend can produce and parse
+(and the constrained reader can fill in), with the same content: a rationale per trait, then the scores.
+
+Interaction (Section 2.1): round 0 is independent; in each round r = 1..R every agent sees its own round r-1
+rationale and scores and the OTHER agent's round r-1 rationale and scores (Score-Masked MAD: the rationale
+without scores and with every number masked, see :func:`madrag.protocols.consensus_prompts.mask_scores`), and
+revises or keeps its scores. The final prediction per trait is the arithmetic mean of the two agents' final-round
+scores (``TraitScore.mean_score``; ``score`` is the mean rounded half up, for QWK tables); a trait either agent
+could not score is unusable (None), never imputed. R = 4 by default (the paper's Round 0 + 4 adjustment rounds);
+``ConsensusMAD[rounds=N]`` (1 <= N <= 10) sets it, likewise for the other MAD protocols.
+
+Call sharing. The round-0 Strict and Lenient calls have the same prompt in StrictJudge, LenientJudge,
+ConsensusMAD and ScoreMaskedMAD, so they are one call each, keyed ``consensus/init|<essay>|*|strict|0`` (and
+``lenient``): the run store and the in-flight table make each once, whichever protocols run. Rounds r >= 1 are
+keyed under the protocol's base name (``ConsensusMAD|<essay>|*|strict|<r>``): a round's prompt does not depend on
+R, so ``ConsensusMAD[rounds=2]`` reuses the first two rounds of ``ConsensusMAD``. SingleJudge and SymmetricMAD
+(round 0 included) are keyed under their own names. Each agent's calls go through ``ctx.for_role(role)``, so a
+run can put the two agents on different models (cross-model pairs, Section 4.3).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from madrag.agents.calls import AgentCall, CallContext
+from madrag.concurrency import gather_or_cancel
+from madrag.data.essay import Essay, round_half_up
+from madrag.errors import ConfigError
+from madrag.protocols.base import TraitScore
+from madrag.protocols.consensus_prompts import (
+    LENIENT,
+    NEUTRAL_A,
+    NEUTRAL_B,
+    SINGLE,
+    STRICT,
+    AgentSpec,
+    adjust_messages,
+    initial_messages,
+)
+from madrag.protocols.single_judge import all_traits_values, expand_trait_scores, judge_all_traits
+from madrag.records import AgentRecord, call_key
+from madrag.rubric import Rubric
+
+CONSENSUS_PROTOCOLS: tuple[str, ...] = (
+    "SingleJudge",
+    "StrictJudge",
+    "LenientJudge",
+    "ConsensusMAD",
+    "SymmetricMAD",
+    "ScoreMaskedMAD",
+)
+INIT_NAMESPACE = "consensus/init"
+"""Protocol field of the shared round-0 Strict and Lenient calls."""
+DEFAULT_ROUNDS = 4
+MAX_ROUNDS = 10
+FRAME_COLUMNS = ["protocol", "essay_id", "trait", "round", "agent", "score", "record_key"]
+
+_AGENTS: dict[str, tuple[AgentSpec, ...]] = {
+    "SingleJudge": (SINGLE,),
+    "StrictJudge": (STRICT,),
+    "LenientJudge": (LENIENT,),
+    "ConsensusMAD": (STRICT, LENIENT),
+    "SymmetricMAD": (NEUTRAL_A, NEUTRAL_B),
+    "ScoreMaskedMAD": (STRICT, LENIENT),
+}
+_SHARED_INIT_ROLES = frozenset({STRICT.role, LENIENT.role})
+_NAME = re.compile(r"^(\w+)(?:\[(.*)\])?$")
+_ROUNDS = re.compile(r"^rounds=(\d+)$")
+
+
+@dataclass(frozen=True)
+class ConsensusProtocol:
+    """One of the protocols of the table above; ``name`` is the configured name (``ConsensusMAD[rounds=2]``)."""
+
+    name: str
+    base: str
+    agents: tuple[AgentSpec, ...]
+    rounds: int = 0
+    masked: bool = False
+
+    @property
+    def uses_bank(self) -> bool:
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        sharing = "none" if self.rounds == 0 else "rationale_only" if self.masked else "rationale_and_scores"
+        return {
+            "name": self.name,
+            "debate": None,
+            "exemplars": False,
+            "per_trait": False,
+            "agents": [a.role for a in self.agents],
+            "rounds": self.rounds,
+            "sharing": sharing,
+        }
+
+    def namespace(self, round_: int) -> str:
+        """The protocol field of this protocol's calls in ``round_`` (shared round 0: ``consensus/init``)."""
+        if round_ == 0 and all(a.role in _SHARED_INIT_ROLES for a in self.agents):
+            return INIT_NAMESPACE
+        return self.base
+
+    def record_key(self, essay_id: str, role: str, round_: int) -> str:
+        return call_key(self.namespace(round_), essay_id, "*", role, round_)
+
+    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
+        values = all_traits_values(ctx, essay, rubric)
+        records = await gather_or_cancel(*(self._initial(ctx, essay, rubric, values, a) for a in self.agents))
+        for round_ in range(1, self.rounds + 1):
+            previous = records
+            records = await gather_or_cancel(
+                *(self._adjust(ctx, essay, rubric, values, round_, i, previous) for i in range(len(self.agents)))
+            )
+        return self.final_scores(records, rubric)
+
+    async def _initial(
+        self, ctx: CallContext, essay: Essay, rubric: Rubric, values: dict[str, str], agent: AgentSpec
+    ) -> AgentRecord:
+        actx = ctx.for_role(agent.role)
+        call = AgentCall(
+            protocol=self.namespace(0),
+            essay_id=essay.id,
+            trait="*",
+            role=agent.role,
+            round=0,
+            messages=initial_messages(actx, values, agent),
+            temperature=ctx.settings.judge_temperature,
+            max_tokens=ctx.settings.judge_max_tokens,
+        )
+        return await judge_all_traits(actx, call, rubric)
+
+    async def _adjust(
+        self,
+        ctx: CallContext,
+        essay: Essay,
+        rubric: Rubric,
+        values: dict[str, str],
+        round_: int,
+        index: int,
+        previous: Sequence[AgentRecord],
+    ) -> AgentRecord:
+        agent, other_agent = self.agents[index], self.agents[1 - index]
+        own, other = previous[index], previous[1 - index]
+        actx = ctx.for_role(agent.role)
+        call = AgentCall(
+            protocol=self.namespace(round_),
+            essay_id=essay.id,
+            trait="*",
+            role=agent.role,
+            round=round_,
+            messages=adjust_messages(actx, values, rubric, round_, agent, own, other_agent, other, self.masked),
+            temperature=ctx.settings.judge_temperature,
+            max_tokens=ctx.settings.judge_max_tokens,
+            context={"own_previous": own.key, "other_previous": other.key, "scores_shared": not self.masked},
+        )
+        return await judge_all_traits(actx, call, rubric)
+
+    def final_scores(self, finals: Sequence[AgentRecord], rubric: Rubric) -> list[TraitScore]:
+        """The protocol's TraitScores from its agents' final-round records (in the agents' order): one agent's
+        scores as they are; two agents' mean, unusable when either score is."""
+        if len(finals) == 1:
+            return expand_trait_scores(finals[0], rubric, protocol=self.name)
+        first = finals[0]
+        rationale = "\n---\n".join(f"[{r.role}] {(r.rationale or '').strip()}" for r in finals)
+        out = []
+        for trait in rubric.traits:
+            results = [(r.trait_scores or {}).get(trait.name) for r in finals]
+            values = [res.reported for res in results if res is not None and res.reported is not None]
+            mean = sum(values) / len(values) if len(values) == len(finals) else None
+            out.append(
+                TraitScore(
+                    essay_id=first.essay_id,
+                    trait=trait.name,
+                    protocol=self.name,
+                    score=None if mean is None else min(max(round_half_up(mean), trait.min), trait.max),
+                    result=results[0],
+                    rationale=rationale,
+                    record_key=first.key,
+                    n_judges=len(finals),
+                    mean_score=mean,
+                )
+            )
+        return out
+
+
+def consensus_protocol(name: str) -> ConsensusProtocol | None:
+    """The consensus protocol called ``name`` (``ConsensusMAD``, ``SymmetricMAD[rounds=2]``...); None when
+    ``name`` is not one; ConfigError for a bad suffix."""
+    m = _NAME.match(name)
+    if m is None or m.group(1) not in CONSENSUS_PROTOCOLS:
+        return None
+    base, suffix = m.group(1), m.group(2)
+    agents = _AGENTS[base]
+    if len(agents) == 1:
+        if suffix is not None:
+            raise ConfigError(f"protocol {base} takes no options (it has no rounds); got {name!r}")
+        return ConsensusProtocol(name, base, agents)
+    rounds = DEFAULT_ROUNDS
+    if suffix is not None:
+        r = _ROUNDS.match(suffix)
+        if r is None or not 1 <= int(r.group(1)) <= MAX_ROUNDS:
+            raise ConfigError(f"{name!r}: write {base}[rounds=N] with N from 1 to {MAX_ROUNDS}")
+        rounds = int(r.group(1))
+    return ConsensusProtocol(name, base, agents, rounds=rounds, masked=base == "ScoreMaskedMAD")
+
+
+def _resolve(protocols: Iterable[str]) -> list[ConsensusProtocol]:
+    return [p for p in (consensus_protocol(n) for n in protocols) if p is not None]
+
+
+def record_namespaces(protocols: Iterable[str]) -> set[str]:
+    """Protocol fields of the records the named consensus protocols read (non-consensus names add nothing)."""
+    return {p.namespace(r) for p in _resolve(protocols) for r in range(p.rounds + 1)}
+
+
+def _index(records: Iterable[AgentRecord], protos: list[ConsensusProtocol]) -> dict[str, AgentRecord]:
+    wanted = {p.namespace(r) for p in protos for r in range(p.rounds + 1)}
+    return {r.key: r for r in records if r.protocol in wanted}
+
+
+def _essays(by_key: dict[str, AgentRecord], proto: ConsensusProtocol) -> list[str]:
+    """Essays with at least one of ``proto``'s records, in the order first seen."""
+    spaces = {proto.namespace(r) for r in range(proto.rounds + 1)}
+    roles = {a.role for a in proto.agents}
+    seen = dict.fromkeys(r.essay_id for r in by_key.values() if r.protocol in spaces and r.role in roles)
+    return list(seen)
+
+
+def stored_trait_scores(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> list[TraitScore]:
+    """The final TraitScores of the named consensus protocols from stored records, exactly as the protocols
+    returned them; an essay whose final-round records are not all there (an interrupted run) has none."""
+    protos = _resolve(protocols)
+    by_key = _index(records, protos)
+    out: list[TraitScore] = []
+    for proto in protos:
+        for essay_id in _essays(by_key, proto):
+            finals = [by_key.get(proto.record_key(essay_id, a.role, proto.rounds)) for a in proto.agents]
+            present = [r for r in finals if r is not None]
+            if len(present) == len(finals):
+                out.extend(proto.final_scores(present, rubric))
+    return out
+
+
+def agent_scores_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> pd.DataFrame:
+    """One row per (protocol, essay_id, trait, round, agent) for each named consensus protocol in ``records``.
+
+    ``protocol`` is the configured name; shared round-0 records appear under every protocol that uses them
+    (StrictJudge's round 0 is the ``consensus/init`` strict call, ConsensusMAD's round 0 the strict and lenient
+    ones); only rounds 0..R of the protocol's own R. ``score`` is the agent's reported score (NaN when unusable).
+    Non-consensus names are ignored.
+    """
+    protos = _resolve(protocols)
+    by_key = _index(records, protos)
+    rows: list[dict[str, Any]] = []
+    for proto in protos:
+        for essay_id in _essays(by_key, proto):
+            for round_ in range(proto.rounds + 1):
+                for agent in proto.agents:
+                    record = by_key.get(proto.record_key(essay_id, agent.role, round_))
+                    if record is None:
+                        continue
+                    results = record.trait_scores or {}
+                    for trait in rubric.traits:
+                        result = results.get(trait.name)
+                        reported = result.reported if result is not None else None
+                        rows.append(
+                            {
+                                "protocol": proto.name,
+                                "essay_id": essay_id,
+                                "trait": trait.name,
+                                "round": round_,
+                                "agent": agent.role,
+                                "score": math.nan if reported is None else float(reported),
+                                "record_key": record.key,
+                            }
+                        )
+    frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+    return frame.astype({"round": "int64", "score": "float64"})

@@ -1,0 +1,170 @@
+"""Prompts of the consensus-judging protocols (seed 002, "Beyond Consensus", Appendix A), and score masking (C.2).
+
+Templates (``madrag/prompts/cj_*.txt``, English translations of the Essay prompts):
+
+============================  =======================================================================
+``cj_single_system``          A.2 Single Judge (neutral, no role)
+``cj_strict_system``          A.3 Strict Judge, Initial
+``cj_lenient_system``         A.3 Lenient Judge, Initial
+``cj_neutral_system``         A.5 Symmetric MAD Neutral, Initial
+``cj_strict_adjust_system``   A.4 Strict Judge, Adjustment
+``cj_lenient_adjust_system``  A.4 Lenient Judge, Adjustment
+``cj_neutral_adjust_system``  A.5 Symmetric MAD Neutral, Adjustment
+``cj_user``                   round 0: essay, rubric, role, output instructions
+``cj_adjust_user``            round r >= 1: essay, rubric, role, own previous evaluation, the other's
+``cj_own_block``              the agent's own round r-1 rationale and scores
+``cj_other_block``            the other agent's round r-1 rationale and scores
+``cj_other_masked_block``     the same without scores, numbers masked (Score-Masked MAD, C.2)
+============================  =======================================================================
+
+Adaptations. The paper's ``[ESSAY_CRITERIA]`` / ``[ESSAY_RUBRIC]`` become madrag's rubric: every trait as JSON
+(name, description, integer range, level descriptions), placed after the essay as in ``sa_user`` - in the
+adjustment prompts too, where the paper repeats only the criteria, because madrag's criteria and levels are one
+object. "Korean essays" reads "student essays", "content, organization, and expression" reads "every rubric
+trait", and the 1-5 anchors of the role principles are stated relative to each trait's own scale with the
+paper's 1-5 numbers as an example ("at or below the middle of its scale (on a 1-5 scale: 3 or below)"). The
+JSON output of A.1 (per-criterion rationale / adjustment notes, then the scores) becomes a rationale followed by
+madrag's ``Scores:`` block, which every backend can produce and the constrained reader can fill in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from madrag.agents.calls import CallContext
+from madrag.agents.context import role_messages
+from madrag.providers.base import Message
+from madrag.records import AgentRecord
+from madrag.rubric import Rubric
+
+PROMPT_NAMES = (
+    "cj_single_system",
+    "cj_strict_system",
+    "cj_lenient_system",
+    "cj_neutral_system",
+    "cj_strict_adjust_system",
+    "cj_lenient_adjust_system",
+    "cj_neutral_adjust_system",
+    "cj_user",
+    "cj_adjust_user",
+    "cj_own_block",
+    "cj_other_block",
+    "cj_other_masked_block",
+)
+"""Every template these protocols use (for a run's prompt provenance)."""
+
+NUM_MASK = "[NUM]"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One judge agent: its record role, its round-0 and adjustment templates, and how the other agent names it."""
+
+    role: str
+    initial: str
+    adjust: str
+    label: str  # "The <label> evaluator's evaluation", as the other agent reads it
+
+
+SINGLE = AgentSpec("single", "cj_single_system", "cj_single_system", "single")
+STRICT = AgentSpec("strict", "cj_strict_system", "cj_strict_adjust_system", "strict")
+LENIENT = AgentSpec("lenient", "cj_lenient_system", "cj_lenient_adjust_system", "lenient")
+NEUTRAL_A = AgentSpec("neutral_a", "cj_neutral_system", "cj_neutral_adjust_system", "other")
+NEUTRAL_B = AgentSpec("neutral_b", "cj_neutral_system", "cj_neutral_adjust_system", "other")
+
+
+def initial_messages(ctx: CallContext, values: dict[str, str], agent: AgentSpec) -> list[Message]:
+    """Round 0 (A.2, A.3, A.5 initial prompts): the agent's role, the essay and the rubric."""
+    return role_messages(ctx.prompts, ctx.settings.prompt_layout, agent.initial, "cj_user", values)
+
+
+def adjust_messages(
+    ctx: CallContext,
+    values: dict[str, str],
+    rubric: Rubric,
+    round_: int,
+    agent: AgentSpec,
+    own: AgentRecord,
+    other_agent: AgentSpec,
+    other: AgentRecord,
+    masked: bool,
+) -> list[Message]:
+    """Round ``round_`` >= 1 (A.4, A.5 adjustment prompts): the agent's own round r-1 rationale and scores, and
+    the other agent's round r-1 rationale with its scores (``masked``: without them, numbers masked, C.2)."""
+    prompts = ctx.prompts
+    previous = str(round_ - 1)
+    own_block = prompts.render(
+        "cj_own_block", ROUND=previous, RATIONALE=_rationale(own), SCORES=score_lines(own, rubric)
+    )
+    if masked:
+        other_block = prompts.render(
+            "cj_other_masked_block",
+            OTHER=other_agent.label,
+            ROUND=previous,
+            RATIONALE=mask_scores(_rationale(other), rubric),
+        )
+    else:
+        other_block = prompts.render(
+            "cj_other_block",
+            OTHER=other_agent.label,
+            ROUND=previous,
+            RATIONALE=_rationale(other),
+            SCORES=score_lines(other, rubric),
+        )
+    return role_messages(
+        ctx.prompts,
+        ctx.settings.prompt_layout,
+        agent.adjust,
+        "cj_adjust_user",
+        {**values, "OWN_PREVIOUS": own_block, "OTHER_PREVIOUS": other_block},
+    )
+
+
+def _rationale(record: AgentRecord) -> str:
+    return (record.rationale or "").strip() or "(no rationale given)"
+
+
+def score_lines(record: AgentRecord, rubric: Rubric) -> str:
+    """``<Trait>: N`` for each trait, ``(no usable score)`` where the agent's score was unusable."""
+    results = record.trait_scores or {}
+    lines = []
+    for trait in rubric.traits:
+        result = results.get(trait.name)
+        value = result.reported if result is not None else None
+        lines.append(f"{trait.name}: {value if value is not None else '(no usable score)'}")
+    return "\n".join(lines)
+
+
+_NUMBER = re.compile(r"(?<![\w@])\d+(?:[.,]\d+)*")
+_SCORES_HEADER = re.compile(r"^\W*(?:final\s+)?scores?\W*$", re.IGNORECASE)
+
+
+def _score_line(name: str) -> re.Pattern[str]:
+    number = r"-?\d+(?:[.,]\d+)?"
+    return re.compile(
+        rf"^\W*{re.escape(name)}\W*\s*[:=-]\s*\**\s*{number}\s*(?:(?:/|out\s+of)\s*{number})?\s*(?:points?)?\W*$",
+        re.IGNORECASE,
+    )
+
+
+def mask_scores(text: str, rubric: Rubric) -> str:
+    """The other agent's rationale as Score-Masked MAD shares it (seed 002 C.2).
+
+    1. Lines that only state a score are dropped: a ``Scores:`` header (also ``Final scores``), and a line that
+       is a trait name followed by ``:``, ``=`` or ``-`` and a number, optionally ``/ M``, ``out of M`` or
+       ``points`` (``Ideas: 2``, ``**Style** - 3/4``).
+    2. Every remaining numeric token (a run of digits, with ``.`` or ``,`` groups: ``3``, ``2.5``, ``1,000``)
+       not glued to a preceding letter, digit, ``_`` or ``@`` becomes ``[NUM]``, so ``Ideas: 2 because ...``
+       reads ``Ideas: [NUM] because ...`` and ``2/3`` reads ``[NUM]/[NUM]``. Anonymization placeholders such as
+       ``@NUM1`` or ``@CAPS2`` stay as they are. Numbers written as words are not masked (the paper masks
+       numeric tokens).
+    """
+    patterns = [_score_line(t.name) for t in rubric.traits]
+    kept = [
+        line
+        for line in text.splitlines()
+        if not _SCORES_HEADER.match(line) and not any(p.match(line) for p in patterns)
+    ]
+    masked = _NUMBER.sub(NUM_MASK, "\n".join(kept)).strip()
+    return masked or "(no rationale given)"
