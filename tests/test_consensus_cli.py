@@ -47,3 +47,13 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
     assert qwk.returncode == 0, qwk.stderr
     qwk_rows = list(csv.DictReader((run_dir / "eval" / "qwk.csv").open()))
     assert {"ConsensusMAD", "SingleJudge", "LenientJudge"} <= {r["protocol"] for r in qwk_rows}
+
+
+def test_runs_without_consensus_protocols_keep_their_recorded_prompt_set() -> None:
+    """A seed 000 run's configuration (checked on resume) is unchanged by seed 002's templates."""
+    from madrag.pipeline import PROMPT_NAMES, prompt_names
+    from madrag.protocols import get_protocol
+    from madrag.protocols.consensus_prompts import PROMPT_NAMES as CJ
+
+    assert prompt_names([get_protocol("MADRAG"), get_protocol("SA")]) == list(PROMPT_NAMES)
+    assert prompt_names([get_protocol("MAD"), get_protocol("ConsensusMAD[rounds=2]")]) == [*PROMPT_NAMES, *CJ]

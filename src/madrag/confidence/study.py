@@ -18,7 +18,7 @@ import pandas as pd
 
 from madrag.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, TARGET_LABELS, correlations, top_features
 from madrag.confidence.features import feature_columns, features_frame, record_logprobs
-from madrag.confidence.job import debater_records, meta_records
+from madrag.confidence.job import debater_records, meta_records, open_run
 from madrag.confidence.meta_eval import judgments_frame
 from madrag.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
 from madrag.errors import InputError
@@ -57,6 +57,28 @@ def judgment_summary(merged: pd.DataFrame) -> pd.DataFrame:
         row["q"] = float(judged["q"].mean()) if len(judged) else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _judged_values(merged: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
+    """(role, target) -> the target's values over that role's usable judgments."""
+    judged = merged[merged["ok"].fillna(False).astype(bool)]
+    return {
+        (str(role), target): group[target]
+        for role, group in judged.groupby("role", sort=True)
+        for target in (*ORDINAL_TARGETS, *BINARY_TARGETS)
+        if len(group)
+    }
+
+
+def meta_description(meta_dir: Path, judgments: pd.DataFrame) -> str:
+    """Who judged: the evaluator backend and model (from the meta store) and the method the judgments used."""
+    store = open_run(meta_dir)
+    try:
+        provider = store.get_meta("provider") or {}
+    finally:
+        store.close()
+    methods = ", ".join(sorted(str(m) for m in judgments["method"].dropna().unique())) or "?"
+    return f"{provider.get('provider', '?')} / {provider.get('model', '?')}, method {methods}, temperature 0"
 
 
 def run_study(
@@ -112,9 +134,16 @@ def run_study(
     unusable = int((judgments["ok"] == False).sum())  # noqa: E712
     if unusable:
         notes.append(f"{unusable} judgments were unusable (unparseable or out of range) and are left out, not imputed")
+    for (role, target), values in _judged_values(merged).items():
+        if values.nunique() == 1:
+            notes.append(
+                f"{TARGET_LABELS.get(target, target)} is {values.iloc[0]:g} for every judged {role} response: "
+                "no correlation is defined for it (it is absent from the top features)"
+            )
     study.correlations = correlations(merged, feature_columns(features), (*ORDINAL_TARGETS, *BINARY_TARGETS))
     study.top = top_features(study.correlations, k=top_k, rank_by=rank_by)
     study.meta["meta_dir"] = str(meta_dir)
+    study.meta["evaluator"] = meta_description(meta_dir, judgments)
     study.meta["judged"] = int(judgments["ok"].sum())
     return study
 
@@ -161,7 +190,14 @@ def render_markdown(study: ConfidenceStudy) -> str:
         "",
     ]
     if study.summary is not None:
-        parts += ["## Meta-evaluation (means over usable judgments)", "", *_markdown(study.summary), ""]
+        parts += [
+            "## Meta-evaluation (means over usable judgments)",
+            "",
+            f"Evaluator: {meta.get('evaluator')} ({meta.get('meta_dir')}).",
+            "",
+            *_markdown(study.summary),
+            "",
+        ]
     if study.top is not None:
         how = "|Spearman rho|" if meta.get("rank_by") == "abs" else "Spearman rho"
         parts += [
