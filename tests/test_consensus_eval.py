@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
-import types
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -15,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from madrag import consensus_eval
 from madrag.consensus_eval import (
     ALL,
     DOMINANCE_COLUMNS,
@@ -498,9 +497,7 @@ def test_load_consensus_run_passes_records_and_consensus_protocols(
         seen.update(keys=[r.key for r in records], traits=rubric.trait_names, protocols=list(protocols))
         return agent_frame(n_essays=1)
 
-    module = types.ModuleType("madrag.protocols.consensus")
-    module.agent_scores_frame = fake_frame  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "madrag.protocols.consensus", module)
+    monkeypatch.setattr(consensus_eval, "agent_scores_frame", fake_frame)
     run = _store(tmp_path, ["MAD", "SingleJudge", "ConsensusMAD[rounds=2]"])
     frame, refs, config = load_consensus_run(run)
     assert seen == {"keys": ["k1"], "traits": TRAITS, "protocols": ["SingleJudge", "ConsensusMAD[rounds=2]"]}
@@ -509,7 +506,6 @@ def test_load_consensus_run_passes_records_and_consensus_protocols(
 
 
 def test_load_consensus_run_with_the_real_protocol_module(tmp_path: Path) -> None:
-    pytest.importorskip("madrag.protocols.consensus")
     frame, refs, _config = load_consensus_run(_store(tmp_path, ["SingleJudge"]))
     assert len(refs) == 3
     columns = {"protocol", "essay_id", "trait", "round", "agent", "score"}

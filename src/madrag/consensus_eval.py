@@ -34,12 +34,14 @@ from numpy.typing import NDArray
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
+from madrag.evaluation import open_store, stored_config
 from madrag.metrics import paired_bootstrap, rmse, spearman
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, agent_scores_frame
 from madrag.rubric import Rubric, Trait
 
 ALL = "all"
 """The trait label of rows pooled over every trait."""
-PAPER_PROTOCOLS = ("SingleJudge", "StrictJudge", "LenientJudge", "ConsensusMAD", "SymmetricMAD", "ScoreMaskedMAD")
+PAPER_PROTOCOLS = CONSENSUS_PROTOCOLS
 ROLE_ASYMMETRIC_MAD = ("ConsensusMAD", "ScoreMaskedMAD")
 AGENT_ORDER = ("single", "strict", "lenient", "neutral_a", "neutral_b")
 KEYS = ["protocol", "essay_id", "trait"]
@@ -450,39 +452,17 @@ def load_consensus_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 
     InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
     """
-    from madrag.evaluation import open_store
-
     store = open_store(run_dir)
     try:
-        config = store.get_meta("config")
-        if not isinstance(config, dict) or "rubric" not in config:
-            raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
-        rubric = Rubric.model_validate(config["rubric"])
-        names = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
+        config, rubric, names = stored_config(store, run_dir)
         protocols = [n for n in names if base_name(n) in PAPER_PROTOCOLS]
         if not protocols:
             found = ", ".join(names) or "none"
             raise InputError(
                 f"run at {run_dir} has no consensus protocol ({', '.join(PAPER_PROTOCOLS)}); it has {found}"
             )
-        from madrag.protocols.consensus import agent_scores_frame  # type: ignore[import-not-found, unused-ignore]
-
         essays = store.essays()
         frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
     finally:
         store.close()
     return frame, references_frame(essays, rubric), dict(config)
-
-
-def render_markdown(ev: ConsensusEvaluation) -> str:
-    """consensus.md (see :func:`madrag.consensus_tables.render_markdown`)."""
-    from madrag.consensus_tables import render_markdown as render
-
-    return render(ev)
-
-
-def save_consensus(ev: ConsensusEvaluation, out_dir: Path) -> list[Path]:
-    """The CSVs, consensus.md and trajectories.png (see :func:`madrag.consensus_tables.save_consensus`)."""
-    from madrag.consensus_tables import save_consensus as save
-
-    return save(ev, out_dir)

@@ -98,18 +98,24 @@ class _JudgeRecords:
         return self._store.records(protocol=protocol, role=role)
 
 
+def stored_config(store: RunStore, run_dir: Path) -> tuple[dict[str, Any], Rubric, list[str]]:
+    """(configuration, rubric, configured protocol names) a run stored when it started; InputError when it has
+    none."""
+    config = store.get_meta("config")
+    if not isinstance(config, dict) or "rubric" not in config:
+        raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
+    names = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
+    return config, Rubric.model_validate(config["rubric"]), names
+
+
 def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
     """Read rubric, essays, Judge records and final trait scores of a run; ``data_path`` overrides the stored
     data file."""
     store = open_store(run_dir)
     try:
-        config = store.get_meta("config")
-        if not isinstance(config, dict) or "rubric" not in config:
-            raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
-        rubric = Rubric.model_validate(config["rubric"])
+        config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
         judges = list(store.records(role="judge"))
-        configured = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
         # Judge records already read are served from memory (parsing dominates a large run); the consensus
         # protocols' agent records (seed 002) are read from the store by their namespaces
         scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
