@@ -97,3 +97,11 @@ def test_dry_run_scores_a_sample_and_estimates_the_whole_run(base: list[str], tm
     assert "calls     3,756" in proc.stdout and "spend $" in proc.stdout  # 313 x 4 x 3 calls
     assert (tmp_path / "run" / "dry-run" / "store.sqlite").is_file()
     assert not (tmp_path / "run" / "store.sqlite").exists()  # the real run was not started
+
+
+def test_help_shows_bracketed_protocol_names() -> None:
+    """Names such as MADRAG[both_r1] are text, not rich markup, in the help."""
+    proc = madrag("score", "--help")
+    assert proc.returncode == 0 and "MADRAG[both_r1]" in proc.stdout.replace("\n", " ").replace("│", "")
+    top = madrag("--help")
+    assert "NAME[rounds=N]" in top.stdout

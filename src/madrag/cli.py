@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -141,7 +142,7 @@ def _summary(result: JobResult, traits: list[str]) -> None:
 
 
 ProtocolOpt = Annotated[
-    list[str], typer.Option("--protocol", "-p", help=f"Scoring protocol(s): {', '.join(available())}.")
+    list[str], typer.Option("--protocol", "-p", help=f"Scoring protocol(s): {escape(', '.join(available()))}.")
 ]
 
 
@@ -300,7 +301,7 @@ app.command("ablate-consensus")(
         "protocol",
         list(CONSENSUS_ABLATION),
         "Seed 002's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, "
-        "ScoreMaskedMAD (4 rounds; NAME[rounds=N] for others); round-0 calls are shared. Then: madrag "
+        "ScoreMaskedMAD (4 rounds; NAME\\[rounds=N] for others); round-0 calls are shared. Then: madrag "
         "eval-consensus --run-dir RUN_DIR (and madrag eval for QWK).",
     )
 )
