@@ -105,7 +105,7 @@ async def test_totals_match_the_records_of_a_real_run(tmp_path: Path) -> None:
     assert mad.attributed.plus(madrag.attributed).prompt_tokens == pytest.approx(total.prompt_tokens)
     assert report.unattributed.calls == 0
     text = render_text(report)
-    assert "MAD (debates debate/adv_r1 shared with MADRAG)" in text and "no price table" in text
+    assert "MAD (shared debate/adv_r1 with MADRAG)" in text and "no price table" in text
 
 
 def test_shared_debates_split_equally_and_requests_per_call() -> None:
@@ -218,3 +218,23 @@ def test_costs_command_text_json_and_errors(tmp_path: Path) -> None:
     assert isinstance(missing.exception, InputError) and not (tmp_path / "nowhere").exists()
     bad = runner.invoke(_cli(), ["--run-dir", str(run_dir), "--estimate-essays", "0"])
     assert isinstance(bad.exception, InputError)
+
+
+async def test_consensus_round_zero_is_shared_among_the_protocols_that_read_it(tmp_path: Path) -> None:
+    """Seed 002: StrictJudge makes no call of its own; it and ConsensusMAD share the round-0 Strict call."""
+    ctx = make_ctx(tmp_path, FakeProvider())
+    names = ["StrictJudge", "ConsensusMAD[rounds=1]"]
+    await run_scoring(ctx, _essays(2, "c"), _rubric(), [get_protocol(n) for n in names])
+    report = cost_report(list(ctx.store.records()), protocols=names)
+    assert report.total.calls == 8  # per essay: Strict and Lenient round 0, then one round of both
+    mad, strict = report.protocols["ConsensusMAD"], report.protocols["StrictJudge"]
+    assert (mad.own.calls, mad.shared.calls) == (4, 4) and mad.shared_with == ["StrictJudge"]
+    assert (strict.own.calls, strict.shared.calls) == (0, 2) and strict.debates == ["consensus/init"]
+    # the Strict round-0 call is split between the two, the Lenient one read by ConsensusMAD alone
+    assert strict.attributed.calls == pytest.approx(1.0) and mad.attributed.calls == pytest.approx(7.0)
+    assert strict.attributed.calls + mad.attributed.calls + report.unattributed.calls == pytest.approx(8)
+    alone = estimate_run(report, n_essays=10, n_traits=4, protocols=["StrictJudge"])
+    assert alone.total.calls == pytest.approx(20)  # the whole round 0 group (both roles), 2 per essay
+    text = render_text(report)
+    assert "per essay, calls scoring every trait (2)" in text and "StrictJudge (shared consensus/init" in text
+    ctx.store.close()

@@ -1,17 +1,21 @@
 """What a run cost: calls, HTTP requests, tokens, cache hits and an estimated spend, from its records.
 
 Groups. Every record belongs to the group named by its ``protocol`` field: a Judge's protocol (``MAD``,
-``MADRAG``, ``MA`` ...) or a debate (``debate/adv_r1`` ...). Debate calls are keyed by transcript variant, not
-by protocol, so MAD and MADRAG read the same debate.
+``MADRAG``, ``MA`` ...), a debate (``debate/adv_r1`` ...) or seed 002's shared round 0 (``consensus/init``).
+Debate calls are keyed by transcript variant, not by protocol, so MAD and MADRAG read the same debate; the
+round-0 Strict and Lenient calls are read by StrictJudge, LenientJudge, ConsensusMAD and ScoreMaskedMAD. Groups
+with those prefixes (:data:`SHARED_PREFIXES`) are *shared*; the others are protocols.
 
-Attribution of shared debates, per protocol:
+Attribution of shared calls, per protocol:
 
-* ``own``: the protocol's own records (its Judge calls);
-* ``shared``: every debate record its Judges read (from each Judge record's ``context["debate"]``), counted
-  whole - what the protocol would cost run alone is ``own + shared``;
-* ``attributed``: ``own`` plus an equal share of each debate record it read (1/k when k protocols read it).
-  The attributed tallies of all protocols plus ``unattributed`` (debate records no Judge read yet, e.g. a
-  run stopped mid-debate) add up to the run's total.
+* ``own``: the protocol's own records (its Judge calls; a consensus protocol's own rounds);
+* ``shared``: every shared record it read (a Judge record's ``context["debate"]``, a consensus agent's
+  ``context["own_previous"]`` / ``["other_previous"]``; StrictJudge and LenientJudge, which make no call of their
+  own, read the round-0 call of their role when the run's configuration names them), counted whole - what the
+  protocol would cost run alone is ``own + shared``;
+* ``attributed``: ``own`` plus an equal share of each shared record it read (1/k when k protocols read it).
+  The attributed tallies of all protocols plus ``unattributed`` (shared records nothing read yet, e.g. a run
+  stopped mid-debate) add up to the run's total.
 
 Spend. A price table maps a model name (or ``"*"`` for any other model) to dollars per million prompt and
 completion tokens. ``spend`` leaves out calls answered from the response cache (nothing was billed for them
@@ -39,6 +43,8 @@ from madrag.records import AgentRecord
 from madrag.store import RunStore
 
 DEBATE_PREFIX = "debate/"
+SHARED_PREFIXES = (DEBATE_PREFIX, "consensus/")
+"""Groups of calls made once and read by several protocols (debates; seed 002's shared round 0)."""
 ANY_MODEL = "*"  # price table entry for models not listed
 WHOLE_ESSAY = "*"  # the trait of a call that scores every trait at once
 PER_MILLION = 1_000_000
@@ -75,6 +81,8 @@ class CallCost:
     @classmethod
     def of(cls, record: AgentRecord) -> CallCost:
         reads = record.context.get("debate") or []
+        reads = list(reads) if isinstance(reads, list) else []
+        reads += [record.context[k] for k in ("own_previous", "other_previous") if k in record.context]
         return cls(
             key=record.key,
             essay_id=record.essay_id,
@@ -87,7 +95,7 @@ class CallCost:
             completion_tokens=record.usage.completion_tokens,
             cached=record.cached,
             error=record.error is not None,
-            reads=tuple(str(k) for k in reads) if isinstance(reads, list) else (),
+            reads=tuple(str(k) for k in reads),
         )
 
 
@@ -147,7 +155,7 @@ class GroupCost:
 
 @dataclass
 class ProtocolCost:
-    """A protocol's cost, with its shared debates counted three ways (see the module docstring)."""
+    """A protocol's cost, with the shared calls it read counted three ways (see the module docstring)."""
 
     own: Tally
     shared: Tally
@@ -207,19 +215,52 @@ def _as_calls(records: RunStore | Iterable[AgentRecord | CallCost]) -> list[Call
     return [c if isinstance(c, CallCost) else CallCost.of(c) for c in items]
 
 
-def _readers(calls: Sequence[CallCost]) -> dict[str, set[str]]:
-    """Debate record key -> the protocols whose Judges read it."""
-    readers: dict[str, set[str]] = defaultdict(set)
+def is_shared(group: str) -> bool:
+    return group.startswith(SHARED_PREFIXES)
+
+
+def _reads(calls: Sequence[CallCost], protocols: Sequence[str]) -> dict[str, set[str]]:
+    """Protocol -> keys of the shared records it read: from the records' links, and for configured consensus
+    protocols without rounds (StrictJudge, LenientJudge) the shared round-0 call of their role."""
+    from madrag.protocols.consensus import consensus_protocol
+
+    reads: dict[str, set[str]] = defaultdict(set)
+    shared_keys = {c.key for c in calls if is_shared(c.group)}
     for call in calls:
-        for key in call.reads:
-            readers[key].add(call.group)
+        reads[call.group].update(k for k in call.reads if k in shared_keys)
+    for name in protocols:
+        proto = consensus_protocol(name)
+        if proto is None or proto.rounds or not is_shared(proto.namespace(0)):
+            continue
+        roles = {a.role for a in proto.agents}
+        reads[name].update(c.key for c in calls if c.group == proto.namespace(0) and c.role in roles)
+    return {p: keys for p, keys in reads.items() if keys or not is_shared(p)}
+
+
+def _readers(reads: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Shared record key -> the protocols that read it."""
+    readers: dict[str, set[str]] = defaultdict(set)
+    for protocol, keys in reads.items():
+        for key in keys:
+            readers[key].add(protocol)
     return readers
 
 
-def cost_report(records: RunStore | Iterable[AgentRecord | CallCost], prices: Prices | None = None) -> CostReport:
-    """Tally a run's records (a store, records, or the ``calls`` of an earlier report)."""
+def cost_report(
+    records: RunStore | Iterable[AgentRecord | CallCost],
+    prices: Prices | None = None,
+    protocols: Sequence[str] | None = None,
+) -> CostReport:
+    """Tally a run's records (a store, records, or the ``calls`` of an earlier report). ``protocols``: the run's
+    configured protocol names (default: those in a store's configuration), for protocols that make no call of
+    their own (StrictJudge and LenientJudge read the shared round-0 calls)."""
+    if protocols is None and isinstance(records, RunStore):
+        from madrag.results import configured_protocols
+
+        protocols = configured_protocols(records)
     calls = _as_calls(records)
-    readers = _readers(calls)
+    reads = _reads(calls, protocols or [])
+    readers = _readers(reads)
     total, unattributed = Tally(), Tally()
     groups: dict[str, GroupCost] = defaultdict(GroupCost)
     by_model: dict[str, Tally] = defaultdict(Tally)
@@ -236,7 +277,7 @@ def cost_report(records: RunStore | Iterable[AgentRecord | CallCost], prices: Pr
         group.tally.add(call, price)
         group.units.add((call.essay_id, call.trait))
         group.per_essay = group.per_essay and call.trait == WHOLE_ESSAY
-        if not call.group.startswith(DEBATE_PREFIX):
+        if not is_shared(call.group):
             own[call.group].add(call, price)
             attributed[call.group].add(call, price)
             continue
@@ -246,24 +287,24 @@ def cost_report(records: RunStore | Iterable[AgentRecord | CallCost], prices: Pr
         for protocol in who:
             shared[protocol].add(call, price)
             attributed[protocol].add(call, price, 1 / len(who))
-    protocols = {
-        name: ProtocolCost(own[name], shared[name], attributed[name], *_debate_links(name, calls, readers))
-        for name in sorted(own)
+    group_of = {c.key: c.group for c in calls}
+    by_protocol = {
+        name: ProtocolCost(own[name], shared[name], attributed[name], *_links(name, reads, readers, group_of))
+        for name in sorted(set(own) | set(shared))
     }
     return CostReport(
-        total, dict(groups), protocols, unattributed, dict(by_model), dict(by_role), dict(per_unit), calls,
+        total, dict(groups), by_protocol, unattributed, dict(by_model), dict(by_role), dict(per_unit), calls,
         priced=prices is not None,
     )  # fmt: skip
 
 
-def _debate_links(
-    protocol: str, calls: Sequence[CallCost], readers: dict[str, set[str]]
+def _links(
+    protocol: str, reads: Mapping[str, set[str]], readers: Mapping[str, set[str]], group_of: Mapping[str, str]
 ) -> tuple[list[str], list[str]]:
-    """(debate groups ``protocol`` read, other protocols that read the same debate records)."""
-    keys = {key for c in calls if c.group == protocol for key in c.reads}
-    groups = {c.group for c in calls if c.key in keys}
+    """(shared groups ``protocol`` read, other protocols that read the same shared records)."""
+    keys = reads.get(protocol, set())
     others = {p for key in keys for p in readers.get(key, set())} - {protocol}
-    return sorted(groups), sorted(others)
+    return sorted({group_of[k] for k in keys}), sorted(others)
 
 
 # -- dry runs -----------------------------------------------------------------------------------------------
@@ -312,9 +353,12 @@ def estimate_run(
     if missing:
         have = ", ".join(sorted(report.protocols)) or "none"
         raise InputError(f"the sample has no records of protocol(s) {', '.join(missing)} (it has: {have})")
-    needed = sorted({g for p in chosen for g in [p, *report.protocols[p].debates]})
+    # a protocol without calls of its own (StrictJudge: the shared round 0 only) has no group of its own
+    needed = sorted({g for p in chosen for g in [p, *report.protocols[p].debates] if g in report.groups})
     groups = {g: _scaled_group(report.groups[g], n_essays, n_traits) for g in needed}
-    per_protocol = {p: sum((groups[g] for g in [p, *report.protocols[p].debates]), start=Tally()) for p in chosen}
+    per_protocol = {
+        p: sum((groups[g] for g in [p, *report.protocols[p].debates] if g in groups), start=Tally()) for p in chosen
+    }
     return RunEstimate(
         n_essays=n_essays,
         n_traits=n_traits,
@@ -353,18 +397,22 @@ def _line(label: str, t: Tally, priced: bool) -> str:
 
 
 def _unit_summary(report: CostReport) -> list[str]:
-    units = list(report.per_unit.values())
-    if not units:
-        return []
-    calls = sorted(u.calls for u in units)
-    tokens = [u.prompt_tokens + u.completion_tokens for u in units]
-    line = (
-        f"per essay-trait ({len(units)}): calls mean {sum(calls) / len(units):.2f}, max {calls[-1]:.0f}; "
-        f"tokens mean {sum(tokens) / len(units):,.0f}, max {max(tokens):,.0f}"
-    )
-    if report.priced:
-        line += f"; spend mean {_money(sum(u.spend for u in units) / len(units))}"
-    return [line]
+    """Mean and max per essay-trait (per-trait calls) and per essay (calls that score every trait at once)."""
+    lines = []
+    for label, whole in (("per essay-trait", False), ("per essay, calls scoring every trait", True)):
+        units = [t for (_essay, trait), t in report.per_unit.items() if (trait == WHOLE_ESSAY) == whole]
+        if not units:
+            continue
+        calls = sorted(u.calls for u in units)
+        tokens = [u.prompt_tokens + u.completion_tokens for u in units]
+        line = (
+            f"{label} ({len(units)}): calls mean {sum(calls) / len(units):.2f}, max {calls[-1]:.0f}; "
+            f"tokens mean {sum(tokens) / len(units):,.0f}, max {max(tokens):,.0f}"
+        )
+        if report.priced:
+            line += f"; spend mean {_money(sum(u.spend for u in units) / len(units))}"
+        lines.append(line)
+    return lines
 
 
 def render_report(report: CostReport) -> str:
@@ -374,18 +422,19 @@ def render_report(report: CostReport) -> str:
         f"requests per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
         f"errors {t.errors:,.0f}" + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
         *_unit_summary(report),
-        "by protocol (own = its Judge calls; shared = debates it read, whole; attributed = own + equal share):",
+        "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "
+        "attributed = own + equal share):",
     ]
     for name, pc in report.protocols.items():
-        with_ = f" (debates {', '.join(pc.debates)} shared with {', '.join(pc.shared_with)})" if pc.shared_with else ""
+        with_ = f" (shared {', '.join(pc.debates)} with {', '.join(pc.shared_with)})" if pc.shared_with else ""
         lines += [
             f"  {name}{with_}",
             "    " + _line("own", pc.own, priced),
-            "    " + _line("shared debates", pc.shared, priced),
+            "    " + _line("shared calls read", pc.shared, priced),
             "    " + _line("attributed", pc.attributed, priced),
         ]
     if report.unattributed.calls:
-        lines.append("  " + _line("debates no Judge read", report.unattributed, priced))
+        lines.append("  " + _line("shared calls nothing read", report.unattributed, priced))
     lines.append("by model:")
     lines += ["  " + _line(model or "(unknown)", tally, priced) for model, tally in sorted(report.by_model.items())]
     lines.append("by role:")
