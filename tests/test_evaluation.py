@@ -275,3 +275,9 @@ def test_wide_layout_keeps_order_and_never_merges_traits() -> None:
     assert list(table.index) == ["B", "A"] and list(table.columns) == ["Ideas", "Ideas and Content"]
     assert table.loc["A", "Ideas and Content"] == 0.4
     assert list(wide(long[long.trait == "Ideas"]).columns) == ["Idea"]
+
+
+def test_table_cells_never_show_negative_zero() -> None:
+    from madrag.evaluation_tables import fmt
+
+    assert fmt(-1e-17, 3) == "0.000" and fmt(-0.25, 3) == "-0.250" and fmt(float("nan")) == "—" and fmt(None) == "—"

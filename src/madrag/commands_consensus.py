@@ -32,5 +32,5 @@ def eval_consensus_command(
     agent_scores, refs, _config = load_consensus_run(run_dir)
     evaluation = evaluate_consensus(agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline)
     written = save_consensus(evaluation, out or run_dir / "consensus")
-    console.print(render_markdown(evaluation), markup=False, highlight=False)
+    typer.echo(render_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)

@@ -47,10 +47,10 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
 
 
 def fmt(value: Any, digits: int = 2) -> str:
-    """A number for a table cell; NaN / None as an em dash."""
+    """A number for a table cell; NaN / None as an em dash; a value that rounds to zero as zero, not -0.00."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+    return f"{round(value, digits) + 0.0:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def _cells(rows: list[dict[str, Any]], text: Callable[[dict[str, Any]], str]) -> pd.DataFrame:
