@@ -115,16 +115,16 @@ def _meta_reply(request: ChatRequest) -> FakeReply:
         return FakeReply(text=request.choices[(seed >> (2 * len(request.prefill or ""))) % len(request.choices)])
     if request.prefill is not None:
         return FakeReply(text='The response is judged on its role, reasoning and evidence."')
+    return FakeReply(text=meta_judgment_json(seed, "The response is judged on its role, reasoning and evidence."))
+
+
+def meta_judgment_json(seed: int, reasoning: str) -> str:
+    """A canned meta-evaluator JSON judgment that varies with ``seed``: each dimension 1-3, the critical flag
+    set for one seed in five (shared by the fake provider and the stub server)."""
     scores = [1 + (seed >> (4 * i)) % 3 for i in range(3)]
-    answer = {
-        "instruction_following": scores[0],
-        "justification_quality": scores[1],
-        "evidence_grounding": scores[2],
-        "critical_flag": int(seed % 5 == 0),
-        "critical_issues_description": "",
-        "reasoning": "The response is judged on its role, reasoning and evidence.",
-    }
-    return FakeReply(text=json.dumps(answer))
+    fields = ("instruction_following", "justification_quality", "evidence_grounding")
+    judgment = {**dict(zip(fields, scores, strict=True)), "critical_flag": int(seed % 5 == 0)}
+    return json.dumps({**judgment, "critical_issues_description": "", "reasoning": reasoning})
 
 
 @dataclass

@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from madrag.providers.fake import ROLE_MARKERS
+from madrag.providers.fake import ROLE_MARKERS, meta_judgment_json
 
 HOST = "127.0.0.1"
 MODEL = "stub-model"
@@ -121,10 +121,7 @@ def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tu
     """(answer text, the score it states or None)."""
     seed = _digest(messages)
     if role == "meta_evaluator":  # seed 001's meta-evaluator: its JSON judgment
-        scores = [1 + (seed >> (4 * i)) % 3 for i in range(3)]
-        fields = ("instruction_following", "justification_quality", "evidence_grounding")
-        judgment = {**dict(zip(fields, scores, strict=True)), "critical_flag": int(seed % 5 == 0)}
-        return json.dumps({**judgment, "critical_issues_description": "", "reasoning": _words(20, seed)}), None
+        return meta_judgment_json(seed, _words(20, seed)), None
     if role in ("judge", "followup", "other"):
         lo, hi = score_range(messages)
         score = lo + seed % (hi - lo + 1)
