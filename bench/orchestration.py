@@ -46,7 +46,7 @@ from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait, load_rubric
-from madrag.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
+from madrag.pipeline.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 from madrag.testing.stub_server import MODEL, StubConfig, StubServer

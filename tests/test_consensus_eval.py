@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from madrag import consensus_eval
-from madrag.consensus_eval import (
+from madrag.evaluation import consensus as consensus_eval
+from madrag.evaluation.consensus import (
     ALL,
     DOMINANCE_COLUMNS,
     alignment_table,
@@ -29,7 +29,7 @@ from madrag.consensus_eval import (
     resolve_protocol,
     round_trajectories,
 )
-from madrag.consensus_tables import render_markdown, save_consensus
+from madrag.evaluation.consensus_tables import render_markdown, save_consensus
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.metrics import paired_bootstrap, rmse

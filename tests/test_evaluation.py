@@ -14,16 +14,16 @@ from sklearn.metrics import cohen_kappa_score
 from tests.helpers import StubBank, make_ctx
 
 from madrag.data.essay import Essay
-from madrag.error_analysis import export_errors, mentions_placeholders, placeholders
+from madrag.evaluation.errors_export import export_errors, mentions_placeholders, placeholders
 from madrag.errors import InputError
-from madrag.evaluation import HH_EVAL, HH_FULL, evaluate, wide
-from madrag.evaluation_tables import render_text, save
+from madrag.evaluation.agreement import HH_EVAL, HH_FULL, evaluate, wide
+from madrag.evaluation.tables import render_text, save
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
-from madrag.report import write_report
+from madrag.evaluation.report import write_report
 from madrag.rubric import Rubric
-from madrag.runner import run_scoring
+from madrag.pipeline.runner import run_scoring
 
 TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
 TRAITS = ["Ideas", "Organization", "Style", "Conventions"]
@@ -238,7 +238,7 @@ def test_command_functions_register_in_typer(run_dir: Path, asap: Path, tmp_path
     from typer import Typer
     from typer.testing import CliRunner
 
-    from madrag.commands_eval import errors_command, eval_command, report_command
+    from madrag.cli.evaluate import errors_command, eval_command, report_command
 
     app = Typer()
     app.command("eval")(eval_command)
@@ -278,6 +278,6 @@ def test_wide_layout_keeps_order_and_never_merges_traits() -> None:
 
 
 def test_table_cells_never_show_negative_zero() -> None:
-    from madrag.evaluation_tables import fmt
+    from madrag.evaluation.tables import fmt
 
     assert fmt(-1e-17, 3) == "0.000" and fmt(-0.25, 3) == "-0.250" and fmt(float("nan")) == "—" and fmt(None) == "—"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from madrag.evaluation import HH_FULL, human_human_table
+from madrag.evaluation.agreement import HH_FULL, human_human_table
 from madrag.rubric import load_rubric
 
 # seed 000 Table 1 (two decimals) and the data README (three decimals), in the rubric's trait order

@@ -16,7 +16,7 @@ from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric
-from madrag.runner import run_scoring
+from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 
 TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
@@ -188,7 +188,7 @@ async def test_all_six_ablation_protocols_run_and_read_back(
     tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]]
 ) -> None:
     from madrag.protocols import ABLATION
-    from madrag.results import trait_scores
+    from madrag.evaluation.run import trait_scores
 
     class SimilarBank(StubBank):
         def similar(self, essay: Essay, k: int) -> list[object]:
@@ -236,7 +236,7 @@ async def test_sa_text_mode_parses_each_trait_and_follows_up_on_missing(
 async def test_prompt_layouts_keep_the_seed_wording_and_share_prefixes(
     tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]], layout: str
 ) -> None:
-    from madrag.prefix import prefix_stats
+    from madrag.evaluation.prefix import prefix_stats
 
     essays, pool = sample
     settings = ScoringSettings(prompt_layout=layout)  # type: ignore[arg-type]

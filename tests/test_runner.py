@@ -19,7 +19,7 @@ from madrag.protocols.base import TraitScore
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
-from madrag.runner import GC_GEN0_THRESHOLD, GC_GEN1_THRESHOLD, auto_essay_concurrency, essay_width, run_scoring
+from madrag.pipeline.runner import GC_GEN0_THRESHOLD, GC_GEN1_THRESHOLD, auto_essay_concurrency, essay_width, run_scoring
 
 
 def _rubric(n_traits: int) -> Rubric:
@@ -142,7 +142,7 @@ async def test_gc_is_tuned_during_a_run_and_restored_after_success_or_failure(tm
 
 
 async def test_a_failing_call_cancels_its_siblings() -> None:
-    from madrag.concurrency import gather_or_cancel
+    from madrag.pipeline.concurrency import gather_or_cancel
 
     finished: list[str] = []
 

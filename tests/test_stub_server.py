@@ -14,8 +14,8 @@ from madrag.protocols import get_protocol
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.rubric import Rubric, Trait
-from madrag.runner import run_scoring
-from madrag.scoring import distribution_from_tokens
+from madrag.pipeline.runner import run_scoring
+from madrag.agents.judge import distribution_from_tokens
 from madrag.testing.stub_server import StubServer, classify, score_range
 
 

@@ -6,7 +6,7 @@ The public API: rubrics and essays, providers, protocols, the scoring job and th
 from madrag.agents.prompts import PromptLibrary
 from madrag.data import Essay, load_asap, load_essays, load_table, split_by_fold
 from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
-from madrag.pipeline import ScoreJob, execute
+from madrag.pipeline.job import ScoreJob, execute
 from madrag.protocols import ScoringProtocol, TraitScore, get_protocol
 from madrag.providers import ChatRequest, ChatResponse, FakeProvider, Provider, ProviderSpec
 from madrag.records import AgentRecord, ScoreResult

@@ -20,7 +20,7 @@ from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogpr
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, ScoreMode, call_key, prompt_hash
 from madrag.rubric import Trait
-from madrag.scoring import distribution_from_tokens, normalise, parse_score, summarise
+from madrag.agents.judge import distribution_from_tokens, normalise, parse_score, summarise
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 

@@ -23,7 +23,7 @@ from madrag.confidence.meta_eval import MetaMethod, MetaSummary, run_meta_evalua
 from madrag.errors import InputError
 from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
-from madrag.runner import provider_slots
+from madrag.pipeline.runner import provider_slots
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 

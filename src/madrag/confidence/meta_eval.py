@@ -23,11 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
 from madrag.agents.prompts import PromptLibrary
-from madrag.concurrency import gather_or_cancel
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.errors import ConfigError
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
 from madrag.records import AgentRecord
-from madrag.scoring import normalise
+from madrag.agents.judge import normalise
 
 META_ROLE = "meta_evaluator"
 META_PROTOCOL = "meta"

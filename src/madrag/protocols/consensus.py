@@ -12,7 +12,7 @@ ScoreMaskedMAD      strict, lenient              0 + R        2.2 Score-Masked M
 ==================  ===========================  ===========  =====================================================
 
 Each agent scores every rubric trait in one call per round (trait ``"*"``), with the machinery of
-:mod:`madrag.protocols.single_judge`: on backends with prefill + choices (the embedded model) the rationale is
+:mod:`madrag.protocols.whole_essay`: on backends with prefill + choices (the embedded model) the rationale is
 generated up to ``Scores:`` and each trait's score token is then restricted to its valid scores; elsewhere each
 ``<Trait>: N`` line is parsed, with one follow-up request for missing traits. The paper asks for one JSON object
 per answer (A.1, C.1); madrag keeps its ``Scores:`` block instead, which every backend can produce and parse
@@ -46,11 +46,11 @@ from typing import Any
 import pandas as pd
 
 from madrag.agents.calls import AgentCall, CallContext
-from madrag.concurrency import gather_or_cancel
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.data.essay import Essay, round_half_up
 from madrag.errors import ConfigError
 from madrag.protocols.base import TraitScore
-from madrag.protocols.consensus_prompts import (
+from madrag.agents.roles import (
     LENIENT,
     NEUTRAL_A,
     NEUTRAL_B,
@@ -60,7 +60,7 @@ from madrag.protocols.consensus_prompts import (
     adjust_messages,
     initial_messages,
 )
-from madrag.protocols.single_judge import all_traits_values, expand_trait_scores, judge_all_traits
+from madrag.protocols.whole_essay import all_traits_values, expand_trait_scores, judge_all_traits
 from madrag.records import AgentRecord, call_key
 from madrag.rubric import Rubric
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.consensus_eval import ALL, ConsensusEvaluation
-from madrag.evaluation import wide
-from madrag.evaluation_tables import fmt, markdown_table
+from madrag.evaluation.consensus import ALL, ConsensusEvaluation
+from madrag.evaluation.agreement import wide
+from madrag.evaluation.tables import fmt, markdown_table
 
 
 def _cells(frame: pd.DataFrame, value: str, digits: int = 3) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Command functions for ``madrag eval``, ``madrag errors`` and ``madrag report`` (registered in cli.py).
+"""Command functions for ``madrag eval``, ``madrag errors`` and ``madrag report`` (registered in app.py).
 
 They are plain functions with typer annotations, so the CLI registers them with ``app.command("eval")(...)``
 and tests can call them directly. Bad input raises :class:`~madrag.errors.InputError`.
@@ -54,8 +54,8 @@ def eval_command(
 ) -> None:
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown."""
-    from madrag.evaluation import evaluate, human_human_table, wide
-    from madrag.evaluation_tables import rich_tables, save, summary_line
+    from madrag.evaluation.agreement import evaluate, human_human_table, wide
+    from madrag.evaluation.tables import rich_tables, save, summary_line
 
     if run_dir is None:
         if data is None or rubric is None:
@@ -95,7 +95,7 @@ def errors_command(
 ) -> None:
     """Export high-disagreement essay-traits (raters within 1 point, a protocol off by more than 1 from their
     mean) with essays, scores, rationales and debates, ready for qualitative coding (seed 000, 4.4)."""
-    from madrag.error_analysis import export_errors
+    from madrag.evaluation.errors_export import export_errors
 
     result = export_errors(_need_run(run_dir), out, focus=protocol)
     counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
@@ -110,7 +110,7 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML report: QWK plots, confusion matrices, score distributions, the
     extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
-    from madrag.report import write_report
+    from madrag.evaluation.report import write_report
 
     path = write_report(_need_run(run_dir), bootstrap=bootstrap, seed=seed, out=out)
     console.print(f"wrote {path}", markup=False)

@@ -17,13 +17,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from madrag.commands_confidence import confidence_app
-from madrag.commands_consensus import eval_consensus_command
-from madrag.commands_costs import costs_command
-from madrag.commands_eval import errors_command, eval_command, report_command
+from madrag.cli.confidence import confidence_app
+from madrag.cli.consensus import eval_consensus_command
+from madrag.cli.costs import costs_command
+from madrag.cli.evaluate import errors_command, eval_command, report_command
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
-from madrag.pipeline import JobResult, ScoreJob, default_cache_dir, execute
+from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION, available
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import consensus_protocol
@@ -250,8 +250,8 @@ def score(
 
 def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     """Score ``sample`` essays into ``<run-dir>/dry-run`` (real calls) and extrapolate to the full selection."""
-    from madrag.costs import estimate_run, load_prices, render_text
-    from madrag.pipeline import select_essays
+    from madrag.evaluation.costs import estimate_run, load_prices, render_text
+    from madrag.pipeline.job import select_essays
     from madrag.store import RunStore
 
     if sample < 1:
@@ -382,7 +382,7 @@ def runs_export(
     """Export a run's trait scores (CSV/JSONL) or its agent-call records (JSONL)."""
     import json
 
-    from madrag.results import score_rows, trait_scores
+    from madrag.evaluation.run import score_rows, trait_scores
     from madrag.rubric import Rubric
     from madrag.store import RunStore, write_scores_csv
 

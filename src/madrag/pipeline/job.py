@@ -26,11 +26,11 @@ from madrag.errors import InputError
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.protocols.consensus_prompts import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
+from madrag.agents.roles import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
 from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
-from madrag.runner import run_scoring
+from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 

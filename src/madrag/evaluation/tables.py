@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.evaluation import HH_EVAL, HH_FULL, Evaluation, wide
+from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from madrag.agents.calls import CallContext
-from madrag.concurrency import gather_or_cancel
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric

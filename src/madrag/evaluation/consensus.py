@@ -17,7 +17,7 @@ Works on the long frame of agent scores that :func:`madrag.protocols.consensus.a
 * :func:`paired_rmse`: RMSE(protocol) - RMSE(Single Judge) on the same essay-traits, essay-level paired
   bootstrap (the significance tests of Section 4.1 / Appendix F).
 
-Every metric is computed on essay-traits with a known reference. Tables and files: :mod:`madrag.consensus_tables`.
+Every metric is computed on essay-traits with a known reference. Tables and files: :mod:`madrag.evaluation.consensus_tables`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.evaluation import open_store, stored_config
+from madrag.evaluation.run import open_store, stored_config
 from madrag.metrics import paired_bootstrap, rmse, spearman
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, agent_scores_frame
 from madrag.rubric import Rubric, Trait
@@ -372,7 +372,7 @@ def paired_rmse(
 
 @dataclass
 class ConsensusEvaluation:
-    """Every table of the consensus study, in long form (see :mod:`madrag.consensus_tables` for display)."""
+    """Every table of the consensus study, in long form (see :mod:`madrag.evaluation.consensus_tables` for display)."""
 
     alignment: pd.DataFrame
     trajectories: pd.DataFrame

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from madrag.costs import (
+from madrag.evaluation.costs import (
     WHOLE_ESSAY,
     CostReport,
     RunEstimate,
@@ -23,7 +23,7 @@ from madrag.costs import (
     report_to_dict,
 )
 from madrag.errors import InputError
-from madrag.prefix import prefix_stats
+from madrag.evaluation.prefix import prefix_stats
 from madrag.store import RunStore
 
 PRICES_HELP = (

@@ -18,8 +18,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from madrag.data.essay import Essay
-from madrag.error_analysis import Sources, debate_turns, judge_for, load_sources
-from madrag.evaluation import (
+from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
+from madrag.evaluation.agreement import (
     HH_EVAL,
     HH_FULL,
     Evaluation,
@@ -29,7 +29,7 @@ from madrag.evaluation import (
     trait_label,
     wide,
 )
-from madrag.evaluation_tables import display_tables, fmt
+from madrag.evaluation.tables import display_tables, fmt
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 

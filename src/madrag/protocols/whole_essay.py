@@ -38,7 +38,7 @@ from madrag.protocols.base import TraitScore
 from madrag.providers.base import ChatResponse, Message
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
-from madrag.scoring import normalise, summarise
+from madrag.agents.judge import normalise, summarise
 
 
 def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | None = None) -> list[TraitScore]:

@@ -255,7 +255,7 @@ def cost_report(
     configured protocol names (default: those in a store's configuration), for protocols that make no call of
     their own (StrictJudge and LenientJudge read the shared round-0 calls)."""
     if protocols is None and isinstance(records, RunStore):
-        from madrag.results import configured_protocols
+        from madrag.evaluation.run import configured_protocols
 
         protocols = configured_protocols(records)
     calls = _as_calls(records)

@@ -26,8 +26,8 @@ def eval_consensus_command(
     out: Annotated[Path | None, typer.Option(help="Folder for the tables (default <run-dir>/consensus).")] = None,
 ) -> None:
     """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002)."""
-    from madrag.consensus_eval import evaluate_consensus, load_consensus_run
-    from madrag.consensus_tables import render_markdown, save_consensus
+    from madrag.evaluation.consensus import evaluate_consensus, load_consensus_run
+    from madrag.evaluation.consensus_tables import render_markdown, save_consensus
 
     agent_scores, refs, _config = load_consensus_run(run_dir)
     evaluation = evaluate_consensus(agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline)

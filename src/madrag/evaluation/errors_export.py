@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.errors import InputError
-from madrag.evaluation import RunData, load_run, open_store
+from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 

@@ -23,7 +23,7 @@ from madrag.errors import InputError
 from madrag.metrics import bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
-from madrag.results import trait_scores
+from madrag.evaluation.run import RunData, load_run
 from madrag.rubric import Rubric, Trait
 from madrag.store import RunStore
 
@@ -37,7 +37,6 @@ SHORT_LABELS = {
     "style": "Sty.",
     "conventions": "Cnv.",
 }
-PAPER_ORDER = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
 HH_FULL = "Human-Human (full data file)"
 HH_EVAL = "Human-Human (evaluated essays)"
 EXTREME_COLUMNS = ["protocol", "trait", "label", "n", "n_scored", "n_unusable", "n_conflict", "agree_at_1", "mae"]
@@ -48,83 +47,6 @@ QWK_COLUMNS = ["protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n
 def trait_label(name: str) -> str:
     """The paper's short column label (Idea, Org., Voc., Word, Sent, Sty., Cnv.); other traits keep their name."""
     return SHORT_LABELS.get(name.strip().casefold(), name)
-
-
-@dataclass
-class RunData:
-    """What a finished (or partial) run holds, read once from its store."""
-
-    run_dir: Path
-    rubric: Rubric
-    essays: list[Essay]
-    scores: list[TraitScore]
-    protocols: list[str]
-    data_path: Path | None
-    config: dict[str, Any] = field(default_factory=dict)
-    judges: list[AgentRecord] = field(default_factory=list)  # every Judge record (rationales, exemplars, debate)
-
-    def score_map(self) -> dict[tuple[str, str, str], TraitScore]:
-        """(protocol, essay id, trait) -> the protocol's final score."""
-        return {(s.protocol, s.essay_id, s.trait): s for s in self.scores}
-
-
-def open_store(run_dir: Path) -> RunStore:
-    """The run's store; an InputError (not a new empty store) when ``run_dir`` holds no run."""
-    db = Path(run_dir) / "store.sqlite"
-    if not db.is_file():
-        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    return RunStore(db)
-
-
-def order_protocols(found: set[str], configured: list[str]) -> list[str]:
-    """The run's configured order, else the paper's ablation order, then any others alphabetically."""
-    ordered = [p for p in configured if p in found]
-    ordered += [p for p in PAPER_ORDER if p in found and p not in ordered]
-    return ordered + sorted(found - set(ordered))
-
-
-class _JudgeRecords:
-    """A run store whose Judge records were already read: they are served from memory, other records (the
-    consensus protocols' agents) from the store, so each record is parsed once (parsing dominates the time of
-    evaluating a large run)."""
-
-    def __init__(self, judges: list[AgentRecord], store: RunStore) -> None:
-        self._judges = judges
-        self._store = store
-
-    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
-        if role == "judge":
-            return (r for r in self._judges if protocol in (None, r.protocol))
-        return self._store.records(protocol=protocol, role=role)
-
-
-def stored_config(store: RunStore, run_dir: Path) -> tuple[dict[str, Any], Rubric, list[str]]:
-    """(configuration, rubric, configured protocol names) a run stored when it started; InputError when it has
-    none."""
-    config = store.get_meta("config")
-    if not isinstance(config, dict) or "rubric" not in config:
-        raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
-    names = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
-    return config, Rubric.model_validate(config["rubric"]), names
-
-
-def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
-    """Read rubric, essays, Judge records and final trait scores of a run; ``data_path`` overrides the stored
-    data file."""
-    store = open_store(run_dir)
-    try:
-        config, rubric, configured = stored_config(store, run_dir)
-        essays = store.essays()
-        judges = list(store.records(role="judge"))
-        # Judge records already read are served from memory (parsing dominates a large run); the consensus
-        # protocols' agent records (seed 002) are read from the store by their namespaces
-        scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
-    finally:
-        store.close()
-    stored = config.get("data")
-    path = data_path or (Path(stored) if stored else None)
-    protocols = order_protocols({s.protocol for s in scores}, configured)
-    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, judges)
 
 
 # -- QWK table ------------------------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""The one reader of a run: its store (``open_store``), its stored configuration (``stored_config``), its essays,
+Judge records and final trait scores (``load_run``, ``trait_scores``), and flat score rows for export."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from madrag.data.essay import Essay
+from madrag.errors import InputError
+from madrag.protocols.base import TraitScore
+from madrag.protocols.consensus import record_namespaces, stored_trait_scores
+from madrag.protocols.whole_essay import expand_trait_scores
+from madrag.protocols.trait_judge import combine_judges
+from madrag.records import AgentRecord
+from madrag.rubric import Rubric
+from madrag.store import RunStore
+
+PAPER_ORDER = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
+
+
+@dataclass
+class RunData:
+    """What a finished (or partial) run holds, read once from its store."""
+
+    run_dir: Path
+    rubric: Rubric
+    essays: list[Essay]
+    scores: list[TraitScore]
+    protocols: list[str]
+    data_path: Path | None
+    config: dict[str, Any] = field(default_factory=dict)
+    judges: list[AgentRecord] = field(default_factory=list)  # every Judge record (rationales, exemplars, debate)
+
+    def score_map(self) -> dict[tuple[str, str, str], TraitScore]:
+        """(protocol, essay id, trait) -> the protocol's final score."""
+        return {(s.protocol, s.essay_id, s.trait): s for s in self.scores}
+
+
+def open_store(run_dir: Path) -> RunStore:
+    """The run's store; an InputError (not a new empty store) when ``run_dir`` holds no run."""
+    db = Path(run_dir) / "store.sqlite"
+    if not db.is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    return RunStore(db)
+
+
+def order_protocols(found: set[str], configured: list[str]) -> list[str]:
+    """The run's configured order, else the paper's ablation order, then any others alphabetically."""
+    ordered = [p for p in configured if p in found]
+    ordered += [p for p in PAPER_ORDER if p in found and p not in ordered]
+    return ordered + sorted(found - set(ordered))
+
+
+class _JudgeRecords:
+    """A run store whose Judge records were already read: they are served from memory, other records (the
+    consensus protocols' agents) from the store, so each record is parsed once (parsing dominates the time of
+    evaluating a large run)."""
+
+    def __init__(self, judges: list[AgentRecord], store: RunStore) -> None:
+        self._judges = judges
+        self._store = store
+
+    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        if role == "judge":
+            return (r for r in self._judges if protocol in (None, r.protocol))
+        return self._store.records(protocol=protocol, role=role)
+
+
+def stored_config(store: RunStore, run_dir: Path) -> tuple[dict[str, Any], Rubric, list[str]]:
+    """(configuration, rubric, configured protocol names) a run stored when it started; InputError when it has
+    none."""
+    config = store.get_meta("config")
+    if not isinstance(config, dict) or "rubric" not in config:
+        raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
+    names = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
+    return config, Rubric.model_validate(config["rubric"]), names
+
+
+def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
+    """Read rubric, essays, Judge records and final trait scores of a run; ``data_path`` overrides the stored
+    data file."""
+    store = open_store(run_dir)
+    try:
+        config, rubric, configured = stored_config(store, run_dir)
+        essays = store.essays()
+        judges = list(store.records(role="judge"))
+        # Judge records already read are served from memory (parsing dominates a large run); the consensus
+        # protocols' agent records (seed 002) are read from the store by their namespaces
+        scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
+    finally:
+        store.close()
+    stored = config.get("data")
+    path = data_path or (Path(stored) if stored else None)
+    protocols = order_protocols({s.protocol for s in scores}, configured)
+    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, judges)
+
+
+def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
+    """One TraitScore per (protocol, essay, trait) from the stored records: the Judge records of the seed 000
+    protocols, and the final-round agent records of seed 002's consensus protocols (SingleJudge ... ScoreMaskedMAD,
+    :func:`madrag.protocols.consensus.stored_trait_scores`). Those are found by the configured protocol names -
+    ``protocols``, else the names in the store's configuration - because the shared round-0 calls
+    (``consensus/init``) belong to every protocol that uses them."""
+    groups: dict[tuple[str, str, str], list[AgentRecord]] = defaultdict(list)
+    for record in store.records(role="judge"):
+        groups[(record.protocol, record.essay_id, record.trait)].append(record)
+    out: list[TraitScore] = []
+    for (protocol, _essay, trait_name), records in groups.items():
+        if trait_name == "*":  # one call scored every trait (SA, SARAG)
+            out.extend(expand_trait_scores(records[0], rubric))
+            continue
+        records.sort(key=lambda r: r.index)
+        out.append(combine_judges(protocol, rubric.trait(trait_name), records))
+    names = list(protocols) if protocols is not None else configured_protocols(store)
+    spaces = record_namespaces(names)
+    if spaces:
+        found = (r for space in sorted(spaces) for r in store.records(protocol=space))
+        out.extend(stored_trait_scores(found, rubric, names))
+    return out
+
+
+def configured_protocols(store: RunStore) -> list[str]:
+    """The protocol names of the run's stored configuration ([] when there is none)."""
+    get_meta = getattr(store, "get_meta", None)
+    config = get_meta("config") if get_meta is not None else None
+    if not isinstance(config, dict):
+        return []
+    return [str(p["name"]) for p in config.get("protocols", []) if isinstance(p, dict) and "name" in p]
+
+
+def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:
+    """Flat rows (essay x trait x protocol) for CSV/JSONL export and tables."""
+    by_id = {e.id: e for e in essays}
+    rows = []
+    for s in scores:
+        essay = by_id.get(s.essay_id)
+        trait = rubric.trait(s.trait)
+        result = s.result
+        rows.append(
+            {
+                "essay_id": s.essay_id,
+                "protocol": s.protocol,
+                "trait": s.trait,
+                "score": s.score,
+                "reference": essay.reference(trait) if essay else None,
+                "rater1": essay.rater(trait.name, 0) if essay else None,
+                "rater2": essay.rater(trait.name, 1) if essay else None,
+                "score_mode": result.mode if result else "failed",
+                "expected": None if result is None or result.expected is None else round(result.expected, 4),
+                "distribution": None if result is None else result.distribution,
+                "n_judges": s.n_judges,
+                "rationale": s.rationale,
+            }
+        )
+    return rows
