@@ -2,7 +2,8 @@
 
 Single Judge vs Strict / Lenient role judges vs Consensus, Symmetric and Score-Masked MAD: RMSE and Spearman
 against the human reference, mean predicted score and its shift from the Single Judge, round-by-round
-trajectories (mean score, strict-lenient gap), the dominance analysis and paired bootstrap comparisons.
+trajectories (mean score, strict-lenient gap), the dominance analysis and paired bootstrap comparisons. The
+command is a plain function with typer annotations, registered by :mod:`madrag.cli.app`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-console = Console()
+from madrag.cli.output import console
 
 
 def eval_consensus_command(
