@@ -9,6 +9,7 @@ import math
 import re
 from typing import Literal
 
+from madrag.metrics import round_half_up
 from madrag.providers.base import TokenLogprob, TopLogprob
 from madrag.records import ScoreMode, ScoreResult
 from madrag.rubric import Trait
@@ -88,7 +89,7 @@ def summarise(
     if report == "argmax" and argmax is not None:
         reported = argmax
     elif report == "expected" and expected is not None:
-        reported = math.floor(expected + 0.5)
+        reported = round_half_up(expected)
     else:
         reported = parsed
         report = "parsed"
