@@ -15,23 +15,25 @@ from scipy import stats
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.evaluation import consensus as consensus_eval
+from madrag.evaluation import run as run_reader
 from madrag.evaluation.consensus import (
     ALL,
     DOMINANCE_COLUMNS,
     alignment_table,
-    base_name,
     dominance,
     evaluate_consensus,
-    load_consensus_run,
-    order_protocols,
     paired_rmse,
+    round_trajectories,
+)
+from madrag.evaluation.consensus_frames import (
+    base_name,
+    order_protocols,
     predictions,
     references_frame,
     resolve_protocol,
-    round_trajectories,
 )
-from madrag.evaluation.consensus_tables import render_markdown, save_consensus
+from madrag.evaluation.run import load_consensus_run
+from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 from madrag.metrics import paired_bootstrap, rmse
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
@@ -408,7 +410,7 @@ def test_constant_predictions_give_nan_spearman_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ev = evaluate_consensus(frame, refs, bootstrap=50, seed=0)
-        render_markdown(ev)
+        render_consensus_markdown(ev)
     strict = cell(ev.alignment, protocol="StrictJudge", trait=ALL)
     assert math.isnan(strict["spearman"]) and strict["mean_pred"] == 2.0
     assert strict["rmse"] == pytest.approx(np.sqrt(np.mean((refs["reference"] - 2.0) ** 2)))
@@ -497,7 +499,7 @@ def test_load_consensus_run_passes_records_and_consensus_protocols(
         seen.update(keys=[r.key for r in records], traits=rubric.trait_names, protocols=list(protocols))
         return agent_frame(n_essays=1)
 
-    monkeypatch.setattr(consensus_eval, "agent_scores_frame", fake_frame)
+    monkeypatch.setattr(run_reader, "agent_scores_frame", fake_frame)
     run = _store(tmp_path, ["MAD", "SingleJudge", "ConsensusMAD[rounds=2]"])
     frame, refs, config = load_consensus_run(run)
     assert seen == {"keys": ["k1"], "traits": TRAITS, "protocols": ["SingleJudge", "ConsensusMAD[rounds=2]"]}

@@ -255,9 +255,9 @@ def cost_report(
     configured protocol names (default: those in a store's configuration), for protocols that make no call of
     their own (StrictJudge and LenientJudge read the shared round-0 calls)."""
     if protocols is None and isinstance(records, RunStore):
-        from madrag.evaluation.run import configured_protocols
+        from madrag.evaluation.run import run_config
 
-        protocols = configured_protocols(records)
+        protocols = run_config(records)[1]
     calls = _as_calls(records)
     reads = _reads(calls, protocols or [])
     readers = _readers(reads)
