@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from madrag.rubric import Trait
-
 if TYPE_CHECKING:  # madrag.data.essay imports this module (the rounding rule below)
     from madrag.data.essay import Essay
 
@@ -117,12 +115,6 @@ def rater_pairs(
             a.append(x)
             b.append(y)
     return a, b
-
-
-def human_human_qwk(essays: Iterable[Essay], trait: Trait) -> float:
-    """QWK of rater 1 vs rater 2 on the essays where both exist (seed 000 Table 1, Human-Human row)."""
-    a, b = rater_pairs(essays, trait.name)
-    return qwk(a, b, trait.min, trait.max)
 
 
 def rmse(a: ArrayLike, b: ArrayLike) -> float:
