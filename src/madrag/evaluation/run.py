@@ -24,6 +24,7 @@ from madrag.rubric import Rubric
 from madrag.store import RunStore
 
 PAPER_ORDER = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
+"""Seed 000's ablation order: how a run's protocols are listed when its configuration does not order them."""
 
 
 @dataclass
@@ -52,7 +53,7 @@ def open_store(run_dir: Path) -> RunStore:
     return RunStore(db)
 
 
-def order_protocols(found: set[str], configured: list[str]) -> list[str]:
+def _ordered_protocols(found: set[str], configured: list[str]) -> list[str]:
     """The run's configured order, else the paper's ablation order, then any others alphabetically."""
     ordered = [p for p in configured if p in found]
     ordered += [p for p in PAPER_ORDER if p in found and p not in ordered]
@@ -69,6 +70,7 @@ class _JudgeRecords:
         self._store = store
 
     def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        """The records of :meth:`RunStore.records`, Judge records from memory."""
         if role == "judge":
             return (r for r in self._judges if protocol in (None, r.protocol))
         return self._store.records(protocol=protocol, role=role)
@@ -108,7 +110,7 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
         store.close()
     stored = config.get("data")
     path = data_path or (Path(stored) if stored else None)
-    protocols = order_protocols({s.protocol for s in scores}, configured)
+    protocols = _ordered_protocols({s.protocol for s in scores}, configured)
     return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, judges)
 
 
