@@ -60,6 +60,9 @@ COMPARISON_COLUMNS = [
 FloatArray = NDArray[np.float64]
 
 
+# -- row order and pooling ------------------------------------------------------------------------------
+
+
 def _trait_order(refs: pd.DataFrame, *frames: pd.DataFrame) -> list[str]:
     """Traits in the references' (rubric) order, then any others as they appear; never ``all``."""
     names = [*refs["trait"].tolist(), *(t for f in frames for t in f["trait"].tolist())]
@@ -102,6 +105,7 @@ def _with_baseline(pairs: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
 
 
 def _mean(values: FloatArray) -> float:
+    """The mean; NaN for no values (numpy would warn)."""
     return float(values.mean()) if values.size else NAN
 
 
