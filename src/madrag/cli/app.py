@@ -27,7 +27,7 @@ from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION, available
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.providers import ProviderSpec, parse_role_provider
+from madrag.providers.spec import ProviderSpec, parse_role_provider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
 from madrag.settings import ScoringSettings
@@ -202,7 +202,7 @@ def score(
 ) -> None:
     """Score essays trait by trait and store one record per agent call in RUN_DIR."""
     spec = ProviderSpec(
-        kind=_choice("--provider", provider, ("llamacpp", "openai", "fake")),  # type: ignore[arg-type]
+        kind=_choice("--provider", provider, ("llamacpp", "openai", "fake")),
         model=model,
         model_path=str(model_path) if model_path else None,
         base_url=base_url,

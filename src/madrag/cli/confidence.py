@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from madrag.errors import InputError
-from madrag.providers import ProviderSpec
+from madrag.providers.spec import ProviderSpec
 from madrag.records import AgentRecord
 
 confidence_app = typer.Typer(
@@ -72,7 +72,7 @@ def meta_eval_command(
         roles=_roles(roles),
         limit=limit,
         provider=ProviderSpec(
-            kind=provider,  # type: ignore[arg-type]
+            kind=provider,
             model=model,
             model_path=str(model_path) if model_path else None,
             base_url=base_url,
