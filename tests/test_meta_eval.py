@@ -13,19 +13,16 @@ from tests.helpers import make_ctx
 
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.prompts import PromptLibrary
+from madrag.confidence.judgment import META_SCHEMA, MetaJudgment, MetaParseError, parse_meta_judgment
 from madrag.confidence.meta_eval import (
     FOLLOWUP,
     META_PROTOCOL,
     META_ROLE,
-    META_SCHEMA,
-    MetaJudgment,
-    MetaParseError,
     agent_prompts,
     judgments_frame,
     meta_evaluate,
     meta_key,
     meta_messages,
-    parse_meta_judgment,
     run_meta_evaluation,
 )
 from madrag.data.essay import Essay
