@@ -105,8 +105,8 @@ def test_per_level_picks_the_nearest_candidate(bank: ExemplarBank, pool: list[Es
 def test_per_level_records_none_for_empty_level(bank: ExemplarBank) -> None:
     levels = bank.per_level(essay("q3", "apple orchard"), IDEAS)
     assert [lv.score for lv in levels] == [0, 1, 2, 3]
-    assert levels[3].exemplar is None and not levels[3].available
-    assert all(lv.available for lv in levels[:3])
+    assert levels[3].exemplar is None
+    assert all(lv.exemplar is not None for lv in levels[:3])
 
 
 def test_query_in_pool_is_never_returned(bank: ExemplarBank, pool: list[Essay]) -> None:
