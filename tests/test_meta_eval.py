@@ -50,6 +50,7 @@ GOOD = {
 def debater_record(
     role: str = "advocate", layout: PromptLayout = "seed", text: str = "The essay quotes 'waiting'.", round_: int = 1
 ) -> AgentRecord:
+    """A debater record with the prompt its role really receives in ``layout``."""
     prompts = PromptLibrary()
     values = essay_values(prompts, ESSAY, TRAIT, "note", self_report=False)
     messages = role_messages(prompts, layout, f"{role}_system", f"{role}_user", {**values, "DEBATE_SO_FAR": ""})
@@ -67,6 +68,7 @@ def debater_record(
 
 
 def answer(**changes: object) -> str:
+    """The good judgment as JSON, with ``changes`` applied."""
     return json.dumps({**GOOD, **changes})
 
 
@@ -248,6 +250,7 @@ PICK = {"instruction_following": "3", "justification_quality": "2", "evidence_gr
 
 
 def constrained_script(request: ChatRequest) -> FakeReply:
+    """A backend for constrained mode: 70 % on :data:`PICK`'s choice, then the reasoning up to its quote."""
     assert request.prefill is not None
     if request.choices is not None:
         field = request.prefill.rsplit('"', 2)[-2]

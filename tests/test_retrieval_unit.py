@@ -26,6 +26,7 @@ IDEAS, STYLE = RUBRIC.traits
 
 
 def essay(eid: str, text: str, ideas: float | None = None, style: float | None = None) -> Essay:
+    """An essay of set 7 with one rater's Ideas / Style scores where given."""
     scores: dict[str, list[float]] = {}
     if ideas is not None:
         scores["Ideas"] = [ideas]
@@ -46,24 +47,29 @@ def make_pool() -> list[Essay]:
 
 @pytest.fixture()
 def fake() -> BagOfWordsEmbedder:
+    """The deterministic bag-of-words embedder."""
     return BagOfWordsEmbedder()
 
 
 @pytest.fixture()
 def pool() -> list[Essay]:
+    """The 12-essay pool of :func:`make_pool`."""
     return make_pool()
 
 
 @pytest.fixture()
 def bank(pool: list[Essay], fake: BagOfWordsEmbedder, tmp_path: Path) -> ExemplarBank:
+    """A bank of the pool in tmp_path, built in batches of 5."""
     return ExemplarBank.build_or_load(pool, RUBRIC, fake, tmp_path / "bank", batch_size=5)
 
 
 def ids(level: LevelExemplar) -> str | None:
+    """The id of the level's exemplar, or None."""
     return level.exemplar.essay_id if level.exemplar else None
 
 
 def brute_force_nearest(query: Essay, candidates: list[Essay], emb: Embedder) -> str:
+    """The candidate nearest to ``query`` by a full scan (what the bank must agree with)."""
     qv = emb.embed([query.text])[0]
     sims = emb.embed([c.text for c in candidates]) @ qv
     return candidates[int(np.argmax(sims))].id

@@ -178,6 +178,7 @@ def _stem(word: str) -> str:
 
 
 def content_stems(lower_words: Sequence[str]) -> set[str]:
+    """The crude stems of the content words (no stop words, longer than two letters)."""
     return {_stem(w) for w in lower_words if w not in STOPWORDS and len(w) > 2}
 
 

@@ -51,11 +51,15 @@ class MetaJob(BaseModel):
 
     @property
     def meta_dir(self) -> Path:
+        """Where the judgments' store goes: ``out_dir``, else ``<run_dir>/meta``."""
         return self.out_dir or self.run_dir / "meta"
 
 
 @dataclass
 class MetaJobResult:
+    """What a meta-evaluation job did: its run id, whether it resumed, the records selected, the summary of
+    judgments made / reused / failed, the time it took and where its store is."""
+
     run_id: str
     resumed: bool
     selected: int

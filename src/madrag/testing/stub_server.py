@@ -61,6 +61,7 @@ class StubStats:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StubStats:
+        """The stats from ``GET /stats``'s JSON (unknown keys ignored)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
@@ -89,6 +90,7 @@ class StubApp:
         self._slots = asyncio.Semaphore(config.capacity)
 
     def build(self) -> web.Application:
+        """The aiohttp application with the stub's routes."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
@@ -97,6 +99,7 @@ class StubApp:
         return app
 
     async def chat(self, request: web.Request) -> web.Response:
+        """``POST /v1/chat/completions``: a 400 for a malformed body, else the canned answer after the latency."""
         try:
             body = await request.json()
         except ValueError:
@@ -134,15 +137,18 @@ class StubApp:
             self._slots.release()
 
     async def models(self, _request: web.Request) -> web.Response:
+        """``GET /v1/models``: the one model."""
         model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
         return web.json_response({"object": "list", "data": [model]})
 
     async def get_stats(self, _request: web.Request) -> web.Response:
+        """``GET /stats``: the counters, requests by role and this process's peak memory."""
         self.stats.by_role = dict(self.roles)
         self.stats.peak_rss_kb = _peak_rss_kb()
         return web.json_response(asdict(self.stats))
 
     async def reset(self, _request: web.Request) -> web.Response:
+        """``POST /stats/reset``: zero the counters (requests still waiting or in flight stay counted)."""
         in_flight, waiting = self.stats.in_flight, self.stats.waiting
         self.stats = StubStats(in_flight=in_flight, waiting=waiting)
         self.roles.clear()
@@ -173,6 +179,7 @@ async def serve(config: StubConfig, port: int = 0, max_lifetime_s: float = 3600.
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m madrag.testing.stub_server``: parse the options and serve until the parent process dies."""
     parser = argparse.ArgumentParser(description="A local OpenAI-compatible stub server (127.0.0.1 only).")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free port, printed as READY <port>)")
     parser.add_argument("--capacity", type=int, default=32, help="requests served in parallel; more wait")
@@ -203,9 +210,11 @@ class StubServer:
 
     @property
     def base_url(self) -> str:
+        """The OpenAI-compatible base URL (``http://127.0.0.1:<port>/v1``) once started."""
         return f"http://{HOST}:{self.port}/v1"
 
     def command(self) -> list[str]:
+        """The command line that runs the stub with this configuration."""
         c = self.config
         return [
             sys.executable,
@@ -219,6 +228,7 @@ class StubServer:
         ]
 
     def start(self) -> StubServer:
+        """Start the subprocess and wait until it says which port it listens on (RuntimeError if it does not)."""
         self._log = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log)
         try:
@@ -247,14 +257,17 @@ class StubServer:
         return text[-2000:]
 
     def stats(self) -> StubStats:
+        """What the stub has seen so far (``GET /stats``)."""
         response = httpx.get(f"http://{HOST}:{self.port}/stats", timeout=10.0)
         response.raise_for_status()
         return StubStats.from_json(response.json())
 
     def reset_stats(self) -> None:
+        """Zero the stub's counters (``POST /stats/reset``)."""
         httpx.post(f"http://{HOST}:{self.port}/stats/reset", timeout=10.0).raise_for_status()
 
     def stop(self) -> None:
+        """Terminate the subprocess (killing it if it lingers) and drop its log; safe to call twice."""
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.terminate()
