@@ -36,10 +36,10 @@ from numpy.typing import NDArray
 
 from madrag.baselines.lexicon import CONNECTIVES, PRONOUNS, STOPWORDS, SUBORDINATORS, english_lexicon
 from madrag.errors import MadragError
+from madrag.placeholders import PLACEHOLDER as _PLACEHOLDER
 
 PLACEHOLDER_KINDS = ("CAPS", "PERSON", "NUM", "LOCATION", "DATE", "ORGANIZATION", "TIME", "MONTH", "MONEY")
 PUNCTUATION = {"comma": ",", "period": ".", "exclaim": "!", "question": "?", "semicolon": ";", "colon": ":"}
-_PLACEHOLDER = re.compile(r"@([A-Z]+)\d*")
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _SENTENCE_END = re.compile(r"[.!?]+")
 _PARAGRAPH_BREAK = re.compile(r"(?<=[.!?\"'”])\s{2,}|\n\s*")
