@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Anonymization = Literal["note", "none", "mask"]
+Placeholders = Literal["note", "none", "mask"]
+EvidenceCheck = Literal["off", "record", "feedback"]
 ScoreMethod = Literal["auto", "constrained", "text"]
 ReportFrom = Literal["parsed", "argmax", "expected"]
 PromptLayout = Literal["shared_prefix", "seed"]
@@ -23,7 +24,13 @@ class ScoringSettings(BaseModel):
     judge_max_tokens: int = Field(default=400, ge=1)
     seed: int | None = 1234
     top_logprobs: int = Field(default=5, ge=0, le=20)
-    anonymization: Anonymization = "note"
+    # ASAP's anonymization placeholders (@CAPS1 ...): "note" (the prompt says what they are; seed 000's remedy for
+    # its C6 errors), "mask" (each shown as a neutral word such as [name], which the note explains), "none"
+    placeholders: Placeholders = "note"
+    # quoted evidence in Advocate, Skeptic and Judge answers checked against the essay (seed 000 C3): "record"
+    # counts quotes found / verified / unverified per call (no extra call), "feedback" also tells the Judge which
+    # debate quotes were not found in the essay, "off" checks nothing
+    evidence_check: EvidenceCheck = "record"
     # how the Judge's score position is read: "constrained" (rationale, then the score token restricted to
     # valid scores with their probabilities; needs prefill+choices), "text" (parse the Final score line,
     # one follow-up request if it is missing), "auto" (constrained when the backend supports it)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
 from madrag.providers.base import ChatRequest, Message, TokenLogprob
@@ -97,6 +98,9 @@ class AgentCall:
     round: int = 1
     index: int = 0
     context: dict[str, Any] = field(default_factory=dict)
+    # the essay as the agent was shown it: the answer's quotes and placeholder mentions are checked against it
+    # (:mod:`madrag.agents.evidence`); None for calls that see no essay
+    essay: str | None = None
 
     @property
     def key(self) -> str:
@@ -105,7 +109,11 @@ class AgentCall:
 
 
 def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
-    """The record of ``call`` made on ``ctx``'s backend, with the call's identity and prompt and ``fields``."""
+    """The record of ``call`` made on ``ctx``'s backend, with the call's identity and prompt and ``fields``; the
+    answer's evidence counts when the call saw an essay (quotes unless ``--evidence-check off``)."""
+    answer = fields.get("rationale") or fields.get("text") or ""
+    if call.essay is not None and "evidence" not in fields:
+        fields["evidence"] = check_answer(answer, call.essay, quotes=ctx.settings.evidence_check != "off")
     return AgentRecord(
         run_id=ctx.run_id,
         key=call.key,

@@ -16,8 +16,9 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.placeholders import mask_placeholders
 from madrag.providers.base import Message
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
-from madrag.settings import Anonymization, PromptLayout
+from madrag.settings import Placeholders, PromptLayout
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import Exemplar, LevelExemplar
@@ -45,21 +46,23 @@ class Turn:
     confidence: float | None
 
 
-def _essay_values(prompts: PromptLibrary, essay: Essay, anonymization: Anonymization) -> dict[str, str]:
-    """The essay's prompt, its text (masked under ``anonymization=mask``) and the anonymization note."""
+def _essay_values(prompts: PromptLibrary, essay: Essay, placeholders: Placeholders) -> dict[str, str]:
+    """The essay's prompt, its text (placeholders masked under ``placeholders=mask``) and the note that says
+    what the placeholders (``note``) or the neutral words replacing them (``mask``) are."""
+    notes = {"note": "anon_note", "mask": "mask_note"}
     return {
         "PROMPT": essay.prompt or "(no prompt given)",
-        "ESSAY": mask_placeholders(essay.text) if anonymization == "mask" else essay.text,
-        "ANON_CONTEXT": prompts.render("anon_note") if anonymization == "note" else "",
+        "ESSAY": mask_placeholders(essay.text) if placeholders == "mask" else essay.text,
+        "ANON_CONTEXT": prompts.render(notes[placeholders]) if placeholders in notes else "",
     }
 
 
 def essay_values(
-    prompts: PromptLibrary, essay: Essay, trait: Trait, anonymization: Anonymization, self_report: bool
+    prompts: PromptLibrary, essay: Essay, trait: Trait, placeholders: Placeholders, self_report: bool
 ) -> dict[str, str]:
     """Template values shared by every role for one essay and trait."""
     values = {
-        **_essay_values(prompts, essay, anonymization),
+        **_essay_values(prompts, essay, placeholders),
         "TRAIT_NAME": trait.name,
         "TRAIT_JSON": trait.as_prompt_json(),
         "MIN_POINTS": str(trait.min),
@@ -72,12 +75,12 @@ def essay_values(
 
 
 def all_traits_values(
-    prompts: PromptLibrary, essay: Essay, rubric: Rubric, anonymization: Anonymization
+    prompts: PromptLibrary, essay: Essay, rubric: Rubric, placeholders: Placeholders
 ) -> dict[str, str]:
-    """Template values of a call that scores every trait: the essay (masked under ``anonymization=mask``) and
-    its prompt, the anonymization note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
+    """Template values of a call that scores every trait: the essay (masked under ``placeholders=mask``) and
+    its prompt, the placeholder note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
     values = {
-        **_essay_values(prompts, essay, anonymization),
+        **_essay_values(prompts, essay, placeholders),
         "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
         "SCORE_LINES": "\n".join(blank_score_line(t) for t in rubric.traits),
     }
@@ -107,6 +110,18 @@ def role_messages(
             content=prompts.render(user, **{**values, "ROLE": prompts.render("role_block", ROLE_TEXT=role_text)}),
         ),
     ]
+
+
+def render_evidence_feedback(prompts: PromptLibrary, debate: list[AgentRecord]) -> str:
+    """Under ``--evidence-check feedback``, what the Judge is told about the debate's quotes: each quoted
+    passage not found in the essay, with who quoted it (empty when every quote was found)."""
+    items = [
+        prompts.render("evidence_feedback_item", SPEAKER=r.role.capitalize(), ROUND=r.round, QUOTE=quote)
+        for r in debate
+        if r.evidence is not None
+        for quote in r.evidence.unverified_quotes
+    ]
+    return prompts.render("evidence_feedback", QUOTES="\n".join(items)) + "\n" if items else ""
 
 
 def shorten(text: str, max_words: int | None) -> str:

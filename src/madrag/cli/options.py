@@ -130,7 +130,20 @@ EssayConcurrencyOpt = Annotated[
 DebaterMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of Advocate/Skeptic messages.")]
 JudgeMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of the Judge's rationale.")]
 SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
-AnonymizationOpt = Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")]
+PlaceholdersOpt = Annotated[
+    str,
+    typer.Option(
+        help="ASAP placeholders (@CAPS1...): note (the prompt says what they are; default), mask (shown as neutral "
+        "words like [name], which the prompt explains) or none."
+    ),
+]
+EvidenceCheckOpt = Annotated[
+    str,
+    typer.Option(
+        help="Quotes in debater and Judge answers checked against the essay: record (counts per call, no extra "
+        "call; default), feedback (also tells the Judge which debate quotes are not in the essay) or off."
+    ),
+]
 ScoreMethodOpt = Annotated[str, typer.Option(help="auto, constrained or text (see docs).")]
 ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")]
 ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]

@@ -16,7 +16,6 @@ import typer
 from rich.table import Table
 
 from madrag.cli.options import (
-    AnonymizationOpt,
     ApiKeyEnvOpt,
     BaseUrlOpt,
     CacheDirOpt,
@@ -27,6 +26,7 @@ from madrag.cli.options import (
     DryRunOpt,
     DryRunPricesOpt,
     EssayConcurrencyOpt,
+    EvidenceCheckOpt,
     ExemplarMaxWordsOpt,
     FakeLatencyOpt,
     FoldOpt,
@@ -38,6 +38,7 @@ from madrag.cli.options import (
     ModelOpt,
     ModelPathOpt,
     NoCacheOpt,
+    PlaceholdersOpt,
     PromptLayoutOpt,
     PromptsDirOpt,
     ProtocolOpt,
@@ -68,11 +69,13 @@ from madrag.protocols.consensus import consensus_protocol
 from madrag.providers.spec import parse_role_provider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
-from madrag.settings import Anonymization, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings
+from madrag.settings import EvidenceCheck, Placeholders, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings
 
 DEFAULT_CACHE = default_cache_dir()  # the default of --cache-dir
-# the values --anonymization, --score-method, --report and --prompt-layout accept, in the order errors list them
-ANONYMIZATIONS: tuple[Anonymization, ...] = ("note", "mask", "none")
+# the values --placeholders, --evidence-check, --score-method, --report and --prompt-layout accept, in the order
+# errors list them
+PLACEHOLDERS: tuple[Placeholders, ...] = ("note", "mask", "none")
+EVIDENCE_CHECKS: tuple[EvidenceCheck, ...] = ("record", "feedback", "off")
 SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
 REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
 PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("shared_prefix", "seed")
@@ -117,7 +120,8 @@ def score(
     debater_max_tokens: DebaterMaxTokensOpt = 400,
     judge_max_tokens: JudgeMaxTokensOpt = 400,
     seed: SamplingSeedOpt = 1234,
-    anonymization: AnonymizationOpt = "note",
+    placeholders: PlaceholdersOpt = "note",
+    evidence_check: EvidenceCheckOpt = "record",
     score_method: ScoreMethodOpt = "auto",
     report: ReportOpt = "parsed",
     exemplar_max_words: ExemplarMaxWordsOpt = None,
@@ -160,7 +164,8 @@ def score(
             debater_max_tokens=debater_max_tokens,
             judge_max_tokens=judge_max_tokens,
             seed=seed,
-            anonymization=choice("--anonymization", anonymization, ANONYMIZATIONS),
+            placeholders=choice("--placeholders", placeholders, PLACEHOLDERS),
+            evidence_check=choice("--evidence-check", evidence_check, EVIDENCE_CHECKS),
             score_method=choice("--score-method", score_method, SCORE_METHODS),
             report=choice("--report", report, REPORTS),
             exemplar_max_words=exemplar_max_words,

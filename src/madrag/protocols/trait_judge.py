@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from madrag.agents.calls import AgentCall, CallContext
-from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
+from madrag.agents.context import (
+    essay_values,
+    render_debate,
+    render_evidence_feedback,
+    render_exemplars,
+    role_messages,
+)
 from madrag.agents.judge import judge_trait
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
@@ -61,7 +67,7 @@ class TraitJudgeProtocol:
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
         """Score one trait: exemplars and debate as the protocol says, then its Judge(s)."""
-        values = essay_values(ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence)
+        values = essay_values(ctx.prompts, essay, trait, ctx.settings.placeholders, ctx.self_report_confidence)
         context: dict[str, Any] = {}
         exemplar_text = ""
         if self.exemplars:
@@ -69,19 +75,27 @@ class TraitJudgeProtocol:
             levels = await asyncio.to_thread(ctx.bank.per_level, essay, trait)
             exemplar_text = render_exemplars(ctx.prompts, trait, levels, ctx.settings.exemplar_max_words)
             context["exemplars"] = [lvl.model_dump(mode="json") for lvl in levels]
-        debate_text = ""
+        debate_text = feedback = ""
         if self.debate is not None:
             records = await run_debate(ctx, essay.id, trait, values, self.debate)
             debate_text = render_debate(ctx.prompts, [turn_of(r) for r in records])
             context["debate"] = [r.key for r in records]
             context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
+            if ctx.settings.evidence_check == "feedback":
+                feedback = render_evidence_feedback(ctx.prompts, records)
         hint = " and with the scored example essays" if self.exemplars else ""
         messages = role_messages(
             ctx.prompts,
             ctx.settings.prompt_layout,
             "judge_system" if self.debate is not None else "rater_system",
             "judge_user",
-            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text},
+            {
+                **values,
+                "EXEMPLAR_HINT": hint,
+                "EXEMPLARS": exemplar_text,
+                "DEBATE": debate_text,
+                "EVIDENCE_FEEDBACK": feedback,
+            },
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
         records = await gather_or_cancel(
@@ -99,6 +113,7 @@ class TraitJudgeProtocol:
                         temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
                         max_tokens=ctx.settings.judge_max_tokens,
                         context=context,
+                        essay=values["ESSAY"],
                     ),
                     trait,
                 )
