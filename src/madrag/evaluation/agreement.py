@@ -19,6 +19,7 @@ import pandas as pd
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.errors import InputError
+from madrag.evaluation.evidence import evidence_table
 from madrag.evaluation.run import RunData, load_run
 from madrag.metrics import bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
 from madrag.protocols.base import TraitScore
@@ -211,6 +212,7 @@ class Evaluation:
     extreme: pd.DataFrame
     comparisons: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+    evidence: pd.DataFrame = field(default_factory=pd.DataFrame)  # per protocol and role (evaluation.evidence)
     notes: list[str] = field(default_factory=list)
 
 
@@ -244,6 +246,7 @@ def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: s
         comparisons=comparisons(run, baseline, bootstrap, seed) if len(run.protocols) > 1 else pd.DataFrame(),
         meta=meta,
         notes=[note] if note else [],
+        evidence=evidence_table(run.run_dir, run.protocols),
     )
 
 

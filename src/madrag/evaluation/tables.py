@@ -20,6 +20,7 @@ import pandas as pd
 
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.consensus import ALL, ConsensusEvaluation
+from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
 
 # -- shared formatting ----------------------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     if cmp_rows:
         title = f"QWK difference vs {cmp_rows[0]['baseline']} (paired bootstrap): diff [95% CI] p"
         tables[title] = _cells(cmp_rows, _diff_cell)
+    tables[EVIDENCE_TITLE] = evidence_display(evaluation.evidence)
     return {title: frame for title, frame in tables.items() if not frame.empty}
 
 
@@ -178,6 +180,7 @@ def render_markdown(evaluation: Evaluation) -> str:
         "Extreme subset: essay-traits where a rater gave the min or max; Agree@1 = |pred - extreme| <= 1, MAE "
         "from the extreme; if raters gave both extremes equally often, the nearer one is the reference.",
         f"Bootstrap: {meta.get('bootstrap')} resamples of essays, seed {meta.get('seed')}, percentile CIs.",
+        EVIDENCE_DEFINITION,
     ]
     heading = f"Evaluation: essay set {meta.get('essay_set')}, {meta.get('n_essays')} essays"
     return markdown_document(heading, display_tables(evaluation), definitions, evaluation.notes)
@@ -190,6 +193,7 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
         "qwk_table.csv": wide(evaluation.qwk),
         "extreme.csv": evaluation.extreme,
         "comparisons.csv": evaluation.comparisons,
+        "evidence.csv": evaluation.evidence,
     }
     written = _write_csvs(frames, out_dir, with_index=["qwk_table.csv"])
     payload = {
@@ -199,6 +203,7 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
         "qwk": records(evaluation.qwk),
         "extreme": records(evaluation.extreme),
         "comparisons": records(evaluation.comparisons),
+        "evidence": records(evaluation.evidence),
     }
     (out_dir / "evaluation.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     (out_dir / "evaluation.md").write_text(render_markdown(evaluation), encoding="utf-8")
