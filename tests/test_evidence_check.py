@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.helpers import StubBank, make_ctx
 
 from madrag.agents.calls import CallContext
 from madrag.agents.evidence import check_answer, extract_quotes, placeholder_error_mentions
@@ -18,7 +19,6 @@ from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.settings import EvidenceCheck, ScoringSettings
-from tests.helpers import StubBank, make_ctx
 
 INVENTED = "the writer never once mentioned how long the wait felt"
 
