@@ -11,7 +11,10 @@ from tests.helpers import StubBank, make_ctx
 from madrag.agents.calls import CallContext
 from madrag.agents.evidence import check_answer, extract_quotes, placeholder_error_mentions
 from madrag.data.essay import Essay
-from madrag.evaluation.evidence import evidence_display, evidence_frame
+from madrag.evaluation.agreement import evaluate
+from madrag.evaluation.evidence import EVIDENCE_TITLE, evidence_display, evidence_frame
+from madrag.evaluation.report import write_report
+from madrag.evaluation.tables import render_text
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
@@ -96,6 +99,26 @@ async def test_off_mode_checks_no_quote_but_still_counts_placeholder_errors(
     assert skeptic.placeholder_errors == 1
     shown = evidence_display(evidence_frame(list(ctx.store.records()), ["MAD"]))
     assert shown.loc["MAD / skeptic", "unverified %"] == "off"
+
+
+async def test_eval_and_report_show_the_unverified_quote_rate_per_role(
+    tmp_path: Path, rubric7: Rubric, essays7: list[Essay]
+) -> None:
+    essay = essays7[0]
+    ctx = make_ctx(tmp_path, _script(essay), bank=StubBank([essay]))
+    protocols = [get_protocol("MAD"), get_protocol("MADRAG")]
+    ctx.store.add_essays([essay])
+    config = {"rubric": rubric7.model_dump(mode="json"), "protocols": [p.describe() for p in protocols]}
+    ctx.store.set_meta("config", config)
+    await run_scoring(ctx, [essay], rubric7, protocols)
+    ctx.store.close()
+    ev = evaluate(tmp_path, bootstrap=0)
+    assert list(ev.evidence["protocol"]) == ["MAD"] * 3 + ["MADRAG"] * 3  # the shared debate counts for both
+    text = render_text(ev, width=200)
+    assert "evidence check" in text and "MADRAG / skeptic" in text and "100.0%" in text
+    html = write_report(tmp_path, bootstrap=0).read_text(encoding="utf-8")
+    assert EVIDENCE_TITLE in html and f"not found in the essay: 1 (\u201c{INVENTED}\u201d)" in html
+    assert "placeholder cited as an error: 1" in html
 
 
 def test_settings_differ_so_runs_do_not_resume_into_each_other() -> None:

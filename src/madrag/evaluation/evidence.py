@@ -88,7 +88,7 @@ def evidence_table(run_dir: Path, protocols: list[str] | None = None) -> pd.Data
     return evidence_frame(records, protocols)
 
 
-EVIDENCE_TITLE = "evidence check: quotes not found in the essay, placeholders cited as errors (per protocol, role)"
+EVIDENCE_TITLE = "evidence check: quotes not in the essay, placeholders cited as errors"
 """The evidence table's title in ``eval``'s output and the report."""
 EVIDENCE_DEFINITION = (
     "Evidence check: quoted spans of at least 3 words in each answer, looked up in the essay (exact, then case, "
