@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
@@ -29,16 +29,20 @@ from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
 from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
+from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
 
 def default_cache_dir() -> Path:
+    """``$MADRAG_CACHE``, else ``~/.cache/madrag``: exemplar banks and the response cache."""
     return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
 class ScoreJob(BaseModel):
+    """Everything ``madrag score`` was asked to do: data, rubric, run folder, protocols, backends, settings."""
+
     model_config = ConfigDict(frozen=True)
 
     data: Path
@@ -57,6 +61,8 @@ class ScoreJob(BaseModel):
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True
+    # the pool's embedder: seed 000's MiniLM, or the hashing embedder for quick checks (recorded when not MiniLM)
+    embedder: EmbedderName = "minilm"
 
 
 @dataclass
@@ -123,15 +129,37 @@ def job_config(
             else {}
         ),
         "settings": job.settings.model_dump(mode="json"),
+        # only when not the default, so runs made before --embedder existed still resume
+        **({"embedder": job.embedder} if job.embedder != "minilm" else {}),
         "prompts": prompts.names_used(names),
         "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
     }
 
 
-def build_bank(job: ScoreJob, pool: list[Essay], rubric: Rubric) -> Any:
-    from madrag.retrieval import ExemplarBank, MiniLMEmbedder
+def build_bank(
+    job: ScoreJob, pool: list[Essay], rubric: Rubric, on_progress: Callable[[int, int], None] | None = None
+) -> Any:
+    """The exemplar bank of ``pool`` with the job's embedder, built (``on_progress(done, total)``) or reused."""
+    from madrag.retrieval import ExemplarBank, make_embedder
 
-    return ExemplarBank.build_or_load(pool, rubric, MiniLMEmbedder(), job.cache_dir / "banks")
+    embedder = make_embedder(job.embedder)
+    return ExemplarBank.build_or_load(pool, rubric, embedder, job.cache_dir / "banks", on_progress=on_progress)
+
+
+def check_references(
+    rubric: Rubric, essays: list[Essay], pool: list[Essay], protocols: list[ScoringProtocol]
+) -> list[str]:
+    """Lines about traits without any human score; an InputError when a protocol needs exemplars of such a
+    trait (the pool has no scored essay for it)."""
+    banked = [p.name for p in protocols if p.uses_bank]
+    unscored = traits_without_scores(pool, rubric) if banked else []
+    if unscored:
+        names = ", ".join(repr(t.name) for t in unscored)
+        raise InputError(
+            f"{', '.join(banked)} need scored exemplars, but no essay of the exemplar pool has a human score for "
+            f"{names}: {no_scores_line(unscored[0])}"
+        )
+    return [f"note: {no_scores_line(t)}" for t in traits_without_scores([*essays, *pool], rubric)]
 
 
 async def execute(
@@ -140,14 +168,18 @@ async def execute(
     on_essay_done: Callable[[Essay, list[TraitScore]], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_bank_progress: Callable[[int, int], None] | None = None,
 ) -> JobResult:
-    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce."""
+    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce,
+    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built."""
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
     rubric = load_rubric(job.rubric)
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
+    for line in check_references(rubric, essays, pool, protocols):
+        stage(line)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
         resumed = store.bind_config(job_config(job, rubric, protocols, prompts))
@@ -158,7 +190,7 @@ async def execute(
         bank = None
         if any(p.uses_bank for p in protocols):
             stage(f"exemplar bank: {len(pool)} pool essays")
-            bank = build_bank(job, pool, rubric)
+            bank = build_bank(job, pool, rubric, on_bank_progress)
             bank_info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
             store.set_meta("bank", bank_info)
         cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
