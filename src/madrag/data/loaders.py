@@ -41,9 +41,7 @@ def _report_once(path: Path, message: str) -> None:
 
 
 def _too_long(path: Path, line: int) -> InputError:
-    return InputError(
-        f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size"
-    )
+    return InputError(f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
 
 
 def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
