@@ -51,9 +51,10 @@ def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str],
     reader = csv.DictReader(lines, delimiter=delimiter)
 
     def fail(exc: csv.Error) -> InputError:
+        line = reader.line_num + 1  # the line being parsed is not counted yet
         if "field limit" in str(exc):
-            return _too_long(path, reader.line_num)
-        return InputError(f"{path}:{reader.line_num}: not valid CSV: {exc}")
+            return _too_long(path, line)
+        return InputError(f"{path}:{line}: not valid CSV: {exc}")
 
     try:
         header = list(reader.fieldnames or [])

@@ -154,10 +154,11 @@ def check_references(
     banked = [p.name for p in protocols if p.uses_bank]
     unscored = traits_without_scores(pool, rubric) if banked else []
     if unscored:
-        names = ", ".join(repr(t.name) for t in unscored)
+        first = unscored[0].column or unscored[0].name
         raise InputError(
-            f"{', '.join(banked)} need scored exemplars, but no essay of the exemplar pool has a human score for "
-            f"{names}: {no_scores_line(unscored[0])}"
+            f"{', '.join(banked)} {'needs' if len(banked) == 1 else 'need'} scored exemplars, but no essay of the "
+            f"exemplar pool has a human score for {', '.join(repr(t.name) for t in unscored)} (looked for a column "
+            f"{first!r} or 'rater<i>_{first}'; see the rubric's 'column' field)"
         )
     return [f"note: {no_scores_line(t)}" for t in traits_without_scores([*essays, *pool], rubric)]
 
