@@ -208,7 +208,14 @@ def test_bank_building_reports_progress(tmp_path: Path) -> None:
     rubric: Rubric = load_rubric(_rubric_file(tmp_path))
     essays = load_table(_single_rater_csv(tmp_path), rubric)
     seen: list[tuple[int, int]] = []
-    ExemplarBank.build_or_load(essays, rubric, BagOfWordsEmbedder(), tmp_path / "banks", batch_size=5, on_progress=lambda d, t: seen.append((d, t)))  # fmt: skip
+    ExemplarBank.build_or_load(
+        essays,
+        rubric,
+        BagOfWordsEmbedder(),
+        tmp_path / "banks",
+        batch_size=5,
+        on_progress=lambda d, t: seen.append((d, t)),
+    )
     assert seen == [(5, 12), (10, 12), (12, 12)]
 
 
