@@ -45,8 +45,8 @@ QWK_COLUMNS = [
     "valid_rate",
 ]  # fmt: skip
 ONE_RATER = (
-    "Human-Human is left out{where}: no essay has scores from two raters for any trait (one rater per essay), "
-    "so there is no human agreement to compare with"
+    "Human-Human is left out ({where}): no essay has scores from two raters for any trait (one rater per "
+    "essay), so there is no human agreement to compare with"
 )
 
 
@@ -118,13 +118,15 @@ def qwk_long(
             refs, preds, counts = protocol_cell(run, protocol, trait, scores)
             rows.append(_qwk_row(protocol, trait, refs, preds, bootstrap, seed, **counts))
     groups = [(HH_FULL, full_essays), (HH_EVAL, run.essays)] if full_essays is not None else [(HH_EVAL, run.essays)]
+    left_out = []
     for name, essays in groups:
         human = human_rows(essays, run.rubric, name, bootstrap, seed)
         if any(r["n"] for r in human):
             rows += human
-        elif notes is not None:
-            where = " (full data file)" if name == HH_FULL else " (evaluated essays)"
-            notes.append(ONE_RATER.format(where=where))
+        else:
+            left_out.append("full data file" if name == HH_FULL else "evaluated essays")
+    if left_out and notes is not None:
+        notes.append(ONE_RATER.format(where=" and ".join(left_out)))
     return pd.DataFrame(rows, columns=QWK_COLUMNS)
 
 

@@ -150,7 +150,8 @@ def rich_tables(evaluation: Evaluation) -> list[Any]:
 def summary_line(evaluation: Evaluation) -> str:
     """One line naming the essay set, the number of evaluated essays and the run folder."""
     meta = evaluation.meta
-    return f"essay set {meta.get('essay_set')}: {meta.get('n_essays')} evaluated essays ({meta.get('run_dir')})"
+    where = f"essay set {meta['essay_set']}: " if meta.get("essay_set") is not None else ""
+    return f"{where}{meta.get('n_essays')} evaluated essays ({meta.get('run_dir')})"
 
 
 def render_text(evaluation: Evaluation, width: int = 160) -> str:
