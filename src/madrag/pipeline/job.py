@@ -147,10 +147,14 @@ def build_bank(
 
 
 def check_references(
-    rubric: Rubric, essays: list[Essay], pool: list[Essay], protocols: list[ScoringProtocol]
-) -> list[str]:
-    """Lines about traits without any human score; an InputError when a protocol needs exemplars of such a
-    trait (the pool has no scored essay for it)."""
+    rubric: Rubric,
+    essays: list[Essay],
+    pool: list[Essay],
+    protocols: list[ScoringProtocol],
+    stage: Callable[[str], None],
+) -> None:
+    """A line to ``stage`` for each trait without any human score; an InputError when a protocol needs exemplars
+    of such a trait (the pool has no scored essay for it)."""
     banked = [p.name for p in protocols if p.uses_bank]
     unscored = traits_without_scores(pool, rubric) if banked else []
     if unscored:
@@ -160,7 +164,29 @@ def check_references(
             f"exemplar pool has a human score for {', '.join(repr(t.name) for t in unscored)} (looked for a column "
             f"{first!r} or 'rater<i>_{first}'; see the rubric's 'column' field)"
         )
-    return [f"note: {no_scores_line(t)}" for t in traits_without_scores([*essays, *pool], rubric)]
+    for trait in traits_without_scores([*essays, *pool], rubric):
+        stage(f"note: {no_scores_line(trait)}")
+
+
+def _stored_bank(
+    job: ScoreJob,
+    pool: list[Essay],
+    rubric: Rubric,
+    protocols: list[ScoringProtocol],
+    store: RunStore,
+    stage: Callable[[str], None],
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The job's exemplar bank and what the run store records about it (fingerprint, size, embedder); no bank
+    (None, {}) when no protocol shows exemplars."""
+    if not any(p.uses_bank for p in protocols):
+        return None, {}
+    stage(f"exemplar bank: {len(pool)} pool essays ({job.embedder} embedder)")
+    bank = build_bank(job, pool, rubric, on_progress)
+    info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    info["embedder"] = bank.embedder.name
+    store.set_meta("bank", info)
+    return bank, info
 
 
 async def execute(
@@ -179,21 +205,14 @@ async def execute(
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
-    for line in check_references(rubric, essays, pool, protocols):
-        stage(line)
+    check_references(rubric, essays, pool, protocols, stage)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
         resumed = store.bind_config(job_config(job, rubric, protocols, prompts))
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
         store.set_meta("run_id", run_id)
         store.add_essays(essays)
-        bank_info: dict[str, Any] = {}
-        bank = None
-        if any(p.uses_bank for p in protocols):
-            stage(f"exemplar bank: {len(pool)} pool essays")
-            bank = build_bank(job, pool, rubric, on_bank_progress)
-            bank_info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
-            store.set_meta("bank", bank_info)
+        bank, bank_info = _stored_bank(job, pool, rubric, protocols, store, stage, on_bank_progress)
         cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
         provider = managed(job.provider, cache)
         store.set_meta("provider", provider.provider.describe())
