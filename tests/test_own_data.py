@@ -94,9 +94,12 @@ def test_csv_score_columns_are_mapped_by_the_rubric_column_field(tmp_path: Path)
     assert essay.reference(rubric.trait("Word Choice")) == 3
     assert essay.metadata == {}
     jsonl = tmp_path / "e.jsonl"
-    jsonl.write_text(json.dumps({"id": "b", "text": "Another.", "word_choice": 2, "ideas": 1}) + "\n")
+    jsonl.write_text(json.dumps({"id": "b", "text": "Another.", "word_choice": 2, "ideas": 1, "fold": 2.0}) + "\n")
     [other] = load_essays(jsonl, rubric)
-    assert other.rater_scores == {"Word Choice": [2.0], "Ideas": [1.0]}
+    assert other.rater_scores == {"Word Choice": [2.0], "Ideas": [1.0]} and other.fold == 2
+    jsonl.write_text(json.dumps({"id": "b", "text": "Another.", "fold": "first"}) + "\n")
+    with pytest.raises(InputError, match="fold 'first' is not an integer"):
+        load_essays(jsonl, rubric)
 
 
 def test_unused_columns_are_reported_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -203,9 +203,12 @@ def _trait_of(key: str, columns: dict[str, str]) -> tuple[str | None, int]:
 
 
 def _int_field(raw: dict[str, Any], name: str, where: str) -> int | None:
+    """An integer field (``fold``, ``essay_set``): None when absent or empty; ``2``, ``"2"`` and ``2.0`` are 2."""
     value = raw.get(name)
     if value is None or str(value).strip() == "":
         return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     try:
         return int(str(value).strip())
     except ValueError as exc:
