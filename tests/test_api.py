@@ -305,6 +305,27 @@ def test_a_data_file_run_is_the_cli_run(asap: Path, tmp_path: Path) -> None:
     assert "0 agent calls made, 12 reused" in proc.stdout.replace("\n", " ")
 
 
+def test_run_job_runs_a_prepared_job_with_essay_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the CLI, the web app and workers call with a ScoreJob they built."""
+    rubric_file = tmp_path / "rubric.json"
+    rubric_file.write_text(RUBRIC.model_dump_json(), encoding="utf-8")
+    job = madrag.ScoreJob(
+        essays=madrag.to_essays(TEXTS[:2], RUBRIC),
+        rubric=rubric_file,
+        run_dir=tmp_path / "run",
+        eval_fold=None,
+        protocols=["MA"],
+        provider=ProviderSpec(kind="fake"),
+        cache_dir=tmp_path / "cache",
+    )
+    result = madrag.run_job(job, progress=madrag.api.ScoreProgress(essay_lines=True))
+    assert not result.temporary and result.stats.made == 4 and len(result.scores) == 4
+    err = capsys.readouterr().err
+    assert "essay 1: Ideas=2, Style=2" in err and "essay 2: Ideas=2, Style=2" in err
+    with pytest.raises(ValueError, match="exactly one of data"):
+        madrag.ScoreJob(rubric=rubric_file, run_dir=tmp_path / "x")
+
+
 @pytest.mark.parametrize(
     "module", [madrag.api.inputs, madrag.api.backend, madrag.api.progress, madrag.api.scoring], ids=lambda m: m.__name__
 )

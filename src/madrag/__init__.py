@@ -11,7 +11,7 @@ The CLI, the web app and the Ray workers call this same API.
 """
 
 from madrag.agents.prompts import PromptLibrary
-from madrag.api import ScoringResult, ascore, parse_provider, score, to_essays, to_rubric
+from madrag.api import ScoringResult, arun_job, ascore, parse_provider, run_job, score, to_essays, to_rubric
 from madrag.data import Essay, load_asap, load_essays, load_table, split_by_fold
 from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
 from madrag.evaluation.agreement import Evaluation, evaluate, wide
@@ -26,7 +26,8 @@ from madrag.store import RunStore
 __version__ = "0.1.0"
 
 # The public API, by purpose:
-# - scoring from Python (madrag.api): score, ascore, ScoringResult, parse_provider, to_essays, to_rubric
+# - scoring from Python (madrag.api): score, ascore, ScoringResult, parse_provider, to_essays, to_rubric;
+#   run_job / arun_job run a ScoreJob built elsewhere (the CLI, the web app, workers) the same way
 # - evaluating a run (madrag eval's tables): Evaluation, evaluate, wide
 # - inputs: Essay, Rubric, Trait, load_asap, load_essays, load_rubric, load_table, split_by_fold
 # - backends: ChatRequest, ChatResponse, FakeProvider, Provider, ProviderSpec
@@ -60,6 +61,7 @@ __all__ = [
     "ScoringSettings",
     "Trait",
     "TraitScore",
+    "arun_job",
     "ascore",
     "evaluate",
     "execute",
@@ -69,6 +71,7 @@ __all__ = [
     "load_rubric",
     "load_table",
     "parse_provider",
+    "run_job",
     "score",
     "split_by_fold",
     "to_essays",

@@ -9,7 +9,7 @@ from madrag.api.backend import ProviderLike, parse_provider
 from madrag.api.inputs import EssaysLike, RubricLike, to_essays, to_rubric
 from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
-from madrag.api.scoring import ascore, run_sync, score
+from madrag.api.scoring import arun_job, ascore, run_job, run_sync, score
 
 __all__ = [
     "EssaysLike",
@@ -17,8 +17,10 @@ __all__ = [
     "RubricLike",
     "ScoreProgress",
     "ScoringResult",
+    "arun_job",
     "ascore",
     "parse_provider",
+    "run_job",
     "run_sync",
     "score",
     "to_essays",

@@ -24,9 +24,10 @@ class ScoreProgress:
     ...     progress.on_start(8)
     """
 
-    def __init__(self, enabled: bool = True, console: Console | None = None) -> None:
+    def __init__(self, enabled: bool = True, console: Console | None = None, essay_lines: bool = False) -> None:
         self.enabled = enabled
         self.console = console or Console(stderr=True)
+        self.essay_lines = essay_lines  # print each finished essay's scores above the bar (as madrag score does)
         self._progress: Progress | None = None
         self._task: TaskID | None = None
 
@@ -73,6 +74,24 @@ class ScoreProgress:
         self._progress.update(self._task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")
 
     def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
-        """One essay finished: its consensus protocols' scores count now."""
+        """One essay finished: its consensus protocols' scores count now; with ``essay_lines`` its scores are
+        printed."""
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
+        if self.essay_lines:
+            self.note(f"essay {essay.id}: {essay_line(scores)}")
+
+
+def essay_line(scores: list[TraitScore]) -> str:
+    """An essay's scores on one line: ``Ideas=2, Style=?`` (``?``: unusable), grouped by protocol when several.
+
+    >>> from madrag.protocols.base import TraitScore
+    >>> essay_line([TraitScore(essay_id="1", trait="Ideas", protocol="MAD", score=2)])
+    'Ideas=2'
+    """
+    by_protocol: dict[str, list[str]] = {}
+    for s in scores:
+        by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")
+    if len(by_protocol) == 1:
+        return ", ".join(next(iter(by_protocol.values())))
+    return "; ".join(f"{p}: {', '.join(v)}" for p, v in by_protocol.items())

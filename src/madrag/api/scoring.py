@@ -25,6 +25,7 @@ from madrag.data.loaders import load_essays
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute
 from madrag.providers import ProviderSpec
+from madrag.providers.base import Provider
 from madrag.retrieval.embedder import Embedder
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
@@ -114,36 +115,50 @@ async def ascore(
     [['1', 'Ideas', 2]]
     """
     the_rubric = to_rubric(rubric)
-    temporary = run_dir is None
-    folder = Path(tempfile.mkdtemp(prefix="madrag-run-")) if run_dir is None else Path(run_dir)
     data, loaded = _essays_source(essays, the_rubric)
+    exemplars = None if pool is None else to_essays(pool, the_rubric, "pool")
+    eval_fold = _eval_fold(fold, loaded, pool is not None)
     spec, backend = resolve_provider(provider)
+    roles = resolve_role_providers(role_providers, spec)
+    scoring = _settings(settings)
+    temporary = run_dir is None  # a temporary run directory is made once every argument was accepted
+    folder = Path(tempfile.mkdtemp(prefix="madrag-run-")) if run_dir is None else Path(run_dir)
     job = ScoreJob(
         data=data,
         essays=None if data is not None else loaded,
-        pool=None if pool is None else to_essays(pool, the_rubric, "pool"),
+        pool=exemplars,
         rubric=_rubric_file(rubric, the_rubric, folder),
         run_dir=folder,
-        eval_fold=_eval_fold(fold, loaded, pool is not None),
+        eval_fold=eval_fold,
         limit=limit,
         ids=list(ids) if ids is not None else None,
         protocols=[protocol] if isinstance(protocol, str) else list(protocol),
         provider=spec,
-        role_providers=resolve_role_providers(role_providers, spec),
-        settings=_settings(settings),
+        role_providers=roles,
+        settings=scoring,
         essay_concurrency=essay_concurrency,
         prompts_dir=Path(prompts_dir) if prompts_dir is not None else None,
         cache_dir=Path(cache_dir) if cache_dir is not None else default_cache_dir(),
         # a ready instance is not cached by default: the cache keys on its name and model only
         response_cache=response_cache if response_cache is not None else backend is None,
     )
-    return await _run(job, backend, embedder, temporary, progress)
+    return await arun_job(job, backend=backend, embedder=embedder, progress=progress, temporary=temporary)
 
 
-async def _run(
-    job: ScoreJob, backend: Any, embedder: Embedder | None, temporary: bool, progress: bool
+async def arun_job(
+    job: ScoreJob,
+    *,
+    backend: Provider | None = None,
+    embedder: Embedder | None = None,
+    progress: bool | ScoreProgress = True,
+    temporary: bool = False,
 ) -> ScoringResult:
-    with ScoreProgress(enabled=progress) as bar:
+    """Run a :class:`ScoreJob` already built (as ``madrag score`` builds one from its options) with a progress
+    bar and return a :class:`ScoringResult`: the one place :func:`score`, :func:`ascore` and other callers
+    (the web app, workers) run a job. ``backend``: a ready provider instead of ``job.provider``; ``embedder``:
+    the exemplar bank's, instead of MiniLM; ``temporary``: the run directory was made for this run."""
+    bar = progress if isinstance(progress, ScoreProgress) else ScoreProgress(enabled=progress)
+    with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")
         if backend is None and job.provider.kind == "llamacpp" and job.provider.model_path is None:
@@ -243,3 +258,8 @@ Example:
 """
 
 score = _synchronous(ascore, "score", SCORE_DOC)
+run_job = _synchronous(
+    arun_job,
+    "run_job",
+    """:func:`arun_job` from synchronous code (also inside a running event loop, as :func:`score`).""",
+)

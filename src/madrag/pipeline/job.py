@@ -75,6 +75,7 @@ PROMPT_NAMES = [
 
 
 def default_cache_dir() -> Path:
+    """Exemplar indexes and the response cache: ``$MADRAG_CACHE``, else ``~/.cache/madrag``."""
     return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
