@@ -3,14 +3,17 @@ recorded and resumed exactly as the CLI's, and the synchronous call inside a run
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import doctest
 import json
 import math
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -53,6 +56,14 @@ def stored_config(run_dir: Path) -> dict[str, object]:
         store.close()
     assert isinstance(config, dict)
     return config
+
+
+def record_count(run_dir: Path) -> int:
+    store = RunStore(run_dir / "store.sqlite")
+    try:
+        return store.count()
+    finally:
+        store.close()
 
 
 # -- inputs --------------------------------------------------------------------------------------------------
@@ -203,7 +214,29 @@ async def test_sync_score_inside_a_running_event_loop() -> None:
 
     result = madrag.score(TEXTS[:1], RUBRIC, protocol="MA", provider=FakeProvider(script=script), progress=False)
     assert asyncio.get_running_loop() is loop and result.scores["score"].notna().all()
-    assert seen and all(name.startswith("madrag-score") for name in seen)  # ran in the worker thread's loop
+    assert seen and set(seen) == {"madrag-score"}  # ran in the worker thread's loop
+
+
+async def test_interrupting_the_sync_call_in_a_running_loop_stops_the_run_and_keeps_its_calls(tmp_path: Path) -> None:
+    """Jupyter's stop button during madrag.score: the worker thread's run is cancelled, what finished is kept,
+    and the same call resumes it."""
+    run = tmp_path / "run"
+    slow = ProviderSpec(kind="fake", fake_latency_s=0.3)
+    # an interrupt raises KeyboardInterrupt in the main thread, as in a Jupyter kernel (the test's own loop
+    # runner would otherwise turn it into a cancellation of the test)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            madrag.score(POOL, RUBRIC, protocol="MAD", provider=slow, run_dir=run, essay_concurrency=1, progress=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    kept = record_count(run)
+    time.sleep(1.0)
+    assert record_count(run) == kept and 0 < kept < len(POOL) * 2 * 3  # stopped, not still running behind
+    resumed = madrag.score(POOL, RUBRIC, protocol="MAD", provider="fake", run_dir=run, progress=False)
+    assert resumed.resumed and resumed.stats.reused == kept and resumed.stats.made == len(POOL) * 2 * 3 - kept
 
 
 async def test_ascore_is_the_async_twin(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ stored configuration are exactly the CLI's. In-memory essays stay in the job (th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import tempfile
+import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from madrag.api.backend import ProviderLike, resolve_provider, resolve_role_providers
 from madrag.api.inputs import EssaysLike, RubricLike, to_essays, to_rubric
@@ -193,8 +194,44 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, R]]) -> R:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(make())
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="madrag-score") as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()
+    return _in_worker_thread(make)
+
+
+def _in_worker_thread(make: Callable[[], Coroutine[Any, Any, R]]) -> R:
+    """``asyncio.run(make())`` in a new thread. An interrupt while waiting (Jupyter's stop button) cancels
+    the run there - as Ctrl-C does in a script: every finished call stays stored - and is raised here."""
+    started, finished = threading.Event(), threading.Event()
+    handle: dict[str, Any] = {}
+
+    async def main() -> R:
+        handle["loop"], handle["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        started.set()
+        return await make()
+
+    def target() -> None:
+        try:
+            handle["result"] = asyncio.run(main())
+        except BaseException as exc:  # handed to the waiting thread
+            handle["error"] = exc
+        finally:
+            started.set()
+            finished.set()
+
+    threading.Thread(target=target, name="madrag-score", daemon=True).start()
+    # the waiting uses events, not Thread.join: an interrupted join can leave the thread marked as stopped
+    try:
+        while not finished.wait(0.1):  # short waits: a pending interrupt is raised here promptly
+            pass
+    except BaseException:
+        started.wait()
+        if not finished.is_set() and "task" in handle:
+            with contextlib.suppress(RuntimeError):  # the run ended (and its loop closed) meanwhile
+                handle["loop"].call_soon_threadsafe(handle["task"].cancel)
+        finished.wait()
+        raise
+    if "error" in handle:
+        raise handle["error"]
+    return cast(R, handle["result"])
 
 
 def _synchronous(fn: Callable[P, Coroutine[Any, Any, R]], name: str, doc: str) -> Callable[P, R]:
