@@ -289,9 +289,20 @@ def test_fold_split_without_a_pool(tmp_path: Path) -> None:
     assert everything.scores["essay"].nunique() == len(POOL)
 
 
-def test_retrieval_needs_scored_exemplars_and_fold_needs_no_pool() -> None:
+def test_retrieval_needs_scored_exemplars_and_fold_needs_no_pool(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no scored essays"):
-        madrag.score(TEXTS, RUBRIC, provider="fake", embedder=BagOfWordsEmbedder(), progress=False)
+        madrag.score(TEXTS, RUBRIC, provider="fake", run_dir=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "store.sqlite").exists() or record_count(tmp_path / "run") == 0
+    fixed = madrag.score(
+        TEXTS,
+        RUBRIC,
+        pool=POOL,
+        provider="fake",
+        run_dir=tmp_path / "run",
+        progress=False,
+        embedder=BagOfWordsEmbedder(),
+    )
+    assert not fixed.resumed  # the refused call left no configuration behind to clash with
     with pytest.raises(InputError, match="with pool= every essay given is scored"):
         madrag.score(TEXTS, RUBRIC, pool=POOL, fold=1, provider="fake", progress=False)
     with pytest.raises(InputError, match="to score one essay text, pass a list"):

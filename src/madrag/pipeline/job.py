@@ -241,16 +241,20 @@ def record_inputs(job: ScoreJob) -> None:
             target.write_text(essays_jsonl(essays), encoding="utf-8")
 
 
+def check_pool(protocols: list[ScoringProtocol], pool: list[Essay]) -> None:
+    """A protocol that retrieves exemplars needs scored essays in the pool (checked before a run starts)."""
+    if any(p.uses_bank for p in protocols) and not any(e.rater_scores for e in pool):
+        raise InputError(
+            "the exemplar pool has no scored essays: give a pool of essays with scores, essays with scores and "
+            "folds, or a protocol without retrieval (e.g. MAD)"
+        )
+
+
 def build_bank(job: ScoreJob, pool: list[Essay], rubric: Rubric, embedder: Embedder | None = None) -> Any:
     """The exemplar bank of ``pool`` (MiniLM unless another ``embedder`` is given), cached under the job's
     cache directory."""
     from madrag.retrieval import ExemplarBank, MiniLMEmbedder
 
-    if not any(e.rater_scores for e in pool):
-        raise InputError(
-            "the exemplar pool has no scored essays: give a pool of essays with scores, essays with scores and "
-            "folds, or a protocol without retrieval (e.g. MAD)"
-        )
     return ExemplarBank.build_or_load(pool, rubric, embedder or MiniLMEmbedder(), job.cache_dir / "banks")
 
 
@@ -287,6 +291,7 @@ def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None) -> _Prep
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
+    check_pool(protocols, pool)
     resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend))
     record_inputs(job)
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
