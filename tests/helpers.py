@@ -22,13 +22,15 @@ from madrag.store import RunStore
 
 
 class StubBank:
-    """per_level over an in-memory pool: the first pool essay with each reference score (never the query)."""
+    """An exemplar bank over an in-memory pool. per_level: the first pool essay with each reference score (never
+    the query); similar: the first ``k`` pool essays."""
 
     def __init__(self, pool: list[Essay]) -> None:
         self.pool = pool
         self.queries: list[tuple[str, str]] = []
 
     def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """Per score of ``trait``: the first pool essay with that reference (never ``essay``), or None."""
         self.queries.append((essay.id, trait.name))
         out = []
         for s in trait.scores:
@@ -39,6 +41,13 @@ class StubBank:
             out.append(LevelExemplar(trait=trait.name, score=s, exemplar=ex))
         return out
 
+    def similar(self, essay: Essay, k: int) -> list[Exemplar]:
+        """The first ``k`` pool essays, each with an Ideas score of 1."""
+        return [
+            Exemplar(essay_id=e.id, text=e.text, scores={"Ideas": 1}, distance=0.2, similarity=0.8)
+            for e in self.pool[:k]
+        ]
+
 
 def make_ctx(
     tmp_path: Path,
@@ -47,13 +56,14 @@ def make_ctx(
     settings: ScoringSettings | None = None,
     retries: int = 0,
 ) -> CallContext:
+    """A call context over ``provider`` (no backoff between retries) with a store in tmp_path."""
     return CallContext(
         run_id="test",
         provider=ManagedProvider(provider, RetryPolicy(retries=retries, base_delay_s=0.0, max_delay_s=0.0)),
         store=RunStore(tmp_path / "store.sqlite"),
         prompts=PromptLibrary(),
         settings=settings or ScoringSettings(),
-        bank=bank,  # type: ignore[arg-type]
+        bank=bank,
     )
 
 
@@ -68,6 +78,7 @@ class BagOfWordsEmbedder:
         self.texts_embedded = 0
 
     def embed(self, texts: list[str]) -> FloatArray:
+        """Normalised word-bucket counts, one row per text."""
         self.calls += 1
         self.texts_embedded += len(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

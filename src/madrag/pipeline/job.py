@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import PromptLibrary
-from madrag.agents.roles import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
@@ -36,10 +35,10 @@ from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
+from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
@@ -47,31 +46,6 @@ from madrag.store import RunStore
 
 if TYPE_CHECKING:
     from madrag.retrieval.embedder import Embedder
-
-PROMPT_NAMES = [
-    "advocate_system",
-    "advocate_user",
-    "skeptic_system",
-    "skeptic_user",
-    "judge_system",
-    "judge_user",
-    "rater_system",
-    "sa_system",
-    "sa_user",
-    "sa_exemplar_block",
-    "sa_exemplar_item",
-    "shared_system",
-    "role_block",
-    "essay_context",
-    "context",
-    "exemplar_block",
-    "exemplar_item",
-    "exemplar_missing",
-    "debate_block",
-    "debate_turn",
-    "anon_note",
-    "confidence_instruction",
-]
 
 
 def default_cache_dir() -> Path:
