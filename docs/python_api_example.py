@@ -15,7 +15,7 @@ import sys
 import time
 
 import madrag
-from madrag.cli.app import find_asap_dir
+from madrag.cli.score import find_asap_dir
 
 
 def main() -> None:
