@@ -112,6 +112,9 @@ class ChatResponse(BaseModel):
     model: str = ""
     cached: bool = False
     raw: dict[str, Any] = Field(default_factory=dict)
+    # the request parameters the backend actually sent, when it adapts them to what the server accepts (an
+    # OpenAI reasoning model gets ``max_completion_tokens`` and no ``temperature``); None: sent as requested
+    sent: dict[str, Any] | None = None
 
 
 class Capabilities(BaseModel):
