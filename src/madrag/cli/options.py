@@ -122,10 +122,12 @@ def need_run_dir(run_dir: Path | None) -> Path:
 
 
 # --- score, ablate, ablate-consensus ---
-DataOpt = Annotated[Path, typer.Option(help="Essays: ASAP .tsv, or .csv / .jsonl with id,text[,scores].")]
+DataOpt = Annotated[
+    Path, typer.Option(help="Essays: ASAP .tsv, .csv / .jsonl with id,text[,scores], or SummEval's paired .jsonl.")
+]
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
-DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")]
+DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv, jsonl or summeval.")]
 FoldOpt = Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]

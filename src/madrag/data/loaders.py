@@ -1,4 +1,4 @@
-"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``.
+"""Loaders for the Kaggle ASAP layout, generic CSV / JSONL files of ``id, text[, trait scores]`` and SummEval.
 
 Every problem with the input is raised as a one-line :class:`InputError`.
 """
@@ -163,6 +163,22 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
     return essay
 
 
+def _jsonl_rows(p: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(where, object)`` for each non-empty line of a JSONL file; an InputError for a line that is not one."""
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(obj, dict):
+            raise InputError(f"{p}:{line_no}: each line must be a JSON object")
+        rows.append((f"{p}:{line_no}", obj))
+    return rows
+
+
 def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     """Load a generic CSV or JSONL of ``id, text[, prompt, fold, <trait>, rater<i>_<trait>...]``.
 
@@ -172,16 +188,7 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     text = _read_text(p, ("utf-8",))
     rows: list[tuple[str, dict[str, Any]]] = []
     if p.suffix.lower() in {".jsonl", ".ndjson"}:
-        for line_no, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
-            if not isinstance(obj, dict):
-                raise InputError(f"{p}:{line_no}: each line must be a JSON object")
-            rows.append((f"{p}:{line_no}", obj))
+        rows = _jsonl_rows(p, text)
     else:
         reader = csv.DictReader(text.splitlines(keepends=True))
         header = reader.fieldnames or []
@@ -195,12 +202,103 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     return essays
 
 
-def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
-    """Load essays, picking the format from ``fmt`` or the file suffix (.tsv = ASAP, .csv, .jsonl)."""
+SUMMEVAL_FIELDS = ("id", "text", "decoded", "expert_annotations")
+"""The fields of a row of SummEval's ``model_annotations.aligned.paired.jsonl`` that madrag reads."""
+
+
+def _summeval_scores(
+    raw: dict[str, Any], rubric: Rubric, where: str
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Each rubric trait's expert scores (one per annotator, in order) from ``expert_annotations``."""
+    annotations = raw["expert_annotations"]
+    if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
+        raise InputError(f"{where}: 'expert_annotations' must be a list of objects, one per annotator")
+    scores: dict[str, list[float]] = {}
+    ids: dict[str, list[int]] = {}
+    for trait in rubric.traits:
+        key = (trait.column or trait.name).casefold()
+        for rater_idx, annotation in enumerate(annotations):
+            found = {k.casefold(): v for k, v in annotation.items()}
+            if key not in found:
+                raise InputError(f"{where}: annotator {rater_idx + 1} gives no {key!r} (rubric trait {trait.name!r})")
+            value = _parse_score(str(found[key]) if found[key] is not None else "", f"{where} {key}")
+            if value is not None:
+                scores.setdefault(trait.name, []).append(value)
+                ids.setdefault(trait.name, []).append(rater_idx)
+    return scores, ids
+
+
+def _summeval_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+    missing = [f for f in SUMMEVAL_FIELDS if f not in raw]
+    if missing:
+        raise InputError(f"{where}: missing SummEval field(s) {missing}")
+    summary, article = str(raw["decoded"] or "").strip(), str(raw["text"] or "").strip()
+    model_id = str(raw.get("model_id") or "").strip()
+    if not summary or not article:
+        raise InputError(f"{where}: {raw['id']!r} has an empty {'summary' if not summary else 'source text'}")
+    scores, ids = _summeval_scores(raw, rubric, where)
+    fold = raw.get("fold")
+    essay = Essay(
+        id=f"{raw['id']}_{model_id}" if model_id else str(raw["id"]),
+        text=summary,
+        source=article,
+        prompt=rubric.prompt,
+        fold=int(fold) if fold not in (None, "") else None,
+        rater_scores=scores,
+        rater_ids=ids,
+        metadata={"article_id": str(raw["id"]), **({"model_id": model_id} if model_id else {})},
+    )
+    _check_range(essay, rubric, where)
+    return essay
+
+
+def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
+    """Load SummEval's ``model_annotations.aligned.paired.jsonl`` layout: one row per (article, system summary)
+    with ``id`` (the article), ``text`` (the source article), ``decoded`` (the summary), ``model_id`` and
+    ``expert_annotations`` (one object per expert annotator: ``coherence``, ``consistency``, ``fluency``,
+    ``relevance``; other fields are ignored).
+
+    Each row is an essay whose text is the summary and whose ``source`` is the article; its id is
+    ``<id>_<model_id>``. Every expert's score is kept as one rater's, so the human reference (the raters' mean)
+    is the experts' average, as seed 002 uses it (Appendix B.2). A rubric trait is matched to an annotation key
+    by its ``column``, else by its name (case-insensitive).
+    """
     p = Path(path)
-    kind = fmt if fmt != "auto" else {".tsv": "asap"}.get(p.suffix.lower(), "table")
+    essays = [_summeval_essay(raw, rubric, where) for where, raw in _jsonl_rows(p, _read_text(p, ("utf-8",)))]
+    if not essays:
+        raise InputError(f"{p}: no summaries")
+    _check_unique(essays, p)
+    return essays
+
+
+def _looks_like_summeval(path: Path) -> bool:
+    """Whether the first row of a JSONL file has SummEval's ``decoded`` and ``expert_annotations`` fields."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = next((line for line in fh if line.strip()), "")
+        row = json.loads(first)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False  # the table loader says what is wrong with the file
+    return isinstance(row, dict) and "decoded" in row and "expert_annotations" in row
+
+
+DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
+"""The values of ``--format``."""
+
+
+def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
+    """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows have
+    ``decoded`` and ``expert_annotations`` = SummEval; other .csv / .jsonl = the generic table)."""
+    p = Path(path)
+    kind = fmt
+    if fmt == "auto":
+        suffix = p.suffix.lower()
+        jsonl = suffix in {".jsonl", ".ndjson"}
+        kind = "asap" if suffix == ".tsv" else "summeval" if jsonl and _looks_like_summeval(p) else "table"
     if kind == "asap":
         return load_asap(p, rubric)
+    if kind == "summeval":
+        return load_summeval(p, rubric)
     if kind in {"table", "csv", "jsonl"}:
         return load_table(p, rubric)
-    raise InputError(f"unknown data format {fmt!r}; use auto, asap, csv or jsonl")
+    raise InputError(f"unknown data format {fmt!r}; use {', '.join(DATA_FORMATS)}")

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
@@ -96,19 +96,26 @@ def _fingerprint_file(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
+def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
-    plus the consensus judges' when a seed 002 protocol is among them."""
+    plus the consensus judges' when a seed 002 protocol is among them, plus the source block when the essays
+    carry a source text (``with_source``)."""
+    names = list(PROMPT_NAMES)
     if any(consensus_protocol(p.name) is not None for p in protocols):
-        return [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES]
-    return list(PROMPT_NAMES)
+        names += CONSENSUS_PROMPT_NAMES
+    return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
 
 
 def job_config(
-    job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], prompts: PromptLibrary
+    job: ScoreJob,
+    rubric: Rubric,
+    protocols: list[ScoringProtocol],
+    prompts: PromptLibrary,
+    with_source: bool = False,
 ) -> dict[str, Any]:
-    """What a resumed run must match: everything but the choice of essays."""
-    names = prompt_names(protocols)
+    """What a resumed run must match: everything but the choice of essays (``with_source``: whether they carry
+    a source text, whose template is then recorded)."""
+    names = prompt_names(protocols, with_source)
     return {
         "data": str(job.data.resolve()),
         "data_sha256": _fingerprint_file(job.data),
@@ -150,7 +157,8 @@ async def execute(
     essays, pool = select_essays(job, rubric)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
-        resumed = store.bind_config(job_config(job, rubric, protocols, prompts))
+        with_source = any(e.source for e in essays)
+        resumed = store.bind_config(job_config(job, rubric, protocols, prompts, with_source))
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
         store.set_meta("run_id", run_id)
         store.add_essays(essays)
