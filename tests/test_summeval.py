@@ -19,10 +19,12 @@ from madrag.errors import InputError
 from madrag.pipeline.job import prompt_names
 from madrag.protocols import get_protocol
 from madrag.rubric import Rubric, load_rubric
+from madrag.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "tests" / "data" / "summeval_paired_sample.jsonl"
 RUBRIC = REPO / "docs" / "rubrics" / "rubric_summeval.json"
+SUMMEVAL_PROMPTS = REPO / "docs" / "prompts" / "summeval"
 CONSENSUS_SIX = {"SingleJudge", "StrictJudge", "LenientJudge", "ConsensusMAD", "SymmetricMAD", "ScoreMaskedMAD"}
 
 
@@ -73,6 +75,10 @@ def test_summeval_problems_are_one_line_input_errors(rubric: Rubric, tmp_path: P
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"id": "a", "text": "An essay.", "Coherence": 3}\n', encoding="utf-8")
     assert load_essays(plain, rubric)[0].source is None  # not SummEval: the generic table
+    table = tmp_path / "summaries.csv"
+    table.write_text('id,text,source,Coherence\ns1,A summary.,"The article, in full.",4\n', encoding="utf-8")
+    (row_essay,) = load_essays(table, rubric)
+    assert row_essay.source == "The article, in full." and row_essay.metadata == {}
 
 
 def test_the_source_is_shown_under_the_rubrics_name_and_nothing_changes_without_one(rubric: Rubric) -> None:
@@ -114,10 +120,20 @@ def test_the_six_seed_002_protocols_and_eval_consensus_run_on_summeval(rubric: R
     proc = _cli(
         "ablate-consensus", "--data", str(SAMPLE), "--rubric", str(RUBRIC), "--format", "summeval", "--fold", "all",
         "--anonymization", "none", "--run-dir", str(run_dir), "--provider", "fake", "--no-cache",
+        "--prompts-dir", str(SUMMEVAL_PROMPTS),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     # per summary: SingleJudge 1 + shared round-0 strict/lenient 2 + 2 MADs x 4 rounds x 2 + SymmetricMAD 2 + 8
     assert "174 agent calls made" in proc.stdout.replace("\n", " ")
+    store = RunStore(run_dir / "store.sqlite")
+    try:  # the seed's SummEval wording, the summary and its article
+        single = next(store.records(protocol="SingleJudge"))
+        prompt = "\n".join(m.content for m in single.messages)
+        article = next(e for e in store.essays() if e.id == single.essay_id).source
+    finally:
+        store.close()
+    assert "You are a strict and consistent evaluator of English summarization quality" in prompt
+    assert article is not None and f"Source article:\n<<<\n{article}\n>>>\n\nSummary to evaluate:" in prompt
     evaluated = _cli("eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "50")
     assert evaluated.returncode == 0, evaluated.stderr
     rows = list(csv.DictReader((run_dir / "consensus" / "alignment.csv").open()))

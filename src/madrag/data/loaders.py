@@ -143,7 +143,7 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
     body = str(raw["text"] or "").strip()
     if not body:
         raise InputError(f"{where}: essay {raw['id']!r} is empty")
-    known = {"id", "text", "prompt", "fold"}
+    known = {"id", "text", "prompt", "fold", "source"}
     trait_names = {t.name.casefold(): t.name for t in rubric.traits}
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
@@ -163,9 +163,11 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
             scores.setdefault(trait, []).append(score)
             ids.setdefault(trait, []).append(rater_idx)
     fold = raw.get("fold")
+    source = str(raw.get("source") or "").strip()
     essay = Essay(
         id=str(raw["id"]).strip(),
         text=body,
+        source=source or None,
         prompt=str(raw.get("prompt") or rubric.prompt),
         fold=int(fold) if fold not in (None, "") else None,
         rater_scores=scores,
@@ -193,9 +195,10 @@ def _jsonl_rows(p: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
-    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, <trait>, rater<i>_<trait>...]``.
+    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, source, <trait>, rater<i>_<trait>...]``.
 
     A column named like a rubric trait is a single score; ``rater1_<trait>``, ``rater2_<trait>`` are several.
+    ``source`` is a text the essay is written from (e.g. the article a summary summarises), shown in the prompts.
     """
     p = Path(path)
     text = _read_text(p, ("utf-8",))
