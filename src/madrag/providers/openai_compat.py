@@ -194,7 +194,8 @@ class OpenAICompatProvider(Provider):
                     if not self.adapter.adapt(self._status_detail(exc), body):
                         raise self._map_error(exc) from None
             else:
-                raise ProviderError(f"{self._where()} kept refusing the request's parameters: {self._scrub(str(body))}")
+                sent = ", ".join(sorted(k for k in body if k != "messages"))
+                raise ProviderError(f"{self._where()} kept refusing the request's parameters (sent: {sent})")
             latency = time.monotonic() - start
         response = self._to_response(request, answer.content, latency)
         return response.model_copy(update={"sent": self.adapter.sent(body)})
