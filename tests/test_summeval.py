@@ -62,6 +62,35 @@ def test_summeval_rows_become_summaries_with_their_article_and_averaged_experts(
     assert [e.id for e in load_essays(SAMPLE, rubric, "summeval")] == [e.id for e in essays]
 
 
+def test_the_mteb_layout_seed_002_sampled_gives_one_essay_per_machine_summary(rubric: Rubric, tmp_path: Path) -> None:
+    """``mteb/summeval`` (HuggingFace, written as JSONL): one row per article, each criterion a list of the
+    experts' averages, one per machine summary."""
+    rows = _rows()
+    article = {
+        "id": rows[0]["id"],
+        "text": rows[0]["text"],
+        "machine_summaries": [rows[0]["decoded"], rows[1]["decoded"]],
+        "human_summaries": ["A person's summary."],
+        **{
+            key: [mean(a[key] for a in row["expert_annotations"]) for row in rows[:2]]  # type: ignore[attr-defined]
+            for key in ("relevance", "coherence", "fluency", "consistency")
+        },
+    }
+    data = tmp_path / "summeval_mteb.jsonl"
+    data.write_text(json.dumps(article) + "\n", encoding="utf-8")
+    essays = load_essays(data, rubric)  # auto-detected
+    paired = {e.text: e for e in load_summeval(SAMPLE, rubric)}
+    assert [e.id for e in essays] == [f"{rows[0]['id']}_0", f"{rows[0]['id']}_1"]
+    for essay in essays:
+        assert essay.source == rows[0]["text"] and essay.metadata["article_id"] == rows[0]["id"]
+        same = paired[essay.text]  # the same summary in the paired layout: the same human reference
+        for trait in rubric.traits:
+            assert essay.rater_scores[trait.name] == [pytest.approx(mean(same.rater_scores[trait.name]))]
+    data.write_text(json.dumps({**article, "fluency": [4.0]}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="'fluency' must list one score per machine summary"):
+        load_summeval(data, rubric)
+
+
 def test_summeval_problems_are_one_line_input_errors(rubric: Rubric, tmp_path: Path) -> None:
     row = _rows()[0]
     bad = tmp_path / "bad.jsonl"

@@ -14,7 +14,7 @@ from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.rubric import Rubric
+from madrag.rubric import Rubric, Trait
 
 ASAP_REQUIRED = ("essay_id", "essay_set", "essay")
 _RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
@@ -221,8 +221,16 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
 SUMMEVAL_FIELDS = ("id", "text", "decoded", "expert_annotations")
 """The fields of a row of SummEval's ``model_annotations.aligned.paired.jsonl`` that madrag reads."""
 
+MTEB_SUMMEVAL_FIELDS = ("id", "text", "machine_summaries")
+"""The fields (besides one list of scores per criterion) of a row of the ``mteb/summeval`` layout."""
 
-def _summeval_scores(
+
+def _annotation_key(trait: Trait) -> str:
+    """The SummEval field of a rubric trait: its ``column``, else its name (compared case-insensitively)."""
+    return (trait.column or trait.name).casefold()
+
+
+def _expert_scores(
     raw: dict[str, Any], rubric: Rubric, where: str
 ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
     """Each rubric trait's expert scores (one per annotator, in order) from ``expert_annotations``."""
@@ -232,7 +240,7 @@ def _summeval_scores(
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
     for trait in rubric.traits:
-        key = (trait.column or trait.name).casefold()
+        key = _annotation_key(trait)
         for rater_idx, annotation in enumerate(annotations):
             found = {k.casefold(): v for k, v in annotation.items()}
             if key not in found:
@@ -244,43 +252,94 @@ def _summeval_scores(
     return scores, ids
 
 
-def _summeval_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
-    missing = [f for f in SUMMEVAL_FIELDS if f not in raw]
-    if missing:
-        raise InputError(f"{where}: missing SummEval field(s) {missing}")
-    summary, article = str(raw["decoded"] or "").strip(), str(raw["text"] or "").strip()
-    model_id = str(raw.get("model_id") or "").strip()
-    if not summary or not article:
-        raise InputError(f"{where}: {raw['id']!r} has an empty {'summary' if not summary else 'source text'}")
-    scores, ids = _summeval_scores(raw, rubric, where)
+def _summary(
+    raw: dict[str, Any],
+    summary: Any,
+    essay_id: str,
+    scores: tuple[dict[str, list[float]], dict[str, list[int]]],
+    metadata: dict[str, Any],
+    rubric: Rubric,
+    where: str,
+) -> Essay:
+    """One summary as an essay: its text, the row's article as ``source``, its (scores, rater ids) and
+    ``metadata`` besides the article's id."""
+    text, article = str(summary or "").strip(), str(raw["text"] or "").strip()
+    if not text or not article:
+        raise InputError(f"{where}: {essay_id!r} has an empty {'summary' if not text else 'source text'}")
     fold = raw.get("fold")
     essay = Essay(
-        id=f"{raw['id']}_{model_id}" if model_id else str(raw["id"]),
-        text=summary,
+        id=essay_id,
+        text=text,
         source=article,
         prompt=rubric.prompt,
         fold=int(fold) if fold not in (None, "") else None,
-        rater_scores=scores,
-        rater_ids=ids,
-        metadata={"article_id": str(raw["id"]), **({"model_id": model_id} if model_id else {})},
+        rater_scores=scores[0],
+        rater_ids=scores[1],
+        metadata={"article_id": str(raw["id"]), **metadata},
     )
     _check_range(essay, rubric, where)
     return essay
 
 
-def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
-    """Load SummEval's ``model_annotations.aligned.paired.jsonl`` layout: one row per (article, system summary)
-    with ``id`` (the article), ``text`` (the source article), ``decoded`` (the summary), ``model_id`` and
-    ``expert_annotations`` (one object per expert annotator: ``coherence``, ``consistency``, ``fluency``,
-    ``relevance``; other fields are ignored).
+def _paired_summary(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+    """A row of the paired layout: one summary, each expert's scores as one rater's."""
+    missing = [f for f in SUMMEVAL_FIELDS if f not in raw]
+    if missing:
+        raise InputError(f"{where}: missing SummEval field(s) {missing}")
+    model_id = str(raw.get("model_id") or "").strip()
+    essay_id = f"{raw['id']}_{model_id}" if model_id else str(raw["id"])
+    metadata = {"model_id": model_id} if model_id else {}
+    return _summary(raw, raw["decoded"], essay_id, _expert_scores(raw, rubric, where), metadata, rubric, where)
 
-    Each row is an essay whose text is the summary and whose ``source`` is the article; its id is
-    ``<id>_<model_id>``. Every expert's score is kept as one rater's, so the human reference (the raters' mean)
-    is the experts' average, as seed 002 uses it (Appendix B.2). A rubric trait is matched to an annotation key
-    by its ``column``, else by its name (case-insensitive).
+
+def _mteb_summaries(raw: dict[str, Any], rubric: Rubric, where: str) -> list[Essay]:
+    """A row of the ``mteb/summeval`` layout: an article's ``machine_summaries`` and, per criterion, a list of
+    each summary's score (already the experts' average: one rater)."""
+    missing = [f for f in MTEB_SUMMEVAL_FIELDS if f not in raw]
+    if missing:
+        raise InputError(f"{where}: missing SummEval field(s) {missing}")
+    summaries = raw["machine_summaries"]
+    found = {k.casefold(): v for k, v in raw.items()}
+    columns: dict[str, list[Any]] = {}
+    for trait in rubric.traits:
+        values = found.get(_annotation_key(trait))
+        if not isinstance(summaries, list) or not isinstance(values, list) or len(values) != len(summaries):
+            raise InputError(f"{where}: {_annotation_key(trait)!r} must list one score per machine summary")
+        columns[trait.name] = values
+    essays = []
+    for i, summary in enumerate(summaries):
+        scores: dict[str, list[float]] = {}
+        for name, values in columns.items():
+            value = _parse_score(str(values[i]) if values[i] is not None else "", f"{where} {name}")
+            if value is not None:
+                scores[name] = [value]
+        one_rater = (scores, {name: [0] for name in scores})
+        essays.append(_summary(raw, summary, f"{raw['id']}_{i}", one_rater, {"summary_index": i}, rubric, where))
+    return essays
+
+
+def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
+    """Load SummEval summaries from a JSONL file in either of its two layouts; each summary is an essay whose
+    text is the summary and whose ``source`` is its article.
+
+    * ``model_annotations.aligned.paired.jsonl`` (SummEval's repository): one row per (article, system
+      summary) with ``id`` (the article), ``text`` (the article), ``decoded`` (the summary), ``model_id`` and
+      ``expert_annotations`` (one object per expert: ``coherence``, ``consistency``, ``fluency``,
+      ``relevance``; other fields are ignored). The essay id is ``<id>_<model_id>``; every expert's score is
+      one rater's, so the human reference (the raters' mean) is the experts' average, as seed 002 uses it.
+    * ``mteb/summeval`` (the HuggingFace copy seed 002 sampled, written as JSONL): one row per article with
+      ``id``, ``text``, ``machine_summaries`` and per criterion the list of each summary's experts' average.
+      The essay id is ``<id>_<index>``.
+
+    A rubric trait is matched to a criterion by its ``column``, else by its name (case-insensitive).
     """
     p = Path(path)
-    essays = [_summeval_essay(raw, rubric, where) for where, raw in _jsonl_rows(p, _read_text(p, ("utf-8",)))]
+    essays: list[Essay] = []
+    for where, raw in _jsonl_rows(p, _read_text(p, ("utf-8",))):
+        if "machine_summaries" in raw:
+            essays += _mteb_summaries(raw, rubric, where)
+        else:
+            essays.append(_paired_summary(raw, rubric, where))
     if not essays:
         raise InputError(f"{p}: no summaries")
     _check_unique(essays, p)
@@ -288,14 +347,17 @@ def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
 
 
 def _looks_like_summeval(path: Path) -> bool:
-    """Whether the first row of a JSONL file has SummEval's ``decoded`` and ``expert_annotations`` fields."""
+    """Whether the first row of a JSONL file is SummEval's: ``decoded`` and ``expert_annotations`` (paired
+    layout) or ``machine_summaries`` (``mteb/summeval``)."""
     try:
         with path.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
         row = json.loads(first)
     except (OSError, UnicodeDecodeError, ValueError):
         return False  # the table loader says what is wrong with the file
-    return isinstance(row, dict) and "decoded" in row and "expert_annotations" in row
+    if not isinstance(row, dict):
+        return False
+    return ("decoded" in row and "expert_annotations" in row) or "machine_summaries" in row
 
 
 DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
@@ -303,8 +365,8 @@ DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
 
 
 def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
-    """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows have
-    ``decoded`` and ``expert_annotations`` = SummEval; other .csv / .jsonl = the generic table)."""
+    """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
+    SummEval's = SummEval; other .csv / .jsonl = the generic table)."""
     p = Path(path)
     kind = fmt
     if fmt == "auto":
