@@ -14,7 +14,8 @@ import pytest
 from madrag.agents.context import all_traits_values, essay_values
 from madrag.agents.prompts import PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data import Essay
-from madrag.data.loaders import load_essays, load_summeval
+from madrag.data.loaders import load_essays
+from madrag.data.summeval import load_summeval
 from madrag.errors import InputError
 from madrag.pipeline.job import prompt_names
 from madrag.protocols import get_protocol

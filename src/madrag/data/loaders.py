@@ -1,23 +1,78 @@
-"""Loaders for the Kaggle ASAP layout, generic CSV / JSONL files of ``id, text[, trait scores]`` and SummEval.
+"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``; SummEval
+is read by :mod:`madrag.data.summeval`.
 
-Every problem with the input is raised as a one-line :class:`InputError`.
+Every problem with the input is raised as a one-line :class:`InputError`. A trait's scores are read from the
+columns named by its rubric ``column`` field (or, in CSV / JSONL, by its name): ``<column>`` for one rater,
+``rater<i>_<column>`` for several. A CSV / JSONL column that is neither known nor a trait's is kept as essay
+metadata and reported once (a warning on the ``madrag.data`` logger). No field may exceed
+:data:`MAX_FIELD_CHARS` characters. The data format is documented in ``docs/data-and-rubric-formats.md``.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.rubric import Rubric, Trait
+from madrag.rubric import Rubric
 
 ASAP_REQUIRED = ("essay_id", "essay_set", "essay")
 _RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
+MAX_FIELD_CHARS = 1_000_000
+"""The largest field (an essay's text) a data file may hold, in characters: about 150,000 words."""
+TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
+"""The CSV / JSONL columns every data file may have besides trait scores (``source``: a text the essay is
+written from, e.g. the article a summary summarises, which the prompts show)."""
+DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
+"""The values of ``--format``."""
+
+log = logging.getLogger("madrag.data")
+_REPORTED: set[tuple[str, str]] = set()
+
+
+def _report_once(path: Path, message: str) -> None:
+    """Log ``message`` about ``path`` as a warning, once per process (data files are read more than once)."""
+    key = (str(path.resolve()), message)
+    if key not in _REPORTED:
+        _REPORTED.add(key)
+        log.warning("warning: %s: %s", path, message)
+
+
+def _too_long(path: Path, line: int) -> InputError:
+    return InputError(f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
+
+
+def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+    """The header and the (line number, row) pairs of a CSV / TSV; a field over :data:`MAX_FIELD_CHARS` or a
+    broken row is a one-line InputError."""
+    csv.field_size_limit(MAX_FIELD_CHARS)
+    reader = csv.DictReader(lines, delimiter=delimiter)
+
+    def fail(exc: csv.Error) -> InputError:
+        line = reader.line_num + 1  # the line being parsed is not counted yet
+        if "field limit" in str(exc):
+            return _too_long(path, line)
+        return InputError(f"{path}:{line}: not valid CSV: {exc}")
+
+    try:
+        header = list(reader.fieldnames or [])
+    except csv.Error as exc:
+        raise fail(exc) from exc
+
+    def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        try:
+            for row in reader:
+                yield reader.line_num, row
+        except csv.Error as exc:
+            raise fail(exc) from exc
+
+    return header, rows()
 
 
 def _read_text(path: Path, encodings: Iterable[str]) -> str:
@@ -70,15 +125,14 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
     """
     p = Path(path)
     text = _read_text(p, ("utf-8", "latin-1"))
-    reader = csv.DictReader(text.splitlines(), delimiter="\t")
-    header = reader.fieldnames or []
+    header, rows = _csv_table(text.splitlines(), p, "\t")
     missing = [c for c in ASAP_REQUIRED if c not in header]
     if missing:
         raise InputError(f"{p}: missing column(s) {missing}; is this the ASAP training_set_rel3.tsv layout?")
     wanted_set = essay_set if essay_set is not None else rubric.essay_set
     columns = _asap_rater_columns(header, rubric, p)
     essays: list[Essay] = []
-    for line_no, row in enumerate(reader, start=2):
+    for line_no, row in rows:
         where = f"{p}:{line_no}"
         try:
             row_set = int(row["essay_set"])
@@ -137,24 +191,47 @@ def _asap_essay(
     return essay
 
 
-def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+def trait_columns(rubric: Rubric) -> dict[str, str]:
+    """Casefolded column base name -> trait name: each trait's ``column`` field and its name."""
+    keys = {t.name.casefold(): t.name for t in rubric.traits}
+    keys.update({t.column.casefold(): t.name for t in rubric.traits if t.column})
+    return keys
+
+
+def _trait_of(key: str, columns: dict[str, str]) -> tuple[str | None, int]:
+    """(trait name or None, 0-based rater index) a CSV / JSONL column holds."""
+    base, rater_idx = key, 0
+    if m := _RATER_COL.match(key):
+        rater_idx, base = int(m.group(1)) - 1, m.group(2)
+    return columns.get(base.casefold()), rater_idx
+
+
+def _int_field(raw: dict[str, Any], name: str, where: str) -> int | None:
+    """An integer field (``fold``, ``essay_set``): None when absent or empty; ``2``, ``"2"`` and ``2.0`` are 2."""
+    value = raw.get(name)
+    if value is None or str(value).strip() == "":
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError as exc:
+        raise InputError(f"{where}: {name} {value!r} is not an integer") from exc
+
+
+def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str], where: str) -> Essay:
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
     body = str(raw["text"] or "").strip()
     if not body:
         raise InputError(f"{where}: essay {raw['id']!r} is empty")
-    known = {"id", "text", "prompt", "fold", "source"}
-    trait_names = {t.name.casefold(): t.name for t in rubric.traits}
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
     metadata: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in known:
+        if key in TABLE_KNOWN:
             continue
-        base, rater_idx = key, 0
-        if m := _RATER_COL.match(key):
-            rater_idx, base = int(m.group(1)) - 1, m.group(2)
-        trait = trait_names.get(base.casefold())
+        trait, rater_idx = _trait_of(key, columns)
         if trait is None:
             metadata[key] = value
             continue
@@ -162,14 +239,14 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
         if score is not None:
             scores.setdefault(trait, []).append(score)
             ids.setdefault(trait, []).append(rater_idx)
-    fold = raw.get("fold")
     source = str(raw.get("source") or "").strip()
     essay = Essay(
         id=str(raw["id"]).strip(),
         text=body,
         source=source or None,
         prompt=str(raw.get("prompt") or rubric.prompt),
-        fold=int(fold) if fold not in (None, "") else None,
+        essay_set=_int_field(raw, "essay_set", where),
+        fold=_int_field(raw, "fold", where),
         rater_scores=scores,
         rater_ids=ids,
         metadata=metadata,
@@ -178,12 +255,13 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
     return essay
 
 
-def _jsonl_rows(p: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
-    """``(where, object)`` for each non-empty line of a JSONL file; an InputError for a line that is not one."""
+def _jsonl_rows(text: str, p: Path) -> list[tuple[str, dict[str, Any]]]:
     rows: list[tuple[str, dict[str, Any]]] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_FIELD_CHARS:
+            raise _too_long(p, line_no)
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -194,185 +272,54 @@ def _jsonl_rows(p: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
     return rows
 
 
-def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
-    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, source, <trait>, rater<i>_<trait>...]``.
+def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[str, str]) -> None:
+    """Report once the columns that are neither known nor a trait's; and the traits no column maps."""
+    unused = [k for k in dict.fromkeys(keys) if k not in TABLE_KNOWN and _trait_of(k, columns)[0] is None]
+    if unused:
+        _report_once(
+            p,
+            f"column(s) {', '.join(unused)} match no rubric trait name or 'column' (kept as essay metadata, "
+            "not used as scores)",
+        )
 
-    A column named like a rubric trait is a single score; ``rater1_<trait>``, ``rater2_<trait>`` are several.
-    ``source`` is a text the essay is written from (e.g. the article a summary summarises), shown in the prompts.
+
+def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
+    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, essay_set, <column>, rater<i>_<column>...]``.
+
+    ``<column>`` is a trait's rubric ``column`` field or its name (either matches, case-insensitively): one
+    score per essay; ``rater1_<column>``, ``rater2_<column>`` are several raters' scores.
     """
     p = Path(path)
     text = _read_text(p, ("utf-8",))
-    rows: list[tuple[str, dict[str, Any]]] = []
+    columns = trait_columns(rubric)
     if p.suffix.lower() in {".jsonl", ".ndjson"}:
-        rows = _jsonl_rows(p, text)
+        rows = _jsonl_rows(text, p)
+        keys = [k for _, raw in rows for k in raw]
     else:
-        reader = csv.DictReader(text.splitlines(keepends=True))
-        header = reader.fieldnames or []
-        if "id" not in header or "text" not in header:
-            raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in header]}")
-        rows = [(f"{p}:{i}", dict(r)) for i, r in enumerate(reader, start=2)]
-    essays = [_generic_essay(raw, rubric, where) for where, raw in rows]
+        keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")
+        if "id" not in keys or "text" not in keys:
+            raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
+        rows = [(f"{p}:{line}", dict(r)) for line, r in lines]
+    _report_columns(p, keys, rubric, columns)
+    essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
     _check_unique(essays, p)
     return essays
 
 
-SUMMEVAL_FIELDS = ("id", "text", "decoded", "expert_annotations")
-"""The fields of a row of SummEval's ``model_annotations.aligned.paired.jsonl`` that madrag reads."""
-
-MTEB_SUMMEVAL_FIELDS = ("id", "text", "machine_summaries")
-"""The fields (besides one list of scores per criterion) of a row of the ``mteb/summeval`` layout."""
-
-
-def _annotation_key(trait: Trait) -> str:
-    """The SummEval field of a rubric trait: its ``column``, else its name (compared case-insensitively)."""
-    return (trait.column or trait.name).casefold()
-
-
-def _expert_scores(
-    raw: dict[str, Any], rubric: Rubric, where: str
-) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
-    """Each rubric trait's expert scores (one per annotator, in order) from ``expert_annotations``."""
-    annotations = raw["expert_annotations"]
-    if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
-        raise InputError(f"{where}: 'expert_annotations' must be a list of objects, one per annotator")
-    scores: dict[str, list[float]] = {}
-    ids: dict[str, list[int]] = {}
-    for trait in rubric.traits:
-        key = _annotation_key(trait)
-        for rater_idx, annotation in enumerate(annotations):
-            found = {k.casefold(): v for k, v in annotation.items()}
-            if key not in found:
-                raise InputError(f"{where}: annotator {rater_idx + 1} gives no {key!r} (rubric trait {trait.name!r})")
-            value = _parse_score(str(found[key]) if found[key] is not None else "", f"{where} {key}")
-            if value is not None:
-                scores.setdefault(trait.name, []).append(value)
-                ids.setdefault(trait.name, []).append(rater_idx)
-    return scores, ids
-
-
-def _summary(
-    raw: dict[str, Any],
-    summary: Any,
-    essay_id: str,
-    scores: tuple[dict[str, list[float]], dict[str, list[int]]],
-    metadata: dict[str, Any],
-    rubric: Rubric,
-    where: str,
-) -> Essay:
-    """One summary as an essay: its text, the row's article as ``source``, its (scores, rater ids) and
-    ``metadata`` besides the article's id."""
-    text, article = str(summary or "").strip(), str(raw["text"] or "").strip()
-    if not text or not article:
-        raise InputError(f"{where}: {essay_id!r} has an empty {'summary' if not text else 'source text'}")
-    fold = raw.get("fold")
-    essay = Essay(
-        id=essay_id,
-        text=text,
-        source=article,
-        prompt=rubric.prompt,
-        fold=int(fold) if fold not in (None, "") else None,
-        rater_scores=scores[0],
-        rater_ids=scores[1],
-        metadata={"article_id": str(raw["id"]), **metadata},
-    )
-    _check_range(essay, rubric, where)
-    return essay
-
-
-def _paired_summary(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
-    """A row of the paired layout: one summary, each expert's scores as one rater's."""
-    missing = [f for f in SUMMEVAL_FIELDS if f not in raw]
-    if missing:
-        raise InputError(f"{where}: missing SummEval field(s) {missing}")
-    model_id = str(raw.get("model_id") or "").strip()
-    essay_id = f"{raw['id']}_{model_id}" if model_id else str(raw["id"])
-    metadata = {"model_id": model_id} if model_id else {}
-    return _summary(raw, raw["decoded"], essay_id, _expert_scores(raw, rubric, where), metadata, rubric, where)
-
-
-def _mteb_summaries(raw: dict[str, Any], rubric: Rubric, where: str) -> list[Essay]:
-    """A row of the ``mteb/summeval`` layout: an article's ``machine_summaries`` and, per criterion, a list of
-    each summary's score (already the experts' average: one rater)."""
-    missing = [f for f in MTEB_SUMMEVAL_FIELDS if f not in raw]
-    if missing:
-        raise InputError(f"{where}: missing SummEval field(s) {missing}")
-    summaries = raw["machine_summaries"]
-    found = {k.casefold(): v for k, v in raw.items()}
-    columns: dict[str, list[Any]] = {}
-    for trait in rubric.traits:
-        values = found.get(_annotation_key(trait))
-        if not isinstance(summaries, list) or not isinstance(values, list) or len(values) != len(summaries):
-            raise InputError(f"{where}: {_annotation_key(trait)!r} must list one score per machine summary")
-        columns[trait.name] = values
-    essays = []
-    for i, summary in enumerate(summaries):
-        scores: dict[str, list[float]] = {}
-        for name, values in columns.items():
-            value = _parse_score(str(values[i]) if values[i] is not None else "", f"{where} {name}")
-            if value is not None:
-                scores[name] = [value]
-        one_rater = (scores, {name: [0] for name in scores})
-        essays.append(_summary(raw, summary, f"{raw['id']}_{i}", one_rater, {"summary_index": i}, rubric, where))
-    return essays
-
-
-def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
-    """Load SummEval summaries from a JSONL file in either of its two layouts; each summary is an essay whose
-    text is the summary and whose ``source`` is its article.
-
-    * ``model_annotations.aligned.paired.jsonl`` (SummEval's repository): one row per (article, system
-      summary) with ``id`` (the article), ``text`` (the article), ``decoded`` (the summary), ``model_id`` and
-      ``expert_annotations`` (one object per expert: ``coherence``, ``consistency``, ``fluency``,
-      ``relevance``; other fields are ignored). The essay id is ``<id>_<model_id>``; every expert's score is
-      one rater's, so the human reference (the raters' mean) is the experts' average, as seed 002 uses it.
-    * ``mteb/summeval`` (the HuggingFace copy seed 002 sampled, written as JSONL): one row per article with
-      ``id``, ``text``, ``machine_summaries`` and per criterion the list of each summary's experts' average.
-      The essay id is ``<id>_<index>``.
-
-    A rubric trait is matched to a criterion by its ``column``, else by its name (case-insensitive).
-    """
-    p = Path(path)
-    essays: list[Essay] = []
-    for where, raw in _jsonl_rows(p, _read_text(p, ("utf-8",))):
-        if "machine_summaries" in raw:
-            essays += _mteb_summaries(raw, rubric, where)
-        else:
-            essays.append(_paired_summary(raw, rubric, where))
-    if not essays:
-        raise InputError(f"{p}: no summaries")
-    _check_unique(essays, p)
-    return essays
-
-
-def _looks_like_summeval(path: Path) -> bool:
-    """Whether the first row of a JSONL file is SummEval's: ``decoded`` and ``expert_annotations`` (paired
-    layout) or ``machine_summaries`` (``mteb/summeval``)."""
-    try:
-        with path.open(encoding="utf-8") as fh:
-            first = next((line for line in fh if line.strip()), "")
-        row = json.loads(first)
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False  # the table loader says what is wrong with the file
-    if not isinstance(row, dict):
-        return False
-    return ("decoded" in row and "expert_annotations" in row) or "machine_summaries" in row
-
-
-DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
-"""The values of ``--format``."""
-
-
 def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
     """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
     SummEval's = SummEval; other .csv / .jsonl = the generic table)."""
+    # imported here: the SummEval loader builds on this module's helpers
+    from madrag.data.summeval import load_summeval, looks_like_summeval
+
     p = Path(path)
     kind = fmt
     if fmt == "auto":
         suffix = p.suffix.lower()
         jsonl = suffix in {".jsonl", ".ndjson"}
-        kind = "asap" if suffix == ".tsv" else "summeval" if jsonl and _looks_like_summeval(p) else "table"
+        kind = "asap" if suffix == ".tsv" else "summeval" if jsonl and looks_like_summeval(p) else "table"
     if kind == "asap":
         return load_asap(p, rubric)
     if kind == "summeval":
