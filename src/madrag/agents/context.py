@@ -46,23 +46,46 @@ class Turn:
     confidence: float | None
 
 
-def _essay_values(prompts: PromptLibrary, essay: Essay, placeholders: Placeholders) -> dict[str, str]:
+DEFAULT_SOURCE_LABEL = "Source text"
+"""What the prompts call an essay's ``source`` when the rubric does not say (its ``source_label``)."""
+
+
+def _essay_values(
+    prompts: PromptLibrary, essay: Essay, placeholders: Placeholders, source_label: str | None
+) -> dict[str, str]:
     """The essay's prompt, its text (placeholders masked under ``placeholders=mask``) and the note that says
-    what the placeholders (``note``) or the neutral words replacing them (``mask``) are."""
+    what the placeholders (``note``) or the neutral words replacing them (``mask``) are. An essay
+    with a ``source`` (the article a summary summarises) shows it after the prompt, under ``source_label``;
+    without one the values are exactly those of an essay (nothing is added)."""
+    mask = placeholders == "mask"
     notes = {"note": "anon_note", "mask": "mask_note"}
+    prompt = essay.prompt or "(no prompt given)"
+    if essay.source:
+        source = prompts.render(
+            "source_block",
+            SOURCE_LABEL=source_label or DEFAULT_SOURCE_LABEL,
+            SOURCE=mask_placeholders(essay.source) if mask else essay.source,
+        )
+        prompt = f"{prompt}\n\n{source}"
     return {
-        "PROMPT": essay.prompt or "(no prompt given)",
-        "ESSAY": mask_placeholders(essay.text) if placeholders == "mask" else essay.text,
+        "PROMPT": prompt,
+        "ESSAY": mask_placeholders(essay.text) if mask else essay.text,
         "ANON_CONTEXT": prompts.render(notes[placeholders]) if placeholders in notes else "",
     }
 
 
 def essay_values(
-    prompts: PromptLibrary, essay: Essay, trait: Trait, placeholders: Placeholders, self_report: bool
+    prompts: PromptLibrary,
+    essay: Essay,
+    trait: Trait,
+    placeholders: Placeholders,
+    self_report: bool,
+    source_label: str | None = None,
 ) -> dict[str, str]:
-    """Template values shared by every role for one essay and trait."""
+    """Template values shared by every role for one essay and trait (``source_label``: the rubric's name for
+    the essay's source text, if it has one)."""
     values = {
-        **_essay_values(prompts, essay, placeholders),
+        **_essay_values(prompts, essay, placeholders, source_label),
         "TRAIT_NAME": trait.name,
         "TRAIT_JSON": trait.as_prompt_json(),
         "MIN_POINTS": str(trait.min),
@@ -80,7 +103,7 @@ def all_traits_values(
     """Template values of a call that scores every trait: the essay (masked under ``placeholders=mask``) and
     its prompt, the placeholder note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
     values = {
-        **_essay_values(prompts, essay, placeholders),
+        **_essay_values(prompts, essay, placeholders, rubric.source_label),
         "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
         "SCORE_LINES": "\n".join(blank_score_line(t) for t in rubric.traits),
     }
