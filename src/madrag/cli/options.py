@@ -107,7 +107,13 @@ DataOpt = Annotated[Path, typer.Option(help="Essays: ASAP .tsv, or .csv / .jsonl
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
 DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")]
-FoldOpt = Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")]
+FoldOpt = Annotated[
+    str,
+    typer.Option(
+        help="Evaluation fold (the rest is the exemplar pool); 'each': every fold, each with the other folds as "
+        "its pool (cross-fold, seed 000 Table 2's whole sets); 'all': every essay, one pool."
+    ),
+]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]
 ProtocolOpt = Annotated[

@@ -59,6 +59,7 @@ from madrag.cli.options import (
 )
 from madrag.cli.output import console, err, progress_bar, run_with_progress
 from madrag.data.essay import Essay
+from madrag.data.splits import EACH
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
@@ -83,14 +84,16 @@ TINY_MODEL_NOTE = (
 )
 
 
-def _parse_fold(value: str) -> int | None:
-    """``--fold``: a fold number, or ``None`` for 'all'."""
+def _parse_fold(value: str) -> int | str | None:
+    """``--fold``: a fold number, ``None`` for 'all', or ``"each"`` (cross-fold scoring)."""
     if value.lower() == "all":
         return None
+    if value.lower() == EACH:
+        return EACH
     try:
         return int(value)
     except ValueError as exc:
-        raise InputError(f"--fold must be an integer or 'all', got {value!r}") from exc
+        raise InputError(f"--fold must be an integer, 'each' or 'all', got {value!r}") from exc
 
 
 def score(

@@ -21,7 +21,7 @@ from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
-from madrag.data.splits import split_by_fold
+from madrag.data.splits import EACH, EvalFold, fold_pools, split_by_fold
 from madrag.errors import InputError
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -45,7 +45,7 @@ class ScoreJob(BaseModel):
     rubric: Path
     run_dir: Path
     data_format: str = "auto"
-    eval_fold: int | None = 0
+    eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
     limit: int | None = None
     ids: list[str] | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
@@ -71,10 +71,17 @@ class JobResult:
 
 
 def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essay]]:
-    """(essays to score, retrieval pool) after the split, ``ids`` and ``limit``."""
+    """(essays to score, retrieval pool) after the split, ``ids`` and ``limit``. Under ``--fold each`` every
+    essay is to be scored and the pool is every essay (each fold's own pool: :func:`fold_pools`)."""
     essays = load_essays(job.data, rubric, job.data_format)
-    split = split_by_fold(essays, job.eval_fold)
-    chosen = split.eval
+    if job.eval_fold == EACH:
+        fold_pools(essays)  # checks the folds
+        chosen, pool = list(essays), list(essays)
+    else:
+        if isinstance(job.eval_fold, str):
+            raise InputError(f"eval_fold must be a fold number, {EACH!r} or None, got {job.eval_fold!r}")
+        split = split_by_fold(essays, job.eval_fold)
+        chosen, pool = split.eval, split.pool
     if job.ids:
         by_id = {e.id: e for e in essays}
         unknown = [i for i in job.ids if i not in by_id]
@@ -85,7 +92,7 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
         chosen = chosen[: job.limit]
     if not chosen:
         raise InputError("no essays selected to score")
-    return chosen, split.pool
+    return chosen, pool
 
 
 def _fingerprint_file(path: Path) -> str:
@@ -128,10 +135,18 @@ def job_config(
     }
 
 
-def build_bank(job: ScoreJob, pool: list[Essay], rubric: Rubric) -> Any:
+def build_bank(job: ScoreJob, pool: list[Essay], rubric: Rubric) -> tuple[Any, dict[str, Any]]:
+    """The run's exemplar bank and what the run records about it. Under ``--fold each``: one bank per fold,
+    each built from the other folds (:class:`madrag.retrieval.folds.FoldBanks`), all in the persistent cache."""
     from madrag.retrieval import ExemplarBank, MiniLMEmbedder
+    from madrag.retrieval.folds import FoldBanks
 
-    return ExemplarBank.build_or_load(pool, rubric, MiniLMEmbedder(), job.cache_dir / "banks")
+    embedder = MiniLMEmbedder()
+    if job.eval_fold == EACH:
+        banks = FoldBanks.build_or_load(fold_pools(pool), rubric, embedder, job.cache_dir / "banks")
+        return banks, banks.info()
+    bank = ExemplarBank.build_or_load(pool, rubric, embedder, job.cache_dir / "banks")
+    return bank, {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
 
 
 async def execute(
@@ -158,8 +173,7 @@ async def execute(
         bank = None
         if any(p.uses_bank for p in protocols):
             stage(f"exemplar bank: {len(pool)} pool essays")
-            bank = build_bank(job, pool, rubric)
-            bank_info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+            bank, bank_info = build_bank(job, pool, rubric)
             store.set_meta("bank", bank_info)
         cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
         provider = managed(job.provider, cache)

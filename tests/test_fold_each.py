@@ -1,0 +1,71 @@
+"""Cross-fold scoring (``--fold each``): every essay of sets 7 and 8 scored with the other folds as its exemplar
+pool, one bank per fold; ``eval`` then gives seed 000 Table 2's extreme-subset sizes (2,474 and 67)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from tests.helpers import BagOfWordsEmbedder
+
+import madrag.retrieval
+from madrag.data.essay import Essay
+from madrag.data.splits import fold_pools
+from madrag.errors import InputError
+from madrag.evaluation.agreement import evaluate
+from madrag.evaluation.run import load_run
+from madrag.pipeline.job import ScoreJob, execute
+from madrag.providers import ProviderSpec
+
+TABLE2_N = {7: 2474, 8: 67}  # seed 000 Table 2, N per essay set
+
+
+def _essay(eid: str, fold: int | None) -> Essay:
+    return Essay(id=eid, text=f"essay {eid}", fold=fold)
+
+
+def test_fold_pools_leave_out_each_essays_own_fold() -> None:
+    essays = [_essay(f"e{i}", i % 3) for i in range(9)]
+    pools = fold_pools(essays)
+    assert sorted(pools) == [0, 1, 2]
+    for fold, pool in pools.items():
+        assert len(pool) == 6 and all(e.fold != fold for e in pool)
+    with pytest.raises(InputError, match="fold"):
+        fold_pools([_essay("a", 0), _essay("b", None)])
+    with pytest.raises(InputError, match="two folds"):
+        fold_pools([_essay("a", 0), _essay("b", 0)])
+
+
+@pytest.mark.parametrize("essay_set", [7, 8])
+def test_fold_each_reproduces_table2_sizes_without_leaking_a_fold(
+    essay_set: int, asap: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(madrag.retrieval, "MiniLMEmbedder", BagOfWordsEmbedder)
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=asap / f"rubric_set{essay_set}.json",
+        run_dir=tmp_path / "run",
+        eval_fold="each",
+        protocols=["MARAG"],
+        provider=ProviderSpec(kind="fake"),
+        cache_dir=tmp_path / "cache",
+        response_cache=False,
+    )
+    result = asyncio.run(execute(job))
+    by_id = {e.id: e for e in result.essays}
+    assert len({e.fold for e in result.essays}) == 5
+    assert len(result.bank_info["per_fold"]) == 5
+    run = load_run(job.run_dir)
+    seen = 0
+    for record in run.judges:
+        own = by_id[record.essay_id].fold
+        for level in record.context["exemplars"]:
+            if level["exemplar"] is not None:
+                seen += 1
+                assert by_id[level["exemplar"]["essay_id"]].fold != own
+    assert seen > 0
+    extreme = evaluate(job.run_dir, bootstrap=10).extreme
+    pooled = extreme[(extreme["protocol"] == "MARAG") & (extreme["trait"] == "all")].iloc[0]
+    assert pooled["n"] == TABLE2_N[essay_set]
+    assert pooled["n_unusable"] == 0
