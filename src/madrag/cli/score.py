@@ -48,10 +48,12 @@ from madrag.cli.options import (
     RubricOpt,
     SampleOpt,
     SamplingSeedOpt,
+    SaragExemplarsOpt,
     ScoreMethodOpt,
     ScoreRunDirOpt,
     SlotsOpt,
     TimeoutOpt,
+    VerifyClaimsOpt,
     at_least_one,
     choice,
     comma_list,
@@ -69,14 +71,22 @@ from madrag.protocols.consensus import consensus_protocol
 from madrag.providers import parse_role_provider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
-from madrag.settings import Anonymization, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings
+from madrag.settings import (
+    Anonymization,
+    PromptLayout,
+    ReportFrom,
+    SaragExemplars,
+    ScoreMethod,
+    ScoringSettings,
+)
 
 DEFAULT_CACHE = default_cache_dir()  # the default of --cache-dir
 # the values --anonymization, --score-method, --report and --prompt-layout accept, in the order errors list them
 ANONYMIZATIONS: tuple[Anonymization, ...] = ("note", "mask", "none")
 SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
 REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
-PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("shared_prefix", "seed")
+PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("seed", "shared_prefix")
+SARAG_EXEMPLARS: tuple[SaragExemplars, ...] = ("span", "similar")
 
 TINY_MODEL_NOTE = (
     "Note: the embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give "
@@ -125,7 +135,9 @@ def score(
     report: ReportOpt = "parsed",
     exemplar_max_words: ExemplarMaxWordsOpt = None,
     judges_per_trait: JudgesPerTraitOpt = 1,
-    prompt_layout: PromptLayoutOpt = "shared_prefix",
+    prompt_layout: PromptLayoutOpt = "seed",
+    verify_claims: VerifyClaimsOpt = False,
+    sarag_exemplars: SaragExemplarsOpt = "span",
     prompts_dir: PromptsDirOpt = None,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     no_cache: NoCacheOpt = False,
@@ -169,6 +181,8 @@ def score(
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
             prompt_layout=choice("--prompt-layout", prompt_layout, PROMPT_LAYOUTS),
+            verify_claims=verify_claims,
+            sarag_exemplars=choice("--sarag-exemplars", sarag_exemplars, SARAG_EXEMPLARS),
         ),
         essay_concurrency=essay_concurrency,
         prompts_dir=prompts_dir,
