@@ -13,18 +13,11 @@ import typer
 
 from madrag.cli.options import at_least_one
 from madrag.errors import InputError
-from madrag.evaluation.costs import (
-    WHOLE_ESSAY,
-    CostReport,
-    RunEstimate,
-    cost_report,
-    estimate_run,
-    estimate_to_dict,
-    load_prices,
-    render_text,
-    report_to_dict,
-)
-from madrag.evaluation.prefix import prefix_stats
+from madrag.evaluation.costs.estimate import RunEstimate, estimate_run
+from madrag.evaluation.costs.prefix import prefix_stats
+from madrag.evaluation.costs.prices import load_prices
+from madrag.evaluation.costs.render import estimate_to_dict, render_text, report_to_dict
+from madrag.evaluation.costs.tally import WHOLE_ESSAY, CostReport, cost_report
 from madrag.evaluation.run import open_store
 
 PRICES_HELP = (

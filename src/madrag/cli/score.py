@@ -68,7 +68,7 @@ from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.providers import parse_role_provider
+from madrag.providers.spec import parse_role_provider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
 from madrag.settings import (
@@ -303,7 +303,9 @@ def _summary(result: JobResult, traits: list[str]) -> None:
 
 def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     """Score ``sample`` essays into ``<run-dir>/dry-run`` (real calls) and extrapolate to the full selection."""
-    from madrag.evaluation.costs import estimate_run, load_prices, render_text
+    from madrag.evaluation.costs.estimate import estimate_run
+    from madrag.evaluation.costs.prices import load_prices
+    from madrag.evaluation.costs.render import render_text
     from madrag.pipeline.job import select_essays
 
     at_least_one("--sample", sample)
