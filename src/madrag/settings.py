@@ -14,7 +14,8 @@ SaragExemplars = Literal["span", "similar"]
 
 
 class ScoringSettings(BaseModel):
-    """Every scoring choice of a run, recorded in its configuration (a run resumes only with the same).
+    """Sampling, score reading, prompt layout and every other scoring choice of a run, recorded in its
+    configuration (a run resumes only with the same settings).
 
     Defaults are the papers' behaviour; each deliberate difference is an option (README, "Differences from the
     papers").
