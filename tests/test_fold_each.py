@@ -105,6 +105,10 @@ def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path) -> None:
     assert len({e.fold for e in result.essays}) == 5
     assert len(result.bank_info["per_fold"]) == 5
     run = load_run(job.run_dir)
+    assert run.config["eval_fold"] == "each"  # recorded: a resume with another --fold is refused
+    assert {"verify_claims": False, "sarag_exemplars": "span", "prompt_layout": "seed"}.items() <= run.config[
+        "settings"
+    ].items()
     seen = 0
     for record in run.judges:
         own = by_id[record.essay_id].fold
