@@ -2,7 +2,7 @@
 pool, one bank per fold; ``eval`` then gives seed 000 Table 2's extreme-subset sizes (2,474 and 67).
 
 The fast test replaces the Chroma bank by an in-memory one (same questions, same job path); the integration
-test builds the real per-fold Chroma banks (with a bag-of-words embedder: minutes on two cores).
+test builds the real per-fold Chroma banks (with the hashing embedder: minutes on two cores).
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tests.helpers import BagOfWordsEmbedder
 
-import madrag.retrieval
 import madrag.retrieval.folds
 from madrag.data.essay import Essay
 from madrag.data.splits import fold_pools
@@ -74,17 +72,13 @@ class MemoryBank:
 def test_fold_each_reproduces_table2_sizes_without_leaking_a_fold(
     essay_set: int, asap: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(madrag.retrieval, "MiniLMEmbedder", BagOfWordsEmbedder)
     monkeypatch.setattr(madrag.retrieval.folds, "ExemplarBank", MemoryBank)
     _check_fold_each_run(essay_set, asap, tmp_path)
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("essay_set", [7, 8])
-def test_fold_each_with_chroma_banks(
-    essay_set: int, asap: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(madrag.retrieval, "MiniLMEmbedder", BagOfWordsEmbedder)
+def test_fold_each_with_chroma_banks(essay_set: int, asap: Path, tmp_path: Path) -> None:
     _check_fold_each_run(essay_set, asap, tmp_path)
 
 
@@ -97,6 +91,7 @@ def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path) -> None:
         eval_fold="each",
         protocols=["MARAG"],
         provider=ProviderSpec(kind="fake"),
+        embedder="hashing",
         cache_dir=tmp_path / "cache",
         response_cache=False,
     )

@@ -8,7 +8,7 @@ agents' exemplar questions by routing each essay to the bank of its fold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +27,28 @@ def fold_tag(fold: int) -> str:
 class FoldBanks:
     """One exemplar bank per fold; an essay is answered by the bank built without its own fold."""
 
-    def __init__(self, banks: Mapping[int, ExemplarBank]) -> None:
+    def __init__(self, banks: Mapping[int, ExemplarBank], embedder: Embedder) -> None:
         self.banks = dict(banks)
+        self.embedder = embedder
 
     @classmethod
     def build_or_load(
-        cls, pools: Mapping[int, list[Essay]], rubric: Rubric, embedder: Embedder, cache_dir: Path
+        cls,
+        pools: Mapping[int, list[Essay]],
+        rubric: Rubric,
+        embedder: Embedder,
+        cache_dir: Path,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> FoldBanks:
-        """Reuse or build (in the persistent cache under ``cache_dir``) the bank of every fold's pool."""
+        """Reuse or build (in the persistent cache under ``cache_dir``) the bank of every fold's pool;
+        ``on_progress(done, total)`` reports each bank built now, fold after fold."""
         banks = {
-            fold: ExemplarBank.build_or_load(pool, rubric, embedder, cache_dir, scope_tag=fold_tag(fold))
+            fold: ExemplarBank.build_or_load(
+                pool, rubric, embedder, cache_dir, scope_tag=fold_tag(fold), on_progress=on_progress
+            )
             for fold, pool in sorted(pools.items())
         }
-        return cls(banks)
+        return cls(banks, embedder)
 
     def bank_for(self, essay: Essay) -> ExemplarBank:
         """The bank built without ``essay``'s fold."""
