@@ -14,7 +14,7 @@ import pytest
 
 import madrag.retrieval.folds
 from madrag.data.essay import Essay
-from madrag.data.splits import fold_pools
+from madrag.data.splits import fold_pools, split_essays
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
 from madrag.evaluation.run import load_run
@@ -40,6 +40,11 @@ def test_fold_pools_leave_out_each_essays_own_fold() -> None:
         fold_pools([_essay("a", 0), _essay("b", None)])
     with pytest.raises(InputError, match="two folds"):
         fold_pools([_essay("a", 0), _essay("b", 0)])
+    scored, pool = split_essays(essays, "each")
+    assert scored == essays and pool == essays  # every essay scored; each fold gets its own pool from the bank
+    assert split_essays(essays, 1) == ([e for e in essays if e.fold == 1], [e for e in essays if e.fold != 1])
+    with pytest.raises(InputError, match="eval_fold"):
+        split_essays(essays, "every")
 
 
 class MemoryBank:

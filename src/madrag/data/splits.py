@@ -50,3 +50,15 @@ def fold_pools(essays: list[Essay]) -> dict[int, list[Essay]]:
     if len(folds) < 2:
         raise InputError(f"--fold each needs at least two folds; folds present: {folds}")
     return {f: [e for e in essays if e.fold != f] for f in folds}
+
+
+def split_essays(essays: list[Essay], eval_fold: EvalFold) -> tuple[list[Essay], list[Essay]]:
+    """(essays to score, retrieval pool) for a run's ``eval_fold``. Under ``"each"`` every essay is scored and
+    the pool is every essay (each fold is then given its own pool, :func:`fold_pools`)."""
+    if eval_fold == EACH:
+        fold_pools(essays)  # checks the folds
+        return list(essays), list(essays)
+    if isinstance(eval_fold, str):
+        raise InputError(f"eval_fold must be a fold number, {EACH!r} or None, got {eval_fold!r}")
+    split = split_by_fold(essays, eval_fold)
+    return split.eval, split.pool

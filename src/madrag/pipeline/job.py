@@ -29,7 +29,7 @@ from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
-from madrag.data.splits import EACH, EvalFold, fold_pools, split_by_fold
+from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import InputError
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -116,20 +116,12 @@ def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
 
 
 def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essay]]:
-    """(essays to score, retrieval pool) after the split (or the explicit pool), ``ids`` and ``limit``. Under
-    ``--fold each`` every essay is to be scored and the pool is every essay (each fold's own pool:
-    :func:`fold_pools`)."""
+    """(essays to score, retrieval pool) after the split (or the explicit pool), ``ids`` and ``limit``."""
     essays = job_essays(job, rubric)
     if job.pool is not None:
         chosen, pool = essays, list(job.pool)
-    elif job.eval_fold == EACH:
-        fold_pools(essays)  # checks the folds
-        chosen, pool = list(essays), list(essays)
     else:
-        if isinstance(job.eval_fold, str):
-            raise InputError(f"eval_fold must be a fold number, {EACH!r} or None, got {job.eval_fold!r}")
-        split = split_by_fold(essays, job.eval_fold)
-        chosen, pool = split.eval, split.pool
+        chosen, pool = split_essays(essays, job.eval_fold)
     if job.ids:
         by_id = {e.id: e for e in essays}
         unknown = [i for i in job.ids if i not in by_id]
