@@ -118,7 +118,9 @@ def test_run_errors(client: TestClient, tmp_path: Path) -> None:
     error_of(client.post("/api/runs", json={**base, "pool": "folds"}), 400)
     error_of(client.post("/api/runs", json={**base, "backend": {"kind": "openai", "base_url": "file:///etc"}}), 422)
     error_of(client.post("/api/runs", json={**base, "surprise": 1}), 422)
-    error_of(client.post("/api/runs", content="rubric=x", headers={"content-type": "application/x-www-form-urlencoded"}), 415)
+    error_of(
+        client.post("/api/runs", content="rubric=x", headers={"content-type": "application/x-www-form-urlencoded"}), 415
+    )
     error_of(client.post("/api/runs", content="{not json", headers={"content-type": "application/json"}), 422)
     error_of(client.get("/api/runs/000000000000"), 404)
 

@@ -34,7 +34,9 @@ FAKE = {"kind": "fake"}
 def essays_csv(n: int = 4, folds: bool = True, extra: list[dict[str, Any]] | None = None) -> str:
     """A CSV of ``n`` essays with two raters per trait (and folds 0/1 alternating)."""
     buf = io.StringIO()
-    fields = ["id", "text", "rater1_Ideas", "rater2_Ideas", "rater1_Style", "rater2_Style"] + (["fold"] if folds else [])
+    fields = ["id", "text", "rater1_Ideas", "rater2_Ideas", "rater1_Style", "rater2_Style"] + (
+        ["fold"] if folds else []
+    )
     writer = csv.DictWriter(buf, fieldnames=fields)
     writer.writeheader()
     for i in range(n):
@@ -69,7 +71,9 @@ def client_for(config: ServerConfig, base_url: str = "http://127.0.0.1:8000") ->
         yield client
 
 
-def wait_status(client: TestClient, run_id: str, timeout: float = 30.0, headers: dict[str, str] | None = None) -> dict[str, Any]:
+def wait_status(
+    client: TestClient, run_id: str, timeout: float = 30.0, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Poll a run until it is no longer queued or running."""
     deadline = time.monotonic() + timeout
     while True:

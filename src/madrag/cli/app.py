@@ -21,6 +21,7 @@ from madrag.cli.confidence import confidence_app
 from madrag.cli.consensus import eval_consensus_command
 from madrag.cli.costs import costs_command
 from madrag.cli.evaluate import errors_command, eval_command, report_command
+from madrag.cli.serve import serve_command
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
 from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
@@ -313,6 +314,7 @@ app.command("report")(report_command)
 app.command("costs")(costs_command)
 app.add_typer(confidence_app, name="confidence")
 app.command("eval-consensus")(eval_consensus_command)
+app.command("serve")(serve_command)
 
 
 def find_asap_dir() -> Path:

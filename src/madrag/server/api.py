@@ -19,7 +19,10 @@ from madrag.server.service import State
 
 router = APIRouter(prefix="/api")
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"description": text, "content": {"application/json": {"example": {"error": {"status": code, "message": text}}}}}
+    code: {
+        "description": text,
+        "content": {"application/json": {"example": {"error": {"status": code, "message": text}}}},
+    }
     for code, text in {
         400: "bad input (essays, rubric or settings)",
         404: "no such rubric, run or essay",
@@ -53,8 +56,13 @@ def protocols() -> list[dict[str, Any]]:
 @router.get("/rubrics", summary="Shipped and created rubrics")
 def list_rubrics(s: StateDep) -> list[dict[str, Any]]:
     return [
-        {"id": rid, "name": r.name, "traits": r.trait_names, "shipped": rid in s.catalog.shipped,
-         "shipped_pool": s.catalog.pool_available(r)}
+        {
+            "id": rid,
+            "name": r.name,
+            "traits": r.trait_names,
+            "shipped": rid in s.catalog.shipped,
+            "shipped_pool": s.catalog.pool_available(r),
+        }
         for rid, r in s.catalog.all().items()
     ]
 
@@ -123,7 +131,9 @@ def cancel_run(run_id: str, s: StateDep) -> dict[str, Any]:
     return s.runs.describe(run_id)
 
 
-@router.post("/runs/{run_id}/resume", status_code=202, summary="Resume an interrupted or cancelled run", responses=ERRORS)
+@router.post(
+    "/runs/{run_id}/resume", status_code=202, summary="Resume an interrupted or cancelled run", responses=ERRORS
+)
 def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> dict[str, Any]:
     s.runs.resume(run_id, None if body is None else body.api_key)
     return s.runs.describe(run_id)
@@ -134,7 +144,9 @@ def run_scores(run_id: str, s: StateDep) -> dict[str, Any]:
     return {"run_id": run_id, "rows": service.export_rows(s, run_id)}
 
 
-@router.get("/runs/{run_id}/essays/{essay_id}", summary="One essay's records: rationales, debate, exemplars", responses=ERRORS)
+@router.get(
+    "/runs/{run_id}/essays/{essay_id}", summary="One essay's records: rationales, debate, exemplars", responses=ERRORS
+)
 def essay_records(run_id: str, essay_id: str, s: StateDep) -> dict[str, Any]:
     return service.essay_detail(s, run_id, essay_id)
 

@@ -19,6 +19,7 @@ from madrag import __version__
 from madrag.server import api, errors, pages
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig, find_asap_dir
+from madrag.server.drafts import Drafts
 from madrag.server.errors import render_error
 from madrag.server.runs import RunManager
 from madrag.server.security import Guard, TooLarge
@@ -43,7 +44,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         raise ValueError("a server on a non-loopback address needs a token")
     config = config.model_copy(update={"asap_dir": find_asap_dir(config.asap_dir)})
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    state = State(config, Catalog(config.data_dir, config.asap_dir), RunManager(config))
+    state = State(config, Catalog(config.data_dir, config.asap_dir), RunManager(config), Drafts(config.data_dir))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -114,6 +114,11 @@ class Progress:
             for name, value in fields.items():
                 setattr(self, name, value)
 
+    def change(self, event: Event, **fields: Any) -> None:
+        """Update counters or the stage, then tell subscribers with ``event``."""
+        self.set(**fields)
+        self.emit(event)
+
     def count_record(self) -> None:
         with self._lock:
             self.records += 1

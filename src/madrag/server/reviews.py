@@ -94,9 +94,9 @@ def all_reviews(run_dir: Path, essay_id: str | None = None) -> list[Review]:
         return []
     conn = _connect(run_dir)
     try:
-        sql, args = f"SELECT {_COLUMNS} FROM reviews", ()
+        sql, args = f"SELECT {_COLUMNS} FROM reviews", []
         if essay_id is not None:
-            sql, args = sql + " WHERE essay_id = ?", (essay_id,)
+            sql, args = sql + " WHERE essay_id = ?", [essay_id]
         rows = conn.execute(sql + " ORDER BY id", args).fetchall()
     finally:
         conn.close()

@@ -221,7 +221,9 @@ class RunManager:
     def job(self, meta: RunMeta) -> Any:
         """The library's scoring job of a run (from its inputs and description)."""
         run_dir = self.root / meta.id
-        inputs = library.JobInputs(run_dir / "inputs" / "essays.jsonl", run_dir / "inputs" / "rubric.json", meta.eval_fold)
+        inputs = library.JobInputs(
+            run_dir / "inputs" / "essays.jsonl", run_dir / "inputs" / "rubric.json", meta.eval_fold
+        )
         b = meta.backend
         extra: dict[str, Any] = {"slots": self.config.slots}
         if b["kind"] == "llamacpp" and self.config.model_path:
@@ -254,8 +256,8 @@ class RunManager:
         hooks = library.Hooks(
             on_record=lambda r: self._on_record(prog, r),
             on_essay_done=lambda e, s: self._on_essay(prog, e, s),
-            on_stage=lambda m: (prog.set(stage=m), prog.emit({"type": "stage", "message": m})),
-            on_start=lambda n: (prog.set(total=n), prog.emit({"type": "start", "total": n})),
+            on_stage=lambda m: prog.change({"type": "stage", "message": m}, stage=m),
+            on_start=lambda n: prog.change({"type": "start", "total": n}, total=n),
         )
         try:
             await library.run_job(job, hooks)
@@ -267,12 +269,18 @@ class RunManager:
             self._update(run_id, status="failed", error=str(exc), finished_at=time.time())
         except Exception as exc:  # a bug must not take the server down; the log has the traceback
             log.exception("run %s failed", run_id)
-            self._update(run_id, status="failed", error=f"internal error ({type(exc).__name__})", finished_at=time.time())
+            self._update(
+                run_id, status="failed", error=f"internal error ({type(exc).__name__})", finished_at=time.time()
+            )
         else:
             meta = self.meta(run_id)
             estimate = self._estimate(meta) if meta.kind == "estimate" else None
             self._update(
-                run_id, status="finished", finished_at=time.time(), elapsed_s=time.monotonic() - started, estimate=estimate
+                run_id,
+                status="finished",
+                finished_at=time.time(),
+                elapsed_s=time.monotonic() - started,
+                estimate=estimate,
             )
 
     def _estimate(self, meta: RunMeta) -> dict[str, Any]:
@@ -308,7 +316,10 @@ class RunManager:
     @staticmethod
     def _on_essay(prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
         cells = {f"{s.protocol}|{s.trait}": s.score for s in scores}
-        prog.emit({"type": "essay", "essay_id": essay.id, "scores": cells}, [(s.protocol, s.essay_id, s.trait) for s in scores])
+        prog.emit(
+            {"type": "essay", "essay_id": essay.id, "scores": cells},
+            [(s.protocol, s.essay_id, s.trait) for s in scores],
+        )
 
     def cancel(self, run_id: str) -> RunMeta:
         """Stop a queued or running run (finished calls stay; it can be resumed); 409 when it is not active."""

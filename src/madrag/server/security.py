@@ -141,7 +141,8 @@ class Guard:
         return wrapped
 
     def _decorated(self, send: Send, scope: Scope, set_token_cookie: bool) -> Send:
-        csp = DOCS_CSP if scope["path"].startswith("/docs") else CSP
+        path = scope["path"]
+        csp = DOCS_CSP if path.startswith("/docs") or path.endswith("/report") else CSP
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -15,6 +15,7 @@ from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
+from madrag.server.drafts import Drafts
 from madrag.server.errors import ApiError
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.runs import RunManager, RunMeta
@@ -28,6 +29,7 @@ class State:
     config: ServerConfig
     catalog: Catalog
     runs: RunManager
+    drafts: Drafts
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
@@ -51,7 +53,9 @@ def read_essays(
         raise ApiError(422, "give exactly one of essays and data", "essays")
     if data is not None:
         raw = data.content.encode("utf-8")
-        upload = library.essays_from_upload(raw, data.filename, rubric, data.format, limits.max_rows, limits.max_essay_chars)
+        upload = library.essays_from_upload(
+            raw, data.filename, rubric, data.format, limits.max_rows, limits.max_essay_chars
+        )
     else:
         assert essays is not None
         if len(essays) > limits.max_rows:
@@ -82,7 +86,9 @@ def choose_pool(
             return "asap"
         return "same" if upload.has_scores else "none"
     if pool == "folds" and not (has_other_fold and upload.has_scores):
-        raise ApiError(400, f"pool 'folds' needs scored essays with a fold column, fold {eval_fold} and another", "pool")
+        raise ApiError(
+            400, f"pool 'folds' needs scored essays with a fold column, fold {eval_fold} and another", "pool"
+        )
     if pool == "same" and not upload.has_scores:
         raise ApiError(400, "pool 'same' needs essays with human scores", "pool")
     if pool == "asap" and not state.catalog.pool_available(rubric):
@@ -99,8 +105,10 @@ def check_protocols(protocols: list[str], pool: library.PoolMode) -> None:
             raise ApiError(422, str(exc), "protocols") from exc
         if retrieves and pool == "none":
             raise ApiError(
-                400, f"protocol {name} retrieves scored exemplars: choose an exemplar pool or a protocol without "
-                "retrieval (MAD, MA, SA)", "protocols"
+                400,
+                f"protocol {name} retrieves scored exemplars: choose an exemplar pool or a protocol without "
+                "retrieval (MAD, MA, SA)",
+                "protocols",
             )
 
 
@@ -168,7 +176,13 @@ async def score_one(state: State, req: SingleScoreIn) -> dict[str, Any]:
         }
         for s in view.scores
     ]
-    return {"run_id": meta.id, "essay_id": req.essay.id, "protocol": req.protocol, "scores": scores, "elapsed_s": meta.elapsed_s}
+    return {
+        "run_id": meta.id,
+        "essay_id": req.essay.id,
+        "protocol": req.protocol,
+        "scores": scores,
+        "elapsed_s": meta.elapsed_s,
+    }
 
 
 # -- reading a run -------------------------------------------------------------------------------------------
@@ -240,28 +254,44 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
             debate = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
             history = [r.model_dump() for r in reviews if r.trait == trait.name and r.protocol == protocol]
             entries.append(_protocol_entry(protocol, found, judge, debate, history))
-        traits.append({"trait": trait.name, "min": trait.min, "max": trait.max, "reference": essay.reference(trait),
-                       "raters": essay.rater_scores.get(trait.name, []), "protocols": entries})
+        traits.append(
+            {
+                "trait": trait.name,
+                "min": trait.min,
+                "max": trait.max,
+                "reference": essay.reference(trait),
+                "raters": essay.rater_scores.get(trait.name, []),
+                "protocols": entries,
+            }
+        )
     return {"run_id": run_id, "essay": {"id": essay.id, "text": essay.text, "fold": essay.fold}, "traits": traits}
 
 
-def _protocol_entry(protocol: str, found: Any, judge: Any, debate: list[Any], history: list[dict[str, Any]]) -> dict[str, Any]:
+def _protocol_entry(
+    protocol: str, found: Any, judge: Any, debate: list[Any], history: list[dict[str, Any]]
+) -> dict[str, Any]:
     result = None if found is None else found.result
     return {
         "protocol": protocol,
         "scored": found is not None,
         "score": None if found is None else found.score,
         "score_mode": None if result is None else result.mode,
-        "distribution": None if result is None or result.distribution is None else
-        {str(k): round(v, 4) for k, v in sorted(result.distribution.items())},
+        "distribution": None
+        if result is None or result.distribution is None
+        else {str(k): round(v, 4) for k, v in sorted(result.distribution.items())},
         "expected": None if result is None else result.expected,
         "rationale": "" if found is None else found.rationale,
         "judge_error": None if judge is None else judge.error,
         "exemplars": [] if judge is None else judge.context.get("exemplars") or [],
         "confidences": {} if judge is None else judge.context.get("confidences") or {},
         "debate": [
-            {"role": r.role, "round": r.round, "text": r.text, "confidence": r.confidence,
-             "confidence_source": r.confidence_source}
+            {
+                "role": r.role,
+                "round": r.round,
+                "text": r.text,
+                "confidence": r.confidence,
+                "confidence_source": r.confidence_source,
+            }
             for r in debate
         ],
         "reviews": history,
@@ -344,6 +374,7 @@ def export(state: State, run_id: str, fmt: str) -> tuple[str, str]:
         writer.writeheader()
         for row in rows:
             flat = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in row.items()}
-            writer.writerow({k: _safe_cell(v) if k in ("rationale", "review_comment", "reviewer") else v
-                             for k, v in flat.items()})
+            writer.writerow(
+                {k: _safe_cell(v) if k in ("rationale", "review_comment", "reviewer") else v for k, v in flat.items()}
+            )
     return buf.getvalue(), "text/csv"
