@@ -274,19 +274,15 @@ class RunManager:
             )
         else:
             meta = self.meta(run_id)
-            estimate = self._estimate(meta) if meta.kind == "estimate" else None
-            self._update(
-                run_id,
-                status="finished",
-                finished_at=time.time(),
-                elapsed_s=time.monotonic() - started,
-                estimate=estimate,
-            )
+            elapsed = time.monotonic() - started
+            estimate = self._estimate(meta, elapsed) if meta.kind == "estimate" else None
+            self._update(run_id, status="finished", finished_at=time.time(), elapsed_s=elapsed, estimate=estimate)
 
-    def _estimate(self, meta: RunMeta) -> dict[str, Any]:
+    def _estimate(self, meta: RunMeta, elapsed_s: float) -> dict[str, Any]:
+        """The library's estimate from this sample run, with the time at the sample's pace."""
         planned = meta.planned_essays or meta.n_essays
         found = library.estimate(self.root / meta.id, planned, meta.n_traits, meta.price)
-        per_essay = (meta.elapsed_s or 0.0) / max(1, meta.n_essays)
+        per_essay = elapsed_s / max(1, meta.n_essays)
         found["time_s"] = per_essay * planned
         found["sample_essays"] = meta.n_essays
         return found
