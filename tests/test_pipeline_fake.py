@@ -11,12 +11,12 @@ from tests.helpers import StubBank, make_ctx
 
 from madrag.data import Essay, split_by_fold
 from madrag.errors import ProviderError
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric
-from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 
 TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
@@ -187,8 +187,8 @@ async def test_backend_failure_stops_cleanly_and_resume_completes(
 async def test_all_six_ablation_protocols_run_and_read_back(
     tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]]
 ) -> None:
-    from madrag.protocols import ABLATION
     from madrag.evaluation.run import trait_scores
+    from madrag.protocols import ABLATION
 
     class SimilarBank(StubBank):
         def similar(self, essay: Essay, k: int) -> list[object]:

@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from madrag.agents.judge import distribution_from_tokens, normalise, parse_score, summarise
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, Usage
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, ScoreMode, call_key, prompt_hash
 from madrag.rubric import Trait
-from madrag.agents.judge import distribution_from_tokens, normalise, parse_score, summarise
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 

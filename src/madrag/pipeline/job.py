@@ -19,18 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import PromptLibrary
+from madrag.agents.roles import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.agents.roles import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
 from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
-from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 

@@ -10,8 +10,8 @@ from madrag.errors import ConfigError
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol, consensus_protocol
 from madrag.protocols.debate import VARIANTS, Variant
-from madrag.protocols.whole_essay import BUILTIN_SINGLE, SingleJudgeProtocol
 from madrag.protocols.trait_judge import BUILTIN, TraitJudgeProtocol
+from madrag.protocols.whole_essay import BUILTIN_SINGLE, SingleJudgeProtocol
 
 _VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
 

@@ -46,10 +46,6 @@ from typing import Any
 import pandas as pd
 
 from madrag.agents.calls import AgentCall, CallContext
-from madrag.pipeline.concurrency import gather_or_cancel
-from madrag.data.essay import Essay, round_half_up
-from madrag.errors import ConfigError
-from madrag.protocols.base import TraitScore
 from madrag.agents.roles import (
     LENIENT,
     NEUTRAL_A,
@@ -60,6 +56,10 @@ from madrag.agents.roles import (
     adjust_messages,
     initial_messages,
 )
+from madrag.data.essay import Essay, round_half_up
+from madrag.errors import ConfigError
+from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.protocols.base import TraitScore
 from madrag.protocols.whole_essay import all_traits_values, expand_trait_scores, judge_all_traits
 from madrag.records import AgentRecord, call_key
 from madrag.rubric import Rubric

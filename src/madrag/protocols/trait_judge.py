@@ -21,9 +21,9 @@ from typing import Any
 
 from madrag.agents.calls import AgentCall, CallContext, judge
 from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
-from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.data.essay import Essay, round_half_up
 from madrag.errors import ConfigError
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import TraitScore
 from madrag.protocols.debate import Variant, run_debate, turn_of
 from madrag.records import AgentRecord

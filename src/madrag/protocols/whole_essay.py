@@ -32,13 +32,13 @@ from madrag.agents.calls import (
     text_record,
 )
 from madrag.agents.context import mask_placeholders, role_messages
+from madrag.agents.judge import normalise, summarise
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols.base import TraitScore
 from madrag.providers.base import ChatResponse, Message
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
-from madrag.agents.judge import normalise, summarise
 
 
 def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | None = None) -> list[TraitScore]:
