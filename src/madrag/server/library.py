@@ -27,8 +27,8 @@ from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs import ANY_MODEL, Price, estimate_run, estimate_to_dict
-from madrag.evaluation.run import load_run, score_rows
-from madrag.pipeline.job import JobResult, ScoreJob, execute
+from madrag.evaluation.run import load_run, open_store, order_protocols, score_rows, stored_config
+from madrag.pipeline.job import ScoreJob, execute
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import ProviderSpec
@@ -321,15 +321,16 @@ class Hooks:
     on_start: Callable[[int], None]
 
 
-async def run_job(job: ScoreJob, hooks: Hooks) -> JobResult:
-    """Run (or resume) a job with the library's ``execute``."""
-    return await execute(
+async def run_job(job: ScoreJob, hooks: Hooks) -> list[TraitScore]:
+    """Run (or resume) a job with the library's ``execute``; the final trait scores of its essays."""
+    result = await execute(
         job,
         on_record=hooks.on_record,
         on_essay_done=hooks.on_essay_done,
         on_stage=hooks.on_stage,
         on_start=hooks.on_start,
     )
+    return result.scores
 
 
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:
@@ -357,11 +358,59 @@ class RunView:
     has_human: bool
 
 
+INDEX_FILE = "scores-index.json"
+"""The run's final trait scores as the library computed them, kept beside the store so a large run opens
+without re-reading every Judge record; valid while the store holds the same number of records."""
+
+
 def read_run(run_dir: Path) -> RunView:
     """Rubric, essays and final trait scores of a run, by the library's run reader."""
     run = load_run(run_dir)
     has_human = any(e.rater_scores for e in run.essays)
     return RunView(run.rubric, run.essays, run.scores, run.protocols, has_human)
+
+
+def record_count(run_dir: Path) -> int:
+    """How many records the run store holds."""
+    store = open_store(run_dir)
+    try:
+        return store.count()
+    finally:
+        store.close()
+
+
+def view_of(run_dir: Path, scores: list[TraitScore]) -> RunView:
+    """A run's view from scores already computed by the library (a finished job's, or a running job's so far)."""
+    store = open_store(run_dir)
+    try:
+        _config, rubric, configured = stored_config(store, run_dir)
+        essays = store.essays()
+    finally:
+        store.close()
+    protocols = order_protocols({s.protocol for s in scores}, configured)
+    return RunView(rubric, essays, scores, protocols, any(e.rater_scores for e in essays))
+
+
+def save_index(run_dir: Path, scores: list[TraitScore], count: int) -> None:
+    """Keep the run's final scores beside its store (see :data:`INDEX_FILE`)."""
+    blob = {"records": count, "scores": [s.model_dump(mode="json") for s in scores]}
+    tmp = run_dir / (INDEX_FILE + ".tmp")
+    tmp.write_text(json.dumps(blob), encoding="utf-8")
+    tmp.replace(run_dir / INDEX_FILE)
+
+
+def load_index(run_dir: Path, count: int) -> list[TraitScore] | None:
+    """The kept scores when the store still holds ``count`` records, else None."""
+    path = run_dir / INDEX_FILE
+    if not path.is_file():
+        return None
+    try:
+        blob = json.loads(path.read_text(encoding="utf-8"))
+        if blob.get("records") != count:
+            return None
+        return [TraitScore.model_validate(s) for s in blob["scores"]]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def export_rows(view: RunView) -> list[dict[str, Any]]:
@@ -400,32 +449,3 @@ def write_report(run_dir: Path) -> Path:
     from madrag.evaluation.report import write_report as library_report
 
     return library_report(run_dir, bootstrap=200)
-
-
-__all__ = [
-    "POOL_PREFIX",
-    "TINY_MODEL_NOTE",
-    "EssayUpload",
-    "Hooks",
-    "JobInputs",
-    "RunView",
-    "essay_from_fields",
-    "essay_records",
-    "essays_from_upload",
-    "estimate",
-    "evaluation_tables",
-    "export_rows",
-    "make_job",
-    "protocol_names",
-    "provider_spec",
-    "read_essays",
-    "read_run",
-    "rubric_from_dict",
-    "rubric_from_upload",
-    "run_job",
-    "shipped_pool",
-    "shipped_rubrics",
-    "uses_retrieval",
-    "write_inputs",
-    "write_report",
-]

@@ -7,12 +7,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
+from markupsafe import Markup
 from pydantic import SecretStr
 
 from madrag.errors import MadragError
 from madrag.server import library, service
 from madrag.server.errors import ApiError
-from madrag.server.pages import redirect, render, state_of
+from madrag.server.pages import ENV, redirect, render, state_of
 from madrag.server.schemas import OverrideIn
 from madrag.server.security import check_csrf
 
@@ -57,7 +58,8 @@ def results(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     table = service.grid(s, run_id)
-    return render(request, "results.html", run=run, grid=table)
+    cells = s.memo("grid-html", run_id, lambda: ENV.get_template("grid.html").render(run=run, grid=table))
+    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells))
 
 
 @router.get("/runs/{run_id}/essays/{essay_id}")

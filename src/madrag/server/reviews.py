@@ -104,6 +104,17 @@ def all_reviews(run_dir: Path, essay_id: str | None = None) -> list[Review]:
     return [Review.model_validate(dict(zip(names, row, strict=True))) for row in rows]
 
 
+def review_version(run_dir: Path) -> int:
+    """A number that changes whenever a review is added (the last review's id; 0 without reviews)."""
+    if not (run_dir / "reviews.sqlite").is_file():
+        return 0
+    conn = _connect(run_dir)
+    try:
+        return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM reviews").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def latest(reviews: list[Review]) -> dict[tuple[str, str, str], Review]:
     """The review in force per (essay, trait, protocol)."""
     out: dict[tuple[str, str, str], Review] = {}

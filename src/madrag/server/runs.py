@@ -86,7 +86,8 @@ class RunManager:
         self.worker = ScoringThread()
         self.progress: dict[str, Progress] = {}
         self._futures: dict[str, concurrent.futures.Future[None]] = {}
-        self._views: dict[str, tuple[int, library.RunView]] = {}
+        self._views: dict[str, tuple[object, library.RunView]] = {}
+        self._live: dict[str, dict[tuple[str, str, str], TraitScore]] = {}
         self._closing = False
         self._lock = threading.Lock()
 
@@ -255,12 +256,16 @@ class RunManager:
         self._update(run_id, status="running", error=None, finished_at=None)
         hooks = library.Hooks(
             on_record=lambda r: self._on_record(prog, r),
-            on_essay_done=lambda e, s: self._on_essay(prog, e, s),
+            on_essay_done=lambda e, s: self._on_essay(run_id, prog, e, s),
             on_stage=lambda m: prog.change({"type": "stage", "message": m}, stage=m),
             on_start=lambda n: prog.change({"type": "start", "total": n}, total=n),
         )
+        with self._lock:
+            self._live[run_id] = {}
         try:
-            await library.run_job(job, hooks)
+            scores = await library.run_job(job, hooks)
+            run_dir = self.root / run_id
+            await asyncio.to_thread(library.save_index, run_dir, scores, library.record_count(run_dir))
         except asyncio.CancelledError:
             status = "interrupted" if self._closing else "cancelled"
             self._update(run_id, status=status, finished_at=time.time(), elapsed_s=time.monotonic() - started)
@@ -309,8 +314,9 @@ class RunManager:
         }
         prog.emit(event, done)
 
-    @staticmethod
-    def _on_essay(prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
+    def _on_essay(self, run_id: str, prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
+        with self._lock:
+            self._live[run_id].update({(s.protocol, s.essay_id, s.trait): s for s in scores})
         cells = {f"{s.protocol}|{s.trait}": s.score for s in scores}
         prog.emit(
             {"type": "essay", "essay_id": essay.id, "scores": cells},
@@ -360,16 +366,33 @@ class RunManager:
 
     # -- reading -------------------------------------------------------------------------------------------
     def view(self, run_id: str) -> library.RunView:
-        """The run's scores, cached until a new record arrives."""
+        """The run's scores. A run scoring in this process shows the scores of its finished essays (the
+        library's, as each essay completes); any other run is read through its score index, built once by the
+        library's run reader when missing or stale."""
         run_dir = self.run_dir(run_id)
-        version = self.progress[run_id].seq if run_id in self.progress else -1
-        cached = self._views.get(run_id)
-        if cached is not None and cached[0] == version:
-            return cached[1]
         if not (run_dir / "store.sqlite").is_file():
             raise ApiError(409, f"run {run_id} has not stored anything yet")
-        view = library.read_run(run_dir)
-        self._views[run_id] = (version, view)
+        status = self.progress[run_id].snapshot()["status"] if run_id in self.progress else self.meta(run_id).status
+        cached = self._views.get(run_id)
+        if status in ACTIVE and run_id in self._live:
+            with self._lock:
+                live = list(self._live[run_id].values())
+            version: object = ("live", len(live))
+            if cached is None or cached[0] != version:
+                cached = (version, library.view_of(run_dir, live))
+                self._views[run_id] = cached
+            return cached[1]
+        count = library.record_count(run_dir)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        scores = library.load_index(run_dir, count)
+        if scores is not None:
+            view = library.view_of(run_dir, scores)
+        else:
+            view = library.read_run(run_dir)
+            if status == "finished":
+                library.save_index(run_dir, view.scores, count)
+        self._views[run_id] = (count, view)
         return view
 
     def describe(self, run_id: str) -> dict[str, Any]:

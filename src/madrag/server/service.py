@@ -7,7 +7,8 @@ import asyncio
 import csv
 import io
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from madrag.errors import MadragError
@@ -17,7 +18,7 @@ from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
 from madrag.server.errors import ApiError
-from madrag.server.reviews import Review, add_review, all_reviews, latest
+from madrag.server.reviews import Review, add_review, all_reviews, latest, review_version
 from madrag.server.runs import RunManager, RunMeta
 from madrag.server.schemas import DataUpload, EssayIn, OverrideIn, PoolChoice, RunCreate, SingleScoreIn
 
@@ -30,6 +31,18 @@ class State:
     catalog: Catalog
     runs: RunManager
     drafts: Drafts
+    memos: dict[tuple[str, str], tuple[object, int, Any]] = field(default_factory=dict)
+
+    def memo(self, name: str, run_id: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` for a run, kept until the run's scores or reviews change (a large run's grid is
+        built once, not on every request)."""
+        view = self.runs.view(run_id)  # kept in the key, so a new view is never mistaken for an old one
+        reviewed = review_version(self.runs.run_dir(run_id))
+        found = self.memos.get((name, run_id))
+        if found is None or found[0] is not view or found[1] != reviewed:
+            found = (view, reviewed, compute())
+            self.memos[(name, run_id)] = found
+        return found[2]
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
@@ -201,6 +214,10 @@ def cell_class(score: int | None, reference: int | None) -> str:
 def grid(state: State, run_id: str) -> dict[str, Any]:
     """The results grid: one row per essay, per protocol and trait its score, the human reference, the review
     in force and how far the score is from the reference."""
+    return state.memo("grid", run_id, lambda: _grid(state, run_id))  # type: ignore[no-any-return]
+
+
+def _grid(state: State, run_id: str) -> dict[str, Any]:
     view = state.runs.view(run_id)
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
     by_key = view_scores(view)
@@ -227,7 +244,7 @@ def grid(state: State, run_id: str) -> dict[str, Any]:
                         "class": cell_class(final, refs[trait.name]) if found is not None else "pending",
                     }
                 )
-        rows.append({"essay_id": essay.id, "cells": cells, "words": len(essay.text.split())})
+        rows.append({"essay_id": essay.id, "cells": cells})
     return {"protocols": view.protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
 
 
@@ -342,6 +359,10 @@ def _safe_cell(value: Any) -> Any:
 
 def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     """The library's score rows with the review in force beside each agent score."""
+    return state.memo("export", run_id, lambda: _export_rows(state, run_id))  # type: ignore[no-any-return]
+
+
+def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     view = state.runs.view(run_id)
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
     rows = []
