@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
 
 from madrag.server import Limits
+from madrag.server.synthetic import rubric_of, synthesize_run
 
 
 @pytest.fixture
@@ -171,6 +172,28 @@ def test_overrides_are_their_own_records_and_exported(client: TestClient) -> Non
     assert ",override,4,4,clear voice,Ms. K," in row
     jsonl = [json.loads(x) for x in client.get(f"/api/runs/{rid}/export?format=jsonl").text.splitlines()]
     assert next(r for r in jsonl if r["essay_id"] == "e2" and r["trait"] == "Style")["final_score"] == 4
+
+
+def test_unreadable_scores_stay_missing(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    run_id = synthesize_run(config.runs_dir, 3, rubric_of(2, 0, 3), failed_every=2)
+    with client_for(config) as client:
+        rows = client.get(f"/api/runs/{run_id}/scores").json()["rows"]
+        missing = [r for r in rows if r["score_mode"] == "failed"]
+        assert len(rows) == 6 and len(missing) == 3
+        assert all(r["score"] is None and r["final_score"] is None for r in missing)
+        page = client.get(f"/runs/{run_id}/results", headers={"Accept": "text/html"}).text
+        assert page.count('<td class="cell missing" title="MADRAG Trait') == 3
+        error_of(
+            client.post(f"/api/runs/{run_id}/overrides", json={"essay_id": "e00001", "trait": "Trait 1", "score": 9}),
+            422,
+        )
+        accepted = client.post(
+            f"/api/runs/{run_id}/overrides", json={"essay_id": "e00000", "trait": "Trait 2", "action": "accept"}
+        )
+        assert (
+            accepted.status_code == 201 and accepted.json()["new_score"] is None
+        )  # accepting missing keeps it missing
 
 
 def test_override_errors(client: TestClient) -> None:

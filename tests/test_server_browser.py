@@ -26,6 +26,8 @@ import httpx
 import pytest
 from tests.web_helpers import RUBRIC, TEXTS, essays_csv
 
+from madrag.server.synthetic import rubric_of, synthesize_run
+
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("MADRAG_SCREENSHOTS", REPO / "docs" / "screenshots"))
@@ -232,26 +234,30 @@ def test_teacher_scores_reviews_and_exports(server: Server, page: Any, tmp_path:
     assert page.dialogs == []  # type: ignore[attr-defined]
 
 
-def test_missing_scores_show_as_missing_and_forms_need_their_token(server: Server, page: Any) -> None:
-    essays = [{"id": f"m{i}", "text": TEXTS[i]} for i in range(2)]
-    body = {"rubric": RUBRIC, "essays": essays, "protocols": ["MAD"], "backend": {"kind": "fake"}}
-    run = server.api("POST", "/api/runs", json=body)
-    page.goto(f"{server.url}/runs/{run['id']}")
-    page.wait_for_selector("#run-status.finished")
-    page.goto(f"{server.url}/runs/{run['id']}/results")
-    assert page.locator("td.cell.missing").count() == 0 and page.locator("td.cell.plain").count() == 4
-    forged = httpx.post(f"{server.url}/runs/{run['id']}/cancel", data={"csrf_token": "forged"})
-    assert forged.status_code == 403
+def test_missing_scores_show_as_missing_and_forms_need_their_token(page: Any, tmp_path: Path) -> None:
+    srv = Server(tmp_path / "server", tmp_path / "cache", _free_port())
+    run_id = synthesize_run(srv.data_dir / "runs", 3, rubric_of(2, 0, 3), failed_every=2)
+    srv.start()
+    try:
+        page.goto(f"{srv.url}/runs/{run_id}/results")
+        cells = page.locator("#results-grid td.cell.missing")
+        assert cells.count() == 3 and {cells.nth(i).inner_text().split("/")[0] for i in range(3)} == {"missing"}
+        page.click("#results-grid a:text-is('e00000')")
+        assert page.locator("[id='trait-Trait 2'] .score.missing").first.inner_text() == "missing"
+        shot(page, "13-missing-score")
+        forged = httpx.post(
+            f"{srv.url}/runs/{run_id}/essays/e00000/review", data={"csrf_token": "forged", "trait": "Trait 2"}
+        )
+        assert forged.status_code == 403
+        assert len(srv.api("GET", f"/api/runs/{run_id}/overrides")) == 0
+    finally:
+        srv.stop()
 
 
 def test_restart_mid_run_resumes(server: Server, page: Any, tmp_path: Path) -> None:
-    essays = [{"id": f"r{i}", "text": TEXTS[i % len(TEXTS)]} for i in range(6)]
-    body = {
-        "rubric": RUBRIC,
-        "essays": essays,
-        "protocols": ["MAD"],
-        "backend": {"kind": "fake", "fake_latency_s": 0.4},
-    }
+    essays = [{"id": f"r{i}", "text": TEXTS[i % len(TEXTS)]} for i in range(8)]
+    backend = {"kind": "fake", "fake_latency_s": 0.3, "concurrency": 2}  # two essays at a time: about 5 s
+    body = {"rubric": RUBRIC, "essays": essays, "protocols": ["MAD"], "backend": backend}
     run = server.api("POST", "/api/runs", json=body)
     deadline = time.monotonic() + 30
     while server.api("GET", f"/api/runs/{run['id']}")["progress"]["done"] < 2 and time.monotonic() < deadline:
@@ -265,7 +271,9 @@ def test_restart_mid_run_resumes(server: Server, page: Any, tmp_path: Path) -> N
     page.click(f"#unfinished a[href='/runs/{run['id']}']")
     page.click("#resume")
     page.wait_for_selector("#run-status.finished", timeout=60_000)
-    assert page.inner_text("#run-done") == "12"
+    assert page.inner_text("#run-done") == "16"
     shot(page, "12-resumed-run")
     rows = server.api("GET", f"/api/runs/{run['id']}/scores")["rows"]
-    assert len(rows) == 12 and all(r["score"] is not None for r in rows)
+    assert len(rows) == 16 and all(r["score"] is not None for r in rows)
+    records = server.api("GET", f"/api/runs/{run['id']}")["progress"]["records"]
+    assert records == 8 * 2 * 3  # every call once: the finished ones read back, none repeated

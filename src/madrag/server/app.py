@@ -7,6 +7,8 @@ flight (their finished calls are in their run stores).
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -16,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from madrag import __version__
-from madrag.server import api, errors, pages
+from madrag.server import api, errors, pages, service
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig, find_asap_dir
 from madrag.server.drafts import Drafts
@@ -25,6 +27,7 @@ from madrag.server.runs import RunManager
 from madrag.server.security import Guard, TooLarge
 from madrag.server.service import State
 
+log = logging.getLogger("madrag.server")
 DESCRIPTION = """Rubric-based analytic essay scoring with LLM agents (Advocate, Skeptic, Judge per trait).
 
 Every error is JSON: `{"error": {"status": ..., "message": ..., "field": ...}}`. When the server has a token,
@@ -35,6 +38,24 @@ DOCS_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title
 <link rel="stylesheet" href="/static/swagger-ui.css"></head><body><div id="swagger-ui"></div>
 <script src="/static/swagger-ui-bundle.js"></script><script src="/static/docs.js"></script></body></html>"""
 """The API documentation: Swagger UI (vendored from the npm package swagger-ui-dist 5.35.0), no CDN."""
+
+
+PREPARED_RUNS = 3
+"""Finished runs whose results page is prepared at start-up (the most recent ones)."""
+
+
+def prepare_recent(state: State) -> None:
+    """Read the scores and build the results grid of the most recent finished runs, so the first page a teacher
+    opens after a restart is served at once."""
+    from madrag.server.pages_runs import grid_html
+
+    finished = [m for m in state.runs.all() if m.status == "finished" and m.kind != "estimate"][:PREPARED_RUNS]
+    for meta in finished:
+        try:
+            table = service.grid(state, meta.id)
+            state.memo("grid-html", meta.id, lambda: grid_html(meta.id, table))  # noqa: B023 - used at once
+        except Exception as exc:  # a damaged run must not stop the server; opening it reports the problem
+            log.warning("could not prepare run %s: %s", meta.id, type(exc).__name__)
 
 
 def create_app(config: ServerConfig | None = None) -> FastAPI:
@@ -49,6 +70,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         state.runs.recover()
+        threading.Thread(target=prepare_recent, args=(state,), name="madrag-prepare", daemon=True).start()
         try:
             yield
         finally:

@@ -32,7 +32,7 @@ from madrag.pipeline.job import ScoreJob, execute
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import ProviderSpec
-from madrag.records import AgentRecord
+from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -400,7 +400,9 @@ def save_index(run_dir: Path, scores: list[TraitScore], count: int) -> None:
 
 
 def load_index(run_dir: Path, count: int) -> list[TraitScore] | None:
-    """The kept scores when the store still holds ``count`` records, else None."""
+    """The kept scores when the store still holds ``count`` records, else None. The file was written from the
+    library's own objects by :func:`save_index`, so they are rebuilt without validating each again (6,000
+    scores load in a fraction of the time)."""
     path = run_dir / INDEX_FILE
     if not path.is_file():
         return None
@@ -408,9 +410,19 @@ def load_index(run_dir: Path, count: int) -> list[TraitScore] | None:
         blob = json.loads(path.read_text(encoding="utf-8"))
         if blob.get("records") != count:
             return None
-        return [TraitScore.model_validate(s) for s in blob["scores"]]
-    except (ValueError, KeyError, TypeError):
+        return [_trait_score(s) for s in blob["scores"]]
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _trait_score(raw: dict[str, Any]) -> TraitScore:
+    result = raw.get("result")
+    if result is not None:
+        dist = result.get("distribution")
+        if dist is not None:
+            result["distribution"] = {int(k): v for k, v in dist.items()}
+        result = ScoreResult.model_construct(**result)
+    return TraitScore.model_construct(**{**raw, "result": result})
 
 
 def export_rows(view: RunView) -> list[dict[str, Any]]:

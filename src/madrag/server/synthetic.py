@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from madrag.data.essay import Essay
@@ -141,7 +142,8 @@ def synthesize_run(runs_dir: Path, n_essays: int, rubric: Rubric, failed_every: 
                 n += 1
                 failed = failed_every > 0 and n % failed_every == 0
                 records += [adv, skp, _judge(run_id, essay, trait, rng, failed, [adv.key, skp.key])]
-        asyncio.run(_write(store, records))
+        with ThreadPoolExecutor(1) as pool:  # its own event loop, whatever loop the caller runs
+            pool.submit(asyncio.run, _write(store, records)).result()
     finally:
         store.close()
     meta = RunMeta(
