@@ -16,10 +16,11 @@ from tests.helpers import StubBank, make_ctx
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, evaluate, wide
-from madrag.evaluation.errors_export import export_errors, mentions_placeholders, placeholders
+from madrag.evaluation.errors_export import export_errors, mentions_placeholders
 from madrag.evaluation.report import write_report
 from madrag.evaluation.tables import render_text, save
 from madrag.pipeline.runner import run_scoring
+from madrag.placeholders import placeholders
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role

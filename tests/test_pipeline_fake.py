@@ -190,17 +190,8 @@ async def test_all_six_ablation_protocols_run_and_read_back(
     from madrag.evaluation.run import trait_scores
     from madrag.protocols import ABLATION
 
-    class SimilarBank(StubBank):
-        def similar(self, essay: Essay, k: int) -> list[object]:
-            from madrag.retrieval.bank import Exemplar
-
-            return [
-                Exemplar(essay_id=e.id, text=e.text, scores={"Ideas": 1}, distance=0.2, similarity=0.8)
-                for e in self.pool[:k]
-            ]
-
     essays, pool = sample
-    ctx = make_ctx(tmp_path, FakeProvider(), SimilarBank(pool))
+    ctx = make_ctx(tmp_path, FakeProvider(), StubBank(pool))
     scores = await run_scoring(ctx, essays, rubric7, [get_protocol(p) for p in ABLATION])
     assert len(scores) == 2 * 4 * 6 and all(s.score is not None for s in scores)
     stored = trait_scores(ctx.store, rubric7)
