@@ -87,7 +87,8 @@ def test_report_and_evaluation_pages(client: TestClient) -> None:
     assert wait_status(client, run["id"])["status"] == "finished"
     report = client.get(f"/runs/{run['id']}/report", headers=HTML)
     assert report.status_code == 200 and "madrag report" in report.text and "<script" not in report.text
-    assert "QWK" in client.get(f"/runs/{run['id']}/evaluation", headers=HTML).text
+    evaluation = client.get(f"/runs/{run['id']}/evaluation", headers=HTML).text
+    assert "QWK" in evaluation and evaluation.count('src="data:image/png;base64,') == 2
     missing = client.get("/runs/000000000000/results", headers=HTML)
     assert missing.status_code == 404 and "no run" in missing.text and "<h1>" in missing.text
 

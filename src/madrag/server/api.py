@@ -175,7 +175,7 @@ def evaluation(run_id: str, s: StateDep) -> dict[str, Any]:
     view = s.runs.view(run_id)
     if not view.has_human:
         raise ApiError(409, "this run's essays have no human scores to evaluate against")
-    return {"run_id": run_id, "tables": library.evaluation_tables(s.runs.run_dir(run_id))}
+    return {"run_id": run_id, "tables": library.evaluation_tables(s.runs.run_dir(run_id))[0]}
 
 
 @router.post("/score", summary="Score one essay now, within a time limit", responses=ERRORS)

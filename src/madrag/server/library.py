@@ -31,7 +31,7 @@ from madrag.evaluation.run import load_run, open_store, order_protocols, score_r
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
-from madrag.providers import ProviderSpec
+from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
@@ -286,6 +286,16 @@ def provider_spec(
     )
 
 
+def backend_identity(spec: ProviderSpec) -> dict[str, object]:
+    """What makes two backends the same (the library's identity of a spec: no operational settings)."""
+    return spec_identity(spec)
+
+
+def make_backend(spec: ProviderSpec) -> Provider:
+    """A provider instance for ``spec``, built by the library's factory."""
+    return make_provider(spec)
+
+
 def make_job(
     run_dir: Path,
     inputs: JobInputs,
@@ -442,18 +452,21 @@ def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord
         store.close()
 
 
-def evaluation_tables(run_dir: Path) -> dict[str, list[list[str]]]:
-    """``madrag eval``'s display tables of a run (title -> rows, the first row the header)."""
+def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, list[list[str]]], list[str]]:
+    """``madrag eval``'s display tables of a run (title -> rows, the first row the header) and, with ``plots``,
+    the HTML report's QWK and score-distribution plots (``<img>`` elements the report module builds)."""
     from madrag.evaluation.agreement import evaluate_run
+    from madrag.evaluation.report import distribution_plot, qwk_plot
     from madrag.evaluation.tables import display_tables, fmt
 
-    evaluation = evaluate_run(load_run(run_dir), bootstrap=200, seed=0)
+    run = load_run(run_dir)
+    evaluation = evaluate_run(run, bootstrap=200, seed=0)
     out: dict[str, list[list[str]]] = {}
     for title, frame in display_tables(evaluation).items():
         rows = [["", *[str(c) for c in frame.columns]]]
         rows += [[fmt(index), *[fmt(v) for v in row.tolist()]] for index, row in frame.iterrows()]
         out[title] = rows
-    return out
+    return out, [qwk_plot(evaluation), distribution_plot(run)] if plots else []
 
 
 def write_report(run_dir: Path) -> Path:

@@ -139,8 +139,9 @@ def evaluation(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     view = s.runs.view(run_id)
-    tables = library.evaluation_tables(s.runs.run_dir(run_id)) if view.has_human else {}
-    return render(request, "evaluation.html", run=run, tables=tables, has_human=view.has_human)
+    tables, plots = library.evaluation_tables(s.runs.run_dir(run_id), plots=True) if view.has_human else ({}, [])
+    images = [Markup(p) for p in plots]  # <img> elements built (and escaped) by the library's report module
+    return render(request, "evaluation.html", run=run, tables=tables, plots=images, has_human=view.has_human)
 
 
 @router.get("/runs/{run_id}/report")
