@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from madrag import __version__
-from madrag.server import library, service
+from madrag.server import library, library_runs, results, service
 from madrag.server.errors import ApiError
 from madrag.server.schemas import OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
 from madrag.server.service import State
@@ -141,14 +141,14 @@ def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> dict[s
 
 @router.get("/runs/{run_id}/scores", summary="Trait scores per essay, with reviews", responses=ERRORS)
 def run_scores(run_id: str, s: StateDep) -> dict[str, Any]:
-    return {"run_id": run_id, "rows": service.export_rows(s, run_id)}
+    return {"run_id": run_id, "rows": results.export_rows(s, run_id)}
 
 
 @router.get(
     "/runs/{run_id}/essays/{essay_id}", summary="One essay's records: rationales, debate, exemplars", responses=ERRORS
 )
 def essay_records(run_id: str, essay_id: str, s: StateDep) -> dict[str, Any]:
-    return service.essay_detail(s, run_id, essay_id)
+    return results.essay_detail(s, run_id, essay_id)
 
 
 @router.get("/runs/{run_id}/overrides", summary="Every review of the run, oldest first", responses=ERRORS)
@@ -160,12 +160,12 @@ def list_overrides(run_id: str, s: StateDep) -> list[dict[str, Any]]:
 
 @router.post("/runs/{run_id}/overrides", status_code=201, summary="Accept or override a trait score", responses=ERRORS)
 def add_override(run_id: str, body: OverrideIn, s: StateDep) -> dict[str, Any]:
-    return service.add_override(s, run_id, body).model_dump()
+    return results.add_override(s, run_id, body).model_dump()
 
 
 @router.get("/runs/{run_id}/export", summary="Scores with reviews as CSV or JSONL", responses=ERRORS)
 def export(run_id: str, s: StateDep, format: Annotated[Literal["csv", "jsonl"], Query()] = "csv") -> Response:
-    content, media = service.export(s, run_id, format)
+    content, media = results.export(s, run_id, format)
     name = f"madrag-{run_id}-scores.{format}"
     return Response(content, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
@@ -175,7 +175,7 @@ def evaluation(run_id: str, s: StateDep) -> dict[str, Any]:
     view = s.runs.view(run_id)
     if not view.has_human:
         raise ApiError(409, "this run's essays have no human scores to evaluate against")
-    return {"run_id": run_id, "tables": library.evaluation_tables(s.runs.run_dir(run_id))[0]}
+    return {"run_id": run_id, "tables": library_runs.evaluation_tables(s.runs.run_dir(run_id))[0]}
 
 
 @router.post("/score", summary="Score one essay now, within a time limit", responses=ERRORS)

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from madrag import __version__
-from madrag.server import api, errors, pages, service
+from madrag.server import api, errors, pages, results
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig, find_asap_dir
 from madrag.server.drafts import Drafts
@@ -52,7 +52,7 @@ def prepare_recent(state: State) -> None:
     finished = [m for m in state.runs.all() if m.status == "finished" and m.kind != "estimate"][:PREPARED_RUNS]
     for meta in finished:
         try:
-            table = service.grid(state, meta.id)
+            table = results.grid(state, meta.id)
             state.memo("grid-html", meta.id, lambda: grid_html(meta.id, table))  # noqa: B023 - used at once
         except Exception as exc:  # a damaged run must not stop the server; opening it reports the problem
             log.warning("could not prepare run %s: %s", meta.id, type(exc).__name__)

@@ -12,7 +12,7 @@ from markupsafe import Markup, escape
 from pydantic import SecretStr
 
 from madrag.errors import MadragError
-from madrag.server import library, service
+from madrag.server import library, library_runs, results
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
 from madrag.server.schemas import OverrideIn
@@ -55,10 +55,10 @@ async def resume(run_id: str, request: Request) -> Response:
 
 
 @router.get("/runs/{run_id}/results")
-def results(run_id: str, request: Request) -> Response:
+def results_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    table = service.grid(s, run_id)
+    table = results.grid(s, run_id)
     cells = s.memo("grid-html", run_id, lambda: grid_html(run_id, table))
     return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells))
 
@@ -92,7 +92,7 @@ def grid_html(run_id: str, grid: dict[str, Any]) -> str:
 def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    detail = service.essay_detail(s, run_id, essay_id)
+    detail = results.essay_detail(s, run_id, essay_id)
     essays = [e.id for e in s.runs.view(run_id).essays]
     index = essays.index(essay_id)
     neighbours = {
@@ -128,7 +128,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer[:200],
     }
-    service.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
+    results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
     response = redirect(f"/runs/{run_id}/essays/{essay_id}?saved={body['trait']}#trait-{body['trait']}")
     response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
     return response
@@ -139,7 +139,7 @@ def evaluation(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     view = s.runs.view(run_id)
-    tables, plots = library.evaluation_tables(s.runs.run_dir(run_id), plots=True) if view.has_human else ({}, [])
+    tables, plots = library_runs.evaluation_tables(s.runs.run_dir(run_id), plots=True) if view.has_human else ({}, [])
     images = [Markup(p) for p in plots]  # <img> elements built (and escaped) by the library's report module
     return render(request, "evaluation.html", run=run, tables=tables, plots=images, has_human=view.has_human)
 
@@ -151,7 +151,7 @@ def report(run_id: str, request: Request) -> Response:
     if not view.has_human:
         raise ApiError(409, "the HTML report compares with human scores, and this run's essays have none")
     try:
-        path = library.write_report(s.runs.run_dir(run_id))
+        path = library_runs.write_report(s.runs.run_dir(run_id))
     except MadragError as exc:
         raise ApiError(400, str(exc)) from exc
     return FileResponse(path, media_type="text/html")

@@ -31,7 +31,7 @@ from madrag.errors import MadragError
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
-from madrag.server import library
+from madrag.server import library, library_runs
 from madrag.server.config import ServerConfig
 from madrag.server.errors import ApiError
 from madrag.server.progress import Progress, ScoringThread
@@ -86,7 +86,7 @@ class RunManager:
         self.worker = ScoringThread()
         self.progress: dict[str, Progress] = {}
         self._futures: dict[str, concurrent.futures.Future[None]] = {}
-        self._views: dict[str, tuple[object, library.RunView]] = {}
+        self._views: dict[str, tuple[object, library_runs.RunView]] = {}
         self._live: dict[str, dict[tuple[str, str, str], TraitScore]] = {}
         self._closing = False
         self._lock = threading.Lock()
@@ -265,7 +265,7 @@ class RunManager:
         try:
             scores = await library.run_job(job, hooks)
             run_dir = self.root / run_id
-            await asyncio.to_thread(library.save_index, run_dir, scores, library.record_count(run_dir))
+            await asyncio.to_thread(library_runs.save_index, run_dir, scores, library_runs.record_count(run_dir))
         except asyncio.CancelledError:
             status = "interrupted" if self._closing else "cancelled"
             self._update(run_id, status=status, finished_at=time.time(), elapsed_s=time.monotonic() - started)
@@ -365,7 +365,7 @@ class RunManager:
         return self._futures.get(run_id)
 
     # -- reading -------------------------------------------------------------------------------------------
-    def view(self, run_id: str) -> library.RunView:
+    def view(self, run_id: str) -> library_runs.RunView:
         """The run's scores. A run scoring in this process shows the scores of its finished essays (the
         library's, as each essay completes); any other run is read through its score index, built once by the
         library's run reader when missing or stale."""
@@ -379,19 +379,19 @@ class RunManager:
                 live = list(self._live[run_id].values())
             version: object = ("live", len(live))
             if cached is None or cached[0] != version:
-                cached = (version, library.view_of(run_dir, live))
+                cached = (version, library_runs.view_of(run_dir, live))
                 self._views[run_id] = cached
             return cached[1]
-        count = library.record_count(run_dir)
+        count = library_runs.record_count(run_dir)
         if cached is not None and cached[0] == count:
             return cached[1]
-        scores = library.load_index(run_dir, count)
+        scores = library_runs.load_index(run_dir, count)
         if scores is not None:
-            view = library.view_of(run_dir, scores)
+            view = library_runs.view_of(run_dir, scores)
         else:
-            view = library.read_run(run_dir)
+            view = library_runs.read_run(run_dir)
             if status == "finished":
-                library.save_index(run_dir, view.scores, count)
+                library_runs.save_index(run_dir, view.scores, count)
         self._views[run_id] = (count, view)
         return view
 
