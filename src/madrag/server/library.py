@@ -27,7 +27,9 @@ from pydantic import ValidationError
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
 from madrag.errors import InputError, RubricError
-from madrag.evaluation.costs import ANY_MODEL, Price, estimate_run, estimate_to_dict
+from madrag.evaluation.costs.estimate import estimate_run
+from madrag.evaluation.costs.prices import ANY_MODEL, Price
+from madrag.evaluation.costs.render import estimate_to_dict
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore

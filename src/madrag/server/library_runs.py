@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.data.essay import Essay
-from madrag.evaluation.run import load_run, open_store, order_protocols, score_rows, stored_config
+from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric
@@ -58,7 +58,8 @@ def view_of(run_dir: Path, scores: list[TraitScore]) -> RunView:
         essays = store.essays()
     finally:
         store.close()
-    protocols = order_protocols({s.protocol for s in scores}, configured)
+    found = {s.protocol for s in scores}
+    protocols = [p for p in configured if p in found] + sorted(found - set(configured))
     return RunView(rubric, essays, scores, protocols, any(e.rater_scores for e in essays))
 
 
