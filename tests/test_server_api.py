@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -99,6 +100,16 @@ def test_run_to_the_end_with_progress_scores_and_essay_records(client: TestClien
     assert all(t["confidence"] is not None for t in ideas["debate"])
     assert detail["traits"][0]["reference"] == 0
     assert run["id"] in {r["id"] for r in client.get("/api/runs").json()}
+
+
+def test_essay_ids_with_slashes_and_markup_are_reachable(client: TestClient) -> None:
+    odd = [{"id": "class 7/anna", "text": "An essay."}, {"id": "<b>bold</b>?x=1#y", "text": "Another essay."}]
+    run = finished(client, essays=odd)
+    for essay in odd:
+        quoted = quote(essay["id"], safe="")
+        assert client.get(f"/api/runs/{run['id']}/essays/{quoted}").json()["essay"]["id"] == essay["id"]
+        page = client.get(f"/runs/{run['id']}/essays/{quoted}", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "<b>bold</b>" not in page.text
 
 
 def test_run_from_a_csv_upload_reports_refused_rows(client: TestClient) -> None:

@@ -145,7 +145,9 @@ def run_scores(run_id: str, s: StateDep) -> dict[str, Any]:
 
 
 @router.get(
-    "/runs/{run_id}/essays/{essay_id}", summary="One essay's records: rationales, debate, exemplars", responses=ERRORS
+    "/runs/{run_id}/essays/{essay_id:path}",
+    summary="One essay's records: rationales, debate, exemplars",
+    responses=ERRORS,
 )
 def essay_records(run_id: str, essay_id: str, s: StateDep) -> dict[str, Any]:
     return results.essay_detail(s, run_id, essay_id)

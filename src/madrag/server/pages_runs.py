@@ -88,7 +88,29 @@ def grid_html(run_id: str, grid: dict[str, Any]) -> str:
     return f'<table class="grid" id="results-grid"><thead>{head}</thead><tbody>{body}</tbody></table>'
 
 
-@router.get("/runs/{run_id}/essays/{essay_id}")
+@router.post("/runs/{run_id}/essays/{essay_id:path}/review")
+async def review(run_id: str, essay_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    action = "accept" if str(form.get("action")) == "accept" else "override"
+    score = str(form.get("score") or "").strip()
+    reviewer = str(form.get("reviewer") or "").strip() or "teacher"
+    body: dict[str, Any] = {
+        "essay_id": essay_id,
+        "trait": str(form.get("trait") or ""),
+        "protocol": str(form.get("protocol") or "") or None,
+        "action": action,
+        "score": int(score) if score.lstrip("-").isdigit() else None,
+        "comment": str(form.get("comment") or ""),
+        "reviewer": reviewer[:200],
+    }
+    results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
+    response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={body['trait']}#trait-{body['trait']}")
+    response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
+    return response
+
+
+@router.get("/runs/{run_id}/essays/{essay_id:path}")
 def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
@@ -110,28 +132,6 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") ->
         reviewer=reviewer,
         pool_prefix=library.POOL_PREFIX,
     )
-
-
-@router.post("/runs/{run_id}/essays/{essay_id}/review")
-async def review(run_id: str, essay_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
-    action = "accept" if str(form.get("action")) == "accept" else "override"
-    score = str(form.get("score") or "").strip()
-    reviewer = str(form.get("reviewer") or "").strip() or "teacher"
-    body: dict[str, Any] = {
-        "essay_id": essay_id,
-        "trait": str(form.get("trait") or ""),
-        "protocol": str(form.get("protocol") or "") or None,
-        "action": action,
-        "score": int(score) if score.lstrip("-").isdigit() else None,
-        "comment": str(form.get("comment") or ""),
-        "reviewer": reviewer[:200],
-    }
-    results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
-    response = redirect(f"/runs/{run_id}/essays/{essay_id}?saved={body['trait']}#trait-{body['trait']}")
-    response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
-    return response
 
 
 @router.get("/runs/{run_id}/evaluation")

@@ -324,7 +324,12 @@ def _run_request(draft: Draft, backend: BackendSettings, form: Any, dry_run: boo
     price = None
     prompt, completion = str(form.get("price_prompt") or "").strip(), str(form.get("price_completion") or "").strip()
     if prompt or completion:
-        price = PriceIn(prompt=float(prompt or 0), completion=float(completion or 0))
+        try:
+            price = PriceIn(prompt=float(prompt or 0), completion=float(completion or 0))
+        except ValueError:
+            raise ApiError(
+                400, "prices are dollars per million tokens: numbers, not negative", "price_prompt"
+            ) from None
     return RunCreate(
         name=draft.name,
         rubric_id=draft.rubric_id,

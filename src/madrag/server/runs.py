@@ -175,6 +175,7 @@ class RunManager:
         refused: list[dict[str, str]],
         protocols: list[str],
         pool: library.PoolMode,
+        pool_essays: list[Essay] | None,
         eval_fold: int,
         backend: BackendSettings,
         limit: int | None = None,
@@ -184,8 +185,7 @@ class RunManager:
         """Write a new run's inputs and description and start it."""
         run_id = uuid.uuid4().hex[:12]
         run_dir = self.root / run_id
-        shipped = self._pool_essays(rubric) if pool == "asap" else None
-        inputs = library.write_inputs(run_dir, rubric, essays, pool, shipped, eval_fold)
+        inputs = library.write_inputs(run_dir, rubric, essays, pool, pool_essays, eval_fold)
         key_env, source = self._key(run_id, backend, backend.api_key)
         scored = len([e for e in essays if inputs.eval_fold is None or e.fold == inputs.eval_fold])
         if pool == "asap":
@@ -210,14 +210,6 @@ class RunManager:
         self._save(meta)
         self._start(meta)
         return meta
-
-    def _pool_essays(self, rubric: Rubric) -> list[Essay]:
-        from madrag.server.catalog import Catalog
-
-        pool = Catalog(self.config.data_dir, self.config.asap_dir).shipped_pool(rubric)
-        if pool is None:
-            raise ApiError(400, "no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
-        return pool
 
     def job(self, meta: RunMeta) -> Any:
         """The library's scoring job of a run (from its inputs and description)."""

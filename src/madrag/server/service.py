@@ -17,7 +17,7 @@ from madrag.server.drafts import Drafts
 from madrag.server.errors import ApiError
 from madrag.server.reviews import review_version
 from madrag.server.runs import RunManager, RunMeta
-from madrag.server.schemas import DataUpload, EssayIn, PoolChoice, RunCreate, SingleScoreIn
+from madrag.server.schemas import DataUpload, EssayIn, PoolChoice, RunCreate, RunKind, SingleScoreIn
 
 
 @dataclass
@@ -132,20 +132,29 @@ def start_run(state: State, req: RunCreate) -> RunMeta:
 
 
 def create_run(
-    state: State, rubric: Rubric, upload: library.EssayUpload, pool: library.PoolMode, req: RunCreate
+    state: State,
+    rubric: Rubric,
+    upload: library.EssayUpload,
+    pool: library.PoolMode,
+    req: RunCreate,
+    kind: RunKind = "run",
 ) -> RunMeta:
     """Start the run (or the sample of a dry run) on checked inputs."""
+    shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
+    if pool == "asap" and shipped is None:
+        raise ApiError(400, "no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
     scored = len(upload.essays) if pool != "folds" else sum(e.fold == req.eval_fold for e in upload.essays)
     planned = min(scored, req.limit) if req.limit else scored
     price = None if req.price is None else (req.price.prompt, req.price.completion)
     return state.runs.create(
-        kind="estimate" if req.dry_run else "run",
+        kind="estimate" if req.dry_run else kind,
         name=req.name,
         rubric=rubric,
         essays=upload.essays,
         refused=upload.refused,
         protocols=req.protocols,
         pool=pool,
+        pool_essays=shipped,
         eval_fold=req.eval_fold,
         backend=req.backend,
         limit=min(req.sample, planned) if req.dry_run else req.limit,
@@ -165,7 +174,7 @@ async def score_one(state: State, req: SingleScoreIn) -> dict[str, Any]:
     upload = read_essays(state, rubric, [req.essay], None)
     check_protocols([req.protocol], req.pool)
     run = RunCreate(name=f"single essay {req.essay.id}", protocols=[req.protocol], backend=req.backend)
-    meta = create_run(state, rubric, upload, req.pool, run)
+    meta = create_run(state, rubric, upload, req.pool, run, kind="single")
     future = state.runs.future(meta.id)
     assert future is not None
     try:
