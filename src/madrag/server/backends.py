@@ -25,17 +25,22 @@ class SharedBackend(Provider):
         self.name = inner.name
         self.model = inner.model
         self.capabilities = inner.capabilities
-        self.max_concurrency = limit
+        self.limit = limit
         self.in_flight = 0
         self.peak = 0
         self._sem: asyncio.Semaphore | None = None
+
+    @property
+    def max_concurrency(self) -> int:
+        """The shared limit: what every run on this backend keeps in flight together."""
+        return self.limit
 
     def check(self, request: ChatRequest) -> None:
         self.inner.check(request)
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         if self._sem is None:
-            self._sem = asyncio.Semaphore(self.max_concurrency)
+            self._sem = asyncio.Semaphore(self.limit)
         async with self._sem:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
