@@ -288,7 +288,8 @@ def test_loopback_server_refuses_other_host_names_and_cross_site_writes(client: 
     assert client.post("/api/rubrics", json=RUBRIC, headers={"Origin": "http://127.0.0.1:8000"}).status_code == 201
 
 
-def test_api_key_is_never_written(tmp_path: Path) -> None:
+def test_api_key_is_never_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG")
     config = make_config(tmp_path)
     secret = "sk-test-DO-NOT-STORE-0123456789"
     with client_for(config) as client:
@@ -300,6 +301,32 @@ def test_api_key_is_never_written(tmp_path: Path) -> None:
         assert secret not in client.get("/api/runs").text
         assert run["backend"]["key_source"] == "memory"
         assert os.environ[f"MADRAG_SERVE_KEY_{run['id'].upper()}"] == secret  # in this process only
+    assert secret not in caplog.text
     for path in config.data_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_serve_command_generates_and_prints_a_token_off_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from madrag.cli.app import app
+
+    started: list[tuple[Any, str, int]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda web, host, port, **_kw: started.append((web, host, port)))
+    monkeypatch.delenv("MADRAG_SERVER_TOKEN", raising=False)
+    args = ["serve", "--host", "0.0.0.0", "--port", "8123", "--data-dir", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    token = result.output.split("?token=")[1].split()[0]
+    assert len(token) >= 24 and result.output.count(token) == 1
+    web, host, port = started[0]
+    assert (host, port) == ("0.0.0.0", 8123)
+    with TestClient(web, base_url="http://192.0.2.1:8123") as client:
+        error_of(client.get("/api/health"), 401)
+        assert client.get("/api/health", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    local = CliRunner().invoke(app, ["serve", "--data-dir", str(tmp_path / "d")])
+    assert local.exit_code == 0 and "token" not in local.output and started[1][1] == "127.0.0.1"
