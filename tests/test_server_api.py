@@ -30,9 +30,9 @@ def start(client: TestClient, **body: Any) -> dict[str, Any]:
     return response.json()
 
 
-def finished(client: TestClient, **body: Any) -> dict[str, Any]:
+def finished(client: TestClient, timeout: float = 30.0, **body: Any) -> dict[str, Any]:
     run = start(client, **body)
-    done = wait_status(client, run["id"])
+    done = wait_status(client, run["id"], timeout=timeout)
     assert done["status"] == "finished", done
     return done
 
@@ -330,3 +330,17 @@ def test_serve_command_generates_and_prints_a_token_off_loopback(
         assert client.get("/api/health", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     local = CliRunner().invoke(app, ["serve", "--data-dir", str(tmp_path / "d")])
     assert local.exit_code == 0 and "token" not in local.output and started[1][1] == "127.0.0.1"
+
+
+@pytest.mark.integration
+def test_madrag_run_shows_the_exemplars_the_judge_saw(client: TestClient) -> None:
+    """MADRAG with the scored essays themselves as the pool (MiniLM + Chroma build the index)."""
+    run = finished(client, timeout=300, essays=essays_json(4), protocols=["MADRAG"], pool="same")
+    assert run["pool"] == "same"
+    detail = client.get(f"/api/runs/{run['id']}/essays/e1").json()
+    ideas = detail["traits"][0]["protocols"][0]
+    levels = {lvl["score"]: lvl["exemplar"] for lvl in ideas["exemplars"]}
+    assert sorted(levels) == [0, 1, 2, 3]
+    shown = [ex["essay_id"] for ex in levels.values() if ex is not None]
+    assert shown and "e1" not in shown  # the essay being scored is never its own exemplar
+    assert [t["role"] for t in ideas["debate"]] == ["advocate", "skeptic"]
