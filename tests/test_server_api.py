@@ -332,12 +332,17 @@ def test_serve_command_generates_and_prints_a_token_off_loopback(
     assert local.exit_code == 0 and "token" not in local.output and started[1][1] == "127.0.0.1"
 
 
-@pytest.mark.integration
-def test_madrag_run_shows_the_exemplars_the_judge_saw(client: TestClient) -> None:
-    """MADRAG with the scored essays themselves as the pool (MiniLM + Chroma build the index)."""
-    run = finished(client, timeout=300, essays=essays_json(4), protocols=["MADRAG"], pool="same")
-    assert run["pool"] == "same"
-    detail = client.get(f"/api/runs/{run['id']}/essays/e1").json()
+@pytest.mark.parametrize("embedder", ["hashing", pytest.param("minilm", marks=pytest.mark.integration)])
+def test_madrag_run_shows_the_exemplars_the_judge_saw(tmp_path: Path, embedder: str) -> None:
+    """MADRAG with the scored essays themselves as the pool: the index is built (with progress) and each Judge's
+    exemplars are on the essay's record."""
+    with client_for(make_config(tmp_path, embedder=embedder)) as client:
+        run = start(client, essays=essays_json(4), protocols=["MADRAG"], pool="same")
+        with client.stream("GET", f"/api/runs/{run['id']}/events") as stream:
+            events = [json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: ")]
+        detail = client.get(f"/api/runs/{run['id']}/essays/e1").json()
+    bank = [e for e in events if e["type"] == "bank"]
+    assert bank and bank[-1]["done"] == bank[-1]["total"] == 4 and events[-1]["progress"]["status"] == "finished"
     ideas = detail["traits"][0]["protocols"][0]
     levels = {lvl["score"]: lvl["exemplar"] for lvl in ideas["exemplars"]}
     assert sorted(levels) == [0, 1, 2, 3]

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from madrag.errors import ConfigError
+from madrag.retrieval.embedder import EMBEDDERS
 
 TOKEN_ENV = "MADRAG_SERVER_TOKEN"
 
@@ -35,6 +36,9 @@ def serve_command(
     api_key_env: Annotated[
         str, typer.Option(help="Environment variable with the OpenAI-compatible key used when none is typed in.")
     ] = "OPENAI_API_KEY",
+    embedder: Annotated[
+        str, typer.Option(help="Exemplar pools' embedder: minilm (seed 000's) or hashing (quick checks, not scoring).")
+    ] = "minilm",
     resume: Annotated[bool, typer.Option("--resume", help="Resume runs a stopped server left unfinished.")] = False,
     max_upload_mb: Annotated[float, typer.Option(help="Largest request body (upload), in MB.")] = 20.0,
     max_essays: Annotated[int, typer.Option(help="Most essays in one upload.")] = 20_000,
@@ -45,6 +49,8 @@ def serve_command(
     from madrag.server import Limits, ServerConfig, create_app
     from madrag.server.config import default_data_dir, is_loopback
 
+    if embedder not in EMBEDDERS:
+        raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
     given = token or os.environ.get(TOKEN_ENV) or None
     generated = given is None and not is_loopback(host)
     if generated:
@@ -62,6 +68,7 @@ def serve_command(
         slots=slots,
         backend_concurrency=backend_concurrency,
         api_key_env=api_key_env,
+        embedder=embedder,
         auto_resume=resume,
     )
     if port < 1 or port > 65535:

@@ -96,21 +96,37 @@ def get_run(run_id: str, s: StateDep) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}/events", summary="Live progress as server-sent events", responses=ERRORS)
-async def run_events(run_id: str, request: Request, s: StateDep) -> StreamingResponse:
+async def run_events(
+    run_id: str,
+    request: Request,
+    s: StateDep,
+    after: Annotated[int | None, Query(description="Replay only events after this id (as Last-Event-ID).")] = None,
+) -> StreamingResponse:
+    """A snapshot, then the run's recent events (those after ``Last-Event-ID`` / ``after``), then every new
+    one until the run stops; each event carries its ``id`` so a reconnecting client misses nothing recent."""
     s.runs.run_dir(run_id)
     prog = s.runs.progress_of(run_id)
     queue = prog.subscribe(asyncio.get_running_loop())
+    header = request.headers.get("last-event-id", "")
+    last = after if after is not None else int(header) if header.isdigit() else 0
+    backlog = [e for e in list(prog.recent) if e["seq"] > last]
 
     async def stream() -> AsyncIterator[str]:
+        sent = last
         try:
             yield _sse({"type": "snapshot", "progress": prog.snapshot()})
-            while prog.snapshot()["status"] in ("queued", "running"):
+            for event in backlog:
+                sent = event["seq"]
+                yield _sse(event)
+            while prog.snapshot()["status"] in ("queued", "running") or not queue.empty():
                 try:
                     event = await asyncio.wait_for(queue.get(), 15)
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
-                yield _sse(event)
+                if event["seq"] > sent:
+                    sent = event["seq"]
+                    yield _sse(event)
                 if await request.is_disconnected():
                     return
             yield _sse({"type": "end", "progress": prog.snapshot()})
@@ -122,7 +138,8 @@ async def run_events(run_id: str, request: Request, s: StateDep) -> StreamingRes
 
 
 def _sse(event: dict[str, Any]) -> str:
-    return f"event: {event.get('type', 'message')}\ndata: {json.dumps(event)}\n\n"
+    head = f"id: {event['seq']}\n" if "seq" in event else ""
+    return f"{head}event: {event.get('type', 'message')}\ndata: {json.dumps(event)}\n\n"
 
 
 @router.post("/runs/{run_id}/cancel", summary="Stop a running run (finished calls are kept)", responses=ERRORS)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from madrag.retrieval.embedder import EmbedderName
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
@@ -53,10 +53,10 @@ class ServerConfig(BaseModel):
 
     ``token``: when set, every page and API call must carry it; it must be set when ``host`` is not a loopback
     address (``madrag serve`` generates one then). ``backend_concurrency``: requests in flight to one backend,
-    shared by every run on it. ``embedder_factory``: a test hook that replaces MiniLM in exemplar banks.
+    shared by every run on it. ``embedder``: the exemplar pools' (MiniLM; ``hashing`` for quick checks and tests).
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True)
 
     data_dir: Path = Field(default_factory=default_data_dir)
     host: str = "127.0.0.1"
@@ -70,7 +70,7 @@ class ServerConfig(BaseModel):
     backend_concurrency: int = Field(default=8, ge=1)
     api_key_env: str = "OPENAI_API_KEY"
     auto_resume: bool = False
-    embedder_factory: Callable[[], Any] | None = None
+    embedder: EmbedderName = "minilm"
 
     @property
     def token_required(self) -> bool:

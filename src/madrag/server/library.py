@@ -35,6 +35,7 @@ from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
 from madrag.records import AgentRecord
+from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -306,8 +307,9 @@ def make_job(
     settings: ScoringSettings,
     cache_dir: Path | None,
     limit: int | None = None,
+    embedder: EmbedderName = "minilm",
 ) -> ScoreJob:
-    """The library's scoring job for a server run."""
+    """The library's scoring job for a server run (``embedder``: the exemplar pool's, MiniLM by default)."""
     extra: dict[str, Any] = {} if cache_dir is None else {"cache_dir": cache_dir}
     return ScoreJob(
         data=inputs.data,
@@ -319,6 +321,7 @@ def make_job(
         protocols=protocols,
         provider=spec,
         settings=settings,
+        embedder=embedder,
         **extra,
     )
 
@@ -331,6 +334,7 @@ class Hooks:
     on_essay_done: Callable[[Essay, list[TraitScore]], None]
     on_stage: Callable[[str], None]
     on_start: Callable[[int], None]
+    on_bank_progress: Callable[[int, int], None]
 
 
 async def run_job(job: ScoreJob, hooks: Hooks) -> list[TraitScore]:
@@ -341,6 +345,7 @@ async def run_job(job: ScoreJob, hooks: Hooks) -> list[TraitScore]:
         on_essay_done=hooks.on_essay_done,
         on_stage=hooks.on_stage,
         on_start=hooks.on_start,
+        on_bank_progress=hooks.on_bank_progress,
     )
     return result.scores
 

@@ -234,7 +234,8 @@ class RunManager:
         tokens = int(b.get("max_tokens", 400))
         settings = ScoringSettings(debater_max_tokens=tokens, judge_max_tokens=tokens)
         limit = meta.limit
-        return library.make_job(run_dir, inputs, meta.protocols, spec, settings, self.config.cache_dir, limit)
+        cache = self.config.cache_dir
+        return library.make_job(run_dir, inputs, meta.protocols, spec, settings, cache, limit, self.config.embedder)
 
     def _start(self, meta: RunMeta) -> None:
         prog = Progress(meta.id, status="queued")
@@ -251,6 +252,7 @@ class RunManager:
             on_essay_done=lambda e, s: self._on_essay(run_id, prog, e, s),
             on_stage=lambda m: prog.change({"type": "stage", "message": m}, stage=m),
             on_start=lambda n: prog.change({"type": "start", "total": n}, total=n),
+            on_bank_progress=lambda done, total: self._on_bank(prog, done, total),
         )
         with self._lock:
             self._live[run_id] = {}
@@ -283,6 +285,11 @@ class RunManager:
         found["time_s"] = per_essay * planned
         found["sample_essays"] = meta.n_essays
         return found
+
+    @staticmethod
+    def _on_bank(prog: Progress, done: int, total: int) -> None:
+        stage = f"building the exemplar index: {done:,} of {total:,} pool essays embedded"
+        prog.change({"type": "bank", "done": done, "total": total, "message": stage}, stage=stage)
 
     @staticmethod
     def _on_record(prog: Progress, record: AgentRecord) -> None:

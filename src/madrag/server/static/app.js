@@ -55,7 +55,7 @@
     if (!window.EventSource) { poll(runId); return; }
     var source = new EventSource("/api/runs/" + encodeURIComponent(runId) + "/events");
     source.onmessage = null;
-    ["snapshot", "start", "stage", "record", "essay", "status", "end"].forEach(function (kind) {
+    ["snapshot", "start", "stage", "bank", "record", "essay", "status", "end"].forEach(function (kind) {
       source.addEventListener(kind, function (msg) {
         var event = JSON.parse(msg.data);
         showProgress(event.progress);
