@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -349,3 +350,18 @@ def test_madrag_run_shows_the_exemplars_the_judge_saw(tmp_path: Path, embedder: 
     shown = [ex["essay_id"] for ex in levels.values() if ex is not None]
     assert shown and "e1" not in shown  # the essay being scored is never its own exemplar
     assert [t["role"] for t in ideas["debate"]] == ["advocate", "skeptic"]
+
+
+async def test_shared_backend_limits_requests_of_every_run_together() -> None:
+    from madrag.providers import ChatRequest, FakeProvider, Message
+    from madrag.server.backends import SharedBackend
+
+    shared = SharedBackend(FakeProvider(latency_s=0.05), limit=2)
+    request = ChatRequest(messages=[Message(role="user", content="You are an Advocate Agent.")])
+
+    async def one_run() -> list[str]:
+        return [r.text for r in await asyncio.gather(*(shared.complete(request) for _ in range(4)))]
+
+    first, second = await asyncio.gather(one_run(), one_run())
+    assert len(first) == len(second) == 4 and all(first + second)
+    assert shared.peak == 2 and shared.in_flight == 0 and shared.max_concurrency == 2
