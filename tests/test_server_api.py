@@ -131,6 +131,7 @@ def test_run_errors(client: TestClient, tmp_path: Path) -> None:
     error_of(client.post("/api/runs", json={**base, "pool": "folds"}), 400)
     error_of(client.post("/api/runs", json={**base, "backend": {"kind": "openai", "base_url": "file:///etc"}}), 422)
     error_of(client.post("/api/runs", json={**base, "surprise": 1}), 422)
+    error_of(client.post("/api/runs", json={**base, "backend": {"kind": "openai"}}), 422)
     error_of(
         client.post("/api/runs", content="rubric=x", headers={"content-type": "application/x-www-form-urlencoded"}), 415
     )
@@ -148,6 +149,15 @@ def test_upload_limits(tmp_path: Path) -> None:
         long = {**many, "essays": [*essays_json(1), {"id": "long", "text": "word " * 30}]}
         run = client.post("/api/runs", json=long).json()
         assert run["n_essays"] == 1 and "longer than 100" in run["refused"][0]["reason"]
+
+
+def test_runs_at_once_share_one_backend_and_its_limit(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path, backend_concurrency=2)) as client:
+        slow = {"kind": "fake", "fake_latency_s": 0.1}
+        runs = [start(client, essays=essays_json(3), backend=slow) for _ in range(2)]
+        assert all(wait_status(client, r["id"])["status"] == "finished" for r in runs)
+        shared = client.app.state.madrag.runs.backends.all()  # type: ignore[attr-defined]
+    assert len(shared) == 1 and shared[0].peak == 2  # 2 runs x 3 essays x 2 traits wanted more at once
 
 
 def test_cancel_and_resume(client: TestClient) -> None:

@@ -24,13 +24,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+import madrag
+from madrag.api import ScoreProgress
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
 from madrag.evaluation.costs.render import estimate_to_dict
-from madrag.pipeline.job import ScoreJob, execute
+from madrag.pipeline.job import ScoreJob
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
@@ -290,8 +292,9 @@ def provider_spec(
 
 
 def backend_identity(spec: ProviderSpec) -> dict[str, object]:
-    """What makes two backends the same (the library's identity of a spec: no operational settings)."""
-    return spec_identity(spec)
+    """What makes two backend instances the same: the library's identity of a spec (what the backend answers),
+    and the settings an instance is built with (the embedded model's slots, the fake's delay)."""
+    return {**spec_identity(spec), "slots": spec.slots, "fake_latency_s": spec.fake_latency_s}
 
 
 def make_backend(spec: ProviderSpec) -> Provider:
@@ -337,17 +340,34 @@ class Hooks:
     on_bank_progress: Callable[[int, int], None]
 
 
-async def run_job(job: ScoreJob, hooks: Hooks) -> list[TraitScore]:
-    """Run (or resume) a job with the library's ``execute``; the final trait scores of its essays."""
-    result = await execute(
-        job,
-        on_record=hooks.on_record,
-        on_essay_done=hooks.on_essay_done,
-        on_stage=hooks.on_stage,
-        on_start=hooks.on_start,
-        on_bank_progress=hooks.on_bank_progress,
-    )
-    return result.scores
+class _HookedProgress(ScoreProgress):
+    """The server's hooks behind the Python API's progress interface (nothing is printed)."""
+
+    def __init__(self, hooks: Hooks) -> None:
+        super().__init__(enabled=False)
+        self.hooks = hooks
+
+    def on_bank_progress(self, done: int, total: int) -> None:
+        self.hooks.on_bank_progress(done, total)
+
+    def on_start(self, total: int) -> None:
+        self.hooks.on_start(total)
+
+    def on_stage(self, message: str) -> None:
+        self.hooks.on_stage(message)
+
+    def on_record(self, record: AgentRecord) -> None:
+        self.hooks.on_record(record)
+
+    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
+        self.hooks.on_essay_done(essay, scores)
+
+
+async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) -> list[TraitScore]:
+    """Run (or resume) a job with the public API's ``madrag.arun_job`` (the one runner of prepared jobs) on a
+    ready ``backend`` (the server's shared instance); the final trait scores of its essays."""
+    result = await madrag.arun_job(job, backend=backend, progress=_HookedProgress(hooks))
+    return result.trait_scores
 
 
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import concurrent.futures
 import threading
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,14 +38,17 @@ class ScoringThread:
         """Schedule ``coro`` on the scoring loop; cancelling the returned future cancels it."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Cancel what still runs (records in flight are committed first), then end the thread."""
+    def stop(self, finish: Callable[[], Awaitable[None]] | None = None, timeout: float = 10.0) -> None:
+        """Cancel what still runs (records in flight are committed first), await ``finish()`` (closing the
+        backends), then end the thread."""
 
         async def _cancel_all() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if finish is not None:
+                await finish()
 
         if self.loop.is_running():
             try:

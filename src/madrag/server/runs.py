@@ -32,6 +32,7 @@ from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.server import library, library_runs
+from madrag.server.backends import BackendPool
 from madrag.server.config import ServerConfig
 from madrag.server.errors import ApiError
 from madrag.server.progress import Progress, ScoringThread
@@ -84,6 +85,7 @@ class RunManager:
         self.root = config.runs_dir
         self.root.mkdir(parents=True, exist_ok=True)
         self.worker = ScoringThread()
+        self.backends = BackendPool(config.backend_concurrency)
         self.progress: dict[str, Progress] = {}
         self._futures: dict[str, concurrent.futures.Future[None]] = {}
         self._views: dict[str, tuple[object, library_runs.RunView]] = {}
@@ -151,7 +153,7 @@ class RunManager:
     def close(self) -> None:
         """Stop every run (they become interrupted: resumable at the next start) and the scoring thread."""
         self._closing = True
-        self.worker.stop()
+        self.worker.stop(self.backends.aclose)
 
     # -- keys ----------------------------------------------------------------------------------------------
     def _key(self, run_id: str, backend: BackendSettings, key: SecretStr | None) -> tuple[str | None, str]:
@@ -257,7 +259,7 @@ class RunManager:
         with self._lock:
             self._live[run_id] = {}
         try:
-            scores = await library.run_job(job, hooks)
+            scores = await library.run_job(job, hooks, self.backends.get(job.provider))
             run_dir = self.root / run_id
             await asyncio.to_thread(library_runs.save_index, run_dir, scores, library_runs.record_count(run_dir))
         except asyncio.CancelledError:

@@ -140,6 +140,8 @@ def create_run(
     kind: RunKind = "run",
 ) -> RunMeta:
     """Start the run (or the sample of a dry run) on checked inputs."""
+    if req.backend.kind == "openai" and not req.backend.model:
+        raise ApiError(422, "an OpenAI-compatible backend needs the model name its server serves", "model")
     shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
     if pool == "asap" and shipped is None:
         raise ApiError(400, "no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
