@@ -201,7 +201,8 @@ def test_teacher_scores_reviews_and_exports(server: Server, page: Any, tmp_path:
     shot(page, "06-run-progress")
     page.wait_for_selector("#run-status.finished", timeout=60_000)
     assert page.inner_text("#run-done") == page.inner_text("#run-total") == "10"
-    page.click("#results-link")
+    page.goto(server.url + page.get_attribute("#results-link", "href"))  # (the run page reloads itself when done)
+    page.wait_for_selector("#results-grid tbody tr")
     grid = page.locator("#results-grid")
     assert grid.locator("tbody tr").count() == 5
     shot(page, "07-results")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
@@ -172,12 +172,14 @@ def source_config(job: ScoreJob) -> dict[str, Any]:
     return source
 
 
-def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
+def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
-    plus the consensus judges' when a seed 002 protocol is among them."""
+    plus the consensus judges' when a seed 002 protocol is among them, plus the source block when the essays
+    carry a source text (``with_source``)."""
+    names = list(PROMPT_NAMES)
     if any(consensus_protocol(p.name) is not None for p in protocols):
-        return [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES]
-    return list(PROMPT_NAMES)
+        names += CONSENSUS_PROMPT_NAMES
+    return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
 
 
 def job_config(
@@ -186,10 +188,12 @@ def job_config(
     protocols: list[ScoringProtocol],
     prompts: PromptLibrary,
     backend: Provider | None = None,
+    with_source: bool = False,
 ) -> dict[str, Any]:
     """What a resumed run must match: everything but the choice of essays. With a ready ``backend`` instance
-    the provider is recorded by its own description instead of ``job.provider``."""
-    names = prompt_names(protocols)
+    the provider is recorded by its own description instead of ``job.provider``; ``with_source``: whether the
+    essays carry a source text (whose template is then recorded)."""
+    names = prompt_names(protocols, with_source)
     return {
         **source_config(job),
         "rubric": rubric.model_dump(mode="json"),
@@ -301,7 +305,8 @@ def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: C
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
-    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend))
+    with_source = any(e.source for e in essays)
+    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source))
     record_inputs(job)
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     store.set_meta("run_id", run_id)
