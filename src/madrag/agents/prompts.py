@@ -42,6 +42,7 @@ PROMPT_NAMES: tuple[str, ...] = (
     "evidence_feedback",
     "evidence_feedback_item",
     "confidence_instruction",
+    "verify_note",
 )
 """Templates of seed 000's protocols (SA ... MADRAG), recorded by every scoring run."""
 

@@ -90,6 +90,7 @@ class TraitJudgeProtocol:
             if ctx.settings.evidence_check == "feedback":
                 feedback = render_evidence_feedback(ctx.prompts, records)
         hint = " and with the scored example essays" if self.exemplars else ""
+        verify = ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else ""
         messages = role_messages(
             ctx.prompts,
             ctx.settings.prompt_layout,
@@ -101,6 +102,7 @@ class TraitJudgeProtocol:
                 "EXEMPLARS": exemplar_text,
                 "DEBATE": debate_text,
                 "EVIDENCE_FEEDBACK": feedback,
+                "VERIFY_NOTE": verify,
             },
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
