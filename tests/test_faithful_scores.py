@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.helpers import make_ctx
 
 from madrag.agents.calls import AgentCall, debater
 from madrag.agents.judge import FOLLOWUP, judge_trait, parse_score
@@ -35,7 +36,6 @@ from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ReportFrom, ScoringSettings
-from tests.helpers import make_ctx
 
 LEVELS = {0: "none", 1: "weak", 2: "ok", 3: "strong"}
 IDEAS = Trait(name="Ideas", min=0, max=3, levels=LEVELS)
@@ -78,10 +78,8 @@ class Scripted(Provider):
             if any(ch.isdigit() for ch in piece):
                 top.append(TopLogprob(token=" 0", logprob=-3.0))
             tokens.append(TokenLogprob(token=piece, logprob=-0.1, top=top))
-        fields: dict[str, Any] = {} if self.usage is None else {"usage": self.usage}
-        if self.usage is None:
-            fields["usage"] = Usage.model_validate({"prompt_tokens": None, "completion_tokens": None})
-        return ChatResponse(text=text, tokens=tokens, finish_reason=self.finish, **fields)
+        usage = self.usage or Usage(prompt_tokens=None, completion_tokens=None)
+        return ChatResponse(text=text, tokens=tokens, finish_reason=self.finish, usage=usage)
 
 
 def judge_call(essay_id: str = "e1", text: str = "An essay.", index: int = 0) -> AgentCall:
@@ -101,13 +99,9 @@ def text_settings(report: ReportFrom = "parsed", **kwargs: Any) -> ScoringSettin
 # (answer, the score a faithful reading gives: None = missing)
 ANSWERS = [
     pytest.param("The ideas are muddled.\nFinal score: 7", None, id="out-of-range"),
-    pytest.param(
-        'Final score: 1\nAs the student wrote, "my final score: 3 was the best".', 1, id="inline-quote-after"
-    ),
+    pytest.param('Final score: 1\nAs the student wrote, "my final score: 3 was the best".', 1, id="inline-quote-after"),
     pytest.param("Weak support throughout.\nFinal score: 1\n> Final score: 3", 1, id="block-quoted-line"),
-    pytest.param(
-        'The Advocate ends with:\n"Final score: 3"\nI disagree.\nFinal score: 1', 1, id="quoted-earlier-line"
-    ),
+    pytest.param('The Advocate ends with:\n"Final score: 3"\nI disagree.\nFinal score: 1', 1, id="quoted-earlier-line"),
     pytest.param("Final score: 1\nOn reflection the ideas are better.\nFinal score: 2", None, id="two-closing"),
     pytest.param("Final score: 2\nTo restate:\nFinal score: 2", 2, id="same-closing-twice"),
     pytest.param("The essay is good. My final score: 2 seems fair here.", None, id="no-closing-line"),
@@ -264,7 +258,9 @@ async def test_missing_usage_from_the_server_stays_unknown(monkeypatch: pytest.M
     monkeypatch.setenv("MADRAG_TEST_KEY", "sk-test")
     body = {
         "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Final score: 2"}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Final score: 2"}, "finish_reason": "stop"}
+        ],
     }
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=body)))
     provider = OpenAICompatProvider(

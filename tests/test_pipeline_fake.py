@@ -108,13 +108,16 @@ def _judge_script(judge_texts: list[str]) -> object:
 @pytest.mark.parametrize(
     ("replies", "mode", "reported", "requests"),
     [
-        (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], "parsed_text", 2, 1),
+        # a score mentioned inside a sentence is not the Judge's closing line
+        (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], "parsed_text", 1, 1),
+        # two different closing lines: neither is the score; the follow-up's is
+        (["Good essay.\nFinal score: 1\nOn reflection:\nFinal score: 2", "Final score: 2"], "parsed_followup", 2, 2),
         (["I cannot decide.", "Final score: 3"], "parsed_followup", 3, 2),
         (["No score here.", "still nothing"], "failed", None, 2),
         (["Final score: 7", "Final score: 9"], "failed", None, 2),
     ],
 )
-async def test_text_mode_parses_last_score_and_never_invents_one(
+async def test_text_mode_parses_the_closing_score_and_never_invents_one(
     tmp_path: Path,
     rubric7: Rubric,
     essays7: list[Essay],

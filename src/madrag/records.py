@@ -65,5 +65,8 @@ class AgentRecord(BaseModel):
     wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
     requests: int = 1
     cached: bool = False
+    # a response of this call was cut by the token limit (``finish_reason == "length"``): its text is not the
+    # whole answer (a constrained one-token score step is not counted)
+    truncated: bool = False
     error: str | None = None
     created_at: float = Field(default_factory=time.time)

@@ -177,14 +177,22 @@ def score(
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request before it is retried.")] = 300.0,
     retries: Annotated[int, typer.Option(help="Retries on transient failures.")] = 4,
-    debater_max_tokens: Annotated[int, typer.Option(help="Token limit of Advocate/Skeptic messages.")] = 400,
-    judge_max_tokens: Annotated[int, typer.Option(help="Token limit of the Judge's rationale.")] = 400,
+    debater_max_tokens: Annotated[
+        int, typer.Option(help="Token limit of Advocate/Skeptic messages (a cut answer is recorded as truncated).")
+    ] = ScoringSettings().debater_max_tokens,
+    judge_max_tokens: Annotated[
+        int, typer.Option(help="Token limit of the Judge's answer (a cut answer is recorded as truncated).")
+    ] = ScoringSettings().judge_max_tokens,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1234,
     anonymization: Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")] = "note",
     score_method: Annotated[str, typer.Option(help="auto, constrained or text (see docs).")] = "auto",
     report: Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")] = "parsed",
     exemplar_max_words: Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")] = None,
     judges_per_trait: Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")] = 1,
+    min_usable_judges: Annotated[
+        int | None,
+        typer.Option(help="MA with several judges: usable judges a trait needs to be scored (default: all)."),
+    ] = None,
     prompt_layout: Annotated[
         str, typer.Option(help="shared_prefix (essay first, for prefix caching) or seed (role as system message).")
     ] = "shared_prefix",
@@ -235,6 +243,7 @@ def score(
             report=_choice("--report", report, ("parsed", "argmax", "expected")),  # type: ignore[arg-type]
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
+            min_usable_judges=min_usable_judges,
             prompt_layout=_choice("--prompt-layout", prompt_layout, ("shared_prefix", "seed")),  # type: ignore[arg-type]
         ),
         essay_concurrency=essay_concurrency,

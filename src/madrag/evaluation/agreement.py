@@ -38,7 +38,10 @@ HH_FULL = "Human-Human (full data file)"
 HH_EVAL = "Human-Human (evaluated essays)"
 EXTREME_COLUMNS = ["protocol", "trait", "label", "n", "n_scored", "n_unusable", "n_conflict", "agree_at_1", "mae"]
 COMPARISON_VALUES = ["n", "qwk", "qwk_baseline", "diff", "ci_low", "ci_high", "p_value"]
-QWK_COLUMNS = ["protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n_unusable", "n_missing", "valid_rate"]
+QWK_COLUMNS = [
+    *["protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n"],
+    *["n_unusable", "n_missing", "n_truncated", "valid_rate"],
+]
 
 
 def trait_label(name: str) -> str:
@@ -54,7 +57,8 @@ def _qwk_row(
 ) -> dict[str, Any]:
     ci = bootstrap_ci(qwk_metric(trait.min, trait.max), a, b, n=bootstrap, seed=seed)
     row = {"protocol": protocol, "trait": trait.name, "label": trait_label(trait.name), "qwk": ci.estimate}
-    row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, valid_rate=float("nan"))
+    row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, n_truncated=0)
+    row.update(valid_rate=float("nan"))
     row.update(counts)
     return row
 
@@ -71,16 +75,18 @@ def human_rows(essays: list[Essay], rubric: Rubric, name: str, bootstrap: int, s
 def protocol_cell(
     run: RunData, protocol: str, trait: Trait, scores: dict[tuple[str, str, str], TraitScore]
 ) -> tuple[list[float], list[float], dict[str, Any]]:
-    """(reference, prediction) pairs of one cell and its counts: unusable, missing and the valid-score rate."""
+    """(reference, prediction) pairs of one cell and its counts: unusable, missing, truncated (a Judge answer
+    cut by the token limit, usable or not) and the valid-score rate."""
     refs: list[float] = []
     preds: list[float] = []
-    produced = unusable = missing = 0
+    produced = unusable = missing = truncated = 0
     for essay in run.essays:
         found = scores.get((protocol, essay.id, trait.name))
         if found is None:
             missing += 1
             continue
         produced += 1
+        truncated += found.truncated
         if found.score is None:
             unusable += 1
             continue
@@ -89,7 +95,7 @@ def protocol_cell(
             refs.append(ref)
             preds.append(found.score)
     rate = (produced - unusable) / produced if produced else float("nan")
-    return refs, preds, {"n_unusable": unusable, "n_missing": missing, "valid_rate": rate}
+    return refs, preds, {"n_unusable": unusable, "n_missing": missing, "n_truncated": truncated, "valid_rate": rate}
 
 
 def qwk_long(run: RunData, full_essays: list[Essay] | None, bootstrap: int, seed: int) -> pd.DataFrame:

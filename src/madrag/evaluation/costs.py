@@ -20,7 +20,9 @@ Attribution of shared calls, per protocol:
 Spend. A price table maps a model name (or ``"*"`` for any other model) to dollars per million prompt and
 completion tokens. ``spend`` leaves out calls answered from the response cache (nothing was billed for them
 in this run); ``gross_spend`` prices every call as if none were cached. Calls of a model missing from the table
-are counted in ``unpriced_calls`` and add nothing to either.
+are counted in ``unpriced_calls`` and add nothing to either. Calls whose server reported no token usage are
+counted in ``no_usage_calls`` and add no tokens and no spend (their usage is unknown, never taken as 0);
+``truncated_calls`` counts calls with an answer cut by the token limit.
 
 Dry runs. :func:`estimate_run` scales a sample (a small run) to ``n_essays`` x ``n_traits``: the mean tally per
 essay-trait of each group (per essay for calls that score every trait at once, ``trait == "*"``), times the
@@ -72,10 +74,11 @@ class CallCost:
     role: str
     model: str
     requests: int
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the server reported no usage (unknown, not 0)
+    completion_tokens: int | None
     cached: bool
     error: bool
+    truncated: bool = False  # an answer of the call was cut by the token limit
     reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
 
     @classmethod
@@ -95,6 +98,7 @@ class CallCost:
             completion_tokens=record.usage.completion_tokens,
             cached=record.cached,
             error=record.error is not None,
+            truncated=record.truncated,
             reads=tuple(str(k) for k in reads),
         )
 
@@ -109,17 +113,25 @@ class Tally:
     completion_tokens: float = 0.0
     cached_calls: float = 0.0
     errors: float = 0.0
+    truncated_calls: float = 0.0  # calls with an answer cut by the token limit
+    no_usage_calls: float = 0.0  # calls whose server reported no (or partial) token usage: no tokens, no spend
     spend: float = 0.0  # priced calls not served from the response cache
     gross_spend: float = 0.0  # priced calls, as if none were cached
     unpriced_calls: float = 0.0
 
     def add(self, call: CallCost, price: Price | None, weight: float = 1.0) -> None:
+        """Count ``call`` (``weight`` of it): a call without known usage adds no tokens and no spend, and is
+        counted in ``no_usage_calls`` instead."""
         self.calls += weight
         self.requests += weight * call.requests
-        self.prompt_tokens += weight * call.prompt_tokens
-        self.completion_tokens += weight * call.completion_tokens
         self.cached_calls += weight * call.cached
         self.errors += weight * call.error
+        self.truncated_calls += weight * call.truncated
+        if call.prompt_tokens is None or call.completion_tokens is None:
+            self.no_usage_calls += weight
+            return
+        self.prompt_tokens += weight * call.prompt_tokens
+        self.completion_tokens += weight * call.completion_tokens
         if price is None:
             self.unpriced_calls += weight
             return
@@ -420,7 +432,8 @@ def render_report(report: CostReport) -> str:
     lines = [
         _line("total", t, priced),
         f"requests per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
-        f"errors {t.errors:,.0f}" + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
+        f"errors {t.errors:,.0f}; truncated {t.truncated_calls:,.0f}; without usage {t.no_usage_calls:,.0f}"
+        + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
         *_unit_summary(report),
         "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "
         "attributed = own + equal share):",

@@ -65,7 +65,9 @@ def _qwk_cell(r: dict[str, Any]) -> str:
 
 def _count_cell(r: dict[str, Any]) -> str:
     rate = r["valid_rate"]
-    return f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
+    text = f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
+    counts = [f"{r[k]} {label}" for k, label in (("n_unusable", "unusable"), ("n_truncated", "truncated")) if r.get(k)]
+    return f"{text} ({', '.join(counts)})" if counts else text
 
 
 def _diff_cell(r: dict[str, Any]) -> str:
@@ -96,7 +98,7 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     qwk_rows = records(evaluation.qwk)
     tables = {
         "QWK vs human reference [95% bootstrap CI]": _cells(qwk_rows, _qwk_cell),
-        "essays per cell / valid-score rate": _cells(qwk_rows, _count_cell),
+        "essays per cell / valid-score rate (unusable, truncated)": _cells(qwk_rows, _count_cell),
         "extreme-score subset (Table 2): a rater gave the trait's min or max": _extreme_display(
             records(evaluation.extreme)
         ),
