@@ -19,7 +19,8 @@ from madrag.agents.judge import FOLLOWUP, judge_trait, parse_score
 from madrag.confidence.features import Window, features_frame
 from madrag.data.essay import Essay
 from madrag.evaluation.agreement import protocol_cell, qwk_long
-from madrag.evaluation.costs import cost_report
+from madrag.evaluation.costs.render import render_report
+from madrag.evaluation.costs.tally import cost_report
 from madrag.evaluation.run import RunData, score_rows, trait_scores
 from madrag.protocols import get_protocol
 from madrag.providers.base import (
@@ -67,7 +68,11 @@ class Scripted(Provider):
         self.name = "scripted"
         self.model = "scripted-model"
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=5, seed=True)
-        self.max_concurrency = 8
+
+    @property
+    def max_concurrency(self) -> int:
+        """Several judges' requests at once."""
+        return 8
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         self.calls.append(request)
@@ -300,8 +305,6 @@ def test_costs_say_how_many_calls_had_no_usage() -> None:
     report = cost_report(records)
     assert report.total.no_usage_calls == 2
     assert report.total.prompt_tokens == 10 and report.total.completion_tokens == 5
-    from madrag.evaluation.costs import render_report
-
     assert "without usage 2" in render_report(report)
 
 
