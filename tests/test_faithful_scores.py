@@ -366,3 +366,11 @@ async def test_confidence_features_flag_truncated_responses_and_drop_their_late_
     assert late and all(by_key.loc[cut.key, late].isna()) and not any(by_key.loc["whole", late].isna())
     early = [c for c in frame.columns if c.startswith("first")]
     assert early and not any(by_key.loc[cut.key, early].isna())
+
+
+def test_records_written_before_these_fields_still_load(tmp_path: Path) -> None:
+    """The new fields live in the record's JSON with defaults: no schema change, old rows read as before."""
+    old = record("old", Usage(prompt_tokens=4, completion_tokens=2)).model_dump(mode="json")
+    del old["truncated"]
+    loaded = AgentRecord.model_validate(old)
+    assert not loaded.truncated and loaded.usage.known and loaded.usage.prompt_tokens == 4
