@@ -27,10 +27,13 @@ class ScoringSettings(BaseModel):
     top_logprobs: int = Field(default=5, ge=0, le=20)
     anonymization: Anonymization = "note"
     # how the Judge's score position is read: "constrained" (rationale, then the score token restricted to
-    # valid scores with their probabilities; needs prefill+choices), "text" (parse the Final score line,
-    # one follow-up request if it is missing), "auto" (constrained when the backend supports it)
+    # valid scores with their probabilities; needs prefill+choices), "text" (parse the Final score line),
+    # "auto" (constrained when the backend supports it)
     score_method: ScoreMethod = "auto"
     report: ReportFrom = "parsed"
+    # text reading: when an answer's score cannot be read, ask once more for it (a follow-up request). Off by
+    # default: seed 000 A.5 records such a score as missing
+    score_followup: bool = False
     exemplar_max_words: int | None = None  # None: exemplars are shown whole
     judges_per_trait: int = Field(default=1, ge=1)  # MA with n > 1 averages n independent judges
     # MA with n > 1: how many judges must give a usable score for the trait to be scored (None: all of them);

@@ -5,11 +5,12 @@ Two ways to read a score, chosen per backend (:meth:`CallContext.constrained_sco
 * constrained (backends with prefill + choices, e.g. the embedded llama.cpp model): the rationale is generated
   up to the score marker, then each score token is generated restricted to the trait's valid scores, and the
   model's probability of each valid score at that position is recorded;
-* text: the score is parsed from the answer (its distribution read from the top alternatives when the backend
-  gives logprobs); when it is missing, one follow-up request asks for it.
+* text: the score is parsed from the Judge's own closing ``Final score: N`` line (:func:`parse_score`), its
+  distribution read from the top alternatives at that score when the backend gives logprobs; when it cannot be
+  read and the run asks for it (``score_followup``), one follow-up request asks for it.
 
-Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``), never
-turned into a number.
+Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``, the problem
+in the record's ``error``), never turned into a number, whatever the run's ``report`` setting (seed 000 A.5).
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
     parsed, problem = parse_score(response.text, trait)
     first_problem = problem
     mode: ScoreMode = "parsed_text"
-    if parsed is None:
+    if parsed is None and ctx.settings.score_followup:
         ask = FOLLOWUP.format(lo=trait.min, hi=trait.max)
         response = await ctx.provider.complete(_followup(ctx, call, response.text, ask, max_tokens=16))
         responses.append(response)
@@ -337,7 +338,7 @@ async def _all_text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentR
     found = parse_trait_scores(responses[0].text, rubric)
     mode: dict[str, ScoreMode] = {t: "parsed_text" for t in found}
     missing = [t for t in rubric.traits if t.name not in found]
-    if missing:
+    if missing and ctx.settings.score_followup:
         ask = MISSING_FOLLOWUP + "\n".join(blank_score_line(t) for t in missing)
         follow = _followup(ctx, call, responses[0].text, ask, max_tokens=16 * len(missing))
         responses.append(await ctx.provider.complete(follow))

@@ -137,6 +137,13 @@ SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
 AnonymizationOpt = Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")]
 ScoreMethodOpt = Annotated[str, typer.Option(help="auto, constrained or text (see docs).")]
 ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")]
+ScoreFollowupOpt = Annotated[
+    bool,
+    typer.Option(
+        "--score-followup/--no-score-followup",
+        help="Text reading: ask once more when a Judge's score cannot be read (default: missing, seed 000 A.5).",
+    ),
+]
 ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]
 JudgesPerTraitOpt = Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")]
 MinUsableJudgesOpt = Annotated[
