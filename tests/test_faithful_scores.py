@@ -380,3 +380,28 @@ def test_records_written_before_these_fields_still_load(tmp_path: Path) -> None:
     del old["truncated"]
     loaded = AgentRecord.model_validate(old)
     assert not loaded.truncated and loaded.usage.known and loaded.usage.prompt_tokens == 4
+
+
+async def test_over_http_usage_absent_and_cut_answers_are_counted(tmp_path: Path) -> None:
+    """The stub server reporting no usage and cutting answers at ``max_tokens``: the run's records keep usage
+    unknown and mark the cut debaters truncated; costs say how many calls had no usage and were truncated."""
+    from madrag.pipeline.runner import run_scoring
+    from madrag.testing.stub_server import StubServer
+
+    essays = [Essay(id=f"e{i}", text="A story about waiting. " * 20) for i in range(2)]
+    settings = ScoringSettings(score_method="text", debater_max_tokens=40)
+    with StubServer(capacity=4, latency_s=0.0, debater_tokens=150, usage=False) as server:
+        provider = OpenAICompatProvider(server.config.model, base_url=server.base_url, max_concurrency=4)
+        ctx = make_ctx(tmp_path, provider, settings=settings)
+        try:
+            scores = await run_scoring(ctx, essays, RUBRIC, [get_protocol("MAD")])
+        finally:
+            await provider.aclose()
+    assert all(s.score is not None for s in scores)  # the Judge's answers (within their limit) are whole
+    records = list(ctx.store.records())
+    assert all(r.usage.prompt_tokens is None for r in records)
+    assert {r.role for r in records if r.truncated} == {"advocate", "skeptic"}
+    report = cost_report(records)
+    assert report.total.no_usage_calls == len(records) == 6
+    assert report.total.truncated_calls == 4 and report.total.prompt_tokens == 0
+    assert "truncated 4; without usage 6" in render_report(report)
