@@ -267,6 +267,7 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
         usage=rationale_resp.usage + score_resp.usage,
         latency_s=rationale_resp.latency_s + score_resp.latency_s,
         requests=2,
+        retries=[*rationale_resp.retries, *score_resp.retries],
         cached=rationale_resp.cached and score_resp.cached,
         truncated=was_cut(rationale_resp),
         error=None if score.reported is not None else f"unusable score: {problem}",
@@ -303,6 +304,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
     usage, latency = rationale_resp.usage, rationale_resp.latency_s
     steps: list[dict[str, Any]] = []
+    retries = list(rationale_resp.retries)
     results: dict[str, ScoreResult] = {}
     for trait in rubric.traits:
         prefix += f"{trait.name}: "
@@ -314,6 +316,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
             choice_distribution(resp, choices), parsed, "constrained_distribution", ctx.settings.report
         )
         prefix += f"{resp.text}\n"
+        retries += resp.retries
         usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, request_settings(step)]
     return new_record(
         ctx,
@@ -326,6 +329,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
         usage=usage,
         latency_s=latency,
         requests=1 + len(rubric.traits),
+        retries=retries,
         truncated=was_cut(rationale_resp),
         error=_traits_error(results),
     )
@@ -392,6 +396,7 @@ def _text_record(
         usage=usage,
         latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
+        retries=[reason for r in responses for reason in r.retries],
         cached=all(r.cached for r in responses),
         truncated=any(was_cut(r) for r in responses),
         **fields,

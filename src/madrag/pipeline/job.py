@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
@@ -29,16 +29,20 @@ from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
+from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
 
 def default_cache_dir() -> Path:
+    """``$MADRAG_CACHE``, else ``~/.cache/madrag``: exemplar banks and the response cache."""
     return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
 class ScoreJob(BaseModel):
+    """Everything ``madrag score`` was asked to do: data, rubric, run folder, protocols, backends, settings."""
+
     model_config = ConfigDict(frozen=True)
 
     data: Path
@@ -57,6 +61,8 @@ class ScoreJob(BaseModel):
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True
+    # the pool's embedder: seed 000's MiniLM, or the hashing embedder for quick checks (recorded when not MiniLM)
+    embedder: EmbedderName = "minilm"
 
 
 @dataclass
@@ -123,15 +129,64 @@ def job_config(
             else {}
         ),
         "settings": job.settings.model_dump(mode="json"),
+        # only when not the default, so runs made before --embedder existed still resume
+        **({"embedder": job.embedder} if job.embedder != "minilm" else {}),
         "prompts": prompts.names_used(names),
         "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
     }
 
 
-def build_bank(job: ScoreJob, pool: list[Essay], rubric: Rubric) -> Any:
-    from madrag.retrieval import ExemplarBank, MiniLMEmbedder
+def build_bank(
+    job: ScoreJob, pool: list[Essay], rubric: Rubric, on_progress: Callable[[int, int], None] | None = None
+) -> Any:
+    """The exemplar bank of ``pool`` with the job's embedder, built (``on_progress(done, total)``) or reused."""
+    from madrag.retrieval import ExemplarBank, make_embedder
 
-    return ExemplarBank.build_or_load(pool, rubric, MiniLMEmbedder(), job.cache_dir / "banks")
+    embedder = make_embedder(job.embedder)
+    return ExemplarBank.build_or_load(pool, rubric, embedder, job.cache_dir / "banks", on_progress=on_progress)
+
+
+def check_references(
+    rubric: Rubric,
+    essays: list[Essay],
+    pool: list[Essay],
+    protocols: list[ScoringProtocol],
+    stage: Callable[[str], None],
+) -> None:
+    """A line to ``stage`` for each trait without any human score; an InputError when a protocol needs exemplars
+    of such a trait (the pool has no scored essay for it)."""
+    banked = [p.name for p in protocols if p.uses_bank]
+    unscored = traits_without_scores(pool, rubric) if banked else []
+    if unscored:
+        first = unscored[0].column or unscored[0].name
+        raise InputError(
+            f"{', '.join(banked)} {'needs' if len(banked) == 1 else 'need'} scored exemplars, but no essay of the "
+            f"exemplar pool has a human score for {', '.join(repr(t.name) for t in unscored)} (looked for a column "
+            f"{first!r} or 'rater<i>_{first}'; see the rubric's 'column' field)"
+        )
+    for trait in traits_without_scores([*essays, *pool], rubric):
+        stage(f"note: {no_scores_line(trait)}")
+
+
+def _stored_bank(
+    job: ScoreJob,
+    pool: list[Essay],
+    rubric: Rubric,
+    protocols: list[ScoringProtocol],
+    store: RunStore,
+    stage: Callable[[str], None],
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The job's exemplar bank and what the run store records about it (fingerprint, size, embedder); no bank
+    (None, {}) when no protocol shows exemplars."""
+    if not any(p.uses_bank for p in protocols):
+        return None, {}
+    stage(f"exemplar bank: {len(pool)} pool essays ({job.embedder} embedder)")
+    bank = build_bank(job, pool, rubric, on_progress)
+    info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    info["embedder"] = bank.embedder.name
+    store.set_meta("bank", info)
+    return bank, info
 
 
 async def execute(
@@ -140,27 +195,24 @@ async def execute(
     on_essay_done: Callable[[Essay, list[TraitScore]], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_bank_progress: Callable[[int, int], None] | None = None,
 ) -> JobResult:
-    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce."""
+    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce,
+    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built."""
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
     rubric = load_rubric(job.rubric)
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
+    check_references(rubric, essays, pool, protocols, stage)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
         resumed = store.bind_config(job_config(job, rubric, protocols, prompts))
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
         store.set_meta("run_id", run_id)
         store.add_essays(essays)
-        bank_info: dict[str, Any] = {}
-        bank = None
-        if any(p.uses_bank for p in protocols):
-            stage(f"exemplar bank: {len(pool)} pool essays")
-            bank = build_bank(job, pool, rubric)
-            bank_info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
-            store.set_meta("bank", bank_info)
+        bank, bank_info = _stored_bank(job, pool, rubric, protocols, store, stage, on_bank_progress)
         cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
         provider = managed(job.provider, cache)
         store.set_meta("provider", provider.provider.describe())

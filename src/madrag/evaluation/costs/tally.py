@@ -61,6 +61,7 @@ class CallCost:
     error: bool
     truncated: bool = False  # an answer of the call was cut by the token limit
     reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
+    retries: tuple[str, ...] = ()  # why each failed attempt of the call was retried
 
     @classmethod
     def of(cls, record: AgentRecord) -> CallCost:
@@ -82,6 +83,7 @@ class CallCost:
             error=record.error is not None,
             truncated=record.truncated,
             reads=tuple(str(k) for k in reads),
+            retries=tuple(record.retries),
         )
 
 
@@ -97,6 +99,7 @@ class Tally:
     errors: float = 0.0
     truncated_calls: float = 0.0  # calls with an answer cut by the token limit
     no_usage_calls: float = 0.0  # calls whose server reported no (or partial) token usage: no tokens, no spend
+    retries: float = 0.0  # failed attempts retried (their requests are not in ``requests``)
     spend: float = 0.0  # priced calls not served from the response cache
     gross_spend: float = 0.0  # priced calls, as if none were cached
     unpriced_calls: float = 0.0
@@ -108,6 +111,7 @@ class Tally:
         self.requests += weight * call.requests
         self.cached_calls += weight * call.cached
         self.errors += weight * call.error
+        self.retries += weight * len(call.retries)
         self.truncated_calls += weight * call.truncated
         if call.prompt_tokens is None or call.completion_tokens is None:
             self.no_usage_calls += weight
@@ -180,6 +184,22 @@ class CostReport:
     per_unit: dict[tuple[str, str], Tally]
     calls: list[CallCost]
     priced: bool
+
+    @property
+    def retry_kinds(self) -> dict[str, int]:
+        """Retries counted by kind of reason (``HTTP 429``, ``HTTP 500``, ``timeout``, ``connection`` ...)."""
+        from madrag.providers.policy import retry_kind
+
+        kinds: dict[str, int] = defaultdict(int)
+        for call in self.calls:
+            for reason in call.retries:
+                kinds[retry_kind(reason)] += 1
+        return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    @property
+    def retried_calls(self) -> list[CallCost]:
+        """The calls that needed at least one retry, in store order."""
+        return [c for c in self.calls if c.retries]
 
 
 def _as_calls(records: RunStore | Iterable[AgentRecord | CallCost]) -> list[CallCost]:
