@@ -215,6 +215,12 @@ def _int_field(raw: dict[str, Any], name: str, where: str) -> int | None:
         raise InputError(f"{where}: {name} {value!r} is not an integer") from exc
 
 
+def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+    """One essay from a row of a CSV/JSONL data file (or a dict given to the Python API); ``where`` names the row
+    in error messages."""
+    return _generic_essay(raw, rubric, trait_columns(rubric), where)
+
+
 def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str], where: str) -> Essay:
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
