@@ -98,7 +98,8 @@ async def test_round_zero_prompts_hold_rubric_essay_and_role(
     tmp_path: Path, rubric7: Rubric, essays7: list[Essay], layout: str
 ) -> None:
     essay = essays7[0]
-    ctx = make_ctx(tmp_path, FakeProvider(), settings=ScoringSettings(prompt_layout=layout))  # type: ignore[arg-type]
+    settings = ScoringSettings(prompt_layout=layout, placeholders="note")  # type: ignore[arg-type]
+    ctx = make_ctx(tmp_path, FakeProvider(), settings=settings)
     await _run(ctx, [essay], rubric7, ["SingleJudge", "StrictJudge", "LenientJudge", "SymmetricMAD[rounds=1]"])
     keys = {
         "single": call_key("SingleJudge", essay.id, "*", "single", 0),
@@ -115,7 +116,7 @@ async def test_round_zero_prompts_hold_rubric_essay_and_role(
             assert f'"name": "{trait.name}"' in user and trait.levels[trait.max] in user
             assert f"{trait.name}: N (an integer from {trait.min} to {trait.max})" in user
         assert '"min_score": 0' in user and '"max_score": 3' in user
-        assert "Anonymization note" in system
+        assert "Anonymization note" in system  # --placeholders note (the default, none, says nothing)
         where = system if layout == "seed" else user
         assert ROLE_WORDING[role] in where and ROLE_WORDING[role] not in (user if layout == "seed" else system)
         others = [w for r, w in ROLE_WORDING.items() if r != role]

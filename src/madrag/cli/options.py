@@ -164,8 +164,8 @@ SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
 PlaceholdersOpt = Annotated[
     str,
     typer.Option(
-        help="ASAP placeholders (@CAPS1...): note (the prompt says what they are; default), mask (shown as neutral "
-        "words like [name], which the prompt explains) or none."
+        help="ASAP placeholders (@CAPS1...): none (the paper's prompts; default), note (the prompt says what they "
+        "are) or mask (shown as neutral words like [name], which the prompt explains)."
     ),
 ]
 EvidenceCheckOpt = Annotated[

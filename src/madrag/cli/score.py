@@ -140,7 +140,7 @@ def score(
     debater_max_tokens: DebaterMaxTokensOpt = _DEFAULTS.debater_max_tokens,
     judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
     seed: SamplingSeedOpt = 1234,
-    placeholders: PlaceholdersOpt = "note",
+    placeholders: PlaceholdersOpt = "none",
     evidence_check: EvidenceCheckOpt = "record",
     score_method: ScoreMethodOpt = "auto",
     report: ReportOpt = "parsed",
