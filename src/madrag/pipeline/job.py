@@ -23,6 +23,7 @@ from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
+from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -189,6 +190,34 @@ def _stored_bank(
     return bank, info
 
 
+async def _finished(
+    job: ScoreJob,
+    run_id: str,
+    store: RunStore,
+    prompts: PromptLibrary,
+    essays: list[Essay],
+    rubric: Rubric,
+    protocols: list[ScoringProtocol],
+    on_essay_done: Callable[[Essay, list[TraitScore]], None] | None,
+) -> tuple[list[TraitScore], CallStats] | None:
+    """The scores of a resumed job that has nothing left to do (``on_essay_done`` called per essay), read
+    without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
+    done = await stored_scores(
+        run_id=run_id,
+        store=store,
+        prompts=prompts,
+        settings=job.settings,
+        essays=essays,
+        rubric=rubric,
+        protocols=protocols,
+        roles=list(job.role_providers),
+    )
+    if done is not None and on_essay_done is not None:
+        for essay in essays:
+            on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])
+    return done
+
+
 async def execute(
     job: ScoreJob,
     on_record: Callable[[AgentRecord], None] | None = None,
@@ -212,6 +241,14 @@ async def execute(
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
         store.set_meta("run_id", run_id)
         store.add_essays(essays)
+        if resumed:
+            done = await _finished(job, run_id, store, prompts, essays, rubric, protocols, on_essay_done)
+            if done is not None:
+                stage("nothing left to do: every score of this job is in the run store")
+                scores, stats = done
+                bank_info = store.get_meta("bank") or {}
+                elapsed = time.monotonic() - started
+                return JobResult(run_id, resumed, essays, scores, stats, elapsed, bank_info)
         bank, bank_info = _stored_bank(job, pool, rubric, protocols, store, stage, on_bank_progress)
         cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
         provider = managed(job.provider, cache)
