@@ -95,7 +95,8 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
     return chosen, split.pool
 
 
-def _fingerprint_file(path: Path) -> str:
+def fingerprint_file(path: Path) -> str:
+    """A short SHA-256 of a file's bytes (how a run recognises its data file)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -118,7 +119,7 @@ def job_config(
     names = prompt_names(protocols)
     return {
         "data": str(job.data.resolve()),
-        "data_sha256": _fingerprint_file(job.data),
+        "data_sha256": fingerprint_file(job.data),
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
