@@ -58,6 +58,9 @@ CONSENSUS_PROMPT_NAMES: tuple[str, ...] = (
 )
 """Templates of seed 002's consensus protocols (see :mod:`madrag.agents.roles`), recorded when one runs."""
 
+SOURCE_PROMPT_NAMES: tuple[str, ...] = ("source_block",)
+"""Templates of data whose essays carry a ``source`` text (SummEval's articles), recorded when such data runs."""
+
 
 class PromptLibrary:
     """Loads and renders templates; a file in ``override_dir`` replaces the packaged one of the same name."""

@@ -110,6 +110,10 @@ def _open_run(run_dir: Path) -> tuple[RunStore, dict[str, Any]]:
 
 def _run_essays(config: dict[str, Any], rubric: Rubric, data: Path | None, fmt: str) -> list[Essay]:
     """The run's data file (or ``data``), checked against the fingerprint the run stored."""
+    if data is None and not config.get("data"):
+        raise InputError("the run's essays were given in memory, not as a file; give the data file with --data")
+    if data is None and "pool" in config:
+        raise InputError("the run's exemplar pool was given in memory; the baselines need it as the run's data file")
     path = data or Path(str(config["data"]))
     if not path.is_file():
         raise InputError(f"the run's data file {path} is missing; give it with --data")

@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from madrag.errors import InputError
 from madrag.protocols import available
+from madrag.providers.adapt import SAMPLING_PARAMS, TOKEN_PARAMS
 from madrag.providers.spec import ProviderSpec, backend_kinds
 
 C = TypeVar("C", bound=str)
@@ -54,6 +55,20 @@ BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server U
 ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
 RetriesOpt = Annotated[int, typer.Option(help="Retries on transient failures.")]
+TokenParamOpt = Annotated[
+    str,
+    typer.Option(
+        help="openai: send the token limit as max_tokens or max_completion_tokens (reasoning models); auto: "
+        "max_tokens until the server refuses it, then max_completion_tokens for the rest of the run."
+    ),
+]
+SamplingParamsOpt = Annotated[
+    str,
+    typer.Option(
+        help="openai: send temperature and top_p (send), never (omit), or until the server refuses one, as "
+        "reasoning models do (auto: then left out for the rest of the run; every call records what was sent)."
+    ),
+]
 
 
 def provider_spec(
@@ -69,6 +84,8 @@ def provider_spec(
     slots: int,
     logprobs: bool = True,
     fake_latency: float = 0.0,
+    token_param: str = "auto",
+    sampling_params: str = "auto",
 ) -> ProviderSpec:
     """The backend the provider flags name; an InputError for an unknown ``--provider``."""
     return ProviderSpec(
@@ -78,6 +95,8 @@ def provider_spec(
         base_url=base_url,
         api_key_env=api_key_env,
         logprobs=logprobs,
+        token_param=choice("--token-param", token_param, TOKEN_PARAMS),
+        sampling_params=choice("--sampling-params", sampling_params, SAMPLING_PARAMS),
         concurrency=concurrency,
         timeout_s=timeout,
         retries=retries,
@@ -120,10 +139,12 @@ def need_run_dir(positional: Path | None, option: Path | None = None) -> Path:
 
 
 # --- score, ablate, ablate-consensus ---
-DataOpt = Annotated[Path, typer.Option(help="Essays: ASAP .tsv, or .csv / .jsonl with id,text[,scores].")]
+DataOpt = Annotated[
+    Path, typer.Option(help="Essays: ASAP .tsv, .csv / .jsonl with id,text[,scores], or SummEval's paired .jsonl.")
+]
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
-DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")]
+DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv, jsonl or summeval.")]
 FoldOpt = Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]

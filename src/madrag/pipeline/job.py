@@ -1,7 +1,15 @@
 """A scoring job from settings to stored records: data, split, bank, provider, store, protocols.
 
-``ScoreJob`` is what ``madrag score`` builds from its options; :func:`execute` runs it. Re-running the same
-job on the same run directory resumes it.
+``ScoreJob`` is what ``madrag score`` builds from its options and what :func:`madrag.score` builds from its
+arguments; :func:`execute` runs it. Re-running the same job on the same run directory resumes it.
+
+Essays come from a data file (``data``, the CLI) or from memory (``essays``, the Python API). In-memory essays
+are held by the job itself (no lossy round trip through a file format); the run's stored configuration
+records ``"data_source": "in-memory"`` and a SHA-256 fingerprint of the essays (``data_sha256``, as for a
+file), and the run directory keeps a copy of them in ``inputs/essays.jsonl`` (one :class:`Essay` JSON per
+line; ``inputs/pool.jsonl`` for an explicit exemplar pool), so the run can be reproduced exactly and
+resumed by passing the same essays again. The exemplar pool is the other folds of the data (the fold split),
+or an explicit in-memory ``pool``.
 """
 
 from __future__ import annotations
@@ -13,12 +21,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
@@ -28,6 +36,9 @@ from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
+from madrag.providers.base import Provider
+from madrag.providers.cache import ResponseCache
+from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
@@ -35,18 +46,29 @@ from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
+if TYPE_CHECKING:
+    from madrag.retrieval.embedder import Embedder
+
 
 def default_cache_dir() -> Path:
-    """``$MADRAG_CACHE``, else ``~/.cache/madrag``: exemplar banks and the response cache."""
+    """Exemplar indexes and the response cache: ``$MADRAG_CACHE``, else ``~/.cache/madrag``."""
     return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
 class ScoreJob(BaseModel):
-    """Everything ``madrag score`` was asked to do: data, rubric, run folder, protocols, backends, settings."""
+    """Everything that defines one scoring run (recorded in its store, checked when it is resumed).
+
+    Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given. With ``pool`` the
+    retrieval pool is those essays and every selected essay is scored (no fold split); without it,
+    ``eval_fold`` is scored and the other folds are the pool (``None``: every essay is scored, every essay is
+    in the pool, the essay being scored never retrieved).
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    data: Path
+    data: Path | None = None
+    essays: list[Essay] | None = Field(default=None, repr=False)
+    pool: list[Essay] | None = Field(default=None, repr=False)
     rubric: Path
     run_dir: Path
     data_format: str = "auto"
@@ -65,9 +87,17 @@ class ScoreJob(BaseModel):
     # the pool's embedder: seed 000's MiniLM, or the hashing embedder for quick checks (recorded when not MiniLM)
     embedder: EmbedderName = "minilm"
 
+    @model_validator(mode="after")
+    def _one_source(self) -> ScoreJob:
+        if (self.data is None) == (self.essays is None):
+            raise ValueError("give exactly one of data (a data file) and essays (in-memory essays)")
+        return self
+
 
 @dataclass
 class JobResult:
+    """What :func:`execute` returns: the scores of the selected essays and how the run went."""
+
     run_id: str
     resumed: bool
     essays: list[Essay]
@@ -77,11 +107,22 @@ class JobResult:
     bank_info: dict[str, Any]
 
 
+def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
+    """Every essay of the job's source: its in-memory essays, or its data file loaded with ``rubric``."""
+    if job.essays is not None:
+        return list(job.essays)
+    assert job.data is not None  # guaranteed by ScoreJob's validator
+    return load_essays(job.data, rubric, job.data_format)
+
+
 def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essay]]:
-    """(essays to score, retrieval pool) after the split, ``ids`` and ``limit``."""
-    essays = load_essays(job.data, rubric, job.data_format)
-    split = split_by_fold(essays, job.eval_fold)
-    chosen = split.eval
+    """(essays to score, retrieval pool) after the split (or the explicit pool), ``ids`` and ``limit``."""
+    essays = job_essays(job, rubric)
+    if job.pool is not None:
+        chosen, pool = essays, list(job.pool)
+    else:
+        split = split_by_fold(essays, job.eval_fold)
+        chosen, pool = split.eval, split.pool
     if job.ids:
         by_id = {e.id: e for e in essays}
         unknown = [i for i in job.ids if i not in by_id]
@@ -92,7 +133,7 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
         chosen = chosen[: job.limit]
     if not chosen:
         raise InputError("no essays selected to score")
-    return chosen, split.pool
+    return chosen, pool
 
 
 def fingerprint_file(path: Path) -> str:
@@ -104,26 +145,63 @@ def fingerprint_file(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
+def essays_jsonl(essays: list[Essay]) -> str:
+    """In-memory essays as the run directory keeps them: one :class:`Essay` JSON object per line."""
+    return "".join(essay.model_dump_json() + "\n" for essay in essays)
+
+
+def essays_fingerprint(essays: list[Essay]) -> str:
+    """SHA-256 (first 16 hex digits) of :func:`essays_jsonl`: the fingerprint of in-memory essays, as a data
+    file's is of its bytes."""
+    return hashlib.sha256(essays_jsonl(essays).encode("utf-8")).hexdigest()[:16]
+
+
+def source_config(job: ScoreJob) -> dict[str, Any]:
+    """Where the essays (and an explicit pool) came from, with fingerprints. A file job keeps the keys runs
+    have always stored (so they still resume); in-memory essays and pools add theirs."""
+    if job.data is not None:
+        source: dict[str, Any] = {"data": str(job.data.resolve()), "data_sha256": fingerprint_file(job.data)}
+    else:
+        essays = job.essays or []
+        source = {
+            "data": None,
+            "data_sha256": essays_fingerprint(essays),
+            "data_source": "in-memory",
+            "data_essays": len(essays),
+        }
+    if job.pool is not None:
+        source["pool"] = {"source": "in-memory", "essays": len(job.pool), "sha256": essays_fingerprint(job.pool)}
+    return source
+
+
+def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
-    plus the consensus judges' when a seed 002 protocol is among them."""
+    plus the consensus judges' when a seed 002 protocol is among them, plus the source block when the essays
+    carry a source text (``with_source``)."""
+    names = list(PROMPT_NAMES)
     if any(consensus_protocol(p.name) is not None for p in protocols):
-        return [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES]
-    return list(PROMPT_NAMES)
+        names += CONSENSUS_PROMPT_NAMES
+    return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
 
 
 def job_config(
-    job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], prompts: PromptLibrary
+    job: ScoreJob,
+    rubric: Rubric,
+    protocols: list[ScoringProtocol],
+    prompts: PromptLibrary,
+    backend: Provider | None = None,
+    with_source: bool = False,
 ) -> dict[str, Any]:
-    """What a resumed run must match: everything but the choice of essays."""
-    names = prompt_names(protocols)
+    """What a resumed run must match: everything but the choice of essays. With a ready ``backend`` instance
+    the provider is recorded by its own description instead of ``job.provider``; ``with_source``: whether the
+    essays carry a source text (whose template is then recorded)."""
+    names = prompt_names(protocols, with_source)
     return {
-        "data": str(job.data.resolve()),
-        "data_sha256": fingerprint_file(job.data),
+        **source_config(job),
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
-        "provider": spec_identity(job.provider),
+        "provider": spec_identity(job.provider) if backend is None else {"instance": backend.describe()},
         # only when set, so runs made before role backends existed still resume
         **(
             {"role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()}}
@@ -138,14 +216,38 @@ def job_config(
     }
 
 
+def record_inputs(job: ScoreJob) -> None:
+    """Keep in-memory essays (and an explicit pool) in ``<run_dir>/inputs/`` (see the module docstring)."""
+    folder = job.run_dir / "inputs"
+    for name, essays in (("essays.jsonl", job.essays), ("pool.jsonl", job.pool)):
+        target = folder / name
+        if essays is not None and not target.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            target.write_text(essays_jsonl(essays), encoding="utf-8")
+
+
+def check_pool(protocols: list[ScoringProtocol], pool: list[Essay]) -> None:
+    """A protocol that retrieves exemplars needs scored essays in the pool (checked before a run starts)."""
+    if any(p.uses_bank for p in protocols) and not any(e.rater_scores for e in pool):
+        raise InputError(
+            "the exemplar pool has no scored essays: give a pool of essays with scores, essays with scores and "
+            "folds, or a protocol without retrieval (e.g. MAD)"
+        )
+
+
 def build_bank(
-    job: ScoreJob, pool: list[Essay], rubric: Rubric, on_progress: Callable[[int, int], None] | None = None
+    job: ScoreJob,
+    pool: list[Essay],
+    rubric: Rubric,
+    embedder: Embedder | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Any:
-    """The exemplar bank of ``pool`` with the job's embedder, built (``on_progress(done, total)``) or reused."""
+    """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
+    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory."""
     from madrag.retrieval import ExemplarBank, make_embedder
 
-    embedder = make_embedder(job.embedder)
-    return ExemplarBank.build_or_load(pool, rubric, embedder, job.cache_dir / "banks", on_progress=on_progress)
+    chosen = embedder or make_embedder(job.embedder)
+    return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress)
 
 
 def check_references(
@@ -170,51 +272,99 @@ def check_references(
         stage(f"note: {no_scores_line(trait)}")
 
 
-def _stored_bank(
+def _backend(spec: ProviderSpec, cache: Path | None, instance: Provider | None) -> ManagedProvider:
+    """The managed backend: ``instance`` (a ready provider) under the spec's retry policy, or one built from
+    ``spec``."""
+    if instance is None:
+        return managed(spec, cache)
+    return ManagedProvider(
+        provider=instance,
+        policy=RetryPolicy(retries=spec.retries, timeout_s=spec.timeout_s),
+        cache=ResponseCache(cache) if cache is not None else None,
+        concurrency=spec.concurrency,
+    )
+
+
+@dataclass
+class _Prepared:
+    """A run opened for scoring: its store, identity, protocols and rubric, essays and pool."""
+
+    store: RunStore
+    run_id: str
+    resumed: bool
+    rubric: Rubric
+    protocols: list[ScoringProtocol]
+    prompts: PromptLibrary
+    essays: list[Essay]
+    pool: list[Essay]
+
+
+def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: Callable[[str], None]) -> _Prepared:
+    """Load rubric, protocols, prompts and essays; bind (or check) the run's configuration; record inputs."""
+    rubric = load_rubric(job.rubric)
+    protocols = [get_protocol(name) for name in job.protocols]
+    prompts = PromptLibrary(job.prompts_dir)
+    essays, pool = select_essays(job, rubric)
+    check_pool(protocols, pool)
+    check_references(rubric, essays, pool, protocols, stage)
+    with_source = any(e.source for e in essays)
+    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source))
+    record_inputs(job)
+    run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+    store.set_meta("run_id", run_id)
+    store.add_essays(essays)
+    return _Prepared(store, run_id, resumed, rubric, protocols, prompts, essays, pool)
+
+
+def _prepare_bank(
     job: ScoreJob,
-    pool: list[Essay],
-    rubric: Rubric,
-    protocols: list[ScoringProtocol],
-    store: RunStore,
+    run: _Prepared,
     stage: Callable[[str], None],
+    embedder: Embedder | None,
     on_progress: Callable[[int, int], None] | None,
 ) -> tuple[Any, dict[str, Any]]:
-    """The job's exemplar bank and what the run store records about it (fingerprint, size, embedder); no bank
-    (None, {}) when no protocol shows exemplars."""
-    if not any(p.uses_bank for p in protocols):
+    """The exemplar bank when a protocol retrieves (else None), and what the store records about it (fingerprint,
+    size, embedder)."""
+    if not any(p.uses_bank for p in run.protocols):
         return None, {}
-    stage(f"exemplar bank: {len(pool)} pool essays ({job.embedder} embedder)")
-    bank = build_bank(job, pool, rubric, on_progress)
+    stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
+    bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
     info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
     info["embedder"] = bank.embedder.name
-    store.set_meta("bank", info)
+    run.store.set_meta("bank", info)
     return bank, info
 
 
+def _backends(
+    job: ScoreJob, store: RunStore, backend: Provider | None
+) -> tuple[ManagedProvider, dict[str, ManagedProvider]]:
+    """The main backend and the per-role ones, recorded in the store."""
+    cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
+    provider = _backend(job.provider, cache, backend)
+    store.set_meta("provider", provider.provider.describe())
+    role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
+    if role_providers:
+        store.set_meta("role_providers", {r: p.provider.describe() for r, p in role_providers.items()})
+    return provider, role_providers
+
+
 async def _finished(
-    job: ScoreJob,
-    run_id: str,
-    store: RunStore,
-    prompts: PromptLibrary,
-    essays: list[Essay],
-    rubric: Rubric,
-    protocols: list[ScoringProtocol],
-    on_essay_done: Callable[[Essay, list[TraitScore]], None] | None,
+    job: ScoreJob, run: _Prepared, on_essay_done: Callable[[Essay, list[TraitScore]], None] | None
 ) -> tuple[list[TraitScore], CallStats] | None:
     """The scores of a resumed job that has nothing left to do (``on_essay_done`` called per essay), read
     without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
     done = await stored_scores(
-        run_id=run_id,
-        store=store,
-        prompts=prompts,
+        run_id=run.run_id,
+        store=run.store,
+        prompts=run.prompts,
         settings=job.settings,
-        essays=essays,
-        rubric=rubric,
-        protocols=protocols,
+        essays=run.essays,
+        rubric=run.rubric,
+        protocols=run.protocols,
         roles=list(job.role_providers),
     )
     if done is not None and on_essay_done is not None:
-        for essay in essays:
+        for essay in run.essays:
             on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])
     return done
 
@@ -226,63 +376,51 @@ async def execute(
     on_stage: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     on_bank_progress: Callable[[int, int], None] | None = None,
+    *,
+    backend: Provider | None = None,
+    embedder: Embedder | None = None,
 ) -> JobResult:
     """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce,
-    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built."""
+    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built.
+
+    ``backend`` is a ready provider used instead of building one from ``job.provider`` (whose retry and
+    concurrency settings still apply); the caller owns it, so it is not closed. ``embedder`` replaces the
+    exemplar bank's MiniLM embedder.
+    """
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
-    rubric = load_rubric(job.rubric)
-    protocols = [get_protocol(name) for name in job.protocols]
-    prompts = PromptLibrary(job.prompts_dir)
-    essays, pool = select_essays(job, rubric)
-    check_references(rubric, essays, pool, protocols, stage)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
-        resumed = store.bind_config(job_config(job, rubric, protocols, prompts))
-        run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
-        store.set_meta("run_id", run_id)
-        store.add_essays(essays)
-        if resumed:
-            done = await _finished(job, run_id, store, prompts, essays, rubric, protocols, on_essay_done)
-            if done is not None:
-                stage("nothing left to do: every score of this job is in the run store")
-                scores, stats = done
-                bank_info = store.get_meta("bank") or {}
-                elapsed = time.monotonic() - started
-                return JobResult(run_id, resumed, essays, scores, stats, elapsed, bank_info)
-        bank, bank_info = _stored_bank(job, pool, rubric, protocols, store, stage, on_bank_progress)
-        cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
-        provider = managed(job.provider, cache)
-        store.set_meta("provider", provider.provider.describe())
-        role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
-        if role_providers:
-            store.set_meta("role_providers", {r: p.provider.describe() for r, p in role_providers.items()})
+        run = _open_run(job, store, backend, stage)
+        done = await _finished(job, run, on_essay_done) if run.resumed else None
+        if done is not None:
+            stage("nothing left to do: every score of this job is in the run store")
+            elapsed = time.monotonic() - started
+            return JobResult(
+                run.run_id, run.resumed, run.essays, done[0], done[1], elapsed, store.get_meta("bank") or {}
+            )
+        bank, bank_info = _prepare_bank(job, run, stage, embedder, on_bank_progress)
+        provider, role_providers = _backends(job, store, backend)
         ctx = CallContext(
-            run_id=run_id,
+            run_id=run.run_id,
             provider=provider,
             store=store,
-            prompts=prompts,
+            prompts=run.prompts,
             settings=job.settings,
             bank=bank,
             on_record=on_record,
             role_providers=role_providers,
         )
         if on_start is not None:
-            on_start(len(essays) * len(rubric.traits) * len(protocols))
-        stage(f"scoring {len(essays)} essays x {len(rubric.traits)} traits with {', '.join(job.protocols)}")
+            on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
+        stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
-            scores = await run_scoring(ctx, essays, rubric, protocols, job.essay_concurrency, on_essay_done)
+            scores = await run_scoring(ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, on_essay_done)
         finally:
-            for backend in (provider, *role_providers.values()):
-                await backend.aclose()
-        return JobResult(
-            run_id=run_id,
-            resumed=resumed,
-            essays=essays,
-            scores=scores,
-            stats=ctx.stats,
-            elapsed_s=time.monotonic() - started,
-            bank_info=bank_info,
-        )
+            owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
+            for managed_backend in owned:
+                await managed_backend.aclose()
+        elapsed = time.monotonic() - started
+        return JobResult(run.run_id, run.resumed, run.essays, scores, ctx.stats, elapsed, bank_info)
     finally:
         store.close()

@@ -57,11 +57,17 @@ class TraitJudgeProtocol:
         """Score every trait of ``essay``, the traits concurrently."""
         if self.exemplars and ctx.bank is None:
             raise ConfigError(f"protocol {self.name} needs an exemplar bank")
-        return await gather_or_cancel(*(self.score_trait(ctx, essay, t) for t in rubric.traits))
+        label = rubric.source_label
+        return await gather_or_cancel(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
 
-    async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
-        """Score one trait: exemplars and debate as the protocol says, then its Judge(s)."""
-        values = essay_values(ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence)
+    async def score_trait(
+        self, ctx: CallContext, essay: Essay, trait: Trait, source_label: str | None = None
+    ) -> TraitScore:
+        """Score one trait: exemplars and debate as the protocol says, then its Judge(s) (``source_label``: the
+        rubric's name for the essay's source text, if it has one)."""
+        values = essay_values(
+            ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence, source_label
+        )
         context: dict[str, Any] = {}
         exemplar_text = ""
         if self.exemplars:
