@@ -11,6 +11,7 @@ from madrag.baselines.feature_scorer import ForestSettings, cross_validate_featu
 from madrag.baselines.runs import FOREST_NAME, cross_validate_run, knn_name, score_run
 from madrag.data.loaders import load_essays
 from madrag.evaluation.agreement import evaluate
+from madrag.evaluation.costs.tally import cost_report
 from madrag.evaluation.run import load_run
 from madrag.pipeline.job import execute
 from madrag.records import BASELINE_ROLE
@@ -35,6 +36,7 @@ async def test_baselines_in_a_run_score_exactly_its_essays_and_show_in_eval(tmp_
         assert {r.settings["split"] for r in records} == {"run"}
         assert all(r.score is not None and r.score.parsed == r.score.reported for r in records)
         assert {r.settings["embedder"] for r in records if r.protocol == knn_name(3)} == {"hashing-bow[dim=256]"}
+        assert BASELINE_ROLE not in {c.role for c in cost_report(store).calls}  # baselines make no calls
     finally:
         store.close()
     evaluation = evaluate(job.run_dir, bootstrap=0)
