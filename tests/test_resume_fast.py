@@ -57,7 +57,14 @@ def _forbid_building(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(job_module, "managed", refuse)
 
 
-@pytest.mark.parametrize("protocols", [["MADRAG"], ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]])
+@pytest.mark.parametrize(
+    "protocols",
+    [
+        ["MADRAG"],
+        ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"],
+        ["SingleJudge", "StrictJudge", "ConsensusMAD", "ScoreMaskedMAD"],
+    ],
+)
 async def test_a_finished_run_resumes_without_bank_or_backend(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocols: list[str]
 ) -> None:
