@@ -39,6 +39,7 @@ PROMPT_NAMES: tuple[str, ...] = (
     "debate_turn",
     "anon_note",
     "confidence_instruction",
+    "verify_note",
 )
 """Templates of seed 000's protocols (SA ... MADRAG), recorded by every scoring run."""
 

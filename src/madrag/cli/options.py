@@ -145,7 +145,13 @@ DataOpt = Annotated[
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
 DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv, jsonl or summeval.")]
-FoldOpt = Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")]
+FoldOpt = Annotated[
+    str,
+    typer.Option(
+        help="Evaluation fold (the rest is the exemplar pool); 'each': every fold, each with the other folds as "
+        "its pool (cross-fold, seed 000 Table 2's whole sets); 'all': every essay, one pool."
+    ),
+]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]
 ProtocolOpt = Annotated[
@@ -174,7 +180,24 @@ ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argm
 ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]
 JudgesPerTraitOpt = Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")]
 PromptLayoutOpt = Annotated[
-    str, typer.Option(help="shared_prefix (essay first, for prefix caching) or seed (role as system message).")
+    str,
+    typer.Option(
+        help="seed (the papers' layout: the role's instructions are the system message; default) or "
+        "shared_prefix (essay first, one system message for every role: a cost option for prefix caching)."
+    ),
+]
+VerifyClaimsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verify-claims/--no-verify-claims",
+        help="Tell the Judge to check each claim against the essay text (seed 000 E.3's future work; off).",
+    ),
+]
+SaragExemplarsOpt = Annotated[
+    str,
+    typer.Option(
+        help="SARAG's exemplars: span (one per score level, seed 000; default) or similar (the k most similar)."
+    ),
 ]
 PromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")]
 CacheDirOpt = Annotated[

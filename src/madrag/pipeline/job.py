@@ -29,7 +29,7 @@ from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
-from madrag.data.splits import split_by_fold
+from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import InputError
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.runner import run_scoring
@@ -61,7 +61,8 @@ class ScoreJob(BaseModel):
     Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given. With ``pool`` the
     retrieval pool is those essays and every selected essay is scored (no fold split); without it,
     ``eval_fold`` is scored and the other folds are the pool (``None``: every essay is scored, every essay is
-    in the pool, the essay being scored never retrieved).
+    in the pool, the essay being scored never retrieved; ``"each"``: every essay is scored, each fold with the
+    other folds as its pool).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -72,7 +73,7 @@ class ScoreJob(BaseModel):
     rubric: Path
     run_dir: Path
     data_format: str = "auto"
-    eval_fold: int | None = 0
+    eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
     limit: int | None = None
     ids: list[str] | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
@@ -121,8 +122,7 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
     if job.pool is not None:
         chosen, pool = essays, list(job.pool)
     else:
-        split = split_by_fold(essays, job.eval_fold)
-        chosen, pool = split.eval, split.pool
+        chosen, pool = split_essays(essays, job.eval_fold)
     if job.ids:
         by_id = {e.id: e for e in essays}
         unknown = [i for i in job.ids if i not in by_id]
@@ -243,10 +243,15 @@ def build_bank(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Any:
     """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
-    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory."""
+    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory. Under
+    ``--fold each``: one bank per fold, each built from the other folds (:class:`madrag.retrieval.folds.FoldBanks`),
+    all in the persistent cache."""
     from madrag.retrieval import ExemplarBank, make_embedder
+    from madrag.retrieval.folds import FoldBanks
 
     chosen = embedder or make_embedder(job.embedder)
+    if job.eval_fold == EACH:
+        return FoldBanks.build_or_load(fold_pools(pool), rubric, chosen, job.cache_dir / "banks", on_progress)
     return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress)
 
 
@@ -329,7 +334,10 @@ def _prepare_bank(
         return None, {}
     stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
     bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
-    info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    if job.eval_fold == EACH:
+        info = bank.info()  # per fold: fingerprint, size, built now
+    else:
+        info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
     info["embedder"] = bank.embedder.name
     run.store.set_meta("bank", info)
     return bank, info

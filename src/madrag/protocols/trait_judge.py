@@ -82,12 +82,13 @@ class TraitJudgeProtocol:
             context["debate"] = [r.key for r in records]
             context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
         hint = " and with the scored example essays" if self.exemplars else ""
+        verify = ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else ""
         messages = role_messages(
             ctx.prompts,
             ctx.settings.prompt_layout,
             "judge_system" if self.debate is not None else "rater_system",
             "judge_user",
-            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text},
+            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text, "VERIFY_NOTE": verify},
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
         records = await gather_or_cancel(
