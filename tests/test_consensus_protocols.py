@@ -247,7 +247,8 @@ async def test_final_score_is_the_rounded_mean_and_unusable_stays_unusable(
 ) -> None:
     lenient = {k: v for k, v in LENIENT.items() if k != "Conventions"}  # never gives Conventions
     scores = {**SCORES, "lenient": lenient}
-    ctx = make_ctx(tmp_path, FakeProvider(script=scripted(scores), caps=TEXT_ONLY))
+    settings = ScoringSettings(score_followup=True)  # the missing trait is asked for again, and still missing
+    ctx = make_ctx(tmp_path, FakeProvider(script=scripted(scores), caps=TEXT_ONLY), settings=settings)
     out = await _run(ctx, essays7[:1], rubric7, ["ConsensusMAD[rounds=1]", "LenientJudge", "StrictJudge"])
     mad = {s.trait: s for s in out if s.protocol == "ConsensusMAD[rounds=1]"}
     assert {t: (s.mean_score, s.score, s.n_judges) for t, s in mad.items()} == {

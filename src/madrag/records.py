@@ -76,5 +76,8 @@ class AgentRecord(BaseModel):
     # why each failed attempt was retried (429, 5xx, timeout, dropped connection), over all the call's requests
     retries: list[str] = Field(default_factory=list)
     cached: bool = False
+    # a response of this call was cut by the token limit (``finish_reason == "length"``): its text is not the
+    # whole answer (a constrained one-token score step is not counted)
+    truncated: bool = False
     error: str | None = None
     created_at: float = Field(default_factory=time.time)

@@ -97,6 +97,7 @@ class AgentCall:
     round: int = 1
     index: int = 0
     context: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None  # this call's sampling seed when it differs from the run's (MA's several judges)
 
     @property
     def key(self) -> str:
@@ -167,15 +168,15 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
 
 
 def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:
-    """The backend request of ``call``: its messages and sampling, the run's seed, logprobs when the backend
-    has them; ``overrides`` replace any of these fields."""
+    """The backend request of ``call``: its messages and sampling, its seed (else the run's), logprobs when the
+    backend has them; ``overrides`` replace any of these fields."""
     caps = ctx.provider.capabilities
     want_lp = caps.logprobs
     fields: dict[str, Any] = {
         "messages": call.messages,
         "temperature": call.temperature,
         "max_tokens": call.max_tokens,
-        "seed": ctx.settings.seed,
+        "seed": call.seed if call.seed is not None else ctx.settings.seed,
         "logprobs": want_lp,
         "top_logprobs": min(ctx.settings.top_logprobs, caps.max_top_logprobs) if want_lp else 0,
         "role": call.role,  # role, trait and round label the request: never sent, never hashed
@@ -233,5 +234,6 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
             retries=response.retries,
             wall_s=time.monotonic() - started,
             cached=response.cached,
+            truncated=response.finish_reason == "length",
         ),
     )

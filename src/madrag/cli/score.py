@@ -39,6 +39,7 @@ from madrag.cli.options import (
     JudgesPerTraitOpt,
     LimitOpt,
     LogprobsOpt,
+    MinUsableJudgesOpt,
     ModelOpt,
     ModelPathOpt,
     NoCacheOpt,
@@ -54,6 +55,7 @@ from madrag.cli.options import (
     SamplingParamsOpt,
     SamplingSeedOpt,
     SaragExemplarsOpt,
+    ScoreFollowupOpt,
     ScoreMethodOpt,
     ScoreRunDirOpt,
     SlotsOpt,
@@ -104,6 +106,10 @@ def _parse_fold(value: str) -> int | str | None:
         raise InputError(f"--fold must be an integer, 'each' or 'all', got {value!r}") from exc
 
 
+_DEFAULTS = ScoringSettings()
+"""The scoring settings' defaults, shown as the CLI's."""
+
+
 def score(
     data: DataOpt,
     rubric: RubricOpt,
@@ -127,14 +133,16 @@ def score(
     essay_concurrency: EssayConcurrencyOpt = None,
     timeout: TimeoutOpt = 300.0,
     retries: RetriesOpt = 4,
-    debater_max_tokens: DebaterMaxTokensOpt = 400,
-    judge_max_tokens: JudgeMaxTokensOpt = 400,
+    debater_max_tokens: DebaterMaxTokensOpt = _DEFAULTS.debater_max_tokens,
+    judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
     seed: SamplingSeedOpt = 1234,
     anonymization: AnonymizationOpt = "note",
     score_method: ScoreMethodOpt = "auto",
     report: ReportOpt = "parsed",
+    score_followup: ScoreFollowupOpt = False,
     exemplar_max_words: ExemplarMaxWordsOpt = None,
     judges_per_trait: JudgesPerTraitOpt = 1,
+    min_usable_judges: MinUsableJudgesOpt = None,
     prompt_layout: PromptLayoutOpt = "seed",
     verify_claims: VerifyClaimsOpt = False,
     sarag_exemplars: SaragExemplarsOpt = "span",
@@ -181,8 +189,10 @@ def score(
             anonymization=choice("--anonymization", anonymization, ANONYMIZATIONS),
             score_method=choice("--score-method", score_method, SCORE_METHODS),
             report=choice("--report", report, REPORTS),
+            score_followup=score_followup,
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
+            min_usable_judges=min_usable_judges,
             prompt_layout=choice("--prompt-layout", prompt_layout, PROMPT_LAYOUTS),
             verify_claims=verify_claims,
             sarag_exemplars=choice("--sarag-exemplars", sarag_exemplars, SARAG_EXEMPLARS),

@@ -86,10 +86,13 @@ def _qwk_cell(r: dict[str, Any]) -> str:
 
 
 def _count_cell(r: dict[str, Any]) -> str:
-    """Essays in the QWK / valid-score rate, and ``+k no ref`` for scored essays without a human reference."""
+    """Essays in the QWK / valid-score rate, ``+k no ref`` for scored essays without a human reference, and the
+    unusable and truncated counts when there are any."""
     rate = r["valid_rate"]
     cell = f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
-    return cell + (f" +{r['n_no_reference']} no ref" if r.get("n_no_reference") else "")
+    cell += f" +{r['n_no_reference']} no ref" if r.get("n_no_reference") else ""
+    counts = [f"{r[k]} {label}" for k, label in (("n_unusable", "unusable"), ("n_truncated", "truncated")) if r.get(k)]
+    return f"{cell} ({', '.join(counts)})" if counts else cell
 
 
 def _extreme_cell(r: dict[str, Any]) -> str:
@@ -116,7 +119,9 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     qwk_rows = records(evaluation.qwk)
     tables = {
         "QWK vs human reference [95% bootstrap CI]": _cells(qwk_rows, _qwk_cell),
-        "essays per cell / valid-score rate (+ scored essays without a human reference)": _cells(qwk_rows, _count_cell),
+        "essays per cell / valid-score rate (+ scored essays without a human reference; unusable, truncated)": _cells(
+            qwk_rows, _count_cell
+        ),
         "extreme-score subset (Table 2): a rater gave the trait's min or max": _extreme_display(
             records(evaluation.extreme)
         ),

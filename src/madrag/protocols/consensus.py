@@ -212,7 +212,9 @@ class ConsensusProtocol:
                     rationale=rationale,
                     record_key=first.key,
                     n_judges=len(finals),
+                    n_usable=len(values),
                     mean_score=mean,
+                    truncated=any(r.truncated for r in finals),
                 )
             )
         return out

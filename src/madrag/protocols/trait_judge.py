@@ -91,34 +91,41 @@ class TraitJudgeProtocol:
             {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text, "VERIFY_NOTE": verify},
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
-        records = await gather_or_cancel(
-            *(
-                judge_trait(
-                    ctx,
-                    AgentCall(
-                        protocol=self.name,
-                        essay_id=essay.id,
-                        trait=trait.name,
-                        role="judge",
-                        index=i,
-                        messages=messages,
-                        # several independent judges need sampling to differ
-                        temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
-                        max_tokens=ctx.settings.judge_max_tokens,
-                        context=context,
-                    ),
-                    trait,
-                )
-                for i in range(n)
+        if n > 1:  # the usable-judge policy goes into every judge's record, so a stored run is read the same way
+            context["judges"] = {"n": n, "min_usable": ctx.settings.usable_judges_needed}
+        calls = [
+            AgentCall(
+                protocol=self.name,
+                essay_id=essay.id,
+                trait=trait.name,
+                role="judge",
+                index=i,
+                messages=messages,
+                # several independent judges need sampling to differ: a higher temperature and a seed each
+                temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
+                max_tokens=ctx.settings.judge_max_tokens,
+                context=context,
+                seed=judge_seed(ctx.settings.seed, i),
             )
-        )
+            for i in range(n)
+        ]
+        records = await gather_or_cancel(*(judge_trait(ctx, call, trait) for call in calls))
         return combine_judges(self.name, trait, list(records))
 
 
+def judge_seed(run_seed: int | None, index: int) -> int | None:
+    """The sampling seed of MA's judge ``index``: the run's seed plus the index (judge 0 keeps the run's seed;
+    None when the run has none)."""
+    return None if run_seed is None else run_seed + index
+
+
 def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> TraitScore:
-    """One judge's score as it is; several judges' valid scores averaged (MA with n judges)."""
+    """One judge's score as it is; several judges' usable scores averaged (MA with n judges) when at least the
+    recorded minimum of them is usable (``context["judges"]["min_usable"]``; all of them when not recorded),
+    else missing. Either way the number of usable judges is kept."""
     valid = [r.score.reported for r in records if r.score is not None and r.score.reported is not None]
     first = records[0]
+    truncated = any(r.truncated for r in records)
     if len(records) == 1:
         return TraitScore(
             essay_id=first.essay_id,
@@ -128,8 +135,12 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
             result=first.score,
             rationale=first.rationale or "",
             record_key=first.key,
+            n_usable=len(valid),
+            truncated=truncated,
         )
-    mean = sum(valid) / len(valid) if valid else None
+    policy = first.context.get("judges")
+    needed = int(policy.get("min_usable", len(records))) if isinstance(policy, dict) else len(records)
+    mean = sum(valid) / len(valid) if valid and len(valid) >= needed else None
     return TraitScore(
         essay_id=first.essay_id,
         trait=trait.name,
@@ -139,7 +150,9 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
         rationale="\n---\n".join(r.rationale or "" for r in records),
         record_key=first.key,
         n_judges=len(records),
+        n_usable=len(valid),
         mean_score=mean,
+        truncated=truncated,
     )
 
 

@@ -49,6 +49,7 @@ def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | Non
             result=results.get(t.name),
             rationale=record.rationale or "",
             record_key=record.key,
+            truncated=record.truncated,
         )
         for t in rubric.traits
     ]
