@@ -3,7 +3,9 @@
 Prints, per set and trait, the QWK of the FeatEng-RF-style feature baseline (pooled out-of-fold predictions
 and mean over the five folds) beside the paper's FeatEng-RF row, and the QWK of the retrieval-only scorer
 (similarity-weighted mean of the k nearest pool essays' scores, real MiniLM + Chroma), with run times and
-hardware. Run: ``.venv/bin/python bench/baselines.py`` (``--quick`` for a small smoke run).
+hardware. Run: ``.venv/bin/python bench/baselines.py`` (``--quick`` for a small smoke run). Any other data set
+and rubric: ``bench/baselines.py --essays FILE --rubric RUBRIC`` (CSV / JSONL / ASAP TSV with a ``fold`` column);
+``madrag baseline --data FILE --rubric RUBRIC RUN_DIR`` stores the same cross-validated scores as a run.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from madrag.baselines import (
     cross_validate_retrieval,
     feature_matrix,
 )
-from madrag.data import Essay, load_asap
+from madrag.baselines.runs import cv_cache_dir
+from madrag.data import Essay, load_asap, load_essays
 from madrag.retrieval import MiniLMEmbedder
 from madrag.rubric import Rubric, Trait, load_rubric
 
@@ -102,9 +105,9 @@ def fold_spread(result: CVResult, trait: str) -> str:
     return f"{statistics.mean(values):.2f}±{statistics.stdev(values):.2f}" if len(values) > 1 else "  -      "
 
 
-def print_table(essay_set: int, rubric: Rubric, features: CVResult, retrieval: CVResult | None) -> None:
+def print_table(essay_set: int | None, rubric: Rubric, features: CVResult, retrieval: CVResult | None) -> None:
     """One row per trait: paper FeatEng-RF | ours pooled, fold mean±sd | retrieval pooled, fold mean±sd."""
-    paper = PAPER_FEATENG_RF.get(essay_set, {})
+    paper = PAPER_FEATENG_RF.get(essay_set, {}) if essay_set is not None else {}
     head = f"{'trait':<18} {'paper':>5} | {'RF pool':>7} {'RF folds':>9}"
     if retrieval is not None:
         head += f" | {'kNN pool':>8} {'kNN folds':>9}"
@@ -128,6 +131,14 @@ def run_set(essay_set: int, args: argparse.Namespace) -> None:
     """Cross-validate both baselines on one ASAP set and print the table."""
     rubric = load_rubric(args.data / f"rubric_set{essay_set}.json")
     essays = load_asap(args.data / "training_set_rel3_sets7_8.tsv", rubric)
+    run_data(essay_set, f"ASAP set {essay_set}", essays, rubric, args, args.cache_dir / f"set{essay_set}")
+
+
+def run_data(
+    essay_set: int | None, title: str, essays: list[Essay], rubric: Rubric, args: argparse.Namespace, cache: Path
+) -> None:
+    """Cross-validate both baselines on ``essays`` over their folds and print the table (``essay_set``: the
+    ASAP set whose paper row is shown, None for other data)."""
     if args.quick:
         essays = quick_subset(essays, QUICK_PER_FOLD)
     label = "raters' mean rounded half up (seed 000 B.5)"
@@ -136,7 +147,7 @@ def run_set(essay_set: int, args: argparse.Namespace) -> None:
         label = "rater 1 + rater 2 (diagnostic, prior work's scale)"
     folds = sorted({e.fold for e in essays if e.fold is not None})
     scale = f"{rubric.traits[0].min}-{rubric.traits[0].max}"
-    print(f"\nASAP set {essay_set}: {len(essays)} essays, folds {folds}; label = {label}, scale {scale}")
+    print(f"\n{title}: {len(essays)} essays, folds {folds}; label = {label}, scale {scale}")
     t0 = time.perf_counter()
     x = feature_matrix([e.text for e in essays], prompt=rubric.prompt)
     feat_s = time.perf_counter() - t0
@@ -144,19 +155,17 @@ def run_set(essay_set: int, args: argparse.Namespace) -> None:
     features = cross_validate_features(essays, rubric, settings, features=x)
     retrieval = None
     if not args.no_retrieval:
-        retrieval = cross_validate_retrieval(
-            essays, rubric, MiniLMEmbedder(), args.cache_dir / f"set{essay_set}", args.k
-        )
+        retrieval = cross_validate_retrieval(essays, rubric, MiniLMEmbedder(), cache, args.k)
     print_table(essay_set, rubric, features, retrieval)
     print(
         f"feature extraction {feat_s:.1f} s ({x.shape[1]} features); RF {settings.model} "
-        f"({settings.n_estimators} trees, n_jobs={settings.n_jobs}) 5-fold {features.seconds:.1f} s"
+        f"({settings.n_estimators} trees, n_jobs={settings.n_jobs}) {len(folds)}-fold {features.seconds:.1f} s"
     )
     if retrieval is not None:
         notes = retrieval.notes
         print(
             f"retrieval k={args.k}: {retrieval.seconds:.1f} s in all, of which embedding {notes['embed_s']:.1f} s "
-            f"({notes['texts_embedded']} texts embedded this run; 5 fold banks under {args.cache_dir})"
+            f"({notes['texts_embedded']} texts embedded this run; {len(folds)} fold banks under {cache})"
         )
 
 
@@ -188,6 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-retrieval", action="store_true", help="skip the retrieval-only scorer (no MiniLM)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of the ASAP TSV and rubric JSONs")
+    parser.add_argument("--essays", type=Path, help="any essay file with a fold column (instead of ASAP sets)")
+    parser.add_argument("--rubric", type=Path, help="the rubric of --essays (JSON or YAML)")
+    parser.add_argument("--format", default="auto", help="format of --essays: auto, asap, csv or jsonl")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     print("madrag LLM-free baselines (seed 000, Table 1): QWK per trait, 5-fold CV on the ASAP 'fold' column")
@@ -196,8 +208,15 @@ def main(argv: list[str] | None = None) -> None:
         "columns: paper = seed 000's FeatEng-RF row; RF = our feature baseline (pooled out-of-fold QWK, "
         "mean±sd over folds); kNN = retrieval-only scorer"
     )
-    for essay_set in args.sets:
-        run_set(essay_set, args)
+    if args.essays is not None or args.rubric is not None:
+        if args.essays is None or args.rubric is None:
+            parser.error("--essays and --rubric go together")
+        rubric = load_rubric(args.rubric)
+        essays = load_essays(args.essays, rubric, args.format)
+        run_data(None, str(args.essays), essays, rubric, args, cv_cache_dir(args.cache_dir, args.essays, rubric))
+    else:
+        for essay_set in args.sets:
+            run_set(essay_set, args)
     print(
         f"\ntotal run time {time.perf_counter() - start:.1f} s ({'quick' if args.quick else 'full size'}); {hardware()}"
     )

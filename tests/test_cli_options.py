@@ -33,8 +33,12 @@ def test_comma_list_drops_blanks_and_spaces() -> None:
 
 def test_need_run_dir() -> None:
     assert need_run_dir(Path("runs/x")) == Path("runs/x")
-    with pytest.raises(InputError, match="give --run-dir"):
+    assert need_run_dir(None, Path("runs/y")) == Path("runs/y")
+    assert need_run_dir(Path("runs/x"), Path("runs/x")) == Path("runs/x")
+    with pytest.raises(InputError, match="RUN_DIR or --run-dir"):
         need_run_dir(None)
+    with pytest.raises(InputError, match="give the run folder once"):
+        need_run_dir(Path("runs/x"), Path("runs/y"))
 
 
 def test_provider_spec_from_flags() -> None:

@@ -12,7 +12,11 @@ from pydantic import BaseModel, Field
 from madrag.providers.base import Message, TokenLogprob, Usage
 
 ConfidenceSource = Literal["first_token_logprob", "self_reported", "none"]
-ScoreMode = Literal["constrained_distribution", "parsed_text", "parsed_followup", "failed"]
+ScoreMode = Literal["constrained_distribution", "parsed_text", "parsed_followup", "baseline", "failed"]
+"""How a score was read: from a Judge (constrained, parsed text or a follow-up), or set by an LLM-free baseline."""
+
+BASELINE_ROLE = "baseline"
+"""The role of an LLM-free baseline's records (``madrag baseline``); a protocol's final scores have role ``judge``."""
 
 
 def call_key(protocol: str, essay_id: str, trait: str, role: str, round_: int = 1, index: int = 0) -> str:

@@ -2,7 +2,8 @@
 point that turns a :class:`~madrag.errors.MadragError` into one line on stderr and exit code 2.
 
 The commands live in one module per group: :mod:`~madrag.cli.score` (score, ablate, ablate-consensus, demo),
-:mod:`~madrag.cli.runs`, :mod:`~madrag.cli.evaluate` (eval, errors, report), :mod:`~madrag.cli.costs`,
+:mod:`~madrag.cli.runs`, :mod:`~madrag.cli.baseline`,
+:mod:`~madrag.cli.evaluate` (eval, errors, report), :mod:`~madrag.cli.costs`,
 :mod:`~madrag.cli.confidence` and :mod:`~madrag.cli.consensus` (eval-consensus).
 """
 
@@ -13,6 +14,7 @@ import sys
 import typer
 from pydantic import ValidationError
 
+from madrag.cli.baseline import baseline_command
 from madrag.cli.confidence import confidence_app
 from madrag.cli.consensus import eval_consensus_command
 from madrag.cli.costs import costs_command
@@ -33,6 +35,7 @@ app.add_typer(runs_app, name="runs")
 app.command()(score)
 app.command("ablate")(ablate)
 app.command("ablate-consensus")(ablate_consensus)
+app.command("baseline")(baseline_command)
 app.command("eval")(eval_command)
 app.command("errors")(errors_command)
 app.command("report")(report_command)

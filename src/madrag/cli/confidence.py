@@ -32,8 +32,10 @@ from madrag.cli.options import (
     ModelPathOpt,
     ProviderOpt,
     RetriesOpt,
+    RunArg,
     TimeoutOpt,
     comma_list,
+    need_run_dir,
     provider_spec,
 )
 from madrag.cli.output import console, progress_bar, run_with_progress
@@ -53,7 +55,8 @@ confidence_app = typer.Typer(
 
 @confidence_app.command("meta-eval")
 def meta_eval_command(
-    run_dir: DebateRunOpt,
+    run: RunArg = None,
+    run_dir: DebateRunOpt = None,
     out: MetaOutOpt = None,
     roles: MetaRolesOpt = "advocate,skeptic",
     limit: MetaLimitOpt = None,
@@ -78,6 +81,7 @@ def meta_eval_command(
 
     if method not in ("auto", "json", "constrained"):
         raise InputError(f"--method must be auto, json or constrained; got {method!r}")
+    run_dir = need_run_dir(run, run_dir)
     spec = provider_spec(
         provider=provider,
         model=model,
@@ -139,7 +143,8 @@ def _judge(job: MetaJob) -> MetaJobResult:
 
 @confidence_app.command("analyze")
 def analyze_command(
-    run_dir: DebateRunOpt,
+    run: RunArg = None,
+    run_dir: DebateRunOpt = None,
     meta_dir: Annotated[
         Path | None, typer.Option(help="A meta-evaluation of the run (default <run-dir>/meta if it exists).")
     ] = None,
@@ -155,6 +160,7 @@ def analyze_command(
 
     if rank_by not in ("abs", "signed"):
         raise InputError(f"--rank-by must be abs or signed; got {rank_by!r}")
+    run_dir = need_run_dir(run, run_dir)
     if meta_dir is not None and no_meta:
         raise InputError("give --meta-dir or --no-meta, not both")
     if meta_dir is None and not no_meta and (run_dir / "meta" / "store.sqlite").is_file():

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from madrag.cli.options import choice
+from madrag.cli.options import RunArg, choice, need_run_dir
 from madrag.cli.output import console
 from madrag.evaluation.consensus_frames import HumanReference
 
@@ -22,7 +22,8 @@ REFERENCES: tuple[HumanReference, ...] = ("mean", "rounded")
 
 
 def eval_consensus_command(
-    run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="A run of the consensus protocols.")],
+    run: RunArg = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", "-r", help="A run of the consensus protocols.")] = None,
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples of essays (0 = none).")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     baseline: Annotated[str, typer.Option(help="The protocol shifts and RMSE differences are measured from.")] = (
@@ -42,6 +43,7 @@ def eval_consensus_command(
     from madrag.evaluation.run import load_consensus_run
     from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 
+    run_dir = need_run_dir(run, run_dir)
     chosen = choice("--reference", reference, REFERENCES)
     agent_scores, refs, _config = load_consensus_run(run_dir, chosen)
     evaluation = evaluate_consensus(

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from madrag.cli.options import at_least_one
+from madrag.cli.options import RunArg, at_least_one, run_folder
 from madrag.errors import InputError
 from madrag.evaluation.costs.estimate import RunEstimate, estimate_run
 from madrag.evaluation.costs.prefix import prefix_stats
@@ -32,7 +32,10 @@ def _sample_traits(report: CostReport) -> int:
 
 
 def costs_command(
-    run_dir: Annotated[Path, typer.Option(help="Run folder (holding store.sqlite).")] = Path("runs/latest"),
+    run: RunArg = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Run folder (holding store.sqlite); default runs/latest.", show_default=False)
+    ] = None,
     prices: Annotated[Path | None, typer.Option(help=PRICES_HELP)] = None,
     estimate_essays: Annotated[
         int | None,
@@ -50,6 +53,7 @@ def costs_command(
     if estimate_traits is not None and estimate_essays is None:
         raise InputError("--estimate-traits needs --estimate-essays")
     table = load_prices(prices) if prices is not None else None
+    run_dir = run_folder(run, run_dir, Path("runs/latest")) or Path("runs/latest")
     store = open_store(run_dir)
     try:
         report = cost_report(store, table)

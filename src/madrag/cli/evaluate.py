@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from madrag.cli.options import BootstrapOpt, RunDirOpt, SeedOpt, need_run_dir
+from madrag.cli.options import BootstrapOpt, RunArg, RunDirOpt, SeedOpt, need_run_dir
 from madrag.cli.output import console
 from madrag.errors import InputError
 
@@ -58,7 +58,10 @@ def eval_command(
     run_dir = given[0] if given else None
     if run_dir is None:
         if data is None or rubric is None:
-            raise InputError("give --run-dir, or --data and --rubric for Human-Human agreement of a data file")
+            raise InputError(
+                "give the run folder (RUN_DIR or --run-dir), or --data and --rubric for Human-Human agreement of a "
+                "data file"
+            )
         _human_human(data, rubric, bootstrap, seed, out)
         return
     if rubric is not None:
@@ -110,6 +113,7 @@ def _human_human(data: Path, rubric: Path, bootstrap: int, seed: int, out: Path 
 
 
 def errors_command(
+    run: RunArg = None,
     run_dir: RunDirOpt = None,
     out: Annotated[Path | None, typer.Option(help="CSV to write (default: <run-dir>/eval/errors.csv).")] = None,
     protocol: Annotated[
@@ -122,7 +126,7 @@ def errors_command(
     debates, ready for qualitative coding (seed 000, 4.4)."""
     from madrag.evaluation.errors_export import ONE_RATER_RULE, TWO_RATER_RULE, export_errors
 
-    result = export_errors(need_run_dir(run_dir), out, focus=protocol)
+    result = export_errors(need_run_dir(run, run_dir), out, focus=protocol)
     counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
     console.print(f"wrote {result.n_rows} rows to {result.path} (off by more than 1 - {counts})", markup=False)
     console.print(
@@ -132,6 +136,7 @@ def errors_command(
 
 
 def report_command(
+    run: RunArg = None,
     run_dir: RunDirOpt = None,
     bootstrap: BootstrapOpt = 1000,
     seed: SeedOpt = 0,
@@ -141,5 +146,5 @@ def report_command(
     extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
     from madrag.evaluation.report import write_report
 
-    path = write_report(need_run_dir(run_dir), bootstrap=bootstrap, seed=seed, out=out)
+    path = write_report(need_run_dir(run, run_dir), bootstrap=bootstrap, seed=seed, out=out)
     console.print(f"wrote {path}", markup=False)

@@ -1,8 +1,9 @@
 """The CLI's option declarations (typer ``Annotated`` aliases) and the small checks of their values.
 
 Shared by several commands: the provider flags and :func:`provider_spec` that turns them into a
-:class:`~madrag.providers.ProviderSpec` (``score`` and its variants, ``confidence meta-eval``), the ``--run-dir``
-of the evaluation commands with :func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
+:class:`~madrag.providers.ProviderSpec` (``score`` and its variants, ``confidence meta-eval``), the run folder
+of the commands that read a run (positional ``RUN_DIR`` or ``--run-dir``) with :func:`run_folder` /
+:func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
 :func:`comma_list`. The aliases of ``score`` and ``confidence meta-eval`` live here too, so that each command's
 signature reads as one line per option. Whether a folder holds a run is decided by
 :func:`madrag.evaluation.run.open_store` alone.
@@ -114,10 +115,26 @@ BootstrapOpt = Annotated[
 SeedOpt = Annotated[int, typer.Option(help="Seed of the bootstrap resampling (results are reproducible).")]
 
 
-def need_run_dir(run_dir: Path | None) -> Path:
-    """``--run-dir``, which the command needs (the run in it is opened, and checked, by the evaluation)."""
+RunArg = Annotated[
+    Path | None,
+    typer.Argument(help="Run folder made by 'madrag score' (or give it as --run-dir).", show_default=False),
+]
+
+
+def run_folder(positional: Path | None, option: Path | None, default: Path | None = None) -> Path | None:
+    """The run folder given as the positional ``RUN_DIR`` or as ``--run-dir`` (either; both only if they are the
+    same folder), else ``default``."""
+    if positional is not None and option is not None and positional != option:
+        raise InputError(f"give the run folder once: RUN_DIR is {positional} but --run-dir is {option}")
+    return positional or option or default
+
+
+def need_run_dir(positional: Path | None, option: Path | None = None) -> Path:
+    """The run folder (``RUN_DIR`` or ``--run-dir``), which the command needs (the run in it is opened, and
+    checked, by the evaluation)."""
+    run_dir = run_folder(positional, option)
     if run_dir is None:
-        raise InputError("give --run-dir (a folder made by 'madrag score')")
+        raise InputError("give the run folder: RUN_DIR or --run-dir (a folder made by 'madrag score')")
     return run_dir
 
 
@@ -230,7 +247,9 @@ SampleOpt = Annotated[int, typer.Option(help="Essays scored by --dry-run.")]
 DryRunPricesOpt = Annotated[Path | None, typer.Option(help="Price table (YAML/JSON, $ per 1M tokens) for --dry-run.")]
 
 # --- confidence meta-eval and analyze ---
-DebateRunOpt = Annotated[Path, typer.Option("--run-dir", "-r", help="A debate run made by 'madrag score' / 'ablate'.")]
+DebateRunOpt = Annotated[
+    Path | None, typer.Option("--run-dir", "-r", help="A debate run made by 'madrag score' / 'ablate'.")
+]
 MetaOutOpt = Annotated[Path | None, typer.Option(help="Folder of the judgments' store (default <run-dir>/meta).")]
 MetaRolesOpt = Annotated[str, typer.Option(help="Debater roles to judge, comma-separated.")]
 MetaLimitOpt = Annotated[int | None, typer.Option(help="Judge only the responses of the first N essays.")]

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
 from madrag.cli.output import console
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
@@ -44,12 +45,14 @@ def runs_list(
 
 @runs_app.command("export")
 def runs_export(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    run: RunArg = None,
+    run_dir: RunDirOpt = None,
     what: Annotated[str, typer.Option(help="scores (per essay-trait) or records (per agent call).")] = "scores",
     fmt: Annotated[str, typer.Option("--format", help="csv or jsonl (records: jsonl only).")] = "csv",
     out: Annotated[Path | None, typer.Option(help="Output file (default: in the run folder).")] = None,
 ) -> None:
     """Export a run's trait scores (CSV/JSONL) or its agent-call records (JSONL)."""
+    run_dir = need_run_dir(run, run_dir)
     store = open_store(run_dir)
     try:
         if what == "records":

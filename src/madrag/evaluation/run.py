@@ -19,7 +19,7 @@ from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import agent_scores_frame, record_namespaces, stored_trait_scores
 from madrag.protocols.trait_judge import combine_judges
 from madrag.protocols.whole_essay import expand_trait_scores
-from madrag.records import AgentRecord
+from madrag.records import BASELINE_ROLE, AgentRecord
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -116,7 +116,8 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
     """One TraitScore per (protocol, essay, trait) from the stored records: the Judge records of the seed 000
-    protocols, and the final-round agent records of seed 002's consensus protocols (SingleJudge ... ScoreMaskedMAD,
+    protocols, the records of the LLM-free baselines (role ``baseline``), and the final-round agent records of
+    seed 002's consensus protocols (SingleJudge ... ScoreMaskedMAD,
     :func:`madrag.protocols.consensus.stored_trait_scores`). Those are found by the configured protocol names -
     ``protocols``, else the names in the store's configuration - because the shared round-0 calls
     (``consensus/init``) belong to every protocol that uses them."""
@@ -130,6 +131,8 @@ def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | Non
             continue
         records.sort(key=lambda r: r.index)
         out.append(combine_judges(protocol, rubric.trait(trait_name), records))
+    for record in store.records(role=BASELINE_ROLE):  # LLM-free baselines (madrag baseline): one record each
+        out.append(combine_judges(record.protocol, rubric.trait(record.trait), [record]))
     names = list(protocols) if protocols is not None else run_config(store)[1]
     spaces = record_namespaces(names)
     if spaces:

@@ -31,6 +31,7 @@ from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import InputError
+from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -135,7 +136,8 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
     return chosen, pool
 
 
-def _fingerprint_file(path: Path) -> str:
+def fingerprint_file(path: Path) -> str:
+    """A short SHA-256 of a file's bytes (how a run recognises its data file)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -158,7 +160,7 @@ def source_config(job: ScoreJob) -> dict[str, Any]:
     """Where the essays (and an explicit pool) came from, with fingerprints. A file job keeps the keys runs
     have always stored (so they still resume); in-memory essays and pools add theirs."""
     if job.data is not None:
-        source: dict[str, Any] = {"data": str(job.data.resolve()), "data_sha256": _fingerprint_file(job.data)}
+        source: dict[str, Any] = {"data": str(job.data.resolve()), "data_sha256": fingerprint_file(job.data)}
     else:
         essays = job.essays or []
         source = {
@@ -354,6 +356,27 @@ def _backends(
     return provider, role_providers
 
 
+async def _finished(
+    job: ScoreJob, run: _Prepared, on_essay_done: Callable[[Essay, list[TraitScore]], None] | None
+) -> tuple[list[TraitScore], CallStats] | None:
+    """The scores of a resumed job that has nothing left to do (``on_essay_done`` called per essay), read
+    without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
+    done = await stored_scores(
+        run_id=run.run_id,
+        store=run.store,
+        prompts=run.prompts,
+        settings=job.settings,
+        essays=run.essays,
+        rubric=run.rubric,
+        protocols=run.protocols,
+        roles=list(job.role_providers),
+    )
+    if done is not None and on_essay_done is not None:
+        for essay in run.essays:
+            on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])
+    return done
+
+
 async def execute(
     job: ScoreJob,
     on_record: Callable[[AgentRecord], None] | None = None,
@@ -377,6 +400,13 @@ async def execute(
     store = RunStore(job.run_dir / "store.sqlite")
     try:
         run = _open_run(job, store, backend, stage)
+        done = await _finished(job, run, on_essay_done) if run.resumed else None
+        if done is not None:
+            stage("nothing left to do: every score of this job is in the run store")
+            elapsed = time.monotonic() - started
+            return JobResult(
+                run.run_id, run.resumed, run.essays, done[0], done[1], elapsed, store.get_meta("bank") or {}
+            )
         bank, bank_info = _prepare_bank(job, run, stage, embedder, on_bank_progress)
         provider, role_providers = _backends(job, store, backend)
         ctx = CallContext(

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from madrag.evaluation.costs.prices import PER_MILLION, Price, Prices, price_for
-from madrag.records import AgentRecord
+from madrag.records import BASELINE_ROLE, AgentRecord
 from madrag.store import RunStore
 
 DEBATE_PREFIX = "debate/"
@@ -203,9 +203,14 @@ class CostReport:
 
 
 def _as_calls(records: RunStore | Iterable[AgentRecord | CallCost]) -> list[CallCost]:
-    """The cost fields of a store's records, of records, or calls as they are."""
+    """The cost fields of a store's records, of records, or calls as they are; the LLM-free baselines' records
+    (role ``baseline``, ``madrag baseline``) are no calls and are left out."""
     items = records.records() if isinstance(records, RunStore) else records
-    return [c if isinstance(c, CallCost) else CallCost.of(c) for c in items]
+    return [
+        c if isinstance(c, CallCost) else CallCost.of(c)
+        for c in items
+        if isinstance(c, CallCost) or c.role != BASELINE_ROLE
+    ]
 
 
 def is_shared(group: str) -> bool:

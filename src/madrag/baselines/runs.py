@@ -1,0 +1,249 @@
+"""LLM-free baselines stored in a run, scored like a protocol: ``madrag baseline``.
+
+Two ways, both writing one record per (baseline, essay, trait) with role ``baseline`` and the score as the
+record's parsed score, so that ``madrag eval`` and the report show the baselines as rows beside the LLM
+protocols, on the same essays:
+
+* :func:`score_run` - in an existing run made by ``madrag score``: trained on the run's exemplar pool (the
+  folds it did not score) and scored on exactly the run's scored essays. The kNN scorer retrieves from the
+  same pool with the run's embedder. With ``--fold all`` (every essay scored, every essay in the pool) the
+  forest is trained on the pool without the scored essays and the kNN leaves the essay itself out, as the
+  run's bank does.
+* :func:`cross_validate_run` - on any data and rubric, a new run folder of out-of-fold predictions over the
+  data's ``fold`` column (:func:`~madrag.baselines.feature_scorer.cross_validate_features` and
+  :func:`~madrag.baselines.retrieval_scorer.cross_validate_retrieval`, as ``bench/baselines.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from madrag.baselines.feature_scorer import CVResult, FeatureScorer, ForestSettings, cross_validate_features
+from madrag.baselines.retrieval_scorer import (
+    CachingEmbedder,
+    RetrievalScorer,
+    cross_validate_retrieval,
+    vector_cache_path,
+)
+from madrag.data.essay import Essay
+from madrag.data.loaders import load_essays
+from madrag.data.splits import split_by_fold
+from madrag.errors import InputError
+from madrag.pipeline.job import fingerprint_file
+from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
+from madrag.retrieval import ExemplarBank, make_embedder
+from madrag.rubric import Rubric
+from madrag.store import RunStore
+
+FOREST_NAME = "FeatEng-RF"
+"""The feature random forest's protocol name in a run (seed 000's Table 1 row it reproduces)."""
+
+DEFAULT_K = 10
+"""Neighbours of the kNN baseline by default."""
+
+
+def knn_name(k: int) -> str:
+    """The retrieval kNN's protocol name in a run, e.g. ``kNN-10``."""
+    return f"kNN-{k}"
+
+
+@dataclass
+class BaselineRun:
+    """What :func:`score_run` / :func:`cross_validate_run` stored: records new and already there, per baseline
+    the predictions by (essay id, trait), and the settings each baseline was recorded with."""
+
+    run_dir: Path
+    mode: str
+    written: int = 0
+    existing: int = 0
+    predictions: dict[str, dict[tuple[str, str], int | None]] = field(default_factory=dict)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def baseline_record(
+    run_id: str, protocol: str, essay_id: str, trait: str, score: int | None, settings: dict[str, Any]
+) -> AgentRecord:
+    """One baseline score as a record: role ``baseline``, the score parsed and reported (None: no prediction)."""
+    result = ScoreResult(parsed=score, reported=score, mode="baseline" if score is not None else "failed")
+    return AgentRecord(
+        run_id=run_id,
+        key=call_key(protocol, essay_id, trait, BASELINE_ROLE),
+        essay_id=essay_id,
+        trait=trait,
+        protocol=protocol,
+        role=BASELINE_ROLE,
+        provider="none",
+        model=protocol,
+        settings=settings,
+        score=result,
+        requests=0,
+    )
+
+
+def _store(store: RunStore, outcome: BaselineRun, run_id: str) -> None:
+    """Write every prediction of ``outcome`` as a record (a record already stored is kept)."""
+    for protocol, predictions in outcome.predictions.items():
+        for (essay_id, trait), score in predictions.items():
+            record = baseline_record(run_id, protocol, essay_id, trait, score, outcome.settings[protocol])
+            if store.put(record):
+                outcome.written += 1
+            else:
+                outcome.existing += 1
+
+
+def _open_run(run_dir: Path) -> tuple[RunStore, dict[str, Any]]:
+    db = run_dir / "store.sqlite"
+    if not db.is_file():
+        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
+    store = RunStore(db)
+    config = store.get_meta("config")
+    if not isinstance(config, dict) or "rubric" not in config or "data" not in config:
+        store.close()
+        raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
+    return store, config
+
+
+def _run_essays(config: dict[str, Any], rubric: Rubric, data: Path | None, fmt: str) -> list[Essay]:
+    """The run's data file (or ``data``), checked against the fingerprint the run stored."""
+    if data is None and not config.get("data"):
+        raise InputError("the run's essays were given in memory, not as a file; give the data file with --data")
+    if data is None and "pool" in config:
+        raise InputError("the run's exemplar pool was given in memory; the baselines need it as the run's data file")
+    path = data or Path(str(config["data"]))
+    if not path.is_file():
+        raise InputError(f"the run's data file {path} is missing; give it with --data")
+    stored = config.get("data_sha256")
+    if stored and fingerprint_file(path) != stored:
+        raise InputError(f"{path} is not the data file the run was made with (its contents differ)")
+    return load_essays(path, rubric, fmt)
+
+
+def score_run(
+    run_dir: Path,
+    cache_dir: Path,
+    *,
+    data: Path | None = None,
+    fmt: str = "auto",
+    k: int = DEFAULT_K,
+    forest: ForestSettings | None = None,
+    retrieval: bool = True,
+) -> BaselineRun:
+    """Score a run's essays with both baselines, split as the run: trained on its pool, scored on its essays."""
+    store, config = _open_run(run_dir)
+    try:
+        rubric = Rubric.model_validate(config["rubric"])
+        scored = store.essays()
+        if not scored:
+            raise InputError(f"run at {run_dir} has no scored essays yet")
+        split = split_by_fold(_run_essays(config, rubric, data, fmt), config.get("eval_fold"))
+        ids = {e.id for e in scored}
+        train = [e for e in split.pool if e.id not in ids] if split.eval_fold is None else split.pool
+        fold = "all" if split.eval_fold is None else split.eval_fold
+        outcome = BaselineRun(run_dir, f"the run's split (eval fold {fold})")
+        settings = forest or ForestSettings()
+        rf = FeatureScorer(rubric, settings).fit(train)
+        outcome.settings[FOREST_NAME] = {**_forest_settings(settings), "trained_on": len(train), "split": "run"}
+        outcome.predictions[FOREST_NAME] = _by_essay(scored, rf.predict(scored))
+        if retrieval:
+            name, predictions, knn_settings = _knn_on_pool(split.pool, scored, rubric, config, cache_dir, k)
+            outcome.settings[name], outcome.predictions[name] = knn_settings, predictions
+        _store(store, outcome, str(store.get_meta("run_id") or uuid.uuid4().hex[:12]))
+        store.set_meta("baselines", outcome.settings)
+        return outcome
+    finally:
+        store.close()
+
+
+def _forest_settings(settings: ForestSettings) -> dict[str, Any]:
+    return {"baseline": "feature random forest", "model": settings.model, "n_estimators": settings.n_estimators}
+
+
+def _by_essay(essays: list[Essay], predictions: dict[str, list[int]]) -> dict[tuple[str, str], int | None]:
+    return {(e.id, trait): values[i] for trait, values in predictions.items() for i, e in enumerate(essays)}
+
+
+def _knn_on_pool(
+    pool: list[Essay], scored: list[Essay], rubric: Rubric, config: dict[str, Any], cache_dir: Path, k: int
+) -> tuple[str, dict[tuple[str, str], int | None], dict[str, Any]]:
+    """kNN predictions of the scored essays from the run's pool (the run's bank: same embedder, same folder)."""
+    embedder = make_embedder(str(config.get("embedder", "minilm")))
+    caching = CachingEmbedder(embedder, vector_cache_path(cache_dir / "baselines", embedder.name))
+    vectors = caching.embed([e.text for e in scored])
+    bank = ExemplarBank.build_or_load(pool, rubric, caching, cache_dir / "banks")
+    caching.save()
+    scorer = RetrievalScorer(bank, rubric, k)
+    predictions: dict[tuple[str, str], int | None] = {}
+    for i, essay in enumerate(scored):
+        for trait, value in scorer.score(essay, query_vector=vectors[i]).items():
+            predictions[(essay.id, trait)] = value
+    settings = {"baseline": "retrieval kNN, similarity-weighted mean", "k": k, "embedder": caching.name}
+    return knn_name(k), predictions, {**settings, "pool": len(pool), "split": "run"}
+
+
+def cv_cache_dir(cache_dir: Path, data: Path, rubric: Rubric) -> Path:
+    """The folder of a data set's cross-validation fold banks and vectors under ``cache_dir`` (by the data
+    file's contents and the rubric), shared by ``madrag baseline`` and ``bench/baselines.py``."""
+    blob = fingerprint_file(data) + json.dumps(rubric.model_dump(mode="json"), sort_keys=True)
+    return cache_dir / "baselines" / f"cv-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def cross_validate_run(
+    data: Path,
+    rubric_path: Path,
+    run_dir: Path,
+    cache_dir: Path,
+    *,
+    fmt: str = "auto",
+    k: int = DEFAULT_K,
+    forest: ForestSettings | None = None,
+    retrieval: bool = True,
+    embedder: str = "minilm",
+) -> tuple[BaselineRun, list[CVResult]]:
+    """Cross-validate both baselines over the data's folds and store the out-of-fold predictions as a new run
+    in ``run_dir`` (a run folder of baselines only, which ``madrag eval`` reads); ``embedder`` is the kNN's."""
+    from madrag.rubric import load_rubric
+
+    rubric = load_rubric(rubric_path)
+    essays = load_essays(data, rubric, fmt)
+    settings = forest or ForestSettings()
+    results = [cross_validate_features(essays, rubric, settings)]
+    names = [FOREST_NAME]
+    if retrieval:
+        vectors = make_embedder(embedder)
+        results.append(cross_validate_retrieval(essays, rubric, vectors, cv_cache_dir(cache_dir, data, rubric), k))
+        names.append(knn_name(k))
+    outcome = BaselineRun(run_dir, "cross-validated over folds")
+    outcome.settings[FOREST_NAME] = {**_forest_settings(settings), "split": "cross-validated"}
+    if retrieval:
+        knn = {"baseline": "retrieval kNN, similarity-weighted mean", "k": k, "embedder": results[1].notes["embedder"]}
+        outcome.settings[knn_name(k)] = {**knn, "split": "cross-validated"}
+    for name, result in zip(names, results, strict=True):
+        outcome.predictions[name] = {
+            (essay_id, cv.trait): pred
+            for cv in result.traits.values()
+            for essay_id, pred in zip(cv.essay_ids, cv.predictions, strict=True)
+        }
+    config = {
+        "data": str(data.resolve()),
+        "data_sha256": fingerprint_file(data),
+        "rubric": rubric.model_dump(mode="json"),
+        "eval_fold": None,
+        "protocols": [{"name": n, **outcome.settings[n]} for n in names],
+        "baselines": "cross-validated over the data's folds",
+    }
+    store = RunStore(run_dir / "store.sqlite")
+    try:
+        store.bind_config(config)
+        run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+        store.set_meta("run_id", run_id)
+        store.add_essays(essays)
+        _store(store, outcome, str(run_id))
+        store.set_meta("baselines", outcome.settings)
+    finally:
+        store.close()
+    return outcome, results
