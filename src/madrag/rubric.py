@@ -8,6 +8,7 @@ Rubrics load from JSON or YAML. The ASAP files in ``shared/data/asap/rubric_set{
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +146,15 @@ def load_rubric(path: str | Path) -> Rubric:
     if not isinstance(raw, dict):
         raise RubricError(f"rubric {p} must be a mapping with a 'traits' list")
     raw.setdefault("name", p.stem)
+    return rubric_from_mapping(raw, f"rubric {p}: ")
+
+
+def rubric_from_mapping(raw: Mapping[str, Any], prefix: str = "rubric: ") -> Rubric:
+    """A rubric from a mapping (a parsed file, a dict given to the Python API, a web form); a RubricError names
+    the first invalid field after ``prefix``."""
     try:
-        return Rubric.model_validate(raw)
+        return Rubric.model_validate(dict(raw))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise RubricError(f"rubric {p}: {where}: {first['msg']}") from exc
+        raise RubricError(f"{prefix}{where}: {first['msg']}") from exc

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import pandas as pd
-from pydantic import ValidationError
 
 from madrag.data.essay import Essay
 from madrag.data.loaders import essay_from_row
-from madrag.errors import InputError, RubricError
-from madrag.rubric import Rubric, load_rubric
+from madrag.errors import InputError
+from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 
 EssayItem: TypeAlias = str | Mapping[str, Any] | Essay
 EssaysLike: TypeAlias = pd.DataFrame | Sequence[EssayItem]
@@ -38,12 +37,7 @@ def to_rubric(rubric: RubricLike) -> Rubric:
         return rubric
     if isinstance(rubric, str | Path):
         return load_rubric(rubric)
-    try:
-        return Rubric.model_validate(dict(rubric))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise RubricError(f"rubric: {where}: {first['msg']}") from exc
+    return rubric_from_mapping(rubric)
 
 
 def _clean(value: Any) -> Any:

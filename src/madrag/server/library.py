@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 import madrag
 from madrag.api import ScoreProgress
 from madrag.data.essay import Essay
@@ -38,7 +36,7 @@ from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
-from madrag.rubric import Rubric, load_rubric
+from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
@@ -76,12 +74,7 @@ def rubric_from_dict(raw: Any) -> Rubric:
     """A rubric from a mapping (the API's JSON body, or the page's form); a RubricError names the field."""
     if not isinstance(raw, dict):
         raise RubricError("a rubric must be an object with a 'traits' list")
-    try:
-        return Rubric.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise RubricError(f"{where}: {first['msg']}") from exc
+    return rubric_from_mapping(raw, "")
 
 
 def rubric_json(rubric: Rubric) -> str:
