@@ -124,7 +124,8 @@ async def test_eval_and_report_show_the_unverified_quote_rate_per_role(
 def test_settings_differ_so_runs_do_not_resume_into_each_other() -> None:
     dumps = {m: ScoringSettings(evidence_check=m).model_dump(mode="json") for m in ("off", "record", "feedback")}
     assert len({str(sorted(d.items())) for d in dumps.values()}) == 3
-    assert ScoringSettings().evidence_check == "record" and ScoringSettings().placeholders == "note"
+    assert ScoringSettings().evidence_check == "record"
+    assert ScoringSettings().placeholders == "none"  # the paper's prompts
 
 
 def test_old_records_without_counts_still_load() -> None:
