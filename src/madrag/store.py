@@ -21,7 +21,7 @@ import csv
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,6 +349,26 @@ class RunStore:
             args.append(role)
         for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", args):
             yield AgentRecord.model_validate_json(blob)
+
+    def records_of(self, essay_ids: Collection[str]) -> Iterator[AgentRecord]:
+        """The stored records (after :meth:`flush`) of the essays ``essay_ids``, oldest first (found through the
+        ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan)."""
+        self.flush()
+        unique = sorted(set(essay_ids))
+        for i in range(0, len(unique), _CHUNK):
+            chunk = unique[i : i + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            sql = (
+                "SELECT record FROM records WHERE protocol IN (SELECT DISTINCT protocol FROM records) "
+                f"AND essay_id IN ({marks}) ORDER BY created_at, key"
+            )
+            for (blob,) in self._conn.execute(sql, chunk):
+                yield AgentRecord.model_validate_json(blob)
+
+    def recorded_essay_ids(self) -> set[str]:
+        """The ids of the essays with at least one stored record (after :meth:`flush`)."""
+        self.flush()
+        return {row[0] for row in self._conn.execute("SELECT DISTINCT essay_id FROM records")}
 
     def close(self) -> None:
         """Close the store; records handed to :meth:`aput` before are committed first."""

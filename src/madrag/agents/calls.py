@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
@@ -22,13 +22,22 @@ from madrag.records import AgentRecord, ConfidenceSource, ScoreMode, call_key, p
 from madrag.rubric import Trait
 from madrag.agents.judge import distribution_from_tokens, normalise, parse_score, summarise
 from madrag.settings import ScoringSettings
-from madrag.store import RunStore
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import ExemplarBank
 
 SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNORECASE)
 FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
+
+
+class RecordStore(Protocol):
+    """What a call needs of a run store: a finished call's record by key, and a durable write of a new one.
+    The run store (:class:`madrag.store.RunStore`) is one; a distributed worker's shard store, which streams
+    records to the one writer of the run, is another."""
+
+    def get(self, key: str) -> AgentRecord | None: ...
+
+    async def aput(self, record: AgentRecord) -> bool: ...
 
 
 @dataclass
@@ -44,7 +53,7 @@ class CallContext:
 
     run_id: str
     provider: ManagedProvider
-    store: RunStore
+    store: RecordStore
     prompts: PromptLibrary
     settings: ScoringSettings
     bank: ExemplarBank | None = None

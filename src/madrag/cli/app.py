@@ -22,6 +22,7 @@ from madrag.cli.consensus import eval_consensus_command
 from madrag.cli.costs import costs_command
 from madrag.cli.evaluate import errors_command, eval_command, report_command
 from madrag.data.essay import Essay
+from madrag.distributed.options import LOCAL, optional_value, ray_options, ray_summary
 from madrag.errors import InputError, MadragError
 from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION, available
@@ -199,6 +200,16 @@ def score(
     ] = False,
     sample: Annotated[int, typer.Option(help="Essays scored by --dry-run.")] = 2,
     prices: Annotated[Path | None, typer.Option(help="Price table (YAML/JSON, $ per 1M tokens) for --dry-run.")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="[ADDRESS]",
+            help="Score on Ray: alone, a local Ray instance; with HOST:PORT (or auto), that cluster (pip install "
+            "'madrag[ray]'; see docs/scaling.md).",
+        ),
+    ] = None,
+    ray_workers: Annotated[int | None, typer.Option(help="Ray workers (default: one per CPU; 2 locally).")] = None,
 ) -> None:
     """Score essays trait by trait and store one record per agent call in RUN_DIR."""
     spec = ProviderSpec(
@@ -241,6 +252,7 @@ def score(
         prompts_dir=prompts_dir,
         cache_dir=cache_dir,
         response_cache=not no_cache,
+        ray=ray_options(ray, ray_workers),
     )
     if dry_run:
         _dry_run(job, sample, prices)
@@ -353,7 +365,7 @@ def runs_list(
     from madrag.store import RunStore
 
     table = Table(title=f"runs in {root}")
-    for col in ("run dir", "run id", "records", "essays", "protocols", "model"):
+    for col in ("run dir", "run id", "records", "essays", "protocols", "model", "ran on"):
         table.add_column(col)
     for db in sorted(root.glob("*/store.sqlite")):
         store = RunStore(db)
@@ -366,6 +378,7 @@ def runs_list(
                 str(len(store.essays())),
                 ", ".join(p["name"] for p in config.get("protocols", [])),
                 str((store.get_meta("provider") or {}).get("model", "")),
+                ray_summary(store.get_meta("ray")),
             )
         finally:
             store.close()
@@ -415,6 +428,7 @@ def runs_export(
 
 def main() -> None:
     """Console entry point: a MadragError is one line on stderr and exit code 2."""
+    sys.argv[1:] = optional_value(sys.argv[1:], "--ray", LOCAL)  # --ray [ADDRESS]
     try:
         app()
     except MadragError as exc:

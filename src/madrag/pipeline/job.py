@@ -22,6 +22,7 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
+from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -83,6 +84,9 @@ class ScoreJob(BaseModel):
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True
+    # score on a Ray cluster (madrag.distributed) instead of this process; how a run executes is not part of
+    # its identity, so a run started here can be resumed on Ray and the other way round
+    ray: RayOptions | None = None
 
 
 @dataclass
@@ -207,7 +211,12 @@ async def execute(
             on_start(len(essays) * len(rubric.traits) * len(protocols))
         stage(f"scoring {len(essays)} essays x {len(rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
-            scores = await run_scoring(ctx, essays, rubric, protocols, job.essay_concurrency, on_essay_done)
+            if job.ray is None:
+                scores = await run_scoring(ctx, essays, rubric, protocols, job.essay_concurrency, on_essay_done)
+            else:
+                from madrag.distributed.driver import score_on_ray
+
+                scores = await score_on_ray(job.ray, job, ctx, store, essays, rubric, protocols, on_essay_done, stage)
         finally:
             for backend in (provider, *role_providers.values()):
                 await backend.aclose()

@@ -1,0 +1,90 @@
+"""Joining (or starting) the Ray cluster a run uses, and what the run records about it."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from madrag.distributed.options import RayOptions
+from madrag.errors import ConfigError
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ConfigError("--ray needs Ray: pip install 'madrag[ray]'") from exc
+    return ray
+
+
+@dataclass
+class Cluster:
+    """A connection to Ray for one run; ``started`` when the run started a local instance (and stops it)."""
+
+    address: str
+    started: bool
+    nodes: int
+    cpus: float
+    ray_version: str
+
+    def workers(self, options: RayOptions) -> int:
+        """The number of workers: as asked, else one per ``cpus_per_worker`` CPUs of the cluster."""
+        if options.workers is not None:
+            return options.workers
+        return max(1, int(self.cpus // options.cpus_per_worker))
+
+    def describe(self, options: RayOptions, workers: int) -> dict[str, Any]:
+        """What the run store records (meta ``ray``): the cluster, its size and the worker layout."""
+        return {
+            "address": self.address if not self.started else "local",
+            "nodes": self.nodes,
+            "cpus": self.cpus,
+            "workers": workers,
+            "cpus_per_worker": options.cpus_per_worker,
+            "ray_version": self.ray_version,
+            "query_embeddings": options.query_embeddings,
+        }
+
+
+def connect(options: RayOptions, local_workers: int) -> Cluster:
+    """Join the cluster at ``options.address``, or start a local instance sized for ``local_workers``.
+
+    A local instance gets exactly the CPUs its workers need, a small object store and no dashboard; its
+    processes all run on this machine. Its workers inherit this process's environment (``PYTHONPATH``, API
+    keys); on an existing cluster they have their own nodes' environment.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        raise ConfigError("Ray is already initialised in this process; madrag connects (and disconnects) itself")
+    if options.address is None:
+        ray.init(
+            num_cpus=max(1, math.ceil(local_workers * options.cpus_per_worker)),
+            object_store_memory=options.object_store_mb * 1024 * 1024,
+            include_dashboard=False,
+            configure_logging=True,
+            logging_level="warning",
+            log_to_driver=True,
+        )
+        started = True
+    else:
+        ray.init(address=options.address, logging_level="warning", log_to_driver=True)
+        started = False
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    cpus = float(ray.cluster_resources().get("CPU", 0.0))
+    address = str(ray.get_runtime_context().gcs_address)
+    return Cluster(address=address, started=started, nodes=len(nodes), cpus=cpus, ray_version=ray.__version__)
+
+
+def disconnect() -> None:
+    """Leave the cluster (a local instance started for the run stops with it)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def quiet_ray_env() -> None:
+    """No usage-statistics prompt or upload from a run (set before Ray starts)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -1,0 +1,242 @@
+"""Scoring a job on Ray: the driver plans the run, starts the workers, dispatches shards and writes the store.
+
+The driver is the process that runs ``madrag score --ray``. It has already loaded the data, bound the run's
+configuration, built the exemplar bank and opened the run store (:func:`madrag.pipeline.job.execute`); here it
+
+1. reads the store once and keeps only the essay-traits not finished (:func:`~madrag.distributed.shard.plan_run`)
+   - scores already stored are reported at once, as a local resume reports its reused calls;
+2. joins the cluster (or starts a local instance), puts the bank into the object store once and starts one
+   :class:`~madrag.distributed.worker.ShardWorker` actor per worker, spread over the nodes, each with its
+   share of the backend's concurrency;
+3. cuts the remaining essays into shards and lets the :class:`~madrag.distributed.dispatch.Dispatcher` hand
+   them out, writing every streamed record to the store as it arrives;
+4. records in the store (meta ``ray``) that the run used Ray, on which cluster and with how many workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from madrag.agents.calls import CallContext
+from madrag.data.essay import Essay
+from madrag.distributed.bank import query_vectors, snapshot
+from madrag.distributed.cluster import Cluster, connect, disconnect, import_ray, quiet_ray_env
+from madrag.distributed.dispatch import Dispatcher, EssayDone, Progress
+from madrag.distributed.options import RayOptions
+from madrag.distributed.shard import Plan, Shard, known_records, make_shards, plan_run, shard_size
+from madrag.distributed.worker import ShardWorker, WorkerSetup
+from madrag.errors import ConfigError
+from madrag.pipeline.runner import auto_essay_concurrency, essay_width
+from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.providers import ManagedProvider, ProviderSpec
+from madrag.rubric import Rubric
+from madrag.store import RunStore
+
+if TYPE_CHECKING:
+    from madrag.pipeline.job import ScoreJob
+
+LOCAL_WORKERS = 2
+"""Workers of a local instance when ``--ray-workers`` is not given."""
+
+
+def worker_spec(spec: ProviderSpec, backend: ManagedProvider, workers: int) -> ProviderSpec:
+    """A worker's backend: an HTTP backend's concurrency is shared by the workers (each gets its part, so the
+    cluster as a whole keeps the limit); an embedded model is each worker's own."""
+    if spec.kind != "openai":
+        return spec
+    total = spec.concurrency or backend.provider.max_concurrency
+    return spec.model_copy(update={"concurrency": max(1, math.ceil(total / workers))})
+
+
+def announce_finished(
+    ctx: CallContext, store: RunStore, essays: Sequence[Essay], plan: Plan, on_essay_done: EssayDone | None
+) -> None:
+    """Report what the store already holds, as a local resume does: each finished score's record (progress),
+    and each essay with nothing left (its scores)."""
+    seen: set[str] = set()
+    for essay in essays:
+        for score in plan.finished.get(essay.id, []):
+            key = score.record_key
+            if key and key not in seen:
+                seen.add(key)
+                if ctx.on_record is not None and (record := store.get(key)) is not None:
+                    ctx.on_record(record)
+        if essay.id not in plan.todo and on_essay_done is not None:
+            on_essay_done(essay, plan.finished.get(essay.id, []))
+    ctx.stats.reused += len(seen)
+
+
+def ordered(
+    essays: Sequence[Essay], plan: Plan, progress: Progress, rubric: Rubric, protocols: Sequence[ScoringProtocol]
+) -> list[TraitScore]:
+    """Every essay's scores, in the essays' order, then the protocols', then the traits' (as a local run)."""
+    p_rank = {p.name: i for i, p in enumerate(protocols)}
+    t_rank = {t: i for i, t in enumerate(rubric.trait_names)}
+    out: list[TraitScore] = []
+    for essay in essays:
+        scores = progress.scores.get(essay.id, plan.finished.get(essay.id, []))
+        out.extend(sorted(scores, key=lambda s: (p_rank.get(s.protocol, len(p_rank)), t_rank.get(s.trait, 0))))
+    return out
+
+
+class RayRun:
+    """One session of a job on Ray (see the module docstring)."""
+
+    def __init__(
+        self, options: RayOptions, job: ScoreJob, ctx: CallContext, store: RunStore, stage: Callable[[str], None]
+    ) -> None:
+        self.options = options
+        self.job = job
+        self.ctx = ctx
+        self.store = store
+        self.stage = stage
+        self.actors: list[Any] = []
+
+    def setup(self, rubric: Rubric, protocols: Sequence[ScoringProtocol], workers: int) -> WorkerSetup:
+        """What every worker is started with."""
+        from madrag.pipeline.job import prompt_names
+
+        ctx, job = self.ctx, self.job
+        roles = {
+            role: worker_spec(spec, ctx.role_providers[role], workers) for role, spec in job.role_providers.items()
+        }
+        return WorkerSetup(
+            run_id=ctx.run_id,
+            rubric=rubric,
+            protocols=[p.name for p in protocols],
+            settings=ctx.settings,
+            provider=worker_spec(job.provider, ctx.provider, workers),
+            role_providers=roles,
+            prompts={name: ctx.prompts.text(name) for name in prompt_names(list(protocols))},
+            essay_concurrency=job.essay_concurrency,
+        )
+
+    async def start_workers(self, setup: WorkerSetup, workers: int, cluster: Cluster) -> None:
+        """Put the bank into the object store once and start the workers (spread over the nodes)."""
+        ray = import_ray()
+        if workers * self.options.cpus_per_worker > cluster.cpus:
+            raise ConfigError(
+                f"--ray-workers {workers} needs {workers * self.options.cpus_per_worker:g} CPUs; "
+                f"the cluster has {cluster.cpus:g}"
+            )
+        bank = [ray.put(snapshot(self.ctx.bank))] if self.ctx.bank is not None else []
+        actor = ray.remote(ShardWorker).options(
+            num_cpus=self.options.cpus_per_worker,
+            max_restarts=self.options.max_attempts,
+            max_task_retries=0,
+            scheduling_strategy="SPREAD",
+        )
+        self.actors = [actor.remote(setup, bank) for _ in range(workers)]
+        hellos = await asyncio.gather(*(a.hello.remote() for a in self.actors))
+        for i, hello in enumerate(hellos):
+            self.stage(f"ray: worker {i} on node {hello['ip']} ({hello['node'][:8]}), pid {hello['pid']}")
+
+    async def stop_workers(self) -> None:
+        """Close the workers' connections and end them."""
+        ray = import_ray()
+        if self.actors:
+            closing = asyncio.gather(*(a.close.remote() for a in self.actors), return_exceptions=True)
+            try:
+                await asyncio.wait_for(closing, 10)
+            except TimeoutError:
+                pass
+            for actor in self.actors:
+                ray.kill(actor)
+        self.actors = []
+
+    def prepare(self, plan: Plan) -> Callable[[Shard], Any]:
+        """What is done to a shard just before it is handed out: the records its essays already have, and
+        (embedding on the driver) its essays' query vectors."""
+        bank = self.ctx.bank
+
+        async def fill(shard: Shard) -> None:
+            started = plan.partial if shard.attempt == 1 else {e.id for e in shard.essays}
+            shard.known = known_records(self.store, shard, started)
+            if bank is not None and self.options.query_embeddings == "driver":
+                shard.vectors = await asyncio.to_thread(query_vectors, bank, shard.essays)
+
+        return fill
+
+    async def score(
+        self,
+        essays: Sequence[Essay],
+        rubric: Rubric,
+        protocols: Sequence[ScoringProtocol],
+        on_essay_done: EssayDone | None,
+    ) -> list[TraitScore]:
+        """Score what is left of ``essays`` on the cluster; every essay's scores in order."""
+        ctx = self.ctx
+        plan = plan_run(self.store, essays, rubric, protocols, ctx.settings)
+        announce_finished(ctx, self.store, essays, plan, on_essay_done)
+        if not plan.todo:
+            return ordered(essays, plan, Progress(), rubric, protocols)
+        quiet_ray_env()
+        cluster = connect(self.options, self.options.workers or LOCAL_WORKERS)
+        try:
+            workers = cluster.workers(self.options)
+            setup = self.setup(rubric, protocols, workers)
+            await self.start_workers(setup, workers, cluster)
+            per_worker = setup.provider.concurrency or ctx.provider.provider.max_concurrency
+            in_flight = self.job.essay_concurrency or auto_essay_concurrency(
+                per_worker, essay_width(protocols, len(rubric.traits))
+            )
+            size = self.options.shard_essays or shard_size(
+                in_flight, len(plan.todo), workers, self.options.shards_per_worker
+            )
+            shards = make_shards(essays, plan, size)
+            info = {**cluster.describe(self.options, workers), "shards": len(shards), "shard_essays": size}
+            self.store.set_meta("ray", info)
+            self.stage(
+                f"ray: {workers} workers on {cluster.nodes} node(s) ({info['address']}), "
+                f"{len(shards)} shards of up to {size} essays"
+            )
+            progress = await self.dispatch(plan, essays, shards, on_essay_done)
+            self.store.set_meta("ray", {**info, "redone": progress.redone})
+        finally:
+            try:
+                await self.stop_workers()
+            finally:
+                disconnect()
+        ctx.stats.reused += progress.reused
+        ctx.stats.failed_scores += progress.failed_scores
+        return ordered(essays, plan, progress, rubric, protocols)
+
+    async def dispatch(
+        self, plan: Plan, essays: Sequence[Essay], shards: list[Shard], on_essay_done: EssayDone | None
+    ) -> Progress:
+        """Hand the shards to the workers until every one is scored."""
+        dispatcher = Dispatcher(
+            ctx=self.ctx,
+            store=self.store,
+            plan=plan,
+            essays={e.id: e for e in essays},
+            actors=self.actors,
+            prepare=self.prepare(plan),
+            max_attempts=self.options.max_attempts,
+            shards_per_worker=self.options.shards_per_worker,
+            restart_wait_s=self.options.restart_wait_s,
+            on_essay_done=on_essay_done,
+            stage=self.stage,
+        )
+        return await dispatcher.run(shards)
+
+
+async def score_on_ray(
+    options: RayOptions,
+    job: ScoreJob,
+    ctx: CallContext,
+    store: RunStore,
+    essays: Sequence[Essay],
+    rubric: Rubric,
+    protocols: Sequence[ScoringProtocol],
+    on_essay_done: EssayDone | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> list[TraitScore]:
+    """Score ``essays`` of ``job`` on Ray (what :func:`madrag.pipeline.job.execute` runs instead of the local
+    runner when the job has Ray options); the scores of every essay, in order, as the local runner returns."""
+    return await RayRun(options, job, ctx, store, on_stage or (lambda _msg: None)).score(
+        essays, rubric, protocols, on_essay_done
+    )
