@@ -114,9 +114,11 @@ class ShardWorker:
     def __init__(self, setup: WorkerSetup, bank_ref: list[Any]) -> None:
         """``bank_ref``: [] without a bank, else [the ObjectRef of its :class:`BankSnapshot`] (inside a list, so
         Ray passes the reference and the worker fetches the snapshot itself, once, when it starts)."""
-        import ray
+        bank: BankSnapshot | None = None
+        if bank_ref:
+            import ray
 
-        bank: BankSnapshot | None = ray.get(bank_ref[0]) if bank_ref else None
+            bank = ray.get(bank_ref[0])
         self.setup = setup
         self.protocols = [get_protocol(name) for name in setup.protocols]
         self.prompts = prompt_library(setup.prompts)
