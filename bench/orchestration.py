@@ -39,6 +39,7 @@ import httpx
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.data import Essay, load_asap, split_by_fold
+from madrag.pipeline.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
 from madrag.protocols import get_protocol
 from madrag.providers.base import ChatRequest
 from madrag.providers.openai_compat import OpenAICompatProvider
@@ -46,7 +47,6 @@ from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait, load_rubric
-from madrag.pipeline.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 from madrag.testing.stub_server import MODEL, StubConfig, StubServer

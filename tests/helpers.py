@@ -22,7 +22,8 @@ from madrag.store import RunStore
 
 
 class StubBank:
-    """per_level over an in-memory pool: the first pool essay with each reference score (never the query)."""
+    """An exemplar bank over an in-memory pool. per_level: the first pool essay with each reference score (never
+    the query); similar: the first ``k`` pool essays."""
 
     def __init__(self, pool: list[Essay]) -> None:
         self.pool = pool
@@ -39,6 +40,12 @@ class StubBank:
             out.append(LevelExemplar(trait=trait.name, score=s, exemplar=ex))
         return out
 
+    def similar(self, essay: Essay, k: int) -> list[Exemplar]:
+        return [
+            Exemplar(essay_id=e.id, text=e.text, scores={"Ideas": 1}, distance=0.2, similarity=0.8)
+            for e in self.pool[:k]
+        ]
+
 
 def make_ctx(
     tmp_path: Path,
@@ -53,7 +60,7 @@ def make_ctx(
         store=RunStore(tmp_path / "store.sqlite"),
         prompts=PromptLibrary(),
         settings=settings or ScoringSettings(),
-        bank=bank,  # type: ignore[arg-type]
+        bank=bank,
     )
 
 

@@ -51,9 +51,10 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
 
 def test_runs_without_consensus_protocols_keep_their_recorded_prompt_set() -> None:
     """A seed 000 run's configuration (checked on resume) is unchanged by seed 002's templates."""
-    from madrag.pipeline.job import PROMPT_NAMES, prompt_names
+    from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES as CJ
+    from madrag.agents.prompts import PROMPT_NAMES
+    from madrag.pipeline.job import prompt_names
     from madrag.protocols import get_protocol
-    from madrag.agents.roles import PROMPT_NAMES as CJ
 
     assert prompt_names([get_protocol("MADRAG"), get_protocol("SA")]) == list(PROMPT_NAMES)
     assert prompt_names([get_protocol("MAD"), get_protocol("ConsensusMAD[rounds=2]")]) == [*PROMPT_NAMES, *CJ]

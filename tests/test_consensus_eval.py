@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from madrag.data.essay import Essay
+from madrag.errors import InputError
 from madrag.evaluation import consensus as consensus_eval
 from madrag.evaluation.consensus import (
     ALL,
@@ -30,8 +32,6 @@ from madrag.evaluation.consensus import (
     round_trajectories,
 )
 from madrag.evaluation.consensus_tables import render_markdown, save_consensus
-from madrag.data.essay import Essay
-from madrag.errors import InputError
 from madrag.metrics import paired_bootstrap, rmse
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait

@@ -12,18 +12,18 @@ import pytest
 from tests.helpers import make_ctx
 
 from madrag.agents.calls import CallContext
+from madrag.agents.roles import mask_scores
 from madrag.data import Essay
 from madrag.errors import ConfigError
+from madrag.evaluation.run import trait_scores
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, TraitScore, available, get_protocol
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, INIT_NAMESPACE, agent_scores_frame
-from madrag.agents.roles import mask_scores
 from madrag.providers.base import Capabilities, ChatRequest, Message
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.records import call_key
-from madrag.evaluation.run import trait_scores
 from madrag.rubric import Rubric
-from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 
 TEXT_ONLY = Capabilities(logprobs=False, seed=True)

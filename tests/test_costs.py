@@ -12,15 +12,15 @@ from tests.helpers import StubBank, make_ctx
 from typer.testing import CliRunner
 
 from madrag.cli.costs import costs_command
-from madrag.evaluation.costs import Price, cost_report, estimate_run, load_prices, render_text
 from madrag.data import Essay
 from madrag.errors import InputError
+from madrag.evaluation.costs import Price, cost_report, estimate_run, load_prices, render_text
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.base import Usage
 from madrag.providers.fake import FakeProvider
 from madrag.records import AgentRecord, call_key
 from madrag.rubric import Rubric, Trait
-from madrag.pipeline.runner import run_scoring
 from madrag.store import RunStore
 
 TRAITS = ("Ideas", "Style")

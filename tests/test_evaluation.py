@@ -14,16 +14,17 @@ from sklearn.metrics import cohen_kappa_score
 from tests.helpers import StubBank, make_ctx
 
 from madrag.data.essay import Essay
-from madrag.evaluation.errors_export import export_errors, mentions_placeholders, placeholders
 from madrag.errors import InputError
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, evaluate, wide
+from madrag.evaluation.errors_export import export_errors, mentions_placeholders
+from madrag.evaluation.report import write_report
 from madrag.evaluation.tables import render_text, save
+from madrag.pipeline.runner import run_scoring
+from madrag.placeholders import placeholders
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
-from madrag.evaluation.report import write_report
 from madrag.rubric import Rubric
-from madrag.pipeline.runner import run_scoring
 
 TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
 TRAITS = ["Ideas", "Organization", "Style", "Conventions"]

@@ -21,11 +21,11 @@ import pytest
 from tests.helpers import StubBank, make_ctx
 
 from madrag.data import Essay
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers.fake import FakeProvider
 from madrag.rubric import Rubric, Trait
-from madrag.pipeline.runner import run_scoring
 
 N_ESSAYS = 1_000
 MAX_GROWTH_MB = 300.0

@@ -11,12 +11,12 @@ from tests.helpers import StubBank, make_ctx
 
 from madrag.data import Essay, split_by_fold
 from madrag.errors import ProviderError
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric
-from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 
 TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
@@ -187,20 +187,11 @@ async def test_backend_failure_stops_cleanly_and_resume_completes(
 async def test_all_six_ablation_protocols_run_and_read_back(
     tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]]
 ) -> None:
-    from madrag.protocols import ABLATION
     from madrag.evaluation.run import trait_scores
-
-    class SimilarBank(StubBank):
-        def similar(self, essay: Essay, k: int) -> list[object]:
-            from madrag.retrieval.bank import Exemplar
-
-            return [
-                Exemplar(essay_id=e.id, text=e.text, scores={"Ideas": 1}, distance=0.2, similarity=0.8)
-                for e in self.pool[:k]
-            ]
+    from madrag.protocols import ABLATION
 
     essays, pool = sample
-    ctx = make_ctx(tmp_path, FakeProvider(), SimilarBank(pool))
+    ctx = make_ctx(tmp_path, FakeProvider(), StubBank(pool))
     scores = await run_scoring(ctx, essays, rubric7, [get_protocol(p) for p in ABLATION])
     assert len(scores) == 2 * 4 * 6 and all(s.score is not None for s in scores)
     stored = trait_scores(ctx.store, rubric7)

@@ -14,12 +14,18 @@ from tests.helpers import StubBank, make_ctx
 
 from madrag.agents.calls import CallContext
 from madrag.data import Essay
+from madrag.pipeline.runner import (
+    GC_GEN0_THRESHOLD,
+    GC_GEN1_THRESHOLD,
+    auto_essay_concurrency,
+    essay_width,
+    run_scoring,
+)
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
-from madrag.pipeline.runner import GC_GEN0_THRESHOLD, GC_GEN1_THRESHOLD, auto_essay_concurrency, essay_width, run_scoring
 
 
 def _rubric(n_traits: int) -> Rubric:

@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 from tests.helpers import make_ctx
 
+from madrag.agents.judge import distribution_from_tokens
 from madrag.data import Essay
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.rubric import Rubric, Trait
-from madrag.pipeline.runner import run_scoring
-from madrag.agents.judge import distribution_from_tokens
 from madrag.testing.stub_server import StubServer, classify, score_range
 
 

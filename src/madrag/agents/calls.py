@@ -1,7 +1,9 @@
 """The recorded agent call: look the call up in the run store, else make it, then store its record at once.
 
-Debaters (Advocate, Skeptic) get a first-token confidence (seed 000 A.4); the Judge gets a score read as
-reliably as the backend allows (see :func:`judge`).
+:class:`CallContext` is what every call needs, :class:`AgentCall` one call to make; :func:`once` finds or makes
+its record, :func:`build_request` / :func:`new_record` / :func:`finish_record` are the steps of making one.
+Debaters (Advocate, Skeptic) are called here, with a first-token confidence (seed 000 A.4); the Judge's calls
+and the reading of its score are in :mod:`madrag.agents.judge`.
 """
 
 from __future__ import annotations
@@ -16,18 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
-from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, Usage
+from madrag.providers.base import ChatRequest, Message, TokenLogprob
 from madrag.providers.policy import ManagedProvider
-from madrag.records import AgentRecord, ConfidenceSource, ScoreMode, call_key, prompt_hash
-from madrag.rubric import Trait
-from madrag.agents.judge import distribution_from_tokens, normalise, parse_score, summarise
+from madrag.records import AgentRecord, ConfidenceSource, call_key, prompt_hash
 from madrag.settings import ScoringSettings
 
 if TYPE_CHECKING:
-    from madrag.retrieval.bank import ExemplarBank
+    from madrag.agents.context import ExemplarSource
 
 SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNORECASE)
-FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
+"""A debater's stated confidence (``Confidence: 0.8``), read when the backend gives no logprobs."""
 
 
 class RecordStore(Protocol):
@@ -42,6 +42,8 @@ class RecordStore(Protocol):
 
 @dataclass
 class CallStats:
+    """Counts over a run's calls: made now, reused from the store, and scores that could not be read."""
+
     made: int = 0
     reused: int = 0
     failed_scores: int = 0
@@ -56,7 +58,7 @@ class CallContext:
     store: RecordStore
     prompts: PromptLibrary
     settings: ScoringSettings
-    bank: ExemplarBank | None = None
+    bank: ExemplarSource | None = None
     on_record: Callable[[AgentRecord], None] | None = None
     stats: CallStats = field(default_factory=CallStats)
     # calls being made right now, by key: a second request for the same call (e.g. the debate that MAD and
@@ -77,6 +79,9 @@ class CallContext:
         return not self.provider.capabilities.logprobs
 
     def constrained_scoring(self) -> bool:
+        """Whether Judge scores are read constrained (see :mod:`madrag.agents.judge`): the run's score method,
+        ``auto`` meaning whenever the backend has prefill and choices; ConfigError when ``constrained`` is asked
+        of a backend without them."""
         caps = self.provider.capabilities
         method = self.settings.score_method
         if method == "constrained" and not (caps.prefill and caps.choices):
@@ -104,10 +109,12 @@ class AgentCall:
 
     @property
     def key(self) -> str:
+        """The call's key in the run store."""
         return call_key(self.protocol, self.essay_id, self.trait, self.role, self.round, self.index)
 
 
 def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
+    """The record of ``call`` made on ``ctx``'s backend, with the call's identity and prompt and ``fields``."""
     return AgentRecord(
         run_id=ctx.run_id,
         key=call.key,
@@ -169,6 +176,8 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
 
 
 def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:
+    """The backend request of ``call``: its messages and sampling, the run's seed, logprobs when the backend
+    has them; ``overrides`` replace any of these fields."""
     caps = ctx.provider.capabilities
     want_lp = caps.logprobs
     fields: dict[str, Any] = {
@@ -184,6 +193,7 @@ def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRe
 
 
 def request_settings(request: ChatRequest) -> dict[str, Any]:
+    """A request's settings as a record keeps them (without its messages and prefill)."""
     return request.model_dump(exclude={"messages", "prefill"}, exclude_none=True)
 
 
@@ -224,124 +234,4 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
             wall_s=time.monotonic() - started,
             cached=response.cached,
         ),
-    )
-
-
-async def judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    """A Judge call ending in a score for ``trait``.
-
-    Constrained mode (backends with prefill + choices, e.g. the embedded llama.cpp model): the rationale is
-    generated up to ``Final score``, then the score token is generated after ``Final score: `` restricted to
-    the valid scores, and the model's probability of each valid score at that position is recorded.
-    Text mode: the last ``Final score: N`` is parsed (and its distribution read from the top alternatives when
-    the backend gives logprobs); if missing, one follow-up request asks for it. Either way a score that
-    cannot be read is recorded as failed, never replaced by a number.
-    """
-    return await once(ctx, call, lambda: _judge(ctx, call, trait))
-
-
-async def _judge(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    started = time.monotonic()
-    if ctx.constrained_scoring():
-        record = await _judge_constrained(ctx, call, trait)
-    else:
-        record = await _judge_text(ctx, call, trait)
-    record.wall_s = time.monotonic() - started
-    if record.score is None or record.score.reported is None:
-        ctx.stats.failed_scores += 1
-    return await finish_record(ctx, record)
-
-
-async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    first = build_request(ctx, call, stop=["Final score", "final score", "FINAL SCORE"])
-    rationale_resp = await ctx.provider.complete(first)
-    rationale = rationale_resp.text.rstrip()
-    prefill = f"{rationale}\nFinal score: " if rationale else "Final score: "
-    choices = [str(s) for s in trait.scores]
-    second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
-    score_resp = await ctx.provider.complete(second)
-    lps = score_resp.choice_logprobs or {}
-    dist = normalise({int(c): lp for c, lp in lps.items() if c in choices}) if lps else None
-    parsed, problem = parse_score(prefill + score_resp.text, trait)
-    score = summarise(dist, parsed, "constrained_distribution", ctx.settings.report, problem)
-    tokens = (rationale_resp.tokens or []) + (score_resp.tokens or []) if rationale_resp.tokens else None
-    return new_record(
-        ctx,
-        call,
-        settings={**request_settings(first), "score_step": request_settings(second)},
-        text=prefill + score_resp.text,
-        rationale=rationale,
-        tokens=tokens,
-        score=score,
-        usage=rationale_resp.usage + score_resp.usage,
-        latency_s=rationale_resp.latency_s + score_resp.latency_s,
-        requests=2,
-        cached=rationale_resp.cached and score_resp.cached,
-        error=None if score.reported is not None else f"unusable score: {problem}",
-    )
-
-
-async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    request = build_request(ctx, call)
-    response = await ctx.provider.complete(request)
-    responses: list[ChatResponse] = [response]
-    text = response.text
-    parsed, problem = parse_score(text, trait)
-    mode: ScoreMode = "parsed_text"
-    if parsed is None:
-        follow = build_request(
-            ctx,
-            call,
-            messages=[
-                *call.messages,
-                Message(role="assistant", content=text),
-                Message(role="user", content=FOLLOWUP.format(lo=trait.min, hi=trait.max)),
-            ],
-            max_tokens=16,
-            temperature=0.0,
-        )
-        response = await ctx.provider.complete(follow)
-        responses.append(response)
-        parsed, problem = parse_score(response.text, trait)
-        mode = "parsed_followup"
-    dist = distribution_from_tokens(response.text, response.tokens, trait) if response.tokens else None
-    score = summarise(dist, parsed, mode if parsed is not None else "failed", ctx.settings.report, problem)
-    return text_record(
-        ctx,
-        call,
-        request,
-        responses,
-        "final score",
-        score=score,
-        error=None if score.reported is not None else f"unusable score: {problem}",
-    )
-
-
-def text_record(
-    ctx: CallContext,
-    call: AgentCall,
-    request: ChatRequest,
-    responses: list[ChatResponse],
-    score_marker: str,
-    **fields: Any,
-) -> AgentRecord:
-    """The record of a Judge call read from its text: the answer (and any follow-up), the rationale before the
-    last ``score_marker``, the first answer's tokens, and usage and latency summed over the requests."""
-    text = responses[0].text
-    cut = text.lower().rfind(score_marker)
-    usage = Usage()
-    for r in responses:
-        usage = usage + r.usage
-    return new_record(
-        ctx,
-        call,
-        settings=request_settings(request),
-        text="\n\n[follow-up]\n".join(r.text for r in responses),
-        rationale=(text[:cut] if cut >= 0 else text).strip(),
-        tokens=responses[0].tokens,
-        usage=usage,
-        latency_s=sum(r.latency_s for r in responses),
-        requests=len(responses),
-        cached=all(r.cached for r in responses),
-        **fields,
     )

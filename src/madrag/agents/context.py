@@ -1,47 +1,38 @@
-"""The shared input context x_i(e) = <q, e, r_i, [m_i, M_i], alpha> of seed 000 (3.4), as template values,
-plus the renderers for exemplar blocks and debate transcripts."""
+"""What the agents are shown: template values, role messages, exemplar blocks and debate transcripts.
+
+The per-trait values are the shared input context x_i(e) = <q, e, r_i, [m_i, M_i], alpha> of seed 000 (3.4);
+the all-traits values are those of a call that scores the whole rubric at once (SA, SARAG, seed 002's judges).
+:class:`ExemplarSource` is what the agents ask of an exemplar bank.
+"""
 
 from __future__ import annotations
 
-import re
+import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from madrag.agents.judge import blank_score_line
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
+from madrag.placeholders import mask_placeholders
 from madrag.providers.base import Message
-from madrag.rubric import Trait
+from madrag.rubric import Rubric, Trait
 from madrag.settings import Anonymization, PromptLayout
 
 if TYPE_CHECKING:
-    from madrag.retrieval.bank import LevelExemplar
-
-PLACEHOLDER = re.compile(r"@([A-Z]+)(\d*)")
-_MASKS = {
-    "PERSON": "[person]",
-    "CAPS": "[name]",
-    "NUM": "[number]",
-    "DATE": "[date]",
-    "TIME": "[time]",
-    "MONTH": "[month]",
-    "LOCATION": "[place]",
-    "CITY": "[city]",
-    "STATE": "[state]",
-    "ORGANIZATION": "[organization]",
-    "MONEY": "[amount]",
-    "PERCENT": "[percent]",
-    "EMAIL": "[email]",
-    "DR": "[doctor]",
-}
+    from madrag.retrieval.bank import Exemplar, LevelExemplar
 
 
-def count_placeholders(text: str) -> int:
-    return len(PLACEHOLDER.findall(text))
+class ExemplarSource(Protocol):
+    """What the agents ask of an exemplar bank (the real one: :class:`madrag.retrieval.bank.ExemplarBank`)."""
 
+    def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """One exemplar (or none) per score level of ``trait``, never ``essay`` itself (seed 000 3.3.2)."""
+        ...
 
-def mask_placeholders(text: str) -> str:
-    """Replace ``@CAPS1``-style anonymization placeholders by neutral bracketed words."""
-    return PLACEHOLDER.sub(lambda m: _MASKS.get(m.group(1), "[name]"), text)
+    def similar(self, essay: Essay, k: int) -> list[Exemplar]:
+        """The ``k`` pool essays most similar to ``essay``, with all their trait scores."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -54,23 +45,43 @@ class Turn:
     confidence: float | None
 
 
+def _essay_values(prompts: PromptLibrary, essay: Essay, anonymization: Anonymization) -> dict[str, str]:
+    """The essay's prompt, its text (masked under ``anonymization=mask``) and the anonymization note."""
+    return {
+        "PROMPT": essay.prompt or "(no prompt given)",
+        "ESSAY": mask_placeholders(essay.text) if anonymization == "mask" else essay.text,
+        "ANON_CONTEXT": prompts.render("anon_note") if anonymization == "note" else "",
+    }
+
+
 def essay_values(
     prompts: PromptLibrary, essay: Essay, trait: Trait, anonymization: Anonymization, self_report: bool
 ) -> dict[str, str]:
     """Template values shared by every role for one essay and trait."""
-    text = mask_placeholders(essay.text) if anonymization == "mask" else essay.text
     values = {
-        "PROMPT": essay.prompt or "(no prompt given)",
+        **_essay_values(prompts, essay, anonymization),
         "TRAIT_NAME": trait.name,
         "TRAIT_JSON": trait.as_prompt_json(),
         "MIN_POINTS": str(trait.min),
         "MAX_POINTS": str(trait.max),
-        "ESSAY": text,
-        "ANON_CONTEXT": prompts.render("anon_note") if anonymization == "note" else "",
         "CONFIDENCE_INSTRUCTION": prompts.render("confidence_instruction") if self_report else "",
     }
     values["ESSAY_CONTEXT"] = prompts.render("essay_context", **values)
     values["CONTEXT"] = prompts.render("context", **values)
+    return values
+
+
+def all_traits_values(
+    prompts: PromptLibrary, essay: Essay, rubric: Rubric, anonymization: Anonymization
+) -> dict[str, str]:
+    """Template values of a call that scores every trait: the essay (masked under ``anonymization=mask``) and
+    its prompt, the anonymization note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
+    values = {
+        **_essay_values(prompts, essay, anonymization),
+        "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
+        "SCORE_LINES": "\n".join(blank_score_line(t) for t in rubric.traits),
+    }
+    values["ESSAY_CONTEXT"] = prompts.render("essay_context", **values)
     return values
 
 
@@ -98,22 +109,41 @@ def role_messages(
     ]
 
 
+def shorten(text: str, max_words: int | None) -> str:
+    """An exemplar's text cut to its first ``max_words`` words plus `` [...]`` when longer (None: whole)."""
+    words = text.split()
+    return text if max_words is None or len(words) <= max_words else " ".join(words[:max_words]) + " [...]"
+
+
 def render_exemplars(prompts: PromptLibrary, trait: Trait, levels: list[LevelExemplar], max_words: int | None) -> str:
+    """The per-trait Judge's exemplar block: one exemplar per score level of ``trait`` (or a line saying there
+    is none), each cut to ``max_words``."""
     items = []
     for level in levels:
         if level.exemplar is None:
             items.append(prompts.render("exemplar_missing", SCORE=level.score, TRAIT_NAME=trait.name))
             continue
-        text = level.exemplar.text
-        if max_words is not None:
-            words = text.split()
-            if len(words) > max_words:
-                text = " ".join(words[:max_words]) + " [...]"
+        text = shorten(level.exemplar.text, max_words)
         items.append(prompts.render("exemplar_item", SCORE=level.score, TRAIT_NAME=trait.name, TEXT=text))
     return prompts.render("exemplar_block", TRAIT_NAME=trait.name, EXEMPLAR_LIST="\n".join(items)) + "\n"
 
 
+def render_similar_exemplars(prompts: PromptLibrary, found: list[Exemplar], max_words: int | None) -> str:
+    """SARAG's exemplar block: the most similar pool essays, each with all its trait scores, cut to
+    ``max_words``."""
+    items = [
+        prompts.render(
+            "sa_exemplar_item",
+            SCORES=", ".join(f"{t}={s}" for t, s in ex.scores.items()),
+            TEXT=shorten(ex.text, max_words),
+        )
+        for ex in found
+    ]
+    return prompts.render("sa_exemplar_block", EXEMPLAR_LIST="\n".join(items)) + "\n"
+
+
 def render_debate(prompts: PromptLibrary, turns: list[Turn]) -> str:
+    """The debate transcript block (empty when there are no turns yet), one rendered turn per message."""
     if not turns:
         return ""
     rendered = [

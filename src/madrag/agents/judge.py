@@ -1,20 +1,49 @@
-"""Reading the Judge's score: the last ``Final score: N`` in range, and the score distribution.
+"""All reading of a Judge's score: the per-trait ``Final score: N`` and the all-traits ``Scores:`` block.
 
-A failed parse is recorded as such (``mode="failed"``, ``reported=None``), never turned into a number.
+Two ways to read a score, chosen per backend (:meth:`CallContext.constrained_scoring`):
+
+* constrained (backends with prefill + choices, e.g. the embedded llama.cpp model): the rationale is generated
+  up to the score marker, then each score token is generated restricted to the trait's valid scores, and the
+  model's probability of each valid score at that position is recorded;
+* text: the score is parsed from the answer (its distribution read from the top alternatives when the backend
+  gives logprobs); when it is missing, one follow-up request asks for it.
+
+Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``), never
+turned into a number.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from madrag.providers.base import TokenLogprob, TopLogprob
-from madrag.records import ScoreMode, ScoreResult
-from madrag.rubric import Trait
+from madrag.agents.calls import (
+    AgentCall,
+    CallContext,
+    build_request,
+    finish_record,
+    new_record,
+    once,
+    request_settings,
+)
+from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, TopLogprob, Usage
+from madrag.records import AgentRecord, ScoreMode, ScoreResult
+from madrag.rubric import Rubric, Trait
+from madrag.settings import ReportFrom
 
 FINAL_SCORE = re.compile(r"final\s+score\s*[:=]?\s*[*_`\"']*\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
-ReportFrom = Literal["parsed", "argmax", "expected"]
+"""The per-trait Judge's ``Final score: N`` (any case, N possibly in bold or quotes)."""
+FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
+"""The per-trait Judge's follow-up request when its answer has no usable ``Final score: N``."""
+MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
+"""The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
+_NUMBER = r"-?\d+(?:[.,]\d+)?"
+
+
+# -- reading text ---------------------------------------------------------------------------------------------
 
 
 def find_final_score(text: str) -> tuple[str | None, int]:
@@ -39,12 +68,50 @@ def parse_score(text: str, trait: Trait) -> tuple[int | None, str | None]:
     return int(value), None
 
 
+def blank_score_line(trait: Trait) -> str:
+    """The ``Scores:`` line a judge scoring every trait fills in: ``<Trait>: N (an integer from a to b)``."""
+    return f"{trait.name}: N (an integer from {trait.min} to {trait.max})"
+
+
+def trait_score_line(name: str, *, whole_line: bool = False) -> re.Pattern[str]:
+    """A ``<Trait>: N`` score line of trait ``name`` (``Ideas: 2``, ``**Style** - 3``; any case).
+
+    By default the pattern finds such lines anywhere in a text (multi-line) and captures the integer N.
+    ``whole_line``: the pattern matches one line that only states a score, N possibly followed by ``/ M``,
+    ``out of M`` or ``points`` (``**Style** - 3/4``), with no group.
+    """
+    head = rf"^\W*{re.escape(name)}\W*\s*[:=-]\s*\**\s*"
+    if not whole_line:
+        return re.compile(rf"{head}(-?\d+)", re.IGNORECASE | re.MULTILINE)
+    tail = rf"{_NUMBER}\s*(?:(?:/|out\s+of)\s*{_NUMBER})?\s*(?:points?)?\W*$"
+    return re.compile(head + tail, re.IGNORECASE)
+
+
+def parse_trait_scores(text: str, rubric: Rubric) -> dict[str, int]:
+    """The last ``<Trait>: N`` line of each trait, when N is in the trait's range."""
+    found: dict[str, int] = {}
+    for trait in rubric.traits:
+        matches = trait_score_line(trait.name).findall(text)
+        if matches and trait.contains(int(matches[-1])):
+            found[trait.name] = int(matches[-1])
+    return found
+
+
+# -- score distributions --------------------------------------------------------------------------------------
+
+
 def normalise(logprobs: dict[int, float]) -> dict[int, float]:
     """Turn log-probabilities of the valid scores into probabilities that sum to one."""
     top = max(logprobs.values())
     weights = {s: math.exp(lp - top) for s, lp in logprobs.items()}
     total = sum(weights.values())
     return {s: w / total for s, w in sorted(weights.items())}
+
+
+def choice_distribution(response: ChatResponse, choices: list[str]) -> dict[int, float] | None:
+    """p(score) over ``choices`` from a constrained score step's choice log-probabilities (None without them)."""
+    lps = response.choice_logprobs or {}
+    return normalise({int(c): lp for c, lp in lps.items() if c in choices}) if lps else None
 
 
 def distribution_from_tokens(text: str, tokens: list[TokenLogprob], trait: Trait) -> dict[int, float] | None:
@@ -101,4 +168,187 @@ def summarise(
         reported=reported,
         reported_from=report,
         invalid_raw=invalid_raw,
+    )
+
+
+# -- Judge calls ----------------------------------------------------------------------------------------------
+
+
+async def judge_trait(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
+    """The record of a per-trait Judge call ending in ``Final score: N`` for ``trait``: from the store, from
+    the same call in flight, or made now (constrained or text reading, see the module docstring)."""
+    return await once(
+        ctx,
+        call,
+        lambda: _made(ctx, lambda: _judge_constrained(ctx, call, trait), lambda: _judge_text(ctx, call, trait)),
+    )
+
+
+async def judge_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """The record of a call scoring every trait in a ``Scores:`` block (one ``<Trait>: N`` line each): from the
+    store, from the same call in flight, or made now (constrained or text reading, see the module docstring)."""
+    return await once(
+        ctx,
+        call,
+        lambda: _made(ctx, lambda: _all_constrained(ctx, call, rubric), lambda: _all_text(ctx, call, rubric)),
+    )
+
+
+async def _made(
+    ctx: CallContext,
+    constrained: Callable[[], Awaitable[AgentRecord]],
+    text: Callable[[], Awaitable[AgentRecord]],
+) -> AgentRecord:
+    """Make a Judge call the way the backend allows, time it, count its unusable scores and store its record."""
+    started = time.monotonic()
+    record = await (constrained() if ctx.constrained_scoring() else text())
+    record.wall_s = time.monotonic() - started
+    ctx.stats.failed_scores += _unusable(record)
+    return await finish_record(ctx, record)
+
+
+def _unusable(record: AgentRecord) -> int:
+    """How many of a Judge record's scores could not be read."""
+    if record.trait_scores is not None:
+        return sum(1 for r in record.trait_scores.values() if r.reported is None)
+    return int(record.score is None or record.score.reported is None)
+
+
+async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
+    first = build_request(ctx, call, stop=["Final score", "final score", "FINAL SCORE"])
+    rationale_resp = await ctx.provider.complete(first)
+    rationale = rationale_resp.text.rstrip()
+    prefill = f"{rationale}\nFinal score: " if rationale else "Final score: "
+    choices = [str(s) for s in trait.scores]
+    second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
+    score_resp = await ctx.provider.complete(second)
+    parsed, problem = parse_score(prefill + score_resp.text, trait)
+    dist = choice_distribution(score_resp, choices)
+    score = summarise(dist, parsed, "constrained_distribution", ctx.settings.report, problem)
+    tokens = (rationale_resp.tokens or []) + (score_resp.tokens or []) if rationale_resp.tokens else None
+    return new_record(
+        ctx,
+        call,
+        settings={**request_settings(first), "score_step": request_settings(second)},
+        text=prefill + score_resp.text,
+        rationale=rationale,
+        tokens=tokens,
+        score=score,
+        usage=rationale_resp.usage + score_resp.usage,
+        latency_s=rationale_resp.latency_s + score_resp.latency_s,
+        requests=2,
+        cached=rationale_resp.cached and score_resp.cached,
+        error=None if score.reported is not None else f"unusable score: {problem}",
+    )
+
+
+async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
+    request = build_request(ctx, call)
+    response = await ctx.provider.complete(request)
+    responses: list[ChatResponse] = [response]
+    parsed, problem = parse_score(response.text, trait)
+    mode: ScoreMode = "parsed_text"
+    if parsed is None:
+        ask = FOLLOWUP.format(lo=trait.min, hi=trait.max)
+        response = await ctx.provider.complete(_followup(ctx, call, response.text, ask, max_tokens=16))
+        responses.append(response)
+        parsed, problem = parse_score(response.text, trait)
+        mode = "parsed_followup"
+    dist = distribution_from_tokens(response.text, response.tokens, trait) if response.tokens else None
+    score = summarise(dist, parsed, mode if parsed is not None else "failed", ctx.settings.report, problem)
+    error = None if score.reported is not None else f"unusable score: {problem}"
+    return _text_record(ctx, call, request, responses, "final score", score=score, error=error)
+
+
+async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """The rationale up to ``Scores:``, then each trait's score token restricted to its valid scores."""
+    first = build_request(ctx, call, stop=["Scores:", "scores:", "SCORES:"])
+    rationale_resp = await ctx.provider.complete(first)
+    rationale = rationale_resp.text.rstrip()
+    prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
+    usage, latency = rationale_resp.usage, rationale_resp.latency_s
+    steps: list[dict[str, Any]] = []
+    results: dict[str, ScoreResult] = {}
+    for trait in rubric.traits:
+        prefix += f"{trait.name}: "
+        choices = [str(s) for s in trait.scores]
+        step = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefix, choices=choices)
+        resp = await ctx.provider.complete(step)
+        parsed = int(resp.text) if resp.text.strip() in choices else None
+        results[trait.name] = summarise(
+            choice_distribution(resp, choices), parsed, "constrained_distribution", ctx.settings.report
+        )
+        prefix += f"{resp.text}\n"
+        usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, request_settings(step)]
+    return new_record(
+        ctx,
+        call,
+        settings={**request_settings(first), "score_steps": steps},
+        text=prefix.rstrip(),
+        rationale=rationale,
+        tokens=rationale_resp.tokens,
+        trait_scores=results,
+        usage=usage,
+        latency_s=latency,
+        requests=1 + len(rubric.traits),
+        error=_traits_error(results),
+    )
+
+
+async def _all_text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
+    """Each ``<Trait>: N`` line parsed from the answer; one follow-up request for the traits still missing."""
+    request = build_request(ctx, call)
+    responses: list[ChatResponse] = [await ctx.provider.complete(request)]
+    found = parse_trait_scores(responses[0].text, rubric)
+    mode: dict[str, ScoreMode] = {t: "parsed_text" for t in found}
+    missing = [t for t in rubric.traits if t.name not in found]
+    if missing:
+        ask = MISSING_FOLLOWUP + "\n".join(blank_score_line(t) for t in missing)
+        follow = _followup(ctx, call, responses[0].text, ask, max_tokens=16 * len(missing))
+        responses.append(await ctx.provider.complete(follow))
+        for name, value in parse_trait_scores(responses[1].text, rubric).items():
+            if name not in found:
+                found[name], mode[name] = value, "parsed_followup"
+    results = {t.name: summarise(None, found.get(t.name), mode.get(t.name, "failed"), "parsed") for t in rubric.traits}
+    return _text_record(ctx, call, request, responses, "scores:", trait_scores=results, error=_traits_error(results))
+
+
+def _followup(ctx: CallContext, call: AgentCall, answer: str, ask: str, max_tokens: int) -> ChatRequest:
+    """The follow-up request after an answer whose score(s) could not be read: the answer, then ``ask``."""
+    messages = [*call.messages, Message(role="assistant", content=answer), Message(role="user", content=ask)]
+    return build_request(ctx, call, messages=messages, max_tokens=max_tokens, temperature=0.0)
+
+
+def _traits_error(results: dict[str, ScoreResult]) -> str | None:
+    failed = [name for name, r in results.items() if r.reported is None]
+    return f"unusable score for {', '.join(failed)}" if failed else None
+
+
+def _text_record(
+    ctx: CallContext,
+    call: AgentCall,
+    request: ChatRequest,
+    responses: list[ChatResponse],
+    score_marker: str,
+    **fields: Any,
+) -> AgentRecord:
+    """The record of a Judge call read from its text: the answer (and any follow-up), the rationale before the
+    last ``score_marker``, the first answer's tokens, and usage and latency summed over the requests."""
+    text = responses[0].text
+    cut = text.lower().rfind(score_marker)
+    usage = Usage()
+    for r in responses:
+        usage = usage + r.usage
+    return new_record(
+        ctx,
+        call,
+        settings=request_settings(request),
+        text="\n\n[follow-up]\n".join(r.text for r in responses),
+        rationale=(text[:cut] if cut >= 0 else text).strip(),
+        tokens=responses[0].tokens,
+        usage=usage,
+        latency_s=sum(r.latency_s for r in responses),
+        requests=len(responses),
+        cached=all(r.cached for r in responses),
+        **fields,
     )

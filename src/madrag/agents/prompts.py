@@ -2,6 +2,10 @@
 
 Templates use ``$NAME`` placeholders (``string.Template``), the notation of the seeds' prompt figures. A
 placeholder with no value is an error, never an empty string.
+
+The lists of template names below are the one record of which templates the scoring protocols use. A run
+stores their sources and a hash of their texts read in this order, and refuses to resume when either differs:
+append new names at the end of a list, never reorder one.
 """
 
 from __future__ import annotations
@@ -11,6 +15,48 @@ from importlib import resources
 from pathlib import Path
 
 from madrag.errors import ConfigError
+
+PROMPT_NAMES: tuple[str, ...] = (
+    "advocate_system",
+    "advocate_user",
+    "skeptic_system",
+    "skeptic_user",
+    "judge_system",
+    "judge_user",
+    "rater_system",
+    "sa_system",
+    "sa_user",
+    "sa_exemplar_block",
+    "sa_exemplar_item",
+    "shared_system",
+    "role_block",
+    "essay_context",
+    "context",
+    "exemplar_block",
+    "exemplar_item",
+    "exemplar_missing",
+    "debate_block",
+    "debate_turn",
+    "anon_note",
+    "confidence_instruction",
+)
+"""Templates of seed 000's protocols (SA ... MADRAG), recorded by every scoring run."""
+
+CONSENSUS_PROMPT_NAMES: tuple[str, ...] = (
+    "cj_single_system",
+    "cj_strict_system",
+    "cj_lenient_system",
+    "cj_neutral_system",
+    "cj_strict_adjust_system",
+    "cj_lenient_adjust_system",
+    "cj_neutral_adjust_system",
+    "cj_user",
+    "cj_adjust_user",
+    "cj_own_block",
+    "cj_other_block",
+    "cj_other_masked_block",
+)
+"""Templates of seed 002's consensus protocols (see :mod:`madrag.agents.roles`), recorded when one runs."""
 
 
 class PromptLibrary:
@@ -29,6 +75,7 @@ class PromptLibrary:
         return f"package:madrag/prompts/{name}.txt"
 
     def text(self, name: str) -> str:
+        """The text of template ``name`` (without its final newline); ConfigError when there is none."""
         if name not in self._cache:
             override = self.override_dir / f"{name}.txt" if self.override_dir is not None else None
             if override is not None and override.is_file():
@@ -42,6 +89,7 @@ class PromptLibrary:
         return self._cache[name]
 
     def render(self, name: str, **values: object) -> str:
+        """Template ``name`` with every ``$NAME`` replaced by ``values[NAME]``; ConfigError for a missing value."""
         template = string.Template(self.text(name))
         try:
             return template.substitute({k: str(v) for k, v in values.items()})
@@ -51,4 +99,5 @@ class PromptLibrary:
             raise ConfigError(f"prompt template {name!r} is malformed: {exc}") from exc
 
     def names_used(self, names: list[str]) -> dict[str, str]:
+        """Where each of ``names`` comes from (for a run's provenance), by name."""
         return {n: self.source(n) for n in names}

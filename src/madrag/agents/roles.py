@@ -25,6 +25,8 @@ trait", and the 1-5 anchors of the role principles are stated relative to each t
 paper's 1-5 numbers as an example ("at or below the middle of its scale (on a 1-5 scale: 3 or below)"). The
 JSON output of A.1 (per-criterion rationale / adjustment notes, then the scores) becomes a rationale followed by
 madrag's ``Scores:`` block, which every backend can produce and the constrained reader can fill in.
+
+The template names are listed once, in :data:`madrag.agents.prompts.CONSENSUS_PROMPT_NAMES`.
 """
 
 from __future__ import annotations
@@ -34,27 +36,13 @@ from dataclasses import dataclass
 
 from madrag.agents.calls import CallContext
 from madrag.agents.context import role_messages
+from madrag.agents.judge import trait_score_line
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 
-PROMPT_NAMES = (
-    "cj_single_system",
-    "cj_strict_system",
-    "cj_lenient_system",
-    "cj_neutral_system",
-    "cj_strict_adjust_system",
-    "cj_lenient_adjust_system",
-    "cj_neutral_adjust_system",
-    "cj_user",
-    "cj_adjust_user",
-    "cj_own_block",
-    "cj_other_block",
-    "cj_other_masked_block",
-)
-"""Every template these protocols use (for a run's prompt provenance)."""
-
 NUM_MASK = "[NUM]"
+"""What every number of the other agent's rationale becomes under Score-Masked MAD."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +60,8 @@ STRICT = AgentSpec("strict", "cj_strict_system", "cj_strict_adjust_system", "str
 LENIENT = AgentSpec("lenient", "cj_lenient_system", "cj_lenient_adjust_system", "lenient")
 NEUTRAL_A = AgentSpec("neutral_a", "cj_neutral_system", "cj_neutral_adjust_system", "other")
 NEUTRAL_B = AgentSpec("neutral_b", "cj_neutral_system", "cj_neutral_adjust_system", "other")
+"""The judge agents of the consensus protocols: SINGLE (neutral, alone), STRICT and LENIENT (role judges, paired
+in the consensus MADs), NEUTRAL_A and NEUTRAL_B (Symmetric MAD's two neutral agents)."""
 
 
 def initial_messages(ctx: CallContext, values: dict[str, str], agent: AgentSpec) -> list[Message]:
@@ -122,6 +112,7 @@ def adjust_messages(
 
 
 def _rationale(record: AgentRecord) -> str:
+    """An agent's rationale as the next round shows it (a placeholder when it gave none)."""
     return (record.rationale or "").strip() or "(no rationale given)"
 
 
@@ -140,14 +131,6 @@ _NUMBER = re.compile(r"(?<![\w@])\d+(?:[.,]\d+)*")
 _SCORES_HEADER = re.compile(r"^\W*(?:final\s+)?scores?\W*$", re.IGNORECASE)
 
 
-def _score_line(name: str) -> re.Pattern[str]:
-    number = r"-?\d+(?:[.,]\d+)?"
-    return re.compile(
-        rf"^\W*{re.escape(name)}\W*\s*[:=-]\s*\**\s*{number}\s*(?:(?:/|out\s+of)\s*{number})?\s*(?:points?)?\W*$",
-        re.IGNORECASE,
-    )
-
-
 def mask_scores(text: str, rubric: Rubric) -> str:
     """The other agent's rationale as Score-Masked MAD shares it (seed 002 C.2).
 
@@ -160,7 +143,7 @@ def mask_scores(text: str, rubric: Rubric) -> str:
        ``@NUM1`` or ``@CAPS2`` stay as they are. Numbers written as words are not masked (the paper masks
        numeric tokens).
     """
-    patterns = [_score_line(t.name) for t in rubric.traits]
+    patterns = [trait_score_line(t.name, whole_line=True) for t in rubric.traits]
     kept = [
         line
         for line in text.splitlines()

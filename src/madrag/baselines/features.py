@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from madrag.errors import MadragError
+from madrag.placeholders import PLACEHOLDER as _PLACEHOLDER
 
 PLACEHOLDER_KINDS = ("CAPS", "PERSON", "NUM", "LOCATION", "DATE", "ORGANIZATION", "TIME", "MONTH", "MONEY")
 PUNCTUATION = {"comma": ",", "period": ".", "exclaim": "!", "question": "?", "semicolon": ";", "colon": ":"}
@@ -102,7 +103,6 @@ STOPWORDS = frozenset(
 )
 PRONOUNS = {"first_person": {"i", "me", "my", "mine", "myself", "we", "us", "our"}, "second_person": {"you", "your"}}
 
-_PLACEHOLDER = re.compile(r"@([A-Z]+)\d*")
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _SENTENCE_END = re.compile(r"[.!?]+")
 _PARAGRAPH_BREAK = re.compile(r"(?<=[.!?\"'”])\s{2,}|\n\s*")

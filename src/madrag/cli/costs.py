@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from madrag.errors import InputError
 from madrag.evaluation.costs import (
     WHOLE_ESSAY,
     CostReport,
@@ -22,7 +23,6 @@ from madrag.evaluation.costs import (
     render_text,
     report_to_dict,
 )
-from madrag.errors import InputError
 from madrag.evaluation.prefix import prefix_stats
 from madrag.store import RunStore
 

@@ -22,12 +22,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
+from madrag.agents.judge import normalise
 from madrag.agents.prompts import PromptLibrary
-from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.errors import ConfigError
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
 from madrag.records import AgentRecord
-from madrag.agents.judge import normalise
 
 META_ROLE = "meta_evaluator"
 META_PROTOCOL = "meta"

@@ -10,22 +10,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.errors import InputError
+from madrag.evaluation.run import RunData, load_run
 from madrag.metrics import bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
 from madrag.protocols.base import TraitScore
-from madrag.records import AgentRecord
-from madrag.evaluation.run import RunData, load_run
 from madrag.rubric import Rubric, Trait
-from madrag.store import RunStore
 
 SHORT_LABELS = {
     "ideas": "Idea",

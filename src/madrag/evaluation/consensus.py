@@ -17,7 +17,8 @@ Works on the long frame of agent scores that :func:`madrag.protocols.consensus.a
 * :func:`paired_rmse`: RMSE(protocol) - RMSE(Single Judge) on the same essay-traits, essay-level paired
   bootstrap (the significance tests of Section 4.1 / Appendix F).
 
-Every metric is computed on essay-traits with a known reference. Tables and files: :mod:`madrag.evaluation.consensus_tables`.
+Every metric is computed on essay-traits with a known reference. Tables and files:
+:mod:`madrag.evaluation.consensus_tables`.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.evaluation.consensus import ALL, ConsensusEvaluation
 from madrag.evaluation.agreement import wide
+from madrag.evaluation.consensus import ALL, ConsensusEvaluation
 from madrag.evaluation.tables import fmt, markdown_table
 
 

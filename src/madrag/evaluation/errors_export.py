@@ -22,13 +22,14 @@ from typing import Any
 
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.placeholders import PLACEHOLDER, placeholders
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 
-PLACEHOLDER = re.compile(r"@[A-Z]+[0-9]*")
 # a rationale "mentions" placeholders when it quotes one, names a placeholder kind, or talks about them
 MENTION = re.compile(
-    r"@[A-Z]+[0-9]*|\b(?:CAPS|PERSON|NUM|DATE|LOCATION|ORGANIZATION|MONTH|TIME|MONEY|PERCENT|CITY|STATE)[0-9]+\b"
+    PLACEHOLDER.pattern
+    + r"|\b(?:CAPS|PERSON|NUM|DATE|LOCATION|ORGANIZATION|MONTH|TIME|MONEY|PERCENT|CITY|STATE)[0-9]+\b"
     r"|placeholder|anonymi[sz]",
     re.IGNORECASE,
 )
@@ -43,11 +44,6 @@ D component attribution (compare the same row across protocols): D1 debate plaus
 Direction (computed): A1 under-scoring (score below the human mean), A2 over-scoring.
 Treat anonymization markers (@CAPS1, @PERSON1, @DATE1 ...) as placeholders, not as the writer's errors.
 """
-
-
-def placeholders(text: str) -> list[str]:
-    """ASAP anonymization placeholders in ``text`` in order of appearance (``@CAPS1``, ``@NUM2`` ...)."""
-    return PLACEHOLDER.findall(text)
 
 
 def mentions_placeholders(text: str) -> bool:

@@ -13,8 +13,8 @@ from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import record_namespaces, stored_trait_scores
-from madrag.protocols.whole_essay import expand_trait_scores
 from madrag.protocols.trait_judge import combine_judges
+from madrag.protocols.whole_essay import expand_trait_scores
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.store import RunStore

@@ -18,47 +18,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import PromptLibrary
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
 from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
+from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.agents.roles import PROMPT_NAMES as CONSENSUS_PROMPT_NAMES
 from madrag.providers import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
-from madrag.pipeline.runner import run_scoring
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
-
-PROMPT_NAMES = [
-    "advocate_system",
-    "advocate_user",
-    "skeptic_system",
-    "skeptic_user",
-    "judge_system",
-    "judge_user",
-    "rater_system",
-    "sa_system",
-    "sa_user",
-    "sa_exemplar_block",
-    "sa_exemplar_item",
-    "shared_system",
-    "role_block",
-    "essay_context",
-    "context",
-    "exemplar_block",
-    "exemplar_item",
-    "exemplar_missing",
-    "debate_block",
-    "debate_turn",
-    "anon_note",
-    "confidence_instruction",
-]
 
 
 def default_cache_dir() -> Path:

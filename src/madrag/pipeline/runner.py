@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from madrag.agents.calls import CallContext
-from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
 

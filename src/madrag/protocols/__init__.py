@@ -1,55 +1,50 @@
-"""Scoring protocols. ``get_protocol("MADRAG")``, ``get_protocol("MADRAG[both_r1]")``,
-``get_protocol("ConsensusMAD[rounds=2]")``."""
+"""Scoring protocols, found by name: ``get_protocol("MADRAG")``, ``get_protocol("MADRAG[both_r1]")``,
+``get_protocol("ConsensusMAD[rounds=2]")``.
+
+Each protocol module declares the names it answers to (its ``FAMILY``); the registry below holds them in the
+order :func:`available` lists them.
+"""
 
 from __future__ import annotations
 
-import re
-from typing import cast
-
-from madrag.errors import ConfigError
+from madrag.protocols import consensus, trait_judge, whole_essay
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol, consensus_protocol
-from madrag.protocols.debate import VARIANTS, Variant
-from madrag.protocols.whole_essay import BUILTIN_SINGLE, SingleJudgeProtocol
-from madrag.protocols.trait_judge import BUILTIN, TraitJudgeProtocol
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol
+from madrag.protocols.registry import ProtocolRegistry
+from madrag.protocols.trait_judge import TraitJudgeProtocol
+from madrag.protocols.whole_essay import WholeEssayProtocol
 
-_VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
+REGISTRY = ProtocolRegistry([whole_essay.FAMILY, trait_judge.FAMILY, consensus.FAMILY])
+"""Every protocol name: seed 000's (SA ... MADRAG, transcript variants), then seed 002's consensus judges."""
+
+ABLATION = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
+"""Seed 000's ablation, in the paper's order."""
+CONSENSUS_ABLATION = list(CONSENSUS_PROTOCOLS)
+"""Seed 002's protocols, in the paper's order."""
 
 
 def get_protocol(name: str) -> ScoringProtocol:
     """A protocol by name: SA, SARAG, MA, MAD, MARAG, MADRAG, MAD/MADRAG[<transcript variant>], or one of seed
     002's consensus protocols (SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, ScoreMaskedMAD;
     the MAD ones with an optional [rounds=N])."""
-    if name in BUILTIN:
-        return BUILTIN[name]
-    if name in BUILTIN_SINGLE:
-        return BUILTIN_SINGLE[name]
-    if (consensus := consensus_protocol(name)) is not None:
-        return consensus
-    if m := _VARIANT.match(name):
-        base, variant = m.group(1), m.group(2)
-        if variant not in VARIANTS:
-            raise ConfigError(f"unknown transcript variant {variant!r}; choose from {', '.join(VARIANTS)}")
-        return TraitJudgeProtocol(name, debate=cast(Variant, variant), exemplars=base == "MADRAG")
-    raise ConfigError(f"unknown protocol {name!r}; choose from {', '.join(available())}")
+    return REGISTRY.get(name)
 
 
 def available() -> list[str]:
-    return ["SA", "SARAG", *BUILTIN, *(f"MADRAG[{v}]" for v in VARIANTS), *CONSENSUS_PROTOCOLS]
+    """The protocol names to offer (the parameterised ones in their listed forms)."""
+    return REGISTRY.names()
 
-
-ABLATION = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
-CONSENSUS_ABLATION = ["SingleJudge", "StrictJudge", "LenientJudge", "ConsensusMAD", "SymmetricMAD", "ScoreMaskedMAD"]
 
 __all__ = [
     "ABLATION",
     "CONSENSUS_ABLATION",
     "CONSENSUS_PROTOCOLS",
+    "REGISTRY",
     "ConsensusProtocol",
     "ScoringProtocol",
-    "SingleJudgeProtocol",
     "TraitJudgeProtocol",
     "TraitScore",
+    "WholeEssayProtocol",
     "available",
     "get_protocol",
 ]

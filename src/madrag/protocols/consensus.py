@@ -20,7 +20,7 @@ per answer (A.1, C.1); madrag keeps its ``Scores:`` block instead, which every b
 
 Interaction (Section 2.1): round 0 is independent; in each round r = 1..R every agent sees its own round r-1
 rationale and scores and the OTHER agent's round r-1 rationale and scores (Score-Masked MAD: the rationale
-without scores and with every number masked, see :func:`madrag.protocols.consensus_prompts.mask_scores`), and
+without scores and with every number masked, see :func:`madrag.agents.roles.mask_scores`), and
 revises or keeps its scores. The final prediction per trait is the arithmetic mean of the two agents' final-round
 scores (``TraitScore.mean_score``; ``score`` is the mean rounded half up, for QWK tables); a trait either agent
 could not score is unusable (None), never imputed. R = 4 by default (the paper's Round 0 + 4 adjustment rounds);
@@ -46,10 +46,8 @@ from typing import Any
 import pandas as pd
 
 from madrag.agents.calls import AgentCall, CallContext
-from madrag.pipeline.concurrency import gather_or_cancel
-from madrag.data.essay import Essay, round_half_up
-from madrag.errors import ConfigError
-from madrag.protocols.base import TraitScore
+from madrag.agents.context import all_traits_values
+from madrag.agents.judge import judge_all_traits
 from madrag.agents.roles import (
     LENIENT,
     NEUTRAL_A,
@@ -60,7 +58,12 @@ from madrag.agents.roles import (
     adjust_messages,
     initial_messages,
 )
-from madrag.protocols.whole_essay import all_traits_values, expand_trait_scores, judge_all_traits
+from madrag.data.essay import Essay, round_half_up
+from madrag.errors import ConfigError
+from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.protocols.base import TraitScore
+from madrag.protocols.registry import ProtocolFamily
+from madrag.protocols.whole_essay import expand_trait_scores
 from madrag.records import AgentRecord, call_key
 from madrag.rubric import Rubric
 
@@ -72,11 +75,15 @@ CONSENSUS_PROTOCOLS: tuple[str, ...] = (
     "SymmetricMAD",
     "ScoreMaskedMAD",
 )
+"""Seed 002's protocol names (without options), in the paper's order."""
 INIT_NAMESPACE = "consensus/init"
 """Protocol field of the shared round-0 Strict and Lenient calls."""
 DEFAULT_ROUNDS = 4
+"""Adjustment rounds R of a MAD protocol named without ``[rounds=N]`` (the paper's Round 0 + 4)."""
 MAX_ROUNDS = 10
+"""The largest R that ``[rounds=N]`` accepts."""
 FRAME_COLUMNS = ["protocol", "essay_id", "trait", "round", "agent", "score", "record_key"]
+"""Columns of :func:`agent_scores_frame`."""
 
 _AGENTS: dict[str, tuple[AgentSpec, ...]] = {
     "SingleJudge": (SINGLE,),
@@ -103,9 +110,11 @@ class ConsensusProtocol:
 
     @property
     def uses_bank(self) -> bool:
+        """Never: the consensus judges see no exemplars."""
         return False
 
     def describe(self) -> dict[str, Any]:
+        """The protocol as a run's configuration records it."""
         sharing = "none" if self.rounds == 0 else "rationale_only" if self.masked else "rationale_and_scores"
         return {
             "name": self.name,
@@ -124,10 +133,12 @@ class ConsensusProtocol:
         return self.base
 
     def record_key(self, essay_id: str, role: str, round_: int) -> str:
+        """The key of agent ``role``'s call for ``essay_id`` in ``round_``."""
         return call_key(self.namespace(round_), essay_id, "*", role, round_)
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        values = all_traits_values(ctx, essay, rubric)
+        """Round 0, then rounds 1..R (each agent reading the other's previous round), then the final scores."""
+        values = all_traits_values(ctx.prompts, essay, rubric, ctx.settings.anonymization)
         records = await gather_or_cancel(*(self._initial(ctx, essay, rubric, values, a) for a in self.agents))
         for round_ in range(1, self.rounds + 1):
             previous = records
@@ -225,6 +236,10 @@ def consensus_protocol(name: str) -> ConsensusProtocol | None:
             raise ConfigError(f"{name!r}: write {base}[rounds=N] with N from 1 to {MAX_ROUNDS}")
         rounds = int(r.group(1))
     return ConsensusProtocol(name, base, agents, rounds=rounds, masked=base == "ScoreMaskedMAD")
+
+
+FAMILY = ProtocolFamily(parse=consensus_protocol, listed=CONSENSUS_PROTOCOLS)
+"""The names of the table above, the MAD ones with an optional ``[rounds=N]``."""
 
 
 def _resolve(protocols: Iterable[str]) -> list[ConsensusProtocol]:

@@ -24,8 +24,11 @@ from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
 Variant = Literal["adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2"]
+"""A transcript variant (see above)."""
 VARIANTS: tuple[Variant, ...] = ("adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2")
+"""Every transcript variant, in the order they are offered."""
 SPEAKER = {"advocate": "Advocate", "skeptic": "Skeptic"}
+"""How a debater's role is named in a transcript."""
 
 
 def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
@@ -43,6 +46,7 @@ def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
 
 
 def turn_of(record: AgentRecord) -> Turn:
+    """A debater's record as a transcript turn."""
     return Turn(speaker=SPEAKER[record.role], round=record.round, message=record.text, confidence=record.confidence)
 
 

@@ -16,39 +16,50 @@ Only the Judge sees exemplars (A.7, RAG isolation across roles).
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from madrag.agents.calls import AgentCall, CallContext, judge
+from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
-from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.agents.judge import judge_trait
 from madrag.data.essay import Essay, round_half_up
 from madrag.errors import ConfigError
+from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import TraitScore
-from madrag.protocols.debate import Variant, run_debate, turn_of
+from madrag.protocols.debate import VARIANTS, Variant, run_debate, turn_of
+from madrag.protocols.registry import ProtocolFamily
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
+
+_VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
 
 
 @dataclass(frozen=True)
 class TraitJudgeProtocol:
+    """One Judge per trait (MA, MAD, MARAG, MADRAG and their variants), as in the table above."""
+
     name: str
     debate: Variant | None
     exemplars: bool
 
     @property
     def uses_bank(self) -> bool:
+        """Whether the protocol needs an exemplar bank (MARAG, MADRAG)."""
         return self.exemplars
 
     def describe(self) -> dict[str, Any]:
+        """The protocol as a run's configuration records it."""
         return {"name": self.name, "debate": self.debate, "exemplars": self.exemplars, "per_trait": True}
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
+        """Score every trait of ``essay``, the traits concurrently."""
         if self.exemplars and ctx.bank is None:
             raise ConfigError(f"protocol {self.name} needs an exemplar bank")
         return await gather_or_cancel(*(self.score_trait(ctx, essay, t) for t in rubric.traits))
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
+        """Score one trait: exemplars and debate as the protocol says, then its Judge(s)."""
         values = essay_values(ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence)
         context: dict[str, Any] = {}
         exemplar_text = ""
@@ -74,7 +85,7 @@ class TraitJudgeProtocol:
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
         records = await gather_or_cancel(
             *(
-                judge(
+                judge_trait(
                     ctx,
                     AgentCall(
                         protocol=self.name,
@@ -124,9 +135,26 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
     )
 
 
-BUILTIN = {
-    "MA": TraitJudgeProtocol("MA", debate=None, exemplars=False),
-    "MAD": TraitJudgeProtocol("MAD", debate="adv_r1", exemplars=False),
-    "MARAG": TraitJudgeProtocol("MARAG", debate=None, exemplars=True),
-    "MADRAG": TraitJudgeProtocol("MADRAG", debate="adv_r1", exemplars=True),
-}
+def variant_protocol(name: str) -> TraitJudgeProtocol | None:
+    """``MAD[<variant>]`` or ``MADRAG[<variant>]`` with a transcript variant of Appendix C.1; None for any other
+    name; ConfigError for an unknown variant."""
+    m = _VARIANT.match(name)
+    if m is None:
+        return None
+    base, variant = m.group(1), m.group(2)
+    if variant not in VARIANTS:
+        raise ConfigError(f"unknown transcript variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    return TraitJudgeProtocol(name, debate=cast(Variant, variant), exemplars=base == "MADRAG")
+
+
+FAMILY = ProtocolFamily(
+    fixed={
+        "MA": TraitJudgeProtocol("MA", debate=None, exemplars=False),
+        "MAD": TraitJudgeProtocol("MAD", debate="adv_r1", exemplars=False),
+        "MARAG": TraitJudgeProtocol("MARAG", debate=None, exemplars=True),
+        "MADRAG": TraitJudgeProtocol("MADRAG", debate="adv_r1", exemplars=True),
+    },
+    parse=variant_protocol,
+    listed=tuple(f"MADRAG[{v}]" for v in VARIANTS),
+)
+"""The names MA, MAD, MARAG, MADRAG and ``MAD[<variant>]`` / ``MADRAG[<variant>]`` (only MADRAG's listed)."""
