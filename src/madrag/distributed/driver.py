@@ -32,6 +32,7 @@ from madrag.errors import ConfigError
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
+from madrag.retrieval.bank import ExemplarBank
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -49,6 +50,14 @@ def worker_spec(spec: ProviderSpec, backend: ManagedProvider, workers: int) -> P
         return spec
     total = spec.concurrency or backend.provider.max_concurrency
     return spec.model_copy(update={"concurrency": max(1, math.ceil(total / workers))})
+
+
+def driver_bank(ctx: CallContext) -> ExemplarBank | None:
+    """The run's exemplar bank, which workers get a snapshot of (a Chroma-backed :class:`ExemplarBank`)."""
+    bank = ctx.bank
+    if bank is None or isinstance(bank, ExemplarBank):
+        return bank
+    raise ConfigError(f"a Ray run ships an ExemplarBank to its workers; this run's bank is a {type(bank).__name__}")
 
 
 def announce_finished(
@@ -122,7 +131,8 @@ class RayRun:
                 f"--ray-workers {workers} needs {workers * self.options.cpus_per_worker:g} CPUs; "
                 f"the cluster has {cluster.cpus:g}"
             )
-        bank = [ray.put(snapshot(self.ctx.bank))] if self.ctx.bank is not None else []
+        driver = driver_bank(self.ctx)
+        bank = [ray.put(snapshot(driver))] if driver is not None else []
         actor = ray.remote(ShardWorker).options(
             num_cpus=self.options.cpus_per_worker,
             max_restarts=self.options.max_attempts,
@@ -150,7 +160,7 @@ class RayRun:
     def prepare(self, plan: Plan) -> Callable[[Shard], Any]:
         """What is done to a shard just before it is handed out: the records its essays already have, and
         (embedding on the driver) its essays' query vectors."""
-        bank = self.ctx.bank
+        bank = driver_bank(self.ctx)
 
         async def fill(shard: Shard) -> None:
             started = plan.partial if shard.attempt == 1 else {e.id for e in shard.essays}
