@@ -8,6 +8,7 @@ tens of seconds on a busy 2-core machine, so the tests are few: one local instan
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import os
 import re
@@ -155,6 +156,7 @@ def test_local_instance_with_two_workers_scores_exactly_as_a_local_run(
     ray_dir, local_dir = tmp_path / "ray-run", tmp_path / "local-run"
     args = score_args(small_csv, rubric_path, ray_dir, stub, "-p", "MAD", "-p", "MADRAG", "--ray", "--ray-workers", "2")
     driver = start_driver(args, tmp_path, "ray")
+    assert driver.finish() == 0, driver.stderr()[-3000:]
     local = ScoreJob(
         data=small_csv,
         rubric=rubric_path,
@@ -163,10 +165,7 @@ def test_local_instance_with_two_workers_scores_exactly_as_a_local_run(
         provider=ProviderSpec(kind="openai", model=MODEL, base_url=stub.base_url, concurrency=8),
         response_cache=False,
     )
-    import asyncio
-
     asyncio.run(execute(local))
-    assert driver.finish() == 0, driver.stderr()[-3000:]
     log = driver.stderr()
     assert len(set(WORKER_LINE.findall(log))) == 2 and "2 workers on 1 node(s) (local)" in log
     expected = 8 * 4 * (3 + 1)  # 8 essays x 4 traits: one shared debate (2 calls) + a judge per protocol

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -9,6 +10,8 @@ from typing import Any
 
 from madrag.distributed.options import RayOptions
 from madrag.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def import_ray() -> Any:
@@ -60,14 +63,7 @@ def connect(options: RayOptions, local_workers: int) -> Cluster:
     if ray.is_initialized():
         raise ConfigError("Ray is already initialised in this process; madrag connects (and disconnects) itself")
     if options.address is None:
-        ray.init(
-            num_cpus=max(1, math.ceil(local_workers * options.cpus_per_worker)),
-            object_store_memory=options.object_store_mb * 1024 * 1024,
-            include_dashboard=False,
-            configure_logging=True,
-            logging_level="warning",
-            log_to_driver=True,
-        )
+        start_local(ray, max(1, math.ceil(local_workers * options.cpus_per_worker)), options.object_store_mb)
         started = True
     else:
         ray.init(address=options.address, logging_level="warning", log_to_driver=True)
@@ -76,6 +72,30 @@ def connect(options: RayOptions, local_workers: int) -> Cluster:
     cpus = float(ray.cluster_resources().get("CPU", 0.0))
     address = str(ray.get_runtime_context().gcs_address)
     return Cluster(address=address, started=started, nodes=len(nodes), cpus=cpus, ray_version=ray.__version__)
+
+
+LOCAL_START_ATTEMPTS = 3
+"""Tries to start a local instance: Ray gives its node 30 s to register, which a busy machine can miss."""
+
+
+def start_local(ray: Any, cpus: int, object_store_mb: int) -> None:
+    """Start a local Ray instance (no dashboard, a small object store), trying again when its node was too
+    slow to come up."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(
+                num_cpus=cpus,
+                object_store_memory=object_store_mb * 1024 * 1024,
+                include_dashboard=False,
+                logging_level="warning",
+                log_to_driver=True,
+            )
+            return
+        except Exception as exc:
+            ray.shutdown()
+            if attempt == LOCAL_START_ATTEMPTS or "timed out during startup" not in str(exc):
+                raise
+            log.warning("the local Ray instance was slow to start (%s); trying again", exc)
 
 
 def disconnect() -> None:
