@@ -1,199 +1,30 @@
-"""Seed 002 evaluation (single judge vs strict / lenient consensus MAD) on hand-built agent-score frames."""
+"""Seed 002 evaluation (single judge vs strict / lenient consensus MAD): the metrics, the whole evaluation and
+its files, on hand-built agent-score frames."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from tests.consensus_helpers import DESIGN, MAD_AGENTS, TRAITS, agent_frame, cell, direct_final, ref_frame, set_score
 
-from madrag.data.essay import Essay
-from madrag.errors import InputError
-from madrag.evaluation import consensus as consensus_eval
 from madrag.evaluation.consensus import (
     ALL,
     DOMINANCE_COLUMNS,
     alignment_table,
-    base_name,
     dominance,
     evaluate_consensus,
-    load_consensus_run,
-    order_protocols,
     paired_rmse,
-    predictions,
-    references_frame,
-    resolve_protocol,
     round_trajectories,
 )
-from madrag.evaluation.consensus_tables import render_markdown, save_consensus
+from madrag.evaluation.consensus_frames import predictions
+from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 from madrag.metrics import paired_bootstrap, rmse
-from madrag.records import AgentRecord
-from madrag.rubric import Rubric, Trait
-from madrag.store import RunStore
-
-TRAITS = ["content", "organization", "expression"]
-MAD_AGENTS = ("strict", "lenient")
-# protocol -> (agents, last round)
-DESIGN: dict[str, tuple[tuple[str, ...], int]] = {
-    "SingleJudge": (("single",), 0),
-    "StrictJudge": (("strict",), 0),
-    "LenientJudge": (("lenient",), 0),
-    "ConsensusMAD": (MAD_AGENTS, 4),
-    "SymmetricMAD[rounds=2]": (("neutral_a", "neutral_b"), 2),
-}
-
-
-def agent_frame(
-    seed: int = 0, n_essays: int = 30, design: Mapping[str, tuple[tuple[str, ...], int]] = DESIGN
-) -> pd.DataFrame:
-    """A frame shaped like ``agent_scores_frame``: random 1-5 scores, every protocol, essay, trait, round, agent."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for protocol, (agents, last) in design.items():
-        for e in range(n_essays):
-            for trait in TRAITS:
-                for round_ in range(last + 1):
-                    for agent in agents:
-                        score = float(rng.integers(1, 6))
-                        key = f"{protocol}|e{e}|{trait}|{agent}|{round_}"
-                        rows.append((protocol, f"e{e:02d}", trait, round_, agent, score, key))
-    columns = ["protocol", "essay_id", "trait", "round", "agent", "score", "record_key"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def ref_frame(seed: int = 1, n_essays: int = 30) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    rows = [(f"e{e:02d}", t, float(rng.integers(1, 6))) for e in range(n_essays) for t in TRAITS]
-    return pd.DataFrame(rows, columns=["essay_id", "trait", "reference"])
-
-
-def set_score(
-    frame: pd.DataFrame, protocol: str, essay: str, trait: str, round_: int, agent: str, value: float
-) -> None:
-    mask = (
-        (frame["protocol"] == protocol)
-        & (frame["essay_id"] == essay)
-        & (frame["trait"] == trait)
-        & (frame["round"] == round_)
-        & (frame["agent"] == agent)
-    )
-    assert mask.sum() == 1
-    frame.loc[mask, "score"] = value
-
-
-def direct_final(frame: pd.DataFrame, protocol: str) -> pd.Series:
-    """The protocol's final prediction per (essay, trait), computed without the module."""
-    rows = frame[frame["protocol"] == protocol]
-    last = rows["round"].max()
-    rows = rows[rows["round"] == last]
-    grouped = rows.groupby(["essay_id", "trait"])["score"]
-    means: pd.Series = grouped.mean()
-    return means.where(grouped.count() == grouped.size())
-
-
-def cell(table: pd.DataFrame, **where: Any) -> pd.Series:
-    mask = np.ones(len(table), dtype=bool)
-    for key, value in where.items():
-        mask &= (table[key] == value).to_numpy()
-    assert mask.sum() == 1, where
-    return table[mask].iloc[0]
-
-
-# -- references, names ---------------------------------------------------------------------------------
-
-
-def _rubric() -> Rubric:
-    levels = {i: f"level {i}" for i in range(1, 6)}
-    return Rubric(traits=[Trait(name=t, min=1, max=5, levels=levels) for t in TRAITS])
-
-
-def test_references_frame_uses_essay_reference_and_nan_when_unknown() -> None:
-    rubric = _rubric()
-    essays = [
-        Essay(id="a", text="x", rater_scores={"content": [3.0, 4.0], "organization": [2.0, 2.0]}),
-        Essay(id="b", text="y", rater_scores={"expression": [5.0]}),
-    ]
-    refs = references_frame(essays, rubric)
-    assert list(refs.columns) == ["essay_id", "trait", "reference"]
-    assert len(refs) == 6
-    got = refs.set_index(["essay_id", "trait"])["reference"]
-    assert got["a", "content"] == 4.0  # 3.5 rounded half up (Essay.reference)
-    assert got["a", "organization"] == 2.0
-    assert math.isnan(got["a", "expression"]) and math.isnan(got["b", "content"])
-    raw = references_frame(essays, rubric, rounded=False).set_index(["essay_id", "trait"])["reference"]
-    assert raw["a", "content"] == 3.5
-
-
-def test_protocol_names_resolve_and_order() -> None:
-    assert base_name("ConsensusMAD[rounds=2]") == "ConsensusMAD"
-    assert resolve_protocol("ConsensusMAD", ["SingleJudge", "ConsensusMAD[rounds=2]"]) == "ConsensusMAD[rounds=2]"
-    assert resolve_protocol("ConsensusMAD", ["ConsensusMAD[rounds=2]", "ConsensusMAD[rounds=4]"]) is None
-    assert resolve_protocol("ConsensusMAD", ["ConsensusMAD", "ConsensusMAD[rounds=4]"]) == "ConsensusMAD"
-    assert order_protocols(["X", "ScoreMaskedMAD", "ConsensusMAD", "SingleJudge", "StrictJudge"]) == [
-        "SingleJudge",
-        "StrictJudge",
-        "ConsensusMAD",
-        "ScoreMaskedMAD",
-        "X",
-    ]
-
-
-# -- predictions -----------------------------------------------------------------------------------------
-
-
-def test_predictions_mean_gap_and_final_round_per_protocol() -> None:
-    frame = agent_frame()
-    preds = predictions(frame)
-    assert len(preds) == frame.groupby(["protocol", "essay_id", "trait", "round"]).ngroups
-    mad = frame[frame["protocol"] == "ConsensusMAD"].pivot(
-        index=["essay_id", "trait", "round"], columns="agent", values="score"
-    )
-    got = preds[preds["protocol"] == "ConsensusMAD"].set_index(["essay_id", "trait", "round"]).loc[mad.index]
-    np.testing.assert_allclose(got["prediction"], (mad["strict"] + mad["lenient"]) / 2)
-    np.testing.assert_allclose(got["gap"], (mad["strict"] - mad["lenient"]).abs())
-    assert (got["n_agents"] == 2).all()
-    single = preds[preds["protocol"] == "SingleJudge"]
-    assert single["gap"].isna().all() and (single["n_agents"] == 1).all() and single["final"].all()
-    # different round counts: the final round is each protocol's own last round
-    finals = preds[preds["final"]].groupby("protocol")["round"].unique()
-    assert finals["ConsensusMAD"].tolist() == [4]
-    assert finals["SymmetricMAD[rounds=2]"].tolist() == [2]
-    assert finals["StrictJudge"].tolist() == [0]
-
-
-def test_unusable_agent_score_makes_the_prediction_unusable() -> None:
-    frame = agent_frame()
-    set_score(frame, "ConsensusMAD", "e03", "content", 4, "lenient", np.nan)
-    set_score(frame, "SingleJudge", "e05", "expression", 0, "single", np.nan)
-    preds = predictions(frame)
-    row = cell(preds, protocol="ConsensusMAD", essay_id="e03", trait="content", round=4)
-    assert math.isnan(row["prediction"]) and math.isnan(row["gap"]) and row["n_unusable_agents"] == 1
-    assert math.isnan(cell(preds, protocol="SingleJudge", essay_id="e05", trait="expression")["prediction"])
-    assert not math.isnan(cell(preds, protocol="ConsensusMAD", essay_id="e03", trait="content", round=3)["prediction"])
-
-
-def test_final_is_the_last_round_of_each_essay_trait() -> None:
-    frame = agent_frame(n_essays=4)
-    early = (frame["protocol"] == "ConsensusMAD") & (frame["essay_id"] == "e01") & (frame["round"] > 1)
-    frame = frame[~early]  # e01 stopped after round 1 (all its traits)
-    preds = predictions(frame)
-    final = preds[(preds["protocol"] == "ConsensusMAD") & preds["final"]].set_index("essay_id")["round"]
-    assert (final.loc["e01"] == 1).all() and (final.drop(index="e01") == 4).all()
-    ev = evaluate_consensus(frame, ref_frame(n_essays=4), bootstrap=0)
-    assert any("ConsensusMAD: 3 essay-trait(s) end before round 4" in n for n in ev.notes)
-
-
-def test_predictions_of_an_empty_frame() -> None:
-    empty = agent_frame().iloc[0:0]
-    preds = predictions(empty)
-    assert preds.empty and "prediction" in preds.columns
-
 
 # -- alignment (Tables 1, 2, 8) --------------------------------------------------------------------------
 
@@ -408,7 +239,7 @@ def test_constant_predictions_give_nan_spearman_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ev = evaluate_consensus(frame, refs, bootstrap=50, seed=0)
-        render_markdown(ev)
+        render_consensus_markdown(ev)
     strict = cell(ev.alignment, protocol="StrictJudge", trait=ALL)
     assert math.isnan(strict["spearman"]) and strict["mean_pred"] == 2.0
     assert strict["rmse"] == pytest.approx(np.sqrt(np.mean((refs["reference"] - 2.0) ** 2)))
@@ -463,50 +294,3 @@ def test_save_without_mad_protocols_writes_no_figure(tmp_path: Path) -> None:
     assert ev.trajectories.empty
     names = {p.name for p in save_consensus(ev, tmp_path)}
     assert "trajectories.png" not in names and "consensus.md" in names
-
-
-# -- loading a run ---------------------------------------------------------------------------------------
-
-
-def _store(tmp_path: Path, protocols: list[str], config: bool = True) -> Path:
-    store = RunStore(tmp_path / "store.sqlite")
-    rubric = _rubric()
-    if config:
-        store.set_meta("config", {"rubric": rubric.model_dump(), "protocols": [{"name": p} for p in protocols]})
-    store.add_essays([Essay(id="a", text="x", rater_scores={t: [3.0, 4.0] for t in TRAITS})])
-    store.put(AgentRecord(run_id="r", key="k1", essay_id="a", trait="content", protocol="SingleJudge", role="judge"))
-    store.close()
-    return tmp_path
-
-
-def test_load_consensus_run_errors(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no run"):
-        load_consensus_run(tmp_path / "nothing")
-    with pytest.raises(InputError, match="no stored configuration"):
-        load_consensus_run(_store(tmp_path / "bare", [], config=False))
-    with pytest.raises(InputError, match="no consensus protocol"):
-        load_consensus_run(_store(tmp_path / "other", ["MAD", "MADRAG"]))
-
-
-def test_load_consensus_run_passes_records_and_consensus_protocols(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: dict[str, Any] = {}
-
-    def fake_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> pd.DataFrame:
-        seen.update(keys=[r.key for r in records], traits=rubric.trait_names, protocols=list(protocols))
-        return agent_frame(n_essays=1)
-
-    monkeypatch.setattr(consensus_eval, "agent_scores_frame", fake_frame)
-    run = _store(tmp_path, ["MAD", "SingleJudge", "ConsensusMAD[rounds=2]"])
-    frame, refs, config = load_consensus_run(run)
-    assert seen == {"keys": ["k1"], "traits": TRAITS, "protocols": ["SingleJudge", "ConsensusMAD[rounds=2]"]}
-    assert len(frame) > 0 and config["protocols"][0] == {"name": "MAD"}
-    assert refs["essay_id"].tolist() == ["a"] * 3 and (refs["reference"] == 4.0).all()
-
-
-def test_load_consensus_run_with_the_real_protocol_module(tmp_path: Path) -> None:
-    frame, refs, _config = load_consensus_run(_store(tmp_path, ["SingleJudge"]))
-    assert len(refs) == 3
-    columns = {"protocol", "essay_id", "trait", "round", "agent", "score"}
-    assert frame.empty or columns <= set(frame.columns)

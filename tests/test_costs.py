@@ -14,7 +14,10 @@ from typer.testing import CliRunner
 from madrag.cli.costs import costs_command
 from madrag.data import Essay
 from madrag.errors import InputError
-from madrag.evaluation.costs import Price, cost_report, estimate_run, load_prices, render_text
+from madrag.evaluation.costs.estimate import estimate_run
+from madrag.evaluation.costs.prices import Price, load_prices
+from madrag.evaluation.costs.render import render_text
+from madrag.evaluation.costs.tally import cost_report
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.base import Usage

@@ -21,6 +21,8 @@ from madrag.metrics import (
     qwk,
     qwk_metric,
     rmse,
+    round_half_up,
+    round_half_up_clamped,
     spearman,
 )
 
@@ -129,3 +131,15 @@ def test_paired_bootstrap_detects_a_real_difference_and_not_a_null_one() -> None
     same = paired_bootstrap(metric, ref, good, good, n=200, seed=5)
     assert same.diff == 0 and same.p_value == 1.0
     assert paired_bootstrap(metric, ref, good, bad, n=1000, seed=5) == real
+
+
+def test_round_half_up_rounds_halves_upwards_unlike_round() -> None:
+    assert [round_half_up(v) for v in (0.5, 1.5, 2.5, 2.49, -0.5, -1.5)] == [1, 2, 3, 2, 0, -1]
+
+
+def test_round_half_up_clamped_keeps_a_label_on_the_trait_scale() -> None:
+    assert round_half_up_clamped(1.5, 1, 6) == 2
+    assert round_half_up_clamped(0.5, 1, 6) == 1  # rounds to 1, inside the scale
+    assert round_half_up_clamped(0.4, 1, 6) == 1  # rounds to 0, clamped up to the minimum
+    assert round_half_up_clamped(6.5, 1, 6) == 6  # rounds to 7, clamped down to the maximum
+    assert round_half_up_clamped(3.0, 3, 3) == 3

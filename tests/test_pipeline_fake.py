@@ -227,7 +227,7 @@ async def test_sa_text_mode_parses_each_trait_and_follows_up_on_missing(
 async def test_prompt_layouts_keep_the_seed_wording_and_share_prefixes(
     tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]], layout: str
 ) -> None:
-    from madrag.evaluation.prefix import prefix_stats
+    from madrag.evaluation.costs.prefix import prefix_stats
 
     essays, pool = sample
     settings = ScoringSettings(prompt_layout=layout)  # type: ignore[arg-type]

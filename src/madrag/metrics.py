@@ -6,6 +6,9 @@ Conventions shared by every function here:
 * A metric that is undefined for its input (no pairs, constant input, no expected disagreement) returns
   ``nan`` rather than a number that looks meaningful; bootstrap helpers drop such resamples.
 * Unusable predictions are never imputed: callers drop them and count them (see :func:`extreme_subset`).
+
+It also holds the one rounding rule of a mean onto a trait's integer scale (:func:`round_half_up_clamped`),
+used for the human reference label, the average of several judges and the feature baseline's predictions.
 """
 
 from __future__ import annotations
@@ -13,16 +16,27 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
-from madrag.data.essay import Essay
-from madrag.rubric import Trait
+if TYPE_CHECKING:  # madrag.data.essay imports this module (the rounding rule below)
+    from madrag.data.essay import Essay
 
 Metric = Callable[[NDArray[np.float64], NDArray[np.float64]], float]
 NAN = float("nan")
+
+
+def round_half_up(value: float) -> int:
+    """Round to the nearest integer, halves upwards (2.5 -> 3), unlike Python's banker's rounding."""
+    return math.floor(value + 0.5)
+
+
+def round_half_up_clamped(value: float, lo: int, hi: int) -> int:
+    """A mean score as a label on the integer scale ``[lo, hi]``: rounded half up, then clamped to the scale
+    (seed 000, Appendix B.5: "rounded to the nearest valid integer")."""
+    return min(max(round_half_up(value), lo), hi)
 
 
 def _pair(a: ArrayLike, b: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -103,12 +117,6 @@ def rater_pairs(
     return a, b
 
 
-def human_human_qwk(essays: Iterable[Essay], trait: Trait) -> float:
-    """QWK of rater 1 vs rater 2 on the essays where both exist (seed 000 Table 1, Human-Human row)."""
-    a, b = rater_pairs(essays, trait.name)
-    return qwk(a, b, trait.min, trait.max)
-
-
 def rmse(a: ArrayLike, b: ArrayLike) -> float:
     """Root mean squared error; ``nan`` without pairs."""
     x, y = _pair(a, b)
@@ -140,6 +148,8 @@ def spearman(a: ArrayLike, b: ArrayLike) -> float:
     x, y = _pair(a, b)
     if _degenerate(x, y):
         return NAN
+    from scipy import stats  # imported on use: ``import madrag`` stays free of scipy
+
     return pearson(stats.rankdata(x), stats.rankdata(y))
 
 
@@ -148,6 +158,8 @@ def kendall(a: ArrayLike, b: ArrayLike) -> float:
     x, y = _pair(a, b)
     if _degenerate(x, y):
         return NAN
+    from scipy import stats
+
     return float(stats.kendalltau(x, y).statistic)
 
 

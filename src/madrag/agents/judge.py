@@ -29,6 +29,7 @@ from madrag.agents.calls import (
     once,
     request_settings,
 )
+from madrag.metrics import round_half_up
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, TopLogprob, Usage
 from madrag.records import AgentRecord, ScoreMode, ScoreResult
 from madrag.rubric import Rubric, Trait
@@ -155,7 +156,7 @@ def summarise(
     if report == "argmax" and argmax is not None:
         reported = argmax
     elif report == "expected" and expected is not None:
-        reported = math.floor(expected + 0.5)
+        reported = round_half_up(expected)
     else:
         reported = parsed
         report = "parsed"

@@ -27,9 +27,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from madrag.baselines.features import feature_matrix
-from madrag.data.essay import Essay, round_half_up
+from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.metrics import qwk
+from madrag.metrics import qwk, round_half_up_clamped
 from madrag.rubric import Rubric, Trait
 
 IntArray = NDArray[np.int64]
@@ -66,7 +66,7 @@ def fold_indices(folds: Sequence[int | None]) -> list[Fold]:
 
 def to_scale(value: float, trait: Trait) -> int:
     """A continuous prediction as a valid score: rounded half up, clipped to ``[trait.min, trait.max]``."""
-    return min(max(round_half_up(value), trait.min), trait.max)
+    return round_half_up_clamped(value, trait.min, trait.max)
 
 
 @dataclass

@@ -7,81 +7,94 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from madrag.cli.options import (
+    ApiKeyEnvOpt,
+    BaseUrlOpt,
+    DebateRunOpt,
+    MetaCacheDirOpt,
+    MetaConcurrencyOpt,
+    MetaLimitOpt,
+    MetaMaxTokensOpt,
+    MetaMethodOpt,
+    MetaOutOpt,
+    MetaPromptsDirOpt,
+    MetaRolesOpt,
+    MetaSeedOpt,
+    MetaSlotsOpt,
+    ModelOpt,
+    ModelPathOpt,
+    ProviderOpt,
+    RetriesOpt,
+    TimeoutOpt,
+    comma_list,
+    provider_spec,
+)
+from madrag.cli.output import console, progress_bar, run_with_progress
 from madrag.errors import InputError
-from madrag.providers import ProviderSpec
 from madrag.records import AgentRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from madrag.confidence.job import MetaJob, MetaJobResult
 
 confidence_app = typer.Typer(
     help="Confidence vs reasoning quality (seed 001): meta-evaluate debaters, correlate token confidence.",
     no_args_is_help=True,
 )
-console = Console()
-err = Console(stderr=True)
-
-RunDirArg = Annotated[Path, typer.Option("--run-dir", "-r", help="A debate run made by 'madrag score' / 'ablate'.")]
-
-
-def _roles(value: str) -> list[str]:
-    return [r.strip() for r in value.split(",") if r.strip()]
 
 
 @confidence_app.command("meta-eval")
 def meta_eval_command(
-    run_dir: RunDirArg,
-    out: Annotated[Path | None, typer.Option(help="Folder of the judgments' store (default <run-dir>/meta).")] = None,
-    roles: Annotated[str, typer.Option(help="Debater roles to judge, comma-separated.")] = "advocate,skeptic",
-    limit: Annotated[int | None, typer.Option(help="Judge only the responses of the first N essays.")] = None,
-    method: Annotated[
-        str, typer.Option(help="auto, json (one JSON answer) or constrained (field by field, prefill backends).")
-    ] = "auto",
-    provider: Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")] = "llamacpp",
-    model: Annotated[str | None, typer.Option(help="Model name (openai provider).")] = None,
-    model_path: Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
-    concurrency: Annotated[int | None, typer.Option(help="Judgments in flight (default: the backend's).")] = None,
-    slots: Annotated[int, typer.Option(help="llamacpp: parallel model contexts.")] = 2,
-    timeout: Annotated[float, typer.Option(help="Seconds per request before it is retried.")] = 300.0,
-    retries: Annotated[int, typer.Option(help="Retries on transient failures.")] = 4,
-    max_tokens: Annotated[int, typer.Option(help="Token limit of a judgment (or of its reasoning).")] = 400,
-    seed: Annotated[int, typer.Option(help="Sampling seed (the evaluator decodes at temperature 0).")] = 1234,
-    prompts_dir: Annotated[Path | None, typer.Option(help="Folder overriding meta_system / meta_user.")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="Response cache folder (default: none).")] = None,
+    run_dir: DebateRunOpt,
+    out: MetaOutOpt = None,
+    roles: MetaRolesOpt = "advocate,skeptic",
+    limit: MetaLimitOpt = None,
+    method: MetaMethodOpt = "auto",
+    provider: ProviderOpt = "llamacpp",
+    model: ModelOpt = None,
+    model_path: ModelPathOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
+    concurrency: MetaConcurrencyOpt = None,
+    slots: MetaSlotsOpt = 2,
+    timeout: TimeoutOpt = 300.0,
+    retries: RetriesOpt = 4,
+    max_tokens: MetaMaxTokensOpt = 400,
+    seed: MetaSeedOpt = 1234,
+    prompts_dir: MetaPromptsDirOpt = None,
+    cache_dir: MetaCacheDirOpt = None,
 ) -> None:
     """Judge each Advocate / Skeptic response of RUN_DIR on instruction following, justification quality and
     evidence grounding (1-3) plus a critical flag; Q = the sum, 0 when critical (seed 001, 3.4)."""
-    from madrag.confidence.job import MetaJob, execute_meta
+    from madrag.confidence.job import MetaJob
 
     if method not in ("auto", "json", "constrained"):
         raise InputError(f"--method must be auto, json or constrained; got {method!r}")
-    if provider not in ("llamacpp", "openai", "fake"):
-        raise InputError(f"--provider must be llamacpp, openai or fake; got {provider!r}")
+    spec = provider_spec(
+        provider=provider,
+        model=model,
+        model_path=model_path,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        timeout=timeout,
+        retries=retries,
+        slots=slots,
+    )
     job = MetaJob(
         run_dir=run_dir,
         out_dir=out,
-        roles=_roles(roles),
+        roles=comma_list(roles),
         limit=limit,
-        provider=ProviderSpec(
-            kind=provider,  # type: ignore[arg-type]
-            model=model,
-            model_path=str(model_path) if model_path else None,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            retries=retries,
-            slots=slots,
-        ),
+        provider=spec,
         method=method,  # type: ignore[arg-type]
         max_tokens=max_tokens,
         seed=seed,
@@ -89,25 +102,7 @@ def meta_eval_command(
         prompts_dir=prompts_dir,
         cache_dir=cache_dir,
     )
-    progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
-    )
-    task = progress.add_task("judgments", total=None)
-
-    def on_record(record: AgentRecord) -> None:
-        progress.advance(task)
-        judged = (record.context or {}).get("judgment")
-        shown = f"Q={judged['q']}" if isinstance(judged, dict) and "q" in judged else "unusable"
-        progress.update(task, description=f"{record.essay_id} {record.trait:<12.12} {shown}")
-
-    try:
-        with progress:
-            result = asyncio.run(
-                execute_meta(job, on_record=on_record, on_start=lambda n: progress.update(task, total=n))
-            )
-    except KeyboardInterrupt:
-        err.print(f"interrupted; every finished judgment is saved in {job.meta_dir}. Run the same command to resume.")
-        raise typer.Exit(130) from None
+    result = _judge(job)
     s = result.summary
     console.print(
         f"{result.selected} responses: {s.made} judged now, {s.reused} already judged, {s.failed} unusable; "
@@ -117,9 +112,30 @@ def meta_eval_command(
     console.print(f"next: madrag confidence analyze --run-dir {run_dir} --meta-dir {result.meta_dir}", markup=False)
 
 
+def _judge(job: MetaJob) -> MetaJobResult:
+    """Run a meta-evaluation with a progress bar showing each judgment's Q; Ctrl-C stops it cleanly."""
+    from madrag.confidence.job import execute_meta
+
+    progress = progress_bar()
+    task = progress.add_task("judgments", total=None)
+
+    def on_record(record: AgentRecord) -> None:
+        progress.advance(task)
+        judged = (record.context or {}).get("judgment")
+        shown = f"Q={judged['q']}" if isinstance(judged, dict) and "q" in judged else "unusable"
+        progress.update(task, description=f"{record.essay_id} {record.trait:<12.12} {shown}")
+
+    work = execute_meta(job, on_record=on_record, on_start=lambda n: progress.update(task, total=n))
+    return run_with_progress(
+        progress,
+        work,
+        lambda: f"interrupted; every finished judgment is saved in {job.meta_dir}. Run the same command to resume.",
+    )
+
+
 @confidence_app.command("analyze")
 def analyze_command(
-    run_dir: RunDirArg,
+    run_dir: DebateRunOpt,
     meta_dir: Annotated[
         Path | None, typer.Option(help="A meta-evaluation of the run (default <run-dir>/meta if it exists).")
     ] = None,
@@ -131,7 +147,7 @@ def analyze_command(
 ) -> None:
     """Window features of the debaters' token log-probabilities, their trajectories (mean, 25-75 and 10-90
     percentile bands) and, with a meta-evaluation, the top features per role and target (seed 001, 4)."""
-    from madrag.confidence.study import run_study, save_study, top_display
+    from madrag.confidence.study import run_study, save_study
 
     if rank_by not in ("abs", "signed"):
         raise InputError(f"--rank-by must be abs or signed; got {rank_by!r}")
@@ -139,22 +155,29 @@ def analyze_command(
         raise InputError("give --meta-dir or --no-meta, not both")
     if meta_dir is None and not no_meta and (run_dir / "meta" / "store.sqlite").is_file():
         meta_dir = run_dir / "meta"
-    study = run_study(run_dir, meta_dir, _roles(roles), rank_by=rank_by, top_k=top)  # type: ignore[arg-type]
+    study = run_study(run_dir, meta_dir, comma_list(roles), rank_by=rank_by, top_k=top)  # type: ignore[arg-type]
     written = save_study(study, out or run_dir / "confidence")
     console.print(
         f"{study.meta['with_logprobs']} of {study.meta['responses']} debater responses have logprobs",
         markup=False,
     )
     if study.top is not None:
-        frame = top_display(study.top)
-        table = Table(title=Text(f"top {top} confidence features per role and target"), title_justify="left")
-        for col in frame.columns:
-            table.add_column(Text(str(col)))
-        for row in frame.itertuples(index=False):
-            table.add_row(*(Text(f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
-        console.print(table)
+        _print_top(study.top, top)
     else:
         console.print("no meta-evaluation: features and trajectories only", markup=False)
     for note in study.notes:
         console.print(f"note: {note}", markup=False)
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
+
+
+def _print_top(features: pd.DataFrame, top: int) -> None:
+    """The table of the top ``top`` confidence features per role and target (cells as plain text)."""
+    from madrag.confidence.study import top_display
+
+    frame = top_display(features)
+    table = Table(title=Text(f"top {top} confidence features per role and target"), title_justify="left")
+    for col in frame.columns:
+        table.add_column(Text(str(col)))
+    for row in frame.itertuples(index=False):
+        table.add_row(*(Text(f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
+    console.print(table)

@@ -2,7 +2,8 @@
 
 Single Judge vs Strict / Lenient role judges vs Consensus, Symmetric and Score-Masked MAD: RMSE and Spearman
 against the human reference, mean predicted score and its shift from the Single Judge, round-by-round
-trajectories (mean score, strict-lenient gap), the dominance analysis and paired bootstrap comparisons.
+trajectories (mean score, strict-lenient gap), the dominance analysis and paired bootstrap comparisons. The
+command is a plain function with typer annotations, registered by :mod:`madrag.cli.app`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-console = Console()
+from madrag.cli.output import console
 
 
 def eval_consensus_command(
@@ -26,11 +26,12 @@ def eval_consensus_command(
     out: Annotated[Path | None, typer.Option(help="Folder for the tables (default <run-dir>/consensus).")] = None,
 ) -> None:
     """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002)."""
-    from madrag.evaluation.consensus import evaluate_consensus, load_consensus_run
-    from madrag.evaluation.consensus_tables import render_markdown, save_consensus
+    from madrag.evaluation.consensus import evaluate_consensus
+    from madrag.evaluation.run import load_consensus_run
+    from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 
     agent_scores, refs, _config = load_consensus_run(run_dir)
     evaluation = evaluate_consensus(agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline)
     written = save_consensus(evaluation, out or run_dir / "consensus")
-    typer.echo(render_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
+    typer.echo(render_consensus_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)

@@ -1,6 +1,6 @@
-"""``madrag ... costs``: what a run cost, and optionally what a larger run would cost (a dry-run estimate).
+"""``madrag costs``: what a run cost, and optionally what a larger run would cost (a dry-run estimate).
 
-The command is a plain function with typer annotations, registered by the CLI module.
+The command is a plain function with typer annotations, registered by :mod:`madrag.cli.app`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,14 @@ from typing import Annotated
 
 import typer
 
+from madrag.cli.options import at_least_one
 from madrag.errors import InputError
-from madrag.evaluation.costs import (
-    WHOLE_ESSAY,
-    CostReport,
-    RunEstimate,
-    cost_report,
-    estimate_run,
-    estimate_to_dict,
-    load_prices,
-    render_text,
-    report_to_dict,
-)
-from madrag.evaluation.prefix import prefix_stats
-from madrag.store import RunStore
+from madrag.evaluation.costs.estimate import RunEstimate, estimate_run
+from madrag.evaluation.costs.prefix import prefix_stats
+from madrag.evaluation.costs.prices import load_prices
+from madrag.evaluation.costs.render import estimate_to_dict, render_text, report_to_dict
+from madrag.evaluation.costs.tally import WHOLE_ESSAY, CostReport, cost_report
+from madrag.evaluation.run import open_store
 
 PRICES_HELP = (
     "Price table (YAML or JSON): model -> {prompt: $ per 1M tokens, completion: $ per 1M tokens}; "
@@ -32,14 +26,8 @@ PRICES_HELP = (
 )
 
 
-def _open_store(run_dir: Path) -> RunStore:
-    db = run_dir / "store.sqlite"
-    if not db.is_file():
-        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    return RunStore(db)
-
-
 def _sample_traits(report: CostReport) -> int:
+    """How many traits the run scored (whole-essay calls count as none): the default of --estimate-traits."""
     return max(1, len({c.trait for c in report.calls if c.trait != WHOLE_ESSAY}))
 
 
@@ -57,14 +45,12 @@ def costs_command(
 ) -> None:
     """Calls, requests, tokens, cache hits and (with --prices) estimated spend of a run, per protocol and per
     essay-trait; debates shared by several protocols are shown whole and shared out equally."""
-    if estimate_essays is not None and estimate_essays < 1:
-        raise InputError(f"--estimate-essays must be >= 1, got {estimate_essays}")
-    if estimate_traits is not None and estimate_traits < 1:
-        raise InputError(f"--estimate-traits must be >= 1, got {estimate_traits}")
+    at_least_one("--estimate-essays", estimate_essays)
+    at_least_one("--estimate-traits", estimate_traits)
     if estimate_traits is not None and estimate_essays is None:
         raise InputError("--estimate-traits needs --estimate-essays")
     table = load_prices(prices) if prices is not None else None
-    store = _open_store(run_dir)
+    store = open_store(run_dir)
     try:
         report = cost_report(store, table)
         prefix = prefix_stats(store.records())

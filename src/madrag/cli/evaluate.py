@@ -1,4 +1,5 @@
-"""Command functions for ``madrag eval``, ``madrag errors`` and ``madrag report`` (registered in app.py).
+"""``madrag eval``, ``madrag errors`` and ``madrag report``: agreement tables, the error export and the HTML
+report of a run (registered by :mod:`madrag.cli.app`).
 
 They are plain functions with typer annotations, so the CLI registers them with ``app.command("eval")(...)``
 and tests can call them directly. Bad input raises :class:`~madrag.errors.InputError`.
@@ -10,27 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from madrag.cli.options import BootstrapOpt, RunDirOpt, SeedOpt, need_run_dir
+from madrag.cli.output import console
 from madrag.errors import InputError
-
-console = Console()
-
-RunDirOpt = Annotated[
-    Path | None, typer.Option("--run-dir", "-r", help="Run folder made by 'madrag score' (holds store.sqlite).")
-]
-BootstrapOpt = Annotated[
-    int, typer.Option(min=0, help="Bootstrap resamples of essays for CIs and paired tests (0 = none).")
-]
-SeedOpt = Annotated[int, typer.Option(help="Seed of the bootstrap resampling (results are reproducible).")]
-
-
-def _need_run(run_dir: Path | None) -> Path:
-    if run_dir is None:
-        raise InputError("give --run-dir (a folder made by 'madrag score')")
-    if not (run_dir / "store.sqlite").is_file():
-        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    return run_dir
 
 
 def eval_command(
@@ -54,35 +38,40 @@ def eval_command(
 ) -> None:
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown."""
-    from madrag.evaluation.agreement import evaluate, human_human_table, wide
+    from madrag.evaluation.agreement import evaluate
     from madrag.evaluation.tables import rich_tables, save, summary_line
 
     if run_dir is None:
         if data is None or rubric is None:
             raise InputError("give --run-dir, or --data and --rubric for Human-Human agreement of a data file")
-        from madrag.rubric import load_rubric
-
-        table = human_human_table(data, load_rubric(rubric), bootstrap=bootstrap, seed=seed)
-        console.print(f"Human-Human QWK (rater 1 vs rater 2) in {data}", markup=False)
-        console.print(wide(table).round(3).to_string(), markup=False)
-        counts = ", ".join(f"{label} {n}" for label, n in zip(table["label"], table["n"], strict=True))
-        console.print(f"essays with two raters: {counts}", markup=False)
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            table.to_csv(out / "human_human.csv", index=False)
-            console.print(f"wrote {out / 'human_human.csv'}", markup=False)
+        _human_human(data, rubric, bootstrap, seed, out)
         return
     if rubric is not None:
         raise InputError("--rubric applies only without --run-dir (a run is evaluated with its own rubric)")
-    folder = _need_run(run_dir)
-    evaluation = evaluate(folder, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data)
+    evaluation = evaluate(run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data)
     console.print(summary_line(evaluation), markup=False)
     for table in rich_tables(evaluation):
         console.print(table)
     for note in evaluation.notes:
         console.print(f"note: {note}", markup=False)
-    paths = save(evaluation, out or folder / "eval")
+    paths = save(evaluation, out or run_dir / "eval")
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
+
+
+def _human_human(data: Path, rubric: Path, bootstrap: int, seed: int, out: Path | None) -> None:
+    """Print (and with ``out`` save as CSV) the Human-Human QWK of a data file's two raters."""
+    from madrag.evaluation.agreement import human_human_table, wide
+    from madrag.rubric import load_rubric
+
+    table = human_human_table(data, load_rubric(rubric), bootstrap=bootstrap, seed=seed)
+    console.print(f"Human-Human QWK (rater 1 vs rater 2) in {data}", markup=False)
+    console.print(wide(table).round(3).to_string(), markup=False)
+    counts = ", ".join(f"{label} {n}" for label, n in zip(table["label"], table["n"], strict=True))
+    console.print(f"essays with two raters: {counts}", markup=False)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "human_human.csv", index=False)
+        console.print(f"wrote {out / 'human_human.csv'}", markup=False)
 
 
 def errors_command(
@@ -97,7 +86,7 @@ def errors_command(
     mean) with essays, scores, rationales and debates, ready for qualitative coding (seed 000, 4.4)."""
     from madrag.evaluation.errors_export import export_errors
 
-    result = export_errors(_need_run(run_dir), out, focus=protocol)
+    result = export_errors(need_run_dir(run_dir), out, focus=protocol)
     counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
     console.print(f"wrote {result.n_rows} rows to {result.path} (off by more than 1 - {counts})", markup=False)
 
@@ -112,5 +101,5 @@ def report_command(
     extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
     from madrag.evaluation.report import write_report
 
-    path = write_report(_need_run(run_dir), bootstrap=bootstrap, seed=seed, out=out)
+    path = write_report(need_run_dir(run_dir), bootstrap=bootstrap, seed=seed, out=out)
     console.print(f"wrote {path}", markup=False)

@@ -1,6 +1,6 @@
 """Essays, their loaders and splits."""
 
-from madrag.data.essay import Essay, reference_label, round_half_up
+from madrag.data.essay import Essay, reference_label
 from madrag.data.loaders import load_asap, load_essays, load_table
 from madrag.data.splits import Split, split_by_fold
 
@@ -11,6 +11,5 @@ __all__ = [
     "load_essays",
     "load_table",
     "reference_label",
-    "round_half_up",
     "split_by_fold",
 ]

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from madrag.metrics import round_half_up, round_half_up_clamped
 from madrag.rubric import Rubric, Trait
-
-
-def round_half_up(value: float) -> int:
-    """Round to the nearest integer, halves upwards (2.5 -> 3), unlike Python's banker's rounding."""
-    return math.floor(value + 0.5)
 
 
 def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
     """Seed 000, Appendix B.5: the mean of the available raters, rounded to the nearest valid integer."""
     if not rater_scores:
         return None
-    value = round_half_up(sum(rater_scores) / len(rater_scores))
-    return min(max(value, trait.min), trait.max)
+    return round_half_up_clamped(sum(rater_scores) / len(rater_scores), trait.min, trait.max)
 
 
 class Essay(BaseModel):

@@ -263,6 +263,3 @@ def human_human_table(
     if all(r["n"] == 0 for r in rows):
         raise InputError(f"{data_path}: no essay has scores from two raters for any trait of the rubric")
     return pd.DataFrame(rows, columns=QWK_COLUMNS)
-
-
-# -- output ---------------------------------------------------------------------------------------------

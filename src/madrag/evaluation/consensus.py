@@ -1,12 +1,8 @@
-"""Single judge vs strict / lenient consensus multi-agent judging (seed 002, "Beyond Consensus").
+"""Single judge vs strict / lenient consensus multi-agent judging (seed 002, "Beyond Consensus"): the metrics.
 
-Works on the long frame of agent scores that :func:`madrag.protocols.consensus.agent_scores_frame` builds
-(one row per protocol, essay, trait, round and agent) and a frame of human references:
+Each works on the frames of :mod:`madrag.evaluation.consensus_frames` (the protocols' per-round
+predictions and the human references) and is computed on essay-traits with a known reference:
 
-* :func:`predictions`: a protocol's prediction at a round is the arithmetic mean of its agents' scores at that
-  round (Section 2.1: "the arithmetic mean of the two agents' final-round scores"); the strict-lenient gap is
-  ``|a - b|`` (Appendix E.1, Figure 4). A prediction with an unusable agent score is unusable: it is counted,
-  never imputed.
 * :func:`alignment_table`: final-round RMSE and Spearman vs the human reference (Section 3.2, Table 1), the
   mean predicted score (Section 4.2, Table 2) and its shift vs the Single Judge and vs the human reference
   (Appendix G.1, Table 8).
@@ -16,9 +12,8 @@ Works on the long frame of agent scores that :func:`madrag.protocols.consensus.a
   Lenient-only shifts (Appendix G.2, Table 9).
 * :func:`paired_rmse`: RMSE(protocol) - RMSE(Single Judge) on the same essay-traits, essay-level paired
   bootstrap (the significance tests of Section 4.1 / Appendix F).
-
-Every metric is computed on essay-traits with a known reference. Tables and files:
-:mod:`madrag.evaluation.consensus_tables`.
+* :func:`evaluate_consensus`: all of them at once, with notes (a run's frames:
+  :func:`madrag.evaluation.run.load_consensus_run`; tables and files: :mod:`madrag.evaluation.tables`).
 """
 
 from __future__ import annotations
@@ -26,30 +21,30 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from madrag.data.essay import Essay
-from madrag.errors import InputError
-from madrag.evaluation.run import open_store, stored_config
-from madrag.metrics import paired_bootstrap, rmse, spearman
-from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, agent_scores_frame
-from madrag.rubric import Rubric, Trait
+from madrag.evaluation.consensus_frames import (
+    AGENT_COLUMNS,
+    ITEM,
+    KEYS,
+    REFERENCE_COLUMNS,
+    base_name,
+    order_protocols,
+    predictions,
+    require_columns,
+    resolve_protocol,
+)
+from madrag.metrics import NAN, paired_bootstrap, rmse, spearman
 
 ALL = "all"
 """The trait label of rows pooled over every trait."""
-PAPER_PROTOCOLS = CONSENSUS_PROTOCOLS
 ROLE_ASYMMETRIC_MAD = ("ConsensusMAD", "ScoreMaskedMAD")
+"""The MAD protocols with a strict and a lenient agent (whose dominance Table 9 measures)."""
 AGENT_ORDER = ("single", "strict", "lenient", "neutral_a", "neutral_b")
-KEYS = ["protocol", "essay_id", "trait"]
-ITEM = ["essay_id", "trait"]
-AGENT_COLUMNS = [*KEYS, "round", "agent", "score"]
-REFERENCE_COLUMNS = ["essay_id", "trait", "reference"]
-PREDICTION_COLUMNS = [*KEYS, "round", "prediction", "n_agents", "n_unusable_agents", "gap", "final"]
 ALIGNMENT_COLUMNS = [
     *["protocol", "trait", "n", "n_unusable", "n_no_reference", "rmse", "spearman"],
     *["mean_pred", "mean_ref", "shift", "n_shift", "shift_ref"],
@@ -62,36 +57,10 @@ COMPARISON_COLUMNS = [
     *["protocol", "baseline", "trait", "n_essays", "n", "rmse", "rmse_baseline"],
     *["diff", "ci_low", "ci_high", "p_value"],
 ]
-NAN = float("nan")
 FloatArray = NDArray[np.float64]
 
 
-# -- names and ordering ---------------------------------------------------------------------------------
-
-
-def base_name(protocol: str) -> str:
-    """``ConsensusMAD[rounds=2]`` -> ``ConsensusMAD``."""
-    return protocol.split("[", 1)[0].strip()
-
-
-def resolve_protocol(name: str, protocols: Sequence[str]) -> str | None:
-    """``name`` itself when present, else the one protocol whose base name is ``name`` (e.g. ``ConsensusMAD``
-    finds ``ConsensusMAD[rounds=4]``); None when absent or ambiguous."""
-    if name in protocols:
-        return name
-    matches = list(dict.fromkeys(p for p in protocols if base_name(p) == name))
-    return matches[0] if len(matches) == 1 else None
-
-
-def order_protocols(protocols: Sequence[str]) -> list[str]:
-    """The paper's order (Single, Strict, Lenient, Consensus, Symmetric, Score-Masked), then the others."""
-    unique = list(dict.fromkeys(protocols))
-
-    def key(name: str) -> tuple[int, str]:
-        base = base_name(name)
-        return (PAPER_PROTOCOLS.index(base) if base in PAPER_PROTOCOLS else len(PAPER_PROTOCOLS), name)
-
-    return sorted(unique, key=key)
+# -- row order and pooling ------------------------------------------------------------------------------
 
 
 def _trait_order(refs: pd.DataFrame, *frames: pd.DataFrame) -> list[str]:
@@ -117,74 +86,12 @@ def _pooled(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame, frame.assign(trait=ALL)], ignore_index=True)
 
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} frame lacks column(s) {missing}")
-
-
-# -- references and predictions -------------------------------------------------------------------------
-
-
-def _reference(essay: Essay, trait: Trait, rounded: bool) -> float:
-    if rounded:
-        ref = essay.reference(trait)
-        return NAN if ref is None else float(ref)
-    scores = essay.rater_scores.get(trait.name, [])
-    return float(np.mean(scores)) if scores else NAN
-
-
-def references_frame(essays: Sequence[Essay], rubric: Rubric, rounded: bool = True) -> pd.DataFrame:
-    """One row per essay and rubric trait: ``essay_id``, ``trait``, ``reference`` (NaN when unknown).
-
-    The reference is madrag's label, :meth:`Essay.reference` (the raters' mean rounded half up to a valid
-    score); ``rounded=False`` keeps the raters' plain mean, as the paper's Korean Essay reference ("the average
-    of two human evaluators", Section 3.1).
-    """
-    rows = [(e.id, t.name, _reference(e, t, rounded)) for e in essays for t in rubric.traits]
-    return pd.DataFrame(rows, columns=REFERENCE_COLUMNS).astype({"reference": "float64"})
-
-
-def predictions(agent_scores: pd.DataFrame) -> pd.DataFrame:
-    """Per (protocol, essay, trait, round): the agents' mean score (Section 2.1), their gap and the final flag.
-
-    ``prediction`` is NaN when any agent's score at that round is NaN (unusable, never imputed); ``gap`` is
-    ``|a - b|`` for two usable agents (Appendix E.1), NaN otherwise; ``final`` marks the last round the protocol
-    has for that essay-trait (different protocols may run different numbers of rounds).
-    """
-    _require(agent_scores, AGENT_COLUMNS, "agent scores")
-    frame = agent_scores[AGENT_COLUMNS].astype({"score": "float64", "round": "int64"})
-    if frame.empty:
-        dtypes = {"round": "int64", "n_agents": "int64", "n_unusable_agents": "int64", "final": "bool"}
-        dtypes |= {"prediction": "float64", "gap": "float64"}
-        return pd.DataFrame(
-            {c: pd.Series(dtype=dtypes[c] if c in dtypes else frame[c].dtype) for c in PREDICTION_COLUMNS}
-        )
-    out = (
-        frame.assign(unusable=frame["score"].isna())
-        .groupby([*KEYS, "round"], sort=True)
-        .agg(
-            n_agents=("score", "size"),
-            n_unusable_agents=("unusable", "sum"),
-            mean=("score", "mean"),
-            high=("score", "max"),
-            low=("score", "min"),
-        )
-        .reset_index()
-    )
-    usable = out["n_unusable_agents"] == 0
-    out["prediction"] = out["mean"].where(usable)
-    out["gap"] = (out["high"] - out["low"]).where(usable & (out["n_agents"] == 2))
-    out["final"] = out["round"] == out.groupby(KEYS)["round"].transform("max")
-    return out.astype({"n_agents": "int64", "n_unusable_agents": "int64"})[PREDICTION_COLUMNS]
-
-
 # -- alignment (Tables 1, 2 and 8) ----------------------------------------------------------------------
 
 
 def _final_pairs(preds: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     """Final-round predictions with their reference (NaN when the essay-trait has none)."""
-    _require(refs, REFERENCE_COLUMNS, "references")
+    require_columns(refs, REFERENCE_COLUMNS, "references")
     final = preds.loc[preds["final"].astype(bool), [*KEYS, "prediction"]]
     return final.merge(refs[REFERENCE_COLUMNS], on=ITEM, how="left", validate="many_to_one")
 
@@ -198,6 +105,7 @@ def _with_baseline(pairs: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
 
 
 def _mean(values: FloatArray) -> float:
+    """The mean; NaN for no values (numpy would warn)."""
     return float(values.mean()) if values.size else NAN
 
 
@@ -259,7 +167,7 @@ def round_trajectories(preds: pd.DataFrame, agent_scores: pd.DataFrame, refs: pd
     ``mean_pred`` is the mean of the agents' means), ``mean_gap`` (Figure 4), ``rmse`` and ``spearman``
     (Figure 2). Every column of a round uses the same essay-traits: those with a usable prediction at that round.
     """
-    _require(agent_scores, AGENT_COLUMNS, "agent scores")
+    require_columns(agent_scores, AGENT_COLUMNS, "agent scores")
     multi = preds.groupby("protocol")["n_agents"].transform("max") > 1
     rounds = preds.loc[multi, [*KEYS, "round", "prediction", "gap"]]
     rows = rounds.merge(refs[REFERENCE_COLUMNS], on=ITEM, how="inner", validate="many_to_one")
@@ -373,7 +281,7 @@ def paired_rmse(
 
 @dataclass
 class ConsensusEvaluation:
-    """Every table of the consensus study, in long form (see :mod:`madrag.evaluation.consensus_tables` for display)."""
+    """Every table of the consensus study, in long form (display: :mod:`madrag.evaluation.tables`)."""
 
     alignment: pd.DataFrame
     trajectories: pd.DataFrame
@@ -446,24 +354,3 @@ def evaluate_consensus(
         notes=notes,
         meta=meta,
     )
-
-
-def load_consensus_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """(agent scores, references, stored config) of a run's consensus protocols, read from its store.
-
-    InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
-    """
-    store = open_store(run_dir)
-    try:
-        config, rubric, names = stored_config(store, run_dir)
-        protocols = [n for n in names if base_name(n) in PAPER_PROTOCOLS]
-        if not protocols:
-            found = ", ".join(names) or "none"
-            raise InputError(
-                f"run at {run_dir} has no consensus protocol ({', '.join(PAPER_PROTOCOLS)}); it has {found}"
-            )
-        essays = store.essays()
-        frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
-    finally:
-        store.close()
-    return frame, references_frame(essays, rubric), dict(config)

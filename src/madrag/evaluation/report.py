@@ -18,14 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from madrag.data.essay import Essay
-from madrag.evaluation.agreement import (
-    HH_EVAL,
-    HH_FULL,
-    Evaluation,
-    evaluate_run,
-    trait_label,
-    wide,
-)
+from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.tables import display_tables, fmt

@@ -1,5 +1,6 @@
-"""The one reader of a run: its store (``open_store``), its stored configuration (``stored_config``), its essays,
-Judge records and final trait scores (``load_run``, ``trait_scores``), and flat score rows for export."""
+"""The one reader of a run: its store (``open_store``), its stored configuration (``run_config``,
+``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``), the
+agent scores of seed 002's consensus protocols (``load_consensus_run``), and flat score rows for export."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import pandas as pd
+
 from madrag.data.essay import Essay
 from madrag.errors import InputError
+from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, base_name, references_frame
 from madrag.protocols.base import TraitScore
-from madrag.protocols.consensus import record_namespaces, stored_trait_scores
+from madrag.protocols.consensus import agent_scores_frame, record_namespaces, stored_trait_scores
 from madrag.protocols.trait_judge import combine_judges
 from madrag.protocols.whole_essay import expand_trait_scores
 from madrag.records import AgentRecord
@@ -20,6 +24,7 @@ from madrag.rubric import Rubric
 from madrag.store import RunStore
 
 PAPER_ORDER = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
+"""Seed 000's ablation order: how a run's protocols are listed when its configuration does not order them."""
 
 
 @dataclass
@@ -48,7 +53,7 @@ def open_store(run_dir: Path) -> RunStore:
     return RunStore(db)
 
 
-def order_protocols(found: set[str], configured: list[str]) -> list[str]:
+def _ordered_protocols(found: set[str], configured: list[str]) -> list[str]:
     """The run's configured order, else the paper's ablation order, then any others alphabetically."""
     ordered = [p for p in configured if p in found]
     ordered += [p for p in PAPER_ORDER if p in found and p not in ordered]
@@ -65,18 +70,28 @@ class _JudgeRecords:
         self._store = store
 
     def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        """The records of :meth:`RunStore.records`, Judge records from memory."""
         if role == "judge":
             return (r for r in self._judges if protocol in (None, r.protocol))
         return self._store.records(protocol=protocol, role=role)
 
 
+def run_config(store: RunStore) -> tuple[dict[str, Any], list[str]]:
+    """The configuration a run stored when it started (``{}`` when it stored none) and the names of its
+    configured protocols, in order: the one place a run's stored configuration is read."""
+    config = store.get_meta("config")
+    if not isinstance(config, dict):
+        return {}, []
+    names = [str(p["name"]) for p in config.get("protocols", []) if isinstance(p, dict) and "name" in p]
+    return config, names
+
+
 def stored_config(store: RunStore, run_dir: Path) -> tuple[dict[str, Any], Rubric, list[str]]:
     """(configuration, rubric, configured protocol names) a run stored when it started; InputError when it has
-    none."""
-    config = store.get_meta("config")
-    if not isinstance(config, dict) or "rubric" not in config:
+    none (what evaluating a run needs)."""
+    config, names = run_config(store)
+    if "rubric" not in config:
         raise InputError(f"run at {run_dir} has no stored configuration (was it started by madrag score?)")
-    names = [str(p.get("name")) for p in config.get("protocols", []) if isinstance(p, dict)]
     return config, Rubric.model_validate(config["rubric"]), names
 
 
@@ -95,7 +110,7 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
         store.close()
     stored = config.get("data")
     path = data_path or (Path(stored) if stored else None)
-    protocols = order_protocols({s.protocol for s in scores}, configured)
+    protocols = _ordered_protocols({s.protocol for s in scores}, configured)
     return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, judges)
 
 
@@ -115,7 +130,7 @@ def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | Non
             continue
         records.sort(key=lambda r: r.index)
         out.append(combine_judges(protocol, rubric.trait(trait_name), records))
-    names = list(protocols) if protocols is not None else configured_protocols(store)
+    names = list(protocols) if protocols is not None else run_config(store)[1]
     spaces = record_namespaces(names)
     if spaces:
         found = (r for space in sorted(spaces) for r in store.records(protocol=space))
@@ -123,13 +138,25 @@ def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | Non
     return out
 
 
-def configured_protocols(store: RunStore) -> list[str]:
-    """The protocol names of the run's stored configuration ([] when there is none)."""
-    get_meta = getattr(store, "get_meta", None)
-    config = get_meta("config") if get_meta is not None else None
-    if not isinstance(config, dict):
-        return []
-    return [str(p["name"]) for p in config.get("protocols", []) if isinstance(p, dict) and "name" in p]
+def load_consensus_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(agent scores, references, stored config) of a run's consensus protocols, read from its store.
+
+    InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
+    """
+    store = open_store(run_dir)
+    try:
+        config, rubric, names = stored_config(store, run_dir)
+        protocols = [n for n in names if base_name(n) in PAPER_PROTOCOLS]
+        if not protocols:
+            found = ", ".join(names) or "none"
+            raise InputError(
+                f"run at {run_dir} has no consensus protocol ({', '.join(PAPER_PROTOCOLS)}); it has {found}"
+            )
+        essays = store.essays()
+        frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
+    finally:
+        store.close()
+    return frame, references_frame(essays, rubric), dict(config)
 
 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:

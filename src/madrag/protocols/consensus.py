@@ -58,8 +58,9 @@ from madrag.agents.roles import (
     adjust_messages,
     initial_messages,
 )
-from madrag.data.essay import Essay, round_half_up
+from madrag.data.essay import Essay
 from madrag.errors import ConfigError
+from madrag.metrics import round_half_up_clamped
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import TraitScore
 from madrag.protocols.registry import ProtocolFamily
@@ -206,7 +207,7 @@ class ConsensusProtocol:
                     essay_id=first.essay_id,
                     trait=trait.name,
                     protocol=self.name,
-                    score=None if mean is None else min(max(round_half_up(mean), trait.min), trait.max),
+                    score=None if mean is None else round_half_up_clamped(mean, trait.min, trait.max),
                     result=results[0],
                     rationale=rationale,
                     record_key=first.key,

@@ -23,8 +23,9 @@ from typing import Any, cast
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
 from madrag.agents.judge import judge_trait
-from madrag.data.essay import Essay, round_half_up
+from madrag.data.essay import Essay
 from madrag.errors import ConfigError
+from madrag.metrics import round_half_up_clamped
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import TraitScore
 from madrag.protocols.debate import VARIANTS, Variant, run_debate, turn_of
@@ -126,7 +127,7 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
         essay_id=first.essay_id,
         trait=trait.name,
         protocol=protocol,
-        score=None if mean is None else min(max(round_half_up(mean), trait.min), trait.max),
+        score=None if mean is None else round_half_up_clamped(mean, trait.min, trait.max),
         result=first.score,
         rationale="\n---\n".join(r.rationale or "" for r in records),
         record_key=first.key,

@@ -18,12 +18,15 @@ def rendered(record: AgentRecord) -> str:
 
 @dataclass(frozen=True)
 class PrefixStats:
+    """Prompt characters of a run's calls, and how many of them repeat an earlier prompt's start."""
+
     calls: int
     prompt_chars: int
     shared_chars: int  # characters of each prompt that an earlier prompt of the same essay already began with
 
     @property
     def shared_fraction(self) -> float:
+        """The share of prompt characters a prefix cache could reuse; 0 without prompts."""
         return self.shared_chars / self.prompt_chars if self.prompt_chars else 0.0
 
 

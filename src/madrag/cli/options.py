@@ -1,0 +1,174 @@
+"""The CLI's option declarations (typer ``Annotated`` aliases) and the small checks of their values.
+
+Shared by several commands: the provider flags and :func:`provider_spec` that turns them into a
+:class:`~madrag.providers.ProviderSpec` (``score`` and its variants, ``confidence meta-eval``), the ``--run-dir``
+of the evaluation commands with :func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
+:func:`comma_list`. The aliases of ``score`` and ``confidence meta-eval`` live here too, so that each command's
+signature reads as one line per option. Whether a folder holds a run is decided by
+:func:`madrag.evaluation.run.open_store` alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.markup import escape
+
+from madrag.errors import InputError
+from madrag.protocols import available
+from madrag.providers import ProviderKind, ProviderSpec
+
+C = TypeVar("C", bound=str)
+
+# the backends --provider accepts, in the order its error lists them
+PROVIDER_KINDS: tuple[ProviderKind, ...] = ("llamacpp", "openai", "fake")
+
+
+def choice(flag: str, value: str, options: tuple[C, ...]) -> C:
+    """``value`` if it is one of ``options``; else an InputError naming ``flag`` and the options."""
+    for option in options:
+        if option == value:
+            return option
+    raise InputError(f"{flag} must be one of {', '.join(options)}; got {value!r}")
+
+
+def at_least_one(flag: str, value: int | None) -> None:
+    """An InputError when the count given to ``flag`` is below 1 (``None``, not given, passes)."""
+    if value is not None and value < 1:
+        raise InputError(f"{flag} must be >= 1, got {value}")
+
+
+def comma_list(value: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated option value."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+# --- provider flags (score, ablate, ablate-consensus, confidence meta-eval) ---
+ProviderOpt = Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model name (openai provider).")]
+ModelPathOpt = Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")]
+BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")]
+ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
+TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
+RetriesOpt = Annotated[int, typer.Option(help="Retries on transient failures.")]
+
+
+def provider_spec(
+    *,
+    provider: str,
+    model: str | None,
+    model_path: Path | None,
+    base_url: str | None,
+    api_key_env: str,
+    concurrency: int | None,
+    timeout: float,
+    retries: int,
+    slots: int,
+    logprobs: bool = True,
+    fake_latency: float = 0.0,
+) -> ProviderSpec:
+    """The backend the provider flags name; an InputError for an unknown ``--provider``."""
+    return ProviderSpec(
+        kind=choice("--provider", provider, PROVIDER_KINDS),
+        model=model,
+        model_path=str(model_path) if model_path else None,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        logprobs=logprobs,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        retries=retries,
+        fake_latency_s=fake_latency,
+        slots=slots,
+    )
+
+
+# --- the run folder of eval, errors and report ---
+RunDirOpt = Annotated[
+    Path | None, typer.Option("--run-dir", "-r", help="Run folder made by 'madrag score' (holds store.sqlite).")
+]
+BootstrapOpt = Annotated[
+    int, typer.Option(min=0, help="Bootstrap resamples of essays for CIs and paired tests (0 = none).")
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the bootstrap resampling (results are reproducible).")]
+
+
+def need_run_dir(run_dir: Path | None) -> Path:
+    """``--run-dir``, which the command needs (the run in it is opened, and checked, by the evaluation)."""
+    if run_dir is None:
+        raise InputError("give --run-dir (a folder made by 'madrag score')")
+    return run_dir
+
+
+# --- score, ablate, ablate-consensus ---
+DataOpt = Annotated[Path, typer.Option(help="Essays: ASAP .tsv, or .csv / .jsonl with id,text[,scores].")]
+RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
+ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
+DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")]
+FoldOpt = Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")]
+LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
+IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]
+ProtocolOpt = Annotated[
+    list[str], typer.Option("--protocol", "-p", help=f"Scoring protocol(s): {escape(', '.join(available()))}.")
+]
+LogprobsOpt = Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")]
+RoleProviderOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="ROLE=KIND:MODEL@URL (model and URL optional): another backend for one judge role of the "
+        "consensus protocols (single, strict, lenient, neutral_a, neutral_b), e.g. "
+        "lenient=openai:gemma-3-4b@http://host/v1 or strict=llamacpp:/models/big.gguf."
+    ),
+]
+ConcurrencyOpt = Annotated[int | None, typer.Option(help="Parallel requests to the backend.")]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Score on Ray: alone, a local Ray instance; with HOST:PORT (or auto), that cluster (pip install "
+        "'madrag[ray]'; see docs/scaling.md).",
+    ),
+]
+RayWorkersOpt = Annotated[int | None, typer.Option(help="Ray workers (default: one per CPU; 2 locally).")]
+SlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")]
+EssayConcurrencyOpt = Annotated[
+    int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")
+]
+DebaterMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of Advocate/Skeptic messages.")]
+JudgeMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of the Judge's rationale.")]
+SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
+AnonymizationOpt = Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")]
+ScoreMethodOpt = Annotated[str, typer.Option(help="auto, constrained or text (see docs).")]
+ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")]
+ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]
+JudgesPerTraitOpt = Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")]
+PromptLayoutOpt = Annotated[
+    str, typer.Option(help="shared_prefix (essay first, for prefix caching) or seed (role as system message).")
+]
+PromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")]
+CacheDirOpt = Annotated[Path, typer.Option(help="Exemplar indexes and response cache.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")]
+FakeLatencyOpt = Annotated[float, typer.Option(hidden=True, help="fake provider: seconds per call.")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Score only a sample (--sample) and estimate the whole run's cost.")
+]
+SampleOpt = Annotated[int, typer.Option(help="Essays scored by --dry-run.")]
+DryRunPricesOpt = Annotated[Path | None, typer.Option(help="Price table (YAML/JSON, $ per 1M tokens) for --dry-run.")]
+
+# --- confidence meta-eval and analyze ---
+DebateRunOpt = Annotated[Path, typer.Option("--run-dir", "-r", help="A debate run made by 'madrag score' / 'ablate'.")]
+MetaOutOpt = Annotated[Path | None, typer.Option(help="Folder of the judgments' store (default <run-dir>/meta).")]
+MetaRolesOpt = Annotated[str, typer.Option(help="Debater roles to judge, comma-separated.")]
+MetaLimitOpt = Annotated[int | None, typer.Option(help="Judge only the responses of the first N essays.")]
+MetaMethodOpt = Annotated[
+    str, typer.Option(help="auto, json (one JSON answer) or constrained (field by field, prefill backends).")
+]
+MetaConcurrencyOpt = Annotated[int | None, typer.Option(help="Judgments in flight (default: the backend's).")]
+MetaSlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts.")]
+MetaMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of a judgment (or of its reasoning).")]
+MetaSeedOpt = Annotated[int, typer.Option(help="Sampling seed (the evaluator decodes at temperature 0).")]
+MetaPromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder overriding meta_system / meta_user.")]
+MetaCacheDirOpt = Annotated[Path | None, typer.Option(help="Response cache folder (default: none).")]

@@ -1,0 +1,34 @@
+"""Where the CLI writes: the stdout and stderr consoles, and the progress bar of a long, resumable job."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+T = TypeVar("T")
+
+console = Console()  # results: tables, summaries, paths written
+err = Console(stderr=True)  # progress, notes and interruptions
+
+
+def progress_bar() -> Progress:
+    """A progress bar on stderr: the task's description, the bar, done of total and the elapsed time."""
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    )
+
+
+def run_with_progress(progress: Progress, work: Coroutine[Any, Any, T], interrupted: Callable[[], str]) -> T:
+    """Run ``work`` while ``progress`` shows; Ctrl-C prints ``interrupted()`` on stderr and exits with code 130
+    (what was finished is already saved, so the same command resumes)."""
+    try:
+        with progress:
+            return asyncio.run(work)
+    except KeyboardInterrupt:
+        err.print(interrupted())
+        raise typer.Exit(130) from None

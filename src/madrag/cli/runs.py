@@ -1,0 +1,85 @@
+"""``madrag runs ...``: list the runs under a folder, export a run's trait scores or its agent-call records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from madrag.cli.output import console
+from madrag.distributed.options import ray_summary
+from madrag.errors import InputError
+from madrag.evaluation.run import open_store
+from madrag.store import RunStore
+
+runs_app = typer.Typer(help="List runs and export their scores or records.", no_args_is_help=True)
+
+
+@runs_app.command("list")
+def runs_list(
+    root: Annotated[Path, typer.Argument(help="Folder holding run folders.")] = Path("runs"),
+) -> None:
+    """List the runs under ROOT with their record counts."""
+    table = Table(title=f"runs in {root}")
+    for col in ("run dir", "run id", "records", "essays", "protocols", "model", "ran on"):
+        table.add_column(col)
+    for db in sorted(root.glob("*/store.sqlite")):
+        store = open_store(db.parent)
+        try:
+            config = store.get_meta("config") or {}
+            table.add_row(
+                str(db.parent),
+                str(store.get_meta("run_id")),
+                str(store.count()),
+                str(len(store.essays())),
+                ", ".join(p["name"] for p in config.get("protocols", [])),
+                str((store.get_meta("provider") or {}).get("model", "")),
+                ray_summary(store.get_meta("ray")),
+            )
+        finally:
+            store.close()
+    console.print(table)
+
+
+@runs_app.command("export")
+def runs_export(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    what: Annotated[str, typer.Option(help="scores (per essay-trait) or records (per agent call).")] = "scores",
+    fmt: Annotated[str, typer.Option("--format", help="csv or jsonl (records: jsonl only).")] = "csv",
+    out: Annotated[Path | None, typer.Option(help="Output file (default: in the run folder).")] = None,
+) -> None:
+    """Export a run's trait scores (CSV/JSONL) or its agent-call records (JSONL)."""
+    store = open_store(run_dir)
+    try:
+        if what == "records":
+            target = out or run_dir / "records.jsonl"
+            n = store.export_records_jsonl(target)
+        elif what == "scores":
+            target = out or run_dir / f"scores.{fmt}"
+            n = _export_scores(store, fmt, target)
+        else:
+            raise InputError(f"unknown export {what!r}; use scores or records")
+    finally:
+        store.close()
+    console.print(f"wrote {n} rows to {target}")
+
+
+def _export_scores(store: RunStore, fmt: str, target: Path) -> int:
+    """Write the run's trait scores (one row per essay, trait and protocol) as CSV or JSONL; the rows written."""
+    from madrag.evaluation.run import score_rows, trait_scores
+    from madrag.rubric import Rubric
+    from madrag.store import write_scores_csv
+
+    config = store.get_meta("config") or {}
+    rubric = Rubric.model_validate(config.get("rubric"))
+    rows = score_rows(store.essays(), trait_scores(store, rubric), rubric)
+    if fmt == "csv":
+        write_scores_csv(rows, target)
+    elif fmt == "jsonl":
+        target.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    else:
+        raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
+    return len(rows)

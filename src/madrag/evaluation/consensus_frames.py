@@ -1,0 +1,118 @@
+"""The long frames every consensus metric works on (seed 002, "Beyond Consensus"): protocol names in the
+paper's order, the human references and the protocols' per-round predictions.
+
+* :func:`references_frame`: one human reference per essay and trait (NaN when unknown).
+* :func:`predictions`: a protocol's prediction at a round is the arithmetic mean of its agents' scores at that
+  round (Section 2.1: "the arithmetic mean of the two agents' final-round scores"); the strict-lenient gap is
+  ``|a - b|`` (Appendix E.1, Figure 4). A prediction with an unusable agent score is unusable: it is counted,
+  never imputed.
+
+The agent scores come from :func:`madrag.protocols.consensus.agent_scores_frame` (one row per protocol, essay,
+trait, round and agent); the metrics over these frames are in :mod:`madrag.evaluation.consensus`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from madrag.data.essay import Essay
+from madrag.metrics import NAN
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS
+from madrag.rubric import Rubric, Trait
+
+PAPER_PROTOCOLS = CONSENSUS_PROTOCOLS
+"""The consensus protocols in the paper's order (Single, Strict, Lenient, Consensus, Symmetric, Score-Masked)."""
+KEYS = ["protocol", "essay_id", "trait"]
+ITEM = ["essay_id", "trait"]
+AGENT_COLUMNS = [*KEYS, "round", "agent", "score"]
+REFERENCE_COLUMNS = ["essay_id", "trait", "reference"]
+PREDICTION_COLUMNS = [*KEYS, "round", "prediction", "n_agents", "n_unusable_agents", "gap", "final"]
+
+
+def base_name(protocol: str) -> str:
+    """``ConsensusMAD[rounds=2]`` -> ``ConsensusMAD``."""
+    return protocol.split("[", 1)[0].strip()
+
+
+def resolve_protocol(name: str, protocols: Sequence[str]) -> str | None:
+    """``name`` itself when present, else the one protocol whose base name is ``name`` (e.g. ``ConsensusMAD``
+    finds ``ConsensusMAD[rounds=4]``); None when absent or ambiguous."""
+    if name in protocols:
+        return name
+    matches = list(dict.fromkeys(p for p in protocols if base_name(p) == name))
+    return matches[0] if len(matches) == 1 else None
+
+
+def order_protocols(protocols: Sequence[str]) -> list[str]:
+    """The paper's order (Single, Strict, Lenient, Consensus, Symmetric, Score-Masked), then the others."""
+    unique = list(dict.fromkeys(protocols))
+
+    def key(name: str) -> tuple[int, str]:
+        base = base_name(name)
+        return (PAPER_PROTOCOLS.index(base) if base in PAPER_PROTOCOLS else len(PAPER_PROTOCOLS), name)
+
+    return sorted(unique, key=key)
+
+
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """ValueError naming the ``columns`` that ``frame`` (the ``what`` frame) lacks."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} frame lacks column(s) {missing}")
+
+
+def _reference(essay: Essay, trait: Trait, rounded: bool) -> float:
+    """The essay's reference for ``trait`` (rounded label or the raters' plain mean); NaN when unknown."""
+    if rounded:
+        ref = essay.reference(trait)
+        return NAN if ref is None else float(ref)
+    scores = essay.rater_scores.get(trait.name, [])
+    return float(np.mean(scores)) if scores else NAN
+
+
+def references_frame(essays: Sequence[Essay], rubric: Rubric, rounded: bool = True) -> pd.DataFrame:
+    """One row per essay and rubric trait: ``essay_id``, ``trait``, ``reference`` (NaN when unknown).
+
+    The reference is madrag's label, :meth:`Essay.reference` (the raters' mean rounded half up to a valid
+    score); ``rounded=False`` keeps the raters' plain mean, as the paper's Korean Essay reference ("the average
+    of two human evaluators", Section 3.1).
+    """
+    rows = [(e.id, t.name, _reference(e, t, rounded)) for e in essays for t in rubric.traits]
+    return pd.DataFrame(rows, columns=REFERENCE_COLUMNS).astype({"reference": "float64"})
+
+
+def predictions(agent_scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (protocol, essay, trait, round): the agents' mean score (Section 2.1), their gap and the final flag.
+
+    ``prediction`` is NaN when any agent's score at that round is NaN (unusable, never imputed); ``gap`` is
+    ``|a - b|`` for two usable agents (Appendix E.1), NaN otherwise; ``final`` marks the last round the protocol
+    has for that essay-trait (different protocols may run different numbers of rounds).
+    """
+    require_columns(agent_scores, AGENT_COLUMNS, "agent scores")
+    frame = agent_scores[AGENT_COLUMNS].astype({"score": "float64", "round": "int64"})
+    if frame.empty:
+        dtypes = {"round": "int64", "n_agents": "int64", "n_unusable_agents": "int64", "final": "bool"}
+        dtypes |= {"prediction": "float64", "gap": "float64"}
+        return pd.DataFrame(
+            {c: pd.Series(dtype=dtypes[c] if c in dtypes else frame[c].dtype) for c in PREDICTION_COLUMNS}
+        )
+    out = (
+        frame.assign(unusable=frame["score"].isna())
+        .groupby([*KEYS, "round"], sort=True)
+        .agg(
+            n_agents=("score", "size"),
+            n_unusable_agents=("unusable", "sum"),
+            mean=("score", "mean"),
+            high=("score", "max"),
+            low=("score", "min"),
+        )
+        .reset_index()
+    )
+    usable = out["n_unusable_agents"] == 0
+    out["prediction"] = out["mean"].where(usable)
+    out["gap"] = (out["high"] - out["low"]).where(usable & (out["n_agents"] == 2))
+    out["final"] = out["round"] == out.groupby(KEYS)["round"].transform("max")
+    return out.astype({"n_agents": "int64", "n_unusable_agents": "int64"})[PREDICTION_COLUMNS]

@@ -1,0 +1,142 @@
+"""A cost report or a dry-run estimate for people (plain text) and for programs (JSON-ready dicts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from madrag.evaluation.costs.estimate import RunEstimate
+from madrag.evaluation.costs.tally import WHOLE_ESSAY, CostReport, Tally
+
+
+def _money(value: float) -> str:
+    """Dollars: four decimals below one dollar, two above."""
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def _num(value: float) -> str:
+    """Whole numbers as such, shares and estimates with one decimal."""
+    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1000 else f"{value:,.1f}"
+
+
+def _line(label: str, t: Tally, priced: bool) -> str:
+    """One tally on one line: calls, requests, tokens and (``priced``) the spend."""
+    text = (
+        f"{label:<36} calls {_num(t.calls):>9}  requests {_num(t.requests):>9}  "
+        f"prompt tok {_num(t.prompt_tokens):>13}  completion tok {_num(t.completion_tokens):>11}"
+    )
+    if priced:
+        text += f"  spend {_money(t.spend)} (gross {_money(t.gross_spend)})"
+    return text
+
+
+def _unit_summary(report: CostReport) -> list[str]:
+    """Mean and max per essay-trait (per-trait calls) and per essay (calls that score every trait at once)."""
+    lines = []
+    for label, whole in (("per essay-trait", False), ("per essay, calls scoring every trait", True)):
+        units = [t for (_essay, trait), t in report.per_unit.items() if (trait == WHOLE_ESSAY) == whole]
+        if not units:
+            continue
+        calls = sorted(u.calls for u in units)
+        tokens = [u.prompt_tokens + u.completion_tokens for u in units]
+        line = (
+            f"{label} ({len(units)}): calls mean {sum(calls) / len(units):.2f}, max {calls[-1]:.0f}; "
+            f"tokens mean {sum(tokens) / len(units):,.0f}, max {max(tokens):,.0f}"
+        )
+        if report.priced:
+            line += f"; spend mean {_money(sum(u.spend for u in units) / len(units))}"
+        lines.append(line)
+    return lines
+
+
+def render_report(report: CostReport) -> str:
+    """A cost report as text: total, per-unit means, each protocol three ways, then by model and by role."""
+    t, priced = report.total, report.priced
+    lines = [
+        _line("total", t, priced),
+        f"requests per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
+        f"errors {t.errors:,.0f}" + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
+        *_unit_summary(report),
+        "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "
+        "attributed = own + equal share):",
+    ]
+    for name, pc in report.protocols.items():
+        with_ = f" (shared {', '.join(pc.debates)} with {', '.join(pc.shared_with)})" if pc.shared_with else ""
+        lines += [
+            f"  {name}{with_}",
+            "    " + _line("own", pc.own, priced),
+            "    " + _line("shared calls read", pc.shared, priced),
+            "    " + _line("attributed", pc.attributed, priced),
+        ]
+    if report.unattributed.calls:
+        lines.append("  " + _line("shared calls nothing read", report.unattributed, priced))
+    lines.append("by model:")
+    lines += ["  " + _line(model or "(unknown)", tally, priced) for model, tally in sorted(report.by_model.items())]
+    lines.append("by role:")
+    lines += ["  " + _line(role, tally, priced) for role, tally in sorted(report.by_role.items())]
+    if not priced:
+        lines.append("no price table given: pass one to estimate the spend")
+    return "\n".join(lines)
+
+
+def render_estimate(estimate: RunEstimate, priced: bool) -> str:
+    """A dry-run estimate as text: total, each group needed, each protocol run alone (``priced``: gross spend)."""
+    lines = [
+        f"estimate for {estimate.n_essays} essays x {estimate.n_traits} traits with {', '.join(estimate.protocols)} "
+        "(sample means per unit x units; debates counted once; spend as if nothing were cached):",
+        _line("total", estimate.total, False) + (f"  spend {_money(estimate.total.gross_spend)}" if priced else ""),
+    ]
+    for group, tally in estimate.groups.items():
+        basis = f"{group} (from {estimate.sample_units[group]} sample units)"
+        lines.append("  " + _line(basis, tally, False) + (f"  spend {_money(tally.gross_spend)}" if priced else ""))
+    for name, tally in estimate.per_protocol.items():
+        lines.append(
+            f"  {name} run alone: {tally.calls:,.0f} calls" + (f", {_money(tally.gross_spend)}" if priced else "")
+        )
+    return "\n".join(lines)
+
+
+def render_text(item: CostReport | RunEstimate, priced: bool | None = None) -> str:
+    """Plain-text rendering of a report or an estimate (``priced``: show spend; default for a report: its own)."""
+    if isinstance(item, CostReport):
+        return render_report(item)
+    return render_estimate(item, bool(priced))
+
+
+def _tally_dict(t: Tally) -> dict[str, float]:
+    """A tally's fields and its requests per call."""
+    return {n: getattr(t, n) for n in t.__dataclass_fields__} | {"requests_per_call": t.requests_per_call}
+
+
+def report_to_dict(report: CostReport) -> dict[str, Any]:
+    """A JSON-ready summary of a report (per-unit tallies summarised, not listed)."""
+    return {
+        "total": _tally_dict(report.total),
+        "priced": report.priced,
+        "essay_traits": len(report.per_unit),
+        "protocols": {
+            name: {
+                "own": _tally_dict(pc.own),
+                "shared": _tally_dict(pc.shared),
+                "attributed": _tally_dict(pc.attributed),
+                "debates": pc.debates,
+                "shared_with": pc.shared_with,
+            }
+            for name, pc in report.protocols.items()
+        },
+        "unattributed": _tally_dict(report.unattributed),
+        "by_model": {m: _tally_dict(t) for m, t in report.by_model.items()},
+        "by_role": {r: _tally_dict(t) for r, t in report.by_role.items()},
+    }
+
+
+def estimate_to_dict(estimate: RunEstimate) -> dict[str, Any]:
+    """A JSON-ready estimate."""
+    return {
+        "n_essays": estimate.n_essays,
+        "n_traits": estimate.n_traits,
+        "protocols": estimate.protocols,
+        "total": _tally_dict(estimate.total),
+        "groups": {g: _tally_dict(t) for g, t in estimate.groups.items()},
+        "per_protocol": {p: _tally_dict(t) for p, t in estimate.per_protocol.items()},
+        "sample_units": estimate.sample_units,
+    }

@@ -1,0 +1,269 @@
+"""What a run cost, from its records: per group, protocol, model, role and essay-trait.
+
+Groups. Every record belongs to the group named by its ``protocol`` field: a Judge's protocol (``MAD``,
+``MADRAG``, ``MA`` ...), a debate (``debate/adv_r1`` ...) or seed 002's shared round 0 (``consensus/init``).
+Debate calls are keyed by transcript variant, not by protocol, so MAD and MADRAG read the same debate; the
+round-0 Strict and Lenient calls are read by StrictJudge, LenientJudge, ConsensusMAD and ScoreMaskedMAD. Groups
+with those prefixes (:data:`SHARED_PREFIXES`) are *shared*; the others are protocols.
+
+Attribution of shared calls, per protocol:
+
+* ``own``: the protocol's own records (its Judge calls; a consensus protocol's own rounds);
+* ``shared``: every shared record it read (a Judge record's ``context["debate"]``, a consensus agent's
+  ``context["own_previous"]`` / ``["other_previous"]``; StrictJudge and LenientJudge, which make no call of their
+  own, read the round-0 call of their role when the run's configuration names them), counted whole - what the
+  protocol would cost run alone is ``own + shared``;
+* ``attributed``: ``own`` plus an equal share of each shared record it read (1/k when k protocols read it).
+  The attributed tallies of all protocols plus ``unattributed`` (shared records nothing read yet, e.g. a run
+  stopped mid-debate) add up to the run's total.
+
+Spend (price tables: :mod:`madrag.evaluation.costs.prices`). ``spend`` leaves out calls answered from the
+response cache (nothing was billed for them in this run); ``gross_spend`` prices every call as if none were
+cached. Calls of a model missing from the table are counted in ``unpriced_calls`` and add nothing to either.
+
+A planned run's cost from a sample: :mod:`madrag.evaluation.costs.estimate`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from madrag.evaluation.costs.prices import PER_MILLION, Price, Prices, price_for
+from madrag.records import AgentRecord
+from madrag.store import RunStore
+
+DEBATE_PREFIX = "debate/"
+SHARED_PREFIXES = (DEBATE_PREFIX, "consensus/")
+"""Groups of calls made once and read by several protocols (debates; seed 002's shared round 0)."""
+WHOLE_ESSAY = "*"
+"""The trait of a call that scores every trait at once."""
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """The cost-relevant part of one record (small, so a large run fits in memory)."""
+
+    key: str
+    essay_id: str
+    trait: str
+    group: str
+    role: str
+    model: str
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    error: bool
+    reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
+
+    @classmethod
+    def of(cls, record: AgentRecord) -> CallCost:
+        """The record's cost fields and the keys of the shared records it read (debate turns, previous rounds)."""
+        reads = record.context.get("debate") or []
+        reads = list(reads) if isinstance(reads, list) else []
+        reads += [record.context[k] for k in ("own_previous", "other_previous") if k in record.context]
+        return cls(
+            key=record.key,
+            essay_id=record.essay_id,
+            trait=record.trait,
+            group=record.protocol,
+            role=record.role,
+            model=record.model,
+            requests=record.requests,
+            prompt_tokens=record.usage.prompt_tokens,
+            completion_tokens=record.usage.completion_tokens,
+            cached=record.cached,
+            error=record.error is not None,
+            reads=tuple(str(k) for k in reads),
+        )
+
+
+@dataclass
+class Tally:
+    """Sums over calls; fractional where calls are shared out or extrapolated."""
+
+    calls: float = 0.0
+    requests: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+    cached_calls: float = 0.0
+    errors: float = 0.0
+    spend: float = 0.0  # priced calls not served from the response cache
+    gross_spend: float = 0.0  # priced calls, as if none were cached
+    unpriced_calls: float = 0.0
+
+    def add(self, call: CallCost, price: Price | None, weight: float = 1.0) -> None:
+        """Count ``weight`` times one call (its spend when ``price`` is known, else as unpriced)."""
+        self.calls += weight
+        self.requests += weight * call.requests
+        self.prompt_tokens += weight * call.prompt_tokens
+        self.completion_tokens += weight * call.completion_tokens
+        self.cached_calls += weight * call.cached
+        self.errors += weight * call.error
+        if price is None:
+            self.unpriced_calls += weight
+            return
+        dollars = weight * (call.prompt_tokens * price.prompt + call.completion_tokens * price.completion) / PER_MILLION
+        self.gross_spend += dollars
+        if not call.cached:
+            self.spend += dollars
+
+    def plus(self, other: Tally, factor: float = 1.0) -> Tally:
+        """A new tally: this one plus ``factor`` times ``other``."""
+        names = self.__dataclass_fields__
+        return Tally(**{n: getattr(self, n) + factor * getattr(other, n) for n in names})
+
+    def scaled(self, factor: float) -> Tally:
+        """A new tally: ``factor`` times this one."""
+        return Tally().plus(self, factor)
+
+    def __add__(self, other: Tally) -> Tally:
+        """The sum of two tallies (so ``sum(tallies, start=Tally())`` works)."""
+        return self.plus(other)
+
+    @property
+    def requests_per_call(self) -> float:
+        """HTTP requests per call (retries and continuations make it above 1); 0 without calls."""
+        return self.requests / self.calls if self.calls else 0.0
+
+
+@dataclass
+class GroupCost:
+    """One group's tally and the units it covered (essay-traits, or essays for whole-essay calls)."""
+
+    tally: Tally = field(default_factory=Tally)
+    units: set[tuple[str, str]] = field(default_factory=set)
+    per_essay: bool = True  # every call scores the whole essay (trait "*")
+
+
+@dataclass
+class ProtocolCost:
+    """A protocol's cost, with the shared calls it read counted three ways (see the module docstring)."""
+
+    own: Tally
+    shared: Tally
+    attributed: Tally
+    debates: list[str]
+    shared_with: list[str]
+
+    @property
+    def standalone(self) -> Tally:
+        """What the protocol would cost run alone: its own calls plus every shared call it read."""
+        return self.own.plus(self.shared)
+
+
+@dataclass
+class CostReport:
+    """A run's tallies: in total, per group, per protocol (three ways), per model, per role and per essay-trait
+    (``per_unit``), with the calls they were summed from."""
+
+    total: Tally
+    groups: dict[str, GroupCost]
+    protocols: dict[str, ProtocolCost]
+    unattributed: Tally
+    by_model: dict[str, Tally]
+    by_role: dict[str, Tally]
+    per_unit: dict[tuple[str, str], Tally]
+    calls: list[CallCost]
+    priced: bool
+
+
+def _as_calls(records: RunStore | Iterable[AgentRecord | CallCost]) -> list[CallCost]:
+    """The cost fields of a store's records, of records, or calls as they are."""
+    items = records.records() if isinstance(records, RunStore) else records
+    return [c if isinstance(c, CallCost) else CallCost.of(c) for c in items]
+
+
+def is_shared(group: str) -> bool:
+    """Whether a group's calls are made once and read by several protocols (:data:`SHARED_PREFIXES`)."""
+    return group.startswith(SHARED_PREFIXES)
+
+
+def _reads(calls: Sequence[CallCost], protocols: Sequence[str]) -> dict[str, set[str]]:
+    """Protocol -> keys of the shared records it read: from the records' links, and for configured consensus
+    protocols without rounds (StrictJudge, LenientJudge) the shared round-0 call of their role."""
+    from madrag.protocols.consensus import consensus_protocol
+
+    reads: dict[str, set[str]] = defaultdict(set)
+    shared_keys = {c.key for c in calls if is_shared(c.group)}
+    for call in calls:
+        reads[call.group].update(k for k in call.reads if k in shared_keys)
+    for name in protocols:
+        proto = consensus_protocol(name)
+        if proto is None or proto.rounds or not is_shared(proto.namespace(0)):
+            continue
+        roles = {a.role for a in proto.agents}
+        reads[name].update(c.key for c in calls if c.group == proto.namespace(0) and c.role in roles)
+    return {p: keys for p, keys in reads.items() if keys or not is_shared(p)}
+
+
+def _readers(reads: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """Shared record key -> the protocols that read it."""
+    readers: dict[str, set[str]] = defaultdict(set)
+    for protocol, keys in reads.items():
+        for key in keys:
+            readers[key].add(protocol)
+    return readers
+
+
+def cost_report(
+    records: RunStore | Iterable[AgentRecord | CallCost],
+    prices: Prices | None = None,
+    protocols: Sequence[str] | None = None,
+) -> CostReport:
+    """Tally a run's records (a store, records, or the ``calls`` of an earlier report). ``protocols``: the run's
+    configured protocol names (default: those in a store's configuration), for protocols that make no call of
+    their own (StrictJudge and LenientJudge read the shared round-0 calls)."""
+    if protocols is None and isinstance(records, RunStore):
+        from madrag.evaluation.run import run_config
+
+        protocols = run_config(records)[1]
+    calls = _as_calls(records)
+    reads = _reads(calls, protocols or [])
+    readers = _readers(reads)
+    total, unattributed = Tally(), Tally()
+    groups: dict[str, GroupCost] = defaultdict(GroupCost)
+    by_model: dict[str, Tally] = defaultdict(Tally)
+    by_role: dict[str, Tally] = defaultdict(Tally)
+    per_unit: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    own: dict[str, Tally] = defaultdict(Tally)
+    shared: dict[str, Tally] = defaultdict(Tally)
+    attributed: dict[str, Tally] = defaultdict(Tally)
+    for call in calls:
+        price = price_for(call.model, prices)
+        for tally in (total, by_model[call.model], by_role[call.role], per_unit[(call.essay_id, call.trait)]):
+            tally.add(call, price)
+        group = groups[call.group]
+        group.tally.add(call, price)
+        group.units.add((call.essay_id, call.trait))
+        group.per_essay = group.per_essay and call.trait == WHOLE_ESSAY
+        if not is_shared(call.group):
+            own[call.group].add(call, price)
+            attributed[call.group].add(call, price)
+            continue
+        who = readers.get(call.key, set())
+        if not who:
+            unattributed.add(call, price)
+        for protocol in who:
+            shared[protocol].add(call, price)
+            attributed[protocol].add(call, price, 1 / len(who))
+    group_of = {c.key: c.group for c in calls}
+    by_protocol = {
+        name: ProtocolCost(own[name], shared[name], attributed[name], *_links(name, reads, readers, group_of))
+        for name in sorted(set(own) | set(shared))
+    }
+    return CostReport(
+        total, dict(groups), by_protocol, unattributed, dict(by_model), dict(by_role), dict(per_unit), calls,
+        priced=prices is not None,
+    )  # fmt: skip
+
+
+def _links(
+    protocol: str, reads: Mapping[str, set[str]], readers: Mapping[str, set[str]], group_of: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """(shared groups ``protocol`` read, other protocols that read the same shared records)."""
+    keys = reads.get(protocol, set())
+    others = {p for key in keys for p in readers.get(key, set())} - {protocol}
+    return sorted({group_of[k] for k in keys}), sorted(others)
