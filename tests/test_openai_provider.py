@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -187,7 +188,6 @@ async def test_response_mapping_with_tokens_and_alternatives(make: Any) -> None:
     assert resp.finish_reason == "length"
     assert resp.usage.prompt_tokens == 11 and resp.usage.completion_tokens == 3
     assert resp.model == "served-model"
-    assert resp.latency_s >= 0.0
     assert resp.raw["id"] == "chatcmpl-1"
     assert resp.raw["choices"][0]["message"]["content"] == "Final score: 3"
     assert resp.tokens is not None
@@ -226,6 +226,27 @@ async def test_logprobs_unsupported_is_refused_before_any_call(make: Any) -> Non
     with pytest.raises(ProviderError, match="no logprobs"):
         await provider.complete(req(logprobs=True))
     assert rec.requests == []
+
+
+async def test_latency_is_the_time_the_server_took() -> None:
+    delay = 0.05
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(delay)
+        return ok(completion_body())
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(slow))
+    provider = OpenAICompatProvider("m", base_url=BASE_URL, http_client=client)
+    resp = await provider.complete(req())
+    # at least the server's delay (less a millisecond: the event loop may wake a timer that much early)
+    assert delay - 1e-3 <= resp.latency_s < delay + 5.0
+
+
+async def test_call_labels_are_not_sent(make: Any) -> None:
+    provider, rec = make(ok(completion_body()))
+    await provider.complete(req(seed=3))
+    await provider.complete(req(seed=3, role="judge", trait="Ideas", round=1))
+    assert rec.requests[0].content == rec.requests[1].content
 
 
 def test_capabilities_and_identity(make: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from madrag.errors import ConfigError
-from madrag.providers import ProviderSpec, parse_role_provider, spec_identity
+from madrag.providers.spec import ProviderSpec, parse_role_provider, spec_identity
 
 
 def test_parse_role_provider_keeps_operational_settings_of_the_base() -> None:

@@ -76,6 +76,11 @@ async def test_mad_and_madrag_pay_for_one_debate_and_both_judges_read_it(tmp_pat
     assert [(s.protocol, s.trait) for s in scores] == [("MAD", "T0"), ("MAD", "T1"), ("MADRAG", "T0"), ("MADRAG", "T1")]
     roles = Counter(request_role(c) for c in fake.calls if c.choices is None)
     assert roles["advocate"] == 2 and roles["skeptic"] == 2  # one debate per trait, not one per protocol
+    # every request is labelled with its call (role, trait, round); the labels are not recorded as settings
+    assert {(c.role, c.trait, c.round) for c in fake.calls} == {
+        (role, trait, 1) for role in ("advocate", "skeptic", "judge") for trait in ("T0", "T1")
+    }
+    assert all("role" not in r.settings and "trait" not in r.settings for r in ctx.store.records())
     for trait in ("T0", "T1"):
         skeptic = ctx.store.get(call_key("debate/adv_r1", essay.id, trait, "skeptic"))
         assert skeptic is not None
@@ -85,7 +90,9 @@ async def test_mad_and_madrag_pay_for_one_debate_and_both_judges_read_it(tmp_pat
 
 
 class CountingProtocol:
-    """Counts essays in flight; one trait score per essay."""
+    """Counts essays in flight; one trait score per essay. Each essay yields to the event loop before it
+    finishes, so every worker has an essay in flight at once; essay ``e0`` finishes only after another essay
+    has, so completion order differs from essay order (deterministically: no timing)."""
 
     name = "COUNT"
     uses_bank = False
@@ -93,6 +100,7 @@ class CountingProtocol:
     def __init__(self) -> None:
         self.in_flight = 0
         self.peak = 0
+        self.another_done = asyncio.Event()
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
@@ -100,7 +108,12 @@ class CountingProtocol:
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
-        await asyncio.sleep(0.01 if int(essay.id[1:]) % 3 else 0.03)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if essay.id == "e0":
+            await self.another_done.wait()
+        else:
+            self.another_done.set()
         self.in_flight -= 1
         return [TraitScore(essay_id=essay.id, trait="T0", protocol=self.name, score=1)]
 
@@ -113,7 +126,7 @@ async def test_default_concurrency_follows_provider_slots_and_keeps_essay_order(
     scores = await run_scoring(ctx, essays, _rubric(4), [counting], on_essay_done=lambda e, _s: done.append(e.id))
     assert counting.peak == auto_essay_concurrency(8, 4) == 4
     assert [s.essay_id for s in scores] == [e.id for e in essays]
-    assert sorted(done) == sorted(e.id for e in essays) and done != [e.id for e in essays]
+    assert sorted(done) == sorted(e.id for e in essays) and done.index("e0") > done.index("e1")
     explicit = CountingProtocol()
     await run_scoring(ctx, essays, _rubric(4), [explicit], essay_concurrency=2)
     assert explicit.peak == 2
@@ -151,18 +164,23 @@ async def test_a_failing_call_cancels_its_siblings() -> None:
     from madrag.pipeline.concurrency import gather_or_cancel
 
     finished: list[str] = []
+    release = asyncio.Event()  # never set while the failing call is running
+    started = asyncio.Event()
 
-    async def slow() -> str:
-        await asyncio.sleep(0.2)
-        finished.append("slow")
-        return "slow"
+    async def waits() -> str:
+        started.set()
+        await release.wait()
+        finished.append("waits")
+        return "waits"
 
     async def fails() -> str:
-        await asyncio.sleep(0.01)
+        await started.wait()  # the sibling is running when the failure comes
         raise ValueError("backend gone")
 
     with pytest.raises(ValueError, match="backend gone"):  # the original error, not an ExceptionGroup
-        await gather_or_cancel(slow(), fails())
-    await asyncio.sleep(0.3)
-    assert finished == []
-    assert await gather_or_cancel(slow(), slow()) == ["slow", "slow"]
+        await gather_or_cancel(waits(), fails())
+    release.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert finished == []  # the sibling was cancelled (and awaited), so it never finished
+    assert await gather_or_cancel(waits(), waits()) == ["waits", "waits"]

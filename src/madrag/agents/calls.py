@@ -187,6 +187,9 @@ def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRe
         "seed": ctx.settings.seed,
         "logprobs": want_lp,
         "top_logprobs": min(ctx.settings.top_logprobs, caps.max_top_logprobs) if want_lp else 0,
+        "role": call.role,  # role, trait and round label the request: never sent, never hashed
+        "trait": call.trait,
+        "round": call.round,
     }
     fields.update(overrides)
     return ChatRequest(**fields)

@@ -18,12 +18,12 @@ from rich.markup import escape
 
 from madrag.errors import InputError
 from madrag.protocols import available
-from madrag.providers import ProviderKind, ProviderSpec
+from madrag.providers.spec import ProviderSpec, backend_kinds
 
 C = TypeVar("C", bound=str)
 
 # the backends --provider accepts, in the order its error lists them
-PROVIDER_KINDS: tuple[ProviderKind, ...] = ("llamacpp", "openai", "fake")
+PROVIDER_KINDS: tuple[str, ...] = backend_kinds()
 
 
 def choice(flag: str, value: str, options: tuple[C, ...]) -> C:

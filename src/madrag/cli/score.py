@@ -68,7 +68,7 @@ from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.providers import parse_role_provider
+from madrag.providers.spec import parse_role_provider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
 from madrag.settings import Anonymization, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings

@@ -22,7 +22,7 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.confidence.meta_eval import MetaMethod, MetaSummary, run_meta_evaluation
 from madrag.errors import InputError
 from madrag.pipeline.runner import provider_slots
-from madrag.providers import ProviderSpec, managed, spec_identity
+from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore

@@ -28,7 +28,7 @@ from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
-from madrag.providers import ProviderSpec, managed, spec_identity
+from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings

@@ -31,6 +31,7 @@ from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
+"""Called with each essay and its scores as the essay finishes."""
 
 RubricFor = Callable[[Essay, ScoringProtocol], Rubric | None]
 """Which traits of an essay a protocol is to score: a rubric holding just those traits, or None to skip the
@@ -93,7 +94,7 @@ def tuned_gc() -> Iterator[None]:
 
 def provider_slots(ctx: CallContext) -> int:
     """Parallel requests the managed provider allows (its own limit, else the backend's)."""
-    return max(1, ctx.provider.concurrency or ctx.provider.provider.max_concurrency)
+    return max(1, ctx.provider.max_concurrency)
 
 
 def auto_essay_concurrency(slots: int, width: int) -> int:

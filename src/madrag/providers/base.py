@@ -25,9 +25,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant"]
+"""Who speaks a chat message."""
 
 
 class Message(BaseModel):
+    """One chat message."""
+
     model_config = ConfigDict(frozen=True)
 
     role: Role
@@ -35,7 +38,13 @@ class Message(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """Everything that determines a completion; its :meth:`cache_key` identifies it fully."""
+    """Everything that determines a completion; its :meth:`cache_key` identifies it fully.
+
+    ``role``, ``trait`` and ``round`` say which agent call the request belongs to (e.g. ``judge``, ``Ideas``,
+    1), so a scripted provider can answer by role rather than by prompt wording. They are labels, not part of
+    the completion: left out of every dump (so of :meth:`cache_key` and of what a run records) and never sent
+    to a backend.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -51,6 +60,9 @@ class ChatRequest(BaseModel):
     grammar: str | None = None  # a GBNF grammar, for llama.cpp backends
     prefill: str | None = None
     choices: list[str] | None = None
+    role: str | None = Field(default=None, exclude=True)
+    trait: str | None = Field(default=None, exclude=True)
+    round: int | None = Field(default=None, exclude=True)
 
     def cache_key(self, provider: str, model: str) -> str:
         """SHA-256 of the full request plus the backend identity."""
@@ -60,6 +72,8 @@ class ChatRequest(BaseModel):
 
 
 class TopLogprob(BaseModel):
+    """An alternative token at a generated position, with its log-probability."""
+
     token: str
     logprob: float
 
@@ -73,10 +87,13 @@ class TokenLogprob(BaseModel):
 
 
 class Usage(BaseModel):
+    """Token counts of one call (or, added up, of several)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
+        """The counts of both."""
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
@@ -84,6 +101,8 @@ class Usage(BaseModel):
 
 
 class ChatResponse(BaseModel):
+    """A completion: its text, generated tokens with logprobs (when asked for), usage, latency, raw answer."""
+
     text: str
     tokens: list[TokenLogprob] | None = None  # None when the backend gave no logprobs
     choice_logprobs: dict[str, float] | None = None  # set when the request had ``choices``
@@ -96,6 +115,8 @@ class ChatResponse(BaseModel):
 
 
 class Capabilities(BaseModel):
+    """What a backend can do (see the module docstring); the pipeline checks these before asking."""
+
     model_config = ConfigDict(frozen=True)
 
     logprobs: bool = False
@@ -108,19 +129,27 @@ class Capabilities(BaseModel):
 
 
 class Provider(ABC):
-    """Async interface to one LLM. Subclasses set ``name``/``model`` and implement :meth:`_complete`."""
+    """Async interface to one LLM. Subclasses set ``name``/``model``/``capabilities``, implement
+    :meth:`_complete` and, when they serve more than one request at a time, :attr:`max_concurrency`."""
 
     name: str = "provider"
     model: str = ""
     capabilities: Capabilities = Capabilities()
-    max_concurrency: int = 1
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests this backend serves at once (its slots): how many the pipeline keeps in flight. One unless
+        a backend says otherwise."""
+        return 1
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        """The completion of ``request``; :class:`ProviderError` when this backend cannot honour it."""
         self.check(request)
         return await self._complete(request)
 
     @abstractmethod
-    async def _complete(self, request: ChatRequest) -> ChatResponse: ...
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        """The backend's own call, for a request :meth:`check` has accepted."""
 
     def check(self, request: ChatRequest) -> None:
         """Refuse, loudly, a request this backend cannot honour."""

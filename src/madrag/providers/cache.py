@@ -23,6 +23,7 @@ class ResponseCache:
         self.misses = 0
 
     def get(self, key: str) -> ChatResponse | None:
+        """The stored response (marked ``cached``), or None; counts the hit or miss."""
         with self._lock:
             row = self._conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
@@ -32,10 +33,12 @@ class ResponseCache:
         return ChatResponse.model_validate_json(row[0]).model_copy(update={"cached": True})
 
     def put(self, key: str, response: ChatResponse) -> None:
+        """Store (or replace) the response to ``key``."""
         blob = response.model_dump_json()
         with self._lock:
             self._conn.execute("INSERT OR REPLACE INTO responses (key, response) VALUES (?, ?)", (key, blob))
 
     def close(self) -> None:
+        """Close the database connection."""
         with self._lock:
             self._conn.close()

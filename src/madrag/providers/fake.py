@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from madrag.errors import ProviderError, TransientProviderError
+from madrag.errors import ProviderError
 from madrag.providers.base import (
     Capabilities,
     ChatRequest,
@@ -36,6 +36,7 @@ class FakeReply:
 
 
 Script = Sequence[str | FakeReply] | Mapping[str, str | FakeReply] | Callable[[ChatRequest], str | FakeReply]
+"""Replies in order, replies by a substring of the messages, or a function of the request."""
 
 _PIECE = re.compile(r"\s*\S+")
 
@@ -59,16 +60,26 @@ ROLE_MARKERS = (
     ("lenient", "You are a lenient essay evaluator who has completed"),
     ("neutral", "You are a neutral essay evaluator who has completed"),
 )
+"""(role, wording) pairs by which a server that sees only the messages (``madrag.testing.stub_server``) tells
+the roles apart. The fake provider does not use them: it reads the request's ``role`` label."""
+
 CONSENSUS_ROLES = frozenset({"single", "strict", "lenient", "neutral"})
+"""The consensus judges of seed 002, as :func:`request_role` names them."""
+
+NEUTRAL_ROLES = frozenset({"neutral_a", "neutral_b"})
+"""The two Symmetric MAD agents: one role for a scripted answer (they read the same instructions)."""
+
 _SCORE_LINE = re.compile(r"^(.+?): N \(an integer from (-?\d+) to (-?\d+)\)$", re.MULTILINE)
 
 
 def request_role(request: ChatRequest) -> str:
-    """Which role a request plays (advocate, skeptic, judge or other), from its role instructions, wherever the
-    prompt layout puts them (system message or user message)."""
-    text = "\n".join(m.content for m in request.messages)
-    found = [(text.find(marker), role) for role, marker in ROLE_MARKERS if marker in text]
-    return min(found)[1] if found else "other"
+    """Which agent a request is for, from its ``role`` label (set by the pipeline, independent of the prompt
+    wording): advocate, skeptic, judge, meta_evaluator, or a consensus judge (single, strict, lenient, neutral
+    for either Symmetric MAD agent); ``other`` for a request without a label."""
+    role = request.role
+    if role is None:
+        return "other"
+    return "neutral" if role in NEUTRAL_ROLES else role
 
 
 def default_script(request: ChatRequest) -> FakeReply:
@@ -147,7 +158,11 @@ class FakeProvider(Provider):
         self.name = "fake"
         self.model = self.model_name
         self.capabilities = self.caps
-        self.max_concurrency = self.concurrency
+
+    @property
+    def max_concurrency(self) -> int:
+        """``concurrency``: requests served at once."""
+        return self.concurrency
 
     def _next(self, request: ChatRequest) -> FakeReply:
         script = self.script
@@ -213,8 +228,3 @@ class FakeProvider(Provider):
             model=self.model,
             raw={"fake": True},
         )
-
-
-def flaky(times: int, then: str | FakeReply) -> list[FakeReply]:
-    """A script that fails transiently ``times`` times, then answers ``then`` (for retry tests)."""
-    return [FakeReply(text="", error=TransientProviderError("scripted 503")) for _ in range(times)] + [_as_reply(then)]

@@ -84,15 +84,17 @@ class LlamaCppProvider(Provider):
         self.slots = slots
         threads = n_threads or max((os.cpu_count() or 1) // slots, 1)
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
-        self.max_concurrency = slots
         self._engines = [LlamaCppEngine(path, n_ctx, threads, n_batch) for _ in range(slots)]
         self._free: asyncio.Queue[LlamaCppEngine] | None = None
 
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx, "slots": self.slots}
+    @property
+    def max_concurrency(self) -> int:
+        """One request per slot."""
+        return self.slots
 
-    def render_prompt(self, request: ChatRequest) -> str:
-        return self._engines[0].render_prompt(request)
+    def describe(self) -> dict[str, Any]:
+        """The base description plus the model file, context size and slots."""
+        return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx, "slots": self.slots}
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         if self._free is None:
@@ -118,6 +120,7 @@ class LlamaCppProvider(Provider):
         )
 
     async def aclose(self) -> None:
+        """Free every slot's model context."""
         for engine in self._engines:
             engine.close()
 
@@ -184,6 +187,7 @@ class LlamaCppEngine:
         return prompt + (request.prefill or "")
 
     def close(self) -> None:
+        """Free the model context (waiting for a generation still running in a worker thread)."""
         with self._thread_lock:
             if self._llm is not None:
                 self._llm.close()
@@ -236,6 +240,7 @@ class LlamaCppEngine:
         return TokenLogprob(token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top)
 
     def generate(self, request: ChatRequest) -> _Generated:
+        """The completion of ``request`` (blocking: run it in a worker thread)."""
         with self._thread_lock:
             return self._generate_locked(request)
 

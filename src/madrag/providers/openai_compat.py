@@ -47,6 +47,7 @@ _TOKENS: TypeAdapter[list[TokenLogprob]] = TypeAdapter(list[TokenLogprob])
 """Builds a response's tokens (with their alternatives) from plain dicts in one pydantic-core call."""
 
 JsonSchemaStyle = Literal["json_schema", "json_object"]
+"""How a request's JSON schema is sent (see :class:`OpenAICompatProvider`)."""
 
 
 def _safe_url(url: str | None) -> str | None:
@@ -88,7 +89,7 @@ class OpenAICompatProvider(Provider):
         self.base_url = base_url
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
-        self.max_concurrency = max_concurrency
+        self._max_concurrency = max_concurrency
         self.json_schema_style: JsonSchemaStyle = json_schema_style
         self.capabilities = Capabilities(
             logprobs=supports_logprobs,
@@ -117,7 +118,13 @@ class OpenAICompatProvider(Provider):
             f"api_key_env={self.api_key_env!r})"
         )
 
+    @property
+    def max_concurrency(self) -> int:
+        """Requests in flight at once (the client holds the rest back)."""
+        return self._max_concurrency
+
     def describe(self) -> dict[str, Any]:
+        """The base description plus the endpoint, key variable (never the key), timeout and concurrency."""
         info = super().describe()
         info.update(
             base_url=_safe_url(self.base_url),
@@ -130,6 +137,7 @@ class OpenAICompatProvider(Provider):
         return info
 
     async def aclose(self) -> None:
+        """Close the HTTP client."""
         await self._client.close()
 
     # -- request -------------------------------------------------------------------------------------------

@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RetryPolicy:
+    """How often and how patiently a call is retried: ``retries`` after the first attempt, each attempt cut off
+    after ``timeout_s``, backoff from ``base_delay_s`` doubling up to ``max_delay_s``."""
+
     retries: int = 4
     base_delay_s: float = 1.0
     max_delay_s: float = 30.0
@@ -30,7 +33,10 @@ class RetryPolicy:
 
 @dataclass
 class ManagedProvider:
-    """What the pipeline calls: one provider plus its concurrency limit, retries and cache."""
+    """What the pipeline calls: one provider plus its concurrency limit, retries and cache.
+
+    ``concurrency`` caps the requests in flight (None: the backend's own :attr:`Provider.max_concurrency`).
+    """
 
     provider: Provider
     policy: RetryPolicy = field(default_factory=RetryPolicy)
@@ -41,14 +47,22 @@ class ManagedProvider:
 
     @property
     def capabilities(self) -> Capabilities:
+        """The backend's capabilities."""
         return self.provider.capabilities
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests in flight at once: the configured limit, else the backend's."""
+        return self.concurrency or self.provider.max_concurrency
 
     def _semaphore(self) -> asyncio.Semaphore:
         if self._sem is None:
-            self._sem = asyncio.Semaphore(self.concurrency or self.provider.max_concurrency)
+            self._sem = asyncio.Semaphore(self.max_concurrency)
         return self._sem
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        """The response to ``request``: from the cache, else from the backend (within the concurrency limit,
+        retried on transient failures); :class:`ProviderError` once the retries are spent."""
         self.provider.check(request)
         if self.cache is None:
             async with self._semaphore():
@@ -80,6 +94,7 @@ class ManagedProvider:
         )
 
     async def aclose(self) -> None:
+        """Close the backend and the cache."""
         await self.provider.aclose()
         if self.cache is not None:
             self.cache.close()

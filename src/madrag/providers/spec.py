@@ -1,0 +1,185 @@
+"""Provider specs: how a run names its backend, the registry of backend kinds, and the factories that build a
+provider from a spec (bare with :func:`make_provider`, or with its call policy with :func:`managed`).
+
+A backend kind is a name in a small registry (:func:`register_backend`): its factory builds the provider from a
+:class:`ProviderSpec`, and its role parser reads the ``KIND[:MODEL][@BASE_URL]`` of ``--role-provider``. The
+built-in kinds are ``llamacpp`` (the embedded default), ``openai`` (any OpenAI-compatible endpoint) and ``fake``
+(scripted, for tests); the backend modules are imported only when a provider of their kind is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from madrag.errors import ConfigError
+from madrag.providers.base import Provider
+from madrag.providers.cache import ResponseCache
+from madrag.providers.policy import ManagedProvider, RetryPolicy
+
+
+class ProviderSpec(BaseModel):
+    """How to reach a backend; recorded with each run (never the API key itself)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = "llamacpp"  # a registered backend kind (see register_backend)
+    model: str | None = None  # openai: the model name; llamacpp: ignored (see model_path)
+    model_path: str | None = None  # llamacpp: any GGUF; default: the embedded SmolLM2
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    logprobs: bool = True  # openai: whether the server returns logprobs
+    concurrency: int | None = None
+    timeout_s: float = 300.0
+    retries: int = 4
+    n_ctx: int = 8192
+    # llamacpp: parallel model contexts (requests served at once; the CPU threads are split between them).
+    # 2 measured 1.42x the calls/s of 1 on 2 cores (bench/embedded_slots.py)
+    slots: int = Field(default=2, ge=1)
+    fake_latency_s: float = 0.0  # fake: seconds per call (for tests of interrupted runs)
+
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, kind: str) -> str:
+        if kind not in _BACKENDS:
+            raise ValueError(f"unknown provider {kind!r}; choose {backend_choices()}")
+        return kind
+
+
+OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots"})
+"""Spec fields that change how calls are made, not what a backend answers (a resumed run may change them)."""
+
+
+def spec_identity(spec: ProviderSpec) -> dict[str, object]:
+    """The settings that change what a backend answers (a resumed run must match them)."""
+    return spec.model_dump(mode="json", exclude=set(OPERATIONAL))
+
+
+ProviderFactory = Callable[[ProviderSpec], Provider]
+"""Builds a provider from a spec; raises :class:`ConfigError` for a spec its backend cannot serve."""
+
+RoleFields = Callable[[str, str, str, ProviderSpec], dict[str, object]]
+"""``(role, model, base_url, base) -> spec fields`` for ``--role-provider ROLE=KIND[:MODEL][@BASE_URL]`` (model and
+base_url are "" when not given); raises :class:`ConfigError` for text its backend cannot use."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered backend kind: how to build its provider and how to read its ``--role-provider`` text."""
+
+    build: ProviderFactory
+    role_fields: RoleFields
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(kind: str, build: ProviderFactory, role_fields: RoleFields | None = None) -> None:
+    """Make ``kind`` a backend a :class:`ProviderSpec` can name. ``role_fields`` defaults to taking nothing from
+    the role text (beyond the kind). Registering a kind again replaces it."""
+    _BACKENDS[kind] = Backend(build=build, role_fields=role_fields or _no_role_fields)
+
+
+def backend_kinds() -> tuple[str, ...]:
+    """The registered backend kinds, in registration order."""
+    return tuple(_BACKENDS)
+
+
+def backend_choices() -> str:
+    """The registered kinds as prose: ``llamacpp, openai or fake``."""
+    kinds = backend_kinds()
+    return kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
+
+
+def make_provider(spec: ProviderSpec) -> Provider:
+    """The bare provider ``spec`` describes (no retries, concurrency limit or cache: see :func:`managed`)."""
+    backend = _BACKENDS.get(spec.kind)
+    if backend is None:  # only for a spec built without validation (model_construct)
+        raise ConfigError(f"unknown provider {spec.kind!r}; choose {backend_choices()}")
+    return backend.build(spec)
+
+
+def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
+    """The provider with its concurrency limit, timeout, retries and (unless disabled) response cache."""
+    return ManagedProvider(
+        provider=make_provider(spec),
+        policy=RetryPolicy(retries=spec.retries, timeout_s=spec.timeout_s),
+        cache=ResponseCache(cache_path) if cache_path is not None else None,
+        concurrency=spec.concurrency,
+    )
+
+
+ROUTABLE_ROLES = ("single", "strict", "lenient", "neutral_a", "neutral_b")
+"""Roles whose calls can go to their own backend (``--role-provider``): the judges of seed 002."""
+
+
+def parse_role_provider(text: str, base: ProviderSpec) -> tuple[str, ProviderSpec]:
+    """``ROLE=KIND[:MODEL][@BASE_URL]`` -> (role, spec): e.g. ``lenient=openai:gemma-3-4b@http://host:8000/v1``,
+    ``strict=llamacpp:/models/big.gguf``, ``lenient=llamacpp`` (the embedded model). Operational settings
+    (timeout, retries, concurrency, slots) and the API key variable come from ``base``."""
+    role, sep, rest = text.partition("=")
+    role = role.strip()
+    if not sep or not rest.strip():
+        raise ConfigError(f"--role-provider takes ROLE=KIND[:MODEL][@BASE_URL]; got {text!r}")
+    if role not in ROUTABLE_ROLES:
+        raise ConfigError(f"--role-provider: role must be one of {', '.join(ROUTABLE_ROLES)}; got {role!r}")
+    head, _, url = rest.strip().partition("@")
+    kind, _, model = head.partition(":")
+    backend = _BACKENDS.get(kind)
+    if backend is None:
+        raise ConfigError(f"--role-provider: backend must be {backend_choices()}; got {kind!r}")
+    update: dict[str, object] = {"kind": kind, "model": None, "model_path": None, "base_url": None}
+    update.update(backend.role_fields(role, model, url, base))
+    return role, base.model_copy(update=update)
+
+
+# -- the built-in backends --------------------------------------------------------------------------------------
+
+
+def _no_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
+    return {}
+
+
+def _llamacpp(spec: ProviderSpec) -> Provider:
+    from madrag.providers.llamacpp import LlamaCppProvider
+
+    return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, slots=spec.slots)
+
+
+def _llamacpp_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
+    return {"model_path": model or None}
+
+
+def _openai(spec: ProviderSpec) -> Provider:
+    from madrag.providers.openai_compat import OpenAICompatProvider
+
+    if not spec.model:
+        raise ConfigError("the openai provider needs --model (the model name the server serves)")
+    return OpenAICompatProvider(
+        model=spec.model,
+        base_url=spec.base_url,
+        api_key_env=spec.api_key_env,
+        timeout_s=spec.timeout_s,
+        max_concurrency=spec.concurrency or 8,
+        supports_logprobs=spec.logprobs,
+    )
+
+
+def _openai_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
+    if not model:
+        raise ConfigError(f"--role-provider {role}: an openai backend needs a model name (openai:MODEL)")
+    return {"model": model, "base_url": base_url or base.base_url}
+
+
+def _fake(spec: ProviderSpec) -> Provider:
+    from madrag.providers.fake import FakeProvider
+
+    return FakeProvider(latency_s=spec.fake_latency_s)
+
+
+register_backend("llamacpp", _llamacpp, _llamacpp_role_fields)
+register_backend("openai", _openai, _openai_role_fields)
+register_backend("fake", _fake)
