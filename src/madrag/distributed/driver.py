@@ -44,12 +44,21 @@ LOCAL_WORKERS = 2
 
 
 def worker_spec(spec: ProviderSpec, backend: ManagedProvider, workers: int) -> ProviderSpec:
-    """A worker's backend: an HTTP backend's concurrency is shared by the workers (each gets its part, so the
-    cluster as a whole keeps the limit); an embedded model is each worker's own."""
+    """A worker's backend: an HTTP backend's concurrency (per endpoint, for several ``--base-url``) is shared
+    by the workers, each getting its part, so the cluster as a whole keeps the limit; an embedded model is each
+    worker's own."""
     if spec.kind != "openai":
         return spec
-    total = spec.concurrency or backend.provider.max_concurrency
-    return spec.model_copy(update={"concurrency": max(1, math.ceil(total / workers))})
+    endpoints = 1 + len(spec.extra_base_urls)
+    per_endpoint = spec.concurrency or max(1, backend.max_concurrency // endpoints)
+    return spec.model_copy(update={"concurrency": max(1, math.ceil(per_endpoint / workers))})
+
+
+def worker_slots(spec: ProviderSpec, backend: ManagedProvider) -> int:
+    """Requests one worker keeps in flight with ``spec`` (a worker's spec, see :func:`worker_spec`)."""
+    if spec.kind != "openai" or spec.concurrency is None:
+        return backend.max_concurrency
+    return spec.concurrency * (1 + len(spec.extra_base_urls))
 
 
 def driver_bank(ctx: CallContext) -> ExemplarBank | None:
@@ -189,9 +198,8 @@ class RayRun:
             workers = cluster.workers(self.options)
             setup = self.setup(rubric, protocols, workers)
             await self.start_workers(setup, workers, cluster)
-            per_worker = setup.provider.concurrency or ctx.provider.provider.max_concurrency
             in_flight = self.job.essay_concurrency or auto_essay_concurrency(
-                per_worker, essay_width(protocols, len(rubric.traits))
+                worker_slots(setup.provider, ctx.provider), essay_width(protocols, len(rubric.traits))
             )
             size = self.options.shard_essays or shard_size(
                 in_flight, len(plan.todo), workers, self.options.shards_per_worker
