@@ -196,10 +196,17 @@ async def test_worker_streams_records_then_each_essay_then_done() -> None:
     kinds = [k for k, _ in events]
     assert kinds[-1] == "done" and kinds.count("essay") == 2
     records = [p for k, p in events if k == "record"]
+    for row, light in records:  # the store row carries the whole record, the light copy its identity and score
+        full, brief = AgentRecord.model_validate_json(row[-1]), AgentRecord.model_validate_json(light)
+        assert full.tokens and full.messages and brief.tokens is None and not brief.messages
+        assert row[:6] == (full.key, full.essay_id, full.trait, full.protocol, full.role, full.round)
+        assert brief.model_dump(exclude={"messages", "tokens", "context"}) == full.model_dump(
+            exclude={"messages", "tokens", "context"}
+        )
     assert len(records) == 3 + (3 * 3 + 1)  # e0: Style's debate and judge; e1: every MAD trait and SA's call
     first_essay = kinds.index("essay")
     e0_done = next(i for i, (k, p) in enumerate(events) if k == "essay" and p[0] == "e0")
-    assert all('"essay_id":"e0"' not in p for k, p in events[e0_done:] if k == "record")  # records come first
+    assert all(p[0][1] != "e0" for k, p in events[e0_done:] if k == "record")  # records come first
     scores = dict(p for k, p in events if k == "essay")
     assert {(s.protocol, s.trait) for s in scores["e0"]} == {("MAD", "Style")}
     assert len(scores["e1"]) == len(PROTOCOLS) * len(RUBRIC.traits)
@@ -212,7 +219,7 @@ async def test_worker_continues_from_the_records_shipped_with_the_shard(tmp_path
     shard = Shard(index=0, essays=[ESSAYS[2]], todo=plan.todo)
     shard.known = known_records(store, shard, plan.partial)
     events = await collect(worker().score(shard))
-    made = [AgentRecord.model_validate_json(p) for k, p in events if k == "record"]
+    made = [AgentRecord.model_validate_json(p[0][-1]) for k, p in events if k == "record"]
     assert sorted((r.protocol, r.role, r.trait) for r in made) == [
         ("MAD", "judge", t) for t in sorted(RUBRIC.trait_names)
     ]

@@ -62,7 +62,9 @@ def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connectio
     return conn
 
 
-def _row(record: AgentRecord) -> Row:
+def record_row(record: AgentRecord) -> Row:
+    """The row a record is stored as (the record serialised once, with the columns it is looked up by); what
+    :meth:`RunStore.aput_row` writes, e.g. for a record serialised in another process."""
     return (
         record.key,
         record.essay_id,
@@ -288,7 +290,7 @@ class RunStore:
 
     def put(self, record: AgentRecord) -> bool:
         """Write a finished record; False (and nothing written) if its key is already stored."""
-        return self._conn.execute(_INSERT_RECORD, _row(record)).rowcount == 1
+        return self._conn.execute(_INSERT_RECORD, record_row(record)).rowcount == 1
 
     async def aput(self, record: AgentRecord) -> bool:
         """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
@@ -298,10 +300,15 @@ class RunStore:
 
         Cancelling the caller does not take the record back: the cancellation is delayed until the writer has
         committed (or failed to commit) it, so a cancelled run leaves no write in flight behind it."""
+        return await self.aput_row(record_row(record))
+
+    async def aput_row(self, row: Row) -> bool:
+        """:meth:`aput` of a record already serialised by :func:`record_row` (a distributed run's workers
+        serialise their records; the driver writes the rows as they come, without parsing them again)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         writer = self._writer_thread()
-        writer.submit(_Write(_row(record), loop, future))
+        writer.submit(_Write(row, loop, future))
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

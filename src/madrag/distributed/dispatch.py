@@ -27,7 +27,7 @@ from madrag.errors import MadragError
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
-from madrag.store import RunStore
+from madrag.store import Row, RunStore
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
 Prepare = Callable[[Shard], Any]  # fills a shard's known records and query vectors before it is handed out
@@ -167,10 +167,10 @@ class Dispatcher:
 
     async def _absorb(self, batch: list[tuple[str, Any]]) -> None:
         """Commit a batch's records (one group commit), then report the essays it finished, in order."""
-        pending: list[AgentRecord] = []
+        pending: list[tuple[Row, str]] = []
         for kind, payload in batch:
             if kind == "record":
-                pending.append(AgentRecord.model_validate_json(payload))
+                pending.append(payload)
                 continue
             await self._commit(pending)
             pending = []
@@ -181,15 +181,17 @@ class Dispatcher:
                 self.progress.failed_scores += int(payload.get("failed_scores", 0))
         await self._commit(pending)
 
-    async def _commit(self, records: list[AgentRecord]) -> None:
+    async def _commit(self, records: list[tuple[Row, str]]) -> None:
+        """Write the rows as the workers serialised them (no parsing here: the driver's time per record is
+        what bounds a cluster); progress callbacks get the light copy of each new record."""
         if not records:
             return
-        inserted = await asyncio.gather(*(self.store.aput(r) for r in records))
-        for record, new in zip(records, inserted, strict=True):
+        inserted = await asyncio.gather(*(self.store.aput_row(row) for row, _ in records))
+        for (_, light), new in zip(records, inserted, strict=True):
             if new:
                 self.ctx.stats.made += 1
                 if self.ctx.on_record is not None:
-                    self.ctx.on_record(record)
+                    self.ctx.on_record(AgentRecord.model_validate_json(light))
 
     def _essay_done(self, essay_id: str, scores: list[TraitScore]) -> None:
         full = [*self.plan.finished.get(essay_id, []), *scores]

@@ -5,7 +5,8 @@ the exemplar bank shipped through the object store once, and then scores shard a
 through :func:`madrag.pipeline.runner.run_scoring`. The only difference from a local run is the store its
 calls write to: a :class:`ShardStore` that knows the records the shard's essays already had and, instead of
 writing SQLite, streams every new record to the driver (Ray's streaming generators), which is the run's one
-writer. A shard's stream is a sequence of event batches: ``("record", json)`` for each finished call,
+writer. A shard's stream is a sequence of event batches: ``("record", (row, light json))`` for each finished
+call (serialised here once: the driver writes the row as it is),
 ``("essay", (essay id, scores))`` once an essay's scores are complete (after its records), and one final
 ``("done", statistics)``.
 """
@@ -33,9 +34,15 @@ from madrag.providers import ManagedProvider, ProviderSpec, managed
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
+from madrag.store import record_row
 
 Event = tuple[str, Any]
-"""One item of a shard's stream: ("record", record JSON), ("essay", (essay id, scores)) or ("done", stats)."""
+"""One item of a shard's stream: ("record", (its store row, its light JSON)), ("essay", (essay id, scores)) or
+("done", stats)."""
+
+HEAVY = frozenset({"messages", "tokens", "context"})
+"""Fields left out of the light copy of a record the driver hands to progress callbacks (the stored row has
+everything): the prompt, the token logprobs and the exemplars shown are most of a record's size."""
 
 
 @dataclass
@@ -79,7 +86,7 @@ class ShardStore:
         if record.key in self._records:
             return False
         self._remember(record)
-        self.emit(("record", record.model_dump_json()))
+        self.emit(("record", (record_row(record), record.model_dump_json(exclude=set(HEAVY)))))
         return True
 
     def emit(self, event: Event) -> None:
