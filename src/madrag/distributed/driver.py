@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -153,6 +154,14 @@ class RayRun:
         for i, hello in enumerate(hellos):
             self.stage(f"ray: worker {i} on node {hello['ip']} ({hello['node'][:8]}), pid {hello['pid']}")
 
+    async def worker_cpu_s(self) -> float | None:
+        """CPU seconds the workers have spent since they started (None if one does not answer)."""
+        try:
+            usage = await asyncio.wait_for(asyncio.gather(*(a.usage.remote() for a in self.actors)), 10)
+        except Exception:  # a lost worker: no total
+            return None
+        return round(sum(float(u["cpu_s"]) for u in usage), 3)
+
     async def stop_workers(self) -> None:
         """Close the workers' connections and end them."""
         ray = import_ray()
@@ -211,8 +220,14 @@ class RayRun:
                 f"ray: {workers} workers on {cluster.nodes} node(s) ({info['address']}), "
                 f"{len(shards)} shards of up to {size} essays"
             )
+            wall0, cpu0 = time.perf_counter(), time.process_time()
             progress = await self.dispatch(plan, essays, shards, on_essay_done)
-            self.store.set_meta("ray", {**info, "redone": progress.redone})
+            cost = {
+                "scoring_s": round(time.perf_counter() - wall0, 3),
+                "driver_cpu_s": round(time.process_time() - cpu0, 3),
+                "worker_cpu_s": await self.worker_cpu_s(),
+            }
+            self.store.set_meta("ray", {**info, "redone": progress.redone, **cost})
         finally:
             try:
                 await self.stop_workers()

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,11 +134,13 @@ class ShardWorker:
         self.bank = bank.restore(self.embedder) if bank is not None and self.embedder is not None else None
         self._backends: tuple[ManagedProvider, dict[str, ManagedProvider]] | None = None
         self._subrubrics: dict[tuple[str, ...], Rubric] = {}
+        self._cpu_start = time.process_time()
 
     def hello(self) -> dict[str, Any]:
-        """Where this worker runs: process id, node id and node address."""
+        """Where this worker runs: process id, node id and node address (and the start of :meth:`usage`)."""
         import ray
 
+        self._cpu_start = time.process_time()
         context = ray.get_runtime_context()
         ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         return {"pid": os.getpid(), "node": context.get_node_id(), "ip": ip}
@@ -206,6 +209,10 @@ class ShardWorker:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+
+    def usage(self) -> dict[str, float]:
+        """CPU seconds this worker's process has spent since :meth:`hello` (scoring, not starting up)."""
+        return {"cpu_s": time.process_time() - self._cpu_start}
 
     async def close(self) -> None:
         """Close the backends' connections."""
