@@ -38,6 +38,7 @@ import pydantic_core
 from madrag.data import load_asap, split_by_fold
 from madrag.distributed.options import RayOptions
 from madrag.pipeline.job import ScoreJob, execute
+from madrag.pipeline.runner import tuned_gc
 from madrag.providers import ProviderSpec
 from madrag.providers.base import ChatRequest
 from madrag.providers.openai_compat import OpenAICompatProvider
@@ -210,7 +211,10 @@ async def driver_rows_per_s(records: list[AgentRecord], folder: Path, old: bool)
 
 async def costs(folder: Path, n: int) -> list[str]:
     """One recorded Advocate request replayed against a zero-latency stub."""
-    lines = ["where a call's client CPU goes (one Advocate call: 150 words, top-5 logprobs; sequential, no latency):"]
+    lines = [
+        "where a call's client CPU goes (one Advocate call: 150 words, top-5 logprobs; sequential, no latency, GC "
+        "tuned as in a run):"
+    ]
     with StubServer(capacity=4, latency_s=0.0) as stub:
         provider = OpenAICompatProvider(MODEL, base_url=stub.base_url, max_concurrency=4)
         data = Path(folder) / "data"
@@ -295,7 +299,8 @@ def main() -> None:
                 stub.stop()
         for v in variants:
             print("\n".join(describe(v, chains, args)))
-        print("\n".join(asyncio.run(costs(Path(tmp), args.replays))))
+        with tuned_gc():  # as during a run
+            print("\n".join(asyncio.run(costs(Path(tmp), args.replays))))
     base = variants[0]
     for v in variants:
         cpu = v.cpu_per_call_ms
