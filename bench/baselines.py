@@ -92,10 +92,12 @@ def rater_sum_view(essays: list[Essay], rubric: Rubric) -> tuple[list[Essay], Ru
 
 
 def fmt(value: float | None) -> str:
+    """A QWK for the table, or a dash when there is none."""
     return "  -  " if value is None or math.isnan(value) else f"{value:5.2f}"
 
 
 def fold_spread(result: CVResult, trait: str) -> str:
+    """Mean ± standard deviation of the trait's per-fold QWK (NaN folds left out)."""
     values = [v for v in result.traits[trait].fold_qwk.values() if not math.isnan(v)]
     return f"{statistics.mean(values):.2f}±{statistics.stdev(values):.2f}" if len(values) > 1 else "  -      "
 
@@ -123,6 +125,7 @@ def print_table(essay_set: int, rubric: Rubric, features: CVResult, retrieval: C
 
 
 def run_set(essay_set: int, args: argparse.Namespace) -> None:
+    """Cross-validate both baselines on one ASAP set and print the table."""
     rubric = load_rubric(args.data / f"rubric_set{essay_set}.json")
     essays = load_asap(args.data / "training_set_rel3_sets7_8.tsv", rubric)
     if args.quick:
@@ -158,6 +161,7 @@ def run_set(essay_set: int, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Parse the options and run every set asked for."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sets", type=int, nargs="+", choices=(7, 8), default=[7, 8])
     parser.add_argument("--k", type=int, default=5, help="neighbours of the retrieval-only scorer (default 5)")

@@ -25,6 +25,7 @@ ASAP = Path(os.environ.get("MADRAG_ASAP_DIR", Path(__file__).resolve().parents[2
 
 
 def hardware() -> str:
+    """The CPU model, core count and load average."""
     cpu = next(
         (
             line.split(":", 1)[1].strip()
@@ -38,6 +39,7 @@ def hardware() -> str:
 
 
 def requests(n: int, max_tokens: int) -> list[ChatRequest]:
+    """One Advocate request (shared-prefix layout, logprobs) per fold-0 set-7 essay, ``n`` of them."""
     rubric = load_rubric(ASAP / "rubric_set7.json")
     essays = [e for e in load_asap(ASAP / "training_set_rel3_sets7_8.tsv", rubric) if e.fold == 0][:n]
     prompts = PromptLibrary()
@@ -51,6 +53,7 @@ def requests(n: int, max_tokens: int) -> list[ChatRequest]:
 
 
 async def measure(slots: int, reqs: list[ChatRequest]) -> tuple[float, int]:
+    """(seconds, generated tokens) for ``reqs`` all submitted at once to a provider with ``slots`` slots."""
     provider = LlamaCppProvider(slots=slots, n_ctx=4096)
     await asyncio.gather(*(provider.complete(r.model_copy(update={"max_tokens": 1})) for r in reqs[:slots]))  # load
     started = time.monotonic()
@@ -61,6 +64,7 @@ async def measure(slots: int, reqs: list[ChatRequest]) -> tuple[float, int]:
 
 
 def main() -> None:
+    """Measure one slot and ``--slots`` slots and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--n", type=int, default=8, help="requests (one per essay)")

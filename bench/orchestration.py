@@ -49,7 +49,8 @@ from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
-from madrag.testing.stub_server import MODEL, StubConfig, StubServer
+from madrag.testing.stub_answers import MODEL, StubConfig
+from madrag.testing.stub_server import StubServer
 
 CALLS_PER_CHAIN = 3
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def asap_dir() -> Path:
+    """The ASAP folder ($MADRAG_ASAP_DIR, else shared/data/asap beside or above the repository)."""
     for candidate in (
         os.environ.get("MADRAG_ASAP_DIR", ""),
         REPO / "shared/data/asap",
@@ -102,6 +104,7 @@ class LevelBank:
                     self._by_level.setdefault((trait.name, ref), essay)
 
     def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """Per score: the pool's first essay with that reference (never ``essay``), or None."""
         out = []
         for score in trait.scores:
             match = self._by_level.get((trait.name, score))
@@ -124,6 +127,7 @@ class TimedStore(RunStore):
         self.put_times: list[float] = []
 
     async def aput(self, record: AgentRecord) -> bool:
+        """The store's ``aput``, timed."""
         start = time.perf_counter()
         try:
             return await super().aput(record)
@@ -140,6 +144,7 @@ async def watch_loop_lag(lags: list[float], period_s: float = 0.01) -> None:
 
 
 def vm_kb(field_name: str) -> int:
+    """A ``VmXXX`` field of this process's /proc status in kB (0 when absent)."""
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
             if line.startswith(field_name + ":"):
@@ -157,6 +162,8 @@ VARIANTS = {
 
 @dataclass
 class RunResult:
+    """What one timed run measured: throughput, concurrency, records, CPU, write waits, loop lags, samples."""
+
     variant: str
     essays: int
     essay_concurrency: int
@@ -172,10 +179,12 @@ class RunResult:
 
     @property
     def rate(self) -> float:
+        """Calls per second of wall time."""
         return self.requests / self.wall_s
 
 
 def make_context(variant: str, store: RunStore, args: argparse.Namespace, url: str, bank: LevelBank) -> CallContext:
+    """A call context over the stub server: run id ``variant``, default settings, two retries, the level bank."""
     client = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0)
     return CallContext(
         run_id=variant,
@@ -223,6 +232,7 @@ async def score_once(
 
 
 async def cpu_per_call(provider: OpenAICompatProvider, request: ChatRequest, n: int) -> float:
+    """Client CPU seconds per ``provider.complete`` of ``request`` (after one warm-up call)."""
     await provider.complete(request)
     start = time.process_time()
     for _ in range(n):
@@ -231,6 +241,7 @@ async def cpu_per_call(provider: OpenAICompatProvider, request: ChatRequest, n: 
 
 
 async def raw_cpu_per_call(url: str, request: ChatRequest, n: int) -> float:
+    """Client CPU seconds per bare httpx POST of the same body (the floor under the provider's cost)."""
     body = OpenAICompatProvider(MODEL, base_url=url).request_kwargs(request)
     async with httpx.AsyncClient(timeout=60.0) as client:
         start = time.process_time()
@@ -300,6 +311,7 @@ async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespac
 
 
 def hardware() -> str:
+    """CPU model, cores, RAM, OS and Python version."""
     model = "unknown CPU"
     with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -315,6 +327,7 @@ def hardware() -> str:
 
 
 def load_average() -> str:
+    """The 1, 5 and 15 minute load averages."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
@@ -326,6 +339,7 @@ def ideal(chains: int, capacity: int, latency: float) -> tuple[float, float]:
 
 
 def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank; 0 for none)."""
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -333,6 +347,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def describe_run(r: RunResult, n_traits: int, args: argparse.Namespace) -> list[str]:
+    """The report lines of one run: throughput against the ideal, CPU, record-write waits, loop lag."""
     chains = r.essays * n_traits
     in_flight = min(r.essay_concurrency * n_traits, chains)
     full_rate, bound = ideal(chains, args.capacity, args.latency)
@@ -357,6 +372,7 @@ def describe_run(r: RunResult, n_traits: int, args: argparse.Namespace) -> list[
 
 
 def summary(runs: dict[str, RunResult], n_traits: int, args: argparse.Namespace) -> list[str]:
+    """The RESULT lines: madrag's rate against the ideal and the speed-up over the seed baseline."""
     ours = runs["madrag"]
     rate, _ = ideal(ours.essays * n_traits, args.capacity, args.latency)
     lines = [f"RESULT madrag: {ours.rate:.1f} calls/s = {100 * ours.rate / rate:.1f}% of the ideal {rate:.1f} calls/s"]
@@ -370,6 +386,7 @@ def summary(runs: dict[str, RunResult], n_traits: int, args: argparse.Namespace)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The bench's options, checked."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--essays", type=int, default=200, help="essays to score (ASAP set 7, fold 0)")
     p.add_argument("--traits", type=int, default=4, help="traits per essay (set 7 has 4; more are copies)")
@@ -390,6 +407,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def bench(args: argparse.Namespace) -> None:
+    """Start the stub, run every variant over the same essays and print the report."""
     data = asap_dir()
     rubric = widen_rubric(load_rubric(data / "rubric_set7.json"), args.traits)
     split = split_by_fold(load_asap(data / "training_set_rel3_sets7_8.tsv", load_rubric(data / "rubric_set7.json")), 0)

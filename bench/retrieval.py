@@ -53,6 +53,7 @@ def load() -> str:
 
 
 def summary(label: str, seconds: list[float]) -> str:
+    """Mean, median and 95th percentile of ``seconds`` in ms, labelled."""
     ms = np.array(seconds) * 1000
     return (
         f"{label:<34} mean {ms.mean():8.1f} ms  p50 {np.percentile(ms, 50):8.1f} ms  "
@@ -61,6 +62,7 @@ def summary(label: str, seconds: list[float]) -> str:
 
 
 def run(essay_set: int, n_queries: int, cache_dir: Path) -> None:
+    """Build (or reuse) the set's bank and time retrieval for ``n_queries`` fold-0 essays."""
     rubric = load_rubric(DATA / f"rubric_set{essay_set}.json")
     split = split_by_fold(load_asap(DATA / "training_set_rel3_sets7_8.tsv", rubric), eval_fold=0)
     embedder = MiniLMEmbedder()
@@ -102,6 +104,7 @@ def run(essay_set: int, n_queries: int, cache_dir: Path) -> None:
 
 
 def main() -> None:
+    """Parse the options and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", type=int, choices=(7, 8), default=7, dest="essay_set")
     parser.add_argument("--n-queries", type=int, default=20)

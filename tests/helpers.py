@@ -30,6 +30,7 @@ class StubBank:
         self.queries: list[tuple[str, str]] = []
 
     def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """Per score of ``trait``: the first pool essay with that reference (never ``essay``), or None."""
         self.queries.append((essay.id, trait.name))
         out = []
         for s in trait.scores:
@@ -41,6 +42,7 @@ class StubBank:
         return out
 
     def similar(self, essay: Essay, k: int) -> list[Exemplar]:
+        """The first ``k`` pool essays, each with an Ideas score of 1."""
         return [
             Exemplar(essay_id=e.id, text=e.text, scores={"Ideas": 1}, distance=0.2, similarity=0.8)
             for e in self.pool[:k]
@@ -54,6 +56,7 @@ def make_ctx(
     settings: ScoringSettings | None = None,
     retries: int = 0,
 ) -> CallContext:
+    """A call context over ``provider`` (no backoff between retries) with a store in tmp_path."""
     return CallContext(
         run_id="test",
         provider=ManagedProvider(provider, RetryPolicy(retries=retries, base_delay_s=0.0, max_delay_s=0.0)),
@@ -75,6 +78,7 @@ class BagOfWordsEmbedder:
         self.texts_embedded = 0
 
     def embed(self, texts: list[str]) -> FloatArray:
+        """Normalised word-bucket counts, one row per text."""
         self.calls += 1
         self.texts_embedded += len(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

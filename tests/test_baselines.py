@@ -1,7 +1,7 @@
 """Fast tests of the LLM-free baselines: features, the fold protocol, the RF scorer and the retrieval-only scorer.
 
-No MiniLM here: the retrieval scorer runs on a hashed bag-of-words fake embedder with real Chroma in tmp_path,
-or on a stub bank that only answers ``similar``.
+No MiniLM here: the retrieval scorer runs on a stub bank that only answers ``similar``, or (one test, marked
+``integration``) on a hashed bag-of-words fake embedder with real Chroma in tmp_path.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ TOPICS = ["apple orchard harvest", "river boat journey", "mountain snow climb", 
 
 
 def feats(text: str, lexicon: frozenset[str] = LEXICON) -> dict[str, float]:
+    """The features of ``text`` against the small test lexicon."""
     return essay_features(text, lexicon)
 
 
@@ -67,6 +68,7 @@ def make_essays(per_fold: int = 4, folds: int = 5) -> list[Essay]:
 
 
 def exemplar(eid: str, similarity: float, **scores: int) -> Exemplar:
+    """An exemplar with the given similarity and trait scores."""
     return Exemplar(essay_id=eid, text=eid, scores=scores, distance=1 - similarity, similarity=similarity)
 
 
@@ -78,6 +80,7 @@ class StubBank:
         self.calls: list[tuple[str, int]] = []
 
     def similar(self, essay: Essay, k: int, query_vector: FloatArray | None = None) -> list[Exemplar]:
+        """The query itself first, then the fixed exemplars; the first ``k``."""
         self.calls.append((essay.id, k))
         return [exemplar(essay.id, 1.0, Ideas=0, Style=0), *self.others][:k]
 
@@ -170,10 +173,12 @@ class SpyEstimator:
         self.trained: list[int] = []
 
     def fit(self, x: NDArray[np.float64], y: NDArray[Any]) -> SpyEstimator:
+        """Remember the training rows' ids."""
         self.trained = [int(v) for v in x[:, 0]]
         return self
 
     def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Log the rows trained on and asked about; predict 99 for each."""
         self.log.append(("fit", self.trained))
         self.log.append(("predict", [int(v) for v in x[:, 0]]))
         return np.full(len(x), 99.0)
@@ -243,6 +248,7 @@ def test_caching_embedder_embeds_each_text_once(tmp_path: Path) -> None:
     assert reloaded.inner.texts_embedded == 0  # type: ignore[attr-defined]
 
 
+@pytest.mark.integration
 def test_retrieval_cv_with_real_chroma_uses_other_folds_only(tmp_path: Path) -> None:
     essays = make_essays(per_fold=3)
     embedder = BagOfWordsEmbedder()

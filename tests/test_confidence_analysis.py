@@ -26,6 +26,7 @@ BINARY = ["auroc", "point_biserial", "point_biserial_p"]
 
 
 def random_frame(seed: int = 7, n: int = 80) -> pd.DataFrame:
+    """A synthetic features + judgments frame whose ordinal targets follow ``first3_range``."""
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame({"role": rng.choice(["advocate", "skeptic"], n)})
     for f in FEATURES:
@@ -127,6 +128,7 @@ def test_correlations_rejects_bad_input() -> None:
 
 
 def corr_fixture() -> pd.DataFrame:
+    """A correlations table with known Spearman / AUROC values, one feature all-NaN."""
     rows = []
     for group in ("advocate", "skeptic"):
         for feature, rho, auc in [("a", 0.1, 0.2), ("b", -0.5, 0.6), ("c", 0.3, 0.55), ("d", np.nan, np.nan)]:

@@ -28,6 +28,7 @@ from madrag.records import AgentRecord
 
 
 def record(key: str, logprobs: list[float] | None, role: str = "advocate", round_: int = 1) -> AgentRecord:
+    """A debater record whose tokens carry ``logprobs`` (None: no logprobs at all)."""
     tokens = None if logprobs is None else [TokenLogprob(token=f"t{i}", logprob=v) for i, v in enumerate(logprobs)]
     return AgentRecord(
         run_id="r",

@@ -95,6 +95,7 @@ def judge_script(request: ChatRequest) -> FakeReply:
 
 @pytest.fixture
 def fake_backend(monkeypatch: pytest.MonkeyPatch) -> FakeProvider:
+    """The meta job's backend replaced by a scripted fake provider (no retries)."""
     provider = FakeProvider(script=judge_script, caps=Capabilities(logprobs=True, max_top_logprobs=5, json_schema=True))
 
     def managed(_spec: object, _cache: object) -> ManagedProvider:

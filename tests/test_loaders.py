@@ -1,3 +1,5 @@
+"""Loading essays: the ASAP layout, generic CSV / JSONL, reference labels, folds, and one-line input errors."""
+
 from __future__ import annotations
 
 import json
@@ -56,6 +58,7 @@ def _tsv(tmp_path: Path, rows: list[list[str]], header: list[str] | None = None,
 
 @pytest.fixture
 def one_trait() -> Rubric:
+    """A set-7 rubric with the single trait Ideas (column trait1)."""
     return Rubric.model_validate(
         {
             "essay_set": 7,

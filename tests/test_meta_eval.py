@@ -13,19 +13,16 @@ from tests.helpers import make_ctx
 
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.prompts import PromptLibrary
+from madrag.confidence.judgment import META_SCHEMA, MetaJudgment, MetaParseError, parse_meta_judgment
 from madrag.confidence.meta_eval import (
     FOLLOWUP,
     META_PROTOCOL,
     META_ROLE,
-    META_SCHEMA,
-    MetaJudgment,
-    MetaParseError,
     agent_prompts,
     judgments_frame,
     meta_evaluate,
     meta_key,
     meta_messages,
-    parse_meta_judgment,
     run_meta_evaluation,
 )
 from madrag.data.essay import Essay
@@ -53,6 +50,7 @@ GOOD = {
 def debater_record(
     role: str = "advocate", layout: PromptLayout = "seed", text: str = "The essay quotes 'waiting'.", round_: int = 1
 ) -> AgentRecord:
+    """A debater record with the prompt its role really receives in ``layout``."""
     prompts = PromptLibrary()
     values = essay_values(prompts, ESSAY, TRAIT, "note", self_report=False)
     messages = role_messages(prompts, layout, f"{role}_system", f"{role}_user", {**values, "DEBATE_SO_FAR": ""})
@@ -70,6 +68,7 @@ def debater_record(
 
 
 def answer(**changes: object) -> str:
+    """The good judgment as JSON, with ``changes`` applied."""
     return json.dumps({**GOOD, **changes})
 
 
@@ -251,6 +250,7 @@ PICK = {"instruction_following": "3", "justification_quality": "2", "evidence_gr
 
 
 def constrained_script(request: ChatRequest) -> FakeReply:
+    """A backend for constrained mode: 70 % on :data:`PICK`'s choice, then the reasoning up to its quote."""
     assert request.prefill is not None
     if request.choices is not None:
         field = request.prefill.rsplit('"', 2)[-2]

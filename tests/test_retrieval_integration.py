@@ -22,11 +22,13 @@ POOL_SLICE = 120
 
 @pytest.fixture(scope="module")
 def embedder() -> MiniLMEmbedder:
+    """The real MiniLM embedder, shared by the module."""
     return MiniLMEmbedder()
 
 
 @pytest.fixture(scope="module")
 def set7() -> tuple[Rubric, list[Essay], Essay]:
+    """(set-7 rubric, the first pool essays of folds 1-4, the fold-0 query essay)."""
     rubric = load_rubric(ASAP / "rubric_set7.json")
     split = split_by_fold(load_asap(ASAP / "training_set_rel3_sets7_8.tsv", rubric), eval_fold=0)
     query = next(e for e in split.eval if e.id == QUERY_ID)
@@ -37,11 +39,13 @@ def set7() -> tuple[Rubric, list[Essay], Essay]:
 def bank(
     set7: tuple[Rubric, list[Essay], Essay], embedder: MiniLMEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> ExemplarBank:
+    """A MiniLM + Chroma bank of the set-7 pool slice, built once for the module."""
     rubric, pool, _ = set7
     return ExemplarBank.build_or_load(pool, rubric, embedder, tmp_path_factory.mktemp("bank7"))
 
 
 def stored_vectors(bank: ExemplarBank) -> tuple[list[str], np.ndarray, list[dict[str, object]]]:
+    """(ids, vectors, metadata) as stored in the bank's Chroma collection."""
     got = bank._collection.get(include=["embeddings", "metadatas"])
     return list(got["ids"]), np.asarray(got["embeddings"]), list(got["metadatas"])
 

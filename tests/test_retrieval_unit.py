@@ -1,4 +1,5 @@
-"""Unit tests of the exemplar bank (real Chroma in tmp_path, a deterministic bag-of-words fake embedder)."""
+"""Tests of the exemplar bank with a deterministic bag-of-words fake embedder. The bank tests use real Chroma (in
+tmp_path) and are marked ``integration``; the embedder protocol and window planning tests need neither."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ IDEAS, STYLE = RUBRIC.traits
 
 
 def essay(eid: str, text: str, ideas: float | None = None, style: float | None = None) -> Essay:
+    """An essay of set 7 with one rater's Ideas / Style scores where given."""
     scores: dict[str, list[float]] = {}
     if ideas is not None:
         scores["Ideas"] = [ideas]
@@ -46,24 +48,29 @@ def make_pool() -> list[Essay]:
 
 @pytest.fixture()
 def fake() -> BagOfWordsEmbedder:
+    """The deterministic bag-of-words embedder."""
     return BagOfWordsEmbedder()
 
 
 @pytest.fixture()
 def pool() -> list[Essay]:
+    """The 12-essay pool of :func:`make_pool`."""
     return make_pool()
 
 
 @pytest.fixture()
 def bank(pool: list[Essay], fake: BagOfWordsEmbedder, tmp_path: Path) -> ExemplarBank:
+    """A bank of the pool in tmp_path, built in batches of 5."""
     return ExemplarBank.build_or_load(pool, RUBRIC, fake, tmp_path / "bank", batch_size=5)
 
 
 def ids(level: LevelExemplar) -> str | None:
+    """The id of the level's exemplar, or None."""
     return level.exemplar.essay_id if level.exemplar else None
 
 
 def brute_force_nearest(query: Essay, candidates: list[Essay], emb: Embedder) -> str:
+    """The candidate nearest to ``query`` by a full scan (what the bank must agree with)."""
     qv = emb.embed([query.text])[0]
     sims = emb.embed([c.text for c in candidates]) @ qv
     return candidates[int(np.argmax(sims))].id
@@ -73,6 +80,7 @@ def test_fake_embedder_satisfies_protocol(fake: BagOfWordsEmbedder) -> None:
     assert isinstance(fake, Embedder)
 
 
+@pytest.mark.integration
 def test_bank_stores_whole_pool_in_batches(bank: ExemplarBank, pool: list[Essay], fake: BagOfWordsEmbedder) -> None:
     assert bank.size == len(pool)
     assert bank.built_now is True
@@ -80,6 +88,7 @@ def test_bank_stores_whole_pool_in_batches(bank: ExemplarBank, pool: list[Essay]
     assert fake.texts_embedded == len(pool)
 
 
+@pytest.mark.integration
 def test_per_level_one_exemplar_per_level_with_that_score(bank: ExemplarBank, pool: list[Essay]) -> None:
     query = essay("q1", "river boat journey story about patience", ideas=1, style=2)
     levels = bank.per_level(query, STYLE)
@@ -93,6 +102,7 @@ def test_per_level_one_exemplar_per_level_with_that_score(bank: ExemplarBank, po
         assert ref == lv.score
 
 
+@pytest.mark.integration
 def test_per_level_picks_the_nearest_candidate(bank: ExemplarBank, pool: list[Essay], fake: Embedder) -> None:
     query = essay("q2", "mountain snow climb with patience", ideas=0)
     for lv in bank.per_level(query, IDEAS):
@@ -102,13 +112,15 @@ def test_per_level_picks_the_nearest_candidate(bank: ExemplarBank, pool: list[Es
         assert lv.exemplar.essay_id == brute_force_nearest(query, candidates, fake)
 
 
+@pytest.mark.integration
 def test_per_level_records_none_for_empty_level(bank: ExemplarBank) -> None:
     levels = bank.per_level(essay("q3", "apple orchard"), IDEAS)
     assert [lv.score for lv in levels] == [0, 1, 2, 3]
-    assert levels[3].exemplar is None and not levels[3].available
-    assert all(lv.available for lv in levels[:3])
+    assert levels[3].exemplar is None
+    assert all(lv.exemplar is not None for lv in levels[:3])
 
 
+@pytest.mark.integration
 def test_query_in_pool_is_never_returned(bank: ExemplarBank, pool: list[Essay]) -> None:
     query = pool[4]  # identical text is in the bank: it would be its own nearest neighbour
     style = bank.per_level(query, STYLE)
@@ -120,6 +132,7 @@ def test_query_in_pool_is_never_returned(bank: ExemplarBank, pool: list[Essay]) 
     assert len(similar) == len(pool) - 1
 
 
+@pytest.mark.integration
 def test_only_candidate_of_a_level_being_the_query_gives_none(fake: Embedder, tmp_path: Path) -> None:
     pool = [essay("a", "alpha text", ideas=0), essay("b", "beta text", ideas=1), essay("c", "gamma", ideas=1)]
     bank = ExemplarBank.build_or_load(pool, RUBRIC, fake, tmp_path)
@@ -128,6 +141,7 @@ def test_only_candidate_of_a_level_being_the_query_gives_none(fake: Embedder, tm
     assert levels[1].exemplar is not None and levels[1].exemplar.essay_id in {"b", "c"}
 
 
+@pytest.mark.integration
 def test_similar_is_sorted_and_excludes_self(bank: ExemplarBank, pool: list[Essay], fake: Embedder) -> None:
     query = essay("q4", "city market noise story", style=1)
     found = bank.similar(query, k=3)
@@ -138,6 +152,7 @@ def test_similar_is_sorted_and_excludes_self(bank: ExemplarBank, pool: list[Essa
     assert {x.essay_id for x in found} <= {e.id for e in pool}
 
 
+@pytest.mark.integration
 def test_missing_reference_is_not_a_level_candidate(fake: Embedder, tmp_path: Path) -> None:
     pool = [essay("n", "unscored apple orchard", style=1), essay("s", "scored river boat", ideas=2, style=1)]
     bank = ExemplarBank.build_or_load(pool, RUBRIC, fake, tmp_path)
@@ -148,6 +163,7 @@ def test_missing_reference_is_not_a_level_candidate(fake: Embedder, tmp_path: Pa
     assert nearest.essay_id == "n" and "Ideas" not in nearest.scores and nearest.scores["Style"] == 1
 
 
+@pytest.mark.integration
 def test_second_build_reuses_collection(pool: list[Essay], tmp_path: Path) -> None:
     first_emb, second_emb = BagOfWordsEmbedder(), BagOfWordsEmbedder()
     first = ExemplarBank.build_or_load(pool, RUBRIC, first_emb, tmp_path)
@@ -160,6 +176,7 @@ def test_second_build_reuses_collection(pool: list[Essay], tmp_path: Path) -> No
     assert second.per_level(query, STYLE) == first.per_level(query, STYLE)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "change",
     ["text", "score", "drop", "embedder"],
@@ -185,6 +202,7 @@ def test_changed_inputs_rebuild_and_prune_stale(pool: list[Essay], tmp_path: Pat
     assert [c.name for c in client.list_collections()] == [f"madrag-bank-{second.fingerprint[:40]}"]
 
 
+@pytest.mark.integration
 def test_incomplete_collection_is_rebuilt(pool: list[Essay], tmp_path: Path) -> None:
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
     first._collection.delete(ids=["p0"])  # simulate a damaged bank with the right name
@@ -193,6 +211,7 @@ def test_incomplete_collection_is_rebuilt(pool: list[Essay], tmp_path: Path) -> 
     assert again.built_now and again.size == len(pool) and emb.texts_embedded == len(pool)
 
 
+@pytest.mark.integration
 def test_query_embedding_computed_once_per_essay(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     query = essay("q5", "apple orchard harvest", ideas=1)
     before = fake.texts_embedded
@@ -204,6 +223,7 @@ def test_query_embedding_computed_once_per_essay(bank: ExemplarBank, fake: BagOf
     assert fake.texts_embedded == before + 1
 
 
+@pytest.mark.integration
 def test_precomputed_query_vector_and_prefetch_skip_embedding(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     query = essay("q6", "mountain snow climb")
     vector = fake.embed([query.text])[0]
@@ -223,6 +243,7 @@ def test_precomputed_query_vector_and_prefetch_skip_embedding(bank: ExemplarBank
     assert fake.calls == calls + 1
 
 
+@pytest.mark.integration
 def test_same_id_new_text_is_embedded_again(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     bank.similar(essay("q7", "apple orchard"), k=1)
     before = fake.texts_embedded
@@ -231,6 +252,7 @@ def test_same_id_new_text_is_embedded_again(bank: ExemplarBank, fake: BagOfWords
     assert "river" in found[0].text
 
 
+@pytest.mark.integration
 def test_results_are_json_serialisable(bank: ExemplarBank) -> None:
     levels = bank.per_level(essay("q8", "city market"), IDEAS)
     payload = json.loads(json.dumps([lv.model_dump(mode="json") for lv in levels]))
@@ -239,6 +261,7 @@ def test_results_are_json_serialisable(bank: ExemplarBank) -> None:
     assert restored == levels
 
 
+@pytest.mark.integration
 def test_input_errors(bank: ExemplarBank, fake: Embedder, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="empty"):
         ExemplarBank.build_or_load([], RUBRIC, fake, tmp_path / "x")
@@ -283,6 +306,7 @@ def test_plan_windows_overlong_word_is_cut() -> None:
     assert covered == set(range(len(word_ids)))
 
 
+@pytest.mark.integration
 def test_losing_a_build_race_uses_the_finished_bank(
     pool: list[Essay], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,6 +322,7 @@ def test_losing_a_build_race_uses_the_finished_bank(
     assert [c.name for c in client.list_collections()] == [f"madrag-bank-{first.fingerprint[:40]}"]
 
 
+@pytest.mark.integration
 def test_banks_of_other_rubrics_are_kept_and_dead_leftovers_pruned(pool: list[Essay], tmp_path: Path) -> None:
     import chromadb
     from chromadb.config import Settings

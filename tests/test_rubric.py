@@ -1,3 +1,5 @@
+"""Rubrics: the ASAP files load as they are; bad rubric files give one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -25,6 +27,7 @@ def _write(tmp_path: Path, payload: object, name: str = "r.json") -> Path:
 
 
 def trait(name: str = "A", lo: int = 0, hi: int = 2, levels: dict[str, str] | None = None) -> dict[str, object]:
+    """A raw trait mapping with a description for every level (``levels`` overrides)."""
     return {
         "name": name,
         "min": lo,

@@ -18,6 +18,7 @@ from madrag.store import RunStore
 
 
 def record(key: str, **fields: Any) -> AgentRecord:
+    """An Advocate record keyed ``key`` with a few token logprobs; ``fields`` override."""
     tokens = [
         TokenLogprob(token=f" w{i}", logprob=-0.1 * i, top=[TopLogprob(token=f" w{i}", logprob=-0.1 * i)])
         for i in range(5)
@@ -39,6 +40,7 @@ def fresh_keys(path: Path) -> list[str]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Any:
+    """A fresh store in tmp_path, closed after the test."""
     s = RunStore(tmp_path / "store.sqlite")
     yield s
     s.close()

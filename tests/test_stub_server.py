@@ -16,7 +16,8 @@ from madrag.protocols import get_protocol
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.rubric import Rubric, Trait
-from madrag.testing.stub_server import StubServer, classify, score_range
+from madrag.testing.stub_answers import classify, score_range
+from madrag.testing.stub_server import StubServer
 
 
 def test_roles_and_ranges_are_read_from_the_prompt() -> None:

@@ -21,6 +21,7 @@ def call_key(protocol: str, essay_id: str, trait: str, role: str, round_: int = 
 
 
 def prompt_hash(messages: list[Message]) -> str:
+    """A short SHA-256 of the request's messages (role and content), to see which calls got the same prompt."""
     blob = json.dumps([m.model_dump() for m in messages], ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -39,6 +40,10 @@ class ScoreResult(BaseModel):
 
 
 class AgentRecord(BaseModel):
+    """Everything about one agent call: who (protocol, role, round, index) on what (essay, trait), the request
+    (provider, model, settings, messages), the answer (text, rationale, token logprobs, confidence, score) and
+    its cost (usage, latency, requests), or the error that ended it. Stored as JSON, keyed by :func:`call_key`."""
+
     run_id: str
     key: str
     essay_id: str

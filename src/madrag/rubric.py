@@ -58,6 +58,7 @@ class Trait(BaseModel):
         return list(range(self.min, self.max + 1))
 
     def contains(self, score: float) -> bool:
+        """True when ``score`` lies inside [min, max]."""
         return self.min <= score <= self.max
 
     def as_prompt_json(self) -> str:
@@ -94,6 +95,7 @@ class Rubric(BaseModel):
         return self
 
     def trait(self, name: str) -> Trait:
+        """The trait called ``name`` (case-insensitive); RubricError when the rubric has none."""
         for trait in self.traits:
             if trait.name.casefold() == name.casefold():
                 return trait
@@ -101,6 +103,7 @@ class Rubric(BaseModel):
 
     @property
     def trait_names(self) -> list[str]:
+        """The traits' names, in rubric order."""
         return [t.name for t in self.traits]
 
 

@@ -13,6 +13,8 @@ PromptLayout = Literal["shared_prefix", "seed"]
 
 
 class ScoringSettings(BaseModel):
+    """Sampling, score reading and prompt layout of every agent call of a run (seed 000 A.2 defaults)."""
+
     model_config = ConfigDict(frozen=True)
 
     debater_temperature: float = Field(default=0.7, ge=0.0, le=2.0)

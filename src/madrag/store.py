@@ -11,6 +11,9 @@ and only then resolves the caller's await, so a call counts as finished exactly 
 and the event loop keeps serving other calls meanwhile. Records that queue up while a commit is running are
 committed together in the next transaction (group commit); all of them are on disk before any of their
 awaiters resumes. Reads go through the store's main connection and see every committed record.
+
+Schema: a store carries a version and is migrated when opened (:mod:`madrag.store_schema`); a store newer than
+this code is refused.
 """
 
 from __future__ import annotations
@@ -29,23 +32,7 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.records import AgentRecord
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS records (
-    key TEXT PRIMARY KEY,
-    essay_id TEXT NOT NULL,
-    trait TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    role TEXT NOT NULL,
-    round INTEGER NOT NULL,
-    error TEXT,
-    created_at REAL NOT NULL,
-    record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait);
-CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL);
-"""
+from madrag.store_schema import migrate
 
 _INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
 _VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -238,17 +225,23 @@ class RunStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = _connect(self.path)
-        self._conn.executescript(SCHEMA)
+        try:
+            migrate(self._conn, self.path)
+        except BaseException:
+            self._conn.close()
+            raise
         self._writer: _Writer | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
 
     # -- run configuration -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any | None:
+        """The JSON value stored under ``key`` (run id, configuration, provider, ...); None when absent."""
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row[0])
 
     def set_meta(self, key: str, value: Any) -> None:
+        """Store ``value`` (as JSON; what JSON cannot hold is written as its ``str``) under ``key``, replacing."""
         blob = json.dumps(value, sort_keys=True, default=str)
         self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, blob))
 
@@ -280,11 +273,13 @@ class RunStore:
                 )
 
     def essays(self) -> list[Essay]:
+        """The essays added with :meth:`add_essays`, in the order they were added."""
         rows = self._conn.execute("SELECT essay FROM essays ORDER BY position")
         return [Essay.model_validate_json(blob) for (blob,) in rows]
 
     # -- records -----------------------------------------------------------------------------------
     def get(self, key: str) -> AgentRecord | None:
+        """The committed record of call ``key``, or None."""
         row = self._conn.execute("SELECT record FROM records WHERE key = ?", (key,)).fetchone()
         return None if row is None else AgentRecord.model_validate_json(row[0])
 
@@ -338,14 +333,17 @@ class RunStore:
             writer.drain()
 
     def keys(self) -> set[str]:
+        """The call keys of every stored record (after :meth:`flush`)."""
         self.flush()
         return {row[0] for row in self._conn.execute("SELECT key FROM records")}
 
     def count(self) -> int:
+        """How many records are stored (after :meth:`flush`)."""
         self.flush()
         return int(self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
     def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        """The stored records (after :meth:`flush`), optionally of one protocol and/or role, oldest first."""
         self.flush()
         sql, args = "SELECT record FROM records WHERE 1=1", []
         if protocol is not None:
@@ -387,6 +385,7 @@ class RunStore:
 
     # -- export ------------------------------------------------------------------------------------
     def export_records_jsonl(self, path: str | Path) -> int:
+        """Write every record as one JSON line to ``path``; the number written."""
         n = 0
         with Path(path).open("w", encoding="utf-8") as fh:
             for record in self.records():

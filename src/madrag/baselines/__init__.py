@@ -17,7 +17,8 @@ from madrag.baselines.feature_scorer import (
     make_forest,
     to_scale,
 )
-from madrag.baselines.features import FEATURE_NAMES, english_lexicon, essay_features, feature_matrix
+from madrag.baselines.features import FEATURE_NAMES, essay_features, feature_matrix
+from madrag.baselines.lexicon import english_lexicon
 from madrag.baselines.retrieval_scorer import (
     CachingEmbedder,
     RetrievalScorer,

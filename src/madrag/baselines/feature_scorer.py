@@ -39,9 +39,13 @@ FloatMatrix = NDArray[np.float64]
 class Estimator(Protocol):
     """The slice of the scikit-learn estimator API the baseline uses."""
 
-    def fit(self, x: FloatMatrix, y: NDArray[Any]) -> Any: ...
+    def fit(self, x: FloatMatrix, y: NDArray[Any]) -> Any:
+        """Learn from feature rows ``x`` and their labels ``y``."""
+        ...
 
-    def predict(self, x: FloatMatrix) -> NDArray[Any]: ...
+    def predict(self, x: FloatMatrix) -> NDArray[Any]:
+        """One (continuous or integer) prediction per row of ``x``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,6 @@ class TraitCV:
     predictions: list[int | None]
     pooled_qwk: float
     fold_qwk: dict[int, float] = field(default_factory=dict)
-
-    @property
-    def mean_fold_qwk(self) -> float:
-        values = [v for v in self.fold_qwk.values() if not math.isnan(v)]
-        return float(np.mean(values)) if values else math.nan
 
     @property
     def missing(self) -> int:
@@ -187,6 +186,7 @@ class FeatureScorer:
         self.models: dict[str, Estimator] = {}
 
     def features(self, essays: Sequence[Essay]) -> FloatMatrix:
+        """The essays' feature rows (:func:`~madrag.baselines.features.feature_matrix`, with the rubric's prompt)."""
         return feature_matrix([e.text for e in essays], prompt=self.rubric.prompt)
 
     def fit_matrix(self, x: FloatMatrix, essays: Sequence[Essay]) -> FeatureScorer:
@@ -212,9 +212,11 @@ class FeatureScorer:
         return out
 
     def fit(self, essays: Sequence[Essay]) -> FeatureScorer:
+        """Compute the essays' features and fit one model per trait on them (:meth:`fit_matrix`)."""
         return self.fit_matrix(self.features(essays), essays)
 
     def predict(self, essays: Sequence[Essay]) -> dict[str, list[int]]:
+        """Scores by trait for ``essays`` (:meth:`predict_matrix` of their features)."""
         return self.predict_matrix(self.features(essays))
 
 

@@ -6,7 +6,8 @@ style and cohesion features. This module computes a comparable, dependency-light
 * length: characters, words, sentences, paragraphs, word-length mean/std, short/long word shares;
 * punctuation: counts and per-word rates of each mark, spacing errors around marks, repeated marks;
 * spelling: out-of-vocabulary (OOV) words against the English word list shipped inside the PyPI package
-  ``pyspellchecker`` (a fixed list, so the feature never sees another essay and cannot leak across folds);
+  ``pyspellchecker`` (a fixed list, so the feature never sees another essay and cannot leak across folds; it and
+  the other word lists are :mod:`madrag.baselines.lexicon`);
 * syntax/complexity proxies: sentence-length mean/std/max, commas and subordinators/relative pronouns per
   sentence, long and very short sentences, capitalisation of sentence starts, syllables and Flesch scores;
 * style/lexical diversity: type-token ratio, root TTR, moving-average TTR (window 50), MTLD, stop-word share,
@@ -24,7 +25,6 @@ once per essay and reused across folds and traits.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import re
@@ -34,75 +34,12 @@ from collections.abc import Collection, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from madrag.baselines.lexicon import CONNECTIVES, PRONOUNS, STOPWORDS, SUBORDINATORS, english_lexicon
 from madrag.errors import MadragError
 from madrag.placeholders import PLACEHOLDER as _PLACEHOLDER
 
 PLACEHOLDER_KINDS = ("CAPS", "PERSON", "NUM", "LOCATION", "DATE", "ORGANIZATION", "TIME", "MONTH", "MONEY")
 PUNCTUATION = {"comma": ",", "period": ".", "exclaim": "!", "question": "?", "semicolon": ";", "colon": ":"}
-SUBORDINATORS = frozenset(
-    "after although as because before if once since than that though unless until when whenever where whereas "
-    "wherever whether while who whom whose which".split()
-)
-CONNECTIVES: dict[str, tuple[str, ...]] = {
-    "addition": ("also", "furthermore", "moreover", "in addition", "additionally", "besides", "as well as", "another"),
-    "contrast": (
-        "but",
-        "however",
-        "although",
-        "though",
-        "yet",
-        "instead",
-        "whereas",
-        "on the other hand",
-        "nevertheless",
-        "despite",
-        "otherwise",
-    ),
-    "cause": ("because", "since", "so", "therefore", "thus", "as a result", "consequently", "hence", "due to"),
-    "sequence": (
-        "first",
-        "second",
-        "third",
-        "then",
-        "next",
-        "after",
-        "afterwards",
-        "before",
-        "finally",
-        "later",
-        "meanwhile",
-        "eventually",
-        "suddenly",
-        "when",
-        "while",
-        "until",
-        "at last",
-        "soon",
-    ),
-    "summary": (
-        "in conclusion",
-        "overall",
-        "for example",
-        "for instance",
-        "in fact",
-        "in the end",
-        "such as",
-        "especially",
-        "of course",
-        "to sum up",
-    ),
-}
-STOPWORDS = frozenset(
-    "a about above after again against all am an and any are as at be because been before being below between "
-    "both but by can could did do does doing down during each few for from further had has have having he her "
-    "here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not "
-    "now of off on once only or other our ours ourselves out over own same she should so some such than that the "
-    "their theirs them themselves then there these they this those through to too under until up very was we "
-    "were what when where which while who whom why will with would you your yours yourself yourselves "
-    "i'm it's don't didn't was wasn't got get went go going said".split()
-)
-PRONOUNS = {"first_person": {"i", "me", "my", "mine", "myself", "we", "us", "our"}, "second_person": {"you", "your"}}
-
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*")
 _SENTENCE_END = re.compile(r"[.!?]+")
 _PARAGRAPH_BREAK = re.compile(r"(?<=[.!?\"'”])\s{2,}|\n\s*")
@@ -155,16 +92,6 @@ def _feature_names() -> tuple[str, ...]:
 
 
 FEATURE_NAMES: tuple[str, ...] = _feature_names()
-
-
-@functools.lru_cache(maxsize=1)
-def english_lexicon() -> frozenset[str]:
-    """The lowercase English word list shipped inside ``pyspellchecker`` (about 160k words incl. contractions)."""
-    try:
-        from spellchecker import SpellChecker
-    except ImportError as exc:
-        raise MadragError("the spelling features need pyspellchecker: pip install pyspellchecker") from exc
-    return frozenset(str(w) for w in SpellChecker(language="en").word_frequency.dictionary)
 
 
 def normalize(text: str) -> str:
@@ -251,6 +178,7 @@ def _stem(word: str) -> str:
 
 
 def content_stems(lower_words: Sequence[str]) -> set[str]:
+    """The crude stems of the content words (no stop words, longer than two letters)."""
     return {_stem(w) for w in lower_words if w not in STOPWORDS and len(w) > 2}
 
 

@@ -34,7 +34,9 @@ from madrag.rubric import Rubric, Trait
 class SimilarBank(Protocol):
     """What the scorer needs from a bank: procedure 1 (top-k similar essays, never the query itself)."""
 
-    def similar(self, essay: Essay, k: int, query_vector: FloatArray | None = None) -> list[Exemplar]: ...
+    def similar(self, essay: Essay, k: int, query_vector: FloatArray | None = None) -> list[Exemplar]:
+        """The ``k`` pool essays nearest to ``essay`` (never ``essay`` itself), nearest first."""
+        ...
 
 
 def _text_key(text: str) -> str:
@@ -59,10 +61,12 @@ class CachingEmbedder:
 
     @property
     def name(self) -> str:
+        """The wrapped embedder's name (the vectors are its vectors)."""
         return self.inner.name
 
     @property
     def dim(self) -> int:
+        """The wrapped embedder's dimension."""
         return self.inner.dim
 
     def embed(self, texts: list[str]) -> FloatArray:

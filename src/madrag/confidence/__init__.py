@@ -3,7 +3,8 @@ debaters, the LLM meta-evaluator of their reasoning, and the correlation study.
 
 * :mod:`~madrag.confidence.features`: windows (first/last k tokens, first/last fraction, full) and statistics.
 * :mod:`~madrag.confidence.trajectory`: trajectories normalised to 0-100 % with percentile bands; the plot.
-* :mod:`~madrag.confidence.meta_eval`: the meta-evaluator (Figures 7 and 8), Q1 and Q, recorded and resumable.
+* :mod:`~madrag.confidence.judgment`: the meta-evaluator's judgment (Figure 7's object), Q1 and Q, its parsing.
+* :mod:`~madrag.confidence.meta_eval`: the meta-evaluator's calls (Figures 7 and 8), recorded and resumable.
 * :mod:`~madrag.confidence.job`: a meta-evaluation of a finished run, in its own run store.
 * :mod:`~madrag.confidence.analysis`: Spearman / Kendall / AUROC / point-biserial, top features.
 * :mod:`~madrag.confidence.study`: all of it for one run, saved as tables, a plot and markdown.
@@ -11,7 +12,8 @@ debaters, the LLM meta-evaluator of their reasoning, and the correlation study.
 
 from madrag.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, correlations, top_features
 from madrag.confidence.features import DEFAULT_WINDOWS, Window, features_frame, trajectory_features
-from madrag.confidence.meta_eval import MetaJudgment, judgments_frame, meta_evaluate, parse_meta_judgment
+from madrag.confidence.judgment import MetaJudgment, parse_meta_judgment
+from madrag.confidence.meta_eval import judgments_frame, meta_evaluate
 from madrag.confidence.trajectory import normalised_trajectory, trajectory_bands
 
 __all__ = [

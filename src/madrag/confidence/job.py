@@ -21,6 +21,7 @@ from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.confidence.meta_eval import MetaMethod, MetaSummary, run_meta_evaluation
 from madrag.errors import InputError
+from madrag.evaluation.run import open_store
 from madrag.pipeline.runner import provider_slots
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
@@ -50,11 +51,15 @@ class MetaJob(BaseModel):
 
     @property
     def meta_dir(self) -> Path:
+        """Where the judgments' store goes: ``out_dir``, else ``<run_dir>/meta``."""
         return self.out_dir or self.run_dir / "meta"
 
 
 @dataclass
 class MetaJobResult:
+    """What a meta-evaluation job did: its run id, whether it resumed, the records selected, the summary of
+    judgments made / reused / failed, the time it took and where its store is."""
+
     run_id: str
     resumed: bool
     selected: int
@@ -63,21 +68,13 @@ class MetaJobResult:
     meta_dir: Path
 
 
-def open_run(run_dir: Path) -> RunStore:
-    """The debate run's store; an InputError when ``run_dir`` holds no run."""
-    db = Path(run_dir) / "store.sqlite"
-    if not db.is_file():
-        raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    return RunStore(db)
-
-
 def debater_records(run_dir: Path, roles: list[str], limit: int | None = None) -> list[AgentRecord]:
     """The run's debater records of ``roles`` in a stable order (essay, trait, protocol, role, round); with
     ``limit``, those of the first ``limit`` essays."""
     unknown = sorted(set(roles) - set(DEBATER_ROLES))
     if unknown or not roles:
         raise InputError(f"--roles must name advocate and/or skeptic; got {', '.join(roles) or 'nothing'}")
-    store = open_run(run_dir)
+    store = open_store(run_dir)
     try:
         found = [r for role in roles for r in store.records(role=role) if r.error is None]
     finally:
@@ -114,7 +111,7 @@ async def execute_meta(
     """Judge the selected debater records into the meta store (resuming what is there)."""
     started = time.monotonic()
     prompts = PromptLibrary(job.prompts_dir)
-    source = open_run(job.run_dir)
+    source = open_store(job.run_dir)
     try:
         source_run_id = source.get_meta("run_id")
     finally:
@@ -153,7 +150,7 @@ async def execute_meta(
 
 def meta_records(meta_dir: Path) -> list[AgentRecord]:
     """Every judgment record in a meta store."""
-    store = open_run(meta_dir)
+    store = open_store(meta_dir)
     try:
         return list(store.records())
     finally:

@@ -5,7 +5,8 @@ prompt its agent received (3.4.1) and scored on instruction following, justifica
 grounding (1-3 each) plus a critical-issue flag (3.4.2); ``Q1`` is the sum of the three scores and ``Q`` is 0
 when the flag is raised, else ``Q1`` (3.4.3). The evaluator decodes deterministically (Section 4.1:
 temperature 0, the run's seed). Every judgment is one recorded, resumable call (key :func:`meta_key`); an
-answer that cannot be read is recorded as failed, never imputed.
+answer that cannot be read is recorded as failed, never imputed. The judgment itself (its fields, Q1 and Q,
+the reading of an answer) is :mod:`madrag.confidence.judgment`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
 from madrag.agents.judge import normalise
 from madrag.agents.prompts import PromptLibrary
+from madrag.confidence.judgment import (
+    META_SCHEMA,
+    RANGES,
+    SCORE_FIELDS,
+    MetaJudgment,
+    MetaParseError,
+    parse_meta_judgment,
+)
 from madrag.errors import ConfigError
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
@@ -32,8 +40,6 @@ from madrag.records import AgentRecord
 META_ROLE = "meta_evaluator"
 META_PROTOCOL = "meta"
 MetaMethod = Literal["auto", "json", "constrained"]
-SCORE_FIELDS: tuple[str, ...] = ("instruction_following", "justification_quality", "evidence_grounding")
-RANGES: dict[str, tuple[int, int]] = {**{f: (1, 3) for f in SCORE_FIELDS}, "critical_flag": (0, 1)}
 QUOTE_CONTINUATIONS = 3  # constrained mode: times the reasoning resumes after an escaped quote cut by the stop
 AGENT_TYPES = {"advocate": "Advocate", "skeptic": "Skeptic"}
 FOLLOWUP = (
@@ -42,97 +48,6 @@ FOLLOWUP = (
 )
 FRAME_COLUMNS = ["evaluated_key", "evaluated_role", "essay_id", "trait", "protocol", "method"]
 FRAME_COLUMNS += [*SCORE_FIELDS, "critical_flag", "q1", "q", "ok", "error"]
-
-META_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        **{f: {"type": "integer", "enum": [1, 2, 3]} for f in SCORE_FIELDS},
-        "critical_flag": {"type": "integer", "enum": [0, 1]},
-        "critical_issues_description": {"type": "string"},
-        "reasoning": {"type": "string"},
-    },
-    "required": [*SCORE_FIELDS, "critical_flag", "critical_issues_description", "reasoning"],
-    "additionalProperties": False,
-}
-
-
-class MetaParseError(ValueError):
-    """An evaluator answer that is not a usable judgment; the message says why."""
-
-
-class MetaJudgment(BaseModel):
-    """One judgment (Figure 7's output object). Scores must be JSON integers in range: no bools, no strings."""
-
-    model_config = ConfigDict(strict=True)
-
-    instruction_following: int = Field(ge=1, le=3)
-    justification_quality: int = Field(ge=1, le=3)
-    evidence_grounding: int = Field(ge=1, le=3)
-    critical_flag: int = Field(ge=0, le=1)
-    critical_issues_description: str = ""
-    reasoning: str = ""
-
-    @field_validator("critical_issues_description", "reasoning", mode="before")
-    @classmethod
-    def _free_text(cls, value: object) -> object:
-        """The free-text fields never make a judgment unusable: null is empty, a non-string is kept as JSON."""
-        if value is None:
-            return ""
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-    @property
-    def q1(self) -> int:
-        """Q1 = s_instruction + s_justification + s_evidence (3.4.3)."""
-        return self.instruction_following + self.justification_quality + self.evidence_grounding
-
-    @property
-    def q(self) -> int:
-        """Q = 0 if a critical issue is flagged, else Q1 (3.4.3); in [0, 9]."""
-        return 0 if self.critical_flag else self.q1
-
-
-def _problem(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        name = ".".join(str(p) for p in err["loc"]) or "object"
-        if err["type"] == "missing":
-            parts.append(f"missing field {name}")
-        elif err["type"] in ("greater_than_equal", "less_than_equal"):
-            lo, hi = RANGES[name]
-            parts.append(f"{name} = {json.dumps(err['input'], default=repr)} out of range {lo}..{hi}")
-        elif err["type"] == "int_type":
-            parts.append(f"{name} must be an integer, got {json.dumps(err['input'], default=repr)}")
-        else:
-            parts.append(f"{name}: {err['msg']}")
-    return "; ".join(parts)
-
-
-def parse_meta_judgment(text: str) -> MetaJudgment:
-    """The judgment in ``text``: its last complete JSON object (code fences and prose around it are ignored).
-
-    Raises :class:`MetaParseError` naming the problem: no JSON object, a missing field, a value out of range
-    or not an integer.
-    """
-    if not text.strip():
-        raise MetaParseError("empty answer")
-    decoder = json.JSONDecoder()
-    last: dict[str, Any] | None = None
-    start = text.find("{")
-    while start >= 0:
-        try:
-            obj, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            start = text.find("{", start + 1)
-            continue
-        last = obj
-        start = text.find("{", end)
-    if last is None:
-        what = "no complete JSON object (malformed or cut off)" if "{" in text else "no JSON object"
-        raise MetaParseError(f"{what} in the answer")
-    try:
-        return MetaJudgment.model_validate(last)
-    except ValidationError as exc:
-        raise MetaParseError(_problem(exc)) from None
 
 
 def _try_parse(text: str) -> tuple[MetaJudgment | None, str | None]:

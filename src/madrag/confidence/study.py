@@ -18,12 +18,13 @@ import pandas as pd
 
 from madrag.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, TARGET_LABELS, correlations, top_features
 from madrag.confidence.features import feature_columns, features_frame, record_logprobs
-from madrag.confidence.job import debater_records, meta_records, open_run
+from madrag.confidence.job import debater_records, meta_records
+from madrag.confidence.judgment import SCORE_FIELDS
 from madrag.confidence.meta_eval import judgments_frame
 from madrag.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
 from madrag.errors import InputError
-
-DIMENSIONS = ["instruction_following", "justification_quality", "evidence_grounding"]
+from madrag.evaluation.run import open_store
+from madrag.records import AgentRecord
 
 
 @dataclass
@@ -51,7 +52,7 @@ def judgment_summary(merged: pd.DataFrame) -> pd.DataFrame:
             "judged": len(judged),
             "unusable": int((group["ok"] == False).sum()),  # noqa: E712 (NaN = not evaluated)
         }
-        for dim in DIMENSIONS:
+        for dim in SCORE_FIELDS:
             row[dim] = float(judged[dim].mean()) if len(judged) else np.nan
         row["critical_rate"] = float(judged["critical_flag"].mean()) if len(judged) else np.nan
         row["q"] = float(judged["q"].mean()) if len(judged) else np.nan
@@ -72,7 +73,7 @@ def _judged_values(merged: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
 
 def meta_description(meta_dir: Path, judgments: pd.DataFrame) -> str:
     """Who judged: the evaluator backend and model (from the meta store) and the method the judgments used."""
-    store = open_run(meta_dir)
+    store = open_store(meta_dir)
     try:
         provider = store.get_meta("provider") or {}
     finally:
@@ -100,27 +101,38 @@ def run_study(
         )
     if features.empty:
         raise InputError(f"no debater response in {run_dir} has token log-probabilities: nothing to analyse")
-    by_role: dict[str, list[list[float]]] = {}
-    for record in records:
-        logprobs = record_logprobs(record)
-        if logprobs:
-            by_role.setdefault(record.role, []).append(list(normalised_trajectory(logprobs)))
-    bands = {role: trajectory_bands(trajs) for role, trajs in sorted(by_role.items())}
+    bands = _role_bands(records)
     study = ConfidenceStudy(features=features, bands=bands, notes=notes)
     study.meta = {
         "run_dir": str(run_dir),
         "responses": len(records),
         "with_logprobs": len(features),
-        "roles": sorted(by_role),
+        "roles": sorted(bands),
         "rank_by": rank_by,
         "top_k": top_k,
     }
-    if meta_dir is None:
-        return study
+    if meta_dir is not None:
+        _add_judgments(study, meta_dir, rank_by, top_k)
+    return study
+
+
+def _role_bands(records: list[AgentRecord]) -> dict[str, pd.DataFrame]:
+    """Per role (alphabetically): the percentile bands of its responses' normalised trajectories."""
+    by_role: dict[str, list[list[float]]] = {}
+    for record in records:
+        logprobs = record_logprobs(record)
+        if logprobs:
+            by_role.setdefault(record.role, []).append(list(normalised_trajectory(logprobs)))
+    return {role: trajectory_bands(trajs) for role, trajs in sorted(by_role.items())}
+
+
+def _add_judgments(study: ConfidenceStudy, meta_dir: Path, rank_by: Literal["abs", "signed"], top_k: int) -> None:
+    """Join the meta-evaluation in ``meta_dir`` to the study's features: its summary, correlations, top features
+    and the notes on what is missing or constant."""
     judgments = judgments_frame(meta_records(meta_dir))
     if judgments.empty:
         raise InputError(f"the meta-evaluation in {meta_dir} holds no judgments")
-    merged = features.merge(
+    merged = study.features.merge(
         judgments.drop(columns=["essay_id", "trait", "protocol"], errors="ignore"),
         how="left",
         left_on="key",
@@ -128,6 +140,7 @@ def run_study(
     )
     study.judgments = judgments
     study.summary = judgment_summary(merged)
+    notes = study.notes
     missing = int(merged["evaluated_key"].isna().sum())
     if missing:
         notes.append(f"{missing} responses with logprobs have no judgment yet (run meta-eval again to finish)")
@@ -140,12 +153,11 @@ def run_study(
                 f"{TARGET_LABELS.get(target, target)} is {values.iloc[0]:g} for every judged {role} response: "
                 "no correlation is defined for it (it is absent from the top features)"
             )
-    study.correlations = correlations(merged, feature_columns(features), (*ORDINAL_TARGETS, *BINARY_TARGETS))
+    study.correlations = correlations(merged, feature_columns(study.features), (*ORDINAL_TARGETS, *BINARY_TARGETS))
     study.top = top_features(study.correlations, k=top_k, rank_by=rank_by)
     study.meta["meta_dir"] = str(meta_dir)
     study.meta["evaluator"] = meta_description(meta_dir, judgments)
     study.meta["judged"] = int(judgments["ok"].sum())
-    return study
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -182,6 +194,7 @@ def top_display(top: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_markdown(study: ConfidenceStudy) -> str:
+    """The study as markdown (``confidence.md``): coverage, the meta-evaluation summary, the top features, notes."""
     meta = study.meta
     parts = [
         f"# Confidence vs reasoning quality: {meta.get('run_dir')}",

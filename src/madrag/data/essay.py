@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.metrics import round_half_up, round_half_up_clamped
-from madrag.rubric import Rubric, Trait
+from madrag.rubric import Trait
 
 
 def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
@@ -33,14 +33,12 @@ class Essay(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     def reference(self, trait: Trait) -> int | None:
+        """The essay's reference label for ``trait`` (:func:`reference_label` of its raters); None without any."""
         return reference_label(self.rater_scores.get(trait.name, []), trait)
 
     def references_by_name(self) -> dict[str, int | None]:
         """Reference labels for every trait with rater scores, by rounding the raters' mean half up."""
         return {t: round_half_up(sum(v) / len(v)) for t, v in self.rater_scores.items() if v}
-
-    def references(self, rubric: Rubric) -> dict[str, int | None]:
-        return {t.name: self.reference(t) for t in rubric.traits}
 
     def rater(self, trait: str, rater_index: int) -> float | None:
         """Score given by rater ``rater_index`` (0-based) for ``trait``, or None."""

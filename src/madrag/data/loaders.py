@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,16 +76,7 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
     if missing:
         raise InputError(f"{p}: missing column(s) {missing}; is this the ASAP training_set_rel3.tsv layout?")
     wanted_set = essay_set if essay_set is not None else rubric.essay_set
-    columns: dict[str, list[tuple[int, str]]] = {}
-    for trait in rubric.traits:
-        if trait.column is None:
-            raise InputError(f"rubric trait {trait.name!r} has no 'column' to map ASAP scores from")
-        cols = sorted(
-            (int(m.group(1)) - 1, c) for c in header if (m := _RATER_COL.match(c)) and m.group(2) == trait.column
-        )
-        if not cols:
-            raise InputError(f"{p}: no rater columns for trait {trait.name!r} (rater*_{trait.column})")
-        columns[trait.name] = cols
+    columns = _asap_rater_columns(header, rubric, p)
     essays: list[Essay] = []
     for line_no, row in enumerate(reader, start=2):
         where = f"{p}:{line_no}"
@@ -95,33 +86,55 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
             raise InputError(f"{where}: essay_set {row.get('essay_set')!r} is not an integer") from exc
         if wanted_set is not None and row_set != wanted_set:
             continue
-        body = (row.get("essay") or "").strip()
-        if not body:
-            raise InputError(f"{where}: essay {row.get('essay_id')!r} is empty")
-        scores: dict[str, list[float]] = {}
-        ids: dict[str, list[int]] = {}
-        for trait_name, cols in columns.items():
-            for rater_idx, col in cols:
-                value = _parse_score(row.get(col) or "", f"{where} column {col}")
-                if value is not None:
-                    scores.setdefault(trait_name, []).append(value)
-                    ids.setdefault(trait_name, []).append(rater_idx)
-        fold_raw = (row.get("fold") or "").strip()
-        essay = Essay(
-            id=str(row["essay_id"]).strip(),
-            text=body,
-            prompt=rubric.prompt,
-            essay_set=row_set,
-            fold=int(fold_raw) if fold_raw else None,
-            rater_scores=scores,
-            rater_ids=ids,
-        )
-        _check_range(essay, rubric, where)
-        essays.append(essay)
+        essays.append(_asap_essay(row, row_set, columns, rubric, where))
     if not essays:
         raise InputError(f"{p}: no essays of set {wanted_set}")
     _check_unique(essays, p)
     return essays
+
+
+def _asap_rater_columns(header: Sequence[str], rubric: Rubric, path: Path) -> dict[str, list[tuple[int, str]]]:
+    """Trait name -> its (0-based rater index, column) pairs, from the ``rater{i}_{trait.column}`` columns."""
+    columns: dict[str, list[tuple[int, str]]] = {}
+    for trait in rubric.traits:
+        if trait.column is None:
+            raise InputError(f"rubric trait {trait.name!r} has no 'column' to map ASAP scores from")
+        cols = sorted(
+            (int(m.group(1)) - 1, c) for c in header if (m := _RATER_COL.match(c)) and m.group(2) == trait.column
+        )
+        if not cols:
+            raise InputError(f"{path}: no rater columns for trait {trait.name!r} (rater*_{trait.column})")
+        columns[trait.name] = cols
+    return columns
+
+
+def _asap_essay(
+    row: dict[str, str], essay_set: int, columns: dict[str, list[tuple[int, str]]], rubric: Rubric, where: str
+) -> Essay:
+    """One ASAP row as an Essay, its rater scores in range."""
+    body = (row.get("essay") or "").strip()
+    if not body:
+        raise InputError(f"{where}: essay {row.get('essay_id')!r} is empty")
+    scores: dict[str, list[float]] = {}
+    ids: dict[str, list[int]] = {}
+    for trait_name, cols in columns.items():
+        for rater_idx, col in cols:
+            value = _parse_score(row.get(col) or "", f"{where} column {col}")
+            if value is not None:
+                scores.setdefault(trait_name, []).append(value)
+                ids.setdefault(trait_name, []).append(rater_idx)
+    fold_raw = (row.get("fold") or "").strip()
+    essay = Essay(
+        id=str(row["essay_id"]).strip(),
+        text=body,
+        prompt=rubric.prompt,
+        essay_set=essay_set,
+        fold=int(fold_raw) if fold_raw else None,
+        rater_scores=scores,
+        rater_ids=ids,
+    )
+    _check_range(essay, rubric, where)
+    return essay
 
 
 def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:

@@ -10,6 +10,8 @@ from madrag.errors import InputError
 
 @dataclass(frozen=True)
 class Split:
+    """The essays to score (``eval``), the exemplar pool, and the fold scored (None: every essay)."""
+
     eval: list[Essay]
     pool: list[Essay]
     eval_fold: int | None

@@ -65,10 +65,6 @@ class LevelExemplar(BaseModel):
     score: int
     exemplar: Exemplar | None = None
 
-    @property
-    def available(self) -> bool:
-        return self.exemplar is not None
-
 
 def score_key(trait_name: str) -> str:
     """Metadata key holding a pool essay's reference score for ``trait_name``."""

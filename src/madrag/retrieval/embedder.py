@@ -55,12 +55,18 @@ class Embedder(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """Identifies the embedding function completely (model and every setting that changes the vectors)."""
+        ...
 
     @property
-    def dim(self) -> int: ...
+    def dim(self) -> int:
+        """The length of each vector."""
+        ...
 
-    def embed(self, texts: list[str]) -> FloatArray: ...
+    def embed(self, texts: list[str]) -> FloatArray:
+        """One L2-normalised float32 row per text, in order."""
+        ...
 
 
 def normalize_rows(vectors: NDArray[Any]) -> FloatArray:
@@ -171,6 +177,7 @@ class MiniLMEmbedder:
 
     @property
     def name(self) -> str:
+        """The model and its chunking (window, overlap, pooling of the windows): what fingerprints a bank."""
         return f"{MINILM_MODEL}[window={self.window_tokens},overlap={self.overlap_tokens},mean-of-windows]"
 
     @property
@@ -186,6 +193,7 @@ class MiniLMEmbedder:
 
     @property
     def dim(self) -> int:
+        """The model's embedding dimension (384 for MiniLM); loads the model."""
         model = self.model
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         dim = getter()

@@ -1,4 +1,5 @@
 """Tools for testing and benchmarking madrag against stand-in backends (not needed to score essays).
 
-``madrag.testing.stub_server``: a local OpenAI-compatible server with a fixed latency and capacity.
+``madrag.testing.stub_server``: a local OpenAI-compatible server with a fixed latency and capacity;
+``madrag.testing.stub_answers``: its configuration and the canned, role-aware answers it gives.
 """

@@ -8,6 +8,8 @@ the range the prompt states (the last "between A and B" of the last user message
 returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
 other valid scores, so a score distribution can be read. ``GET /v1/models`` lists the one model;
 ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
+The answers and the stub's configuration (:class:`~madrag.testing.stub_answers.StubConfig`) are
+:mod:`madrag.testing.stub_answers`.
 
 It listens on 127.0.0.1 only, and exits by itself when its parent process dies or after ``max_lifetime_s``.
 
@@ -23,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
-import re
 import selectors
 import socket
 import subprocess
@@ -41,28 +41,9 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from madrag.providers.fake import ROLE_MARKERS, meta_judgment_json
+from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion
 
 HOST = "127.0.0.1"
-MODEL = "stub-model"
-_RANGE = re.compile(r"between\s+(-?\d+)\s+and\s+(-?\d+)", re.IGNORECASE)
-_PIECE = re.compile(r"\s*\S+")
-_WORDS = (
-    "the essay develops its idea with a concrete example of waiting and the details stay on the topic "
-    "while the ending resolves the story although some sentences repeat and the voice could be stronger"
-).split()
-_FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
-
-
-@dataclass(frozen=True)
-class StubConfig:
-    """How the stub behaves."""
-
-    capacity: int = 32
-    latency_s: float = 0.25
-    model: str = MODEL
-    debater_tokens: int = 150
-    judge_tokens: int = 60
 
 
 @dataclass
@@ -80,111 +61,8 @@ class StubStats:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StubStats:
+        """The stats from ``GET /stats``'s JSON (unknown keys ignored)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-# -- answers ------------------------------------------------------------------------------------------------
-
-
-def classify(messages: list[dict[str, Any]]) -> str:
-    """The role a request plays: advocate, skeptic, judge, followup (a judge asked for its score),
-    meta_evaluator or other."""
-    last = str(messages[-1].get("content", "")) if messages else ""
-    if last.startswith("State your final score now"):
-        return "followup"
-    text = "\n".join(str(m.get("content", "")) for m in messages)
-    found = [(text.find(marker), role) for role, marker in ROLE_MARKERS if marker in text]
-    return min(found)[1] if found else "other"
-
-
-def score_range(messages: list[dict[str, Any]]) -> tuple[int, int]:
-    """The last "between A and B" of the last user message (else of any message); (0, 3) if none."""
-    users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
-    for text in [*users[-1:], *(str(m.get("content", "")) for m in reversed(messages))]:
-        found = _RANGE.findall(text)
-        if found:
-            lo, hi = int(found[-1][0]), int(found[-1][1])
-            return min(lo, hi), max(lo, hi)
-    return 0, 3
-
-
-def _digest(messages: list[dict[str, Any]]) -> int:
-    blob = "\x00".join(str(m.get("content", "")) for m in messages).encode("utf-8")
-    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "big")
-
-
-def _words(n: int, seed: int) -> str:
-    return " ".join(_WORDS[(seed + i) % len(_WORDS)] for i in range(max(1, n)))
-
-
-def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tuple[str, int | None]:
-    """(answer text, the score it states or None)."""
-    seed = _digest(messages)
-    if role == "meta_evaluator":  # seed 001's meta-evaluator: its JSON judgment
-        return meta_judgment_json(seed, _words(20, seed)), None
-    if role in ("judge", "followup", "other"):
-        lo, hi = score_range(messages)
-        score = lo + seed % (hi - lo + 1)
-        if role == "followup":
-            return f"Final score: {score}", score
-        return f"{_words(config.judge_tokens, seed).capitalize()}.\nFinal score: {score}", score
-    opening = "Strength:" if role == "advocate" else "Weakness:"
-    text = f"{opening} {_words(config.debater_tokens - 1, seed)}."
-    if "Confidence: X" in "".join(str(m.get("content", "")) for m in messages):
-        text += f"\nConfidence: {0.5 + (seed % 50) / 100:.2f}"
-    return text, None
-
-
-def token_logprobs(text: str, top_n: int, score: int | None, lo: int, hi: int, seed: int) -> list[dict[str, Any]]:
-    """OpenAI ``logprobs.content``: one entry per whitespace-led piece; the last piece of a judge answer is the
-    score, whose alternatives are the other valid scores."""
-    pieces = _PIECE.findall(text)
-    content = []
-    for i, piece in enumerate(pieces):
-        logprob = -0.05 - ((seed >> (i % 32)) % 60) / 100 if i == 0 else -0.1
-        if score is not None and i == len(pieces) - 1:
-            alts = [
-                (f" {s}" if s != score else piece, -0.1 if s == score else -2.0 - abs(s - score))
-                for s in range(lo, hi + 1)
-            ]
-            alts.sort(key=lambda a: -a[1])
-        else:
-            alts = [(piece, logprob), *((f, -3.0 - k) for k, f in enumerate(_FILLER))]
-        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in alts[:top_n]]
-        content.append({"token": piece, "logprob": logprob, "bytes": None, "top_logprobs": top})
-    return content
-
-
-def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str, Any]:
-    """The chat.completion JSON for one request body."""
-    messages = body.get("messages") or []
-    text, score = compose(role, messages, config)
-    lo, hi = score_range(messages)
-    logprobs = None
-    if body.get("logprobs"):
-        top_n = int(body.get("top_logprobs") or 0)
-        logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, _digest(messages))}
-    prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
-    completion_tokens = len(_PIECE.findall(text))
-    return {
-        "id": f"chatcmpl-stub-{_digest(messages):x}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model") or config.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": logprobs,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
 
 
 # -- the server ---------------------------------------------------------------------------------------------
@@ -212,6 +90,7 @@ class StubApp:
         self._slots = asyncio.Semaphore(config.capacity)
 
     def build(self) -> web.Application:
+        """The aiohttp application with the stub's routes."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
@@ -220,6 +99,7 @@ class StubApp:
         return app
 
     async def chat(self, request: web.Request) -> web.Response:
+        """``POST /v1/chat/completions``: a 400 for a malformed body, else the canned answer after the latency."""
         try:
             body = await request.json()
         except ValueError:
@@ -257,15 +137,18 @@ class StubApp:
             self._slots.release()
 
     async def models(self, _request: web.Request) -> web.Response:
+        """``GET /v1/models``: the one model."""
         model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
         return web.json_response({"object": "list", "data": [model]})
 
     async def get_stats(self, _request: web.Request) -> web.Response:
+        """``GET /stats``: the counters, requests by role and this process's peak memory."""
         self.stats.by_role = dict(self.roles)
         self.stats.peak_rss_kb = _peak_rss_kb()
         return web.json_response(asdict(self.stats))
 
     async def reset(self, _request: web.Request) -> web.Response:
+        """``POST /stats/reset``: zero the counters (requests still waiting or in flight stay counted)."""
         in_flight, waiting = self.stats.in_flight, self.stats.waiting
         self.stats = StubStats(in_flight=in_flight, waiting=waiting)
         self.roles.clear()
@@ -296,6 +179,7 @@ async def serve(config: StubConfig, port: int = 0, max_lifetime_s: float = 3600.
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m madrag.testing.stub_server``: parse the options and serve until the parent process dies."""
     parser = argparse.ArgumentParser(description="A local OpenAI-compatible stub server (127.0.0.1 only).")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free port, printed as READY <port>)")
     parser.add_argument("--capacity", type=int, default=32, help="requests served in parallel; more wait")
@@ -326,9 +210,11 @@ class StubServer:
 
     @property
     def base_url(self) -> str:
+        """The OpenAI-compatible base URL (``http://127.0.0.1:<port>/v1``) once started."""
         return f"http://{HOST}:{self.port}/v1"
 
     def command(self) -> list[str]:
+        """The command line that runs the stub with this configuration."""
         c = self.config
         return [
             sys.executable,
@@ -342,6 +228,7 @@ class StubServer:
         ]
 
     def start(self) -> StubServer:
+        """Start the subprocess and wait until it says which port it listens on (RuntimeError if it does not)."""
         self._log = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=self._log)
         try:
@@ -370,14 +257,17 @@ class StubServer:
         return text[-2000:]
 
     def stats(self) -> StubStats:
+        """What the stub has seen so far (``GET /stats``)."""
         response = httpx.get(f"http://{HOST}:{self.port}/stats", timeout=10.0)
         response.raise_for_status()
         return StubStats.from_json(response.json())
 
     def reset_stats(self) -> None:
+        """Zero the stub's counters (``POST /stats/reset``)."""
         httpx.post(f"http://{HOST}:{self.port}/stats/reset", timeout=10.0).raise_for_status()
 
     def stop(self) -> None:
+        """Terminate the subprocess (killing it if it lingers) and drop its log; safe to call twice."""
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.terminate()

@@ -1,0 +1,140 @@
+"""The stub server's configuration and its canned, role-aware answers (no model, no network).
+
+A request's role is read from its prompt (:func:`classify`, by the markers the fake provider also keys on) and
+its score range from the last "between A and B" (:func:`score_range`); :func:`completion` builds the whole
+``chat.completion`` JSON, with per-token logprobs when asked, whose alternatives at a Judge's score token are
+the other valid scores. Answers are deterministic: a function of the request's messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from madrag.providers.fake import ROLE_MARKERS, meta_judgment_json
+
+MODEL = "stub-model"
+"""The model name the stub answers as (and lists at ``/v1/models``) unless told another."""
+_RANGE = re.compile(r"between\s+(-?\d+)\s+and\s+(-?\d+)", re.IGNORECASE)
+_PIECE = re.compile(r"\s*\S+")
+_WORDS = (
+    "the essay develops its idea with a concrete example of waiting and the details stay on the topic "
+    "while the ending resolves the story although some sentences repeat and the voice could be stronger"
+).split()
+_FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
+
+
+@dataclass(frozen=True)
+class StubConfig:
+    """How the stub behaves: requests served at once (``capacity``; more wait), seconds each holds its slot,
+    the model name it answers as, and the words in a debater's answer and in a Judge's rationale."""
+
+    capacity: int = 32
+    latency_s: float = 0.25
+    model: str = MODEL
+    debater_tokens: int = 150
+    judge_tokens: int = 60
+
+
+def classify(messages: list[dict[str, Any]]) -> str:
+    """The role a request plays: advocate, skeptic, judge, followup (a judge asked for its score),
+    meta_evaluator or other."""
+    last = str(messages[-1].get("content", "")) if messages else ""
+    if last.startswith("State your final score now"):
+        return "followup"
+    text = "\n".join(str(m.get("content", "")) for m in messages)
+    found = [(text.find(marker), role) for role, marker in ROLE_MARKERS if marker in text]
+    return min(found)[1] if found else "other"
+
+
+def score_range(messages: list[dict[str, Any]]) -> tuple[int, int]:
+    """The last "between A and B" of the last user message (else of any message); (0, 3) if none."""
+    users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
+    for text in [*users[-1:], *(str(m.get("content", "")) for m in reversed(messages))]:
+        found = _RANGE.findall(text)
+        if found:
+            lo, hi = int(found[-1][0]), int(found[-1][1])
+            return min(lo, hi), max(lo, hi)
+    return 0, 3
+
+
+def _digest(messages: list[dict[str, Any]]) -> int:
+    blob = "\x00".join(str(m.get("content", "")) for m in messages).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "big")
+
+
+def _words(n: int, seed: int) -> str:
+    return " ".join(_WORDS[(seed + i) % len(_WORDS)] for i in range(max(1, n)))
+
+
+def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tuple[str, int | None]:
+    """(answer text, the score it states or None)."""
+    seed = _digest(messages)
+    if role == "meta_evaluator":  # seed 001's meta-evaluator: its JSON judgment
+        return meta_judgment_json(seed, _words(20, seed)), None
+    if role in ("judge", "followup", "other"):
+        lo, hi = score_range(messages)
+        score = lo + seed % (hi - lo + 1)
+        if role == "followup":
+            return f"Final score: {score}", score
+        return f"{_words(config.judge_tokens, seed).capitalize()}.\nFinal score: {score}", score
+    opening = "Strength:" if role == "advocate" else "Weakness:"
+    text = f"{opening} {_words(config.debater_tokens - 1, seed)}."
+    if "Confidence: X" in "".join(str(m.get("content", "")) for m in messages):
+        text += f"\nConfidence: {0.5 + (seed % 50) / 100:.2f}"
+    return text, None
+
+
+def token_logprobs(text: str, top_n: int, score: int | None, lo: int, hi: int, seed: int) -> list[dict[str, Any]]:
+    """OpenAI ``logprobs.content``: one entry per whitespace-led piece; the last piece of a judge answer is the
+    score, whose alternatives are the other valid scores."""
+    pieces = _PIECE.findall(text)
+    content = []
+    for i, piece in enumerate(pieces):
+        logprob = -0.05 - ((seed >> (i % 32)) % 60) / 100 if i == 0 else -0.1
+        if score is not None and i == len(pieces) - 1:
+            alts = [
+                (f" {s}" if s != score else piece, -0.1 if s == score else -2.0 - abs(s - score))
+                for s in range(lo, hi + 1)
+            ]
+            alts.sort(key=lambda a: -a[1])
+        else:
+            alts = [(piece, logprob), *((f, -3.0 - k) for k, f in enumerate(_FILLER))]
+        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in alts[:top_n]]
+        content.append({"token": piece, "logprob": logprob, "bytes": None, "top_logprobs": top})
+    return content
+
+
+def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str, Any]:
+    """The chat.completion JSON for one request body."""
+    messages = body.get("messages") or []
+    text, score = compose(role, messages, config)
+    lo, hi = score_range(messages)
+    logprobs = None
+    if body.get("logprobs"):
+        top_n = int(body.get("top_logprobs") or 0)
+        logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, _digest(messages))}
+    prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
+    completion_tokens = len(_PIECE.findall(text))
+    return {
+        "id": f"chatcmpl-stub-{_digest(messages):x}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or config.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": logprobs,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

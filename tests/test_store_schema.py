@@ -1,0 +1,153 @@
+"""The run store's schema version and migrations: a store written before versions existed opens and reads back
+unchanged, a new store starts at the latest version, a newer store is refused, and a failed migration changes
+nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from madrag.data.essay import Essay
+from madrag.errors import InputError
+from madrag.providers.base import TokenLogprob, TopLogprob
+from madrag.records import AgentRecord, ScoreResult
+from madrag.store import RunStore
+from madrag.store_schema import MIGRATIONS, migrate, schema_version
+
+# the schema exactly as the store wrote it before it carried a version (frozen here on purpose)
+UNVERSIONED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    key TEXT PRIMARY KEY,
+    essay_id TEXT NOT NULL,
+    trait TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    role TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait);
+CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL);
+"""
+
+
+def sample_records() -> list[AgentRecord]:
+    """A Judge record with a score distribution and logprobs, and a failed Advocate record."""
+    tokens = [TokenLogprob(token=" 2", logprob=-0.2, top=[TopLogprob(token=" 3", logprob=-1.9)])]
+    judge = AgentRecord(
+        run_id="old",
+        key="MADRAG|e1|Ideas|judge|1|0",
+        essay_id="e1",
+        trait="Ideas",
+        protocol="MADRAG",
+        role="judge",
+        text="Solid.\nFinal score: 2",
+        tokens=tokens,
+        score=ScoreResult(parsed=2, distribution={2: 0.8, 3: 0.2}, mode="parsed_text", reported=2),
+        context={"exemplars": ["p1", "p2"]},
+        created_at=1000.0,
+    )
+    advocate = AgentRecord(
+        run_id="old", key="MADRAG|e1|Ideas|advocate|1|0", essay_id="e1", trait="Ideas", protocol="MADRAG",
+        role="advocate", error="ProviderError: down", created_at=1001.0,
+    )  # fmt: skip
+    return [judge, advocate]
+
+
+def write_unversioned_store(path: Path, records: list[AgentRecord], essays: list[Essay]) -> None:
+    """A store as the code before schema versions wrote it, with raw SQL (no user_version)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(UNVERSIONED_SCHEMA)
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", ("run_id", '"old"'))
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", ("config", '{"protocols": [{"name": "MADRAG"}]}'))
+    for r in records:
+        row = (r.key, r.essay_id, r.trait, r.protocol, r.role, r.round, r.error, r.created_at, r.model_dump_json())
+        conn.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+    for i, essay in enumerate(essays):
+        conn.execute("INSERT INTO essays VALUES (?, ?, ?)", (essay.id, i, essay.model_dump_json()))
+    conn.close()
+
+
+def user_version(path: Path) -> int:
+    """The schema version in the file, read through a fresh connection."""
+    conn = sqlite3.connect(path)
+    try:
+        return schema_version(conn)
+    finally:
+        conn.close()
+
+
+def test_a_new_store_starts_at_the_latest_version(tmp_path: Path) -> None:
+    RunStore(tmp_path / "store.sqlite").close()
+    assert user_version(tmp_path / "store.sqlite") == len(MIGRATIONS) == 1
+
+
+def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    records = sample_records()
+    essays = [Essay(id="e1", text="An essay.", rater_scores={"Ideas": [2.0, 3.0]}, rater_ids={"Ideas": [0, 1]})]
+    write_unversioned_store(path, records, essays)
+    assert user_version(path) == 0
+
+    store = RunStore(path)
+    try:
+        assert user_version(path) == 1
+        assert sorted(store.records(), key=lambda r: r.key) == sorted(records, key=lambda r: r.key)
+        assert store.get(records[0].key) == records[0]
+        assert store.essays() == essays
+        assert store.get_meta("run_id") == "old"
+        assert store.get_meta("config") == {"protocols": [{"name": "MADRAG"}]}
+        assert store.count() == 2
+        assert store.put(records[0]) is False  # the old keys still guard against duplicates
+    finally:
+        store.close()
+    # opened again: already at the latest version, nothing re-run, same content
+    again = RunStore(path)
+    try:
+        assert user_version(path) == 1 and again.count() == 2
+    finally:
+        again.close()
+
+
+def test_a_store_newer_than_the_code_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    RunStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(InputError, match=r"schema version 2, newer than this madrag reads \(1\)"):
+        RunStore(path)
+    assert user_version(path) == len(MIGRATIONS) + 1
+
+
+def test_migrations_run_in_order_and_a_failing_one_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    RunStore(path).close()
+    ran: list[str] = []
+
+    def add_column(conn: sqlite3.Connection) -> None:
+        ran.append("v2")
+        conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
+
+    def broken(conn: sqlite3.Connection) -> None:
+        ran.append("v3")
+        raise RuntimeError("migration 3 failed")
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        with pytest.raises(RuntimeError, match="migration 3 failed"):
+            migrate(conn, path, [*MIGRATIONS, add_column, broken])
+        assert ran == ["v2", "v3"]
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
+        assert "note" not in columns and schema_version(conn) == 1  # rolled back with the failure
+
+        assert migrate(conn, path, [*MIGRATIONS, add_column]) == 1  # the version it had
+        assert schema_version(conn) == 2
+        assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(records)")]
+    finally:
+        conn.close()
