@@ -323,3 +323,24 @@ def managed_failing() -> Any:
     return ManagedProvider(
         FakeProvider(script=lambda _r: FakeReply(text="", error=ProviderError("backend down"))), RetryPolicy(0)
     )
+
+
+async def test_worker_embeds_its_shards_essays_in_one_batch_with_the_shipped_bank(tmp_path: Path) -> None:
+    pool = [essay(i, fold=1) for i in range(20, 36)]
+    bank = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path / "banks")
+    model = BagOfWordsEmbedder()
+    setup = WorkerSetup(
+        run_id="r", rubric=RUBRIC, protocols=["MADRAG"], settings=ScoringSettings(), provider=ProviderSpec(kind="fake")
+    )
+    worker = ShardWorker(setup, [])
+    worker.embedder = ShippedEmbedder(bank.embedder.name, fallback=lambda: model)
+    worker.bank = snapshot(bank).restore(worker.embedder)
+    todo = {e.id: {"MADRAG": RUBRIC.trait_names} for e in ESSAYS[:3]}
+    events = await collect(worker.score(Shard(index=0, essays=ESSAYS[:3], todo=todo)))
+    assert (model.calls, model.texts_embedded) == (1, 3)  # one batch for the shard, none per retrieval
+    judges = [AgentRecord.model_validate_json(p[0][-1]) for k, p in events if k == "record" and p[0][4] == "judge"]
+    want = {(e.id, t.name): [x.exemplar.essay_id if x.exemplar else None for x in bank.per_level(e, t)]
+            for e in ESSAYS[:3] for t in RUBRIC.traits}  # fmt: skip
+    got = {(r.essay_id, r.trait): [x["exemplar"]["essay_id"] if x["exemplar"] else None for x in r.context["exemplars"]]
+           for r in judges}  # fmt: skip
+    assert got == want  # the judges saw the exemplars the driver's Chroma bank retrieves

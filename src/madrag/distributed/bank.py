@@ -8,8 +8,9 @@ restores it (:meth:`BankSnapshot.restore`) as an ordinary :class:`~madrag.retrie
 (cosine distance, the metadata filters the bank uses) by exact search. Protocols then retrieve exactly as in
 a local run, through the same bank code.
 
-Query essays are embedded on the driver in one batch per shard (the default) and their vectors shipped with
-the shard (:class:`ShippedEmbedder` serves them), or embedded by each worker with its own copy of the model.
+Query essays are embedded by each worker with its own copy of the model, one batch per shard (the default), or
+on the driver, one batch per shard, their vectors shipped with the shard; :class:`ShippedEmbedder` serves
+shipped vectors and embeds the rest with the worker's model.
 """
 
 from __future__ import annotations

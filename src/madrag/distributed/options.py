@@ -34,9 +34,11 @@ class RayOptions(BaseModel):
     # times a shard is handed out before the run stops (a shard is redone when its worker dies)
     max_attempts: int = Field(default=4, ge=1)
     object_store_mb: int = Field(default=200, ge=75)  # local instance only
-    # "driver": query essays are embedded in one batch per shard on the driver and shipped with the shard;
-    # "workers": each worker loads the embedder and embeds its shard's essays itself
-    query_embeddings: QueryEmbeddings = "driver"
+    # "workers": each worker loads the embedder and embeds its shard's essays in one batch (the default: measured
+    # at ~0.15 s of CPU per ASAP essay, embedding on the driver would cap a cluster at a few essays per second
+    # per driver core, see docs/scaling.md); "driver": the driver embeds each shard's essays in one batch and
+    # ships the vectors with the shard (workers never load the model: small clusters, or a driver with a GPU)
+    query_embeddings: QueryEmbeddings = "workers"
     # how long a lost worker may take to come back before its slot is given up
     restart_wait_s: float = Field(default=120.0, gt=0)
 

@@ -173,8 +173,11 @@ class ShardWorker:
         """Score ``shard``; a stream of event batches (records, finished essays, then the statistics)."""
         provider, roles = self._providers()
         store = ShardStore(shard.known)
-        if self.embedder is not None:
+        if self.embedder is not None and self.bank is not None:
             self.embedder.add(shard.vectors)
+            # the shard's essays in one batch (a model embeds a batch at a fraction of the CPU per essay of one
+            # at a time); shipped vectors are not embedded again
+            await asyncio.to_thread(self.bank.prefetch, shard.essays)
         ctx = CallContext(
             run_id=self.setup.run_id,
             provider=provider,
