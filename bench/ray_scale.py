@@ -256,6 +256,35 @@ async def costs(folder: Path, n: int) -> list[str]:
     return lines
 
 
+def embedding_costs(data: Path, n_batch: int = 64, n_single: int = 16) -> list[str]:
+    """Query embeddings on the driver or on the workers: MiniLM's start-up, and its CPU per essay in one batch
+    (a shard's essays) and one at a time."""
+    from madrag.retrieval.embedder import MiniLMEmbedder
+
+    with data.open(encoding="utf-8") as fh:
+        texts = [row["text"] for row in csv.DictReader(fh)]
+    model = MiniLMEmbedder()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    model.embed(texts[:1])
+    load_wall, load_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    cpu0 = time.process_time()
+    model.embed(texts[1 : 1 + n_batch])
+    batch = (time.process_time() - cpu0) / n_batch
+    cpu0 = time.process_time()
+    for text in texts[1 + n_batch : 1 + n_batch + n_single]:
+        model.embed([text])
+    single = (time.process_time() - cpu0) / n_single
+    calls = TRAITS * CALLS_PER_CHAIN  # MADRAG's calls per essay
+    return [
+        "query embeddings (all-MiniLM-L6-v2 over 256-piece windows, ASAP essays):",
+        f"  loading the model: {load_wall:.1f} s ({load_cpu:.1f} s CPU), once per process that embeds",
+        f"  CPU per essay: {1000 * batch:.0f} ms in a batch of {n_batch}, {1000 * single:.0f} ms one at a time",
+        f"  on the driver (one batch per shard) a driver core embeds {1 / batch:.1f} essays/s = "
+        f"{calls / batch:.0f} MADRAG calls/s at most, for the whole cluster; on the workers (the default) each "
+        f"adds {1000 * batch / calls:.1f} ms of CPU per call and the cap grows with the workers",
+    ]
+
+
 # -- main -------------------------------------------------------------------------------------------------------
 
 
@@ -268,6 +297,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workers", default="1,2", help="Ray worker counts to run, comma-separated")
     p.add_argument("--replays", type=int, default=100, help="sequential calls for the per-call costs")
     p.add_argument("--tmp", default=None, help="folder for run stores (default: the system temp dir)")
+    p.add_argument("--embeddings", action="store_true", help="also measure query embeddings (loads MiniLM)")
+    p.add_argument("--only-embeddings", action="store_true", help="measure only the query embeddings")
     args = p.parse_args()
     args.endpoints = list(range(args.endpoints))
     return args
@@ -289,6 +320,9 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="madrag-ray-bench-", dir=args.tmp) as tmp:
         data, rubric = write_essays(args.essays, Path(tmp))
+        if args.only_embeddings:
+            print("\n".join(embedding_costs(data)))
+            return
         stubs = [StubServer(capacity=args.capacity, latency_s=args.latency).start() for _ in args.endpoints]
         try:
             variants = [run_variant(0, data, rubric, stubs, args)]
@@ -301,6 +335,8 @@ def main() -> None:
             print("\n".join(describe(v, chains, args)))
         with tuned_gc():  # as during a run
             print("\n".join(asyncio.run(costs(Path(tmp), args.replays))))
+        if args.embeddings:
+            print("\n".join(embedding_costs(data)))
     base = variants[0]
     for v in variants:
         cpu = v.cpu_per_call_ms
