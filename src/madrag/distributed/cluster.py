@@ -25,13 +25,15 @@ def import_ray() -> Any:
 
 @dataclass
 class Cluster:
-    """A connection to Ray for one run; ``started`` when the run started a local instance (and stops it)."""
+    """A connection to Ray for one run; ``started`` when the run started a local instance, ``owned`` when the
+    run connected (and so disconnects: not when this process had already joined Ray itself)."""
 
     address: str
     started: bool
     nodes: int
     cpus: float
     ray_version: str
+    owned: bool = True
 
     def workers(self, options: RayOptions) -> int:
         """The number of workers: as asked, else one per ``cpus_per_worker`` CPUs of the cluster."""
@@ -60,18 +62,18 @@ def connect(options: RayOptions, local_workers: int) -> Cluster:
     keys); on an existing cluster they have their own nodes' environment.
     """
     ray = import_ray()
-    if ray.is_initialized():
-        raise ConfigError("Ray is already initialised in this process; madrag connects (and disconnects) itself")
-    if options.address is None:
+    owned, started = not ray.is_initialized(), False
+    if not owned:  # this process joined Ray itself (e.g. a notebook): use that cluster, leave it joined
+        log.info("using the Ray cluster this process has already joined")
+    elif options.address is None:
         start_local(ray, max(1, math.ceil(local_workers * options.cpus_per_worker)), options.object_store_mb)
         started = True
     else:
         ray.init(address=options.address, logging_level="warning", log_to_driver=True)
-        started = False
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     cpus = float(ray.cluster_resources().get("CPU", 0.0))
     address = str(ray.get_runtime_context().gcs_address)
-    return Cluster(address=address, started=started, nodes=len(nodes), cpus=cpus, ray_version=ray.__version__)
+    return Cluster(address, started, len(nodes), cpus, ray.__version__, owned=owned)
 
 
 LOCAL_START_ATTEMPTS = 3
@@ -98,10 +100,11 @@ def start_local(ray: Any, cpus: int, object_store_mb: int) -> None:
             log.warning("the local Ray instance was slow to start (%s); trying again", exc)
 
 
-def disconnect() -> None:
-    """Leave the cluster (a local instance started for the run stops with it)."""
+def disconnect(cluster: Cluster | None) -> None:
+    """Leave the cluster the run joined (a local instance started for the run stops with it); a cluster this
+    process had joined before the run is left joined."""
     ray = import_ray()
-    if ray.is_initialized():
+    if ray.is_initialized() and (cluster is None or cluster.owned):
         ray.shutdown()
 
 

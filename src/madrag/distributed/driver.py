@@ -204,38 +204,51 @@ class RayRun:
         quiet_ray_env()
         cluster = connect(self.options, self.options.workers or LOCAL_WORKERS)
         try:
-            workers = cluster.workers(self.options)
-            setup = self.setup(rubric, protocols, workers)
-            await self.start_workers(setup, workers, cluster)
-            in_flight = self.job.essay_concurrency or auto_essay_concurrency(
-                worker_slots(setup.provider, ctx.provider), essay_width(protocols, len(rubric.traits))
-            )
-            size = self.options.shard_essays or shard_size(
-                in_flight, len(plan.todo), workers, self.options.shards_per_worker
-            )
-            shards = make_shards(essays, plan, size)
-            info = {**cluster.describe(self.options, workers), "shards": len(shards), "shard_essays": size}
-            self.store.set_meta("ray", info)
-            self.stage(
-                f"ray: {workers} workers on {cluster.nodes} node(s) ({info['address']}), "
-                f"{len(shards)} shards of up to {size} essays"
-            )
-            wall0, cpu0 = time.perf_counter(), time.process_time()
-            progress = await self.dispatch(plan, essays, shards, on_essay_done)
-            cost = {
-                "scoring_s": round(time.perf_counter() - wall0, 3),
-                "driver_cpu_s": round(time.process_time() - cpu0, 3),
-                "worker_cpu_s": await self.worker_cpu_s(),
-            }
-            self.store.set_meta("ray", {**info, "redone": progress.redone, **cost})
+            progress = await self.run_on(cluster, plan, essays, rubric, protocols, on_essay_done)
         finally:
             try:
                 await self.stop_workers()
             finally:
-                disconnect()
+                disconnect(cluster)
         ctx.stats.reused += progress.reused
         ctx.stats.failed_scores += progress.failed_scores
         return ordered(essays, plan, progress, rubric, protocols)
+
+    async def run_on(
+        self,
+        cluster: Cluster,
+        plan: Plan,
+        essays: Sequence[Essay],
+        rubric: Rubric,
+        protocols: Sequence[ScoringProtocol],
+        on_essay_done: EssayDone | None,
+    ) -> Progress:
+        """Start the workers, cut the shards, score them; record the session in the store (meta ``ray``)."""
+        workers = cluster.workers(self.options)
+        setup = self.setup(rubric, protocols, workers)
+        await self.start_workers(setup, workers, cluster)
+        in_flight = self.job.essay_concurrency or auto_essay_concurrency(
+            worker_slots(setup.provider, self.ctx.provider), essay_width(protocols, len(rubric.traits))
+        )
+        size = self.options.shard_essays or shard_size(
+            in_flight, len(plan.todo), workers, self.options.shards_per_worker
+        )
+        shards = make_shards(essays, plan, size)
+        info = {**cluster.describe(self.options, workers), "shards": len(shards), "shard_essays": size}
+        self.store.set_meta("ray", info)
+        self.stage(
+            f"ray: {workers} workers on {cluster.nodes} node(s) ({info['address']}), "
+            f"{len(shards)} shards of up to {size} essays"
+        )
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        progress = await self.dispatch(plan, essays, shards, on_essay_done)
+        cost = {
+            "scoring_s": round(time.perf_counter() - wall0, 3),
+            "driver_cpu_s": round(time.process_time() - cpu0, 3),
+            "worker_cpu_s": await self.worker_cpu_s(),
+        }
+        self.store.set_meta("ray", {**info, "redone": progress.redone, **cost})
+        return progress
 
     async def dispatch(
         self, plan: Plan, essays: Sequence[Essay], shards: list[Shard], on_essay_done: EssayDone | None

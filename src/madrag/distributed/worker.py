@@ -137,10 +137,9 @@ class ShardWorker:
         self._cpu_start = time.process_time()
 
     def hello(self) -> dict[str, Any]:
-        """Where this worker runs: process id, node id and node address (and the start of :meth:`usage`)."""
+        """Where this worker runs: process id, node id and node address."""
         import ray
 
-        self._cpu_start = time.process_time()
         context = ray.get_runtime_context()
         ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         return {"pid": os.getpid(), "node": context.get_node_id(), "ip": ip}
@@ -214,7 +213,7 @@ class ShardWorker:
                     await task
 
     def usage(self) -> dict[str, float]:
-        """CPU seconds this worker's process has spent since :meth:`hello` (scoring, not starting up)."""
+        """CPU seconds this worker has spent since it was set up (restoring the bank, scoring), not starting up."""
         return {"cpu_s": time.process_time() - self._cpu_start}
 
     async def close(self) -> None:
