@@ -313,16 +313,18 @@ def main() -> None:
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     chains = args.essays * TRAITS
     slots = len(args.endpoints) * args.capacity
-    print(
-        f"workload: {args.essays} essays x {TRAITS} traits (ASAP set 7), MAD: {chains} chains of 3 calls; backends: "
-        f"{len(args.endpoints)} stub endpoints x {args.capacity} slots, L = {args.latency:g} s, top-5 logprobs; "
-        f"ideal min({slots}, {chains}) / {args.latency:g} = {min(slots, chains) / args.latency:.0f} calls/s"
-    )
     with tempfile.TemporaryDirectory(prefix="madrag-ray-bench-", dir=args.tmp) as tmp:
         data, rubric = write_essays(args.essays, Path(tmp))
         if args.only_embeddings:
             print("\n".join(embedding_costs(data)))
+            print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
+        print(
+            f"workload: {args.essays} essays x {TRAITS} traits (ASAP set 7), MAD: {chains} chains of 3 calls; "
+            f"backends: {len(args.endpoints)} stub endpoints x {args.capacity} slots, L = {args.latency:g} s, "
+            f"top-5 logprobs; ideal min({slots}, {chains}) / {args.latency:g} = "
+            f"{min(slots, chains) / args.latency:.0f} calls/s"
+        )
         stubs = [StubServer(capacity=args.capacity, latency_s=args.latency).start() for _ in args.endpoints]
         try:
             variants = [run_variant(0, data, rubric, stubs, args)]
