@@ -18,13 +18,14 @@ import pytest
 from tests.helpers import BagOfWordsEmbedder, make_ctx
 
 from madrag.agents.calls import CallContext
+from madrag.agents.prompts import PromptLibrary
 from madrag.data import Essay
 from madrag.distributed.bank import ShippedEmbedder, snapshot, text_key
 from madrag.distributed.dispatch import Dispatcher
 from madrag.distributed.driver import ordered, worker_spec
 from madrag.distributed.options import RayOptions, optional_value, ray_options, ray_summary
 from madrag.distributed.shard import Shard, known_records, make_shards, plan_run, shard_size
-from madrag.distributed.worker import ShardWorker, WorkerSetup
+from madrag.distributed.worker import ShardWorker, WorkerSetup, prompt_library
 from madrag.errors import ProviderError
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -344,3 +345,10 @@ async def test_worker_embeds_its_shards_essays_in_one_batch_with_the_shipped_ban
     got = {(r.essay_id, r.trait): [x["exemplar"]["essay_id"] if x["exemplar"] else None for x in r.context["exemplars"]]
            for r in judges}  # fmt: skip
     assert got == want  # the judges saw the exemplars the driver's Chroma bank retrieves
+
+
+def test_worker_prompts_are_the_drivers_texts() -> None:
+    texts = {"advocate_system": "Argue for it.\n\n", "judge_user": "Score $TRAIT_NAME."}
+    library = prompt_library(texts)
+    assert {name: library.text(name) for name in texts} == texts  # exactly, trailing newlines included
+    assert library.text("skeptic_system") == PromptLibrary().text("skeptic_system")  # not sent: the packaged one

@@ -109,11 +109,16 @@ class ShardStore:
 
 
 def prompt_library(texts: dict[str, str]) -> PromptLibrary:
-    """A prompt library serving exactly the driver's template texts (written to a private folder)."""
-    folder = Path(tempfile.mkdtemp(prefix="madrag-prompts-"))
-    for name, text in texts.items():
-        (folder / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
-    return PromptLibrary(folder)
+    """A prompt library serving exactly the driver's template texts (through a private folder, read at once and
+    removed; a template the driver did not send is the packaged one)."""
+    with tempfile.TemporaryDirectory(prefix="madrag-prompts-") as tmp:
+        folder = Path(tmp)
+        for name, text in texts.items():
+            (folder / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
+        library = PromptLibrary(folder)
+        for name in texts:
+            library.text(name)  # cached: the folder can go
+    return library
 
 
 class ShardWorker:
