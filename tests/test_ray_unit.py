@@ -28,7 +28,7 @@ from madrag.distributed.shard import Shard, known_records, make_shards, plan_run
 from madrag.distributed.worker import ShardWorker, WorkerSetup, prompt_library
 from madrag.errors import ProviderError
 from madrag.pipeline.runner import run_scoring
-from madrag.protocols import get_protocol
+from madrag.protocols import CONSENSUS_ABLATION, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import ProviderSpec, managed
 from madrag.providers.fake import FakeProvider, FakeReply
@@ -176,11 +176,11 @@ async def test_a_half_judged_ma_trait_is_not_finished(tmp_path: Path) -> None:
 # -- a worker's stream -------------------------------------------------------------------------------------------
 
 
-def worker(latency_s: float = 0.0) -> ShardWorker:
+def worker(latency_s: float = 0.0, protocols: list[str] = PROTOCOLS) -> ShardWorker:
     setup = WorkerSetup(
         run_id="r",
         rubric=RUBRIC,
-        protocols=PROTOCOLS,
+        protocols=protocols,
         settings=ScoringSettings(),
         provider=ProviderSpec(kind="fake", fake_latency_s=latency_s),
     )
@@ -242,8 +242,8 @@ class LocalActor:
     """A worker in this process behind Ray's actor call syntax; ``die_after`` batches of its first shard it is
     lost (as a SIGKILLed Ray worker: ``ActorUnavailableError``), then answers again (restarted)."""
 
-    def __init__(self, die_after: int | None = None) -> None:
-        self.worker = worker(latency_s=0.01)
+    def __init__(self, die_after: int | None = None, protocols: list[str] = PROTOCOLS) -> None:
+        self.worker = worker(latency_s=0.01, protocols=protocols)
         self.die_after = die_after
         self.hello = Method(lambda: asyncio.sleep(0, {"pid": 1, "node": "n", "ip": "127.0.0.1"}))
         self.score = Method(self._score)
@@ -262,8 +262,10 @@ class LocalActor:
             yield asyncio.sleep(0, batch)
 
 
-def dispatcher(ctx: CallContext, actors: list[LocalActor], done: list[str]) -> Dispatcher:
-    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings())  # type: ignore[arg-type]
+def dispatcher(
+    ctx: CallContext, actors: list[LocalActor], done: list[str], protocols: list[str] = PROTOCOLS
+) -> Dispatcher:
+    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols], ScoringSettings())  # type: ignore[arg-type]
 
     async def prepare(shard: Shard) -> None:
         shard.known = known_records(ctx.store, shard, {e.id for e in shard.essays})  # type: ignore[arg-type]
@@ -352,3 +354,25 @@ def test_worker_prompts_are_the_drivers_texts() -> None:
     library = prompt_library(texts)
     assert {name: library.text(name) for name in texts} == texts  # exactly, trailing newlines included
     assert library.text("skeptic_system") == PromptLibrary().text("skeptic_system")  # not sent: the packaged one
+
+
+async def test_consensus_judges_resumed_on_workers_make_the_records_of_a_local_run(tmp_path: Path) -> None:
+    """ablate-consensus's six protocols (shared round-0 calls, rounds, whole-essay calls): a run stopped part-way
+    and finished by (in-process) workers ends with exactly the records of an uninterrupted local run."""
+    protocols = list(CONSENSUS_ABLATION)
+    local = make_ctx(tmp_path / "local", FakeProvider())
+    await run_scoring(local, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols])
+    want = {r.key: (r.prompt_hash, r.text) for r in local.store.records()}  # type: ignore[attr-defined]
+    ctx = make_ctx(tmp_path / "ray", FakeProvider())
+    for record in local.store.records():  # type: ignore[attr-defined]
+        if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.round == 0):
+            ctx.store.put(record)  # type: ignore[attr-defined]
+    before = ctx.store.count()  # type: ignore[attr-defined]
+    job = dispatcher(ctx, [LocalActor(protocols=protocols), LocalActor(protocols=protocols)], [], protocols)
+    assert set(job.plan.todo) == {"e2", "e3", "e4", "e5"} and job.plan.partial == {"e2"}
+    await job.run(make_shards(ESSAYS, job.plan, 2))
+    got = {r.key: (r.prompt_hash, r.text) for r in ctx.store.records()}  # type: ignore[attr-defined]
+    assert got == want
+    assert ctx.stats.made == len(want) - before  # nothing stored was made again
+    local.store.close()  # type: ignore[attr-defined]
+    ctx.store.close()  # type: ignore[attr-defined]
