@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import re
-import zlib
 from pathlib import Path
-
-import numpy as np
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.providers.base import Provider
 from madrag.providers.policy import ManagedProvider, RetryPolicy
-from madrag.retrieval import normalize_rows
 from madrag.retrieval.bank import Exemplar, LevelExemplar
-from madrag.retrieval.embedder import FloatArray
+from madrag.retrieval.embedder import FloatArray, HashingEmbedder
 from madrag.rubric import Trait
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -67,13 +62,11 @@ def make_ctx(
     )
 
 
-class BagOfWordsEmbedder:
-    """A fast deterministic embedder for tests: each lowercase word hashed into one of ``dim`` buckets; counts
-    every call and every text it embeds."""
+class BagOfWordsEmbedder(HashingEmbedder):
+    """The package's hashing embedder (64 buckets by default) counting every call and every text it embeds."""
 
     def __init__(self, dim: int = 64) -> None:
-        self.name = f"fake-bow-{dim}"
-        self.dim = dim
+        super().__init__(dim)
         self.calls = 0
         self.texts_embedded = 0
 
@@ -81,8 +74,4 @@ class BagOfWordsEmbedder:
         """Normalised word-bucket counts, one row per text."""
         self.calls += 1
         self.texts_embedded += len(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z0-9]+", text.lower()):
-                out[row, zlib.crc32(word.encode()) % self.dim] += 1.0
-        return normalize_rows(out)
+        return super().embed(texts)

@@ -1,12 +1,21 @@
 """madrag: training-free, rubric-based analytic essay scoring with LLM agents.
 
-The public API: rubrics and essays, providers, protocols, the scoring job and the run store.
+Five lines in a notebook::
+
+    import madrag
+    result = madrag.score(essays, "rubric_set7.json", provider="openai:gpt-4o-mini", pool=scored_essays)
+    result.scores               # one row per essay, trait and protocol
+    result.evaluate().qwk       # madrag eval's tables as DataFrames
+
+The CLI, the web app and the Ray workers call this same API.
 """
 
 from madrag.agents.prompts import PromptLibrary
+from madrag.api import ScoringResult, arun_job, ascore, parse_provider, run_job, score, to_essays, to_rubric
 from madrag.data import Essay, load_asap, load_essays, load_table, split_by_fold
 from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
-from madrag.pipeline.job import ScoreJob, execute
+from madrag.evaluation.agreement import Evaluation, evaluate, wide
+from madrag.pipeline.job import JobResult, ScoreJob, execute
 from madrag.protocols import ScoringProtocol, TraitScore, get_protocol
 from madrag.providers import ChatRequest, ChatResponse, FakeProvider, Provider, ProviderSpec
 from madrag.records import AgentRecord, ScoreResult
@@ -16,14 +25,27 @@ from madrag.store import RunStore
 
 __version__ = "0.1.0"
 
+# The public API, by purpose:
+# - scoring from Python (madrag.api): score, ascore, ScoringResult, parse_provider, to_essays, to_rubric;
+#   run_job / arun_job run a ScoreJob built elsewhere (the CLI, the web app, workers) the same way
+# - evaluating a run (madrag eval's tables): Evaluation, evaluate, wide
+# - inputs: Essay, Rubric, Trait, load_asap, load_essays, load_rubric, load_table, split_by_fold
+# - backends: ChatRequest, ChatResponse, FakeProvider, Provider, ProviderSpec
+# - protocols, settings and prompts: PromptLibrary, ScoringProtocol, ScoringSettings, get_protocol
+# - the scoring job underneath (what madrag score and madrag.score run) and its records: ScoreJob, execute,
+#   JobResult, RunStore, AgentRecord, ScoreResult, TraitScore
+# - errors (every problem with the input is a one-line MadragError): MadragError, ConfigError, InputError,
+#   ProviderError, RubricError
 __all__ = [
     "AgentRecord",
     "ChatRequest",
     "ChatResponse",
     "ConfigError",
     "Essay",
+    "Evaluation",
     "FakeProvider",
     "InputError",
+    "JobResult",
     "MadragError",
     "PromptLibrary",
     "Provider",
@@ -35,14 +57,24 @@ __all__ = [
     "ScoreJob",
     "ScoreResult",
     "ScoringProtocol",
+    "ScoringResult",
     "ScoringSettings",
     "Trait",
     "TraitScore",
+    "arun_job",
+    "ascore",
+    "evaluate",
     "execute",
     "get_protocol",
     "load_asap",
     "load_essays",
     "load_rubric",
     "load_table",
+    "parse_provider",
+    "run_job",
+    "score",
     "split_by_fold",
+    "to_essays",
+    "to_rubric",
+    "wide",
 ]

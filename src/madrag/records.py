@@ -69,6 +69,8 @@ class AgentRecord(BaseModel):
     latency_s: float = 0.0  # time the backend spent on this call's requests
     wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
     requests: int = 1
+    # why each failed attempt was retried (429, 5xx, timeout, dropped connection), over all the call's requests
+    retries: list[str] = Field(default_factory=list)
     cached: bool = False
     error: str | None = None
     created_at: float = Field(default_factory=time.time)

@@ -234,6 +234,7 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
             confidence_source=source,
             usage=response.usage,
             latency_s=response.latency_s,
+            retries=response.retries,
             wall_s=time.monotonic() - started,
             cached=response.cached,
         ),

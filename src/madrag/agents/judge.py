@@ -238,6 +238,7 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
         usage=rationale_resp.usage + score_resp.usage,
         latency_s=rationale_resp.latency_s + score_resp.latency_s,
         requests=2,
+        retries=[*rationale_resp.retries, *score_resp.retries],
         cached=rationale_resp.cached and score_resp.cached,
         error=None if score.reported is not None else f"unusable score: {problem}",
     )
@@ -269,6 +270,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
     usage, latency = rationale_resp.usage, rationale_resp.latency_s
     steps: list[dict[str, Any]] = []
+    retries = list(rationale_resp.retries)
     results: dict[str, ScoreResult] = {}
     for trait in rubric.traits:
         prefix += f"{trait.name}: "
@@ -280,6 +282,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
             choice_distribution(resp, choices), parsed, "constrained_distribution", ctx.settings.report
         )
         prefix += f"{resp.text}\n"
+        retries += resp.retries
         usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, request_settings(step)]
     return new_record(
         ctx,
@@ -292,6 +295,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
         usage=usage,
         latency_s=latency,
         requests=1 + len(rubric.traits),
+        retries=retries,
         error=_traits_error(results),
     )
 
@@ -350,6 +354,7 @@ def _text_record(
         usage=usage,
         latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
+        retries=[reason for r in responses for reason in r.retries],
         cached=all(r.cached for r in responses),
         **fields,
     )

@@ -125,7 +125,11 @@ def _judge(job: MetaJob) -> MetaJobResult:
         shown = f"Q={judged['q']}" if isinstance(judged, dict) and "q" in judged else "unusable"
         progress.update(task, description=f"{record.essay_id} {record.trait:<12.12} {shown}")
 
-    work = execute_meta(job, on_record=on_record, on_start=lambda n: progress.update(task, total=n))
+    def on_start(total: int) -> None:
+        progress.update(task, total=total)
+        progress.start()
+
+    work = execute_meta(job, on_record=on_record, on_start=on_start)
     return run_with_progress(
         progress,
         work,

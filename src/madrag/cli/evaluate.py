@@ -83,12 +83,17 @@ def errors_command(
     ] = None,
 ) -> None:
     """Export high-disagreement essay-traits (raters within 1 point, a protocol off by more than 1 from their
-    mean) with essays, scores, rationales and debates, ready for qualitative coding (seed 000, 4.4)."""
-    from madrag.evaluation.errors_export import export_errors
+    mean; with one rater, off by more than 1 from that rater's score) with essays, scores, rationales and
+    debates, ready for qualitative coding (seed 000, 4.4)."""
+    from madrag.evaluation.errors_export import ONE_RATER_RULE, TWO_RATER_RULE, export_errors
 
     result = export_errors(need_run_dir(run_dir), out, focus=protocol)
     counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
     console.print(f"wrote {result.n_rows} rows to {result.path} (off by more than 1 - {counts})", markup=False)
+    console.print(
+        f"rule: {TWO_RATER_RULE}; where an essay-trait has {ONE_RATER_RULE} ({result.n_one_rater} of the rows)",
+        markup=False,
+    )
 
 
 def report_command(

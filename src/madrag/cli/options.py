@@ -153,7 +153,16 @@ PromptLayoutOpt = Annotated[
     str, typer.Option(help="shared_prefix (essay first, for prefix caching) or seed (role as system message).")
 ]
 PromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")]
-CacheDirOpt = Annotated[Path, typer.Option(help="Exemplar indexes and response cache.")]
+CacheDirOpt = Annotated[
+    Path, typer.Option(help="Exemplar indexes and response cache (default: $MADRAG_CACHE, else ~/.cache/madrag).")
+]
+EmbedderOpt = Annotated[
+    str,
+    typer.Option(
+        help="Embedder of the exemplar pool: minilm (seed 000's all-MiniLM-L6-v2) or hashing (a fast bag-of-words "
+        "test embedder for quick checks, e.g. with --provider fake; not for real scoring)."
+    ),
+]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")]
 FakeLatencyOpt = Annotated[float, typer.Option(hidden=True, help="fake provider: seconds per call.")]
 DryRunOpt = Annotated[

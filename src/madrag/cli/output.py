@@ -24,11 +24,15 @@ def progress_bar() -> Progress:
 
 
 def run_with_progress(progress: Progress, work: Coroutine[Any, Any, T], interrupted: Callable[[], str]) -> T:
-    """Run ``work`` while ``progress`` shows; Ctrl-C prints ``interrupted()`` on stderr and exits with code 130
-    (what was finished is already saved, so the same command resumes)."""
+    """Run ``work``; the bar shows from the moment the work starts it (``progress.start()``, once its input is
+    loaded), so an input error before that is one line on stderr, not an empty bar and the line. Ctrl-C prints
+    ``interrupted()`` on stderr and exits with code 130 (what was finished is already saved, so the same command
+    resumes)."""
     try:
-        with progress:
-            return asyncio.run(work)
+        return asyncio.run(work)
     except KeyboardInterrupt:
+        progress.stop()
         err.print(interrupted())
         raise typer.Exit(130) from None
+    finally:
+        progress.stop()

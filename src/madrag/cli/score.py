@@ -26,6 +26,7 @@ from madrag.cli.options import (
     DebaterMaxTokensOpt,
     DryRunOpt,
     DryRunPricesOpt,
+    EmbedderOpt,
     EssayConcurrencyOpt,
     ExemplarMaxWordsOpt,
     FakeLatencyOpt,
@@ -70,6 +71,7 @@ from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import consensus_protocol
 from madrag.providers.spec import parse_role_provider
 from madrag.records import AgentRecord
+from madrag.retrieval.embedder import EMBEDDERS
 from madrag.rubric import load_rubric
 from madrag.settings import Anonymization, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings
 
@@ -129,6 +131,7 @@ def score(
     prompts_dir: PromptsDirOpt = None,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     no_cache: NoCacheOpt = False,
+    embedder: EmbedderOpt = "minilm",
     fake_latency: FakeLatencyOpt = 0.0,
     dry_run: DryRunOpt = False,
     sample: SampleOpt = 2,
@@ -176,6 +179,7 @@ def score(
         prompts_dir=prompts_dir,
         cache_dir=cache_dir,
         response_cache=not no_cache,
+        embedder=choice("--embedder", embedder, EMBEDDERS),
         ray=ray_options(ray, ray_workers),
     )
     if dry_run:
@@ -217,12 +221,14 @@ ablate_consensus = _with_default(
 
 
 def _run_job(job: ScoreJob) -> JobResult:
-    """Run a job with a progress bar; Ctrl-C stops it cleanly (records so far are kept)."""
+    """Run a job with progress bars (building the exemplar bank, then the trait scores); Ctrl-C stops it
+    cleanly (records so far are kept). The bars show once the data is loaded and checked."""
     rubric = load_rubric(job.rubric)
     if job.provider.kind == "llamacpp" and job.provider.model_path is None:
         err.print(f"[yellow]{TINY_MODEL_NOTE}[/yellow]")
     progress = progress_bar()
-    task = progress.add_task("trait scores", total=None)
+    bank_task = progress.add_task("embedding the exemplar pool", total=None, visible=False)
+    task = progress.add_task("trait scores", total=None, visible=False)
     done_essays: list[str] = []
 
     def on_record(record: AgentRecord) -> None:
@@ -237,12 +243,21 @@ def _run_job(job: ScoreJob) -> JobResult:
         progress.advance(task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
         progress.console.print(f"essay {essay.id}: {_essay_line(scores)}", markup=False, highlight=False)
 
+    def on_bank(done: int, total: int) -> None:
+        progress.update(bank_task, completed=done, total=total, visible=True)
+        progress.start()
+
+    def on_start(total: int) -> None:
+        progress.update(task, total=total, visible=True)
+        progress.start()
+
     work = execute(
         job,
         on_record=on_record,
         on_essay_done=on_essay,
-        on_stage=lambda m: progress.console.print(m),
-        on_start=lambda n: progress.update(task, total=n),
+        on_stage=lambda m: progress.console.print(m, markup=False, highlight=False),
+        on_start=on_start,
+        on_bank_progress=on_bank,
     )
     result = run_with_progress(
         progress,

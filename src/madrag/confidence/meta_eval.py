@@ -182,6 +182,7 @@ def _record(
         usage=sum((r.usage for r in responses), Usage()),
         latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
+        retries=[reason for r in responses for reason in r.retries],
         cached=all(r.cached for r in responses),
         error=None if judgment is not None else f"unusable judgment: {problem}",
     )

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.metrics import round_half_up, round_half_up_clamped
-from madrag.rubric import Trait
+from madrag.rubric import Rubric, Trait
 
 
 def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
@@ -47,3 +47,17 @@ class Essay(BaseModel):
             if idx == rater_index:
                 return score
         return None
+
+
+def traits_without_scores(essays: list[Essay], rubric: Rubric) -> list[Trait]:
+    """The rubric's traits for which no essay has a human score (no reference, so no QWK and no exemplars)."""
+    return [t for t in rubric.traits if not any(e.rater_scores.get(t.name) for e in essays)]
+
+
+def no_scores_line(trait: Trait) -> str:
+    """One line saying that ``trait`` has no human score in the data, and which columns were looked for."""
+    column = trait.column or trait.name
+    return (
+        f"trait {trait.name!r} has no human score in the data (looked for a column {column!r} or "
+        f"'rater<i>_{column}'): it is scored, but has no reference, no QWK and no exemplars"
+    )

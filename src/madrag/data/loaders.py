@@ -1,14 +1,19 @@
 """Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``.
 
-Every problem with the input is raised as a one-line :class:`InputError`.
+Every problem with the input is raised as a one-line :class:`InputError`. A trait's scores are read from the
+columns named by its rubric ``column`` field (or, in CSV / JSONL, by its name): ``<column>`` for one rater,
+``rater<i>_<column>`` for several. A CSV / JSONL column that is neither known nor a trait's is kept as essay
+metadata and reported once (a warning on the ``madrag.data`` logger). No field may exceed
+:data:`MAX_FIELD_CHARS` characters. The data format is documented in ``docs/data-and-rubric-formats.md``.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,52 @@ from madrag.rubric import Rubric
 
 ASAP_REQUIRED = ("essay_id", "essay_set", "essay")
 _RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
+MAX_FIELD_CHARS = 1_000_000
+"""The largest field (an essay's text) a data file may hold, in characters: about 150,000 words."""
+TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set")
+"""The CSV / JSONL columns every data file may have besides trait scores."""
+
+log = logging.getLogger("madrag.data")
+_REPORTED: set[tuple[str, str]] = set()
+
+
+def _report_once(path: Path, message: str) -> None:
+    """Log ``message`` about ``path`` as a warning, once per process (data files are read more than once)."""
+    key = (str(path.resolve()), message)
+    if key not in _REPORTED:
+        _REPORTED.add(key)
+        log.warning("warning: %s: %s", path, message)
+
+
+def _too_long(path: Path, line: int) -> InputError:
+    return InputError(f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
+
+
+def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+    """The header and the (line number, row) pairs of a CSV / TSV; a field over :data:`MAX_FIELD_CHARS` or a
+    broken row is a one-line InputError."""
+    csv.field_size_limit(MAX_FIELD_CHARS)
+    reader = csv.DictReader(lines, delimiter=delimiter)
+
+    def fail(exc: csv.Error) -> InputError:
+        line = reader.line_num + 1  # the line being parsed is not counted yet
+        if "field limit" in str(exc):
+            return _too_long(path, line)
+        return InputError(f"{path}:{line}: not valid CSV: {exc}")
+
+    try:
+        header = list(reader.fieldnames or [])
+    except csv.Error as exc:
+        raise fail(exc) from exc
+
+    def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        try:
+            for row in reader:
+                yield reader.line_num, row
+        except csv.Error as exc:
+            raise fail(exc) from exc
+
+    return header, rows()
 
 
 def _read_text(path: Path, encodings: Iterable[str]) -> str:
@@ -70,15 +121,14 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
     """
     p = Path(path)
     text = _read_text(p, ("utf-8", "latin-1"))
-    reader = csv.DictReader(text.splitlines(), delimiter="\t")
-    header = reader.fieldnames or []
+    header, rows = _csv_table(text.splitlines(), p, "\t")
     missing = [c for c in ASAP_REQUIRED if c not in header]
     if missing:
         raise InputError(f"{p}: missing column(s) {missing}; is this the ASAP training_set_rel3.tsv layout?")
     wanted_set = essay_set if essay_set is not None else rubric.essay_set
     columns = _asap_rater_columns(header, rubric, p)
     essays: list[Essay] = []
-    for line_no, row in enumerate(reader, start=2):
+    for line_no, row in rows:
         where = f"{p}:{line_no}"
         try:
             row_set = int(row["essay_set"])
@@ -137,24 +187,53 @@ def _asap_essay(
     return essay
 
 
-def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+def trait_columns(rubric: Rubric) -> dict[str, str]:
+    """Casefolded column base name -> trait name: each trait's ``column`` field and its name."""
+    keys = {t.name.casefold(): t.name for t in rubric.traits}
+    keys.update({t.column.casefold(): t.name for t in rubric.traits if t.column})
+    return keys
+
+
+def _trait_of(key: str, columns: dict[str, str]) -> tuple[str | None, int]:
+    """(trait name or None, 0-based rater index) a CSV / JSONL column holds."""
+    base, rater_idx = key, 0
+    if m := _RATER_COL.match(key):
+        rater_idx, base = int(m.group(1)) - 1, m.group(2)
+    return columns.get(base.casefold()), rater_idx
+
+
+def _int_field(raw: dict[str, Any], name: str, where: str) -> int | None:
+    """An integer field (``fold``, ``essay_set``): None when absent or empty; ``2``, ``"2"`` and ``2.0`` are 2."""
+    value = raw.get(name)
+    if value is None or str(value).strip() == "":
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError as exc:
+        raise InputError(f"{where}: {name} {value!r} is not an integer") from exc
+
+
+def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+    """One essay from a row of a CSV/JSONL data file (or a dict given to the Python API); ``where`` names the row
+    in error messages."""
+    return _generic_essay(raw, rubric, trait_columns(rubric), where)
+
+
+def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str], where: str) -> Essay:
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
     body = str(raw["text"] or "").strip()
     if not body:
         raise InputError(f"{where}: essay {raw['id']!r} is empty")
-    known = {"id", "text", "prompt", "fold"}
-    trait_names = {t.name.casefold(): t.name for t in rubric.traits}
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
     metadata: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in known:
+        if key in TABLE_KNOWN:
             continue
-        base, rater_idx = key, 0
-        if m := _RATER_COL.match(key):
-            rater_idx, base = int(m.group(1)) - 1, m.group(2)
-        trait = trait_names.get(base.casefold())
+        trait, rater_idx = _trait_of(key, columns)
         if trait is None:
             metadata[key] = value
             continue
@@ -162,12 +241,12 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
         if score is not None:
             scores.setdefault(trait, []).append(score)
             ids.setdefault(trait, []).append(rater_idx)
-    fold = raw.get("fold")
     essay = Essay(
         id=str(raw["id"]).strip(),
         text=body,
         prompt=str(raw.get("prompt") or rubric.prompt),
-        fold=int(fold) if fold not in (None, "") else None,
+        essay_set=_int_field(raw, "essay_set", where),
+        fold=_int_field(raw, "fold", where),
         rater_scores=scores,
         rater_ids=ids,
         metadata=metadata,
@@ -176,32 +255,53 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
     return essay
 
 
-def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
-    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, <trait>, rater<i>_<trait>...]``.
+def _jsonl_rows(text: str, p: Path) -> list[tuple[str, dict[str, Any]]]:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(line) > MAX_FIELD_CHARS:
+            raise _too_long(p, line_no)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(obj, dict):
+            raise InputError(f"{p}:{line_no}: each line must be a JSON object")
+        rows.append((f"{p}:{line_no}", obj))
+    return rows
 
-    A column named like a rubric trait is a single score; ``rater1_<trait>``, ``rater2_<trait>`` are several.
+
+def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[str, str]) -> None:
+    """Report once the columns that are neither known nor a trait's; and the traits no column maps."""
+    unused = [k for k in dict.fromkeys(keys) if k not in TABLE_KNOWN and _trait_of(k, columns)[0] is None]
+    if unused:
+        _report_once(
+            p,
+            f"column(s) {', '.join(unused)} match no rubric trait name or 'column' (kept as essay metadata, "
+            "not used as scores)",
+        )
+
+
+def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
+    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, essay_set, <column>, rater<i>_<column>...]``.
+
+    ``<column>`` is a trait's rubric ``column`` field or its name (either matches, case-insensitively): one
+    score per essay; ``rater1_<column>``, ``rater2_<column>`` are several raters' scores.
     """
     p = Path(path)
     text = _read_text(p, ("utf-8",))
-    rows: list[tuple[str, dict[str, Any]]] = []
+    columns = trait_columns(rubric)
     if p.suffix.lower() in {".jsonl", ".ndjson"}:
-        for line_no, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
-            if not isinstance(obj, dict):
-                raise InputError(f"{p}:{line_no}: each line must be a JSON object")
-            rows.append((f"{p}:{line_no}", obj))
+        rows = _jsonl_rows(text, p)
+        keys = [k for _, raw in rows for k in raw]
     else:
-        reader = csv.DictReader(text.splitlines(keepends=True))
-        header = reader.fieldnames or []
-        if "id" not in header or "text" not in header:
-            raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in header]}")
-        rows = [(f"{p}:{i}", dict(r)) for i, r in enumerate(reader, start=2)]
-    essays = [_generic_essay(raw, rubric, where) for where, raw in rows]
+        keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")
+        if "id" not in keys or "text" not in keys:
+            raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
+        rows = [(f"{p}:{line}", dict(r)) for line, r in lines]
+    _report_columns(p, keys, rubric, columns)
+    essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
     _check_unique(essays, p)

@@ -50,7 +50,6 @@ class Cluster:
             "workers": workers,
             "cpus_per_worker": options.cpus_per_worker,
             "ray_version": self.ray_version,
-            "query_embeddings": options.query_embeddings,
         }
 
 

@@ -34,6 +34,7 @@ from madrag.pipeline.runner import auto_essay_concurrency, essay_width
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
 from madrag.retrieval.bank import ExemplarBank
+from madrag.retrieval.embedder import make_embedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -113,6 +114,12 @@ class RayRun:
         self.store = store
         self.stage = stage
         self.actors: list[Any] = []
+        bank = driver_bank(ctx)
+        # workers embed their essays with the embedder the job names; a bank built with another one (an
+        # embedder object handed to execute) has its query vectors made here and shipped
+        self.embed_on_driver = options.query_embeddings == "driver" or (
+            bank is not None and bank.embedder.name != make_embedder(job.embedder).name
+        )
 
     def setup(self, rubric: Rubric, protocols: Sequence[ScoringProtocol], workers: int) -> WorkerSetup:
         """What every worker is started with."""
@@ -131,6 +138,7 @@ class RayRun:
             role_providers=roles,
             prompts={name: ctx.prompts.text(name) for name in prompt_names(list(protocols))},
             essay_concurrency=job.essay_concurrency,
+            embedder=job.embedder,
         )
 
     async def start_workers(self, setup: WorkerSetup, workers: int, cluster: Cluster) -> None:
@@ -183,7 +191,7 @@ class RayRun:
         async def fill(shard: Shard) -> None:
             started = plan.partial if shard.attempt == 1 else {e.id for e in shard.essays}
             shard.known = known_records(self.store, shard, started)
-            if bank is not None and self.options.query_embeddings == "driver":
+            if bank is not None and self.embed_on_driver:
                 shard.vectors = await asyncio.to_thread(query_vectors, bank, shard.essays)
 
         return fill
@@ -235,6 +243,7 @@ class RayRun:
         )
         shards = make_shards(essays, plan, size)
         info = {**cluster.describe(self.options, workers), "shards": len(shards), "shard_essays": size}
+        info["query_embeddings"] = "driver" if self.embed_on_driver else "workers"
         self.store.set_meta("ray", info)
         self.stage(
             f"ray: {workers} workers on {cluster.nodes} node(s) ({info['address']}), "
@@ -280,9 +289,15 @@ async def score_on_ray(
     protocols: Sequence[ScoringProtocol],
     on_essay_done: EssayDone | None = None,
     on_stage: Callable[[str], None] | None = None,
+    *,
+    ready_backend: bool = False,
 ) -> list[TraitScore]:
     """Score ``essays`` of ``job`` on Ray (what :func:`madrag.pipeline.job.execute` runs instead of the local
-    runner when the job has Ray options); the scores of every essay, in order, as the local runner returns."""
+    runner when the job has Ray options); the scores of every essay, in order, as the local runner returns.
+    ``ready_backend``: the caller gave a provider object, which lives in this process (workers build their
+    backends from the job's provider spec), so the run is refused."""
+    if ready_backend:
+        raise ConfigError("a Ray run builds its backends on the workers from a provider spec, not a provider object")
     return await RayRun(options, job, ctx, store, on_stage or (lambda _msg: None)).score(
         essays, rubric, protocols, on_essay_done
     )

@@ -33,6 +33,7 @@ from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec, managed
 from madrag.records import AgentRecord
+from madrag.retrieval.embedder import Embedder, make_embedder
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import record_row
@@ -58,6 +59,7 @@ class WorkerSetup:
     role_providers: dict[str, ProviderSpec] = field(default_factory=dict)
     prompts: dict[str, str] = field(default_factory=dict)  # template texts by name, as the driver reads them
     essay_concurrency: int | None = None
+    embedder: str = "minilm"  # the job's embedder (madrag.retrieval.make_embedder), for the query essays
 
 
 class ShardStore:
@@ -135,11 +137,14 @@ class ShardWorker:
         self.setup = setup
         self.protocols = [get_protocol(name) for name in setup.protocols]
         self.prompts = prompt_library(setup.prompts)
-        self.embedder = ShippedEmbedder(bank.embedder_name) if bank is not None else None
+        self.embedder = None if bank is None else ShippedEmbedder(bank.embedder_name, fallback=self._make_embedder)
         self.bank = bank.restore(self.embedder) if bank is not None and self.embedder is not None else None
         self._backends: tuple[ManagedProvider, dict[str, ManagedProvider]] | None = None
         self._subrubrics: dict[tuple[str, ...], Rubric] = {}
         self._cpu_start = time.process_time()
+
+    def _make_embedder(self) -> Embedder:
+        return make_embedder(self.setup.embedder)
 
     def hello(self) -> dict[str, Any]:
         """Where this worker runs: process id, node id and node address."""

@@ -2,8 +2,10 @@
 
 * QWK per protocol and trait (rows = protocols, columns = the paper's short trait labels) with bootstrap CIs,
   the number of essays per cell and the valid-score rate. Unusable scores are excluded and counted, never
-  imputed. Two Human-Human rows: rater 1 vs rater 2 on the FULL data file of the run's essay set (this is the
-  paper's row) and on the evaluated essays only (the ceiling for exactly the essays the protocols scored).
+  imputed; essays without a human reference for the trait are counted too (``n_no_reference``). Two
+  Human-Human rows: rater 1 vs rater 2 on the FULL data file of the run's essay set (this is the paper's row)
+  and on the evaluated essays only (the ceiling for exactly the essays the protocols scored). With one rater
+  per essay there is no Human-Human row, and a note says so.
 * The extreme-score subset (Table 2): Agree@1 and MAE from the extreme reference, per protocol and trait.
 * Paired bootstrap comparisons of each protocol against a baseline protocol (default MADRAG) on QWK.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
@@ -38,7 +40,14 @@ HH_FULL = "Human-Human (full data file)"
 HH_EVAL = "Human-Human (evaluated essays)"
 EXTREME_COLUMNS = ["protocol", "trait", "label", "n", "n_scored", "n_unusable", "n_conflict", "agree_at_1", "mae"]
 COMPARISON_VALUES = ["n", "qwk", "qwk_baseline", "diff", "ci_low", "ci_high", "p_value"]
-QWK_COLUMNS = ["protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n_unusable", "n_missing", "valid_rate"]
+QWK_COLUMNS = [
+    "protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n_unusable", "n_missing", "n_no_reference",
+    "valid_rate",
+]  # fmt: skip
+ONE_RATER = (
+    "Human-Human is left out ({where}): no essay has scores from two raters for any trait (one rater per "
+    "essay), so there is no human agreement to compare with"
+)
 
 
 def trait_label(name: str) -> str:
@@ -54,7 +63,8 @@ def _qwk_row(
 ) -> dict[str, Any]:
     ci = bootstrap_ci(qwk_metric(trait.min, trait.max), a, b, n=bootstrap, seed=seed)
     row = {"protocol": protocol, "trait": trait.name, "label": trait_label(trait.name), "qwk": ci.estimate}
-    row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, valid_rate=float("nan"))
+    row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, n_no_reference=0)
+    row.update(valid_rate=float("nan"))
     row.update(counts)
     return row
 
@@ -71,10 +81,11 @@ def human_rows(essays: list[Essay], rubric: Rubric, name: str, bootstrap: int, s
 def protocol_cell(
     run: RunData, protocol: str, trait: Trait, scores: dict[tuple[str, str, str], TraitScore]
 ) -> tuple[list[float], list[float], dict[str, Any]]:
-    """(reference, prediction) pairs of one cell and its counts: unusable, missing and the valid-score rate."""
+    """(reference, prediction) pairs of one cell and its counts: unusable, missing, usable scores of essays without
+    a human reference (``n_no_reference``) and the valid-score rate."""
     refs: list[float] = []
     preds: list[float] = []
-    produced = unusable = missing = 0
+    produced = unusable = missing = no_reference = 0
     for essay in run.essays:
         found = scores.get((protocol, essay.id, trait.name))
         if found is None:
@@ -85,24 +96,37 @@ def protocol_cell(
             unusable += 1
             continue
         ref = essay.reference(trait)
-        if ref is not None:
-            refs.append(ref)
-            preds.append(found.score)
+        if ref is None:
+            no_reference += 1
+            continue
+        refs.append(ref)
+        preds.append(found.score)
     rate = (produced - unusable) / produced if produced else float("nan")
-    return refs, preds, {"n_unusable": unusable, "n_missing": missing, "valid_rate": rate}
+    counts = {"n_unusable": unusable, "n_missing": missing, "n_no_reference": no_reference}
+    return refs, preds, {**counts, "valid_rate": rate}
 
 
-def qwk_long(run: RunData, full_essays: list[Essay] | None, bootstrap: int, seed: int) -> pd.DataFrame:
-    """One row per (row label, trait): the protocols, then the Human-Human rows."""
+def qwk_long(
+    run: RunData, full_essays: list[Essay] | None, bootstrap: int, seed: int, notes: list[str] | None = None
+) -> pd.DataFrame:
+    """One row per (row label, trait): the protocols, then the Human-Human rows. A Human-Human row without any
+    essay scored by two raters is left out, with a line in ``notes`` saying why."""
     rows: list[dict[str, Any]] = []
     scores = run.score_map()
     for protocol in run.protocols:
         for trait in run.rubric.traits:
             refs, preds, counts = protocol_cell(run, protocol, trait, scores)
             rows.append(_qwk_row(protocol, trait, refs, preds, bootstrap, seed, **counts))
-    if full_essays is not None:
-        rows += human_rows(full_essays, run.rubric, HH_FULL, bootstrap, seed)
-    rows += human_rows(run.essays, run.rubric, HH_EVAL, bootstrap, seed)
+    groups = [(HH_FULL, full_essays), (HH_EVAL, run.essays)] if full_essays is not None else [(HH_EVAL, run.essays)]
+    left_out = []
+    for name, essays in groups:
+        human = human_rows(essays, run.rubric, name, bootstrap, seed)
+        if any(r["n"] for r in human):
+            rows += human
+        else:
+            left_out.append("full data file" if name == HH_FULL else "evaluated essays")
+    if left_out and notes is not None:
+        notes.append(ONE_RATER.format(where=" and ".join(left_out)))
     return pd.DataFrame(rows, columns=QWK_COLUMNS)
 
 
@@ -226,6 +250,9 @@ def load_full_data(path: Path | None, rubric: Rubric) -> tuple[list[Essay] | Non
 def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: str | None = None) -> Evaluation:
     """All tables for a loaded run. ``bootstrap`` resamples per CI / comparison (0 = no intervals)."""
     full, note = load_full_data(run.data_path, run.rubric)
+    notes = [note] if note else []
+    notes += [no_scores_line(t) for t in traits_without_scores(full or run.essays, run.rubric)]
+    qwk = qwk_long(run, full, bootstrap, seed, notes)
     meta = {
         "run_dir": str(run.run_dir),
         "essay_set": run.rubric.essay_set,
@@ -239,11 +266,11 @@ def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: s
     return Evaluation(
         rubric=run.rubric,
         protocols=run.protocols,
-        qwk=qwk_long(run, full, bootstrap, seed),
+        qwk=qwk,
         extreme=extreme_table(run),
         comparisons=comparisons(run, baseline, bootstrap, seed) if len(run.protocols) > 1 else pd.DataFrame(),
         meta=meta,
-        notes=[note] if note else [],
+        notes=notes,
     )
 
 

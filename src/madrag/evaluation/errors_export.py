@@ -2,6 +2,8 @@
 
 A row is one essay-trait where the two human raters (raters 1 and 2; a third rater, as on some set-8
 essays, is not used) agree within 1 point but a protocol is off by more than 1 point from their mean.
+With one rater (data with a single score per trait) the rule is :data:`ONE_RATER_RULE`: a protocol off by more
+than 1 point from that rater's score (``rater2`` is empty and ``human_mean`` is the one score).
 Each row carries the essay, both raters, and for every protocol of the run its score, its error, the
 Judge's rationale and (debate protocols) the debate messages, plus empty coding columns for the paper's
 scheme: reasoning quality B0-B2, failure mechanism C1-C6, component attribution D1-D4, memo.
@@ -20,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.placeholders import PLACEHOLDER, placeholders
@@ -33,6 +36,8 @@ MENTION = re.compile(
     r"|placeholder|anonymi[sz]",
     re.IGNORECASE,
 )
+TWO_RATER_RULE = "raters 1 and 2 within 1 point, a protocol off by more than 1 from their mean"
+ONE_RATER_RULE = "one rater: a protocol off by more than 1 from that rater's score"
 CODING_COLUMNS = ["code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"]
 CODEBOOK = """# Coding scheme (seed 000, section 4.4)
 
@@ -42,6 +47,8 @@ C primary failure mechanism: C1 trait-boundary confusion; C2 debate framing capt
 D component attribution (compare the same row across protocols): D1 debate plausibly contributed; D2 retrieval
   plausibly contributed; D3 interaction plausible (debate + RAG); D4 not component-specific.
 Direction (computed): A1 under-scoring (score below the human mean), A2 over-scoring.
+Rows: two raters within 1 point of each other and a protocol off by more than 1 from their mean; where an
+  essay-trait has one rater, a protocol off by more than 1 from that rater's score (rater2 empty).
 Treat anonymization markers (@CAPS1, @PERSON1, @DATE1 ...) as placeholders, not as the writer's errors.
 """
 
@@ -114,6 +121,7 @@ class ErrorExport:
     path: Path
     n_rows: int
     per_protocol: dict[str, int]  # rows where each protocol is off by more than 1
+    n_one_rater: int = 0  # rows of essay-traits with one rater (ONE_RATER_RULE)
 
 
 def _protocol_columns(
@@ -138,19 +146,30 @@ def _protocol_columns(
     return wrong
 
 
+def human_scores(essay: Essay, trait: str) -> tuple[float, float | None] | None:
+    """(rater 1, rater 2) of an essay-trait when they agree within 1 point; (the one score, None) when the
+    essay-trait has a single rater; None otherwise (no rater, or raters 1 and 2 more than 1 point apart)."""
+    r1, r2 = essay.rater(trait, 0), essay.rater(trait, 1)
+    if r1 is not None and r2 is not None:
+        return (r1, r2) if abs(r1 - r2) <= 1 else None
+    given = essay.rater_scores.get(trait, [])
+    return (given[0], None) if len(given) == 1 else None
+
+
 def error_rows(run: RunData, focus: str | None = None, sources: Sources | None = None) -> list[dict[str, Any]]:
-    """Rows where raters 1 and 2 are within 1 point and ``focus`` (or, if None, any protocol) is off by > 1."""
+    """Rows where raters 1 and 2 are within 1 point (or the essay-trait has one rater) and ``focus`` (or, if
+    None, any protocol) is off by > 1 from the raters' mean (or the one rater's score)."""
     sources = sources or Sources(run.score_map(), {}, {})
     rows = []
     for essay in run.essays:
         found = placeholders(essay.text)
         for trait in run.rubric.traits:
-            r1, r2 = essay.rater(trait.name, 0), essay.rater(trait.name, 1)
-            if r1 is None or r2 is None or abs(r1 - r2) > 1:
+            if (raters := human_scores(essay, trait.name)) is None:
                 continue
-            mean = (r1 + r2) / 2
+            r1, r2 = raters
+            mean = r1 if r2 is None else (r1 + r2) / 2
             row: dict[str, Any] = {"essay_id": essay.id, "trait": trait.name, "essay_text": essay.text}
-            row.update(rater1=r1, rater2=r2, human_mean=mean, reference=essay.reference(trait))
+            row.update(rater1=r1, rater2="" if r2 is None else r2, human_mean=mean, reference=essay.reference(trait))
             row.update(n_placeholders=len(found), placeholder_kinds=" ".join(sorted({_kind(p) for p in found})))
             wrong = _protocol_columns(run.protocols, sources, row, (essay.id, trait.name), mean)
             if (focus is None and wrong) or (focus is not None and focus in wrong):
@@ -186,7 +205,7 @@ def export_errors(run_dir: Path, out: Path | None = None, focus: str | None = No
         writer.writerows(rows)
     target.with_name(target.stem + "_codebook.md").write_text(CODEBOOK, encoding="utf-8")
     per_protocol = {p: sum(p in r["off_by_more_than_1"].split() for r in rows) for p in run.protocols}
-    return ErrorExport(target, len(rows), per_protocol)
+    return ErrorExport(target, len(rows), per_protocol, sum(r["rater2"] == "" for r in rows))
 
 
 def _columns(run: RunData, with_debate: set[str]) -> list[str]:

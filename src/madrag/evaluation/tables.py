@@ -86,8 +86,10 @@ def _qwk_cell(r: dict[str, Any]) -> str:
 
 
 def _count_cell(r: dict[str, Any]) -> str:
+    """Essays in the QWK / valid-score rate, and ``+k no ref`` for scored essays without a human reference."""
     rate = r["valid_rate"]
-    return f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
+    cell = f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
+    return cell + (f" +{r['n_no_reference']} no ref" if r.get("n_no_reference") else "")
 
 
 def _extreme_cell(r: dict[str, Any]) -> str:
@@ -114,7 +116,7 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     qwk_rows = records(evaluation.qwk)
     tables = {
         "QWK vs human reference [95% bootstrap CI]": _cells(qwk_rows, _qwk_cell),
-        "essays per cell / valid-score rate": _cells(qwk_rows, _count_cell),
+        "essays per cell / valid-score rate (+ scored essays without a human reference)": _cells(qwk_rows, _count_cell),
         "extreme-score subset (Table 2): a rater gave the trait's min or max": _extreme_display(
             records(evaluation.extreme)
         ),
@@ -148,7 +150,8 @@ def rich_tables(evaluation: Evaluation) -> list[Any]:
 def summary_line(evaluation: Evaluation) -> str:
     """One line naming the essay set, the number of evaluated essays and the run folder."""
     meta = evaluation.meta
-    return f"essay set {meta.get('essay_set')}: {meta.get('n_essays')} evaluated essays ({meta.get('run_dir')})"
+    where = f"essay set {meta['essay_set']}: " if meta.get("essay_set") is not None else ""
+    return f"{where}{meta.get('n_essays')} evaluated essays ({meta.get('run_dir')})"
 
 
 def render_text(evaluation: Evaluation, width: int = 160) -> str:

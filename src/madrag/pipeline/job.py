@@ -1,7 +1,15 @@
 """A scoring job from settings to stored records: data, split, bank, provider, store, protocols.
 
-``ScoreJob`` is what ``madrag score`` builds from its options; :func:`execute` runs it. Re-running the same
-job on the same run directory resumes it.
+``ScoreJob`` is what ``madrag score`` builds from its options and what :func:`madrag.score` builds from its
+arguments; :func:`execute` runs it. Re-running the same job on the same run directory resumes it.
+
+Essays come from a data file (``data``, the CLI) or from memory (``essays``, the Python API). In-memory essays
+are held by the job itself (no lossy round trip through a file format); the run's stored configuration
+records ``"data_source": "in-memory"`` and a SHA-256 fingerprint of the essays (``data_sha256``, as for a
+file), and the run directory keeps a copy of them in ``inputs/essays.jsonl`` (one :class:`Essay` JSON per
+line; ``inputs/pool.jsonl`` for an explicit exemplar pool), so the run can be reproduced exactly and
+resumed by passing the same essays again. The exemplar pool is the other folds of the data (the fold split),
+or an explicit in-memory ``pool``.
 """
 
 from __future__ import annotations
@@ -13,13 +21,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import split_by_fold
 from madrag.distributed.options import RayOptions
@@ -28,21 +36,39 @@ from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import consensus_protocol
+from madrag.providers.base import Provider
+from madrag.providers.cache import ResponseCache
+from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
+from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
+if TYPE_CHECKING:
+    from madrag.retrieval.embedder import Embedder
+
 
 def default_cache_dir() -> Path:
+    """Exemplar indexes and the response cache: ``$MADRAG_CACHE``, else ``~/.cache/madrag``."""
     return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
 class ScoreJob(BaseModel):
+    """Everything that defines one scoring run (recorded in its store, checked when it is resumed).
+
+    Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given. With ``pool`` the
+    retrieval pool is those essays and every selected essay is scored (no fold split); without it,
+    ``eval_fold`` is scored and the other folds are the pool (``None``: every essay is scored, every essay is
+    in the pool, the essay being scored never retrieved).
+    """
+
     model_config = ConfigDict(frozen=True)
 
-    data: Path
+    data: Path | None = None
+    essays: list[Essay] | None = Field(default=None, repr=False)
+    pool: list[Essay] | None = Field(default=None, repr=False)
     rubric: Path
     run_dir: Path
     data_format: str = "auto"
@@ -58,13 +84,23 @@ class ScoreJob(BaseModel):
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True
+    # the pool's embedder: seed 000's MiniLM, or the hashing embedder for quick checks (recorded when not MiniLM)
+    embedder: EmbedderName = "minilm"
     # score on a Ray cluster (madrag.distributed) instead of this process; how a run executes is not part of
     # its identity, so a run started here can be resumed on Ray and the other way round
     ray: RayOptions | None = None
 
+    @model_validator(mode="after")
+    def _one_source(self) -> ScoreJob:
+        if (self.data is None) == (self.essays is None):
+            raise ValueError("give exactly one of data (a data file) and essays (in-memory essays)")
+        return self
+
 
 @dataclass
 class JobResult:
+    """What :func:`execute` returns: the scores of the selected essays and how the run went."""
+
     run_id: str
     resumed: bool
     essays: list[Essay]
@@ -74,11 +110,22 @@ class JobResult:
     bank_info: dict[str, Any]
 
 
+def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
+    """Every essay of the job's source: its in-memory essays, or its data file loaded with ``rubric``."""
+    if job.essays is not None:
+        return list(job.essays)
+    assert job.data is not None  # guaranteed by ScoreJob's validator
+    return load_essays(job.data, rubric, job.data_format)
+
+
 def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essay]]:
-    """(essays to score, retrieval pool) after the split, ``ids`` and ``limit``."""
-    essays = load_essays(job.data, rubric, job.data_format)
-    split = split_by_fold(essays, job.eval_fold)
-    chosen = split.eval
+    """(essays to score, retrieval pool) after the split (or the explicit pool), ``ids`` and ``limit``."""
+    essays = job_essays(job, rubric)
+    if job.pool is not None:
+        chosen, pool = essays, list(job.pool)
+    else:
+        split = split_by_fold(essays, job.eval_fold)
+        chosen, pool = split.eval, split.pool
     if job.ids:
         by_id = {e.id: e for e in essays}
         unknown = [i for i in job.ids if i not in by_id]
@@ -89,7 +136,7 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
         chosen = chosen[: job.limit]
     if not chosen:
         raise InputError("no essays selected to score")
-    return chosen, split.pool
+    return chosen, pool
 
 
 def _fingerprint_file(path: Path) -> str:
@@ -98,6 +145,35 @@ def _fingerprint_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]
+
+
+def essays_jsonl(essays: list[Essay]) -> str:
+    """In-memory essays as the run directory keeps them: one :class:`Essay` JSON object per line."""
+    return "".join(essay.model_dump_json() + "\n" for essay in essays)
+
+
+def essays_fingerprint(essays: list[Essay]) -> str:
+    """SHA-256 (first 16 hex digits) of :func:`essays_jsonl`: the fingerprint of in-memory essays, as a data
+    file's is of its bytes."""
+    return hashlib.sha256(essays_jsonl(essays).encode("utf-8")).hexdigest()[:16]
+
+
+def source_config(job: ScoreJob) -> dict[str, Any]:
+    """Where the essays (and an explicit pool) came from, with fingerprints. A file job keeps the keys runs
+    have always stored (so they still resume); in-memory essays and pools add theirs."""
+    if job.data is not None:
+        source: dict[str, Any] = {"data": str(job.data.resolve()), "data_sha256": _fingerprint_file(job.data)}
+    else:
+        essays = job.essays or []
+        source = {
+            "data": None,
+            "data_sha256": essays_fingerprint(essays),
+            "data_source": "in-memory",
+            "data_essays": len(essays),
+        }
+    if job.pool is not None:
+        source["pool"] = {"source": "in-memory", "essays": len(job.pool), "sha256": essays_fingerprint(job.pool)}
+    return source
 
 
 def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
@@ -109,17 +185,21 @@ def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
 
 
 def job_config(
-    job: ScoreJob, rubric: Rubric, protocols: list[ScoringProtocol], prompts: PromptLibrary
+    job: ScoreJob,
+    rubric: Rubric,
+    protocols: list[ScoringProtocol],
+    prompts: PromptLibrary,
+    backend: Provider | None = None,
 ) -> dict[str, Any]:
-    """What a resumed run must match: everything but the choice of essays."""
+    """What a resumed run must match: everything but the choice of essays. With a ready ``backend`` instance
+    the provider is recorded by its own description instead of ``job.provider``."""
     names = prompt_names(protocols)
     return {
-        "data": str(job.data.resolve()),
-        "data_sha256": _fingerprint_file(job.data),
+        **source_config(job),
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
-        "provider": spec_identity(job.provider),
+        "provider": spec_identity(job.provider) if backend is None else {"instance": backend.describe()},
         # only when set, so runs made before role backends existed still resume
         **(
             {"role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()}}
@@ -127,15 +207,142 @@ def job_config(
             else {}
         ),
         "settings": job.settings.model_dump(mode="json"),
+        # only when not the default, so runs made before --embedder existed still resume
+        **({"embedder": job.embedder} if job.embedder != "minilm" else {}),
         "prompts": prompts.names_used(names),
         "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
     }
 
 
-def build_bank(job: ScoreJob, pool: list[Essay], rubric: Rubric) -> Any:
-    from madrag.retrieval import ExemplarBank, MiniLMEmbedder
+def record_inputs(job: ScoreJob) -> None:
+    """Keep in-memory essays (and an explicit pool) in ``<run_dir>/inputs/`` (see the module docstring)."""
+    folder = job.run_dir / "inputs"
+    for name, essays in (("essays.jsonl", job.essays), ("pool.jsonl", job.pool)):
+        target = folder / name
+        if essays is not None and not target.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            target.write_text(essays_jsonl(essays), encoding="utf-8")
 
-    return ExemplarBank.build_or_load(pool, rubric, MiniLMEmbedder(), job.cache_dir / "banks")
+
+def check_pool(protocols: list[ScoringProtocol], pool: list[Essay]) -> None:
+    """A protocol that retrieves exemplars needs scored essays in the pool (checked before a run starts)."""
+    if any(p.uses_bank for p in protocols) and not any(e.rater_scores for e in pool):
+        raise InputError(
+            "the exemplar pool has no scored essays: give a pool of essays with scores, essays with scores and "
+            "folds, or a protocol without retrieval (e.g. MAD)"
+        )
+
+
+def build_bank(
+    job: ScoreJob,
+    pool: list[Essay],
+    rubric: Rubric,
+    embedder: Embedder | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Any:
+    """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
+    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory."""
+    from madrag.retrieval import ExemplarBank, make_embedder
+
+    chosen = embedder or make_embedder(job.embedder)
+    return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress)
+
+
+def check_references(
+    rubric: Rubric,
+    essays: list[Essay],
+    pool: list[Essay],
+    protocols: list[ScoringProtocol],
+    stage: Callable[[str], None],
+) -> None:
+    """A line to ``stage`` for each trait without any human score; an InputError when a protocol needs exemplars
+    of such a trait (the pool has no scored essay for it)."""
+    banked = [p.name for p in protocols if p.uses_bank]
+    unscored = traits_without_scores(pool, rubric) if banked else []
+    if unscored:
+        first = unscored[0].column or unscored[0].name
+        raise InputError(
+            f"{', '.join(banked)} {'needs' if len(banked) == 1 else 'need'} scored exemplars, but no essay of the "
+            f"exemplar pool has a human score for {', '.join(repr(t.name) for t in unscored)} (looked for a column "
+            f"{first!r} or 'rater<i>_{first}'; see the rubric's 'column' field)"
+        )
+    for trait in traits_without_scores([*essays, *pool], rubric):
+        stage(f"note: {no_scores_line(trait)}")
+
+
+def _backend(spec: ProviderSpec, cache: Path | None, instance: Provider | None) -> ManagedProvider:
+    """The managed backend: ``instance`` (a ready provider) under the spec's retry policy, or one built from
+    ``spec``."""
+    if instance is None:
+        return managed(spec, cache)
+    return ManagedProvider(
+        provider=instance,
+        policy=RetryPolicy(retries=spec.retries, timeout_s=spec.timeout_s),
+        cache=ResponseCache(cache) if cache is not None else None,
+        concurrency=spec.concurrency,
+    )
+
+
+@dataclass
+class _Prepared:
+    """A run opened for scoring: its store, identity, protocols and rubric, essays and pool."""
+
+    store: RunStore
+    run_id: str
+    resumed: bool
+    rubric: Rubric
+    protocols: list[ScoringProtocol]
+    prompts: PromptLibrary
+    essays: list[Essay]
+    pool: list[Essay]
+
+
+def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: Callable[[str], None]) -> _Prepared:
+    """Load rubric, protocols, prompts and essays; bind (or check) the run's configuration; record inputs."""
+    rubric = load_rubric(job.rubric)
+    protocols = [get_protocol(name) for name in job.protocols]
+    prompts = PromptLibrary(job.prompts_dir)
+    essays, pool = select_essays(job, rubric)
+    check_pool(protocols, pool)
+    check_references(rubric, essays, pool, protocols, stage)
+    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend))
+    record_inputs(job)
+    run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+    store.set_meta("run_id", run_id)
+    store.add_essays(essays)
+    return _Prepared(store, run_id, resumed, rubric, protocols, prompts, essays, pool)
+
+
+def _prepare_bank(
+    job: ScoreJob,
+    run: _Prepared,
+    stage: Callable[[str], None],
+    embedder: Embedder | None,
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The exemplar bank when a protocol retrieves (else None), and what the store records about it (fingerprint,
+    size, embedder)."""
+    if not any(p.uses_bank for p in run.protocols):
+        return None, {}
+    stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
+    bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
+    info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    info["embedder"] = bank.embedder.name
+    run.store.set_meta("bank", info)
+    return bank, info
+
+
+def _backends(
+    job: ScoreJob, store: RunStore, backend: Provider | None
+) -> tuple[ManagedProvider, dict[str, ManagedProvider]]:
+    """The main backend and the per-role ones, recorded in the store."""
+    cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
+    provider = _backend(job.provider, cache, backend)
+    store.set_meta("provider", provider.provider.describe())
+    role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
+    if role_providers:
+        store.set_meta("role_providers", {r: p.provider.describe() for r, p in role_providers.items()})
+    return provider, role_providers
 
 
 async def execute(
@@ -144,64 +351,53 @@ async def execute(
     on_essay_done: Callable[[Essay, list[TraitScore]], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_bank_progress: Callable[[int, int], None] | None = None,
+    *,
+    backend: Provider | None = None,
+    embedder: Embedder | None = None,
 ) -> JobResult:
-    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce."""
+    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce,
+    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built.
+
+    ``backend`` is a ready provider used instead of building one from ``job.provider`` (whose retry and
+    concurrency settings still apply); the caller owns it, so it is not closed. ``embedder`` replaces the
+    exemplar bank's MiniLM embedder.
+    """
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
-    rubric = load_rubric(job.rubric)
-    protocols = [get_protocol(name) for name in job.protocols]
-    prompts = PromptLibrary(job.prompts_dir)
-    essays, pool = select_essays(job, rubric)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
-        resumed = store.bind_config(job_config(job, rubric, protocols, prompts))
-        run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
-        store.set_meta("run_id", run_id)
-        store.add_essays(essays)
-        bank_info: dict[str, Any] = {}
-        bank = None
-        if any(p.uses_bank for p in protocols):
-            stage(f"exemplar bank: {len(pool)} pool essays")
-            bank = build_bank(job, pool, rubric)
-            bank_info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
-            store.set_meta("bank", bank_info)
-        cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
-        provider = managed(job.provider, cache)
-        store.set_meta("provider", provider.provider.describe())
-        role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
-        if role_providers:
-            store.set_meta("role_providers", {r: p.provider.describe() for r, p in role_providers.items()})
+        run = _open_run(job, store, backend, stage)
+        bank, bank_info = _prepare_bank(job, run, stage, embedder, on_bank_progress)
+        provider, role_providers = _backends(job, store, backend)
         ctx = CallContext(
-            run_id=run_id,
+            run_id=run.run_id,
             provider=provider,
             store=store,
-            prompts=prompts,
+            prompts=run.prompts,
             settings=job.settings,
             bank=bank,
             on_record=on_record,
             role_providers=role_providers,
         )
         if on_start is not None:
-            on_start(len(essays) * len(rubric.traits) * len(protocols))
-        stage(f"scoring {len(essays)} essays x {len(rubric.traits)} traits with {', '.join(job.protocols)}")
+            on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
+        stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
             if job.ray is None:
-                scores = await run_scoring(ctx, essays, rubric, protocols, job.essay_concurrency, on_essay_done)
+                scores = await run_scoring(
+                    ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, on_essay_done
+                )
             else:
                 from madrag.distributed.driver import score_on_ray
 
-                scores = await score_on_ray(job.ray, job, ctx, store, essays, rubric, protocols, on_essay_done, stage)
+                ray_run = (job.ray, job, ctx, store, run.essays, run.rubric, run.protocols)
+                scores = await score_on_ray(*ray_run, on_essay_done, stage, ready_backend=backend is not None)
         finally:
-            for backend in (provider, *role_providers.values()):
-                await backend.aclose()
-        return JobResult(
-            run_id=run_id,
-            resumed=resumed,
-            essays=essays,
-            scores=scores,
-            stats=ctx.stats,
-            elapsed_s=time.monotonic() - started,
-            bank_info=bank_info,
-        )
+            owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
+            for managed_backend in owned:
+                await managed_backend.aclose()
+        elapsed = time.monotonic() - started
+        return JobResult(run.run_id, run.resumed, run.essays, scores, ctx.stats, elapsed, bank_info)
     finally:
         store.close()

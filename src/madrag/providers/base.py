@@ -112,6 +112,8 @@ class ChatResponse(BaseModel):
     model: str = ""
     cached: bool = False
     raw: dict[str, Any] = Field(default_factory=dict)
+    # why each failed attempt before this answer was retried (set by the retry policy; empty from the cache)
+    retries: list[str] = Field(default_factory=list)
 
 
 class Capabilities(BaseModel):

@@ -30,7 +30,7 @@ class ResponseCache:
             self.misses += 1
             return None
         self.hits += 1
-        return ChatResponse.model_validate_json(row[0]).model_copy(update={"cached": True})
+        return ChatResponse.model_validate_json(row[0]).model_copy(update={"cached": True, "retries": []})
 
     def put(self, key: str, response: ChatResponse) -> None:
         """Store (or replace) the response to ``key``."""

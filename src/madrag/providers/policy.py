@@ -1,11 +1,16 @@
 """Call policy around any provider: bounded concurrency, a per-request timeout, retries with backoff on
-transient failures (429, 5xx, timeouts, dropped connections) and the opt-out response cache."""
+transient failures (429, 5xx, timeouts, dropped connections) and the opt-out response cache.
+
+Every retry's reason travels with the answer (:attr:`ChatResponse.retries`), so each agent record keeps the
+attempts its call needed and ``madrag costs`` counts them by kind (:func:`retry_kind`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
+import re
 from dataclasses import dataclass, field
 
 from madrag.errors import ProviderError, TransientProviderError
@@ -13,6 +18,27 @@ from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Provi
 from madrag.providers.cache import ResponseCache
 
 log = logging.getLogger(__name__)
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+def retry_kind(reason: str) -> str:
+    """The kind of a retry's reason, for counting: ``HTTP 429``, ``HTTP 500`` ..., ``timeout``, ``connection`` or
+    ``other``."""
+    if m := _HTTP_STATUS.search(reason):
+        return f"HTTP {m.group(1)}"
+    lowered = reason.lower()
+    if "timed out" in lowered or "timeout" in lowered:
+        return "timeout"
+    if any(word in lowered for word in ("unreachable", "connection", "disconnected", "reset")):
+        return "connection"
+    return "other"
+
+
+def failure_reason(exc: BaseException, timeout_s: float) -> str:
+    """Why an attempt failed, never empty: a timeout (whose message is empty) says after how long."""
+    if isinstance(exc, TimeoutError):
+        return f"timed out after {timeout_s:g}s (no answer)"
+    return str(exc) or type(exc).__name__
 
 
 @dataclass
@@ -72,25 +98,29 @@ class ManagedProvider:
             return hit
         async with self._semaphore():
             response = await self._with_retries(request)
-        self.cache.put(key, response)
+        self.cache.put(key, response.model_copy(update={"retries": []}))
         return response
 
     async def _with_retries(self, request: ChatRequest) -> ChatResponse:
-        last: Exception | None = None
+        """The answer, with the reasons of the attempts that failed before it; ProviderError (naming every
+        reason) when all ``retries + 1`` attempts failed."""
+        reasons: list[str] = []
         for attempt in range(self.policy.retries + 1):
             try:
                 self.requests_sent += 1
-                return await asyncio.wait_for(self.provider.complete(request), self.policy.timeout_s)
+                response = await asyncio.wait_for(self.provider.complete(request), self.policy.timeout_s)
+                return response.model_copy(update={"retries": reasons}) if reasons else response
             except (TransientProviderError, TimeoutError) as exc:
-                last = exc
+                reasons.append(failure_reason(exc, self.policy.timeout_s))
                 if attempt == self.policy.retries:
                     break
                 wait = self.policy.delay(attempt)
-                log.warning("transient provider failure (%s); retry %d in %.1fs", exc, attempt + 1, wait)
+                log.warning("transient provider failure (%s); retry %d in %.1fs", reasons[-1], attempt + 1, wait)
                 await asyncio.sleep(wait)
-        what = "timed out" if isinstance(last, TimeoutError) else str(last)
+        kinds = ", ".join(retry_kind(r) for r in reasons)
         raise ProviderError(
-            f"{self.provider.name} ({self.provider.model}) failed after {self.policy.retries + 1} attempts: {what}"
+            f"{self.provider.name} ({self.provider.model}) failed after {self.policy.retries + 1} attempts "
+            f"({kinds}): {reasons[-1]}"
         )
 
     async def aclose(self) -> None:

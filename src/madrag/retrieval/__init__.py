@@ -8,15 +8,27 @@ from madrag.retrieval.bank import (
     pool_fingerprint,
     score_key,
 )
-from madrag.retrieval.embedder import Embedder, MiniLMEmbedder, minilm_model_dir, normalize_rows, plan_windows
+from madrag.retrieval.embedder import (
+    EMBEDDERS,
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    make_embedder,
+    minilm_model_dir,
+    normalize_rows,
+    plan_windows,
+)
 
 __all__ = [
+    "EMBEDDERS",
     "SCORE_PREFIX",
     "Embedder",
     "Exemplar",
     "ExemplarBank",
+    "HashingEmbedder",
     "LevelExemplar",
     "MiniLMEmbedder",
+    "make_embedder",
     "minilm_model_dir",
     "normalize_rows",
     "plan_windows",

@@ -24,7 +24,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,12 +170,14 @@ class ExemplarBank:
         *,
         batch_size: int = 256,
         prune_stale: bool = True,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> ExemplarBank:
         """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it.
 
         ``batch_size`` essays are embedded and added per step (capped by Chroma's maximum batch size).
         With ``prune_stale``, banks in ``cache_dir`` for the same traits and essay sets but another pool or
         embedder are deleted once this one is ready (banks of other rubrics or essay sets are kept).
+        ``on_progress(done, total)`` is called after each embedded batch when the bank is built now.
         """
         _check_pool(pool)
         if batch_size < 1:
@@ -195,7 +197,7 @@ class ExemplarBank:
                 "size": len(pool),
                 "format": BANK_FORMAT,
             }
-            collection = cls._build(client, name, pool, rubric, embedder, metadata, batch_size)
+            collection = cls._build(client, name, pool, rubric, embedder, metadata, batch_size, on_progress)
         if prune_stale:
             cls._prune(client, keep=name, scope=scope)
         return cls(collection, embedder, rubric, fingerprint, built_now)
@@ -221,6 +223,7 @@ class ExemplarBank:
         embedder: Embedder,
         metadata: dict[str, str | int],
         batch_size: int,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> Any:
         """Embed the pool in batches into a temporary collection, then rename it to ``name``."""
         temp = f"{name}{_BUILDING}{os.getpid()}"
@@ -230,6 +233,7 @@ class ExemplarBank:
             temp, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
         )
         step = max(1, min(batch_size, int(client.get_max_batch_size())))
+        done = 0
         for batch in _batches(pool, step):
             vectors = normalize_rows(embedder.embed([e.text for e in batch]))
             if vectors.shape[0] != len(batch):
@@ -240,6 +244,9 @@ class ExemplarBank:
                 documents=[e.text for e in batch],
                 metadatas=[_metadata(e, rubric) for e in batch],
             )
+            done += len(batch)
+            if on_progress is not None:
+                on_progress(done, len(pool))
         try:
             collection.modify(name=name)
         except Exception:  # another process finished the same bank first: use theirs

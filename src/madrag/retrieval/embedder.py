@@ -1,4 +1,5 @@
-"""Essay embedders: the ``Embedder`` protocol and the offline all-MiniLM-L6-v2 implementation.
+"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 implementation and a fast hashing
+embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for scoring).
 
 Seed 000 (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2. That model reads at most 256 word pieces
 (``[CLS]`` + 254 + ``[SEP]``) and sentence-transformers silently drops everything after that, so a long essay
@@ -26,10 +27,12 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 import threading
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -239,3 +242,50 @@ class MiniLMEmbedder:
         sums = np.zeros((len(texts), vectors.shape[1]), dtype=np.float64)
         np.add.at(sums, owners, vectors)
         return normalize_rows(sums)
+
+
+EmbedderName = Literal["minilm", "hashing"]
+EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "hashing")
+"""The embedders ``--embedder`` names: all-MiniLM-L6-v2 (seed 000's) and the hashing test embedder."""
+
+
+class HashingEmbedder:
+    """A fast, deterministic bag-of-words embedder for checks of the pipeline, not for scoring.
+
+    Each lowercase word is hashed (CRC-32) into one of ``dim`` buckets; a text's vector is its L2-normalised
+    bucket counts. No model is loaded, so a pool of thousands of essays is embedded in well under a second;
+    retrieval with it finds essays that share words, nothing more. Its :attr:`name` differs from MiniLM's, so a
+    bank built with it is never reused by a run with MiniLM (and the other way round).
+    """
+
+    def __init__(self, dim: int = 256) -> None:
+        if dim < 1:
+            raise MadragError(f"the hashing embedder needs dim >= 1, got {dim}")
+        self._dim = dim
+
+    @property
+    def name(self) -> str:
+        """``hashing-bow[dim=N]``: identifies the embedding function (banks are fingerprinted by it)."""
+        return f"hashing-bow[dim={self._dim}]"
+
+    @property
+    def dim(self) -> int:
+        """The number of hash buckets."""
+        return self._dim
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        """Hashed word counts per text, L2-normalised (an empty text is the zero vector)."""
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z0-9]+", text.lower()):
+                out[row, zlib.crc32(word.encode()) % self._dim] += 1.0
+        return normalize_rows(out)
+
+
+def make_embedder(kind: str) -> Embedder:
+    """The embedder ``--embedder`` names: ``minilm`` (the default, seed 000's) or ``hashing`` (quick checks)."""
+    if kind == "minilm":
+        return MiniLMEmbedder()
+    if kind == "hashing":
+        return HashingEmbedder()
+    raise MadragError(f"unknown embedder {kind!r}; use one of {', '.join(EMBEDDERS)}")

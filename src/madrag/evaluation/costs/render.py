@@ -48,6 +48,20 @@ def _unit_summary(report: CostReport) -> list[str]:
     return lines
 
 
+def _retry_lines(report: CostReport, examples: int = 3) -> list[str]:
+    """Retries by kind of reason and the reasons of the first few retried calls (nothing when none)."""
+    retried = report.retried_calls
+    if not retried:
+        return ["retries: none"]
+    kinds = ", ".join(f"{kind} x{n}" for kind, n in report.retry_kinds.items())
+    lines = [f"retries {report.total.retries:,.0f} over {len(retried):,} calls: {kinds}"]
+    for call in retried[:examples]:
+        lines.append(f"  {call.key}: {'; '.join(call.retries)}")
+    if len(retried) > examples:
+        lines.append(f"  ... and {len(retried) - examples:,} more calls (every reason is in each record's 'retries')")
+    return lines
+
+
 def render_report(report: CostReport) -> str:
     """A cost report as text: total, per-unit means, each protocol three ways, then by model and by role."""
     t, priced = report.total, report.priced
@@ -55,6 +69,7 @@ def render_report(report: CostReport) -> str:
         _line("total", t, priced),
         f"requests per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
         f"errors {t.errors:,.0f}" + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
+        *_retry_lines(report),
         *_unit_summary(report),
         "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "
         "attributed = own + equal share):",
@@ -124,6 +139,8 @@ def report_to_dict(report: CostReport) -> dict[str, Any]:
             for name, pc in report.protocols.items()
         },
         "unattributed": _tally_dict(report.unattributed),
+        "retry_kinds": report.retry_kinds,
+        "retried_calls": {c.key: list(c.retries) for c in report.retried_calls},
         "by_model": {m: _tally_dict(t) for m, t in report.by_model.items()},
         "by_role": {r: _tally_dict(t) for r, t in report.by_role.items()},
     }

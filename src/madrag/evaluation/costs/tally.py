@@ -57,6 +57,7 @@ class CallCost:
     cached: bool
     error: bool
     reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
+    retries: tuple[str, ...] = ()  # why each failed attempt of the call was retried
 
     @classmethod
     def of(cls, record: AgentRecord) -> CallCost:
@@ -77,6 +78,7 @@ class CallCost:
             cached=record.cached,
             error=record.error is not None,
             reads=tuple(str(k) for k in reads),
+            retries=tuple(record.retries),
         )
 
 
@@ -90,6 +92,7 @@ class Tally:
     completion_tokens: float = 0.0
     cached_calls: float = 0.0
     errors: float = 0.0
+    retries: float = 0.0  # failed attempts retried (their requests are not in ``requests``)
     spend: float = 0.0  # priced calls not served from the response cache
     gross_spend: float = 0.0  # priced calls, as if none were cached
     unpriced_calls: float = 0.0
@@ -102,6 +105,7 @@ class Tally:
         self.completion_tokens += weight * call.completion_tokens
         self.cached_calls += weight * call.cached
         self.errors += weight * call.error
+        self.retries += weight * len(call.retries)
         if price is None:
             self.unpriced_calls += weight
             return
@@ -168,6 +172,22 @@ class CostReport:
     per_unit: dict[tuple[str, str], Tally]
     calls: list[CallCost]
     priced: bool
+
+    @property
+    def retry_kinds(self) -> dict[str, int]:
+        """Retries counted by kind of reason (``HTTP 429``, ``HTTP 500``, ``timeout``, ``connection`` ...)."""
+        from madrag.providers.policy import retry_kind
+
+        kinds: dict[str, int] = defaultdict(int)
+        for call in self.calls:
+            for reason in call.retries:
+                kinds[retry_kind(reason)] += 1
+        return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    @property
+    def retried_calls(self) -> list[CallCost]:
+        """The calls that needed at least one retry, in store order."""
+        return [c for c in self.calls if c.retries]
 
 
 def _as_calls(records: RunStore | Iterable[AgentRecord | CallCost]) -> list[CallCost]:

@@ -1,0 +1,97 @@
+"""Progress of a Python API run: a rich progress bar over the trait scores (terminal or notebook), or nothing.
+
+The bar counts (essay, trait, protocol) scores as ``madrag score``'s does: a seed 000 protocol's score when
+its first Judge record arrives, a consensus protocol's (seed 002) when its essay is done.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from madrag.data.essay import Essay
+from madrag.protocols.base import TraitScore
+from madrag.protocols.consensus import consensus_protocol
+from madrag.records import AgentRecord
+
+
+class ScoreProgress:
+    """Hooks for :func:`madrag.pipeline.job.execute` that drive a progress bar; all no-ops when disabled.
+
+    >>> with ScoreProgress(enabled=False) as progress:
+    ...     progress.on_start(8)
+    """
+
+    def __init__(self, enabled: bool = True, console: Console | None = None, essay_lines: bool = False) -> None:
+        self.enabled = enabled
+        self.console = console or Console(stderr=True)
+        self.essay_lines = essay_lines  # print each finished essay's scores above the bar (as madrag score does)
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> ScoreProgress:
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+            )
+            self._task = self._progress.add_task("trait scores", total=None)
+            self._progress.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def note(self, message: str) -> None:
+        """A line above the bar (or on its own when the bar is not running)."""
+        if self.enabled:
+            (self._progress.console if self._progress else self.console).print(message, markup=False, highlight=False)
+
+    def on_start(self, total: int) -> None:
+        """The number of (essay, trait, protocol) scores the run produces."""
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, total=total)
+
+    def on_stage(self, message: str) -> None:
+        """A stage of the run (building the exemplar bank, scoring)."""
+        self.note(message)
+
+    def on_record(self, record: AgentRecord) -> None:
+        """One agent call finished: the first Judge record of a trait advances the bar."""
+        if self._progress is None or self._task is None:
+            return
+        if record.role == "judge" and record.index == 0:
+            self._progress.advance(self._task)
+        self._progress.update(self._task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")
+
+    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
+        """One essay finished: its consensus protocols' scores count now; with ``essay_lines`` its scores are
+        printed."""
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
+        if self.essay_lines:
+            self.note(f"essay {essay.id}: {essay_line(scores)}")
+
+
+def essay_line(scores: list[TraitScore]) -> str:
+    """An essay's scores on one line: ``Ideas=2, Style=?`` (``?``: unusable), grouped by protocol when several.
+
+    >>> from madrag.protocols.base import TraitScore
+    >>> essay_line([TraitScore(essay_id="1", trait="Ideas", protocol="MAD", score=2)])
+    'Ideas=2'
+    """
+    by_protocol: dict[str, list[str]] = {}
+    for s in scores:
+        by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")
+    if len(by_protocol) == 1:
+        return ", ".join(next(iter(by_protocol.values())))
+    return "; ".join(f"{p}: {', '.join(v)}" for p, v in by_protocol.items())

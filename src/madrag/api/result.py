@@ -1,0 +1,96 @@
+"""The result of :func:`madrag.score`: trait scores as a DataFrame, every agent call, the evaluation tables.
+
+Everything is read from (or derived from) the run directory, which holds the run exactly as ``madrag score``
+leaves it: ``madrag eval``, ``madrag report`` and ``madrag runs export`` work on it too.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from madrag.agents.calls import CallStats
+from madrag.data.essay import Essay
+from madrag.evaluation.agreement import Evaluation, evaluate
+from madrag.evaluation.run import open_store, score_rows
+from madrag.evaluation.tables import save
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord
+from madrag.rubric import Rubric
+
+SCORE_COLUMNS = ["essay", "trait", "protocol", "score", "reference", "mode", "rationale"]
+
+
+@dataclass
+class ScoringResult:
+    """One scoring run's outcome.
+
+    ``scores`` has one row per (essay, trait, protocol) with columns ``essay, trait, protocol, score,
+    reference, mode, rationale`` (``score`` is missing when the Judge's answer was unusable, ``reference`` when
+    the essay has no human score). ``records`` is every agent call stored in the run, ``evaluate()`` builds
+    ``madrag eval``'s tables. ``run_dir`` is the run directory; ``temporary`` says it was made for this call
+    (under the system's temporary folder) because no ``run_dir`` was given.
+    """
+
+    run_dir: Path
+    temporary: bool
+    run_id: str
+    resumed: bool
+    rubric: Rubric
+    protocols: list[str]
+    essays: list[Essay]
+    trait_scores: list[TraitScore]
+    stats: CallStats
+    elapsed_s: float
+
+    @functools.cached_property
+    def scores(self) -> pd.DataFrame:
+        """The trait scores of the essays scored, in essay order, then protocol, then trait (as the run made them)."""
+        rows = score_rows(self.essays, self.trait_scores, self.rubric)
+        frame = pd.DataFrame(rows).rename(columns={"essay_id": "essay", "score_mode": "mode"})
+        if frame.empty:
+            return pd.DataFrame(columns=SCORE_COLUMNS)
+        return frame[SCORE_COLUMNS].astype({"score": "Int64", "reference": "Int64"})
+
+    @property
+    def records(self) -> list[AgentRecord]:
+        """Every agent call stored in the run directory (read from its store each time)."""
+        store = open_store(self.run_dir)
+        try:
+            return list(store.records())
+        finally:
+            store.close()
+
+    def evaluate(
+        self,
+        bootstrap: int = 2000,
+        seed: int = 0,
+        baseline: str | None = None,
+        data: str | Path | None = None,
+        save_to: str | Path | None = None,
+    ) -> Evaluation:
+        """``madrag eval``'s tables of the run as DataFrames: ``.qwk`` (QWK per protocol and trait with
+        bootstrap CIs, and the Human-Human rows), ``.extreme`` (the extreme-score subset), ``.comparisons``
+        (paired bootstrap against ``baseline``, default MADRAG); ``.notes`` says what was left out.
+        :func:`madrag.evaluation.agreement.wide` gives the paper's layout.
+
+        ``data`` is the full data file for the Human-Human row of the whole file (in-memory essays have none).
+        The tables are also written, as ``madrag eval`` writes them, to ``save_to`` (default
+        ``<run_dir>/eval``).
+        """
+        evaluation = evaluate(
+            self.run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=Path(data) if data else None
+        )
+        save(evaluation, Path(save_to) if save_to is not None else self.run_dir / "eval")
+        return evaluation
+
+    def __repr__(self) -> str:
+        where = f"{self.run_dir} (temporary)" if self.temporary else str(self.run_dir)
+        return (
+            f"ScoringResult({len(self.essays)} essays x {len(self.rubric.traits)} traits x "
+            f"{', '.join(self.protocols)}; {self.stats.made} calls made, {self.stats.reused} reused"
+            f"{', resumed' if self.resumed else ''}; run_dir={where})"
+        )
