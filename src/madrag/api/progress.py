@@ -30,6 +30,8 @@ class ScoreProgress:
         self.essay_lines = essay_lines  # print each finished essay's scores above the bar (as madrag score does)
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self._bank_task: TaskID | None = None
+        self.essays_done = 0  # essays finished in this call
 
     def __enter__(self) -> ScoreProgress:
         if self.enabled:
@@ -40,8 +42,8 @@ class ScoreProgress:
                 TimeElapsedColumn(),
                 console=self.console,
             )
-            self._task = self._progress.add_task("trait scores", total=None)
-            self._progress.start()
+            self._bank_task = self._progress.add_task("embedding the exemplar pool", total=None, visible=False)
+            self._task = self._progress.add_task("trait scores", total=None, visible=False)
         return self
 
     def __exit__(
@@ -56,10 +58,18 @@ class ScoreProgress:
         if self.enabled:
             (self._progress.console if self._progress else self.console).print(message, markup=False, highlight=False)
 
+    def on_bank_progress(self, done: int, total: int) -> None:
+        """Pool essays embedded so far while the exemplar bank is built (the bar shows from the first call)."""
+        if self._progress is not None and self._bank_task is not None:
+            self._progress.update(self._bank_task, completed=done, total=total, visible=True)
+            self._progress.start()
+
     def on_start(self, total: int) -> None:
-        """The number of (essay, trait, protocol) scores the run produces."""
+        """The number of (essay, trait, protocol) scores the run produces. The bar shows from here: the input
+        is loaded and checked, so an input error before this is one line, not an empty bar and the line."""
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, total=total)
+            self._progress.update(self._task, total=total, visible=True)
+            self._progress.start()
 
     def on_stage(self, message: str) -> None:
         """A stage of the run (building the exemplar bank, scoring)."""
@@ -76,6 +86,7 @@ class ScoreProgress:
     def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
         """One essay finished: its consensus protocols' scores count now; with ``essay_lines`` its scores are
         printed."""
+        self.essays_done += 1
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
         if self.essay_lines:

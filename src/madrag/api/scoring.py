@@ -173,6 +173,7 @@ async def arun_job(
             on_essay_done=bar.on_essay_done,
             on_stage=bar.on_stage,
             on_start=bar.on_start,
+            on_bank_progress=bar.on_bank_progress,
             backend=backend,
             embedder=embedder,
         )

@@ -15,6 +15,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from madrag.api.progress import ScoreProgress
+from madrag.api.result import ScoringResult
+from madrag.api.scoring import run_job
 from madrag.cli.options import (
     AnonymizationOpt,
     ApiKeyEnvOpt,
@@ -60,17 +63,13 @@ from madrag.cli.options import (
     comma_list,
     provider_spec,
 )
-from madrag.cli.output import console, err, progress_bar, run_with_progress
-from madrag.data.essay import Essay
+from madrag.cli.output import console, err
 from madrag.distributed.options import ray_options
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
-from madrag.pipeline.job import JobResult, ScoreJob, default_cache_dir, execute
+from madrag.pipeline.job import ScoreJob, default_cache_dir
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
-from madrag.protocols.base import TraitScore
-from madrag.protocols.consensus import consensus_protocol
 from madrag.providers.spec import parse_role_provider
-from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EMBEDDERS
 from madrag.rubric import load_rubric
 from madrag.settings import Anonymization, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings
@@ -81,11 +80,6 @@ ANONYMIZATIONS: tuple[Anonymization, ...] = ("note", "mask", "none")
 SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
 REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
 PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("shared_prefix", "seed")
-
-TINY_MODEL_NOTE = (
-    "Note: the embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give "
-    "valid scores. For real scoring use --provider openai (any OpenAI-compatible server) or --model-path BIG.gguf."
-)
 
 
 def _parse_fold(value: str) -> int | None:
@@ -220,74 +214,33 @@ ablate_consensus = _with_default(
 )
 
 
-def _run_job(job: ScoreJob) -> JobResult:
-    """Run a job with progress bars (building the exemplar bank, then the trait scores); Ctrl-C stops it
-    cleanly (records so far are kept). The bars show once the data is loaded and checked."""
-    rubric = load_rubric(job.rubric)
-    if job.provider.kind == "llamacpp" and job.provider.model_path is None:
-        err.print(f"[yellow]{TINY_MODEL_NOTE}[/yellow]")
-    progress = progress_bar()
-    bank_task = progress.add_task("embedding the exemplar pool", total=None, visible=False)
-    task = progress.add_task("trait scores", total=None, visible=False)
-    done_essays: list[str] = []
-
-    def on_record(record: AgentRecord) -> None:
-        if record.role == "judge" and record.index == 0:
-            progress.advance(task)
-        progress.update(task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")
-
-    def on_essay(essay: Essay, scores: list[TraitScore]) -> None:
-        done_essays.append(essay.id)
-        # seed 000 protocols advance with each Judge record; a consensus protocol's scores (seed 002: the mean of
-        # its agents' last round) exist once the essay is done
-        progress.advance(task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
-        progress.console.print(f"essay {essay.id}: {_essay_line(scores)}", markup=False, highlight=False)
-
-    def on_bank(done: int, total: int) -> None:
-        progress.update(bank_task, completed=done, total=total, visible=True)
-        progress.start()
-
-    def on_start(total: int) -> None:
-        progress.update(task, total=total, visible=True)
-        progress.start()
-
-    work = execute(
-        job,
-        on_record=on_record,
-        on_essay_done=on_essay,
-        on_stage=lambda m: progress.console.print(m, markup=False, highlight=False),
-        on_start=on_start,
-        on_bank_progress=on_bank,
-    )
-    result = run_with_progress(
-        progress,
-        work,
-        lambda: (
-            f"interrupted after {len(done_essays)} essays; every finished call is saved in {job.run_dir}. "
+def _run_job(job: ScoreJob) -> ScoringResult:
+    """Run a job through the Python API (the one scoring path) with progress bars on stderr (building the
+    exemplar bank, then the trait scores; shown once the data is loaded and checked) and each finished essay's
+    scores; Ctrl-C stops it cleanly (records so far are kept) with exit code 130."""
+    progress = ScoreProgress(console=err, essay_lines=True)
+    try:
+        result = run_job(job, progress=progress)
+    except KeyboardInterrupt:
+        err.print(
+            f"interrupted after {progress.essays_done} essays; every finished call is saved in {job.run_dir}. "
             "Run the same command again to resume."
-        ),
-    )
-    _summary(result, rubric.trait_names)
+        )
+        raise typer.Exit(130) from None
+    _summary(result)
     return result
 
 
-def _essay_line(scores: list[TraitScore]) -> str:
-    """An essay's trait scores on one line, grouped by protocol when there are several."""
-    by_protocol: dict[str, list[str]] = {}
-    for s in scores:
-        by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")
-    return "; ".join(f"{p}: {', '.join(v)}" if len(by_protocol) > 1 else ", ".join(v) for p, v in by_protocol.items())
-
-
-def _summary(result: JobResult, traits: list[str]) -> None:
+def _summary(result: ScoringResult) -> None:
     """The table of trait scores (with the human reference) and the call counts of a finished job."""
-    protocols = sorted({s.protocol for s in result.scores})
+    traits = result.rubric.trait_names
+    protocols = sorted({s.protocol for s in result.trait_scores})
     table = Table(title=f"trait scores (run {result.run_id}{', resumed' if result.resumed else ''})")
     table.add_column("essay")
     table.add_column("protocol")
     for t in traits:
         table.add_column(t, justify="center")
-    by_key = {(s.essay_id, s.protocol, s.trait): s for s in result.scores}
+    by_key = {(s.essay_id, s.protocol, s.trait): s for s in result.trait_scores}
     for essay in result.essays:
         for protocol in protocols:
             cells = []
