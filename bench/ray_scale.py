@@ -53,6 +53,7 @@ TRAITS = 4
 
 
 def asap_dir() -> Path:
+    """The ASAP data folder: $MADRAG_ASAP_DIR, ./shared/data/asap or ../shared/data/asap."""
     for candidate in (
         os.environ.get("MADRAG_ASAP_DIR", ""),
         REPO / "shared/data/asap",
@@ -95,10 +96,12 @@ class Variant:
 
     @property
     def rate(self) -> float:
+        """Calls per second over the scoring phase."""
         return self.calls / self.scoring_s
 
     @property
     def cpu_per_call_ms(self) -> float | None:
+        """Client CPU (this process and the workers) per call, in ms; None when a worker did not report."""
         if self.worker_cpu_s is None:
             return None
         return 1000 * (self.driver_cpu_s + self.worker_cpu_s) / self.calls
@@ -152,6 +155,7 @@ def run_variant(workers: int, data: Path, rubric: Path, stubs: list[StubServer],
 
 
 def describe(v: Variant, chains: int, args: argparse.Namespace) -> list[str]:
+    """The report lines of one variant."""
     slots = len(args.endpoints) * args.capacity
     ideal = min(slots, chains) / args.latency
     ok = "ok" if v.records == v.unique == CALLS_PER_CHAIN * chains else "MISMATCH"
@@ -180,6 +184,7 @@ def per_ms(fn: object, n: int) -> float:
 
 
 async def call_cpu_ms(provider: OpenAICompatProvider, request: ChatRequest, n: int) -> float:
+    """CPU ms per sequential provider call of ``request`` (after one warm-up call)."""
     await provider.complete(request)
     start = time.process_time()
     for _ in range(n):
@@ -289,6 +294,7 @@ def embedding_costs(data: Path, n_batch: int = 64, n_single: int = 16) -> list[s
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--essays", type=int, default=150, help="essays to score (ASAP set 7), 4 traits each")
     p.add_argument("--capacity", type=int, default=128, help="slots of each stub endpoint = --concurrency")
@@ -305,6 +311,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
+    """Run every variant, then the per-call costs; print the report."""
     args = parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")

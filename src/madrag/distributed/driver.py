@@ -189,6 +189,7 @@ class RayRun:
         bank = driver_bank(self.ctx)
 
         async def fill(shard: Shard) -> None:
+            """Attach the shard's known records (and query vectors) just before it goes out."""
             started = plan.partial if shard.attempt == 1 else {e.id for e in shard.essays}
             shard.known = known_records(self.store, shard, started)
             if bank is not None and self.embed_on_driver:

@@ -165,6 +165,7 @@ class ShardWorker:
         rubric = self.setup.rubric
 
         def narrow(essay: Essay, protocol: ScoringProtocol) -> Rubric | None:
+            """The traits ``protocol`` still scores on ``essay`` (None: none)."""
             traits = shard.todo.get(essay.id, {}).get(protocol.name)
             if traits is None:
                 return None
