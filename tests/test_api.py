@@ -289,6 +289,19 @@ def test_fold_split_without_a_pool(tmp_path: Path) -> None:
     assert everything.scores["essay"].nunique() == len(POOL)
 
 
+def test_fold_each_scores_every_fold_from_the_other_folds(tmp_path: Path) -> None:
+    rows = [{**p, "fold": 0 if i < 3 else 1} for i, p in enumerate(POOL)]
+    result = madrag.score(
+        rows, RUBRIC, fold="each", provider="fake", embedder=BagOfWordsEmbedder(), cache_dir=tmp_path, progress=False
+    )
+    assert result.scores["essay"].nunique() == len(POOL)  # every essay scored, in one run
+    fold_of = {r["id"]: r["fold"] for r in rows}
+    for record in (r for r in result.records if r.role == "judge"):
+        shown = {lvl["exemplar"]["essay_id"] for lvl in record.context["exemplars"] if lvl["exemplar"]}
+        assert shown and all(fold_of[s] != fold_of[record.essay_id] for s in shown)  # never its own fold
+    assert stored_config(result.run_dir)["eval_fold"] == "each"
+
+
 def test_retrieval_needs_scored_exemplars_and_fold_needs_no_pool(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no scored essays"):
         madrag.score(TEXTS, RUBRIC, provider="fake", run_dir=tmp_path / "run", progress=False)

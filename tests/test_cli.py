@@ -61,7 +61,7 @@ def test_resuming_with_other_settings_is_refused(base: list[str]) -> None:
         (["--provider", "bogus"], "--provider must be one of llamacpp, openai, fake"),
         (["--model-path", "/nonexistent/model.gguf"], "model file not found"),
         (["--protocol", "NOPE"], "unknown protocol 'NOPE'"),
-        (["--fold", "x"], "--fold must be an integer or 'all'"),
+        (["--fold", "x"], "--fold must be an integer, 'each' or 'all'"),
         (["--ids", "nope-1"], "unknown essay id(s): nope-1"),
     ],
 )

@@ -43,6 +43,14 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
     trajectories = list(csv.DictReader((run_dir / "consensus" / "trajectories.csv").open()))
     assert {int(r["round"]) for r in trajectories if r["protocol"] == "ConsensusMAD"} == {0, 1, 2, 3, 4}
     assert (run_dir / "consensus" / "trajectories.png").read_bytes()[:4] == b"\x89PNG"
+    assert "the raters' plain mean" in (run_dir / "consensus" / "consensus.md").read_text()  # seed 002's default
+    rounded_dir = tmp_path / "rounded"
+    rounded = _cli("eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "0", "--reference", "rounded",
+                   "--out", str(rounded_dir))  # fmt: skip
+    assert rounded.returncode == 0, rounded.stderr
+    assert "rounded half up" in (rounded_dir / "consensus.md").read_text()
+    bad = _cli("eval-consensus", "--run-dir", str(run_dir), "--reference", "median")
+    assert bad.returncode == 2 and "--reference must be one of mean, rounded" in bad.stderr
     qwk = _cli("eval", "--run-dir", str(run_dir), "--bootstrap", "0")
     assert qwk.returncode == 0, qwk.stderr
     qwk_rows = list(csv.DictReader((run_dir / "eval" / "qwk.csv").open()))

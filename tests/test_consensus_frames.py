@@ -43,15 +43,15 @@ def test_references_frame_uses_essay_reference_and_nan_when_unknown() -> None:
         Essay(id="a", text="x", rater_scores={"content": [3.0, 4.0], "organization": [2.0, 2.0]}),
         Essay(id="b", text="y", rater_scores={"expression": [5.0]}),
     ]
-    refs = references_frame(essays, rubric)
+    refs = references_frame(essays, rubric, "rounded")
     assert list(refs.columns) == ["essay_id", "trait", "reference"]
     assert len(refs) == 6
     got = refs.set_index(["essay_id", "trait"])["reference"]
     assert got["a", "content"] == 4.0  # 3.5 rounded half up (Essay.reference)
     assert got["a", "organization"] == 2.0
     assert math.isnan(got["a", "expression"]) and math.isnan(got["b", "content"])
-    raw = references_frame(essays, rubric, rounded=False).set_index(["essay_id", "trait"])["reference"]
-    assert raw["a", "content"] == 3.5
+    raw = references_frame(essays, rubric).set_index(["essay_id", "trait"])["reference"]
+    assert raw["a", "content"] == 3.5  # the default: the raters' plain mean (seed 002)
 
 
 def test_protocol_names_resolve_and_order() -> None:
@@ -156,7 +156,9 @@ def test_load_consensus_run_passes_records_and_consensus_protocols(
     frame, refs, config = load_consensus_run(run)
     assert seen == {"keys": ["k1"], "traits": TRAITS, "protocols": ["SingleJudge", "ConsensusMAD[rounds=2]"]}
     assert len(frame) > 0 and config["protocols"][0] == {"name": "MAD"}
-    assert refs["essay_id"].tolist() == ["a"] * 3 and (refs["reference"] == 4.0).all()
+    assert refs["essay_id"].tolist() == ["a"] * 3 and (refs["reference"] == 3.5).all()  # the raters' plain mean
+    _frame, rounded, _config = load_consensus_run(run, "rounded")
+    assert (rounded["reference"] == 4.0).all()  # 3.5 rounded half up
 
 
 def test_load_consensus_run_with_the_real_protocol_module(tmp_path: Path) -> None:

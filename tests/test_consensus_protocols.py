@@ -150,7 +150,9 @@ async def test_adjustment_rounds_show_the_other_agents_rationale_and_scores(
         strict = ctx.store.get(call_key("ConsensusMAD", essay.id, "*", "strict", round_))
         lenient = ctx.store.get(call_key("ConsensusMAD", essay.id, "*", "lenient", round_))
         assert strict is not None and lenient is not None
-        s_user, l_user = strict.messages[1].content, lenient.messages[1].content
+        # the whole prompt: the role's instructions are its system message in the default (seed) layout
+        s_user = "\n".join(m.content for m in strict.messages)
+        l_user = "\n".join(m.content for m in lenient.messages)
         assert "You are a strict essay evaluator who has completed the initial evaluation" in s_user
         assert "Accept only claims by the lenient evaluator" in s_user
         assert "You are a lenient essay evaluator who has completed the initial evaluation" in l_user
@@ -172,7 +174,7 @@ async def test_adjustment_rounds_show_the_other_agents_rationale_and_scores(
         }
     sym = ctx.store.get(call_key("SymmetricMAD", essay.id, "*", "neutral_b", 1))
     assert sym is not None
-    assert "You are a neutral essay evaluator who has completed" in sym.messages[1].content
+    assert "You are a neutral essay evaluator who has completed" in "\n".join(m.content for m in sym.messages)
     assert "The other evaluator's evaluation (round 0)" in sym.messages[1].content
     assert "The other evaluator's scores:" in sym.messages[1].content
 

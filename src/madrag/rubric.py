@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from madrag.errors import RubricError
 
@@ -74,7 +83,12 @@ class Trait(BaseModel):
 
 
 class Rubric(BaseModel):
-    """A set of traits plus the essay prompt they score."""
+    """A set of traits plus the essay prompt they score.
+
+    ``source_label`` is what the prompts call an essay's ``source`` text, for data whose rows carry one (e.g.
+    ``"Source article"`` for SummEval, where the scored text is a summary of it); it is dumped only when set,
+    so a rubric without it dumps (and is recorded by a run) exactly as before it existed.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -83,6 +97,14 @@ class Rubric(BaseModel):
     essay_set: int | None = None
     name: str = ""
     source: str = ""
+    source_label: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("source_label") is None:
+            data.pop("source_label", None)
+        return data
 
     @model_validator(mode="after")
     def _unique_names(self) -> Rubric:

@@ -10,10 +10,16 @@ Anonymization = Literal["note", "none", "mask"]
 ScoreMethod = Literal["auto", "constrained", "text"]
 ReportFrom = Literal["parsed", "argmax", "expected"]
 PromptLayout = Literal["shared_prefix", "seed"]
+SaragExemplars = Literal["span", "similar"]
 
 
 class ScoringSettings(BaseModel):
-    """Sampling, score reading and prompt layout of every agent call of a run (seed 000 A.2 defaults)."""
+    """Sampling, score reading, prompt layout and every other scoring choice of a run, recorded in its
+    configuration (a run resumes only with the same settings).
+
+    Defaults are the papers' behaviour; each deliberate difference is an option (README, "Differences from the
+    papers").
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -34,4 +40,10 @@ class ScoringSettings(BaseModel):
     # "seed": each role's instructions are its system message (the seeds' layout); "shared_prefix": one system
     # message for every role, then the essay, then the trait, then the role's instructions (same wording), so
     # all calls of an essay share a long common prefix that servers with prefix caching reuse
-    prompt_layout: PromptLayout = "shared_prefix"
+    prompt_layout: PromptLayout = "seed"
+    # the Judge is told "Check each claim against the essay text itself before you accept it." (the remedy seed
+    # 000 E.3 leaves to future work; off by default)
+    verify_claims: bool = False
+    # SARAG's exemplars: "span" (seed 000 D: exemplars spanning the score range - one per level of the rubric's
+    # first trait, nearest first, each shown with all its trait scores) or "similar" (the k most similar essays)
+    sarag_exemplars: SaragExemplars = "span"

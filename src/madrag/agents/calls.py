@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
-from madrag.providers.base import ChatRequest, Message, TokenLogprob
+from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, call_key, prompt_hash
 from madrag.settings import ScoringSettings
@@ -195,9 +195,14 @@ def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRe
     return ChatRequest(**fields)
 
 
-def request_settings(request: ChatRequest) -> dict[str, Any]:
-    """A request's settings as a record keeps them (without its messages and prefill)."""
-    return request.model_dump(exclude={"messages", "prefill"}, exclude_none=True)
+def request_settings(request: ChatRequest, response: ChatResponse | None = None) -> dict[str, Any]:
+    """A request's settings as a record keeps them (without its messages and prefill), plus ``sent``: the
+    parameters the backend actually sent, when ``response`` says (e.g. ``max_completion_tokens`` and no
+    ``temperature`` for an OpenAI reasoning model; see :mod:`madrag.providers.adapt`)."""
+    settings = request.model_dump(exclude={"messages", "prefill"}, exclude_none=True)
+    if response is not None and response.sent is not None:
+        settings["sent"] = response.sent
+    return settings
 
 
 def first_token_confidence(tokens: list[TokenLogprob] | None) -> float | None:
@@ -226,7 +231,7 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
         new_record(
             ctx,
             call,
-            settings=request_settings(request),
+            settings=request_settings(request, response),
             text=response.text,
             rationale=response.text.strip(),
             tokens=response.tokens,

@@ -45,21 +45,44 @@ class Turn:
     confidence: float | None
 
 
-def _essay_values(prompts: PromptLibrary, essay: Essay, anonymization: Anonymization) -> dict[str, str]:
-    """The essay's prompt, its text (masked under ``anonymization=mask``) and the anonymization note."""
+DEFAULT_SOURCE_LABEL = "Source text"
+"""What the prompts call an essay's ``source`` when the rubric does not say (its ``source_label``)."""
+
+
+def _essay_values(
+    prompts: PromptLibrary, essay: Essay, anonymization: Anonymization, source_label: str | None
+) -> dict[str, str]:
+    """The essay's prompt, its text (masked under ``anonymization=mask``) and the anonymization note. An essay
+    with a ``source`` (the article a summary summarises) shows it after the prompt, under ``source_label``;
+    without one the values are exactly those of an essay (nothing is added)."""
+    mask = anonymization == "mask"
+    prompt = essay.prompt or "(no prompt given)"
+    if essay.source:
+        source = prompts.render(
+            "source_block",
+            SOURCE_LABEL=source_label or DEFAULT_SOURCE_LABEL,
+            SOURCE=mask_placeholders(essay.source) if mask else essay.source,
+        )
+        prompt = f"{prompt}\n\n{source}"
     return {
-        "PROMPT": essay.prompt or "(no prompt given)",
-        "ESSAY": mask_placeholders(essay.text) if anonymization == "mask" else essay.text,
+        "PROMPT": prompt,
+        "ESSAY": mask_placeholders(essay.text) if mask else essay.text,
         "ANON_CONTEXT": prompts.render("anon_note") if anonymization == "note" else "",
     }
 
 
 def essay_values(
-    prompts: PromptLibrary, essay: Essay, trait: Trait, anonymization: Anonymization, self_report: bool
+    prompts: PromptLibrary,
+    essay: Essay,
+    trait: Trait,
+    anonymization: Anonymization,
+    self_report: bool,
+    source_label: str | None = None,
 ) -> dict[str, str]:
-    """Template values shared by every role for one essay and trait."""
+    """Template values shared by every role for one essay and trait (``source_label``: the rubric's name for
+    the essay's source text, if it has one)."""
     values = {
-        **_essay_values(prompts, essay, anonymization),
+        **_essay_values(prompts, essay, anonymization, source_label),
         "TRAIT_NAME": trait.name,
         "TRAIT_JSON": trait.as_prompt_json(),
         "MIN_POINTS": str(trait.min),
@@ -77,7 +100,7 @@ def all_traits_values(
     """Template values of a call that scores every trait: the essay (masked under ``anonymization=mask``) and
     its prompt, the anonymization note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
     values = {
-        **_essay_values(prompts, essay, anonymization),
+        **_essay_values(prompts, essay, anonymization, rubric.source_label),
         "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
         "SCORE_LINES": "\n".join(blank_score_line(t) for t in rubric.traits),
     }

@@ -347,7 +347,7 @@ def _text_record(
     return new_record(
         ctx,
         call,
-        settings=request_settings(request),
+        settings=request_settings(request, responses[0]),
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=(text[:cut] if cut >= 0 else text).strip(),
         tokens=responses[0].tokens,

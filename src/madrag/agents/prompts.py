@@ -39,6 +39,7 @@ PROMPT_NAMES: tuple[str, ...] = (
     "debate_turn",
     "anon_note",
     "confidence_instruction",
+    "verify_note",
 )
 """Templates of seed 000's protocols (SA ... MADRAG), recorded by every scoring run."""
 
@@ -57,6 +58,9 @@ CONSENSUS_PROMPT_NAMES: tuple[str, ...] = (
     "cj_other_masked_block",
 )
 """Templates of seed 002's consensus protocols (see :mod:`madrag.agents.roles`), recorded when one runs."""
+
+SOURCE_PROMPT_NAMES: tuple[str, ...] = ("source_block",)
+"""Templates of data whose essays carry a ``source`` text (SummEval's articles), recorded when such data runs."""
 
 
 class PromptLibrary:

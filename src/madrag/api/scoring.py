@@ -23,6 +23,7 @@ from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
+from madrag.data.splits import EACH
 from madrag.distributed.options import RayOptions, ray_options
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute
@@ -34,7 +35,9 @@ from madrag.settings import ScoringSettings
 
 P = ParamSpec("P")
 R = TypeVar("R")
-Fold = int | Literal["all"] | None
+Fold = int | Literal["all", "each"] | None
+"""Which essays are scored: a fold (the other folds are the pool), ``"all"``, ``"each"`` (every fold, each with
+the other folds as its pool: seed 000 Table 2) or ``None`` (fold 0 when every essay has a fold, else all)."""
 
 TINY_MODEL_NOTE = (
     "note: the embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give "
@@ -56,7 +59,7 @@ def _rubric_file(rubric: RubricLike, loaded: Rubric, run_dir: Path) -> Path:
     return target
 
 
-def _eval_fold(fold: Fold, essays: list[Essay], pool_given: bool) -> int | None:
+def _eval_fold(fold: Fold, essays: list[Essay], pool_given: bool) -> int | str | None:
     """The fold scored: ``None`` (auto) is fold 0 when every essay has a fold, else every essay (``"all"``).
     With an explicit pool every essay is scored."""
     if pool_given:
@@ -65,6 +68,8 @@ def _eval_fold(fold: Fold, essays: list[Essay], pool_given: bool) -> int | None:
         return None
     if fold == "all":
         return None
+    if fold == "each":
+        return EACH
     if fold is None:
         return 0 if all(e.fold is not None for e in essays) else None
     return fold

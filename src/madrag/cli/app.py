@@ -19,6 +19,7 @@ from madrag.cli.costs import costs_command
 from madrag.cli.evaluate import errors_command, eval_command, report_command
 from madrag.cli.runs import runs_app
 from madrag.cli.score import ablate, ablate_consensus, demo, score
+from madrag.cli.serve import serve_command
 from madrag.distributed.options import LOCAL, optional_value
 from madrag.errors import MadragError
 
@@ -40,6 +41,7 @@ app.command("costs")(costs_command)
 app.add_typer(confidence_app, name="confidence")
 app.command("eval-consensus")(eval_consensus_command)
 app.command()(demo)
+app.command("serve")(serve_command)
 
 
 def main() -> None:

@@ -13,7 +13,12 @@ from typing import Annotated
 
 import typer
 
+from madrag.cli.options import choice
 from madrag.cli.output import console
+from madrag.evaluation.consensus_frames import HumanReference
+
+REFERENCES: tuple[HumanReference, ...] = ("mean", "rounded")
+"""The values ``--reference`` accepts."""
 
 
 def eval_consensus_command(
@@ -24,14 +29,24 @@ def eval_consensus_command(
         "SingleJudge"
     ),
     out: Annotated[Path | None, typer.Option(help="Folder for the tables (default <run-dir>/consensus).")] = None,
+    reference: Annotated[
+        str,
+        typer.Option(
+            help="Human reference: mean (the raters' plain mean, seed 002; default) or rounded (the mean rounded "
+            "half up to a valid score, madrag's label)."
+        ),
+    ] = "mean",
 ) -> None:
     """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002)."""
     from madrag.evaluation.consensus import evaluate_consensus
     from madrag.evaluation.run import load_consensus_run
     from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 
-    agent_scores, refs, _config = load_consensus_run(run_dir)
-    evaluation = evaluate_consensus(agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline)
+    chosen = choice("--reference", reference, REFERENCES)
+    agent_scores, refs, _config = load_consensus_run(run_dir, chosen)
+    evaluation = evaluate_consensus(
+        agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline, reference=chosen
+    )
     written = save_consensus(evaluation, out or run_dir / "consensus")
     typer.echo(render_consensus_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)

@@ -18,6 +18,13 @@ from madrag.errors import InputError
 
 
 def eval_command(
+    runs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Run folder(s). Several runs (e.g. set 7 and set 8) are each evaluated, then merged: per protocol "
+            "and trait, the mean QWK over the runs (seed 000 Figure 2)."
+        ),
+    ] = None,
     run_dir: RunDirOpt = None,
     data: Annotated[
         Path | None,
@@ -37,10 +44,18 @@ def eval_command(
     out: Annotated[Path | None, typer.Option(help="Folder for the tables (default: <run-dir>/eval).")] = None,
 ) -> None:
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
-    (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown."""
+    (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown. With several runs,
+    also their merged QWK table (seed 000 Figure 2)."""
     from madrag.evaluation.agreement import evaluate
     from madrag.evaluation.tables import rich_tables, save, summary_line
 
+    given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
+    if len(given) > 1:
+        if data is not None or rubric is not None:
+            raise InputError("--data and --rubric apply to one run; give them without merging runs")
+        _merge_runs(given, bootstrap, seed, baseline, out)
+        return
+    run_dir = given[0] if given else None
     if run_dir is None:
         if data is None or rubric is None:
             raise InputError("give --run-dir, or --data and --rubric for Human-Human agreement of a data file")
@@ -55,6 +70,26 @@ def eval_command(
     for note in evaluation.notes:
         console.print(f"note: {note}", markup=False)
     paths = save(evaluation, out or run_dir / "eval")
+    console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
+
+
+def _merge_runs(runs: list[Path], bootstrap: int, seed: int, baseline: str | None, out: Path | None) -> None:
+    """Evaluate each run (tables saved in ``<run>/eval``), then print and save their merged QWK table
+    (default folder: ``<first run>/eval-merged``)."""
+    from madrag.evaluation.agreement import evaluate
+    from madrag.evaluation.merge import merge_qwk, merged_wide, save_merged
+    from madrag.evaluation.tables import save, summary_line
+
+    evaluations = []
+    for run in runs:
+        evaluation = evaluate(run, bootstrap=bootstrap, seed=seed, baseline=baseline)
+        save(evaluation, run / "eval")
+        console.print(f"{run}: {summary_line(evaluation)}", markup=False)
+        evaluations.append(evaluation)
+    merged = merge_qwk(evaluations)
+    console.print("merged QWK (mean over the runs per protocol and trait; seed 000 Figure 2):", markup=False)
+    console.print(merged_wide(merged).round(3).to_string(), markup=False)
+    paths = save_merged(merged, runs, out or runs[0] / "eval-merged")
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
 
 

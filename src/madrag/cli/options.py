@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from madrag.errors import InputError
 from madrag.protocols import available
+from madrag.providers.adapt import SAMPLING_PARAMS, TOKEN_PARAMS
 from madrag.providers.spec import ProviderSpec, backend_kinds
 
 C = TypeVar("C", bound=str)
@@ -56,6 +57,20 @@ BaseUrlOpt = Annotated[
 ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
 RetriesOpt = Annotated[int, typer.Option(help="Retries on transient failures.")]
+TokenParamOpt = Annotated[
+    str,
+    typer.Option(
+        help="openai: send the token limit as max_tokens or max_completion_tokens (reasoning models); auto: "
+        "max_tokens until the server refuses it, then max_completion_tokens for the rest of the run."
+    ),
+]
+SamplingParamsOpt = Annotated[
+    str,
+    typer.Option(
+        help="openai: send temperature and top_p (send), never (omit), or until the server refuses one, as "
+        "reasoning models do (auto: then left out for the rest of the run; every call records what was sent)."
+    ),
+]
 
 
 def provider_spec(
@@ -71,6 +86,8 @@ def provider_spec(
     slots: int,
     logprobs: bool = True,
     fake_latency: float = 0.0,
+    token_param: str = "auto",
+    sampling_params: str = "auto",
 ) -> ProviderSpec:
     """The backend the provider flags name; an InputError for an unknown ``--provider``."""
     return ProviderSpec(
@@ -81,6 +98,8 @@ def provider_spec(
         extra_base_urls=list(base_url[1:]) if base_url else [],
         api_key_env=api_key_env,
         logprobs=logprobs,
+        token_param=choice("--token-param", token_param, TOKEN_PARAMS),
+        sampling_params=choice("--sampling-params", sampling_params, SAMPLING_PARAMS),
         concurrency=concurrency,
         timeout_s=timeout,
         retries=retries,
@@ -107,11 +126,19 @@ def need_run_dir(run_dir: Path | None) -> Path:
 
 
 # --- score, ablate, ablate-consensus ---
-DataOpt = Annotated[Path, typer.Option(help="Essays: ASAP .tsv, or .csv / .jsonl with id,text[,scores].")]
+DataOpt = Annotated[
+    Path, typer.Option(help="Essays: ASAP .tsv, .csv / .jsonl with id,text[,scores], or SummEval's paired .jsonl.")
+]
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
-DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv or jsonl.")]
-FoldOpt = Annotated[str, typer.Option(help="Evaluation fold (the rest is the exemplar pool), or 'all'.")]
+DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv, jsonl or summeval.")]
+FoldOpt = Annotated[
+    str,
+    typer.Option(
+        help="Evaluation fold (the rest is the exemplar pool); 'each': every fold, each with the other folds as "
+        "its pool (cross-fold, seed 000 Table 2's whole sets); 'all': every essay, one pool."
+    ),
+]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]
 ProtocolOpt = Annotated[
@@ -150,7 +177,24 @@ ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argm
 ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]
 JudgesPerTraitOpt = Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")]
 PromptLayoutOpt = Annotated[
-    str, typer.Option(help="shared_prefix (essay first, for prefix caching) or seed (role as system message).")
+    str,
+    typer.Option(
+        help="seed (the papers' layout: the role's instructions are the system message; default) or "
+        "shared_prefix (essay first, one system message for every role: a cost option for prefix caching)."
+    ),
+]
+VerifyClaimsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verify-claims/--no-verify-claims",
+        help="Tell the Judge to check each claim against the essay text (seed 000 E.3's future work; off).",
+    ),
+]
+SaragExemplarsOpt = Annotated[
+    str,
+    typer.Option(
+        help="SARAG's exemplars: span (one per score level, seed 000; default) or similar (the k most similar)."
+    ),
 ]
 PromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")]
 CacheDirOpt = Annotated[

@@ -53,17 +53,22 @@ from madrag.cli.options import (
     RoleProviderOpt,
     RubricOpt,
     SampleOpt,
+    SamplingParamsOpt,
     SamplingSeedOpt,
+    SaragExemplarsOpt,
     ScoreMethodOpt,
     ScoreRunDirOpt,
     SlotsOpt,
     TimeoutOpt,
+    TokenParamOpt,
+    VerifyClaimsOpt,
     at_least_one,
     choice,
     comma_list,
     provider_spec,
 )
 from madrag.cli.output import console, err
+from madrag.data.splits import EACH
 from madrag.distributed.options import ray_options
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
@@ -72,24 +77,34 @@ from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.providers.spec import parse_role_provider
 from madrag.retrieval.embedder import EMBEDDERS
 from madrag.rubric import load_rubric
-from madrag.settings import Anonymization, PromptLayout, ReportFrom, ScoreMethod, ScoringSettings
+from madrag.settings import (
+    Anonymization,
+    PromptLayout,
+    ReportFrom,
+    SaragExemplars,
+    ScoreMethod,
+    ScoringSettings,
+)
 
 DEFAULT_CACHE = default_cache_dir()  # the default of --cache-dir
 # the values --anonymization, --score-method, --report and --prompt-layout accept, in the order errors list them
 ANONYMIZATIONS: tuple[Anonymization, ...] = ("note", "mask", "none")
 SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
 REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
-PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("shared_prefix", "seed")
+PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("seed", "shared_prefix")
+SARAG_EXEMPLARS: tuple[SaragExemplars, ...] = ("span", "similar")
 
 
-def _parse_fold(value: str) -> int | None:
-    """``--fold``: a fold number, or ``None`` for 'all'."""
+def _parse_fold(value: str) -> int | str | None:
+    """``--fold``: a fold number, ``None`` for 'all', or ``"each"`` (cross-fold scoring)."""
     if value.lower() == "all":
         return None
+    if value.lower() == EACH:
+        return EACH
     try:
         return int(value)
     except ValueError as exc:
-        raise InputError(f"--fold must be an integer or 'all', got {value!r}") from exc
+        raise InputError(f"--fold must be an integer, 'each' or 'all', got {value!r}") from exc
 
 
 def score(
@@ -107,6 +122,8 @@ def score(
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     logprobs: LogprobsOpt = True,
+    token_param: TokenParamOpt = "auto",
+    sampling_params: SamplingParamsOpt = "auto",
     role_provider: RoleProviderOpt = None,
     concurrency: ConcurrencyOpt = None,
     slots: SlotsOpt = 2,
@@ -121,7 +138,9 @@ def score(
     report: ReportOpt = "parsed",
     exemplar_max_words: ExemplarMaxWordsOpt = None,
     judges_per_trait: JudgesPerTraitOpt = 1,
-    prompt_layout: PromptLayoutOpt = "shared_prefix",
+    prompt_layout: PromptLayoutOpt = "seed",
+    verify_claims: VerifyClaimsOpt = False,
+    sarag_exemplars: SaragExemplarsOpt = "span",
     prompts_dir: PromptsDirOpt = None,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     no_cache: NoCacheOpt = False,
@@ -146,6 +165,8 @@ def score(
         slots=slots,
         logprobs=logprobs,
         fake_latency=fake_latency,
+        token_param=token_param,
+        sampling_params=sampling_params,
     )
     job = ScoreJob(
         data=data,
@@ -168,6 +189,8 @@ def score(
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
             prompt_layout=choice("--prompt-layout", prompt_layout, PROMPT_LAYOUTS),
+            verify_claims=verify_claims,
+            sarag_exemplars=choice("--sarag-exemplars", sarag_exemplars, SARAG_EXEMPLARS),
         ),
         essay_concurrency=essay_concurrency,
         prompts_dir=prompts_dir,

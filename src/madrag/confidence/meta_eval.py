@@ -209,7 +209,7 @@ async def _json(ctx: CallContext, call: AgentCall) -> AgentRecord:
         responses.append(await ctx.provider.complete(follow))
         judgment, problem = _try_parse(responses[1].text)
     text = "\n\n[follow-up]\n".join(r.text for r in responses)
-    return _record(ctx, call, request_settings(request), responses, text, judgment, problem)
+    return _record(ctx, call, request_settings(request, responses[0]), responses, text, judgment, problem)
 
 
 async def _constrained(ctx: CallContext, call: AgentCall) -> AgentRecord:

@@ -18,7 +18,11 @@ def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
 
 
 class Essay(BaseModel):
-    """One essay to score. ``rater_scores[trait][i]`` is rater i's score for the trait (missing raters omitted)."""
+    """One essay to score. ``rater_scores[trait][i]`` is rater i's score for the trait (missing raters omitted).
+
+    ``source`` is the text the essay is written from, when the task has one (a summary's source article, as in
+    SummEval): the prompts show it under the rubric's ``source_label``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -31,6 +35,7 @@ class Essay(BaseModel):
     # rater index (0-based) for each entry of rater_scores[trait], so rater 1 vs rater 2 can be compared
     rater_ids: dict[str, list[int]] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str | None = None
 
     def reference(self, trait: Trait) -> int | None:
         """The essay's reference label for ``trait`` (:func:`reference_label` of its raters); None without any."""

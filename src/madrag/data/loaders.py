@@ -1,4 +1,5 @@
-"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``.
+"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``; SummEval
+is read by :mod:`madrag.data.summeval`.
 
 Every problem with the input is raised as a one-line :class:`InputError`. A trait's scores are read from the
 columns named by its rubric ``column`` field (or, in CSV / JSONL, by its name): ``<column>`` for one rater,
@@ -25,8 +26,11 @@ ASAP_REQUIRED = ("essay_id", "essay_set", "essay")
 _RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
 MAX_FIELD_CHARS = 1_000_000
 """The largest field (an essay's text) a data file may hold, in characters: about 150,000 words."""
-TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set")
-"""The CSV / JSONL columns every data file may have besides trait scores."""
+TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
+"""The CSV / JSONL columns every data file may have besides trait scores (``source``: a text the essay is
+written from, e.g. the article a summary summarises, which the prompts show)."""
+DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
+"""The values of ``--format``."""
 
 log = logging.getLogger("madrag.data")
 _REPORTED: set[tuple[str, str]] = set()
@@ -241,9 +245,11 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str],
         if score is not None:
             scores.setdefault(trait, []).append(score)
             ids.setdefault(trait, []).append(rater_idx)
+    source = str(raw.get("source") or "").strip()
     essay = Essay(
         id=str(raw["id"]).strip(),
         text=body,
+        source=source or None,
         prompt=str(raw.get("prompt") or rubric.prompt),
         essay_set=_int_field(raw, "essay_set", where),
         fold=_int_field(raw, "fold", where),
@@ -309,11 +315,21 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
 
 
 def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
-    """Load essays, picking the format from ``fmt`` or the file suffix (.tsv = ASAP, .csv, .jsonl)."""
+    """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
+    SummEval's = SummEval; other .csv / .jsonl = the generic table)."""
+    # imported here: the SummEval loader builds on this module's helpers
+    from madrag.data.summeval import load_summeval, looks_like_summeval
+
     p = Path(path)
-    kind = fmt if fmt != "auto" else {".tsv": "asap"}.get(p.suffix.lower(), "table")
+    kind = fmt
+    if fmt == "auto":
+        suffix = p.suffix.lower()
+        jsonl = suffix in {".jsonl", ".ndjson"}
+        kind = "asap" if suffix == ".tsv" else "summeval" if jsonl and looks_like_summeval(p) else "table"
     if kind == "asap":
         return load_asap(p, rubric)
+    if kind == "summeval":
+        return load_summeval(p, rubric)
     if kind in {"table", "csv", "jsonl"}:
         return load_table(p, rubric)
-    raise InputError(f"unknown data format {fmt!r}; use auto, asap, csv or jsonl")
+    raise InputError(f"unknown data format {fmt!r}; use {', '.join(DATA_FORMATS)}")

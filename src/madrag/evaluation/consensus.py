@@ -318,10 +318,16 @@ def _notes(preds: pd.DataFrame, alignment: pd.DataFrame, baseline: str, resolved
 
 
 def evaluate_consensus(
-    agent_scores: pd.DataFrame, refs: pd.DataFrame, bootstrap: int = 2000, seed: int = 0, baseline: str = "SingleJudge"
+    agent_scores: pd.DataFrame,
+    refs: pd.DataFrame,
+    bootstrap: int = 2000,
+    seed: int = 0,
+    baseline: str = "SingleJudge",
+    reference: str = "mean",
 ) -> ConsensusEvaluation:
     """All tables: alignment (Tables 1, 2, 8), trajectories (Figures 2-4), dominance of every strict-lenient
-    MAD protocol present (Table 9) and paired RMSE comparisons vs the baseline (Appendix F)."""
+    MAD protocol present (Table 9) and paired RMSE comparisons vs the baseline (Appendix F). ``reference``
+    names what ``refs`` holds (the raters' plain ``mean`` or the ``rounded`` label), recorded in the meta."""
     preds = predictions(agent_scores)
     protocols = order_protocols(preds["protocol"].tolist())
     resolved = resolve_protocol(baseline, protocols)
@@ -340,6 +346,7 @@ def evaluate_consensus(
         "n_essays": int(items["essay_id"].nunique()),
         "n_essay_traits": int(items["reference"].notna().sum()),
         "human_mean": _mean(items["reference"].dropna().to_numpy(np.float64)),
+        "reference": reference,
         "bootstrap": bootstrap,
         "seed": seed,
         "prediction": "arithmetic mean of the agents' scores at the protocol's final round (Section 2.1)",

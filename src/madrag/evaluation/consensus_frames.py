@@ -14,6 +14,7 @@ trait, round and agent); the metrics over these frames are in :mod:`madrag.evalu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -64,23 +65,28 @@ def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> N
         raise ValueError(f"{what} frame lacks column(s) {missing}")
 
 
-def _reference(essay: Essay, trait: Trait, rounded: bool) -> float:
-    """The essay's reference for ``trait`` (rounded label or the raters' plain mean); NaN when unknown."""
-    if rounded:
+HumanReference = Literal["mean", "rounded"]
+"""Seed 002's human reference: the raters' plain mean (the paper's "average of two human evaluators") or
+madrag's rounded label (:meth:`Essay.reference`)."""
+
+
+def _reference(essay: Essay, trait: Trait, reference: HumanReference) -> float:
+    """The essay's reference for ``trait`` (the raters' plain mean or the rounded label); NaN when unknown."""
+    if reference == "rounded":
         ref = essay.reference(trait)
         return NAN if ref is None else float(ref)
     scores = essay.rater_scores.get(trait.name, [])
     return float(np.mean(scores)) if scores else NAN
 
 
-def references_frame(essays: Sequence[Essay], rubric: Rubric, rounded: bool = True) -> pd.DataFrame:
+def references_frame(essays: Sequence[Essay], rubric: Rubric, reference: HumanReference = "mean") -> pd.DataFrame:
     """One row per essay and rubric trait: ``essay_id``, ``trait``, ``reference`` (NaN when unknown).
 
-    The reference is madrag's label, :meth:`Essay.reference` (the raters' mean rounded half up to a valid
-    score); ``rounded=False`` keeps the raters' plain mean, as the paper's Korean Essay reference ("the average
-    of two human evaluators", Section 3.1).
+    By default the reference is the raters' plain mean, as seed 002's ("the average of two human evaluators",
+    Section 3.1); ``reference="rounded"`` uses madrag's label, :meth:`Essay.reference` (the raters' mean
+    rounded half up to a valid score).
     """
-    rows = [(e.id, t.name, _reference(e, t, rounded)) for e in essays for t in rubric.traits]
+    rows = [(e.id, t.name, _reference(e, t, reference)) for e in essays for t in rubric.traits]
     return pd.DataFrame(rows, columns=REFERENCE_COLUMNS).astype({"reference": "float64"})
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, base_name, references_frame
+from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, HumanReference, base_name, references_frame
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import agent_scores_frame, record_namespaces, stored_trait_scores
 from madrag.protocols.trait_judge import combine_judges
@@ -138,8 +138,11 @@ def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | Non
     return out
 
 
-def load_consensus_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """(agent scores, references, stored config) of a run's consensus protocols, read from its store.
+def load_consensus_run(
+    run_dir: Path, reference: HumanReference = "mean"
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(agent scores, references, stored config) of a run's consensus protocols, read from its store; the
+    reference is the raters' plain mean (seed 002) or, with ``reference="rounded"``, the rounded label.
 
     InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
     """
@@ -156,7 +159,7 @@ def load_consensus_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[
         frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
     finally:
         store.close()
-    return frame, references_frame(essays, rubric), dict(config)
+    return frame, references_frame(essays, rubric, reference), dict(config)
 
 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:

@@ -274,12 +274,16 @@ def consensus_display_tables(ev: ConsensusEvaluation) -> dict[str, pd.DataFrame]
     return {title: frame for title, frame in tables.items() if not frame.empty}
 
 
+_REFERENCE_TEXT = {"mean": "the raters' plain mean", "rounded": "the raters' mean rounded half up to a valid score"}
+
+
 def render_consensus_markdown(ev: ConsensusEvaluation) -> str:
     """consensus.md: every table under a heading, then the definitions and notes."""
     meta = ev.meta
     definitions = [
         f"Prediction: {meta.get('prediction')}; unusable when an agent's score is unusable (counted, never "
         "imputed). Metrics use essay-traits with a human reference; `all` pools every trait.",
+        f"Human reference: {_REFERENCE_TEXT.get(str(meta.get('reference', 'mean')), meta.get('reference'))}. "
         f"Human mean over the evaluated essay-traits: {fmt(meta.get('human_mean'), 3)}.",
         f"Shift vs baseline: {meta.get('shift')}. Shift vs human: {meta.get('shift_ref')}.",
         "Dominance: beyond midpoint = consensus shift - (Strict-only shift + Lenient-only shift) / 2 (shifts vs "

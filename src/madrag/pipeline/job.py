@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
-from madrag.data.splits import split_by_fold
+from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
 from madrag.pipeline.runner import run_scoring
@@ -61,7 +61,8 @@ class ScoreJob(BaseModel):
     Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given. With ``pool`` the
     retrieval pool is those essays and every selected essay is scored (no fold split); without it,
     ``eval_fold`` is scored and the other folds are the pool (``None``: every essay is scored, every essay is
-    in the pool, the essay being scored never retrieved).
+    in the pool, the essay being scored never retrieved; ``"each"``: every essay is scored, each fold with the
+    other folds as its pool).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -72,7 +73,7 @@ class ScoreJob(BaseModel):
     rubric: Path
     run_dir: Path
     data_format: str = "auto"
-    eval_fold: int | None = 0
+    eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
     limit: int | None = None
     ids: list[str] | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
@@ -124,8 +125,7 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
     if job.pool is not None:
         chosen, pool = essays, list(job.pool)
     else:
-        split = split_by_fold(essays, job.eval_fold)
-        chosen, pool = split.eval, split.pool
+        chosen, pool = split_essays(essays, job.eval_fold)
     if job.ids:
         by_id = {e.id: e for e in essays}
         unknown = [i for i in job.ids if i not in by_id]
@@ -176,12 +176,14 @@ def source_config(job: ScoreJob) -> dict[str, Any]:
     return source
 
 
-def prompt_names(protocols: list[ScoringProtocol]) -> list[str]:
+def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
-    plus the consensus judges' when a seed 002 protocol is among them."""
+    plus the consensus judges' when a seed 002 protocol is among them, plus the source block when the essays
+    carry a source text (``with_source``)."""
+    names = list(PROMPT_NAMES)
     if any(consensus_protocol(p.name) is not None for p in protocols):
-        return [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES]
-    return list(PROMPT_NAMES)
+        names += CONSENSUS_PROMPT_NAMES
+    return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
 
 
 def job_config(
@@ -190,10 +192,12 @@ def job_config(
     protocols: list[ScoringProtocol],
     prompts: PromptLibrary,
     backend: Provider | None = None,
+    with_source: bool = False,
 ) -> dict[str, Any]:
     """What a resumed run must match: everything but the choice of essays. With a ready ``backend`` instance
-    the provider is recorded by its own description instead of ``job.provider``."""
-    names = prompt_names(protocols)
+    the provider is recorded by its own description instead of ``job.provider``; ``with_source``: whether the
+    essays carry a source text (whose template is then recorded)."""
+    names = prompt_names(protocols, with_source)
     return {
         **source_config(job),
         "rubric": rubric.model_dump(mode="json"),
@@ -241,10 +245,15 @@ def build_bank(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Any:
     """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
-    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory."""
+    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory. Under
+    ``--fold each``: one bank per fold, each built from the other folds (:class:`madrag.retrieval.folds.FoldBanks`),
+    all in the persistent cache."""
     from madrag.retrieval import ExemplarBank, make_embedder
+    from madrag.retrieval.folds import FoldBanks
 
     chosen = embedder or make_embedder(job.embedder)
+    if job.eval_fold == EACH:
+        return FoldBanks.build_or_load(fold_pools(pool), rubric, chosen, job.cache_dir / "banks", on_progress)
     return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress)
 
 
@@ -305,7 +314,8 @@ def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: C
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
-    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend))
+    with_source = any(e.source for e in essays)
+    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source))
     record_inputs(job)
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     store.set_meta("run_id", run_id)
@@ -326,7 +336,10 @@ def _prepare_bank(
         return None, {}
     stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
     bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
-    info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    if job.eval_fold == EACH:
+        info = bank.info()  # per fold: fingerprint, size, built now
+    else:
+        info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
     info["embedder"] = bank.embedder.name
     run.store.set_meta("bank", info)
     return bank, info

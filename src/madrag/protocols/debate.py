@@ -1,15 +1,24 @@
 """Advocate / Skeptic debate transcripts (seed 000 3.4, Algorithm 1; transcript variants of Appendix C.1).
 
-Variants (what the Judge is fed):
+Variants (what the Judge is fed), as seed 000 C.1 reads them ("advocate-first" vs "skeptic-first" exchanges,
+"concatenating both full threads"):
 
 * ``adv_r1`` (MADRAG default): Advocate opens on strengths; the Skeptic reads it and rebuts on weaknesses.
   Judge sees [Advocate 1, Skeptic 1].
 * ``adv_r2``: the same exchange for two rounds; each turn reads everything before it.
   Judge sees [Advocate 1, Skeptic 1, Advocate 2, Skeptic 2].
-* ``both_r1`` / ``both_r2``: two independent threads - the Advocate's and the Skeptic's - each of 1 or 2
-  turns, neither reading the other's thread; the Judge sees the Advocate thread, then the Skeptic thread.
-* ``skp_r1`` / ``skp_r2``: the Skeptic alone, 1 or 2 turns (the second reads the first).
-  Judge sees only the Skeptic's turns.
+* ``skp_r1`` / ``skp_r2``: the Skeptic-first exchange: the Skeptic opens on weaknesses, the Advocate reads it
+  and answers on strengths (1 or 2 rounds). Judge sees [Skeptic 1, Advocate 1, ...].
+* ``both_r1`` / ``both_r2``: both full threads concatenated: the advocate-first exchange, then the
+  skeptic-first exchange (neither thread reads the other). Judge sees [Advocate 1, Skeptic 1, ...] then
+  [Skeptic 1, Advocate 1, ...].
+
+Further variants (not in the paper's reading; kept because they isolate one side's framing):
+
+* ``skponly_r1`` / ``skponly_r2``: the Skeptic alone, 1 or 2 turns (the second reads the first) - the
+  "Skeptic-only" of the caption of seed 000 Tables 7-8. Judge sees only the Skeptic's turns.
+* ``split_r1`` / ``split_r2``: two independent one-sided threads, the Advocate's and the Skeptic's, each of 1 or
+  2 turns; the Judge sees the Advocate thread, then the Skeptic thread.
 
 Debate calls are keyed by variant, not by protocol, so MAD and MADRAG share one debate per essay-trait.
 """
@@ -23,12 +32,30 @@ from madrag.agents.context import Turn, render_debate, role_messages
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
-Variant = Literal["adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2"]
+Variant = Literal[
+    "adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2", "skponly_r1", "skponly_r2", "split_r1", "split_r2"
+]
 """A transcript variant (see above)."""
-VARIANTS: tuple[Variant, ...] = ("adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2")
+VARIANTS: tuple[Variant, ...] = (
+    "adv_r1",
+    "adv_r2",
+    "both_r1",
+    "both_r2",
+    "skp_r1",
+    "skp_r2",
+    "skponly_r1",
+    "skponly_r2",
+    "split_r1",
+    "split_r2",
+)
 """Every transcript variant, in the order they are offered."""
 SPEAKER = {"advocate": "Advocate", "skeptic": "Skeptic"}
 """How a debater's role is named in a transcript."""
+
+
+def _exchange(first: str, second: str, rounds: int) -> list[tuple[str, int]]:
+    """One thread where ``first`` and ``second`` alternate, ``rounds`` times each."""
+    return [(role, r) for r in range(1, rounds + 1) for role in (first, second)]
 
 
 def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
@@ -36,8 +63,12 @@ def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
     rounds = int(variant[-1])
     kind = variant.split("_")[0]
     if kind == "adv":
-        return [[(role, r) for r in range(1, rounds + 1) for role in ("advocate", "skeptic")]]
+        return [_exchange("advocate", "skeptic", rounds)]
+    if kind == "skp":
+        return [_exchange("skeptic", "advocate", rounds)]
     if kind == "both":
+        return [_exchange("advocate", "skeptic", rounds), _exchange("skeptic", "advocate", rounds)]
+    if kind == "split":
         return [
             [("advocate", r) for r in range(1, rounds + 1)],
             [("skeptic", r) for r in range(1, rounds + 1)],

@@ -57,11 +57,17 @@ class TraitJudgeProtocol:
         """Score every trait of ``essay``, the traits concurrently."""
         if self.exemplars and ctx.bank is None:
             raise ConfigError(f"protocol {self.name} needs an exemplar bank")
-        return await gather_or_cancel(*(self.score_trait(ctx, essay, t) for t in rubric.traits))
+        label = rubric.source_label
+        return await gather_or_cancel(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
 
-    async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait) -> TraitScore:
-        """Score one trait: exemplars and debate as the protocol says, then its Judge(s)."""
-        values = essay_values(ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence)
+    async def score_trait(
+        self, ctx: CallContext, essay: Essay, trait: Trait, source_label: str | None = None
+    ) -> TraitScore:
+        """Score one trait: exemplars and debate as the protocol says, then its Judge(s) (``source_label``: the
+        rubric's name for the essay's source text, if it has one)."""
+        values = essay_values(
+            ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence, source_label
+        )
         context: dict[str, Any] = {}
         exemplar_text = ""
         if self.exemplars:
@@ -76,12 +82,13 @@ class TraitJudgeProtocol:
             context["debate"] = [r.key for r in records]
             context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
         hint = " and with the scored example essays" if self.exemplars else ""
+        verify = ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else ""
         messages = role_messages(
             ctx.prompts,
             ctx.settings.prompt_layout,
             "judge_system" if self.debate is not None else "rater_system",
             "judge_user",
-            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text},
+            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text, "VERIFY_NOTE": verify},
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
         records = await gather_or_cancel(

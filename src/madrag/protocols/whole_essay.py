@@ -1,10 +1,12 @@
 """Single-agent protocols: one Judge call scores every trait at once (seed 000 Appendix D).
 
 * ``SA``: the rubric (all traits) and the essay; no decomposition, no debate, no exemplars.
-* ``SARAG``: SA plus retrieved exemplars. With all traits in one call, one exemplar per score level *per
-  trait* would be traits x levels essays; SARAG therefore uses the first retrieval procedure of seed 000
-  3.3.2: the k most similar pool essays (k = the number of score levels of the rubric's first trait), each
-  shown with all its human trait scores.
+* ``SARAG``: SA plus retrieved exemplars "spanning the score range" (seed 000 D). With all traits in one call,
+  one exemplar per score level *per trait* would be traits x levels essays; by default (``sarag_exemplars=
+  "span"``) SARAG takes one exemplar per score level of the rubric's first trait (the nearest pool essay with
+  that score, seed 000's second procedure), each shown with all its human trait scores. The option
+  ``sarag_exemplars="similar"`` uses the first procedure instead: the k most similar pool essays (k = the
+  number of score levels of the first trait), whatever their scores.
 
 The score is read by :func:`madrag.agents.judge.judge_all_traits`, which mirrors the per-trait Judge: with
 prefill + choices (embedded model) the rationale is generated up to ``Scores:``, then each trait's score token
@@ -17,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from madrag.agents.calls import AgentCall, CallContext
-from madrag.agents.context import all_traits_values, render_similar_exemplars, role_messages
+from madrag.agents.context import ExemplarSource, all_traits_values, render_similar_exemplars, role_messages
 from madrag.agents.judge import judge_all_traits
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
@@ -28,6 +30,10 @@ from madrag.protocols.base import TraitScore
 from madrag.protocols.registry import ProtocolFamily
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
+from madrag.settings import SaragExemplars
+
+if TYPE_CHECKING:
+    from madrag.retrieval.bank import Exemplar
 
 
 def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | None = None) -> list[TraitScore]:
@@ -46,6 +52,15 @@ def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | Non
         )
         for t in rubric.traits
     ]
+
+
+def sarag_exemplars(bank: ExemplarSource, essay: Essay, rubric: Rubric, choice: SaragExemplars) -> list[Exemplar]:
+    """SARAG's exemplars: ``span`` - the nearest pool essay at each score level of the rubric's first trait
+    (levels without one are left out); ``similar`` - the k nearest pool essays, k = that trait's levels."""
+    first = rubric.traits[0]
+    if choice == "similar":
+        return bank.similar(essay, len(first.scores))
+    return [lvl.exemplar for lvl in bank.per_level(essay, first) if lvl.exemplar is not None]
 
 
 @dataclass(frozen=True)
@@ -76,8 +91,7 @@ class WholeEssayProtocol:
         if self.exemplars:
             if ctx.bank is None:
                 raise ConfigError(f"protocol {self.name} needs an exemplar bank")
-            k = len(rubric.traits[0].scores)
-            found = await asyncio.to_thread(ctx.bank.similar, essay, k)
+            found = await asyncio.to_thread(sarag_exemplars, ctx.bank, essay, rubric, settings.sarag_exemplars)
             exemplar_text = render_similar_exemplars(ctx.prompts, found, settings.exemplar_max_words)
             context["exemplars"] = [ex.model_dump(mode="json") for ex in found]
         values = {

@@ -112,6 +112,9 @@ class ChatResponse(BaseModel):
     model: str = ""
     cached: bool = False
     raw: dict[str, Any] = Field(default_factory=dict)
+    # the request parameters the backend actually sent, when it adapts them to what the server accepts (an
+    # OpenAI reasoning model gets ``max_completion_tokens`` and no ``temperature``); None: sent as requested
+    sent: dict[str, Any] | None = None
     # why each failed attempt before this answer was retried (set by the retry policy; empty from the cache)
     retries: list[str] = Field(default_factory=list)
 

@@ -27,6 +27,7 @@ import pydantic_core
 from pydantic import TypeAdapter
 
 from madrag.errors import ProviderError, TransientProviderError
+from madrag.providers.adapt import MAX_ADAPTATIONS, RequestAdapter, SamplingParams, TokenParam
 from madrag.providers.base import (
     Capabilities,
     ChatRequest,
@@ -67,6 +68,11 @@ class OpenAICompatProvider(Provider):
     ``json_schema_style`` picks how a request's ``json_schema`` is sent: ``"json_schema"`` (OpenAI, vLLM,
     llama.cpp's C++ server, Ollama) or ``"json_object"`` with a ``schema`` key (llama-cpp-python's server,
     which ignores the ``json_schema`` form).
+
+    ``token_param`` and ``sampling_params`` say how the token limit is sent and whether ``temperature`` and
+    ``top_p`` are (see :mod:`madrag.providers.adapt`): by default as asked until the server refuses them, as
+    OpenAI's reasoning models do, then adapted once for the rest of the run. Each response's ``sent`` holds
+    the parameters its request was actually sent with.
     """
 
     def __init__(
@@ -79,6 +85,8 @@ class OpenAICompatProvider(Provider):
         supports_logprobs: bool = True,
         http_client: httpx.AsyncClient | None = None,
         json_schema_style: JsonSchemaStyle = "json_schema",
+        token_param: TokenParam = "auto",
+        sampling_params: SamplingParams = "auto",
     ) -> None:
         if max_concurrency < 1:
             raise ProviderError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -91,6 +99,7 @@ class OpenAICompatProvider(Provider):
         self.timeout_s = timeout_s
         self._max_concurrency = max_concurrency
         self.json_schema_style: JsonSchemaStyle = json_schema_style
+        self.adapter = RequestAdapter(token_param, sampling_params)
         self.capabilities = Capabilities(
             logprobs=supports_logprobs,
             max_top_logprobs=20 if supports_logprobs else 0,
@@ -133,6 +142,8 @@ class OpenAICompatProvider(Provider):
             timeout_s=self.timeout_s,
             max_concurrency=self.max_concurrency,
             json_schema_style=self.json_schema_style,
+            token_param=self.adapter.token_param,
+            sampling_params=self.adapter.sampling_params,
         )
         return info
 
@@ -172,17 +183,35 @@ class OpenAICompatProvider(Provider):
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         kwargs = self.request_kwargs(request)
         async with self._semaphore:
-            start = time.monotonic()
-            try:
-                # the client's generic POST (its documented way to call any endpoint): the same request, headers
-                # and error handling as ``chat.completions.create``, without its per-request walk over the
-                # parameters' type annotations and without building the package's response models (together
-                # more CPU than the rest of a call); the body is parsed and checked by :meth:`_to_response`
-                answer = await self._client.post("/chat/completions", body=kwargs, cast_to=httpx.Response)
-            except openai.APIError as exc:
-                raise self._map_error(exc) from None
+            for _ in range(MAX_ADAPTATIONS):
+                body = self.adapter.body(kwargs)
+                start = time.monotonic()
+                try:
+                    answer = await self._post(body)
+                    break
+                except openai.BadRequestError as exc:
+                    # a parameter the model refuses (e.g. max_tokens of a reasoning model): adapt and resend
+                    if not self.adapter.adapt(self._status_detail(exc), body):
+                        raise self._map_error(exc) from None
+            else:
+                sent = ", ".join(sorted(k for k in body if k != "messages"))
+                raise ProviderError(f"{self._where()} kept refusing the request's parameters (sent: {sent})")
             latency = time.monotonic() - start
-        return self._to_response(request, answer.content, latency)
+        response = self._to_response(request, answer.content, latency)
+        return response.model_copy(update={"sent": self.adapter.sent(body)})
+
+    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+        """POST one chat completion body; every API error but a 400 is mapped to a :class:`ProviderError`."""
+        try:
+            # the client's generic POST (its documented way to call any endpoint): the same request, headers
+            # and error handling as ``chat.completions.create``, without its per-request walk over the
+            # parameters' type annotations and without building the package's response models (together
+            # more CPU than the rest of a call); the body is parsed and checked by :meth:`_to_response`
+            return await self._client.post("/chat/completions", body=body, cast_to=httpx.Response)
+        except openai.BadRequestError:
+            raise
+        except openai.APIError as exc:
+            raise self._map_error(exc) from None
 
     # -- response ------------------------------------------------------------------------------------------
 
@@ -331,7 +360,7 @@ class OpenAICompatProvider(Provider):
             detail = self._scrub(self._status_detail(exc))
             if status >= 500 or status in _TRANSIENT_STATUS:
                 return TransientProviderError(f"{where} answered HTTP {status}: {detail}")
-            hint = f" (check ${self.api_key_env})" if status in (401, 403) else ""
+            hint = f" (check ${self.api_key_env})" if status in (401, 403) else self.adapter.hint(detail)
             return ProviderError(f"{where} answered HTTP {status}{hint}: {detail}")
         if isinstance(exc, openai.APIResponseValidationError):
             return ProviderError(self._garbage(exc.message))

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from madrag.errors import ConfigError
+from madrag.providers.adapt import SamplingParams, TokenParam
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
@@ -35,6 +36,9 @@ class ProviderSpec(BaseModel):
     extra_base_urls: list[str] = Field(default_factory=list)
     api_key_env: str = "OPENAI_API_KEY"
     logprobs: bool = True  # openai: whether the server returns logprobs
+    # openai: how the token limit is sent, and whether temperature / top_p are (auto: adapt once to a refusal)
+    token_param: TokenParam = "auto"
+    sampling_params: SamplingParams = "auto"
     concurrency: int | None = None
     timeout_s: float = 300.0
     retries: int = 4
@@ -56,9 +60,18 @@ OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s"
 """Spec fields that change how calls are made, not what a backend answers (a resumed run may change them)."""
 
 
+ADDED_LATER = {"token_param": "auto", "sampling_params": "auto"}
+"""Spec fields added after runs were recorded, with their defaults: part of a run's identity only when set
+otherwise, so that a run recorded before them still resumes."""
+
+
 def spec_identity(spec: ProviderSpec) -> dict[str, object]:
     """The settings that change what a backend answers (a resumed run must match them)."""
-    return spec.model_dump(mode="json", exclude=set(OPERATIONAL))
+    identity = spec.model_dump(mode="json", exclude=set(OPERATIONAL))
+    for name, default in ADDED_LATER.items():
+        if identity.get(name) == default:
+            del identity[name]
+    return identity
 
 
 ProviderFactory = Callable[[ProviderSpec], Provider]
@@ -170,6 +183,8 @@ def _openai(spec: ProviderSpec) -> Provider:
             timeout_s=spec.timeout_s,
             max_concurrency=spec.concurrency or 8,
             supports_logprobs=spec.logprobs,
+            token_param=spec.token_param,
+            sampling_params=spec.sampling_params,
         )
         for url in [spec.base_url, *spec.extra_base_urls]
     ]

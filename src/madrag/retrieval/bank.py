@@ -78,14 +78,17 @@ def pool_fingerprint(pool: Sequence[Essay], rubric: Rubric, embedder_name: str) 
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def bank_scope(pool: Sequence[Essay], rubric: Rubric) -> str:
-    """What a bank is for (the rubric's traits and the pool's essay sets), not its exact pool or embedder.
+def bank_scope(pool: Sequence[Essay], rubric: Rubric, tag: str = "") -> str:
+    """What a bank is for (the rubric's traits, the pool's essay sets and an optional ``tag``, e.g. the fold a
+    cross-fold bank leaves out), not its exact pool or embedder.
 
     A newer bank of the same scope in a cache directory makes the older one stale; banks of other scopes
-    (another rubric or essay set) are kept.
+    (another rubric, essay set or tag) are kept.
     """
     sets = sorted({e.essay_set for e in pool if e.essay_set is not None})
-    payload = {"traits": rubric.trait_names, "sets": sets}
+    payload: dict[str, object] = {"traits": rubric.trait_names, "sets": sets}
+    if tag:
+        payload["tag"] = tag
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
 
 
@@ -170,6 +173,7 @@ class ExemplarBank:
         *,
         batch_size: int = 256,
         prune_stale: bool = True,
+        scope_tag: str = "",
         on_progress: Callable[[int, int], None] | None = None,
     ) -> ExemplarBank:
         """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it.
@@ -177,6 +181,7 @@ class ExemplarBank:
         ``batch_size`` essays are embedded and added per step (capped by Chroma's maximum batch size).
         With ``prune_stale``, banks in ``cache_dir`` for the same traits and essay sets but another pool or
         embedder are deleted once this one is ready (banks of other rubrics or essay sets are kept).
+        ``scope_tag`` sets banks of the same traits and sets apart (the per-fold banks of ``--fold each``).
         ``on_progress(done, total)`` is called after each embedded batch when the bank is built now.
         """
         _check_pool(pool)
@@ -187,7 +192,7 @@ class ExemplarBank:
         name = _NAME_PREFIX + fingerprint[:40]
         collection = cls._existing(client, name, fingerprint, len(pool))
         built_now = collection is None
-        scope = bank_scope(pool, rubric)
+        scope = bank_scope(pool, rubric, scope_tag)
         if collection is None:
             metadata: dict[str, str | int] = {
                 "fingerprint": fingerprint,

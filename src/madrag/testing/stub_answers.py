@@ -30,13 +30,15 @@ _FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
 @dataclass(frozen=True)
 class StubConfig:
     """How the stub behaves: requests served at once (``capacity``; more wait), seconds each holds its slot,
-    the model name it answers as, and the words in a debater's answer and in a Judge's rationale."""
+    the model name it answers as, the words in a debater's answer and in a Judge's rationale, and whether it
+    refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`)."""
 
     capacity: int = 32
     latency_s: float = 0.25
     model: str = MODEL
     debater_tokens: int = 150
     judge_tokens: int = 60
+    reasoning_model: bool = False
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

@@ -8,6 +8,8 @@ the range the prompt states (the last "between A and B" of the last user message
 returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
 other valid scores, so a score distribution can be read. ``GET /v1/models`` lists the one model;
 ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
+With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
+``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
 The answers and the stub's configuration (:class:`~madrag.testing.stub_answers.StubConfig`) are
 :mod:`madrag.testing.stub_answers`.
 
@@ -41,6 +43,7 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+from madrag.testing.reasoning import refusal
 from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion
 
 HOST = "127.0.0.1"
@@ -52,6 +55,7 @@ class StubStats:
 
     requests: int = 0
     completed: int = 0
+    refused: int = 0  # requests answered 400 for a parameter the emulated model refuses
     in_flight: int = 0
     max_in_flight: int = 0
     waiting: int = 0
@@ -99,7 +103,8 @@ class StubApp:
         return app
 
     async def chat(self, request: web.Request) -> web.Response:
-        """``POST /v1/chat/completions``: a 400 for a malformed body, else the canned answer after the latency."""
+        """``POST /v1/chat/completions``: a 400 for a malformed body (or, as a reasoning model, a refused
+        parameter), else the canned answer after the latency."""
         try:
             body = await request.json()
         except ValueError:
@@ -109,6 +114,9 @@ class StubApp:
         role = classify(body["messages"])
         self.stats.requests += 1
         self.roles[role] += 1
+        if self.config.reasoning_model and (refused := refusal(body)) is not None:
+            self.stats.refused += 1
+            return web.json_response(refused, status=400)
         answer = await self._hold_slot(body, role)
         self.stats.completed += 1
         return web.Response(body=answer, content_type="application/json")
@@ -187,11 +195,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=MODEL, help="model name in answers and /v1/models")
     parser.add_argument("--debater-tokens", type=int, default=150, help="words in an Advocate/Skeptic answer")
     parser.add_argument("--judge-tokens", type=int, default=60, help="words in a Judge rationale")
+    parser.add_argument("--reasoning-model", action="store_true", help="refuse max_tokens, temperature, logprobs")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
         parser.error("--capacity must be >= 1 and --latency >= 0")
-    config = StubConfig(args.capacity, args.latency, args.model, args.debater_tokens, args.judge_tokens)
+    config = StubConfig(
+        args.capacity, args.latency, args.model, args.debater_tokens, args.judge_tokens, args.reasoning_model
+    )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
 
@@ -225,6 +236,7 @@ class StubServer:
             f"--model={c.model}",
             f"--debater-tokens={c.debater_tokens}",
             f"--judge-tokens={c.judge_tokens}",
+            *(["--reasoning-model"] if c.reasoning_model else []),
         ]
 
     def start(self) -> StubServer:

@@ -1,0 +1,84 @@
+"""``madrag serve``: start the web app and HTTP API (FastAPI under uvicorn)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from madrag.errors import ConfigError
+from madrag.retrieval.embedder import EMBEDDERS
+
+TOKEN_ENV = "MADRAG_SERVER_TOKEN"
+
+
+def serve_command(
+    host: Annotated[str, typer.Option(help="Address to bind; anything but loopback requires a token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where runs, rubrics and drafts live (default $MADRAG_SERVER_DIR or ~/.local/share)."),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(help=f"Token every page and API call must carry (or ${TOKEN_ENV}); generated off loopback."),
+    ] = None,
+    asap_dir: Annotated[Path | None, typer.Option(help="Folder with the shipped ASAP rubrics and data.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Exemplar indexes and response cache.")] = None,
+    model_path: Annotated[Path | None, typer.Option(help="A GGUF file for the embedded backend.")] = None,
+    slots: Annotated[int, typer.Option(help="Embedded backend: parallel model contexts.")] = 2,
+    backend_concurrency: Annotated[
+        int, typer.Option(help="Requests in flight to one backend, shared by every run on it.")
+    ] = 8,
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable with the OpenAI-compatible key used when none is typed in.")
+    ] = "OPENAI_API_KEY",
+    embedder: Annotated[
+        str, typer.Option(help="Exemplar pools' embedder: minilm (seed 000's) or hashing (quick checks, not scoring).")
+    ] = "minilm",
+    resume: Annotated[bool, typer.Option("--resume", help="Resume runs a stopped server left unfinished.")] = False,
+    max_upload_mb: Annotated[float, typer.Option(help="Largest request body (upload), in MB.")] = 20.0,
+    max_essays: Annotated[int, typer.Option(help="Most essays in one upload.")] = 20_000,
+) -> None:
+    """Serve the web app for teachers and the JSON API (OpenAPI at /docs) on the same pipeline and run store."""
+    import uvicorn
+
+    from madrag.server import Limits, ServerConfig, create_app
+    from madrag.server.config import default_data_dir, is_loopback
+
+    if embedder not in EMBEDDERS:
+        raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
+    given = token or os.environ.get(TOKEN_ENV) or None
+    generated = given is None and not is_loopback(host)
+    if generated:
+        given = secrets.token_urlsafe(24)
+    limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_rows=max_essays)
+    config = ServerConfig(
+        data_dir=data_dir or default_data_dir(),
+        host=host,
+        port=port,
+        token=given,
+        limits=limits,
+        asap_dir=asap_dir,
+        cache_dir=cache_dir,
+        model_path=str(model_path) if model_path else None,
+        slots=slots,
+        backend_concurrency=backend_concurrency,
+        api_key_env=api_key_env,
+        embedder=embedder,
+        auto_resume=resume,
+    )
+    if port < 1 or port > 65535:
+        raise ConfigError(f"--port must be between 1 and 65535, got {port}")
+    app = create_app(config)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    if generated:
+        typer.echo(f"madrag serve: open {url}?token={given}  (this token is shown once; keep it)")
+    else:
+        typer.echo(f"madrag serve: open {url}" + ("  (token required)" if config.token_required else ""))
+    typer.echo(f"runs are kept in {config.data_dir}")
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -1,0 +1,202 @@
+"""The JSON API under ``/api`` (documented at ``/docs``): rubrics, runs, progress, scores, one essay's
+records, reviews (overrides), cancel and resume, export, evaluation, and scoring one essay synchronously."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from madrag import __version__
+from madrag.server import library, library_runs, results, service
+from madrag.server.errors import ApiError
+from madrag.server.schemas import OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
+from madrag.server.service import State
+
+router = APIRouter(prefix="/api")
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {
+        "description": text,
+        "content": {"application/json": {"example": {"error": {"status": code, "message": text}}}},
+    }
+    for code, text in {
+        400: "bad input (essays, rubric or settings)",
+        404: "no such rubric, run or essay",
+        409: "the run is in the wrong state for this",
+        413: "upload over the limits",
+        422: "invalid request fields",
+        503: "the backend failed or the time limit passed",
+    }.items()
+}
+
+
+def state(request: Request) -> State:
+    """The server's state (settings, rubrics, runs)."""
+    found: State = request.app.state.madrag
+    return found
+
+
+StateDep = Annotated[State, Depends(state)]
+
+
+@router.get("/health", summary="Server status and version")
+def health(s: StateDep) -> dict[str, Any]:
+    return {"status": "ok", "version": __version__, "token_required": s.config.token_required}
+
+
+@router.get("/protocols", summary="Scoring protocols and whether each needs an exemplar pool")
+def protocols() -> list[dict[str, Any]]:
+    return [{"name": n, "retrieval": library.uses_retrieval(n)} for n in library.protocol_names()]
+
+
+@router.get("/rubrics", summary="Shipped and created rubrics")
+def list_rubrics(s: StateDep) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": rid,
+            "name": r.name,
+            "traits": r.trait_names,
+            "shipped": rid in s.catalog.shipped,
+            "shipped_pool": s.catalog.pool_available(r),
+        }
+        for rid, r in s.catalog.all().items()
+    ]
+
+
+@router.post("/rubrics", status_code=201, summary="Create a rubric", responses=ERRORS)
+def create_rubric(body: RubricCreate, s: StateDep) -> dict[str, Any]:
+    rubric = library.rubric_from_dict(body.model_dump())
+    rid = s.catalog.add(rubric)
+    return {"id": rid, "rubric": rubric.model_dump(mode="json")}
+
+
+@router.get("/rubrics/{rubric_id}", summary="One rubric", responses=ERRORS)
+def get_rubric(rubric_id: str, s: StateDep) -> dict[str, Any]:
+    return {"id": rubric_id, "rubric": s.catalog.get(rubric_id).model_dump(mode="json")}
+
+
+@router.post("/runs", status_code=201, summary="Create and start a run (or a dry-run estimate)", responses=ERRORS)
+def create_run(body: RunCreate, s: StateDep) -> dict[str, Any]:
+    meta = service.start_run(s, body)
+    return s.runs.describe(meta.id)
+
+
+@router.get("/runs", summary="Every run, newest first (interrupted ones can be resumed)")
+def list_runs(s: StateDep) -> list[dict[str, Any]]:
+    return [s.runs.describe(m.id) for m in s.runs.all()]
+
+
+@router.get("/runs/{run_id}", summary="A run's status and progress", responses=ERRORS)
+def get_run(run_id: str, s: StateDep) -> dict[str, Any]:
+    return s.runs.describe(run_id)
+
+
+@router.get("/runs/{run_id}/events", summary="Live progress as server-sent events", responses=ERRORS)
+async def run_events(
+    run_id: str,
+    request: Request,
+    s: StateDep,
+    after: Annotated[int | None, Query(description="Replay only events after this id (as Last-Event-ID).")] = None,
+) -> StreamingResponse:
+    """A snapshot, then the run's recent events (those after ``Last-Event-ID`` / ``after``), then every new
+    one until the run stops; each event carries its ``id`` so a reconnecting client misses nothing recent."""
+    s.runs.run_dir(run_id)
+    prog = s.runs.progress_of(run_id)
+    queue = prog.subscribe(asyncio.get_running_loop())
+    header = request.headers.get("last-event-id", "")
+    last = after if after is not None else int(header) if header.isdigit() else 0
+    backlog = [e for e in list(prog.recent) if e["seq"] > last]
+
+    async def stream() -> AsyncIterator[str]:
+        sent = last
+        try:
+            yield _sse({"type": "snapshot", "progress": prog.snapshot()})
+            for event in backlog:
+                sent = event["seq"]
+                yield _sse(event)
+            while prog.snapshot()["status"] in ("queued", "running") or not queue.empty():
+                try:
+                    event = await asyncio.wait_for(queue.get(), 15)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                if event["seq"] > sent:
+                    sent = event["seq"]
+                    yield _sse(event)
+                if await request.is_disconnected():
+                    return
+            yield _sse({"type": "end", "progress": prog.snapshot()})
+        finally:
+            prog.unsubscribe(queue)
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+
+def _sse(event: dict[str, Any]) -> str:
+    head = f"id: {event['seq']}\n" if "seq" in event else ""
+    return f"{head}event: {event.get('type', 'message')}\ndata: {json.dumps(event)}\n\n"
+
+
+@router.post("/runs/{run_id}/cancel", summary="Stop a running run (finished calls are kept)", responses=ERRORS)
+def cancel_run(run_id: str, s: StateDep) -> dict[str, Any]:
+    s.runs.cancel(run_id)
+    return s.runs.describe(run_id)
+
+
+@router.post(
+    "/runs/{run_id}/resume", status_code=202, summary="Resume an interrupted or cancelled run", responses=ERRORS
+)
+def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> dict[str, Any]:
+    s.runs.resume(run_id, None if body is None else body.api_key)
+    return s.runs.describe(run_id)
+
+
+@router.get("/runs/{run_id}/scores", summary="Trait scores per essay, with reviews", responses=ERRORS)
+def run_scores(run_id: str, s: StateDep) -> dict[str, Any]:
+    return {"run_id": run_id, "rows": results.export_rows(s, run_id)}
+
+
+@router.get(
+    "/runs/{run_id}/essays/{essay_id:path}",
+    summary="One essay's records: rationales, debate, exemplars",
+    responses=ERRORS,
+)
+def essay_records(run_id: str, essay_id: str, s: StateDep) -> dict[str, Any]:
+    return results.essay_detail(s, run_id, essay_id)
+
+
+@router.get("/runs/{run_id}/overrides", summary="Every review of the run, oldest first", responses=ERRORS)
+def list_overrides(run_id: str, s: StateDep) -> list[dict[str, Any]]:
+    from madrag.server.reviews import all_reviews
+
+    return [r.model_dump() for r in all_reviews(s.runs.run_dir(run_id))]
+
+
+@router.post("/runs/{run_id}/overrides", status_code=201, summary="Accept or override a trait score", responses=ERRORS)
+def add_override(run_id: str, body: OverrideIn, s: StateDep) -> dict[str, Any]:
+    return results.add_override(s, run_id, body).model_dump()
+
+
+@router.get("/runs/{run_id}/export", summary="Scores with reviews as CSV or JSONL", responses=ERRORS)
+def export(run_id: str, s: StateDep, format: Annotated[Literal["csv", "jsonl"], Query()] = "csv") -> Response:
+    content, media = results.export(s, run_id, format)
+    name = f"madrag-{run_id}-scores.{format}"
+    return Response(content, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@router.get("/runs/{run_id}/evaluation", summary="madrag eval's tables (needs human scores)", responses=ERRORS)
+def evaluation(run_id: str, s: StateDep) -> dict[str, Any]:
+    view = s.runs.view(run_id)
+    if not view.has_human:
+        raise ApiError(409, "this run's essays have no human scores to evaluate against")
+    return {"run_id": run_id, "tables": library_runs.evaluation_tables(s.runs.run_dir(run_id))[0]}
+
+
+@router.post("/score", summary="Score one essay now, within a time limit", responses=ERRORS)
+async def score_one(body: SingleScoreIn, s: StateDep) -> dict[str, Any]:
+    return await service.score_one(s, body)

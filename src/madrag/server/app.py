@@ -1,0 +1,105 @@
+"""The application factory: the JSON API, the teacher's pages, static files from the package, ``/docs``.
+
+``create_app(config)`` builds a FastAPI app around one :class:`~madrag.server.runs.RunManager`; on start-up it
+lists runs a stopped server left unfinished (as ``interrupted``, resumable), on shutdown it stops the runs in
+flight (their finished calls are in their run stores).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from madrag import __version__
+from madrag.server import api, errors, pages, results
+from madrag.server.catalog import Catalog
+from madrag.server.config import ServerConfig, find_asap_dir
+from madrag.server.drafts import Drafts
+from madrag.server.errors import render_error
+from madrag.server.runs import RunManager
+from madrag.server.security import Guard, TooLarge
+from madrag.server.service import State
+
+log = logging.getLogger("madrag.server")
+DESCRIPTION = """Rubric-based analytic essay scoring with LLM agents (Advocate, Skeptic, Judge per trait).
+
+Every error is JSON: `{"error": {"status": ..., "message": ..., "field": ...}}`. When the server has a token,
+send it as `Authorization: Bearer TOKEN`. Write requests take JSON bodies."""
+
+
+DOCS_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>madrag API</title>
+<link rel="stylesheet" href="/static/swagger-ui.css"></head><body><div id="swagger-ui"></div>
+<script src="/static/swagger-ui-bundle.js"></script><script src="/static/docs.js"></script></body></html>"""
+"""The API documentation: Swagger UI (vendored from the npm package swagger-ui-dist 5.35.0), no CDN."""
+
+
+PREPARED_RUNS = 3
+"""Finished runs whose results page is prepared at start-up (the most recent ones)."""
+
+
+def prepare_recent(state: State) -> None:
+    """Read the scores and build the results grid of the most recent finished runs, so the first page a teacher
+    opens after a restart is served at once."""
+    from madrag.server.pages_runs import grid_html
+
+    finished = [m for m in state.runs.all() if m.status == "finished" and m.kind != "estimate"][:PREPARED_RUNS]
+    for meta in finished:
+        try:
+            table = results.grid(state, meta.id)
+            state.memo("grid-html", meta.id, lambda: grid_html(meta.id, table))  # noqa: B023 - used at once
+        except Exception as exc:  # a damaged run must not stop the server; opening it reports the problem
+            log.warning("could not prepare run %s: %s", meta.id, type(exc).__name__)
+
+
+def create_app(config: ServerConfig | None = None) -> FastAPI:
+    """The web app and API for ``config`` (defaults: loopback, the default data directory)."""
+    config = config or ServerConfig()
+    if config.token_required and not config.token:
+        raise ValueError("a server on a non-loopback address needs a token")
+    config = config.model_copy(update={"asap_dir": find_asap_dir(config.asap_dir)})
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    state = State(config, Catalog(config.data_dir, config.asap_dir), RunManager(config), Drafts(config.data_dir))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        state.runs.recover()
+        threading.Thread(target=prepare_recent, args=(state,), name="madrag-prepare", daemon=True).start()
+        try:
+            yield
+        finally:
+            state.runs.close()
+
+    app = FastAPI(
+        title="madrag",
+        version=__version__,
+        description=DESCRIPTION,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.madrag = state
+    errors.install(app)
+
+    @app.exception_handler(TooLarge)
+    async def _too_large(request: Request, _exc: TooLarge) -> Response:
+        limit = config.limits.max_upload_bytes
+        return render_error(request, 413, f"request body over the upload limit of {limit:,} bytes")
+
+    static = resources.files("madrag.server") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(DOCS_PAGE)
+
+    app.include_router(api.router)
+    pages.install(app)
+    app.add_middleware(Guard, config=config)
+    return app

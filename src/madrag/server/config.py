@@ -1,0 +1,99 @@
+"""The server's settings: where runs live, who may call it, how much it accepts, and its default backend.
+
+A :class:`ServerConfig` is built by ``madrag serve`` from its options (or by a test) and handed to
+:func:`madrag.server.app.create_app`. The API key of an OpenAI-compatible backend is never part of it: the
+server reads keys from its environment or holds a key typed into a page in memory only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from madrag.retrieval.embedder import EmbedderName
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a bind address or name) is reachable only from this machine."""
+    name = host.strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class Limits(BaseModel):
+    """What one request may bring: an upload is refused with 413 above ``max_upload_bytes``; essays above
+    ``max_rows`` or longer than ``max_essay_chars`` are refused with the reason."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    max_rows: int = Field(default=20_000, ge=1)
+    max_essay_chars: int = Field(default=50_000, ge=100)
+    max_rubric_bytes: int = Field(default=256 * 1024, ge=256)
+    max_time_limit_s: float = Field(default=600.0, gt=0)
+
+
+def default_data_dir() -> Path:
+    """``$MADRAG_SERVER_DIR``, else ``~/.local/share/madrag/server``."""
+    env = os.environ.get("MADRAG_SERVER_DIR")
+    return Path(env) if env else Path.home() / ".local" / "share" / "madrag" / "server"
+
+
+class ServerConfig(BaseModel):
+    """Everything the app needs to start.
+
+    ``token``: when set, every page and API call must carry it; it must be set when ``host`` is not a loopback
+    address (``madrag serve`` generates one then). ``backend_concurrency``: requests in flight to one backend,
+    shared by every run on it. ``embedder``: the exemplar pools' (MiniLM; ``hashing`` for quick checks and tests).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    asap_dir: Path | None = None
+    cache_dir: Path | None = None
+    model_path: str | None = None  # the embedded backend's GGUF (chosen by whoever starts the server)
+    slots: int = Field(default=2, ge=1)
+    backend_concurrency: int = Field(default=8, ge=1)
+    api_key_env: str = "OPENAI_API_KEY"
+    auto_resume: bool = False
+    embedder: EmbedderName = "minilm"
+
+    @property
+    def token_required(self) -> bool:
+        """A token guards the server when one is set, and one must be set off loopback."""
+        return self.token is not None or not is_loopback(self.host)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def drafts_dir(self) -> Path:
+        return self.data_dir / "drafts"
+
+
+def find_asap_dir(explicit: Path | None = None) -> Path | None:
+    """The ASAP folder with the shipped rubrics and data: ``explicit``, ``$MADRAG_ASAP_DIR``,
+    ``./shared/data/asap`` or ``../shared/data/asap``; None when none has the files."""
+    candidates = [explicit] if explicit is not None else []
+    if env := os.environ.get("MADRAG_ASAP_DIR"):
+        candidates.append(Path(env))
+    candidates += [Path("shared/data/asap"), Path("../shared/data/asap")]
+    for folder in candidates:
+        if folder is not None and (folder / "rubric_set7.json").is_file():
+            return folder.resolve()
+    return None

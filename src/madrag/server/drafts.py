@@ -1,0 +1,102 @@
+"""A run being set up in the pages, step by step (rubric, essays, exemplars, backend), before it starts.
+
+A draft lives in ``<data_dir>/drafts/<id>/`` (``draft.json`` and the essays read so far, ``essays.jsonl``). An
+API key typed on the backend step is held in memory only (:class:`DraftKeys`) and handed to the run.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr
+
+from madrag.data.essay import Essay
+from madrag.rubric import Rubric
+from madrag.server import library
+from madrag.server.errors import ApiError
+from madrag.server.schemas import BackendSettings
+
+_DRAFT_ID = re.compile(r"^[a-f0-9]{12}$")
+
+
+class Draft(BaseModel):
+    """What the teacher chose so far."""
+
+    id: str
+    rubric_id: str | None = None
+    n_essays: int = 0
+    refused: list[dict[str, str]] = Field(default_factory=list)
+    has_scores: bool = False
+    has_folds: bool = False
+    pool: str | None = None
+    eval_fold: int = 0
+    protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
+    backend: dict[str, Any] = Field(default_factory=lambda: {"kind": "llamacpp"})
+    estimate_run: str | None = None
+    name: str = ""
+
+
+class Drafts:
+    """Drafts on disk, and typed API keys in memory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "drafts"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._keys: dict[str, SecretStr] = {}
+        self._lock = threading.Lock()
+
+    def new(self) -> Draft:
+        draft = Draft(id=uuid.uuid4().hex[:12])
+        self.save(draft)
+        return draft
+
+    def folder(self, draft_id: str) -> Path:
+        if not _DRAFT_ID.match(draft_id) or not (self.root / draft_id / "draft.json").is_file():
+            raise ApiError(404, f"no draft {draft_id!r}: start a new run")
+        return self.root / draft_id
+
+    def get(self, draft_id: str) -> Draft:
+        return Draft.model_validate_json((self.folder(draft_id) / "draft.json").read_text(encoding="utf-8"))
+
+    def save(self, draft: Draft) -> None:
+        folder = self.root / draft.id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "draft.json").write_text(draft.model_dump_json(indent=2), encoding="utf-8")
+
+    def set_essays(self, draft: Draft, essays: list[Essay], refused: list[dict[str, str]]) -> Draft:
+        library.write_essays(self.folder(draft.id) / "essays.jsonl", essays)
+        upload = library.EssayUpload(essays, refused)
+        updated = draft.model_copy(
+            update={
+                "n_essays": len(essays),
+                "refused": refused,
+                "has_scores": upload.has_scores,
+                "has_folds": upload.has_folds,
+                "pool": None,
+            }
+        )
+        self.save(updated)
+        return updated
+
+    def essays(self, draft: Draft, rubric: Rubric) -> list[Essay]:
+        path = self.folder(draft.id) / "essays.jsonl"
+        return library.read_essays(path, rubric) if path.is_file() and draft.n_essays else []
+
+    def set_key(self, draft_id: str, key: SecretStr | None) -> None:
+        with self._lock:
+            if key is None or not key.get_secret_value():
+                self._keys.pop(draft_id, None)
+            else:
+                self._keys[draft_id] = key
+
+    def key(self, draft_id: str) -> SecretStr | None:
+        with self._lock:
+            return self._keys.get(draft_id)
+
+    def backend(self, draft: Draft) -> BackendSettings:
+        """The draft's backend with its typed key (if any)."""
+        return BackendSettings.model_validate({**draft.backend, "api_key": self.key(draft.id)})

@@ -1,0 +1,104 @@
+"""Errors as JSON (API) or as a page (browser), with the right status code and never a traceback.
+
+Every error body of the API is ``{"error": {"status": 404, "message": "...", "field": "..."?}}``. Library
+errors map by kind: bad input or rubric 400, a settings conflict 409, a backend failure 503.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
+
+log = logging.getLogger("madrag.server")
+
+
+class ApiError(Exception):
+    """An error the server reports to its caller: a status code, a one-line message and, where it concerns one
+    input field, that field's name."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+def library_status(exc: MadragError) -> int:
+    """The status code of a library error."""
+    if isinstance(exc, ProviderError):
+        return 503
+    if isinstance(exc, ConfigError):
+        return 409
+    if isinstance(exc, InputError | RubricError):
+        return 400
+    return 400
+
+
+def error_body(status: int, message: str, field: str | None = None) -> dict[str, Any]:
+    """The JSON body of an error."""
+    inner: dict[str, Any] = {"status": status, "message": message}
+    if field is not None:
+        inner["field"] = field
+    return {"error": inner}
+
+
+def wants_html(request: Request) -> bool:
+    """A browser page (not the JSON API) is asking."""
+    return not request.url.path.startswith("/api") and "text/html" in request.headers.get("accept", "")
+
+
+def render_error(request: Request, status: int, message: str, field: str | None = None) -> Response:
+    """The error as a page for browsers, JSON for programs."""
+    if wants_html(request):
+        render = getattr(request.app.state, "render_error_page", None)
+        if render is not None:
+            page: Response = render(request, status, message)
+            return page
+        return HTMLResponse(f"<h1>{status}</h1>", status_code=status)
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return JSONResponse(error_body(status, message, field), status_code=status, headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path", "header")]
+    where = ".".join(loc) or None
+    msg = str(first.get("msg", "invalid request"))
+    return (f"{where}: {msg}" if where else msg), where
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every error into JSON or a page."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        return render_error(request, exc.status, exc.message, exc.field)
+
+    @app.exception_handler(MadragError)
+    async def _library_error(request: Request, exc: MadragError) -> Response:
+        return render_error(request, library_status(exc), str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        message, field = _validation_message(exc)
+        return render_error(request, 422, message, field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        messages = {404: "not found", 405: "method not allowed"}
+        detail = exc.detail if isinstance(exc.detail, str) and exc.detail else messages.get(exc.status_code, "error")
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no such page or endpoint: {request.url.path}"
+        return render_error(request, exc.status_code, str(detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.error("unexpected error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return render_error(request, 500, f"internal error ({type(exc).__name__}); the server log has details")

@@ -1,0 +1,381 @@
+"""The one place the server calls the madrag library: rubrics, essays, the scoring job, and reading a run.
+
+Everything the web layer needs from the pipeline goes through these functions (and, for reading runs,
+:mod:`madrag.server.library_runs`), so the server has no scoring
+path of its own: a run started here is the same ``ScoreJob`` run by the same ``execute`` into the same run store
+as ``madrag score``, and is read back by the same ``evaluation.run`` reader.
+
+Inputs are kept in the run directory: ``inputs/rubric.json`` and ``inputs/essays.jsonl`` (one JSON object per
+essay in the layout the library's table loader reads: ``id, text, prompt, fold, rater<i>_<trait>``). A separate
+exemplar pool (the shipped ASAP essays) goes into the same file under fold 1 with ``pool-`` ids, the essays to
+score under fold 0, and the job scores fold 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+import madrag
+from madrag.api import ScoreProgress
+from madrag.data.essay import Essay
+from madrag.data.loaders import load_asap, load_essays, load_table
+from madrag.errors import InputError, RubricError
+from madrag.evaluation.costs.estimate import estimate_run
+from madrag.evaluation.costs.prices import ANY_MODEL, Price
+from madrag.evaluation.costs.render import estimate_to_dict
+from madrag.pipeline.job import ScoreJob
+from madrag.protocols import available, get_protocol
+from madrag.protocols.base import TraitScore
+from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
+from madrag.records import AgentRecord
+from madrag.retrieval.embedder import EmbedderName
+from madrag.rubric import Rubric, load_rubric
+from madrag.settings import ScoringSettings
+from madrag.store import RunStore
+
+PoolMode = Literal["none", "folds", "same", "asap"]
+SHIPPED_RUBRICS = {"asap-set7": "rubric_set7.json", "asap-set8": "rubric_set8.json"}
+ASAP_DATA = "training_set_rel3_sets7_8.tsv"
+POOL_PREFIX = "pool-"
+TINY_MODEL_NOTE = (
+    "The embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give valid "
+    "scores. For real scoring use an OpenAI-compatible server."
+)
+
+# -- rubrics -----------------------------------------------------------------------------------------------
+
+
+def shipped_rubrics(asap_dir: Path | None) -> dict[str, Rubric]:
+    """The rubrics shipped with the ASAP data (sets 7 and 8), by id; empty when the data is not there."""
+    if asap_dir is None:
+        return {}
+    return {rid: load_rubric(asap_dir / name) for rid, name in SHIPPED_RUBRICS.items() if (asap_dir / name).is_file()}
+
+
+def rubric_from_upload(data: bytes, filename: str) -> Rubric:
+    """A rubric from an uploaded JSON or YAML file (by its suffix; JSON when it has none)."""
+    suffix = Path(filename).suffix.lower()
+    suffix = suffix if suffix in {".json", ".yaml", ".yml"} else ".json"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"rubric{suffix}"
+        path.write_bytes(data)
+        rubric = load_rubric(path)
+    return rubric.model_copy(update={"name": rubric.name if rubric.name != "rubric" else Path(filename).stem})
+
+
+def rubric_from_dict(raw: Any) -> Rubric:
+    """A rubric from a mapping (the API's JSON body, or the page's form); a RubricError names the field."""
+    if not isinstance(raw, dict):
+        raise RubricError("a rubric must be an object with a 'traits' list")
+    try:
+        return Rubric.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise RubricError(f"{where}: {first['msg']}") from exc
+
+
+def rubric_json(rubric: Rubric) -> str:
+    """A rubric as the JSON the library loads."""
+    return rubric.model_dump_json(indent=2, exclude_none=True)
+
+
+# -- essays ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EssayUpload:
+    """Essays read from an upload, and the rows refused with the reason for each."""
+
+    essays: list[Essay]
+    refused: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def has_scores(self) -> bool:
+        return any(e.rater_scores for e in self.essays)
+
+    @property
+    def has_folds(self) -> bool:
+        return bool(self.essays) and all(e.fold is not None for e in self.essays)
+
+
+def _suffix(filename: str, fmt: str) -> str:
+    if fmt in {"csv", "jsonl"}:
+        return "." + fmt
+    if fmt == "asap":
+        return ".tsv"
+    suffix = Path(filename).suffix.lower()
+    return suffix if suffix in {".csv", ".jsonl", ".ndjson", ".tsv"} else ".csv"
+
+
+def _rows(data: str, suffix: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """(CSV header, [(where, one-row file text)]) of a table upload, for row-by-row checks."""
+    if suffix in {".jsonl", ".ndjson"}:
+        return [], [(f"line {i}", line) for i, line in enumerate(data.splitlines(), 1) if line.strip()]
+    reader = csv.reader(io.StringIO(data))
+    header = next(reader, [])
+    out = []
+    for i, row in enumerate(reader, 2):
+        buf = io.StringIO()
+        csv.writer(buf).writerows([header, row])
+        out.append((f"row {i}", buf.getvalue()))
+    return header, out
+
+
+def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> EssayUpload:
+    """Load each row on its own, keeping the good ones and the reason for each refused one."""
+    if suffix == ".tsv":
+        return EssayUpload([], [{"where": "file", "reason": first_error}])
+    header, rows = _rows(data, suffix)
+    if suffix == ".csv" and ("id" not in header or "text" not in header):
+        return EssayUpload([], [{"where": "header", "reason": first_error}])
+    essays: list[Essay] = []
+    refused: list[dict[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"row{suffix}"
+        for where, text in rows:
+            path.write_text(text, encoding="utf-8")
+            try:
+                essays.extend(load_table(path, rubric))
+            except InputError as exc:
+                refused.append({"where": where, "reason": str(exc).replace(str(path), where)})
+    return EssayUpload(essays, refused)
+
+
+def essays_from_upload(
+    data: bytes, filename: str, rubric: Rubric, fmt: str, max_rows: int, max_chars: int
+) -> EssayUpload:
+    """Essays from an uploaded CSV / JSONL / ASAP TSV, read by the library's loaders. Rows the loaders refuse,
+    essays longer than ``max_chars``, repeated ids and rows past ``max_rows`` are refused with the reason."""
+    suffix = _suffix(filename, fmt)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1") if suffix == ".tsv" else ""
+        if not text:
+            raise InputError("the file is not UTF-8 text") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"essays{suffix}"
+        path.write_text(text, encoding="utf-8")
+        try:
+            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto"))
+        except InputError as exc:
+            upload = _row_by_row(text, suffix, rubric, str(exc).replace(str(path), filename or "upload"))
+    return apply_limits(upload, max_rows, max_chars)
+
+
+def apply_limits(upload: EssayUpload, max_rows: int, max_chars: int) -> EssayUpload:
+    """Refuse essays over the length limit, repeated ids and essays past the row limit (with reasons)."""
+    kept: list[Essay] = []
+    seen: set[str] = set()
+    refused = list(upload.refused)
+    for essay in upload.essays:
+        if len(essay.text) > max_chars:
+            refused.append({"where": f"essay {essay.id}", "reason": f"longer than {max_chars:,} characters"})
+        elif essay.id in seen:
+            refused.append({"where": f"essay {essay.id}", "reason": "duplicate essay id"})
+        elif len(kept) >= max_rows:
+            refused.append({"where": f"essay {essay.id}", "reason": f"more than {max_rows:,} essays in one upload"})
+        else:
+            seen.add(essay.id)
+            kept.append(essay)
+    return EssayUpload(kept, refused)
+
+
+def essay_from_fields(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+    """One essay given as fields (``id``, ``text``, optional ``fold`` and trait scores), read by the library's
+    table loader like one JSONL line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "essay.jsonl"
+        path.write_text(json.dumps(raw) + "\n", encoding="utf-8")
+        try:
+            return load_table(path, rubric)[0]
+        except InputError as exc:
+            raise InputError(str(exc).replace(f"{path}:1", where)) from exc
+
+
+def essay_row(essay: Essay) -> dict[str, Any]:
+    """An essay in the table loader's layout (JSONL object): id, text, prompt, fold, rater<i>_<trait>."""
+    row: dict[str, Any] = {"id": essay.id, "text": essay.text, "prompt": essay.prompt, "fold": essay.fold}
+    for trait, scores in essay.rater_scores.items():
+        ids = essay.rater_ids.get(trait, list(range(len(scores))))
+        for idx, score in zip(ids, scores, strict=False):
+            row[f"rater{idx + 1}_{trait}"] = score
+    return row
+
+
+def write_essays(path: Path, essays: list[Essay]) -> None:
+    """Essays as a JSONL file the table loader reads back unchanged."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(essay_row(e), ensure_ascii=False) + "\n" for e in essays), encoding="utf-8")
+
+
+def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
+    """Essays written by :func:`write_essays`."""
+    return load_table(path, rubric)
+
+
+def shipped_pool(asap_dir: Path | None, rubric: Rubric) -> list[Essay] | None:
+    """The shipped ASAP essays of the rubric's essay set, as an exemplar pool; None when not available."""
+    if asap_dir is None or rubric.essay_set not in (7, 8) or not (asap_dir / ASAP_DATA).is_file():
+        return None
+    if any(t.column is None for t in rubric.traits):
+        return None
+    return load_asap(asap_dir / ASAP_DATA, rubric)
+
+
+# -- protocols and jobs --------------------------------------------------------------------------------------
+
+
+def protocol_names() -> list[str]:
+    """Every protocol the library offers."""
+    return available()
+
+
+def uses_retrieval(name: str) -> bool:
+    """Whether a protocol needs an exemplar pool; a MadragError for an unknown name."""
+    return get_protocol(name).uses_bank
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """Where a run's inputs are and which fold it scores."""
+
+    data: Path
+    rubric: Path
+    eval_fold: int | None
+
+
+def write_inputs(
+    run_dir: Path, rubric: Rubric, essays: list[Essay], pool_mode: PoolMode, pool: list[Essay] | None, fold: int
+) -> JobInputs:
+    """Write a run's rubric and essays into ``<run_dir>/inputs`` in the layout the job reads (module docstring)."""
+    folder = run_dir / "inputs"
+    folder.mkdir(parents=True, exist_ok=True)
+    rubric_path = folder / "rubric.json"
+    rubric_path.write_text(rubric_json(rubric), encoding="utf-8")
+    data = folder / "essays.jsonl"
+    if pool_mode == "asap":
+        if pool is None:
+            raise InputError("the shipped ASAP pool is not available for this rubric")
+        scored = [e.model_copy(update={"fold": 0}) for e in essays]
+        pooled = [e.model_copy(update={"fold": 1, "id": POOL_PREFIX + e.id}) for e in pool]
+        write_essays(data, scored + pooled)
+        return JobInputs(data, rubric_path, 0)
+    write_essays(data, essays)
+    return JobInputs(data, rubric_path, fold if pool_mode == "folds" else None)
+
+
+def provider_spec(
+    kind: str, model: str | None, base_url: str | None, key_env: str, concurrency: int | None, **extra: Any
+) -> ProviderSpec:
+    """The library's backend description (never holding a key: only the name of the variable it is in)."""
+    return ProviderSpec.model_validate(
+        {
+            "kind": kind,
+            "model": model,
+            "base_url": base_url,
+            "api_key_env": key_env,
+            "concurrency": concurrency,
+            **extra,
+        }
+    )
+
+
+def backend_identity(spec: ProviderSpec) -> dict[str, object]:
+    """What makes two backend instances the same: the library's identity of a spec (what the backend answers),
+    and the settings an instance is built with (the embedded model's slots, the fake's delay)."""
+    return {**spec_identity(spec), "slots": spec.slots, "fake_latency_s": spec.fake_latency_s}
+
+
+def make_backend(spec: ProviderSpec) -> Provider:
+    """A provider instance for ``spec``, built by the library's factory."""
+    return make_provider(spec)
+
+
+def make_job(
+    run_dir: Path,
+    inputs: JobInputs,
+    protocols: list[str],
+    spec: ProviderSpec,
+    settings: ScoringSettings,
+    cache_dir: Path | None,
+    limit: int | None = None,
+    embedder: EmbedderName = "minilm",
+) -> ScoreJob:
+    """The library's scoring job for a server run (``embedder``: the exemplar pool's, MiniLM by default)."""
+    extra: dict[str, Any] = {} if cache_dir is None else {"cache_dir": cache_dir}
+    return ScoreJob(
+        data=inputs.data,
+        rubric=inputs.rubric,
+        run_dir=run_dir,
+        data_format="jsonl",
+        eval_fold=inputs.eval_fold,
+        limit=limit,
+        protocols=protocols,
+        provider=spec,
+        settings=settings,
+        embedder=embedder,
+        **extra,
+    )
+
+
+@dataclass
+class Hooks:
+    """Progress callbacks of a running job (called on the scoring thread)."""
+
+    on_record: Callable[[AgentRecord], None]
+    on_essay_done: Callable[[Essay, list[TraitScore]], None]
+    on_stage: Callable[[str], None]
+    on_start: Callable[[int], None]
+    on_bank_progress: Callable[[int, int], None]
+
+
+class _HookedProgress(ScoreProgress):
+    """The server's hooks behind the Python API's progress interface (nothing is printed)."""
+
+    def __init__(self, hooks: Hooks) -> None:
+        super().__init__(enabled=False)
+        self.hooks = hooks
+
+    def on_bank_progress(self, done: int, total: int) -> None:
+        self.hooks.on_bank_progress(done, total)
+
+    def on_start(self, total: int) -> None:
+        self.hooks.on_start(total)
+
+    def on_stage(self, message: str) -> None:
+        self.hooks.on_stage(message)
+
+    def on_record(self, record: AgentRecord) -> None:
+        self.hooks.on_record(record)
+
+    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
+        self.hooks.on_essay_done(essay, scores)
+
+
+async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) -> list[TraitScore]:
+    """Run (or resume) a job with the public API's ``madrag.arun_job`` (the one runner of prepared jobs) on a
+    ready ``backend`` (the server's shared instance); the final trait scores of its essays."""
+    result = await madrag.arun_job(job, backend=backend, progress=_HookedProgress(hooks))
+    return result.trait_scores
+
+
+def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:
+    """The library's dry-run estimate from a scored sample: calls, tokens and (with a price) spend."""
+    prices = None if price is None else {ANY_MODEL: Price(price[0], price[1])}
+    store = RunStore(sample_dir / "store.sqlite")
+    try:
+        found = estimate_run(store, n_essays, n_traits, prices=prices)
+    finally:
+        store.close()
+    return estimate_to_dict(found)

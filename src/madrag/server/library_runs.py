@@ -1,0 +1,138 @@
+"""The server's reader of runs, through the library: a run's final trait scores (kept in a score index beside
+the store), one essay's records, the flat export rows, ``madrag eval``'s tables and ``madrag report``.
+
+With :mod:`madrag.server.library` (inputs and jobs) this is the only place the server calls the library."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from madrag.data.essay import Essay
+from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord, ScoreResult
+from madrag.rubric import Rubric
+from madrag.store import RunStore
+
+
+@dataclass
+class RunView:
+    """A run as the pages show it: rubric, essays and every protocol's final trait scores."""
+
+    rubric: Rubric
+    essays: list[Essay]
+    scores: list[TraitScore]
+    protocols: list[str]
+    has_human: bool
+
+
+INDEX_FILE = "scores-index.json"
+"""The run's final trait scores as the library computed them, kept beside the store so a large run opens
+without re-reading every Judge record; valid while the store holds the same number of records."""
+
+
+def read_run(run_dir: Path) -> RunView:
+    """Rubric, essays and final trait scores of a run, by the library's run reader."""
+    run = load_run(run_dir)
+    has_human = any(e.rater_scores for e in run.essays)
+    return RunView(run.rubric, run.essays, run.scores, run.protocols, has_human)
+
+
+def record_count(run_dir: Path) -> int:
+    """How many records the run store holds."""
+    store = open_store(run_dir)
+    try:
+        return store.count()
+    finally:
+        store.close()
+
+
+def view_of(run_dir: Path, scores: list[TraitScore]) -> RunView:
+    """A run's view from scores already computed by the library (a finished job's, or a running job's so far)."""
+    store = open_store(run_dir)
+    try:
+        _config, rubric, configured = stored_config(store, run_dir)
+        essays = store.essays()
+    finally:
+        store.close()
+    found = {s.protocol for s in scores}
+    protocols = [p for p in configured if p in found] + sorted(found - set(configured))
+    return RunView(rubric, essays, scores, protocols, any(e.rater_scores for e in essays))
+
+
+def save_index(run_dir: Path, scores: list[TraitScore], count: int) -> None:
+    """Keep the run's final scores beside its store (see :data:`INDEX_FILE`)."""
+    blob = {"records": count, "scores": [s.model_dump(mode="json") for s in scores]}
+    tmp = run_dir / (INDEX_FILE + ".tmp")
+    tmp.write_text(json.dumps(blob), encoding="utf-8")
+    tmp.replace(run_dir / INDEX_FILE)
+
+
+def load_index(run_dir: Path, count: int) -> list[TraitScore] | None:
+    """The kept scores when the store still holds ``count`` records, else None. The file was written from the
+    library's own objects by :func:`save_index`, so they are rebuilt without validating each again (6,000
+    scores load in a fraction of the time)."""
+    path = run_dir / INDEX_FILE
+    if not path.is_file():
+        return None
+    try:
+        blob = json.loads(path.read_text(encoding="utf-8"))
+        if blob.get("records") != count:
+            return None
+        return [_trait_score(s) for s in blob["scores"]]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _trait_score(raw: dict[str, Any]) -> TraitScore:
+    result = raw.get("result")
+    if result is not None:
+        dist = result.get("distribution")
+        if dist is not None:
+            result["distribution"] = {int(k): v for k, v in dist.items()}
+        result = ScoreResult.model_construct(**result)
+    return TraitScore.model_construct(**{**raw, "result": result})
+
+
+def export_rows(view: RunView) -> list[dict[str, Any]]:
+    """The library's flat score rows (essay x trait x protocol)."""
+    return score_rows(view.essays, view.scores, view.rubric)
+
+
+def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord]:
+    """The Judge records with these keys and every debate record they read, by key (missing ones left out)."""
+    store = RunStore(run_dir / "store.sqlite")
+    try:
+        found = {k: r for k in judge_keys if (r := store.get(k)) is not None}
+        debate = [str(k) for judge in list(found.values()) for k in judge.context.get("debate", []) or []]
+        found.update({k: r for k in debate if k not in found and (r := store.get(k)) is not None})
+        return found
+    finally:
+        store.close()
+
+
+def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, list[list[str]]], list[str]]:
+    """``madrag eval``'s display tables of a run (title -> rows, the first row the header) and, with ``plots``,
+    the HTML report's QWK and score-distribution plots (``<img>`` elements the report module builds)."""
+    from madrag.evaluation.agreement import evaluate_run
+    from madrag.evaluation.report import distribution_plot, qwk_plot
+    from madrag.evaluation.tables import display_tables, fmt
+
+    run = load_run(run_dir)
+    evaluation = evaluate_run(run, bootstrap=200, seed=0)
+    out: dict[str, list[list[str]]] = {}
+    for title, frame in display_tables(evaluation).items():
+        rows = [["", *[str(c) for c in frame.columns]]]
+        rows += [[fmt(index), *[fmt(v) for v in row.tolist()]] for index, row in frame.iterrows()]
+        out[title] = rows
+    return out, [qwk_plot(evaluation), distribution_plot(run)] if plots else []
+
+
+def write_report(run_dir: Path) -> Path:
+    """``madrag report``: the run's self-contained HTML report, written into the run directory."""
+    from madrag.evaluation.report import write_report as library_report
+
+    return library_report(run_dir, bootstrap=200)

@@ -1,0 +1,157 @@
+"""The pages of runs: the list (with unfinished runs to resume), a run's live progress, the results grid,
+one essay with its records and the review form, the evaluation tables and the HTML report."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, Response
+from markupsafe import Markup, escape
+from pydantic import SecretStr
+
+from madrag.errors import MadragError
+from madrag.server import library, library_runs, results
+from madrag.server.errors import ApiError
+from madrag.server.pages import redirect, render, state_of
+from madrag.server.schemas import OverrideIn
+from madrag.server.security import check_csrf
+
+router = APIRouter(include_in_schema=False)
+RESUMABLE = ("interrupted", "cancelled", "failed")
+
+
+@router.get("/")
+def home(request: Request) -> Response:
+    s = state_of(request)
+    runs = [s.runs.describe(m.id) for m in s.runs.all() if m.kind != "estimate"]
+    unfinished = [r for r in runs if r["status"] in RESUMABLE]
+    return render(request, "home.html", runs=runs, unfinished=unfinished, resumable=RESUMABLE)
+
+
+@router.get("/runs/{run_id}")
+def run_page(run_id: str, request: Request) -> Response:
+    s = state_of(request)
+    run = s.runs.describe(run_id)
+    needs_key = run["backend"].get("key_source") == "memory"
+    return render(request, "run.html", run=run, resumable=RESUMABLE, needs_key=needs_key)
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel(run_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    state_of(request).runs.cancel(run_id)
+    return redirect(f"/runs/{run_id}")
+
+
+@router.post("/runs/{run_id}/resume")
+async def resume(run_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    key = str(form.get("api_key") or "")
+    state_of(request).runs.resume(run_id, SecretStr(key) if key else None)
+    return redirect(f"/runs/{run_id}")
+
+
+@router.get("/runs/{run_id}/results")
+def results_page(run_id: str, request: Request) -> Response:
+    s = state_of(request)
+    run = s.runs.describe(run_id)
+    table = results.grid(s, run_id)
+    cells = s.memo("grid-html", run_id, lambda: grid_html(run_id, table))
+    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells))
+
+
+def _cell(c: dict[str, Any]) -> str:
+    text = "…" if not c["scored"] else "missing" if c["final"] is None else str(c["final"])
+    mark = "<sup>*</sup>" if c["review"] == "override" else ""
+    ref = "" if c["reference"] is None else f"<small>/{c['reference']}</small>"
+    kind = c["class"] + (" reviewed" if c["review"] else "")
+    return f'<td class="cell {kind}" title="{escape(c["protocol"])} {escape(c["trait"])}">{text}{mark}{ref}</td>'
+
+
+def grid_html(run_id: str, grid: dict[str, Any]) -> str:
+    """The results table (thousands of cells: built directly, every text escaped, rather than by the template
+    engine, which takes ten times as long)."""
+    head = ""
+    traits = "".join(f"<th>{escape(t)}</th>" for t in grid["traits"])
+    if len(grid["protocols"]) > 1:
+        span = len(grid["traits"])
+        head = "<tr><th></th>" + "".join(f'<th colspan="{span}">{escape(p)}</th>' for p in grid["protocols"]) + "</tr>"
+    head += "<tr><th>essay</th>" + traits * len(grid["protocols"]) + "</tr>"
+    rows = []
+    for row in grid["rows"]:
+        link = f'<a href="/runs/{run_id}/essays/{quote(row["essay_id"], safe="")}">{escape(row["essay_id"])}</a>'
+        rows.append(f"<tr><th>{link}</th>" + "".join(_cell(c) for c in row["cells"]) + "</tr>")
+    body = "".join(rows)
+    return f'<table class="grid" id="results-grid"><thead>{head}</thead><tbody>{body}</tbody></table>'
+
+
+@router.post("/runs/{run_id}/essays/{essay_id:path}/review")
+async def review(run_id: str, essay_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    action = "accept" if str(form.get("action")) == "accept" else "override"
+    score = str(form.get("score") or "").strip()
+    reviewer = str(form.get("reviewer") or "").strip() or "teacher"
+    body: dict[str, Any] = {
+        "essay_id": essay_id,
+        "trait": str(form.get("trait") or ""),
+        "protocol": str(form.get("protocol") or "") or None,
+        "action": action,
+        "score": int(score) if score.lstrip("-").isdigit() else None,
+        "comment": str(form.get("comment") or ""),
+        "reviewer": reviewer[:200],
+    }
+    results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
+    response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={body['trait']}#trait-{body['trait']}")
+    response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
+    return response
+
+
+@router.get("/runs/{run_id}/essays/{essay_id:path}")
+def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") -> Response:
+    s = state_of(request)
+    run = s.runs.describe(run_id)
+    detail = results.essay_detail(s, run_id, essay_id)
+    essays = [e.id for e in s.runs.view(run_id).essays]
+    index = essays.index(essay_id)
+    neighbours = {
+        "prev": essays[index - 1] if index else None,
+        "next": essays[index + 1] if index + 1 < len(essays) else None,
+    }
+    reviewer = request.cookies.get("madrag_reviewer", "")
+    return render(
+        request,
+        "essay.html",
+        run=run,
+        detail=detail,
+        nav=neighbours,
+        saved=saved,
+        reviewer=reviewer,
+        pool_prefix=library.POOL_PREFIX,
+    )
+
+
+@router.get("/runs/{run_id}/evaluation")
+def evaluation(run_id: str, request: Request) -> Response:
+    s = state_of(request)
+    run = s.runs.describe(run_id)
+    view = s.runs.view(run_id)
+    tables, plots = library_runs.evaluation_tables(s.runs.run_dir(run_id), plots=True) if view.has_human else ({}, [])
+    images = [Markup(p) for p in plots]  # <img> elements built (and escaped) by the library's report module
+    return render(request, "evaluation.html", run=run, tables=tables, plots=images, has_human=view.has_human)
+
+
+@router.get("/runs/{run_id}/report")
+def report(run_id: str, request: Request) -> Response:
+    s = state_of(request)
+    view = s.runs.view(run_id)
+    if not view.has_human:
+        raise ApiError(409, "the HTML report compares with human scores, and this run's essays have none")
+    try:
+        path = library_runs.write_report(s.runs.run_dir(run_id))
+    except MadragError as exc:
+        raise ApiError(400, str(exc)) from exc
+    return FileResponse(path, media_type="text/html")

@@ -1,0 +1,138 @@
+"""Live progress of runs, and the thread their scoring runs on.
+
+Runs execute on one scoring thread with its own event loop (:class:`ScoringThread`), so a long step of one run
+(building an exemplar index, a CPU-bound embedded model) never stalls the web server's loop, and every run shares
+that loop's backend limits. Each run's :class:`Progress` is fed from the scoring thread (the library's
+callbacks) and read from the web loop: events are handed to subscribers' queues with ``call_soon_threadsafe``
+the moment the record behind them is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Event = dict[str, Any]
+
+
+class ScoringThread:
+    """A daemon thread running an event loop for the runs' coroutines."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="madrag-scoring", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the scoring loop; cancelling the returned future cancels it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, finish: Callable[[], Awaitable[None]] | None = None, timeout: float = 10.0) -> None:
+        """Cancel what still runs (records in flight are committed first), await ``finish()`` (closing the
+        backends), then end the thread."""
+
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if finish is not None:
+                await finish()
+
+        if self.loop.is_running():
+            try:
+                self.submit(_cancel_all()).result(timeout)
+            except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError, RuntimeError):
+                pass
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)
+
+
+@dataclass
+class _Listener:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[Event]
+
+
+@dataclass
+class Progress:
+    """What a run has done so far: scores done of the total, records seen, the current stage, and the last
+    events (for late subscribers). Thread-safe: written on the scoring thread, read on the web loop."""
+
+    run_id: str
+    status: str = "queued"
+    total: int | None = None
+    records: int = 0
+    stage: str = ""
+    seq: int = 0
+    done: set[tuple[str, str, str]] = field(default_factory=set)
+    recent: deque[Event] = field(default_factory=lambda: deque(maxlen=200))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _listeners: list[_Listener] = field(default_factory=list, repr=False)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counts and status as the API reports them."""
+        with self._lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "total": self.total,
+            "done": len(self.done),
+            "records": self.records,
+            "stage": self.stage,
+            "seq": self.seq,
+        }
+
+    def emit(self, event: Event, done: list[tuple[str, str, str]] | None = None) -> None:
+        """Record an event (and any scores it completes) and hand it to every subscriber."""
+        with self._lock:
+            if done:
+                self.done.update(done)
+            self.seq += 1
+            full = {**event, "seq": self.seq, "at": time.time(), "progress": self._snapshot()}
+            self.recent.append(full)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener.loop.call_soon_threadsafe(listener.queue.put_nowait, full)
+            except RuntimeError:  # that loop has closed
+                self.unsubscribe(listener.queue)
+
+    def set(self, **fields: Any) -> None:
+        """Update counters or status (then emit an event if the caller wants subscribers told)."""
+        with self._lock:
+            for name, value in fields.items():
+                setattr(self, name, value)
+
+    def change(self, event: Event, **fields: Any) -> None:
+        """Update counters or the stage, then tell subscribers with ``event``."""
+        self.set(**fields)
+        self.emit(event)
+
+    def count_record(self) -> None:
+        with self._lock:
+            self.records += 1
+
+    def subscribe(self, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[Event]:
+        """A queue receiving every event from now on."""
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        with self._lock:
+            self._listeners.append(_Listener(loop, queue))
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        with self._lock:
+            self._listeners = [x for x in self._listeners if x.queue is not queue]

@@ -1,0 +1,218 @@
+"""A run's results as the API and the pages show them: the grid of scores, one essay with its records, the
+teacher's reviews, and the export with both (built once per change of scores or reviews)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from madrag.errors import MadragError
+from madrag.server import library_runs
+from madrag.server.errors import ApiError
+from madrag.server.reviews import Review, add_review, all_reviews, latest
+from madrag.server.schemas import OverrideIn
+from madrag.server.service import State
+
+
+def cell_class(score: int | None, reference: int | None) -> str:
+    """How a results cell is shown: missing, agreeing, off by one, or off by more."""
+    if score is None:
+        return "missing"
+    if reference is None:
+        return "plain"
+    gap = abs(score - reference)
+    return "agree" if gap == 0 else "near" if gap == 1 else "far"
+
+
+def grid(state: State, run_id: str) -> dict[str, Any]:
+    """The results grid: one row per essay, per protocol and trait its score, the human reference, the review
+    in force and how far the score is from the reference."""
+    return state.memo("grid", run_id, lambda: _grid(state, run_id))  # type: ignore[no-any-return]
+
+
+def _grid(state: State, run_id: str) -> dict[str, Any]:
+    view = state.runs.view(run_id)
+    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    by_key = view_scores(view)
+    traits = view.rubric.traits
+    rows = []
+    for essay in view.essays:
+        refs = {t.name: essay.reference(t) for t in traits}
+        cells = []
+        for protocol in view.protocols:
+            for trait in traits:
+                found = by_key.get((protocol, essay.id, trait.name))
+                score = None if found is None else found.score
+                review = reviews.get((essay.id, trait.name, protocol))
+                final = score if review is None else review.final
+                cells.append(
+                    {
+                        "protocol": protocol,
+                        "trait": trait.name,
+                        "score": score,
+                        "scored": found is not None,
+                        "reference": refs[trait.name],
+                        "final": final,
+                        "review": None if review is None else review.action,
+                        "class": cell_class(final, refs[trait.name]) if found is not None else "pending",
+                    }
+                )
+        rows.append({"essay_id": essay.id, "cells": cells})
+    return {"protocols": view.protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
+
+
+def view_scores(view: library_runs.RunView) -> dict[tuple[str, str, str], Any]:
+    return {(s.protocol, s.essay_id, s.trait): s for s in view.scores}
+
+
+def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
+    """One essay's text and, per trait and protocol, the Judge's rationale, score distribution, exemplars, the
+    debate with confidences, and the reviews."""
+    view = state.runs.view(run_id)
+    essay = next((e for e in view.essays if e.id == essay_id), None)
+    if essay is None:
+        raise ApiError(404, f"run {run_id} has no essay {essay_id!r}", "essay_id")
+    mine = [s for s in view.scores if s.essay_id == essay_id]
+    records = library_runs.essay_records(
+        state.runs.run_dir(run_id), sorted({s.record_key for s in mine if s.record_key})
+    )
+    reviews = all_reviews(state.runs.run_dir(run_id), essay_id)
+    traits = []
+    for trait in view.rubric.traits:
+        entries = []
+        for protocol in view.protocols:
+            found = next((s for s in mine if s.protocol == protocol and s.trait == trait.name), None)
+            judge = records.get(found.record_key) if found is not None else None
+            debate = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
+            history = [r.model_dump() for r in reviews if r.trait == trait.name and r.protocol == protocol]
+            entries.append(_protocol_entry(protocol, found, judge, debate, history))
+        traits.append(
+            {
+                "trait": trait.name,
+                "min": trait.min,
+                "max": trait.max,
+                "reference": essay.reference(trait),
+                "raters": essay.rater_scores.get(trait.name, []),
+                "protocols": entries,
+            }
+        )
+    return {"run_id": run_id, "essay": {"id": essay.id, "text": essay.text, "fold": essay.fold}, "traits": traits}
+
+
+def _protocol_entry(
+    protocol: str, found: Any, judge: Any, debate: list[Any], history: list[dict[str, Any]]
+) -> dict[str, Any]:
+    result = None if found is None else found.result
+    return {
+        "protocol": protocol,
+        "scored": found is not None,
+        "score": None if found is None else found.score,
+        "score_mode": None if result is None else result.mode,
+        "distribution": None
+        if result is None or result.distribution is None
+        else {str(k): round(v, 4) for k, v in sorted(result.distribution.items())},
+        "expected": None if result is None else result.expected,
+        "rationale": "" if found is None else found.rationale,
+        "judge_error": None if judge is None else judge.error,
+        "exemplars": [] if judge is None else judge.context.get("exemplars") or [],
+        "confidences": {} if judge is None else judge.context.get("confidences") or {},
+        "debate": [
+            {
+                "role": r.role,
+                "round": r.round,
+                "text": r.text,
+                "confidence": r.confidence,
+                "confidence_source": r.confidence_source,
+            }
+            for r in debate
+        ],
+        "reviews": history,
+        "review": history[-1] if history else None,
+    }
+
+
+# -- reviews and export ---------------------------------------------------------------------------------------
+
+
+def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
+    """Record a review of one trait score (the agent's record stays as it is)."""
+    view = state.runs.view(run_id)
+    if not any(e.id == req.essay_id for e in view.essays):
+        raise ApiError(404, f"run {run_id} has no essay {req.essay_id!r}", "essay_id")
+    try:
+        trait = view.rubric.trait(req.trait)
+    except MadragError:
+        raise ApiError(404, f"the rubric has no trait {req.trait!r}", "trait") from None
+    protocol = req.protocol or (view.protocols[0] if view.protocols else "")
+    if protocol not in view.protocols:
+        raise ApiError(404, f"run {run_id} has no scores of protocol {protocol!r}", "protocol")
+    found = view_scores(view).get((protocol, req.essay_id, trait.name))
+    if found is None:
+        raise ApiError(409, f"essay {req.essay_id} has no {protocol} score for {trait.name} yet", "trait")
+    if req.action == "override":
+        if req.score is None or not trait.contains(req.score):
+            raise ApiError(422, f"score must be an integer from {trait.min} to {trait.max}", "score")
+    review = Review(
+        essay_id=req.essay_id,
+        trait=trait.name,
+        protocol=protocol,
+        action=req.action,
+        agent_score=found.score,
+        new_score=req.score if req.action == "override" else found.score,
+        comment=req.comment,
+        reviewer=req.reviewer,
+    )
+    return add_review(state.runs.run_dir(run_id), review)
+
+
+def _safe_cell(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula, prefixed with a quote."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
+    """The library's score rows with the review in force beside each agent score."""
+    return state.memo("export", run_id, lambda: _export_rows(state, run_id))  # type: ignore[no-any-return]
+
+
+def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
+    view = state.runs.view(run_id)
+    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    rows = []
+    for row in library_runs.export_rows(view):
+        review = reviews.get((row["essay_id"], row["trait"], row["protocol"]))
+        rows.append(
+            {
+                **row,
+                "review": None if review is None else review.action,
+                "override_score": None if review is None or review.action != "override" else review.new_score,
+                "final_score": row["score"] if review is None else review.final,
+                "review_comment": None if review is None else review.comment,
+                "reviewer": None if review is None else review.reviewer,
+                "reviewed_at": None if review is None else review.created_at,
+            }
+        )
+    return rows
+
+
+def export(state: State, run_id: str, fmt: str) -> tuple[str, str]:
+    """(content, media type) of the scores export with reviews: CSV or JSONL."""
+    rows = export_rows(state, run_id)
+    if fmt == "jsonl":
+        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "application/x-ndjson"
+    if fmt != "csv":
+        raise ApiError(422, "format must be csv or jsonl", "format")
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            flat = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in row.items()}
+            writer.writerow(
+                {k: _safe_cell(v) if k in ("rationale", "review_comment", "reviewer") else v for k, v in flat.items()}
+            )
+    return buf.getvalue(), "text/csv"

@@ -1,0 +1,130 @@
+"""The JSON shapes of the HTTP API (requests and the run description), validated by pydantic."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+PoolChoice = Literal["auto", "none", "folds", "same", "asap"]
+BackendKind = Literal["llamacpp", "openai", "fake"]
+RunKind = Literal["run", "estimate", "single"]
+RunStatus = Literal["queued", "running", "finished", "failed", "cancelled", "interrupted"]
+
+
+class BackendSettings(BaseModel):
+    """Which LLM scores: the embedded model (default), an OpenAI-compatible server, or the fake (canned answers,
+    for testing an integration). ``api_key`` is held in the server's memory only; without it the key comes
+    from the server's environment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: BackendKind = "llamacpp"
+    model: str | None = Field(default=None, max_length=200)
+    base_url: str | None = Field(default=None, max_length=500)
+    api_key: SecretStr | None = Field(default=None, max_length=500)
+    concurrency: int | None = Field(default=None, ge=1, le=256)
+    max_tokens: int = Field(default=400, ge=16, le=4096)
+    fake_latency_s: float = Field(default=0.0, ge=0.0, le=10.0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+
+class EssayIn(BaseModel):
+    """One essay: ``id``, ``text``, optional ``fold``, ``prompt`` and trait scores (``<trait>`` or
+    ``rater1_<trait>``, ``rater2_<trait>`` ...), as a CSV row or JSONL line of the CLI."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1)
+
+
+class DataUpload(BaseModel):
+    """A data file's content: CSV, JSONL or the ASAP TSV layout."""
+
+    filename: str = Field(default="essays.csv", max_length=200)
+    content: str
+    format: Literal["auto", "csv", "jsonl", "asap"] = "auto"
+
+
+class PriceIn(BaseModel):
+    """Dollars per million tokens, for the dry-run estimate's spend."""
+
+    prompt: float = Field(ge=0)
+    completion: float = Field(ge=0)
+
+
+class RunCreate(BaseModel):
+    """Start a run: a rubric (by id or inline), essays (a list or a data file), protocols, the exemplar pool and
+    the backend. ``pool``: ``auto`` picks ``folds`` when the essays have folds and scores, else the shipped ASAP
+    pool for ASAP rubrics, else ``none``. ``dry_run`` scores ``sample`` essays and estimates the whole run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="", max_length=200)
+    rubric_id: str | None = Field(default=None, max_length=64)
+    rubric: dict[str, Any] | None = None
+    essays: list[EssayIn] | None = None
+    data: DataUpload | None = None
+    protocols: list[str] = Field(default_factory=lambda: ["MADRAG"], min_length=1, max_length=12)
+    pool: PoolChoice = "auto"
+    eval_fold: int = 0
+    limit: int | None = Field(default=None, ge=1)
+    backend: BackendSettings = Field(default_factory=BackendSettings)
+    dry_run: bool = False
+    sample: int = Field(default=2, ge=1, le=20)
+    price: PriceIn | None = None
+
+
+class OverrideIn(BaseModel):
+    """A teacher's review of one trait score: ``override`` with a new ``score``, or ``accept``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    essay_id: str = Field(min_length=1, max_length=200)
+    trait: str = Field(min_length=1, max_length=200)
+    protocol: str | None = Field(default=None, max_length=100)
+    action: Literal["override", "accept"] = "override"
+    score: int | None = None
+    comment: str = Field(default="", max_length=5000)
+    reviewer: str = Field(default="api", min_length=1, max_length=200)
+
+
+class ResumeIn(BaseModel):
+    """Resume an interrupted or cancelled run; ``api_key`` when the run's key was typed in before a restart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: SecretStr | None = Field(default=None, max_length=500)
+
+
+class RubricCreate(BaseModel):
+    """A rubric: ``traits`` (name, min, max, levels), the essay ``prompt``, an optional ``name``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    traits: list[dict[str, Any]] = Field(min_length=1)
+    prompt: str = ""
+    name: str = Field(default="", max_length=200)
+
+
+class SingleScoreIn(BaseModel):
+    """Score one essay now and wait for the result, at most ``time_limit_s`` seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rubric_id: str | None = Field(default=None, max_length=64)
+    rubric: dict[str, Any] | None = None
+    essay: EssayIn
+    protocol: str = Field(default="MAD", max_length=100)
+    pool: Literal["none", "asap"] = "none"
+    backend: BackendSettings = Field(default_factory=BackendSettings)
+    time_limit_s: float = Field(default=120.0, gt=0)

@@ -1,0 +1,206 @@
+"""The operations the API and the pages share: start a run from a request, read its grid and one essay's
+records, review a score, export. Both front ends call these, so a page and an API call behave the same."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from madrag.errors import MadragError
+from madrag.rubric import Rubric
+from madrag.server import library
+from madrag.server.catalog import Catalog
+from madrag.server.config import ServerConfig
+from madrag.server.drafts import Drafts
+from madrag.server.errors import ApiError
+from madrag.server.reviews import review_version
+from madrag.server.runs import RunManager, RunMeta
+from madrag.server.schemas import DataUpload, EssayIn, PoolChoice, RunCreate, RunKind, SingleScoreIn
+
+
+@dataclass
+class State:
+    """What every request handler reaches: settings, rubrics and runs."""
+
+    config: ServerConfig
+    catalog: Catalog
+    runs: RunManager
+    drafts: Drafts
+    memos: dict[tuple[str, str], tuple[object, int, Any]] = field(default_factory=dict)
+
+    def memo(self, name: str, run_id: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` for a run, kept until the run's scores or reviews change (a large run's grid is
+        built once, not on every request)."""
+        view = self.runs.view(run_id)  # kept in the key, so a new view is never mistaken for an old one
+        reviewed = review_version(self.runs.run_dir(run_id))
+        found = self.memos.get((name, run_id))
+        if found is None or found[0] is not view or found[1] != reviewed:
+            found = (view, reviewed, compute())
+            self.memos[(name, run_id)] = found
+        return found[2]
+
+
+# -- inputs ------------------------------------------------------------------------------------------------
+
+
+def resolve_rubric(state: State, rubric_id: str | None, rubric: dict[str, Any] | None) -> Rubric:
+    """The rubric of a request: by id (404 when unknown) or inline (400 naming the bad field)."""
+    if (rubric_id is None) == (rubric is None):
+        raise ApiError(422, "give exactly one of rubric_id and rubric", "rubric_id")
+    if rubric_id is not None:
+        return state.catalog.get(rubric_id)
+    return library.rubric_from_dict(rubric)
+
+
+def read_essays(
+    state: State, rubric: Rubric, essays: list[EssayIn] | None, data: DataUpload | None
+) -> library.EssayUpload:
+    """Essays of a request (a list or a data file), with the refused ones and why; 400 when none is usable."""
+    limits = state.config.limits
+    if (essays is None) == (data is None):
+        raise ApiError(422, "give exactly one of essays and data", "essays")
+    if data is not None:
+        raw = data.content.encode("utf-8")
+        upload = library.essays_from_upload(
+            raw, data.filename, rubric, data.format, limits.max_rows, limits.max_essay_chars
+        )
+    else:
+        assert essays is not None
+        if len(essays) > limits.max_rows:
+            raise ApiError(413, f"more than {limits.max_rows:,} essays in one request", "essays")
+        found, refused = [], []
+        for i, item in enumerate(essays):
+            try:
+                found.append(library.essay_from_fields(item.model_dump(), rubric, f"essays[{i}]"))
+            except MadragError as exc:
+                refused.append({"where": f"essays[{i}]", "reason": str(exc)})
+        upload = library.apply_limits(library.EssayUpload(found, refused), limits.max_rows, limits.max_essay_chars)
+    if not upload.essays:
+        reasons = "; ".join(f"{r['where']}: {r['reason']}" for r in upload.refused[:3]) or "no essays"
+        raise ApiError(400, f"no usable essays ({reasons})", "essays")
+    return upload
+
+
+def choose_pool(
+    state: State, rubric: Rubric, upload: library.EssayUpload, pool: PoolChoice, eval_fold: int
+) -> library.PoolMode:
+    """The exemplar pool: ``auto`` resolved, and the chosen one checked against the essays."""
+    folds = {e.fold for e in upload.essays}
+    has_other_fold = upload.has_folds and eval_fold in folds and len(folds) > 1
+    if pool == "auto":
+        if has_other_fold and upload.has_scores:
+            return "folds"
+        if state.catalog.pool_available(rubric):
+            return "asap"
+        return "same" if upload.has_scores else "none"
+    if pool == "folds" and not (has_other_fold and upload.has_scores):
+        raise ApiError(
+            400, f"pool 'folds' needs scored essays with a fold column, fold {eval_fold} and another", "pool"
+        )
+    if pool == "same" and not upload.has_scores:
+        raise ApiError(400, "pool 'same' needs essays with human scores", "pool")
+    if pool == "asap" and not state.catalog.pool_available(rubric):
+        raise ApiError(400, "the shipped ASAP pool fits only the ASAP set 7 and 8 rubrics", "pool")
+    return pool
+
+
+def check_protocols(protocols: list[str], pool: library.PoolMode) -> None:
+    """Unknown protocols are 422; protocols with retrieval need a pool (400)."""
+    for name in protocols:
+        try:
+            retrieves = library.uses_retrieval(name)
+        except MadragError as exc:
+            raise ApiError(422, str(exc), "protocols") from exc
+        if retrieves and pool == "none":
+            raise ApiError(
+                400,
+                f"protocol {name} retrieves scored exemplars: choose an exemplar pool or a protocol without "
+                "retrieval (MAD, MA, SA)",
+                "protocols",
+            )
+
+
+def start_run(state: State, req: RunCreate) -> RunMeta:
+    """Create and start a run (or a dry-run estimate) from an API request."""
+    rubric = resolve_rubric(state, req.rubric_id, req.rubric)
+    upload = read_essays(state, rubric, req.essays, req.data)
+    pool = choose_pool(state, rubric, upload, req.pool, req.eval_fold)
+    check_protocols(req.protocols, pool)
+    return create_run(state, rubric, upload, pool, req)
+
+
+def create_run(
+    state: State,
+    rubric: Rubric,
+    upload: library.EssayUpload,
+    pool: library.PoolMode,
+    req: RunCreate,
+    kind: RunKind = "run",
+) -> RunMeta:
+    """Start the run (or the sample of a dry run) on checked inputs."""
+    if req.backend.kind == "openai" and not req.backend.model:
+        raise ApiError(422, "an OpenAI-compatible backend needs the model name its server serves", "model")
+    shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
+    if pool == "asap" and shipped is None:
+        raise ApiError(400, "no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
+    scored = len(upload.essays) if pool != "folds" else sum(e.fold == req.eval_fold for e in upload.essays)
+    planned = min(scored, req.limit) if req.limit else scored
+    price = None if req.price is None else (req.price.prompt, req.price.completion)
+    return state.runs.create(
+        kind="estimate" if req.dry_run else kind,
+        name=req.name,
+        rubric=rubric,
+        essays=upload.essays,
+        refused=upload.refused,
+        protocols=req.protocols,
+        pool=pool,
+        pool_essays=shipped,
+        eval_fold=req.eval_fold,
+        backend=req.backend,
+        limit=min(req.sample, planned) if req.dry_run else req.limit,
+        planned=planned,
+        price=price,
+    )
+
+
+# -- one essay, now ---------------------------------------------------------------------------------------
+
+
+async def score_one(state: State, req: SingleScoreIn) -> dict[str, Any]:
+    """Score one essay and wait at most ``time_limit_s``; 503 when the limit passes (the run is cancelled, its
+    finished calls kept)."""
+    limit = min(req.time_limit_s, state.config.limits.max_time_limit_s)
+    rubric = resolve_rubric(state, req.rubric_id, req.rubric)
+    upload = read_essays(state, rubric, [req.essay], None)
+    check_protocols([req.protocol], req.pool)
+    run = RunCreate(name=f"single essay {req.essay.id}", protocols=[req.protocol], backend=req.backend)
+    meta = create_run(state, rubric, upload, req.pool, run, kind="single")
+    future = state.runs.future(meta.id)
+    assert future is not None
+    try:
+        await asyncio.wait_for(asyncio.wrap_future(future), limit)
+    except TimeoutError:
+        raise ApiError(503, f"scoring did not finish within the time limit of {limit:g} s (run {meta.id})") from None
+    meta = state.runs.meta(meta.id)
+    if meta.status != "finished":
+        raise ApiError(503, f"scoring failed: {meta.error or meta.status} (run {meta.id})")
+    view = state.runs.view(meta.id)
+    scores = [
+        {
+            "trait": s.trait,
+            "score": s.score,
+            "rationale": s.rationale,
+            "score_mode": None if s.result is None else s.result.mode,
+            "distribution": None if s.result is None else s.result.distribution,
+        }
+        for s in view.scores
+    ]
+    return {
+        "run_id": meta.id,
+        "essay_id": req.essay.id,
+        "protocol": req.protocol,
+        "scores": scores,
+        "elapsed_s": meta.elapsed_s,
+    }

@@ -1,0 +1,100 @@
+// madrag web app: live run progress (server-sent events, falling back to polling) and small page helpers.
+// Every value from the server is put into the page with textContent, never as HTML.
+(function () {
+  "use strict";
+
+  function byId(id) { return document.getElementById(id); }
+
+  function showProgress(p) {
+    if (!p) { return; }
+    var bar = byId("run-bar");
+    if (p.total) { bar.max = p.total; byId("run-total").textContent = String(p.total); }
+    bar.value = p.done;
+    byId("run-done").textContent = String(p.done);
+    byId("run-records").textContent = String(p.records);
+    byId("run-stage").textContent = p.stage || "";
+    var status = byId("run-status");
+    status.textContent = p.status;
+    status.className = "status " + p.status;
+  }
+
+  function logLine(text) {
+    var log = byId("run-log");
+    var item = document.createElement("li");
+    item.textContent = text;
+    log.insertBefore(item, log.firstChild);
+    while (log.children.length > 60) { log.removeChild(log.lastChild); }
+  }
+
+  function describe(event) {
+    if (event.type === "record") {
+      var score = event.role === "judge" ? " score " + (event.score === null ? "missing" : event.score) : "";
+      return event.role + " · essay " + event.essay_id + " · " + event.trait + score;
+    }
+    if (event.type === "stage") { return event.message; }
+    if (event.type === "status") { return "status: " + event.status + (event.error ? " (" + event.error + ")" : ""); }
+    return null;
+  }
+
+  function finish() { window.setTimeout(function () { window.location.reload(); }, 300); }
+
+  function poll(runId) {
+    fetch("/api/runs/" + encodeURIComponent(runId), { headers: { Accept: "application/json" } })
+      .then(function (r) { return r.json(); })
+      .then(function (run) {
+        showProgress(run.progress || { status: run.status, done: 0, records: 0 });
+        if (run.status === "queued" || run.status === "running") { window.setTimeout(function () { poll(runId); }, 1000); }
+        else { finish(); }
+      })
+      .catch(function () { window.setTimeout(function () { poll(runId); }, 2000); });
+  }
+
+  function watchRun(panel) {
+    var runId = panel.dataset.run;
+    if (panel.dataset.status !== "queued" && panel.dataset.status !== "running") { return; }
+    if (!window.EventSource) { poll(runId); return; }
+    var source = new EventSource("/api/runs/" + encodeURIComponent(runId) + "/events");
+    source.onmessage = null;
+    ["snapshot", "start", "stage", "bank", "record", "essay", "status", "end"].forEach(function (kind) {
+      source.addEventListener(kind, function (msg) {
+        var event = JSON.parse(msg.data);
+        showProgress(event.progress);
+        var line = describe(event);
+        if (line) { logLine(line); }
+        if (kind === "end") { source.close(); finish(); }
+      });
+    });
+    source.onerror = function () { source.close(); poll(runId); };
+  }
+
+  function watchEstimate(box) {
+    var status = box.dataset.status;
+    if (status !== "queued" && status !== "running") { return; }
+    fetch("/api/runs/" + encodeURIComponent(box.dataset.run), { headers: { Accept: "application/json" } })
+      .then(function (r) { return r.json(); })
+      .then(function (run) {
+        if (run.status === "queued" || run.status === "running") { window.setTimeout(function () { watchEstimate(box); }, 700); }
+        else { window.location.reload(); }
+      });
+  }
+
+  function backendFields() {
+    var form = byId("backend-form");
+    if (!form) { return; }
+    var fields = form.querySelector(".openai-fields");
+    function sync() {
+      var chosen = form.querySelector("input[name=kind]:checked");
+      fields.hidden = !(chosen && chosen.value === "openai");
+    }
+    form.querySelectorAll("input[name=kind]").forEach(function (r) { r.addEventListener("change", sync); });
+    sync();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var panel = byId("progress");
+    if (panel) { watchRun(panel); }
+    var estimate = byId("estimate");
+    if (estimate && estimate.dataset.run) { watchEstimate(estimate); }
+    backendFields();
+  });
+})();

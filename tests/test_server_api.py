@@ -1,0 +1,377 @@
+"""The HTTP API of ``madrag serve`` on the fake provider: every endpoint, its error cases and the token rule."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
+
+from madrag.server import Limits
+from madrag.server.synthetic import rubric_of, synthesize_run
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with client_for(make_config(tmp_path)) as c:
+        yield c
+
+
+def start(client: TestClient, **body: Any) -> dict[str, Any]:
+    payload = {"rubric": RUBRIC, "essays": essays_json(), "protocols": ["MAD"], "backend": FAKE, **body}
+    response = client.post("/api/runs", json=payload)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def finished(client: TestClient, timeout: float = 30.0, **body: Any) -> dict[str, Any]:
+    run = start(client, **body)
+    done = wait_status(client, run["id"], timeout=timeout)
+    assert done["status"] == "finished", done
+    return done
+
+
+def error_of(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()["error"]
+    assert body["status"] == status and body["message"]
+    assert "Traceback" not in response.text
+    return body
+
+
+# -- service endpoints ---------------------------------------------------------------------------------------
+
+
+def test_health_protocols_and_openapi_docs(client: TestClient) -> None:
+    assert client.get("/api/health").json()["status"] == "ok"
+    protocols = {p["name"]: p["retrieval"] for p in client.get("/api/protocols").json()}
+    assert protocols["MADRAG"] is True and protocols["MAD"] is False
+    spec = client.get("/openapi.json").json()
+    for path in ("/api/runs", "/api/runs/{run_id}/overrides", "/api/runs/{run_id}/cancel", "/api/score"):
+        assert path in spec["paths"]
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "/static/swagger-ui-bundle.js" in docs.text and "cdn" not in docs.text.lower()
+    assert client.get("/static/swagger-ui-bundle.js").status_code == 200
+
+
+def test_unknown_endpoint_is_a_json_404(client: TestClient) -> None:
+    error_of(client.get("/api/nothing-here"), 404)
+
+
+# -- rubrics -------------------------------------------------------------------------------------------------
+
+
+def test_create_and_get_a_rubric(client: TestClient) -> None:
+    created = client.post("/api/rubrics", json=RUBRIC)
+    assert created.status_code == 201
+    rid = created.json()["id"]
+    assert client.get(f"/api/rubrics/{rid}").json()["rubric"]["traits"][1]["name"] == "Style"
+    assert rid in {r["id"] for r in client.get("/api/rubrics").json()}
+
+
+def test_rubric_errors(client: TestClient) -> None:
+    missing_level = json.loads(json.dumps(RUBRIC))
+    del missing_level["traits"][0]["levels"]["2"]
+    body = error_of(client.post("/api/rubrics", json=missing_level), 400)
+    assert "level" in body["message"] and "traits.0" in body["message"]
+    error_of(client.post("/api/rubrics", json={"prompt": "no traits"}), 422)
+    error_of(client.get("/api/rubrics/r-doesnotexist"), 404)
+    error_of(client.get("/api/rubrics/..%2F..%2Fetc"), 404)
+
+
+# -- runs ----------------------------------------------------------------------------------------------------
+
+
+def test_run_to_the_end_with_progress_scores_and_essay_records(client: TestClient) -> None:
+    run = finished(client)
+    assert run["progress"]["done"] == run["progress"]["total"] == 3 * 2
+    rows = client.get(f"/api/runs/{run['id']}/scores").json()["rows"]
+    assert len(rows) == 6 and all(r["score"] is not None and r["final_score"] == r["score"] for r in rows)
+    detail = client.get(f"/api/runs/{run['id']}/essays/e1").json()
+    ideas = detail["traits"][0]["protocols"][0]
+    assert ideas["protocol"] == "MAD" and ideas["rationale"]
+    assert [t["role"] for t in ideas["debate"]] == ["advocate", "skeptic"]
+    assert all(t["confidence"] is not None for t in ideas["debate"])
+    assert detail["traits"][0]["reference"] == 0
+    assert run["id"] in {r["id"] for r in client.get("/api/runs").json()}
+
+
+def test_essay_ids_with_slashes_and_markup_are_reachable(client: TestClient) -> None:
+    odd = [{"id": "class 7/anna", "text": "An essay."}, {"id": "<b>bold</b>?x=1#y", "text": "Another essay."}]
+    run = finished(client, essays=odd)
+    for essay in odd:
+        quoted = quote(essay["id"], safe="")
+        assert client.get(f"/api/runs/{run['id']}/essays/{quoted}").json()["essay"]["id"] == essay["id"]
+        page = client.get(f"/runs/{run['id']}/essays/{quoted}", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "<b>bold</b>" not in page.text
+
+
+def test_run_from_a_csv_upload_reports_refused_rows(client: TestClient) -> None:
+    bad = [{"id": "s9", "text": "", "rater1_Ideas": 1}, {"id": "s10", "text": "fine essay", "rater1_Ideas": 7}]
+    run = start(client, essays=None, data={"filename": "class.csv", "content": essays_csv(4, extra=bad)}, pool="none")
+    assert run["n_essays"] == 4
+    reasons = {r["where"]: r["reason"] for r in run["refused"]}
+    assert set(reasons) == {"row 6", "row 7"} and "empty" in reasons["row 6"] and "outside" in reasons["row 7"]
+
+
+def test_run_errors(client: TestClient, tmp_path: Path) -> None:
+    base = {"rubric": RUBRIC, "essays": essays_json(), "protocols": ["MAD"], "backend": FAKE}
+    error_of(client.post("/api/runs", json={**base, "rubric": None, "rubric_id": "r-nope"}), 404)
+    error_of(client.post("/api/runs", json={**base, "protocols": ["NOPE"]}), 422)
+    body = error_of(client.post("/api/runs", json={**base, "protocols": ["MADRAG"], "pool": "none"}), 400)
+    assert body["field"] == "protocols"
+    error_of(client.post("/api/runs", json={**base, "essays": [{"id": "x", "text": "t", "Ideas": 9}]}), 400)
+    error_of(client.post("/api/runs", json={**base, "pool": "folds"}), 400)
+    error_of(client.post("/api/runs", json={**base, "backend": {"kind": "openai", "base_url": "file:///etc"}}), 422)
+    error_of(client.post("/api/runs", json={**base, "surprise": 1}), 422)
+    error_of(client.post("/api/runs", json={**base, "backend": {"kind": "openai"}}), 422)
+    error_of(
+        client.post("/api/runs", content="rubric=x", headers={"content-type": "application/x-www-form-urlencoded"}), 415
+    )
+    error_of(client.post("/api/runs", content="{not json", headers={"content-type": "application/json"}), 422)
+    error_of(client.get("/api/runs/000000000000"), 404)
+
+
+def test_upload_limits(tmp_path: Path) -> None:
+    config = make_config(tmp_path, limits=Limits(max_upload_bytes=4096, max_rows=2, max_essay_chars=100))
+    with client_for(config) as client:
+        huge = {"rubric": RUBRIC, "essays": [{"id": "a", "text": "x" * 5000}], "backend": FAKE}
+        error_of(client.post("/api/runs", json=huge), 413)
+        many = {"rubric": RUBRIC, "essays": essays_json(3), "protocols": ["MAD"], "backend": FAKE}
+        error_of(client.post("/api/runs", json=many), 413)
+        long = {**many, "essays": [*essays_json(1), {"id": "long", "text": "word " * 30}]}
+        run = client.post("/api/runs", json=long).json()
+        assert run["n_essays"] == 1 and "longer than 100" in run["refused"][0]["reason"]
+
+
+def test_runs_at_once_share_one_backend_and_its_limit(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path, backend_concurrency=2)) as client:
+        slow = {"kind": "fake", "fake_latency_s": 0.1}
+        runs = [start(client, essays=essays_json(3), backend=slow) for _ in range(2)]
+        assert all(wait_status(client, r["id"])["status"] == "finished" for r in runs)
+        shared = client.app.state.madrag.runs.backends.all()  # type: ignore[attr-defined]
+    assert len(shared) == 1 and shared[0].peak == 2  # 2 runs x 3 essays x 2 traits wanted more at once
+
+
+def test_cancel_and_resume(client: TestClient) -> None:
+    run = start(client, essays=essays_json(4), backend={"kind": "fake", "fake_latency_s": 0.3})
+    cancelled = client.post(f"/api/runs/{run['id']}/cancel", json={})
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    error_of(client.post(f"/api/runs/{run['id']}/cancel", json={}), 409)
+    resumed = client.post(f"/api/runs/{run['id']}/resume", json={})
+    assert resumed.status_code == 202
+    assert wait_status(client, run["id"])["status"] == "finished"
+    error_of(client.post(f"/api/runs/{run['id']}/resume", json={}), 409)
+    error_of(client.post("/api/runs/000000000000/cancel", json={}), 404)
+
+
+def test_overrides_are_their_own_records_and_exported(client: TestClient) -> None:
+    run = finished(client)
+    rid = run["id"]
+    before = client.get(f"/api/runs/{rid}/essays/e2").json()["traits"][1]["protocols"][0]
+    made = client.post(
+        f"/api/runs/{rid}/overrides",
+        json={"essay_id": "e2", "trait": "Style", "score": 4, "comment": "clear voice", "reviewer": "Ms. K"},
+    )
+    assert made.status_code == 201
+    review = made.json()
+    assert review["agent_score"] == before["score"] and review["new_score"] == 4 and review["reviewer"] == "Ms. K"
+    after = client.get(f"/api/runs/{rid}/essays/e2").json()["traits"][1]["protocols"][0]
+    assert after["score"] == before["score"] and after["rationale"] == before["rationale"]  # agent record unchanged
+    assert after["review"]["new_score"] == 4
+    assert len(client.get(f"/api/runs/{rid}/overrides").json()) == 1
+    csv_text = client.get(f"/api/runs/{rid}/export?format=csv").text
+    header, *lines = csv_text.strip().splitlines()
+    assert "override_score" in header and "final_score" in header
+    row = next(line for line in lines if line.startswith("e2,MAD,Style"))
+    assert ",override,4,4,clear voice,Ms. K," in row
+    jsonl = [json.loads(x) for x in client.get(f"/api/runs/{rid}/export?format=jsonl").text.splitlines()]
+    assert next(r for r in jsonl if r["essay_id"] == "e2" and r["trait"] == "Style")["final_score"] == 4
+
+
+def test_unreadable_scores_stay_missing(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    run_id = synthesize_run(config.runs_dir, 3, rubric_of(2, 0, 3), failed_every=2)
+    with client_for(config) as client:
+        rows = client.get(f"/api/runs/{run_id}/scores").json()["rows"]
+        missing = [r for r in rows if r["score_mode"] == "failed"]
+        assert len(rows) == 6 and len(missing) == 3
+        assert all(r["score"] is None and r["final_score"] is None for r in missing)
+        page = client.get(f"/runs/{run_id}/results", headers={"Accept": "text/html"}).text
+        assert page.count('<td class="cell missing" title="MADRAG Trait') == 3
+        error_of(
+            client.post(f"/api/runs/{run_id}/overrides", json={"essay_id": "e00001", "trait": "Trait 1", "score": 9}),
+            422,
+        )
+        accepted = client.post(
+            f"/api/runs/{run_id}/overrides", json={"essay_id": "e00000", "trait": "Trait 2", "action": "accept"}
+        )
+        assert (
+            accepted.status_code == 201 and accepted.json()["new_score"] is None
+        )  # accepting missing keeps it missing
+
+
+def test_override_errors(client: TestClient) -> None:
+    rid = finished(client)["id"]
+    url = f"/api/runs/{rid}/overrides"
+    error_of(client.post(url, json={"essay_id": "zz", "trait": "Style", "score": 2}), 404)
+    error_of(client.post(url, json={"essay_id": "e1", "trait": "Voice", "score": 2}), 404)
+    error_of(client.post(url, json={"essay_id": "e1", "trait": "Style", "protocol": "SA", "score": 2}), 404)
+    error_of(client.post(url, json={"essay_id": "e1", "trait": "Style", "score": 9}), 422)
+    error_of(client.post(url, json={"essay_id": "e1", "trait": "Style"}), 422)
+    error_of(client.get(f"/api/runs/{rid}/essays/zz"), 404)
+    error_of(client.get(f"/api/runs/{rid}/export?format=xml"), 422)
+
+
+def test_evaluation_needs_human_scores(client: TestClient) -> None:
+    rid = finished(client)["id"]
+    tables = client.get(f"/api/runs/{rid}/evaluation").json()["tables"]
+    assert any("QWK" in title for title in tables)
+    plain = finished(client, essays=[{"id": "a", "text": "An essay."}, {"id": "b", "text": "Another one."}])
+    error_of(client.get(f"/api/runs/{plain['id']}/evaluation"), 409)
+
+
+def test_dry_run_estimate(client: TestClient) -> None:
+    run = finished(client, essays=essays_json(4), dry_run=True, sample=1, price={"prompt": 1.0, "completion": 2.0})
+    estimate = run["estimate"]
+    assert run["kind"] == "estimate" and run["n_essays"] == 1 and estimate["n_essays"] == 4
+    assert estimate["total"]["calls"] == pytest.approx(4 * 2 * 3)  # 4 essays x 2 traits x (Adv, Skp, Judge)
+    assert estimate["total"]["gross_spend"] > 0 and estimate["time_s"] >= 0
+
+
+def test_events_stream_progress(client: TestClient) -> None:
+    run = start(client, backend={"kind": "fake", "fake_latency_s": 0.05})
+    with client.stream("GET", f"/api/runs/{run['id']}/events") as stream:
+        events = [json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: ")]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "snapshot" and kinds[-1] == "end" and "record" in kinds
+    assert events[-1]["progress"]["status"] == "finished" and events[-1]["progress"]["done"] == 6
+    records = [e for e in events if e["type"] == "record"]
+    assert all(e["at"] >= e["stored_at"] for e in records)
+    assert [e["seq"] for e in records] == sorted(e["seq"] for e in records)
+
+
+def test_score_one_essay_synchronously(client: TestClient) -> None:
+    response = client.post(
+        "/api/score", json={"rubric": RUBRIC, "essay": {"id": "q1", "text": "A short essay."}, "backend": FAKE}
+    )
+    assert response.status_code == 200, response.text
+    scores = {s["trait"]: s for s in response.json()["scores"]}
+    assert set(scores) == {"Ideas", "Style"} and all(s["rationale"] and s["score"] is not None for s in scores.values())
+
+
+def test_score_one_essay_time_limit_is_503(client: TestClient) -> None:
+    slow = {"kind": "fake", "fake_latency_s": 2.0}
+    body = {"rubric": RUBRIC, "essay": {"id": "q1", "text": "A short essay."}, "backend": slow, "time_limit_s": 0.3}
+    error = error_of(client.post("/api/score", json=body), 503)
+    assert "time limit" in error["message"]
+
+
+# -- the token rule and cross-site requests --------------------------------------------------------------------
+
+
+def test_token_required_off_loopback(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        client_for(make_config(tmp_path, host="0.0.0.0")).__enter__()
+    config = make_config(tmp_path, host="0.0.0.0", token="s3cret-token")
+    with client_for(config, base_url="http://192.0.2.10:8000") as client:
+        for path in ("/api/health", "/api/runs", "/", "/docs", "/static/app.css"):
+            error_of(client.get(path), 401)
+        error_of(client.get("/api/health", headers={"Authorization": "Bearer wrong"}), 401)
+        assert client.get("/api/health", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+        assert client.get("/api/health", headers={"X-Madrag-Token": "s3cret-token"}).status_code == 200
+        first = client.get("/api/health?token=s3cret-token")
+        assert first.status_code == 200 and "madrag_token=" in first.headers["set-cookie"]
+        assert client.get("/api/runs").status_code == 200  # the cookie now carries it
+
+
+def test_loopback_server_refuses_other_host_names_and_cross_site_writes(client: TestClient) -> None:
+    error_of(client.get("/api/health", headers={"Host": "evil.example:8000"}), 400)
+    cross = client.post("/api/rubrics", json=RUBRIC, headers={"Origin": "http://evil.example"})
+    error_of(cross, 403)
+    assert client.post("/api/rubrics", json=RUBRIC, headers={"Origin": "http://127.0.0.1:8000"}).status_code == 201
+
+
+def test_api_key_is_never_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG")
+    config = make_config(tmp_path)
+    secret = "sk-test-DO-NOT-STORE-0123456789"
+    with client_for(config) as client:
+        backend = {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key": secret}
+        payload = {"rubric": RUBRIC, "essays": essays_json(1), "protocols": ["MAD"], "backend": backend}
+        run = client.post("/api/runs", json=payload).json()
+        client.post(f"/api/runs/{run['id']}/cancel", json={})  # the backend is not there; stop retrying it
+        assert secret not in json.dumps(client.get(f"/api/runs/{run['id']}").json())
+        assert secret not in client.get("/api/runs").text
+        assert run["backend"]["key_source"] == "memory"
+        assert os.environ[f"MADRAG_SERVE_KEY_{run['id'].upper()}"] == secret  # in this process only
+    assert secret not in caplog.text
+    for path in config.data_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+def test_serve_command_generates_and_prints_a_token_off_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from madrag.cli.app import app
+
+    started: list[tuple[Any, str, int]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda web, host, port, **_kw: started.append((web, host, port)))
+    monkeypatch.delenv("MADRAG_SERVER_TOKEN", raising=False)
+    args = ["serve", "--host", "0.0.0.0", "--port", "8123", "--data-dir", str(tmp_path / "d")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    token = result.output.split("?token=")[1].split()[0]
+    assert len(token) >= 24 and result.output.count(token) == 1
+    web, host, port = started[0]
+    assert (host, port) == ("0.0.0.0", 8123)
+    with TestClient(web, base_url="http://192.0.2.1:8123") as client:
+        error_of(client.get("/api/health"), 401)
+        assert client.get("/api/health", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    local = CliRunner().invoke(app, ["serve", "--data-dir", str(tmp_path / "d")])
+    assert local.exit_code == 0 and "token" not in local.output and started[1][1] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("embedder", ["hashing", pytest.param("minilm", marks=pytest.mark.integration)])
+def test_madrag_run_shows_the_exemplars_the_judge_saw(tmp_path: Path, embedder: str) -> None:
+    """MADRAG with the scored essays themselves as the pool: the index is built (with progress) and each Judge's
+    exemplars are on the essay's record."""
+    with client_for(make_config(tmp_path, embedder=embedder)) as client:
+        run = start(client, essays=essays_json(4), protocols=["MADRAG"], pool="same")
+        with client.stream("GET", f"/api/runs/{run['id']}/events") as stream:
+            events = [json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: ")]
+        detail = client.get(f"/api/runs/{run['id']}/essays/e1").json()
+    bank = [e for e in events if e["type"] == "bank"]
+    assert bank and bank[-1]["done"] == bank[-1]["total"] == 4 and events[-1]["progress"]["status"] == "finished"
+    ideas = detail["traits"][0]["protocols"][0]
+    levels = {lvl["score"]: lvl["exemplar"] for lvl in ideas["exemplars"]}
+    assert sorted(levels) == [0, 1, 2, 3]
+    shown = [ex["essay_id"] for ex in levels.values() if ex is not None]
+    assert shown and "e1" not in shown  # the essay being scored is never its own exemplar
+    assert [t["role"] for t in ideas["debate"]] == ["advocate", "skeptic"]
+
+
+async def test_shared_backend_limits_requests_of_every_run_together() -> None:
+    from madrag.providers import ChatRequest, FakeProvider, Message
+    from madrag.server.backends import SharedBackend
+
+    shared = SharedBackend(FakeProvider(latency_s=0.05), limit=2)
+    request = ChatRequest(messages=[Message(role="user", content="You are an Advocate Agent.")])
+
+    async def one_run() -> list[str]:
+        return [r.text for r in await asyncio.gather(*(shared.complete(request) for _ in range(4)))]
+
+    first, second = await asyncio.gather(one_run(), one_run())
+    assert len(first) == len(second) == 4 and all(first + second)
+    assert shared.peak == 2 and shared.in_flight == 0 and shared.max_concurrency == 2

@@ -1,0 +1,83 @@
+"""Shared inputs of the server tests: a small rubric, essays with scores and folds, and a client factory."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from madrag.server import ServerConfig, create_app
+
+RUBRIC: dict[str, Any] = {
+    "name": "Class rubric",
+    "prompt": "Write about a time you were patient.",
+    "traits": [
+        {"name": "Ideas", "min": 0, "max": 3, "levels": {str(i): f"ideas level {i}" for i in range(4)}},
+        {"name": "Style", "min": 1, "max": 4, "levels": {str(i): f"style level {i}" for i in range(1, 5)}},
+    ],
+}
+TEXTS = [
+    "I waited for the bus in the rain for an hour and kept calm because my sister was with me.",
+    "Patience is when you wait. I waited at the doctor and read a book about whales.",
+    "My grandmother taught me to fish; we sat by the lake all morning before anything bit.",
+    "When the power went out we played cards by candle light until it came back.",
+]
+FAKE = {"kind": "fake"}
+
+
+def essays_csv(n: int = 4, folds: bool = True, extra: list[dict[str, Any]] | None = None) -> str:
+    """A CSV of ``n`` essays with two raters per trait (and folds 0/1 alternating)."""
+    buf = io.StringIO()
+    fields = ["id", "text", "rater1_Ideas", "rater2_Ideas", "rater1_Style", "rater2_Style"] + (
+        ["fold"] if folds else []
+    )
+    writer = csv.DictWriter(buf, fieldnames=fields)
+    writer.writeheader()
+    for i in range(n):
+        row: dict[str, Any] = {
+            "id": f"s{i + 1}",
+            "text": TEXTS[i % len(TEXTS)],
+            "rater1_Ideas": i % 4,
+            "rater2_Ideas": (i + 1) % 4,
+            "rater1_Style": 1 + i % 4,
+            "rater2_Style": 1 + i % 4,
+        }
+        if folds:
+            row["fold"] = i % 2
+        writer.writerow(row)
+    for row in extra or []:
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def essays_json(n: int = 3) -> list[dict[str, Any]]:
+    """Essays as API objects (id, text, one score per trait)."""
+    return [{"id": f"e{i + 1}", "text": TEXTS[i % len(TEXTS)], "Ideas": i % 4, "Style": 1 + i % 4} for i in range(n)]
+
+
+def make_config(tmp_path: Path, **fields: Any) -> ServerConfig:
+    return ServerConfig(data_dir=tmp_path / "server", cache_dir=tmp_path / "cache", **fields)
+
+
+@contextmanager
+def client_for(config: ServerConfig, base_url: str = "http://127.0.0.1:8000") -> Iterator[TestClient]:
+    with TestClient(create_app(config), base_url=base_url) as client:
+        yield client
+
+
+def wait_status(
+    client: TestClient, run_id: str, timeout: float = 30.0, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Poll a run until it is no longer queued or running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body: dict[str, Any] = client.get(f"/api/runs/{run_id}", headers=headers).json()
+        if body["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return body
+        time.sleep(0.05)
