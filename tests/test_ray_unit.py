@@ -20,7 +20,7 @@ from tests.helpers import BagOfWordsEmbedder, make_ctx
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.data import Essay
-from madrag.distributed.bank import ShippedEmbedder, snapshot, text_key
+from madrag.distributed.bank import ShippedBanks, ShippedEmbedder, snapshot, text_key
 from madrag.distributed.dispatch import Dispatcher
 from madrag.distributed.driver import ordered, worker_spec
 from madrag.distributed.options import RayOptions, optional_value, ray_options, ray_summary
@@ -34,6 +34,7 @@ from madrag.providers import ProviderSpec, managed
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import ExemplarBank
+from madrag.retrieval.folds import FoldBanks
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -376,3 +377,20 @@ async def test_consensus_judges_resumed_on_workers_make_the_records_of_a_local_r
     assert ctx.stats.made == len(want) - before  # nothing stored was made again
     local.store.close()  # type: ignore[attr-defined]
     ctx.store.close()  # type: ignore[attr-defined]
+
+
+def test_cross_fold_banks_are_shipped_one_per_fold(tmp_path: Path) -> None:
+    """``--fold each``: every fold's bank is shipped, and an essay is answered by the bank without its fold."""
+    essays = [essay(i, fold=i % 3) for i in range(30)]
+    pools = {f: [e for e in essays if e.fold != f] for f in range(3)}
+    driver = FoldBanks.build_or_load(pools, RUBRIC, BagOfWordsEmbedder(), tmp_path / "banks")
+    shipped = ShippedBanks.of(driver)
+    assert set(shipped.banks) == {0, 1, 2} and shipped.embedder_name == driver.embedder.name
+    worker_side = shipped.restore(ShippedEmbedder(shipped.embedder_name, fallback=BagOfWordsEmbedder))
+    assert isinstance(worker_side, FoldBanks)
+    for query in essays[:6]:
+        for trait in RUBRIC.traits:
+            want = [x.exemplar.essay_id if x.exemplar else None for x in driver.per_level(query, trait)]
+            got = [x.exemplar.essay_id if x.exemplar else None for x in worker_side.per_level(query, trait)]
+            assert got == want
+            assert all(e is None or int(e[1:]) % 3 != query.fold for e in got)  # never its own fold

@@ -2,8 +2,9 @@
 
 The driver's bank lives in a Chroma collection on the driver's disk, which workers on other machines cannot
 open. :func:`snapshot` copies its contents (ids, texts, reference scores, the pool's vectors) into a
-:class:`BankSnapshot`, a plain picklable object the driver puts into Ray's object store once; every worker
-restores it (:meth:`BankSnapshot.restore`) as an ordinary :class:`~madrag.retrieval.bank.ExemplarBank` over an
+:class:`BankSnapshot`, a plain picklable object the driver puts into Ray's object store once (a cross-fold run,
+``--fold each``, ships one per fold: :class:`ShippedBanks`); every worker restores it
+(:meth:`BankSnapshot.restore`) as an ordinary :class:`~madrag.retrieval.bank.ExemplarBank` over an
 :class:`ArrayCollection`, an in-memory stand-in for the Chroma collection that answers the same queries
 (cosine distance, the metadata filters the bank uses) by exact search. Protocols then retrieve exactly as in
 a local run, through the same bank code.
@@ -26,6 +27,7 @@ from madrag.data.essay import Essay
 from madrag.errors import MadragError
 from madrag.retrieval.bank import ExemplarBank
 from madrag.retrieval.embedder import Embedder, FloatArray, MiniLMEmbedder, normalize_rows
+from madrag.retrieval.folds import FoldBanks
 from madrag.rubric import Rubric
 
 Where = Mapping[str, Any]
@@ -181,7 +183,38 @@ def snapshot(bank: ExemplarBank) -> BankSnapshot:
     )
 
 
-def query_vectors(bank: ExemplarBank, essays: list[Essay]) -> dict[str, FloatArray]:
-    """The query vectors of ``essays`` computed by the driver's bank (one batch), keyed by :func:`text_key`."""
-    bank.prefetch(essays)
-    return {text_key(e.text): bank.query_vector(e) for e in essays}
+SourceBank = ExemplarBank | FoldBanks
+"""A run's exemplars on the driver: one bank, or one bank per fold (``--fold each``)."""
+
+
+@dataclass
+class ShippedBanks:
+    """What the driver puts into the object store: the snapshot of each bank, by fold (key None: the one bank
+    of a run that is not cross-fold)."""
+
+    banks: dict[int | None, BankSnapshot]
+    embedder_name: str
+
+    @classmethod
+    def of(cls, source: SourceBank) -> ShippedBanks:
+        """Snapshots of the run's bank, or of every fold's."""
+        if isinstance(source, FoldBanks):
+            shots: dict[int | None, BankSnapshot] = {fold: snapshot(b) for fold, b in source.banks.items()}
+        else:
+            shots = {None: snapshot(source)}
+        return cls(banks=shots, embedder_name=source.embedder.name)
+
+    def restore(self, embedder: ShippedEmbedder) -> SourceBank:
+        """The run's exemplars, in memory, answering as the driver's do."""
+        if None in self.banks:
+            return self.banks[None].restore(embedder)
+        folds = {fold: shot.restore(embedder) for fold, shot in self.banks.items() if fold is not None}
+        return FoldBanks(folds, embedder)
+
+
+def query_vectors(source: SourceBank, essays: list[Essay]) -> dict[str, FloatArray]:
+    """The query vectors of ``essays`` computed on the driver in one batch with the bank's embedder, keyed by
+    :func:`text_key`."""
+    texts = list(dict.fromkeys(e.text for e in essays))
+    vectors = normalize_rows(source.embedder.embed(texts))
+    return {text_key(t): v for t, v in zip(texts, vectors, strict=True)}

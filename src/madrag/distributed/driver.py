@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from madrag.agents.calls import CallContext
 from madrag.data.essay import Essay
-from madrag.distributed.bank import query_vectors, snapshot
+from madrag.distributed.bank import ShippedBanks, SourceBank, query_vectors
 from madrag.distributed.cluster import Cluster, connect, disconnect, import_ray, quiet_ray_env
 from madrag.distributed.dispatch import Dispatcher, EssayDone, Progress
 from madrag.distributed.options import RayOptions
@@ -35,6 +35,7 @@ from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
 from madrag.retrieval.bank import ExemplarBank
 from madrag.retrieval.embedder import make_embedder
+from madrag.retrieval.folds import FoldBanks
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -63,12 +64,12 @@ def worker_slots(spec: ProviderSpec, backend: ManagedProvider) -> int:
     return spec.concurrency * (1 + len(spec.extra_base_urls))
 
 
-def driver_bank(ctx: CallContext) -> ExemplarBank | None:
-    """The run's exemplar bank, which workers get a snapshot of (a Chroma-backed :class:`ExemplarBank`)."""
+def driver_bank(ctx: CallContext) -> SourceBank | None:
+    """The run's exemplars, which workers get snapshots of: an :class:`ExemplarBank`, or one per fold."""
     bank = ctx.bank
-    if bank is None or isinstance(bank, ExemplarBank):
+    if bank is None or isinstance(bank, ExemplarBank | FoldBanks):
         return bank
-    raise ConfigError(f"a Ray run ships an ExemplarBank to its workers; this run's bank is a {type(bank).__name__}")
+    raise ConfigError(f"a Ray run ships its exemplar banks to the workers; this run's bank is a {type(bank).__name__}")
 
 
 def announce_finished(
@@ -150,7 +151,7 @@ class RayRun:
                 f"the cluster has {cluster.cpus:g}"
             )
         driver = driver_bank(self.ctx)
-        bank = [ray.put(snapshot(driver))] if driver is not None else []
+        bank = [ray.put(ShippedBanks.of(driver))] if driver is not None else []
         actor = ray.remote(ShardWorker).options(
             num_cpus=self.options.cpus_per_worker,
             max_restarts=self.options.max_attempts,

@@ -26,7 +26,7 @@ from typing import Any
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
-from madrag.distributed.bank import BankSnapshot, ShippedEmbedder
+from madrag.distributed.bank import ShippedBanks, ShippedEmbedder
 from madrag.distributed.shard import Shard, per_trait
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -127,9 +127,9 @@ class ShardWorker:
     """The body of a Ray actor that scores shards (see the module docstring)."""
 
     def __init__(self, setup: WorkerSetup, bank_ref: list[Any]) -> None:
-        """``bank_ref``: [] without a bank, else [the ObjectRef of its :class:`BankSnapshot`] (inside a list, so
-        Ray passes the reference and the worker fetches the snapshot itself, once, when it starts)."""
-        bank: BankSnapshot | None = None
+        """``bank_ref``: [] without a bank, else [the ObjectRef of its :class:`ShippedBanks`] (inside a list, so
+        Ray passes the reference and the worker fetches the snapshots itself, once, when it starts)."""
+        bank: ShippedBanks | None = None
         if bank_ref:
             import ray
 
@@ -183,11 +183,11 @@ class ShardWorker:
         """Score ``shard``; a stream of event batches (records, finished essays, then the statistics)."""
         provider, roles = self._providers()
         store = ShardStore(shard.known)
-        if self.embedder is not None and self.bank is not None:
+        if self.embedder is not None:
             self.embedder.add(shard.vectors)
             # the shard's essays in one batch (a model embeds a batch at a fraction of the CPU per essay of one
             # at a time); shipped vectors are not embedded again
-            await asyncio.to_thread(self.bank.prefetch, shard.essays)
+            await asyncio.to_thread(self.embedder.embed, [e.text for e in shard.essays])
         ctx = CallContext(
             run_id=self.setup.run_id,
             provider=provider,
