@@ -52,7 +52,9 @@ ModelOpt = Annotated[str | None, typer.Option(help="Model name (openai provider)
 ModelPathOpt = Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")]
 BaseUrlOpt = Annotated[
     list[str] | None,
-    typer.Option(help="OpenAI-compatible server URL; again for more servers of the same model (calls balanced)."),
+    typer.Option(
+        metavar="URL", help="OpenAI-compatible server URL; again for more servers of the same model (calls balanced)."
+    ),
 ]
 ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
@@ -160,7 +162,7 @@ RayOpt = Annotated[
         "--ray",
         metavar="[ADDRESS]",
         help="Score on Ray: alone, a local Ray instance; with HOST:PORT (or auto), that cluster (pip install "
-        "'madrag[ray]'; see docs/scaling.md).",
+        "'madrag\\[ray]'; see docs/scaling.md).",
     ),
 ]
 RayWorkersOpt = Annotated[int | None, typer.Option(help="Ray workers (default: one per CPU; 2 locally).")]
