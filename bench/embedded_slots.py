@@ -60,7 +60,7 @@ async def measure(slots: int, reqs: list[ChatRequest]) -> tuple[float, int]:
     results = await asyncio.gather(*(provider.complete(r) for r in reqs))
     elapsed = time.monotonic() - started
     await provider.aclose()
-    return elapsed, sum(r.usage.completion_tokens for r in results)
+    return elapsed, sum(r.usage.completion_tokens or 0 for r in results)  # llama.cpp always counts
 
 
 def main() -> None:

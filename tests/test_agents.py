@@ -30,13 +30,15 @@ RUBRIC = Rubric(traits=[IDEAS, STYLE])
     ("text", "expected"),
     [
         ("Good.\nFinal score: 2", (2, None)),
-        ("final score = **3**\nFinal Score: 1", (1, None)),
+        ("final score = **3**\nFinal Score: 3", (3, None)),
+        ("final score = **3**\nFinal Score: 1", (None, "two different closing scores: 3, 1")),
+        ("My final score: 2, I think.\nFinal score: 1", (1, None)),
         ("No score here.", (None, "no 'Final score: N' line")),
         ("Final score: 2.5", (None, "score 2.5 is not an integer")),
         ("Final score: 7", (None, "score 7 outside [0, 3]")),
     ],
 )
-def test_parse_score_reads_the_last_final_score_in_range(text: str, expected: tuple[int | None, str | None]) -> None:
+def test_parse_score_reads_the_closing_final_score_in_range(text: str, expected: tuple[int | None, str | None]) -> None:
     assert parse_score(text, IDEAS) == expected
 
 

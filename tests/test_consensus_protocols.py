@@ -129,15 +129,17 @@ async def test_round_zero_prompts_hold_rubric_essay_and_role(
         assert all(r.messages[1].content.startswith("Essay prompt:") for r in records)
 
 
-async def test_masked_anonymization_reaches_the_consensus_prompts(
+async def test_masked_placeholders_reach_the_consensus_prompts(
     tmp_path: Path, rubric7: Rubric, essays7: list[Essay]
 ) -> None:
     essay = next(e for e in essays7 if "@CAPS" in e.text or "@PERSON" in e.text)
-    ctx = make_ctx(tmp_path, FakeProvider(), settings=ScoringSettings(anonymization="mask"))
+    ctx = make_ctx(tmp_path, FakeProvider(), settings=ScoringSettings(placeholders="mask"))
     await _run(ctx, [essay], rubric7, ["ConsensusMAD[rounds=1]"])
     for record in ctx.store.records():
         text = _messages(record.messages)
-        assert "@CAPS" not in text and "@PERSON" not in text and "Anonymization note" not in text
+        # no placeholder left, and the prompt explains the neutral words that replace them (the mask note)
+        assert "@CAPS" not in text and "@PERSON" not in text and "@CAPS1, @PERSON1" not in text
+        assert "neutral words in square brackets" in text
 
 
 async def test_adjustment_rounds_show_the_other_agents_rationale_and_scores(
@@ -247,7 +249,8 @@ async def test_final_score_is_the_rounded_mean_and_unusable_stays_unusable(
 ) -> None:
     lenient = {k: v for k, v in LENIENT.items() if k != "Conventions"}  # never gives Conventions
     scores = {**SCORES, "lenient": lenient}
-    ctx = make_ctx(tmp_path, FakeProvider(script=scripted(scores), caps=TEXT_ONLY))
+    settings = ScoringSettings(score_followup=True)  # the missing trait is asked for again, and still missing
+    ctx = make_ctx(tmp_path, FakeProvider(script=scripted(scores), caps=TEXT_ONLY), settings=settings)
     out = await _run(ctx, essays7[:1], rubric7, ["ConsensusMAD[rounds=1]", "LenientJudge", "StrictJudge"])
     mad = {s.trait: s for s in out if s.protocol == "ConsensusMAD[rounds=1]"}
     assert {t: (s.mean_score, s.score, s.n_judges) for t, s in mad.items()} == {

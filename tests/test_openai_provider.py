@@ -205,12 +205,12 @@ async def test_no_tokens_when_logprobs_not_requested(make: Any) -> None:
     assert resp.tokens is None
 
 
-async def test_missing_usage_gives_zero_usage(make: Any) -> None:
+async def test_missing_usage_stays_unknown(make: Any) -> None:
     body = completion_body()
     del body["usage"]
     provider, _ = make(ok(body))
     resp = await provider.complete(req())
-    assert resp.usage.prompt_tokens == 0 and resp.usage.completion_tokens == 0
+    assert resp.usage.prompt_tokens is None and resp.usage.completion_tokens is None
 
 
 async def test_missing_logprobs_raises(make: Any) -> None:
@@ -482,5 +482,5 @@ async def test_usage_and_model_fall_back(make: Any) -> None:
     del body["model"]
     provider, _ = make(ok(body))
     resp = await provider.complete(req())
-    assert resp.usage.prompt_tokens == 0 and resp.usage.completion_tokens == 0
+    assert resp.usage.prompt_tokens is None and resp.usage.completion_tokens is None
     assert resp.model == "my-model"

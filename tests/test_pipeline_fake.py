@@ -106,25 +106,38 @@ def _judge_script(judge_texts: list[str]) -> object:
 
 
 @pytest.mark.parametrize(
-    ("replies", "mode", "reported", "requests"),
+    ("replies", "followup", "mode", "reported", "requests"),
     [
-        (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], "parsed_text", 2, 1),
-        (["I cannot decide.", "Final score: 3"], "parsed_followup", 3, 2),
-        (["No score here.", "still nothing"], "failed", None, 2),
-        (["Final score: 7", "Final score: 9"], "failed", None, 2),
+        # a score mentioned inside a sentence is not the Judge's closing line
+        (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], False, "parsed_text", 1, 1),
+        # by default (seed 000 A.5) an unreadable score is missing: no follow-up request
+        (["I cannot decide.", "Final score: 3"], False, "failed", None, 1),
+        (["Final score: 1\nOn reflection:\nFinal score: 2"], False, "failed", None, 1),
+        # with --score-followup: two different closing lines are neither score; the follow-up's is
+        (
+            ["Good essay.\nFinal score: 1\nOn reflection:\nFinal score: 2", "Final score: 2"],
+            True,
+            "parsed_followup",
+            2,
+            2,
+        ),
+        (["I cannot decide.", "Final score: 3"], True, "parsed_followup", 3, 2),
+        (["No score here.", "still nothing"], True, "failed", None, 2),
+        (["Final score: 7", "Final score: 9"], True, "failed", None, 2),
     ],
 )
-async def test_text_mode_parses_last_score_and_never_invents_one(
+async def test_text_mode_parses_the_closing_score_and_never_invents_one(
     tmp_path: Path,
     rubric7: Rubric,
     essays7: list[Essay],
     replies: list[str],
+    followup: bool,
     mode: str,
     reported: int | None,
     requests: int,
 ) -> None:
     fake = FakeProvider(script=_judge_script(replies), caps=TEXT_ONLY)  # type: ignore[arg-type]
-    ctx = make_ctx(tmp_path, fake)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_followup=followup))
     proto = get_protocol("MAD")
     trait_score = await proto.score_trait(ctx, essays7[0], rubric7.trait("Ideas"))  # type: ignore[attr-defined]
     record = ctx.store.get(trait_score.record_key)
@@ -211,7 +224,7 @@ async def test_sa_text_mode_parses_each_trait_and_follows_up_on_missing(
 ) -> None:
     replies = iter(["Fine.\nScores:\nIdeas: 2\nOrganization: 1\nStyle: 9", "Style: 2\nConventions: 1"])
     fake = FakeProvider(script=lambda _r: next(replies), caps=TEXT_ONLY)
-    ctx = make_ctx(tmp_path, fake)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_followup=True))
     out = await get_protocol("SA").score_essay(ctx, essays7[0], rubric7)
     assert {s.trait: s.score for s in out} == {"Ideas": 2, "Organization": 1, "Style": 2, "Conventions": 1}
     modes = {s.trait: s.result.mode for s in out if s.result}

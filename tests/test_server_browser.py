@@ -2,7 +2,9 @@
 starts a run on the fake backend, watches it finish, opens an essay, overrides a score and exports the CSV;
 script payloads render as text and fire nothing; a run killed with its server resumes after a restart.
 
-Each page is saved as a screenshot into ``docs/screenshots/`` (or ``$MADRAG_SCREENSHOTS``). Without Chromium
+Each page is saved as a screenshot into ``$MADRAG_SCREENSHOTS`` (default: a folder in the system's temporary
+directory, so a test run leaves the checkout clean; ``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the README's
+pictures). Without Chromium
 or Playwright the tests skip, unless ``MADRAG_REQUIRE_BROWSER=1`` (as ``.ci/run`` sets) makes that a failure.
 """
 
@@ -16,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ from madrag.server.synthetic import rubric_of, synthesize_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]
-SHOTS = Path(os.environ.get("MADRAG_SCREENSHOTS", REPO / "docs" / "screenshots"))
+SHOTS = Path(os.environ.get("MADRAG_SCREENSHOTS", Path(tempfile.gettempdir()) / "madrag-screenshots"))
 LAUNCH_ARGS = [
     "--headless",
     "--no-sandbox",

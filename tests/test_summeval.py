@@ -149,7 +149,7 @@ def test_the_six_seed_002_protocols_and_eval_consensus_run_on_summeval(rubric: R
     run_dir = tmp_path / "run"
     proc = _cli(
         "ablate-consensus", "--data", str(SAMPLE), "--rubric", str(RUBRIC), "--format", "summeval", "--fold", "all",
-        "--anonymization", "none", "--run-dir", str(run_dir), "--provider", "fake", "--no-cache",
+        "--placeholders", "none", "--run-dir", str(run_dir), "--provider", "fake", "--no-cache",
         "--prompts-dir", str(SUMMEVAL_PROMPTS),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -30,6 +30,10 @@ _MASKS = {
 }
 
 
+MASK_WORDS: tuple[str, ...] = (*_MASKS.values(), "[name]")
+"""Every neutral word a masked essay shows in place of a placeholder (``[person]``, ``[name]`` ...)."""
+
+
 def placeholders(text: str) -> list[str]:
     """ASAP anonymization placeholders in ``text`` in order of appearance (``@CAPS1``, ``@NUM2`` ...)."""
     return [m.group(0) for m in PLACEHOLDER.finditer(text)]

@@ -39,6 +39,19 @@ class ScoreResult(BaseModel):
     invalid_raw: str | None = None  # what was found when the score was unusable
 
 
+class EvidenceCounts(BaseModel):
+    """What an answer says about its essay (:mod:`madrag.agents.evidence`): the quoted spans it gives as
+    evidence and how many were found in the essay, and its sentences citing an anonymization placeholder as an
+    error. ``checked`` is False when quotes were not looked at (``--evidence-check off``)."""
+
+    checked: bool = True
+    quotes_found: int = 0
+    quotes_verified: int = 0
+    quotes_unverified: int = 0
+    unverified_quotes: list[str] = Field(default_factory=list)
+    placeholder_errors: int = 0
+
+
 class AgentRecord(BaseModel):
     """Everything about one agent call: who (protocol, role, round, index) on what (essay, trait), the request
     (provider, model, settings, messages), the answer (text, rationale, token logprobs, confidence, score) and
@@ -66,11 +79,15 @@ class AgentRecord(BaseModel):
     trait_scores: dict[str, ScoreResult] | None = None  # for calls that score every trait at once
     context: dict[str, Any] = Field(default_factory=dict)  # exemplars shown, transcript fed, confidences
     usage: Usage = Field(default_factory=Usage)
+    evidence: EvidenceCounts | None = None  # None: no essay to check against (or a record older than the check)
     latency_s: float = 0.0  # time the backend spent on this call's requests
     wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
     requests: int = 1
     # why each failed attempt was retried (429, 5xx, timeout, dropped connection), over all the call's requests
     retries: list[str] = Field(default_factory=list)
     cached: bool = False
+    # a response of this call was cut by the token limit (``finish_reason == "length"``): its text is not the
+    # whole answer (a constrained one-token score step is not counted)
+    truncated: bool = False
     error: str | None = None
     created_at: float = Field(default_factory=time.time)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Anonymization = Literal["note", "none", "mask"]
+Placeholders = Literal["note", "none", "mask"]
+EvidenceCheck = Literal["off", "record", "feedback"]
 ScoreMethod = Literal["auto", "constrained", "text"]
 ReportFrom = Literal["parsed", "argmax", "expected"]
 PromptLayout = Literal["shared_prefix", "seed"]
@@ -25,18 +26,32 @@ class ScoringSettings(BaseModel):
 
     debater_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    debater_max_tokens: int = Field(default=400, ge=1)
-    judge_max_tokens: int = Field(default=400, ge=1)
+    # large enough that the papers' own example answers (500 tokens and more) are not cut; a cut answer is
+    # recorded as truncated
+    debater_max_tokens: int = Field(default=1024, ge=1)
+    judge_max_tokens: int = Field(default=1024, ge=1)
     seed: int | None = 1234
     top_logprobs: int = Field(default=5, ge=0, le=20)
-    anonymization: Anonymization = "note"
+    # ASAP's anonymization placeholders (@CAPS1 ...): "note" (the prompt says what they are; seed 000's remedy for
+    # its C6 errors), "mask" (each shown as a neutral word such as [name], which the note explains), "none"
+    placeholders: Placeholders = "note"
+    # quoted evidence in Advocate, Skeptic and Judge answers checked against the essay (seed 000 C3): "record"
+    # counts quotes found / verified / unverified per call (no extra call), "feedback" also tells the Judge which
+    # debate quotes were not found in the essay, "off" checks nothing
+    evidence_check: EvidenceCheck = "record"
     # how the Judge's score position is read: "constrained" (rationale, then the score token restricted to
-    # valid scores with their probabilities; needs prefill+choices), "text" (parse the Final score line,
-    # one follow-up request if it is missing), "auto" (constrained when the backend supports it)
+    # valid scores with their probabilities; needs prefill+choices), "text" (parse the Final score line),
+    # "auto" (constrained when the backend supports it)
     score_method: ScoreMethod = "auto"
     report: ReportFrom = "parsed"
+    # text reading: when an answer's score cannot be read, ask once more for it (a follow-up request). Off by
+    # default: seed 000 A.5 records such a score as missing
+    score_followup: bool = False
     exemplar_max_words: int | None = None  # None: exemplars are shown whole
     judges_per_trait: int = Field(default=1, ge=1)  # MA with n > 1 averages n independent judges
+    # MA with n > 1: how many judges must give a usable score for the trait to be scored (None: all of them);
+    # below it the trait's score is missing. Recorded in each judge's record (context["judges"])
+    min_usable_judges: int | None = Field(default=None, ge=1)
     # "seed": each role's instructions are its system message (the seeds' layout); "shared_prefix": one system
     # message for every role, then the essay, then the trait, then the role's instructions (same wording), so
     # all calls of an essay share a long common prefix that servers with prefix caching reuse
@@ -47,3 +62,16 @@ class ScoringSettings(BaseModel):
     # SARAG's exemplars: "span" (seed 000 D: exemplars spanning the score range - one per level of the rubric's
     # first trait, nearest first, each shown with all its trait scores) or "similar" (the k most similar essays)
     sarag_exemplars: SaragExemplars = "span"
+
+    @model_validator(mode="after")
+    def _judges_fit(self) -> ScoringSettings:
+        if self.min_usable_judges is not None and self.min_usable_judges > self.judges_per_trait:
+            raise ValueError(
+                f"min_usable_judges ({self.min_usable_judges}) exceeds judges_per_trait ({self.judges_per_trait})"
+            )
+        return self
+
+    @property
+    def usable_judges_needed(self) -> int:
+        """How many of MA's judges must be usable: the stated minimum, else all of them."""
+        return self.min_usable_judges or self.judges_per_trait

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob
@@ -106,6 +107,10 @@ class AgentCall:
     round: int = 1
     index: int = 0
     context: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None  # this call's sampling seed when it differs from the run's (MA's several judges)
+    # the essay as the agent was shown it: the answer's quotes and placeholder mentions are checked against it
+    # (:mod:`madrag.agents.evidence`); None for calls that see no essay
+    essay: str | None = None
 
     @property
     def key(self) -> str:
@@ -114,7 +119,11 @@ class AgentCall:
 
 
 def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
-    """The record of ``call`` made on ``ctx``'s backend, with the call's identity and prompt and ``fields``."""
+    """The record of ``call`` made on ``ctx``'s backend, with the call's identity and prompt and ``fields``; the
+    answer's evidence counts when the call saw an essay (quotes unless ``--evidence-check off``)."""
+    answer = fields.get("rationale") or fields.get("text") or ""
+    if call.essay is not None and "evidence" not in fields:
+        fields["evidence"] = check_answer(answer, call.essay, quotes=ctx.settings.evidence_check != "off")
     return AgentRecord(
         run_id=ctx.run_id,
         key=call.key,
@@ -176,15 +185,15 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
 
 
 def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:
-    """The backend request of ``call``: its messages and sampling, the run's seed, logprobs when the backend
-    has them; ``overrides`` replace any of these fields."""
+    """The backend request of ``call``: its messages and sampling, its seed (else the run's), logprobs when the
+    backend has them; ``overrides`` replace any of these fields."""
     caps = ctx.provider.capabilities
     want_lp = caps.logprobs
     fields: dict[str, Any] = {
         "messages": call.messages,
         "temperature": call.temperature,
         "max_tokens": call.max_tokens,
-        "seed": ctx.settings.seed,
+        "seed": call.seed if call.seed is not None else ctx.settings.seed,
         "logprobs": want_lp,
         "top_logprobs": min(ctx.settings.top_logprobs, caps.max_top_logprobs) if want_lp else 0,
         "role": call.role,  # role, trait and round label the request: never sent, never hashed
@@ -242,5 +251,6 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
             retries=response.retries,
             wall_s=time.monotonic() - started,
             cached=response.cached,
+            truncated=response.finish_reason == "length",
         ),
     )

@@ -16,8 +16,9 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.placeholders import mask_placeholders
 from madrag.providers.base import Message
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
-from madrag.settings import Anonymization, PromptLayout
+from madrag.settings import Placeholders, PromptLayout
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import Exemplar, LevelExemplar
@@ -50,12 +51,14 @@ DEFAULT_SOURCE_LABEL = "Source text"
 
 
 def _essay_values(
-    prompts: PromptLibrary, essay: Essay, anonymization: Anonymization, source_label: str | None
+    prompts: PromptLibrary, essay: Essay, placeholders: Placeholders, source_label: str | None
 ) -> dict[str, str]:
-    """The essay's prompt, its text (masked under ``anonymization=mask``) and the anonymization note. An essay
+    """The essay's prompt, its text (placeholders masked under ``placeholders=mask``) and the note that says
+    what the placeholders (``note``) or the neutral words replacing them (``mask``) are. An essay
     with a ``source`` (the article a summary summarises) shows it after the prompt, under ``source_label``;
     without one the values are exactly those of an essay (nothing is added)."""
-    mask = anonymization == "mask"
+    mask = placeholders == "mask"
+    notes = {"note": "anon_note", "mask": "mask_note"}
     prompt = essay.prompt or "(no prompt given)"
     if essay.source:
         source = prompts.render(
@@ -67,7 +70,7 @@ def _essay_values(
     return {
         "PROMPT": prompt,
         "ESSAY": mask_placeholders(essay.text) if mask else essay.text,
-        "ANON_CONTEXT": prompts.render("anon_note") if anonymization == "note" else "",
+        "ANON_CONTEXT": prompts.render(notes[placeholders]) if placeholders in notes else "",
     }
 
 
@@ -75,14 +78,14 @@ def essay_values(
     prompts: PromptLibrary,
     essay: Essay,
     trait: Trait,
-    anonymization: Anonymization,
+    placeholders: Placeholders,
     self_report: bool,
     source_label: str | None = None,
 ) -> dict[str, str]:
     """Template values shared by every role for one essay and trait (``source_label``: the rubric's name for
     the essay's source text, if it has one)."""
     values = {
-        **_essay_values(prompts, essay, anonymization, source_label),
+        **_essay_values(prompts, essay, placeholders, source_label),
         "TRAIT_NAME": trait.name,
         "TRAIT_JSON": trait.as_prompt_json(),
         "MIN_POINTS": str(trait.min),
@@ -95,12 +98,12 @@ def essay_values(
 
 
 def all_traits_values(
-    prompts: PromptLibrary, essay: Essay, rubric: Rubric, anonymization: Anonymization
+    prompts: PromptLibrary, essay: Essay, rubric: Rubric, placeholders: Placeholders
 ) -> dict[str, str]:
-    """Template values of a call that scores every trait: the essay (masked under ``anonymization=mask``) and
-    its prompt, the anonymization note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
+    """Template values of a call that scores every trait: the essay (masked under ``placeholders=mask``) and
+    its prompt, the placeholder note, the rubric's traits as JSON and the ``Scores:`` lines to fill in."""
     values = {
-        **_essay_values(prompts, essay, anonymization, rubric.source_label),
+        **_essay_values(prompts, essay, placeholders, rubric.source_label),
         "TRAITS_JSON": json.dumps([json.loads(t.as_prompt_json()) for t in rubric.traits], indent=2),
         "SCORE_LINES": "\n".join(blank_score_line(t) for t in rubric.traits),
     }
@@ -130,6 +133,18 @@ def role_messages(
             content=prompts.render(user, **{**values, "ROLE": prompts.render("role_block", ROLE_TEXT=role_text)}),
         ),
     ]
+
+
+def render_evidence_feedback(prompts: PromptLibrary, debate: list[AgentRecord]) -> str:
+    """Under ``--evidence-check feedback``, what the Judge is told about the debate's quotes: each quoted
+    passage not found in the essay, with who quoted it (empty when every quote was found)."""
+    items = [
+        prompts.render("evidence_feedback_item", SPEAKER=r.role.capitalize(), ROUND=r.round, QUOTE=quote)
+        for r in debate
+        if r.evidence is not None
+        for quote in r.evidence.unverified_quotes
+    ]
+    return prompts.render("evidence_feedback", QUOTES="\n".join(items)) + "\n" if items else ""
 
 
 def shorten(text: str, max_words: int | None) -> str:

@@ -5,11 +5,12 @@ Two ways to read a score, chosen per backend (:meth:`CallContext.constrained_sco
 * constrained (backends with prefill + choices, e.g. the embedded llama.cpp model): the rationale is generated
   up to the score marker, then each score token is generated restricted to the trait's valid scores, and the
   model's probability of each valid score at that position is recorded;
-* text: the score is parsed from the answer (its distribution read from the top alternatives when the backend
-  gives logprobs); when it is missing, one follow-up request asks for it.
+* text: the score is parsed from the Judge's own closing ``Final score: N`` line (:func:`parse_score`), its
+  distribution read from the top alternatives at that score when the backend gives logprobs; when it cannot be
+  read and the run asks for it (``score_followup``), one follow-up request asks for it.
 
-Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``), never
-turned into a number.
+Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``, the problem
+in the record's ``error``), never turned into a number, whatever the run's ``report`` setting (seed 000 A.5).
 """
 
 from __future__ import annotations
@@ -35,33 +36,56 @@ from madrag.records import AgentRecord, ScoreMode, ScoreResult
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ReportFrom
 
-FINAL_SCORE = re.compile(r"final\s+score\s*[:=]?\s*[*_`\"']*\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
-"""The per-trait Judge's ``Final score: N`` (any case, N possibly in bold or quotes)."""
+_MARK = r"[*_`#]*"  # markdown around the score line's parts (bold, italics, code, a heading)
+FINAL_SCORE = re.compile(
+    rf"^[ \t]*{_MARK}[ \t]*final[ \t]+score[ \t]*{_MARK}[ \t]*[:=]?[ \t]*{_MARK}[ \t]*(-?\d+(?:\.\d+)?)"
+    rf"[ \t]*{_MARK}[ \t]*(?:(?:/|out[ \t]+of)[ \t]*\d+)?[ \t]*{_MARK}[ \t]*\.?[ \t]*{_MARK}[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""The per-trait Judge's closing line: a line that is only ``Final score: N`` (any case, markdown around it
+allowed, ``/ M`` after N allowed). A line with more on it, or a quoted one, is not a score line."""
 FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
 """The per-trait Judge's follow-up request when its answer has no usable ``Final score: N``."""
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
 _NUMBER = r"-?\d+(?:[.,]\d+)?"
+_CURLY_OPEN, _CURLY_CLOSE = "\u201c", "\u201d"
 
 
 # -- reading text ---------------------------------------------------------------------------------------------
 
 
+def _inside_quote(text: str, offset: int) -> bool:
+    """Whether ``offset`` lies inside a quotation opened earlier in ``text`` (an odd number of straight double
+    quotes before it, or more curly opening than closing quotes)."""
+    before = text[:offset]
+    return before.count('"') % 2 == 1 or before.count(_CURLY_OPEN) > before.count(_CURLY_CLOSE)
+
+
+def closing_scores(text: str) -> list[tuple[str, int]]:
+    """Every ``Final score: N`` line of the Judge's own (see :data:`FINAL_SCORE`; lines inside a quotation
+    left out): the raw value and the character offset where it starts, in order."""
+    return [(m.group(1), m.start(1)) for m in FINAL_SCORE.finditer(text) if not _inside_quote(text, m.start())]
+
+
 def find_final_score(text: str) -> tuple[str | None, int]:
-    """The raw value of the last ``Final score: N`` and the character offset where the value starts."""
-    matches = list(FINAL_SCORE.finditer(text))
-    if not matches:
-        return None, -1
-    last = matches[-1]
-    return last.group(1), last.start(1)
+    """The raw value of the Judge's last closing ``Final score: N`` line and the offset where the value starts
+    ((None, -1) when there is none)."""
+    found = closing_scores(text)
+    return found[-1] if found else (None, -1)
 
 
 def parse_score(text: str, trait: Trait) -> tuple[int | None, str | None]:
-    """(score, problem): the last ``Final score: N`` if it is an integer in the trait's range."""
-    raw, _ = find_final_score(text)
-    if raw is None:
+    """(score, problem): the value of the Judge's closing ``Final score: N`` line if it is an integer in the
+    trait's range. Closing lines with two different values are a failed parse, never one of them."""
+    found = closing_scores(text)
+    if not found:
         return None, "no 'Final score: N' line"
-    value = float(raw)
+    values = list(dict.fromkeys(float(raw) for raw, _ in found))
+    if len(values) > 1:
+        return None, "two different closing scores: " + ", ".join(f"{v:g}" for v in values)
+    raw = found[-1][0]
+    value = values[0]
     if not value.is_integer():
         return None, f"score {raw} is not an integer"
     if not trait.contains(value):
@@ -147,13 +171,16 @@ def summarise(
     report: ReportFrom,
     invalid_raw: str | None = None,
 ) -> ScoreResult:
-    """Build the :class:`ScoreResult`, with the reported value taken from the requested source."""
+    """Build the :class:`ScoreResult`, with the reported value taken from the requested source; missing (None)
+    whenever the score itself could not be read (``parsed`` None), whatever the distribution says."""
     argmax = expected = None
     if distribution:
         argmax = max(distribution, key=lambda s: (distribution[s], -s))
         expected = sum(s * p for s, p in distribution.items())
-    reported: int | None
-    if report == "argmax" and argmax is not None:
+    reported: int | None = None
+    if parsed is None:
+        report = "parsed"  # an answer whose score could not be read is missing under every report setting
+    elif report == "argmax" and argmax is not None:
         reported = argmax
     elif report == "expected" and expected is not None:
         reported = round_half_up(expected)
@@ -223,7 +250,9 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
     choices = [str(s) for s in trait.scores]
     second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
     score_resp = await ctx.provider.complete(second)
-    parsed, problem = parse_score(prefill + score_resp.text, trait)
+    # the score is the constrained step's own token, never a score line the rationale happens to contain
+    parsed = int(score_resp.text.strip()) if score_resp.text.strip() in choices else None
+    problem = None if parsed is not None else f"score step gave {score_resp.text!r}"
     dist = choice_distribution(score_resp, choices)
     score = summarise(dist, parsed, "constrained_distribution", ctx.settings.report, problem)
     tokens = (rationale_resp.tokens or []) + (score_resp.tokens or []) if rationale_resp.tokens else None
@@ -240,6 +269,7 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
         requests=2,
         retries=[*rationale_resp.retries, *score_resp.retries],
         cached=rationale_resp.cached and score_resp.cached,
+        truncated=was_cut(rationale_resp),
         error=None if score.reported is not None else f"unusable score: {problem}",
     )
 
@@ -249,17 +279,21 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
     response = await ctx.provider.complete(request)
     responses: list[ChatResponse] = [response]
     parsed, problem = parse_score(response.text, trait)
+    first_problem = problem
     mode: ScoreMode = "parsed_text"
-    if parsed is None:
+    if parsed is None and ctx.settings.score_followup:
         ask = FOLLOWUP.format(lo=trait.min, hi=trait.max)
         response = await ctx.provider.complete(_followup(ctx, call, response.text, ask, max_tokens=16))
         responses.append(response)
         parsed, problem = parse_score(response.text, trait)
+        problem = f"{first_problem}; follow-up: {problem}" if problem else first_problem
         mode = "parsed_followup"
     dist = distribution_from_tokens(response.text, response.tokens, trait) if response.tokens else None
     score = summarise(dist, parsed, mode if parsed is not None else "failed", ctx.settings.report, problem)
     error = None if score.reported is not None else f"unusable score: {problem}"
-    return _text_record(ctx, call, request, responses, "final score", score=score, error=error)
+    _, offset = find_final_score(responses[0].text)
+    cut = responses[0].text.rfind("\n", 0, offset) + 1 if offset >= 0 else None
+    return _text_record(ctx, call, request, responses, cut, score=score, error=error)
 
 
 async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
@@ -296,6 +330,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
         latency_s=latency,
         requests=1 + len(rubric.traits),
         retries=retries,
+        truncated=was_cut(rationale_resp),
         error=_traits_error(results),
     )
 
@@ -307,7 +342,7 @@ async def _all_text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentR
     found = parse_trait_scores(responses[0].text, rubric)
     mode: dict[str, ScoreMode] = {t: "parsed_text" for t in found}
     missing = [t for t in rubric.traits if t.name not in found]
-    if missing:
+    if missing and ctx.settings.score_followup:
         ask = MISSING_FOLLOWUP + "\n".join(blank_score_line(t) for t in missing)
         follow = _followup(ctx, call, responses[0].text, ask, max_tokens=16 * len(missing))
         responses.append(await ctx.provider.complete(follow))
@@ -315,7 +350,9 @@ async def _all_text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentR
             if name not in found:
                 found[name], mode[name] = value, "parsed_followup"
     results = {t.name: summarise(None, found.get(t.name), mode.get(t.name, "failed"), "parsed") for t in rubric.traits}
-    return _text_record(ctx, call, request, responses, "scores:", trait_scores=results, error=_traits_error(results))
+    marker = responses[0].text.lower().rfind("scores:")
+    cut = marker if marker >= 0 else None
+    return _text_record(ctx, call, request, responses, cut, trait_scores=results, error=_traits_error(results))
 
 
 def _followup(ctx: CallContext, call: AgentCall, answer: str, ask: str, max_tokens: int) -> ChatRequest:
@@ -329,18 +366,23 @@ def _traits_error(results: dict[str, ScoreResult]) -> str | None:
     return f"unusable score for {', '.join(failed)}" if failed else None
 
 
+def was_cut(response: ChatResponse) -> bool:
+    """Whether a response was cut by the token limit (``finish_reason == "length"``)."""
+    return response.finish_reason == "length"
+
+
 def _text_record(
     ctx: CallContext,
     call: AgentCall,
     request: ChatRequest,
     responses: list[ChatResponse],
-    score_marker: str,
+    cut: int | None,
     **fields: Any,
 ) -> AgentRecord:
-    """The record of a Judge call read from its text: the answer (and any follow-up), the rationale before the
-    last ``score_marker``, the first answer's tokens, and usage and latency summed over the requests."""
+    """The record of a Judge call read from its text: the answer (and any follow-up), the rationale before
+    offset ``cut`` of the first answer (its score line; the whole answer when None), the first answer's tokens,
+    usage and latency summed over the requests, and whether any answer was cut by the token limit."""
     text = responses[0].text
-    cut = text.lower().rfind(score_marker)
     usage = Usage()
     for r in responses:
         usage = usage + r.usage
@@ -349,12 +391,13 @@ def _text_record(
         call,
         settings=request_settings(request, responses[0]),
         text="\n\n[follow-up]\n".join(r.text for r in responses),
-        rationale=(text[:cut] if cut >= 0 else text).strip(),
+        rationale=(text[:cut] if cut is not None else text).strip(),
         tokens=responses[0].tokens,
         usage=usage,
         latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
         retries=[reason for r in responses for reason in r.retries],
         cached=all(r.cached for r in responses),
+        truncated=any(was_cut(r) for r in responses),
         **fields,
     )

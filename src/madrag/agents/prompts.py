@@ -38,6 +38,9 @@ PROMPT_NAMES: tuple[str, ...] = (
     "debate_block",
     "debate_turn",
     "anon_note",
+    "mask_note",
+    "evidence_feedback",
+    "evidence_feedback_item",
     "confidence_instruction",
     "verify_note",
 )

@@ -170,14 +170,42 @@ SlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts (
 EssayConcurrencyOpt = Annotated[
     int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")
 ]
-DebaterMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of Advocate/Skeptic messages.")]
-JudgeMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of the Judge's rationale.")]
+DebaterMaxTokensOpt = Annotated[
+    int, typer.Option(help="Token limit of Advocate/Skeptic messages (a cut answer is recorded as truncated).")
+]
+JudgeMaxTokensOpt = Annotated[
+    int, typer.Option(help="Token limit of the Judge's answer (a cut answer is recorded as truncated).")
+]
 SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
-AnonymizationOpt = Annotated[str, typer.Option(help="Placeholders (@CAPS1...): note, mask or none.")]
+PlaceholdersOpt = Annotated[
+    str,
+    typer.Option(
+        help="ASAP placeholders (@CAPS1...): note (the prompt says what they are; default), mask (shown as neutral "
+        "words like [name], which the prompt explains) or none."
+    ),
+]
+EvidenceCheckOpt = Annotated[
+    str,
+    typer.Option(
+        help="Quotes in debater and Judge answers checked against the essay: record (counts per call, no extra "
+        "call; default), feedback (also tells the Judge which debate quotes are not in the essay) or off."
+    ),
+]
 ScoreMethodOpt = Annotated[str, typer.Option(help="auto, constrained or text (see docs).")]
 ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")]
+ScoreFollowupOpt = Annotated[
+    bool,
+    typer.Option(
+        "--score-followup/--no-score-followup",
+        help="Text reading: ask once more when a Judge's score cannot be read (default: missing, seed 000 A.5).",
+    ),
+]
 ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]
 JudgesPerTraitOpt = Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")]
+MinUsableJudgesOpt = Annotated[
+    int | None,
+    typer.Option(help="MA with several judges: usable judges a trait needs to be scored (default: all of them)."),
+]
 PromptLayoutOpt = Annotated[
     str,
     typer.Option(

@@ -19,7 +19,6 @@ from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.api.scoring import run_job
 from madrag.cli.options import (
-    AnonymizationOpt,
     ApiKeyEnvOpt,
     BaseUrlOpt,
     CacheDirOpt,
@@ -31,6 +30,7 @@ from madrag.cli.options import (
     DryRunPricesOpt,
     EmbedderOpt,
     EssayConcurrencyOpt,
+    EvidenceCheckOpt,
     ExemplarMaxWordsOpt,
     FakeLatencyOpt,
     FoldOpt,
@@ -39,9 +39,11 @@ from madrag.cli.options import (
     JudgesPerTraitOpt,
     LimitOpt,
     LogprobsOpt,
+    MinUsableJudgesOpt,
     ModelOpt,
     ModelPathOpt,
     NoCacheOpt,
+    PlaceholdersOpt,
     PromptLayoutOpt,
     PromptsDirOpt,
     ProtocolOpt,
@@ -56,6 +58,7 @@ from madrag.cli.options import (
     SamplingParamsOpt,
     SamplingSeedOpt,
     SaragExemplarsOpt,
+    ScoreFollowupOpt,
     ScoreMethodOpt,
     ScoreRunDirOpt,
     SlotsOpt,
@@ -78,7 +81,8 @@ from madrag.providers.spec import parse_role_provider
 from madrag.retrieval.embedder import EMBEDDERS
 from madrag.rubric import load_rubric
 from madrag.settings import (
-    Anonymization,
+    EvidenceCheck,
+    Placeholders,
     PromptLayout,
     ReportFrom,
     SaragExemplars,
@@ -87,8 +91,10 @@ from madrag.settings import (
 )
 
 DEFAULT_CACHE = default_cache_dir()  # the default of --cache-dir
-# the values --anonymization, --score-method, --report and --prompt-layout accept, in the order errors list them
-ANONYMIZATIONS: tuple[Anonymization, ...] = ("note", "mask", "none")
+# the values --placeholders, --evidence-check, --score-method, --report and --prompt-layout accept, in the order
+# errors list them
+PLACEHOLDERS: tuple[Placeholders, ...] = ("note", "mask", "none")
+EVIDENCE_CHECKS: tuple[EvidenceCheck, ...] = ("record", "feedback", "off")
 SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
 REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
 PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("seed", "shared_prefix")
@@ -105,6 +111,10 @@ def _parse_fold(value: str) -> int | str | None:
         return int(value)
     except ValueError as exc:
         raise InputError(f"--fold must be an integer, 'each' or 'all', got {value!r}") from exc
+
+
+_DEFAULTS = ScoringSettings()
+"""The scoring settings' defaults, shown as the CLI's."""
 
 
 def score(
@@ -130,14 +140,17 @@ def score(
     essay_concurrency: EssayConcurrencyOpt = None,
     timeout: TimeoutOpt = 300.0,
     retries: RetriesOpt = 4,
-    debater_max_tokens: DebaterMaxTokensOpt = 400,
-    judge_max_tokens: JudgeMaxTokensOpt = 400,
+    debater_max_tokens: DebaterMaxTokensOpt = _DEFAULTS.debater_max_tokens,
+    judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
     seed: SamplingSeedOpt = 1234,
-    anonymization: AnonymizationOpt = "note",
+    placeholders: PlaceholdersOpt = "note",
+    evidence_check: EvidenceCheckOpt = "record",
     score_method: ScoreMethodOpt = "auto",
     report: ReportOpt = "parsed",
+    score_followup: ScoreFollowupOpt = False,
     exemplar_max_words: ExemplarMaxWordsOpt = None,
     judges_per_trait: JudgesPerTraitOpt = 1,
+    min_usable_judges: MinUsableJudgesOpt = None,
     prompt_layout: PromptLayoutOpt = "seed",
     verify_claims: VerifyClaimsOpt = False,
     sarag_exemplars: SaragExemplarsOpt = "span",
@@ -183,11 +196,14 @@ def score(
             debater_max_tokens=debater_max_tokens,
             judge_max_tokens=judge_max_tokens,
             seed=seed,
-            anonymization=choice("--anonymization", anonymization, ANONYMIZATIONS),
+            placeholders=choice("--placeholders", placeholders, PLACEHOLDERS),
+            evidence_check=choice("--evidence-check", evidence_check, EVIDENCE_CHECKS),
             score_method=choice("--score-method", score_method, SCORE_METHODS),
             report=choice("--report", report, REPORTS),
+            score_followup=score_followup,
             exemplar_max_words=exemplar_max_words,
             judges_per_trait=judges_per_trait,
+            min_usable_judges=min_usable_judges,
             prompt_layout=choice("--prompt-layout", prompt_layout, PROMPT_LAYOUTS),
             verify_claims=verify_claims,
             sarag_exemplars=choice("--sarag-exemplars", sarag_exemplars, SARAG_EXEMPLARS),

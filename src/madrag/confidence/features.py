@@ -36,7 +36,9 @@ STATISTIC_LABELS: dict[str, str] = {
     "range": "range",
     "slope": "slope",
 }
-META_COLUMNS: tuple[str, ...] = ("key", "run_id", "protocol", "essay_id", "trait", "role", "round", "n_tokens")
+META_COLUMNS: tuple[str, ...] = (
+    *("key", "run_id", "protocol", "essay_id", "trait", "role", "round", "n_tokens", "truncated"),
+)
 
 _WINDOW_NAME = re.compile(r"(?P<kind>first|last)(?:(?P<pct>\d+(?:\.\d+)?)pct|(?P<k>\d+))")
 
@@ -242,8 +244,10 @@ def features_frame(
     """One row of confidence features (Section 3.3) per agent response that has token log-probabilities.
 
     Columns: :data:`META_COLUMNS` (``key``, ``run_id``, ``protocol``, ``essay_id``, ``trait``, ``role``,
-    ``round``, ``n_tokens``), then :func:`feature_names`. Records without logprobs are skipped, never imputed;
-    their count is returned alongside the frame. A non-finite logprob raises ValueError naming the record key.
+    ``round``, ``n_tokens``, ``truncated``), then :func:`feature_names`. Records without logprobs are skipped,
+    never imputed; their count is returned alongside the frame. A non-finite logprob raises ValueError naming
+    the record key. A response cut by the token limit is flagged (``truncated``) and its late windows
+    (``last ...``) are NaN: the last tokens of a cut answer are not the answer's ending.
     """
     columns = [*META_COLUMNS, *feature_names(windows)]
     rows: list[dict[str, object]] = []
@@ -255,6 +259,9 @@ def features_frame(
             continue
         try:
             feats = trajectory_features(logprobs, windows)
+            if record.truncated:
+                late = [f"{w.name}_{stat}" for w in windows if w.kind == "last" for stat in STATISTICS]
+                feats.update(dict.fromkeys(late, math.nan))
         except ValueError as exc:
             raise ValueError(f"record {record.key!r} (run {record.run_id!r}): {exc}") from exc
         meta = {c: getattr(record, c) for c in META_COLUMNS if c != "n_tokens"}

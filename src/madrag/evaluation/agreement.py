@@ -21,6 +21,7 @@ import pandas as pd
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.errors import InputError
+from madrag.evaluation.evidence import evidence_table
 from madrag.evaluation.run import RunData, load_run
 from madrag.metrics import bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
 from madrag.protocols.base import TraitScore
@@ -42,7 +43,7 @@ EXTREME_COLUMNS = ["protocol", "trait", "label", "n", "n_scored", "n_unusable", 
 COMPARISON_VALUES = ["n", "qwk", "qwk_baseline", "diff", "ci_low", "ci_high", "p_value"]
 QWK_COLUMNS = [
     "protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n_unusable", "n_missing", "n_no_reference",
-    "valid_rate",
+    "n_truncated", "valid_rate",
 ]  # fmt: skip
 ONE_RATER = (
     "Human-Human is left out ({where}): no essay has scores from two raters for any trait (one rater per "
@@ -64,6 +65,7 @@ def _qwk_row(
     ci = bootstrap_ci(qwk_metric(trait.min, trait.max), a, b, n=bootstrap, seed=seed)
     row = {"protocol": protocol, "trait": trait.name, "label": trait_label(trait.name), "qwk": ci.estimate}
     row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, n_no_reference=0)
+    row.update(n_truncated=0)
     row.update(valid_rate=float("nan"))
     row.update(counts)
     return row
@@ -82,16 +84,18 @@ def protocol_cell(
     run: RunData, protocol: str, trait: Trait, scores: dict[tuple[str, str, str], TraitScore]
 ) -> tuple[list[float], list[float], dict[str, Any]]:
     """(reference, prediction) pairs of one cell and its counts: unusable, missing, usable scores of essays without
-    a human reference (``n_no_reference``) and the valid-score rate."""
+    a human reference (``n_no_reference``), truncated (a Judge answer cut by the token limit, usable or not) and
+    the valid-score rate."""
     refs: list[float] = []
     preds: list[float] = []
-    produced = unusable = missing = no_reference = 0
+    produced = unusable = missing = no_reference = truncated = 0
     for essay in run.essays:
         found = scores.get((protocol, essay.id, trait.name))
         if found is None:
             missing += 1
             continue
         produced += 1
+        truncated += found.truncated
         if found.score is None:
             unusable += 1
             continue
@@ -102,7 +106,7 @@ def protocol_cell(
         refs.append(ref)
         preds.append(found.score)
     rate = (produced - unusable) / produced if produced else float("nan")
-    counts = {"n_unusable": unusable, "n_missing": missing, "n_no_reference": no_reference}
+    counts = {"n_unusable": unusable, "n_missing": missing, "n_no_reference": no_reference, "n_truncated": truncated}
     return refs, preds, {**counts, "valid_rate": rate}
 
 
@@ -235,6 +239,7 @@ class Evaluation:
     extreme: pd.DataFrame
     comparisons: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+    evidence: pd.DataFrame = field(default_factory=pd.DataFrame)  # per protocol and role (evaluation.evidence)
     notes: list[str] = field(default_factory=list)
 
 
@@ -271,6 +276,7 @@ def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: s
         comparisons=comparisons(run, baseline, bootstrap, seed) if len(run.protocols) > 1 else pd.DataFrame(),
         meta=meta,
         notes=notes,
+        evidence=evidence_table(run.run_dir, run.protocols),
     )
 
 

@@ -159,10 +159,29 @@ def extreme_plot(evaluation: Evaluation) -> str:
 # -- transcripts ----------------------------------------------------------------------------------------
 
 
+def evidence_note(record: AgentRecord | None) -> str:
+    """A muted line under an answer: its quotes found and not found in the essay (listed), and its sentences
+    citing a placeholder as an error; empty when the record has no counts or nothing to say."""
+    counts = None if record is None else record.evidence
+    if counts is None:
+        return ""
+    parts = []
+    if counts.checked and counts.quotes_found:
+        missing = "; ".join(f"\u201c{q}\u201d" for q in counts.unverified_quotes)
+        parts.append(
+            f"quotes: {counts.quotes_found}, not found in the essay: {counts.quotes_unverified}"
+            + (f" ({missing})" if missing else "")
+        )
+    if counts.placeholder_errors:
+        parts.append(f"placeholder cited as an error: {counts.placeholder_errors}")
+    return f"<p class='muted'>{esc(' · '.join(parts))}</p>" if parts else ""
+
+
 def _turn(record: AgentRecord) -> str:
     conf = "" if record.confidence is None else f" · confidence {record.confidence:.2f} ({record.confidence_source})"
     title = f"{record.role.capitalize()} {record.round}{conf}"
-    return f'<div class="turn {esc(record.role)}"><b>{esc(title)}</b><pre>{esc(record.text.strip())}</pre></div>'
+    text = esc(record.text.strip())
+    return f'<div class="turn {esc(record.role)}"><b>{esc(title)}</b><pre>{text}</pre>{evidence_note(record)}</div>'
 
 
 def _exemplar_item(level: dict[str, Any], shown: dict[str, str]) -> str:
@@ -209,7 +228,7 @@ def _trait_block(run: RunData, essay: Essay, trait: Trait, sources: Sources, sho
             head = f"{protocol} Judge: score {'unusable' if found.score is None else found.score}{mode}{error}"
             parts.append(
                 f'<div class="turn judge"><b>{esc(head)}</b><pre>{esc(found.rationale)}</pre>'
-                f"{_exemplars(judge, shown)}</div>"
+                f"{evidence_note(judge)}{_exemplars(judge, shown)}</div>"
             )
     return f"<details><summary>{esc(trait.name)}: {esc(' | '.join(summary))}</summary>{''.join(parts)}</details>"
 

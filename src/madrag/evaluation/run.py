@@ -183,6 +183,8 @@ def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) ->
                 "expected": None if result is None or result.expected is None else round(result.expected, 4),
                 "distribution": None if result is None else result.distribution,
                 "n_judges": s.n_judges,
+                "n_usable": s.n_usable,
+                "truncated": s.truncated,
                 "rationale": s.rationale,
             }
         )

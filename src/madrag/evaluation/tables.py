@@ -20,6 +20,7 @@ import pandas as pd
 
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.consensus import ALL, ConsensusEvaluation
+from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
 
 # -- shared formatting ----------------------------------------------------------------------------------
 
@@ -86,10 +87,13 @@ def _qwk_cell(r: dict[str, Any]) -> str:
 
 
 def _count_cell(r: dict[str, Any]) -> str:
-    """Essays in the QWK / valid-score rate, and ``+k no ref`` for scored essays without a human reference."""
+    """Essays in the QWK / valid-score rate, ``+k no ref`` for scored essays without a human reference, and the
+    unusable and truncated counts when there are any."""
     rate = r["valid_rate"]
     cell = f"{r['n']}" if rate is None else f"{r['n']} / {100 * rate:.0f}%"
-    return cell + (f" +{r['n_no_reference']} no ref" if r.get("n_no_reference") else "")
+    cell += f" +{r['n_no_reference']} no ref" if r.get("n_no_reference") else ""
+    counts = [f"{r[k]} {label}" for k, label in (("n_unusable", "unusable"), ("n_truncated", "truncated")) if r.get(k)]
+    return f"{cell} ({', '.join(counts)})" if counts else cell
 
 
 def _extreme_cell(r: dict[str, Any]) -> str:
@@ -116,7 +120,9 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     qwk_rows = records(evaluation.qwk)
     tables = {
         "QWK vs human reference [95% bootstrap CI]": _cells(qwk_rows, _qwk_cell),
-        "essays per cell / valid-score rate (+ scored essays without a human reference)": _cells(qwk_rows, _count_cell),
+        "essays per cell / valid-score rate (+ scored essays without a human reference; unusable, truncated)": _cells(
+            qwk_rows, _count_cell
+        ),
         "extreme-score subset (Table 2): a rater gave the trait's min or max": _extreme_display(
             records(evaluation.extreme)
         ),
@@ -127,6 +133,7 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     if cmp_rows:
         title = f"QWK difference vs {cmp_rows[0]['baseline']} (paired bootstrap): diff [95% CI] p"
         tables[title] = _cells(cmp_rows, _diff_cell)
+    tables[EVIDENCE_TITLE] = evidence_display(evaluation.evidence)
     return {title: frame for title, frame in tables.items() if not frame.empty}
 
 
@@ -181,6 +188,7 @@ def render_markdown(evaluation: Evaluation) -> str:
         "Extreme subset: essay-traits where a rater gave the min or max; Agree@1 = |pred - extreme| <= 1, MAE "
         "from the extreme; if raters gave both extremes equally often, the nearer one is the reference.",
         f"Bootstrap: {meta.get('bootstrap')} resamples of essays, seed {meta.get('seed')}, percentile CIs.",
+        EVIDENCE_DEFINITION,
     ]
     heading = f"Evaluation: essay set {meta.get('essay_set')}, {meta.get('n_essays')} essays"
     return markdown_document(heading, display_tables(evaluation), definitions, evaluation.notes)
@@ -193,6 +201,7 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
         "qwk_table.csv": wide(evaluation.qwk),
         "extreme.csv": evaluation.extreme,
         "comparisons.csv": evaluation.comparisons,
+        "evidence.csv": evaluation.evidence,
     }
     written = _write_csvs(frames, out_dir, with_index=["qwk_table.csv"])
     payload = {
@@ -202,6 +211,7 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
         "qwk": records(evaluation.qwk),
         "extreme": records(evaluation.extreme),
         "comparisons": records(evaluation.comparisons),
+        "evidence": records(evaluation.evidence),
     }
     (out_dir / "evaluation.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     (out_dir / "evaluation.md").write_text(render_markdown(evaluation), encoding="utf-8")

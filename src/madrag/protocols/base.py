@@ -23,7 +23,9 @@ class TraitScore(BaseModel):
     rationale: str = ""
     record_key: str = ""
     n_judges: int = 1
+    n_usable: int | None = None  # judges whose score could be read (None: not counted, e.g. consensus agents)
     mean_score: float | None = None  # set when several judges are averaged
+    truncated: bool = False  # a Judge answer behind this score was cut by the token limit
 
 
 @runtime_checkable

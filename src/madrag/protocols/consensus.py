@@ -139,7 +139,7 @@ class ConsensusProtocol:
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Round 0, then rounds 1..R (each agent reading the other's previous round), then the final scores."""
-        values = all_traits_values(ctx.prompts, essay, rubric, ctx.settings.anonymization)
+        values = all_traits_values(ctx.prompts, essay, rubric, ctx.settings.placeholders)
         records = await gather_or_cancel(*(self._initial(ctx, essay, rubric, values, a) for a in self.agents))
         for round_ in range(1, self.rounds + 1):
             previous = records
@@ -161,6 +161,7 @@ class ConsensusProtocol:
             messages=initial_messages(actx, values, agent),
             temperature=ctx.settings.judge_temperature,
             max_tokens=ctx.settings.judge_max_tokens,
+            essay=values["ESSAY"],
         )
         return await judge_all_traits(actx, call, rubric)
 
@@ -187,6 +188,7 @@ class ConsensusProtocol:
             temperature=ctx.settings.judge_temperature,
             max_tokens=ctx.settings.judge_max_tokens,
             context={"own_previous": own.key, "other_previous": other.key, "scores_shared": not self.masked},
+            essay=values["ESSAY"],
         )
         return await judge_all_traits(actx, call, rubric)
 
@@ -212,7 +214,9 @@ class ConsensusProtocol:
                     rationale=rationale,
                     record_key=first.key,
                     n_judges=len(finals),
+                    n_usable=len(values),
                     mean_score=mean,
+                    truncated=any(r.truncated for r in finals),
                 )
             )
         return out

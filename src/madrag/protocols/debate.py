@@ -107,6 +107,7 @@ async def run_debate(
                 temperature=ctx.settings.debater_temperature,
                 max_tokens=ctx.settings.debater_max_tokens,
                 context={"variant": variant, "reads": [f"{x.speaker} {x.round}" for x in seen]},
+                essay=values["ESSAY"],
             )
             record = await debater(ctx, call)
             seen.append(turn_of(record))

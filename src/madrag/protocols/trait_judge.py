@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from madrag.agents.calls import AgentCall, CallContext
-from madrag.agents.context import essay_values, render_debate, render_exemplars, role_messages
+from madrag.agents.context import (
+    essay_values,
+    render_debate,
+    render_evidence_feedback,
+    render_exemplars,
+    role_messages,
+)
 from madrag.agents.judge import judge_trait
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
@@ -66,7 +72,7 @@ class TraitJudgeProtocol:
         """Score one trait: exemplars and debate as the protocol says, then its Judge(s) (``source_label``: the
         rubric's name for the essay's source text, if it has one)."""
         values = essay_values(
-            ctx.prompts, essay, trait, ctx.settings.anonymization, ctx.self_report_confidence, source_label
+            ctx.prompts, essay, trait, ctx.settings.placeholders, ctx.self_report_confidence, source_label
         )
         context: dict[str, Any] = {}
         exemplar_text = ""
@@ -75,12 +81,14 @@ class TraitJudgeProtocol:
             levels = await asyncio.to_thread(ctx.bank.per_level, essay, trait)
             exemplar_text = render_exemplars(ctx.prompts, trait, levels, ctx.settings.exemplar_max_words)
             context["exemplars"] = [lvl.model_dump(mode="json") for lvl in levels]
-        debate_text = ""
+        debate_text = feedback = ""
         if self.debate is not None:
             records = await run_debate(ctx, essay.id, trait, values, self.debate)
             debate_text = render_debate(ctx.prompts, [turn_of(r) for r in records])
             context["debate"] = [r.key for r in records]
             context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
+            if ctx.settings.evidence_check == "feedback":
+                feedback = render_evidence_feedback(ctx.prompts, records)
         hint = " and with the scored example essays" if self.exemplars else ""
         verify = ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else ""
         messages = role_messages(
@@ -88,37 +96,52 @@ class TraitJudgeProtocol:
             ctx.settings.prompt_layout,
             "judge_system" if self.debate is not None else "rater_system",
             "judge_user",
-            {**values, "EXEMPLAR_HINT": hint, "EXEMPLARS": exemplar_text, "DEBATE": debate_text, "VERIFY_NOTE": verify},
+            {
+                **values,
+                "EXEMPLAR_HINT": hint,
+                "EXEMPLARS": exemplar_text,
+                "DEBATE": debate_text,
+                "EVIDENCE_FEEDBACK": feedback,
+                "VERIFY_NOTE": verify,
+            },
         )
         n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
-        records = await gather_or_cancel(
-            *(
-                judge_trait(
-                    ctx,
-                    AgentCall(
-                        protocol=self.name,
-                        essay_id=essay.id,
-                        trait=trait.name,
-                        role="judge",
-                        index=i,
-                        messages=messages,
-                        # several independent judges need sampling to differ
-                        temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
-                        max_tokens=ctx.settings.judge_max_tokens,
-                        context=context,
-                    ),
-                    trait,
-                )
-                for i in range(n)
+        if n > 1:  # the usable-judge policy goes into every judge's record, so a stored run is read the same way
+            context["judges"] = {"n": n, "min_usable": ctx.settings.usable_judges_needed}
+        calls = [
+            AgentCall(
+                protocol=self.name,
+                essay_id=essay.id,
+                trait=trait.name,
+                role="judge",
+                index=i,
+                messages=messages,
+                # several independent judges need sampling to differ: a higher temperature and a seed each
+                temperature=ctx.settings.judge_temperature if n == 1 else ctx.settings.debater_temperature,
+                max_tokens=ctx.settings.judge_max_tokens,
+                context=context,
+                seed=judge_seed(ctx.settings.seed, i),
+                essay=values["ESSAY"],
             )
-        )
+            for i in range(n)
+        ]
+        records = await gather_or_cancel(*(judge_trait(ctx, call, trait) for call in calls))
         return combine_judges(self.name, trait, list(records))
 
 
+def judge_seed(run_seed: int | None, index: int) -> int | None:
+    """The sampling seed of MA's judge ``index``: the run's seed plus the index (judge 0 keeps the run's seed;
+    None when the run has none)."""
+    return None if run_seed is None else run_seed + index
+
+
 def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> TraitScore:
-    """One judge's score as it is; several judges' valid scores averaged (MA with n judges)."""
+    """One judge's score as it is; several judges' usable scores averaged (MA with n judges) when at least the
+    recorded minimum of them is usable (``context["judges"]["min_usable"]``; all of them when not recorded),
+    else missing. Either way the number of usable judges is kept."""
     valid = [r.score.reported for r in records if r.score is not None and r.score.reported is not None]
     first = records[0]
+    truncated = any(r.truncated for r in records)
     if len(records) == 1:
         return TraitScore(
             essay_id=first.essay_id,
@@ -128,8 +151,12 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
             result=first.score,
             rationale=first.rationale or "",
             record_key=first.key,
+            n_usable=len(valid),
+            truncated=truncated,
         )
-    mean = sum(valid) / len(valid) if valid else None
+    policy = first.context.get("judges")
+    needed = int(policy.get("min_usable", len(records))) if isinstance(policy, dict) else len(records)
+    mean = sum(valid) / len(valid) if valid and len(valid) >= needed else None
     return TraitScore(
         essay_id=first.essay_id,
         trait=trait.name,
@@ -139,7 +166,9 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
         rationale="\n---\n".join(r.rationale or "" for r in records),
         record_key=first.key,
         n_judges=len(records),
+        n_usable=len(valid),
         mean_score=mean,
+        truncated=truncated,
     )
 
 

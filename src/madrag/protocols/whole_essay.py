@@ -49,6 +49,7 @@ def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | Non
             result=results.get(t.name),
             rationale=record.rationale or "",
             record_key=record.key,
+            truncated=record.truncated,
         )
         for t in rubric.traits
     ]
@@ -95,7 +96,7 @@ class WholeEssayProtocol:
             exemplar_text = render_similar_exemplars(ctx.prompts, found, settings.exemplar_max_words)
             context["exemplars"] = [ex.model_dump(mode="json") for ex in found]
         values = {
-            **all_traits_values(ctx.prompts, essay, rubric, settings.anonymization),
+            **all_traits_values(ctx.prompts, essay, rubric, settings.placeholders),
             "EXEMPLAR_HINT": " and the scored example essays" if self.exemplars else "",
             "EXEMPLARS": exemplar_text,
         }
@@ -108,6 +109,7 @@ class WholeEssayProtocol:
             temperature=settings.judge_temperature,
             max_tokens=settings.judge_max_tokens,
             context=context,
+            essay=values["ESSAY"],
         )
 
 

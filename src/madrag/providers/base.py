@@ -86,17 +86,28 @@ class TokenLogprob(BaseModel):
     top: list[TopLogprob] = Field(default_factory=list)
 
 
-class Usage(BaseModel):
-    """Token counts of one call (or, added up, of several)."""
+def _plus(a: int | None, b: int | None) -> int | None:
+    """The sum of two token counts; unknown (None) when either is."""
+    return None if a is None or b is None else a + b
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+
+class Usage(BaseModel):
+    """Token counts of one or more requests as the server reported them; ``None`` where it reported none
+    (unknown, never 0). A sum with an unknown count is unknown."""
+
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+
+    @property
+    def known(self) -> bool:
+        """Whether both counts were reported."""
+        return self.prompt_tokens is not None and self.completion_tokens is not None
 
     def __add__(self, other: Usage) -> Usage:
         """The counts of both."""
         return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
+            prompt_tokens=_plus(self.prompt_tokens, other.prompt_tokens),
+            completion_tokens=_plus(self.completion_tokens, other.completion_tokens),
         )
 
 

@@ -27,12 +27,17 @@ from madrag.providers.base import (
 
 @dataclass
 class FakeReply:
-    """One scripted answer. ``logprobs`` gives per-token logprobs (tokens = whitespace-split pieces)."""
+    """One scripted answer. ``logprobs`` gives per-token logprobs (tokens = whitespace-split pieces);
+    ``finish_reason`` is what the backend says ended it (``"length"``: cut by the token limit); ``usage`` the
+    token counts it reports (default: words counted; ``Usage(prompt_tokens=None, completion_tokens=None)``: a
+    server that reports none)."""
 
     text: str
     logprobs: list[float] | None = None
     choice_logprobs: dict[str, float] | None = None
     error: Exception | None = None
+    finish_reason: str = "stop"
+    usage: Usage | None = None
 
 
 Script = Sequence[str | FakeReply] | Mapping[str, str | FakeReply] | Callable[[ChatRequest], str | FakeReply]
@@ -222,8 +227,8 @@ class FakeProvider(Provider):
             text=text,
             tokens=tokens,
             choice_logprobs=choice_lps,
-            finish_reason="stop",
-            usage=Usage(prompt_tokens=n_prompt, completion_tokens=len(text.split())),
+            finish_reason=reply.finish_reason,
+            usage=reply.usage or Usage(prompt_tokens=n_prompt, completion_tokens=len(text.split())),
             latency_s=self.latency_s,
             model=self.model,
             raw={"fake": True},

@@ -262,9 +262,10 @@ class OpenAICompatProvider(Provider):
             raw=data,
         )
 
-    def _count(self, value: Any) -> int:
+    def _count(self, value: Any) -> int | None:
+        """A reported token count; None (unknown) when the server reported none."""
         if value is None:
-            return 0
+            return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ProviderError(self._garbage(f"a token count is not a count: {value!r}"))
         return value

@@ -30,8 +30,9 @@ _FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
 @dataclass(frozen=True)
 class StubConfig:
     """How the stub behaves: requests served at once (``capacity``; more wait), seconds each holds its slot,
-    the model name it answers as, the words in a debater's answer and in a Judge's rationale, and whether it
-    refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`)."""
+    the model name it answers as, the words in a debater's answer and in a Judge's rationale, whether it
+    refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`)
+    and whether its answers report token usage (``usage=False``: a server that reports none)."""
 
     capacity: int = 32
     latency_s: float = 0.25
@@ -39,6 +40,7 @@ class StubConfig:
     debater_tokens: int = 150
     judge_tokens: int = 60
     reasoning_model: bool = False
+    usage: bool = True
 
 
 def classify(messages: list[dict[str, Any]]) -> str:
@@ -114,6 +116,7 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
     """The chat.completion JSON for one request body."""
     messages = body.get("messages") or []
     text, score = compose(role, messages, config)
+    text, finish = _cut(text, body.get("max_completion_tokens") or body.get("max_tokens"))
     lo, hi = score_range(messages)
     logprobs = None
     if body.get("logprobs"):
@@ -121,7 +124,7 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
         logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, _digest(messages))}
     prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
     completion_tokens = len(_PIECE.findall(text))
-    return {
+    answer: dict[str, Any] = {
         "id": f"chatcmpl-stub-{_digest(messages):x}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -131,12 +134,23 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
                 "logprobs": logprobs,
-                "finish_reason": "stop",
+                "finish_reason": finish,
             }
         ],
-        "usage": {
+    }
+    if config.usage:
+        answer["usage"] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+        }
+    return answer
+
+
+def _cut(text: str, limit: Any) -> tuple[str, str]:
+    """The answer cut to ``limit`` tokens (whitespace pieces) as a server cuts at ``max_tokens``, and the finish
+    reason: ``"length"`` when it was cut, else ``"stop"``."""
+    pieces = _PIECE.findall(text)
+    if isinstance(limit, int) and 0 < limit < len(pieces):
+        return "".join(pieces[:limit]), "length"
+    return text, "stop"

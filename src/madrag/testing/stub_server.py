@@ -195,13 +195,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=MODEL, help="model name in answers and /v1/models")
     parser.add_argument("--debater-tokens", type=int, default=150, help="words in an Advocate/Skeptic answer")
     parser.add_argument("--judge-tokens", type=int, default=60, help="words in a Judge rationale")
+    parser.add_argument("--no-usage", action="store_true", help="answers report no token usage")
     parser.add_argument("--reasoning-model", action="store_true", help="refuse max_tokens, temperature, logprobs")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
         parser.error("--capacity must be >= 1 and --latency >= 0")
     config = StubConfig(
-        args.capacity, args.latency, args.model, args.debater_tokens, args.judge_tokens, args.reasoning_model
+        args.capacity,
+        args.latency,
+        args.model,
+        args.debater_tokens,
+        args.judge_tokens,
+        args.reasoning_model,
+        usage=not args.no_usage,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -236,6 +243,7 @@ class StubServer:
             f"--model={c.model}",
             f"--debater-tokens={c.debater_tokens}",
             f"--judge-tokens={c.judge_tokens}",
+            *([] if c.usage else ["--no-usage"]),
             *(["--reasoning-model"] if c.reasoning_model else []),
         ]
 

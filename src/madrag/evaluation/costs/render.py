@@ -68,7 +68,8 @@ def render_report(report: CostReport) -> str:
     lines = [
         _line("total", t, priced),
         f"requests per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
-        f"errors {t.errors:,.0f}" + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
+        f"errors {t.errors:,.0f}; truncated {t.truncated_calls:,.0f}; without usage {t.no_usage_calls:,.0f}"
+        + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
         *_retry_lines(report),
         *_unit_summary(report),
         "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "

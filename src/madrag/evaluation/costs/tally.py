@@ -20,6 +20,9 @@ Attribution of shared calls, per protocol:
 Spend (price tables: :mod:`madrag.evaluation.costs.prices`). ``spend`` leaves out calls answered from the
 response cache (nothing was billed for them in this run); ``gross_spend`` prices every call as if none were
 cached. Calls of a model missing from the table are counted in ``unpriced_calls`` and add nothing to either.
+Calls whose server reported no token usage are counted in ``no_usage_calls`` and add no tokens and no spend
+(their usage is unknown, never taken as 0); ``truncated_calls`` counts calls with an answer cut by the token
+limit.
 
 A planned run's cost from a sample: :mod:`madrag.evaluation.costs.estimate`.
 """
@@ -52,10 +55,11 @@ class CallCost:
     role: str
     model: str
     requests: int
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the server reported no usage (unknown, not 0)
+    completion_tokens: int | None
     cached: bool
     error: bool
+    truncated: bool = False  # an answer of the call was cut by the token limit
     reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
     retries: tuple[str, ...] = ()  # why each failed attempt of the call was retried
 
@@ -77,6 +81,7 @@ class CallCost:
             completion_tokens=record.usage.completion_tokens,
             cached=record.cached,
             error=record.error is not None,
+            truncated=record.truncated,
             reads=tuple(str(k) for k in reads),
             retries=tuple(record.retries),
         )
@@ -92,20 +97,27 @@ class Tally:
     completion_tokens: float = 0.0
     cached_calls: float = 0.0
     errors: float = 0.0
+    truncated_calls: float = 0.0  # calls with an answer cut by the token limit
+    no_usage_calls: float = 0.0  # calls whose server reported no (or partial) token usage: no tokens, no spend
     retries: float = 0.0  # failed attempts retried (their requests are not in ``requests``)
     spend: float = 0.0  # priced calls not served from the response cache
     gross_spend: float = 0.0  # priced calls, as if none were cached
     unpriced_calls: float = 0.0
 
     def add(self, call: CallCost, price: Price | None, weight: float = 1.0) -> None:
-        """Count ``weight`` times one call (its spend when ``price`` is known, else as unpriced)."""
+        """Count ``weight`` times one call (its spend when ``price`` is known, else as unpriced); a call without
+        known usage adds no tokens and no spend and is counted in ``no_usage_calls`` instead."""
         self.calls += weight
         self.requests += weight * call.requests
-        self.prompt_tokens += weight * call.prompt_tokens
-        self.completion_tokens += weight * call.completion_tokens
         self.cached_calls += weight * call.cached
         self.errors += weight * call.error
         self.retries += weight * len(call.retries)
+        self.truncated_calls += weight * call.truncated
+        if call.prompt_tokens is None or call.completion_tokens is None:
+            self.no_usage_calls += weight
+            return
+        self.prompt_tokens += weight * call.prompt_tokens
+        self.completion_tokens += weight * call.completion_tokens
         if price is None:
             self.unpriced_calls += weight
             return
