@@ -46,7 +46,7 @@ def test_provider_spec_from_flags() -> None:
         provider="openai",
         model="m",
         model_path=Path("/models/big.gguf"),
-        base_url="http://host/v1",
+        base_url=["http://host/v1"],
         api_key_env="KEY",
         concurrency=3,
         timeout=5.0,
@@ -63,7 +63,11 @@ def test_provider_spec_from_flags() -> None:
         "KEY",
     )
     assert (spec.concurrency, spec.timeout_s, spec.retries, spec.slots) == (3, 5.0, 1, 4)
-    assert spec.logprobs is False and spec.fake_latency_s == 0.5
+    assert spec.logprobs is False and spec.fake_latency_s == 0.5 and spec.extra_base_urls == []
+    urls = ["http://a/v1", "http://b/v1", "http://c/v1"]
+    pool = provider_spec(provider="openai", model="m", model_path=None, base_url=urls, api_key_env="K",
+                         concurrency=4, timeout=5.0, retries=1, slots=1)  # fmt: skip
+    assert (pool.base_url, pool.extra_base_urls) == ("http://a/v1", ["http://b/v1", "http://c/v1"])
     defaults = {"model": None, "model_path": None, "base_url": None, "api_key_env": "K", "concurrency": None}
     plain = provider_spec(provider="fake", timeout=300.0, retries=4, slots=2, **defaults)  # type: ignore[arg-type]
     assert plain.model_path is None and plain.logprobs is True and plain.fake_latency_s == 0.0

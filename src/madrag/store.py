@@ -24,7 +24,7 @@ import csv
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,9 @@ def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connectio
     return conn
 
 
-def _row(record: AgentRecord) -> Row:
+def record_row(record: AgentRecord) -> Row:
+    """The row a record is stored as (the record serialised once, with the columns it is looked up by); what
+    :meth:`RunStore.aput_row` writes, e.g. for a record serialised in another process."""
     return (
         record.key,
         record.essay_id,
@@ -283,7 +285,7 @@ class RunStore:
 
     def put(self, record: AgentRecord) -> bool:
         """Write a finished record; False (and nothing written) if its key is already stored."""
-        return self._conn.execute(_INSERT_RECORD, _row(record)).rowcount == 1
+        return self._conn.execute(_INSERT_RECORD, record_row(record)).rowcount == 1
 
     async def aput(self, record: AgentRecord) -> bool:
         """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
@@ -293,10 +295,15 @@ class RunStore:
 
         Cancelling the caller does not take the record back: the cancellation is delayed until the writer has
         committed (or failed to commit) it, so a cancelled run leaves no write in flight behind it."""
+        return await self.aput_row(record_row(record))
+
+    async def aput_row(self, row: Row) -> bool:
+        """:meth:`aput` of a record already serialised by :func:`record_row` (a distributed run's workers
+        serialise their records; the driver writes the rows as they come, without parsing them again)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         writer = self._writer_thread()
-        writer.submit(_Write(_row(record), loop, future))
+        writer.submit(_Write(row, loop, future))
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -347,6 +354,26 @@ class RunStore:
             args.append(role)
         for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", args):
             yield AgentRecord.model_validate_json(blob)
+
+    def records_of(self, essay_ids: Collection[str]) -> Iterator[AgentRecord]:
+        """The stored records (after :meth:`flush`) of the essays ``essay_ids``, oldest first (found through the
+        ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan)."""
+        self.flush()
+        unique = sorted(set(essay_ids))
+        for i in range(0, len(unique), _CHUNK):
+            chunk = unique[i : i + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            sql = (
+                "SELECT record FROM records WHERE protocol IN (SELECT DISTINCT protocol FROM records) "
+                f"AND essay_id IN ({marks}) ORDER BY created_at, key"
+            )
+            for (blob,) in self._conn.execute(sql, chunk):
+                yield AgentRecord.model_validate_json(blob)
+
+    def recorded_essay_ids(self) -> set[str]:
+        """The ids of the essays with at least one stored record (after :meth:`flush`)."""
+        self.flush()
+        return {row[0] for row in self._conn.execute("SELECT DISTINCT essay_id FROM records")}
 
     def close(self) -> None:
         """Close the store; records handed to :meth:`aput` before are committed first."""

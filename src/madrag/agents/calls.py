@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
@@ -23,13 +23,22 @@ from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogpr
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, call_key, prompt_hash
 from madrag.settings import ScoringSettings
-from madrag.store import RunStore
 
 if TYPE_CHECKING:
     from madrag.agents.context import ExemplarSource
 
 SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNORECASE)
 """A debater's stated confidence (``Confidence: 0.8``), read when the backend gives no logprobs."""
+
+
+class RecordStore(Protocol):
+    """What a call needs of a run store: a finished call's record by key, and a durable write of a new one.
+    The run store (:class:`madrag.store.RunStore`) is one; a distributed worker's shard store, which streams
+    records to the one writer of the run, is another."""
+
+    def get(self, key: str) -> AgentRecord | None: ...
+
+    async def aput(self, record: AgentRecord) -> bool: ...
 
 
 @dataclass
@@ -47,7 +56,7 @@ class CallContext:
 
     run_id: str
     provider: ManagedProvider
-    store: RunStore
+    store: RecordStore
     prompts: PromptLibrary
     settings: ScoringSettings
     bank: ExemplarSource | None = None

@@ -24,6 +24,7 @@ from madrag.api.result import ScoringResult
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH
+from madrag.distributed.options import RayOptions, ray_options
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute
 from madrag.providers import ProviderSpec
@@ -110,6 +111,7 @@ async def ascore(
     prompts_dir: str | Path | None = None,
     embedder: Embedder | None = None,
     progress: bool = True,
+    ray: str | RayOptions | None = None,
 ) -> ScoringResult:
     """Score essays trait by trait and return a :class:`ScoringResult` (the async twin of :func:`score`,
     which documents the arguments). Use it inside ``async`` code; :func:`score` everywhere else.
@@ -147,6 +149,7 @@ async def ascore(
         cache_dir=Path(cache_dir) if cache_dir is not None else default_cache_dir(),
         # a ready instance is not cached by default: the cache keys on its name and model only
         response_cache=response_cache if response_cache is not None else backend is None,
+        ray=ray if isinstance(ray, RayOptions) else ray_options(ray),
     )
     return await arun_job(job, backend=backend, embedder=embedder, progress=progress, temporary=temporary)
 
@@ -288,6 +291,9 @@ Args:
     prompts_dir: a folder of prompt templates overriding the packaged ones.
     embedder: the exemplar bank's embedder (default MiniLM, as the CLI uses).
     progress: show a progress bar (terminal or notebook); ``False`` turns it off.
+    ray: score on Ray (``pip install 'madrag[ray]'``, docs/scaling.md): ``"local"`` (a local Ray instance),
+        ``"HOST:PORT"`` or ``"auto"`` (a cluster), or :class:`~madrag.distributed.RayOptions`; the provider must
+        then be a string or a :class:`ProviderSpec` (each worker builds its own backend).
 
 Example:
     >>> import madrag

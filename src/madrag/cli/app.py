@@ -22,6 +22,7 @@ from madrag.cli.evaluate import errors_command, eval_command, report_command
 from madrag.cli.runs import runs_app
 from madrag.cli.score import ablate, ablate_consensus, demo, score
 from madrag.cli.serve import serve_command
+from madrag.distributed.options import LOCAL, optional_value
 from madrag.errors import MadragError
 
 app = typer.Typer(
@@ -48,6 +49,7 @@ app.command("serve")(serve_command)
 
 def main() -> None:
     """Console entry point: a MadragError is one line on stderr and exit code 2."""
+    sys.argv[1:] = optional_value(sys.argv[1:], "--ray", LOCAL)  # --ray [ADDRESS]
     try:
         app()
     except MadragError as exc:

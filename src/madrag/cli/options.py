@@ -51,7 +51,12 @@ def comma_list(value: str) -> list[str]:
 ProviderOpt = Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")]
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (openai provider).")]
 ModelPathOpt = Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")]
-BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")]
+BaseUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="URL", help="OpenAI-compatible server URL; again for more servers of the same model (calls balanced)."
+    ),
+]
 ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
 RetriesOpt = Annotated[int, typer.Option(help="Retries on transient failures.")]
@@ -76,7 +81,7 @@ def provider_spec(
     provider: str,
     model: str | None,
     model_path: Path | None,
-    base_url: str | None,
+    base_url: list[str] | None,
     api_key_env: str,
     concurrency: int | None,
     timeout: float,
@@ -92,7 +97,8 @@ def provider_spec(
         kind=choice("--provider", provider, PROVIDER_KINDS),
         model=model,
         model_path=str(model_path) if model_path else None,
-        base_url=base_url,
+        base_url=base_url[0] if base_url else None,
+        extra_base_urls=list(base_url[1:]) if base_url else [],
         api_key_env=api_key_env,
         logprobs=logprobs,
         token_param=choice("--token-param", token_param, TOKEN_PARAMS),
@@ -167,6 +173,16 @@ RoleProviderOpt = Annotated[
     ),
 ]
 ConcurrencyOpt = Annotated[int | None, typer.Option(help="Parallel requests to the backend.")]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Score on Ray: alone, a local Ray instance; with HOST:PORT (or auto), that cluster (pip install "
+        "'madrag\\[ray]'; see docs/scaling.md).",
+    ),
+]
+RayWorkersOpt = Annotated[int | None, typer.Option(help="Ray workers (default: one per CPU; 2 locally).")]
 SlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")]
 EssayConcurrencyOpt = Annotated[
     int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")

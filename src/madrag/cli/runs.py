@@ -11,6 +11,7 @@ from rich.table import Table
 
 from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
 from madrag.cli.output import console
+from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.store import RunStore
@@ -24,7 +25,7 @@ def runs_list(
 ) -> None:
     """List the runs under ROOT with their record counts."""
     table = Table(title=f"runs in {root}")
-    for col in ("run dir", "run id", "records", "essays", "protocols", "model"):
+    for col in ("run dir", "run id", "records", "essays", "protocols", "model", "ran on"):
         table.add_column(col)
     for db in sorted(root.glob("*/store.sqlite")):
         store = open_store(db.parent)
@@ -37,6 +38,7 @@ def runs_list(
                 str(len(store.essays())),
                 ", ".join(p["name"] for p in config.get("protocols", [])),
                 str((store.get_meta("provider") or {}).get("model", "")),
+                ray_summary(store.get_meta("ray")),
             )
         finally:
             store.close()

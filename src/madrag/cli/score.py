@@ -48,6 +48,8 @@ from madrag.cli.options import (
     PromptsDirOpt,
     ProtocolOpt,
     ProviderOpt,
+    RayOpt,
+    RayWorkersOpt,
     ReportOpt,
     RetriesOpt,
     RoleProviderOpt,
@@ -70,6 +72,7 @@ from madrag.cli.options import (
 )
 from madrag.cli.output import console, err
 from madrag.data.splits import EACH
+from madrag.distributed.options import ray_options
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.pipeline.job import ScoreJob, default_cache_dir
@@ -159,6 +162,8 @@ def score(
     dry_run: DryRunOpt = False,
     sample: SampleOpt = 2,
     prices: DryRunPricesOpt = None,
+    ray: RayOpt = None,
+    ray_workers: RayWorkersOpt = None,
 ) -> None:
     """Score essays trait by trait and store one record per agent call in RUN_DIR."""
     spec = provider_spec(
@@ -208,6 +213,7 @@ def score(
         cache_dir=cache_dir,
         response_cache=not no_cache,
         embedder=choice("--embedder", embedder, EMBEDDERS),
+        ray=ray_options(ray, ray_workers),
     )
     if dry_run:
         _dry_run(job, sample, prices)

@@ -30,6 +30,7 @@ from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_P
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
+from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.runner import run_scoring
@@ -87,6 +88,9 @@ class ScoreJob(BaseModel):
     response_cache: bool = True
     # the pool's embedder: seed 000's MiniLM, or the hashing embedder for quick checks (recorded when not MiniLM)
     embedder: EmbedderName = "minilm"
+    # score on a Ray cluster (madrag.distributed) instead of this process; how a run executes is not part of
+    # its identity, so a run started here can be resumed on Ray and the other way round
+    ray: RayOptions | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ScoreJob:
@@ -423,7 +427,15 @@ async def execute(
             on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
         stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
-            scores = await run_scoring(ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, on_essay_done)
+            if job.ray is None:
+                scores = await run_scoring(
+                    ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, on_essay_done
+                )
+            else:
+                from madrag.distributed.driver import score_on_ray
+
+                ray_run = (job.ray, job, ctx, store, run.essays, run.rubric, run.protocols)
+                scores = await score_on_ray(*ray_run, on_essay_done, stage, ready_backend=backend is not None)
         finally:
             owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
             for managed_backend in owned:

@@ -33,6 +33,10 @@ from madrag.rubric import Rubric
 EssayDone = Callable[[Essay, list[TraitScore]], None]
 """Called with each essay and its scores as the essay finishes."""
 
+RubricFor = Callable[[Essay, ScoringProtocol], Rubric | None]
+"""Which traits of an essay a protocol is to score: a rubric holding just those traits, or None to skip the
+protocol on that essay (a resumed shard of a distributed run hands out only the essay-traits not finished)."""
+
 OVERCOMMIT = 2
 """Chains in flight per backend slot under the automatic essay concurrency."""
 
@@ -119,10 +123,16 @@ def essay_width(protocols: Sequence[ScoringProtocol], n_traits: int) -> int:
 
 
 async def score_essay(
-    ctx: CallContext, essay: Essay, rubric: Rubric, protocols: Sequence[ScoringProtocol]
+    ctx: CallContext,
+    essay: Essay,
+    rubric: Rubric,
+    protocols: Sequence[ScoringProtocol],
+    rubric_for: RubricFor | None = None,
 ) -> list[TraitScore]:
-    """Every protocol on one essay, concurrently; scores in the protocols' order."""
-    results = await gather_or_cancel(*(p.score_essay(ctx, essay, rubric) for p in protocols))
+    """Every protocol on one essay, concurrently; scores in the protocols' order. ``rubric_for`` narrows the
+    traits each protocol scores (default: all of ``rubric``)."""
+    chosen = [(p, rubric if rubric_for is None else rubric_for(essay, p)) for p in protocols]
+    results = await gather_or_cancel(*(p.score_essay(ctx, essay, r) for p, r in chosen if r is not None))
     return [score for per_protocol in results for score in per_protocol]
 
 
@@ -133,12 +143,14 @@ async def run_scoring(
     protocols: Sequence[ScoringProtocol],
     essay_concurrency: int | None = None,
     on_essay_done: EssayDone | None = None,
+    rubric_for: RubricFor | None = None,
 ) -> list[TraitScore]:
     """Score ``essays``; results come back in the essays' order.
 
     ``essay_concurrency`` is the number of essays in flight; None derives it from the provider's concurrency
     and the chains one essay runs at once (:func:`auto_essay_concurrency`, :func:`essay_width`).
-    ``on_essay_done`` is called as each essay finishes (in completion order).
+    ``on_essay_done`` is called as each essay finishes (in completion order). ``rubric_for`` limits the
+    traits scored per essay and protocol (see :data:`RubricFor`).
     """
     if essay_concurrency is None:
         width = essay_width(protocols, len(rubric.traits))
@@ -156,7 +168,7 @@ async def run_scoring(
                 index, essay = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            scores = await score_essay(ctx, essay, rubric, protocols)
+            scores = await score_essay(ctx, essay, rubric, protocols, rubric_for)
             results[index] = scores
             if on_essay_done is not None:
                 on_essay_done(essay, scores)

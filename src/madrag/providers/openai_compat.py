@@ -14,7 +14,6 @@ response's ``raw`` is the parsed JSON exactly as the server sent it.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import re
@@ -24,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import openai
+import pydantic_core
 from pydantic import TypeAdapter
 
 from madrag.errors import ProviderError, TransientProviderError
@@ -221,7 +221,7 @@ class OpenAICompatProvider(Provider):
     def _to_response(self, request: ChatRequest, body: bytes, latency: float) -> ChatResponse:
         """A :class:`ChatResponse` from the body of a chat completion; ``raw`` is the parsed JSON as sent."""
         try:
-            data = json.loads(body)
+            data = pydantic_core.from_json(body)  # Rust: ~half the CPU of json.loads on a logprobs answer
         except ValueError:  # not JSON (or not UTF-8)
             raise ProviderError(self._garbage(f"not JSON: {body[:80]!r}")) from None
         if not isinstance(data, dict):

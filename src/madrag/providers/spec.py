@@ -31,6 +31,9 @@ class ProviderSpec(BaseModel):
     model: str | None = None  # openai: the model name; llamacpp: ignored (see model_path)
     model_path: str | None = None  # llamacpp: any GGUF; default: the embedded SmolLM2
     base_url: str | None = None
+    # openai: more endpoints serving the same model (--base-url given again); calls are balanced over base_url
+    # and these, each endpoint with ``concurrency`` slots (madrag.providers.pool)
+    extra_base_urls: list[str] = Field(default_factory=list)
     api_key_env: str = "OPENAI_API_KEY"
     logprobs: bool = True  # openai: whether the server returns logprobs
     # openai: how the token limit is sent, and whether temperature / top_p are (auto: adapt once to a refusal)
@@ -53,7 +56,7 @@ class ProviderSpec(BaseModel):
         return kind
 
 
-OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots"})
+OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots", "extra_base_urls"})
 """Spec fields that change how calls are made, not what a backend answers (a resumed run may change them)."""
 
 
@@ -121,7 +124,7 @@ def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
         provider=make_provider(spec),
         policy=RetryPolicy(retries=spec.retries, timeout_s=spec.timeout_s),
         cache=ResponseCache(cache_path) if cache_path is not None else None,
-        concurrency=spec.concurrency,
+        concurrency=None if spec.extra_base_urls else spec.concurrency,  # a pool's is per endpoint
     )
 
 
@@ -171,16 +174,25 @@ def _openai(spec: ProviderSpec) -> Provider:
 
     if not spec.model:
         raise ConfigError("the openai provider needs --model (the model name the server serves)")
-    return OpenAICompatProvider(
-        model=spec.model,
-        base_url=spec.base_url,
-        api_key_env=spec.api_key_env,
-        timeout_s=spec.timeout_s,
-        max_concurrency=spec.concurrency or 8,
-        supports_logprobs=spec.logprobs,
-        token_param=spec.token_param,
-        sampling_params=spec.sampling_params,
-    )
+    model = spec.model
+    endpoints = [
+        OpenAICompatProvider(
+            model=model,
+            base_url=url,
+            api_key_env=spec.api_key_env,
+            timeout_s=spec.timeout_s,
+            max_concurrency=spec.concurrency or 8,
+            supports_logprobs=spec.logprobs,
+            token_param=spec.token_param,
+            sampling_params=spec.sampling_params,
+        )
+        for url in [spec.base_url, *spec.extra_base_urls]
+    ]
+    if len(endpoints) == 1:
+        return endpoints[0]
+    from madrag.providers.pool import EndpointPool
+
+    return EndpointPool(endpoints)
 
 
 def _openai_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:

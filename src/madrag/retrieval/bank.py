@@ -275,6 +275,17 @@ class ExemplarBank:
                 continue
             client.delete_collection(cname)
 
+    def contents(self) -> dict[str, Any]:
+        """Every pool essay as stored: ``ids``, ``documents``, ``metadatas`` (lists) and ``embeddings`` (an
+        ``(n, dim)`` float32 array), e.g. to ship the bank to processes that cannot open this cache."""
+        got = self._collection.get(include=["documents", "metadatas", "embeddings"])
+        return {
+            "ids": [str(i) for i in got["ids"]],
+            "documents": [str(d) for d in got["documents"]],
+            "metadatas": [dict(m) for m in got["metadatas"]],
+            "embeddings": np.asarray(got["embeddings"], dtype=np.float32),
+        }
+
     # ---------------------------------------------------------------- query vectors
 
     def query_vector(self, essay: Essay) -> FloatArray:
