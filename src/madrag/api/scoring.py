@@ -41,7 +41,8 @@ the other folds as its pool: seed 000 Table 2) or ``None`` (fold 0 when every es
 
 TINY_MODEL_NOTE = (
     "note: the embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give "
-    "valid scores (use provider='openai:MODEL@URL' or 'llamacpp:/path/to/bigger.gguf')"
+    "valid scores. For real scoring use an OpenAI-compatible server (CLI: --provider openai; Python: "
+    "provider='openai:MODEL@URL') or a bigger GGUF model (--model-path; 'llamacpp:/path/to/model.gguf')."
 )
 
 
