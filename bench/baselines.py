@@ -18,6 +18,7 @@ import statistics
 import time
 from pathlib import Path
 
+from madrag.data.shipped import find_asap_dir
 from madrag.baselines import (
     CVResult,
     ForestSettings,
@@ -31,7 +32,7 @@ from madrag.retrieval import MiniLMEmbedder
 from madrag.rubric import Rubric, Trait, load_rubric
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "asap"
+DATA = find_asap_dir()  # $MADRAG_ASAP_DIR, else the copy shipped in the package
 PAPER_FEATENG_RF = {  # seed 000, Table 1, row "Train - FeatEng-RF"
     7: {"Ideas": 0.77, "Organization": 0.67, "Style": 0.65, "Conventions": 0.62},
     8: {

@@ -17,11 +17,12 @@ from pathlib import Path
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.prompts import PromptLibrary
 from madrag.data import load_asap
+from madrag.data.shipped import find_asap_dir
 from madrag.providers.base import ChatRequest
 from madrag.providers.llamacpp import LlamaCppProvider
 from madrag.rubric import load_rubric
 
-ASAP = Path(os.environ.get("MADRAG_ASAP_DIR", Path(__file__).resolve().parents[2] / "shared/data/asap"))
+ASAP = find_asap_dir()  # $MADRAG_ASAP_DIR, else the copy shipped in the package
 
 
 def hardware() -> str:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import httpx
 
+from madrag.data.shipped import find_asap_dir
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.data import Essay, load_asap, split_by_fold
@@ -60,15 +61,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def asap_dir() -> Path:
-    """The ASAP folder ($MADRAG_ASAP_DIR, else shared/data/asap beside or above the repository)."""
-    for candidate in (
-        os.environ.get("MADRAG_ASAP_DIR", ""),
-        REPO / "shared/data/asap",
-        REPO.parent / "shared/data/asap",
-    ):
-        if candidate and (Path(candidate) / "training_set_rel3_sets7_8.tsv").is_file():
-            return Path(candidate)
-    sys.exit("ASAP data not found: set MADRAG_ASAP_DIR to the folder holding training_set_rel3_sets7_8.tsv")
+    """The ASAP folder: $MADRAG_ASAP_DIR, else the copy shipped in the package."""
+    return find_asap_dir()
 
 
 def widen_rubric(rubric: Rubric, n_traits: int) -> Rubric:

@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx
 import pydantic_core
 
+from madrag.data.shipped import find_asap_dir
 from madrag.data import load_asap, split_by_fold
 from madrag.distributed.options import RayOptions
 from madrag.pipeline.job import ScoreJob, execute
@@ -53,15 +54,8 @@ TRAITS = 4
 
 
 def asap_dir() -> Path:
-    """The ASAP data folder: $MADRAG_ASAP_DIR, ./shared/data/asap or ../shared/data/asap."""
-    for candidate in (
-        os.environ.get("MADRAG_ASAP_DIR", ""),
-        REPO / "shared/data/asap",
-        REPO.parent / "shared/data/asap",
-    ):
-        if candidate and (Path(candidate) / "training_set_rel3_sets7_8.tsv").is_file():
-            return Path(candidate)
-    raise SystemExit("ASAP data not found: set MADRAG_ASAP_DIR")
+    """The ASAP folder: $MADRAG_ASAP_DIR, else the copy shipped in the package."""
+    return find_asap_dir()
 
 
 def write_essays(n: int, folder: Path) -> tuple[Path, Path]:

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from madrag.data.shipped import find_asap_dir
 from madrag.data import load_asap, split_by_fold
 from madrag.retrieval import ExemplarBank, MiniLMEmbedder
 from madrag.rubric import load_rubric
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "asap"
+DATA = find_asap_dir()  # $MADRAG_ASAP_DIR, else the copy shipped in the package
 
 
 def hardware() -> str:

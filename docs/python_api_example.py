@@ -3,7 +3,7 @@ evaluate them - what a researcher would type in a notebook.
 
     MADRAG_CACHE=~/.cache/madrag python docs/python_api_example.py [RUN_DIR]
 
-The ASAP data is found as ``madrag demo`` finds it ($MADRAG_ASAP_DIR, ./shared/data/asap, ../shared/data/asap).
+The ASAP data is found as ``madrag demo`` finds it ($MADRAG_ASAP_DIR, else the copy shipped in the package).
 The exemplar pool is the other folds (1256 essays); its MiniLM index is built once and cached under
 $MADRAG_CACHE. The embedded SmolLM2-135M model only shows the pipeline working: its scores are not valid.
 A recorded run is in docs/results/python-api-set7-3-smollm2.txt.
@@ -15,7 +15,7 @@ import sys
 import time
 
 import madrag
-from madrag.cli.score import find_asap_dir
+from madrag.data.shipped import find_asap_dir
 
 
 def main() -> None:

@@ -1,28 +1,21 @@
-"""Shared fixtures: the ASAP data beside the repository, rubrics, and a small in-memory exemplar bank."""
+"""Shared fixtures: the ASAP data shipped with the package, rubrics, and a small in-memory exemplar bank."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from madrag.data import Essay, load_asap
+from madrag.data.shipped import find_asap_dir
 from madrag.rubric import Rubric, load_rubric
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def asap_dir() -> Path:
-    """The ASAP folder ($MADRAG_ASAP_DIR, else shared/data/asap beside or above the repository); skip without it."""
-    for c in [
-        os.environ.get("MADRAG_ASAP_DIR", ""),
-        REPO / "shared/data/asap",
-        REPO.parent / "shared/data/asap",
-    ]:
-        if c and (Path(c) / "training_set_rel3_sets7_8.tsv").is_file():
-            return Path(c)
-    pytest.skip("ASAP data (shared/data/asap) not found")
+    """The ASAP folder: $MADRAG_ASAP_DIR when set, else the copy shipped inside the package (no ../shared needed)."""
+    return find_asap_dir()
 
 
 @pytest.fixture(scope="session")

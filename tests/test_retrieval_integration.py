@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 from madrag.data import Essay, load_asap, split_by_fold
+from madrag.data.shipped import find_asap_dir
 from madrag.retrieval import ExemplarBank, MiniLMEmbedder, minilm_model_dir, score_key
 from madrag.rubric import Rubric, load_rubric
 
 pytestmark = pytest.mark.integration
 
-ASAP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "asap"
-if not ASAP.is_dir():
-    ASAP = Path("/work/shared/data/asap")
+ASAP = find_asap_dir()
 QUERY_ID = "17836"  # a fold-0 essay of set 7
 POOL_SLICE = 120
 

@@ -1,6 +1,6 @@
 """Rubric and Trait: any integer scale per trait, with one description per level.
 
-Rubrics load from JSON or YAML. The ASAP files in ``shared/data/asap/rubric_set{7,8}.json`` load as they are:
+Rubrics load from JSON or YAML. The shipped ASAP files (``madrag/datasets/asap/rubric_set{7,8}.json``) load as they are:
 ``{"essay_set": 7, "prompt": "...", "traits": [{"column": "trait1", "name": "Ideas", "min": 0, "max": 3,
 "levels": {"3": "...", ...}}]}``.
 """

@@ -18,6 +18,7 @@ from madrag.cli.baseline import baseline_command
 from madrag.cli.confidence import confidence_app
 from madrag.cli.consensus import eval_consensus_command
 from madrag.cli.costs import costs_command
+from madrag.cli.data import data_app
 from madrag.cli.evaluate import errors_command, eval_command, report_command
 from madrag.cli.runs import runs_app
 from madrag.cli.score import ablate, ablate_consensus, demo, score
@@ -45,6 +46,7 @@ app.add_typer(confidence_app, name="confidence")
 app.command("eval-consensus")(eval_consensus_command)
 app.command()(demo)
 app.command("serve")(serve_command)
+app.add_typer(data_app, name="data")
 
 
 def main() -> None:

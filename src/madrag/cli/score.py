@@ -71,6 +71,7 @@ from madrag.cli.options import (
     provider_spec,
 )
 from madrag.cli.output import console, err
+from madrag.data.shipped import find_asap_dir
 from madrag.data.splits import EACH
 from madrag.distributed.options import ray_options
 from madrag.errors import InputError
@@ -317,16 +318,6 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
         store.close()
     console.print(f"estimate for {len(planned)} essays x {len(rubric.traits)} traits, from the sample in {sample_dir}:")
     typer.echo(render_text(estimate, priced=table is not None))
-
-
-def find_asap_dir() -> Path:
-    """The shared ASAP folder: $MADRAG_ASAP_DIR, ./shared/data/asap or ../shared/data/asap."""
-    candidates = [Path(p) for p in [os.environ.get("MADRAG_ASAP_DIR", "")] if p]
-    candidates += [Path("shared/data/asap"), Path("../shared/data/asap")]
-    for c in candidates:
-        if (c / "training_set_rel3_sets7_8.tsv").is_file():
-            return c
-    raise InputError("ASAP data not found: set MADRAG_ASAP_DIR to the folder with training_set_rel3_sets7_8.tsv")
 
 
 def demo(

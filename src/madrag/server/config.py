@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from madrag.data import shipped
 from madrag.retrieval.embedder import EmbedderName
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -87,13 +88,6 @@ class ServerConfig(BaseModel):
 
 
 def find_asap_dir(explicit: Path | None = None) -> Path | None:
-    """The ASAP folder with the shipped rubrics and data: ``explicit``, ``$MADRAG_ASAP_DIR``,
-    ``./shared/data/asap`` or ``../shared/data/asap``; None when none has the files."""
-    candidates = [explicit] if explicit is not None else []
-    if env := os.environ.get("MADRAG_ASAP_DIR"):
-        candidates.append(Path(env))
-    candidates += [Path("shared/data/asap"), Path("../shared/data/asap")]
-    for folder in candidates:
-        if folder is not None and (folder / "rubric_set7.json").is_file():
-            return folder.resolve()
-    return None
+    """The ASAP folder with the shipped rubrics and data: ``explicit``, ``$MADRAG_ASAP_DIR``, else the package's
+    own copy (:func:`madrag.data.shipped.find_asap_dir`), so the shipped rubrics are there from any folder."""
+    return shipped.find_asap_dir(explicit)
