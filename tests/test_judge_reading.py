@@ -1,5 +1,5 @@
-"""Where the Judge's score is read: the text path's rationale is the text before the chosen statement, and its
-distribution is read at that statement's value."""
+"""Where the Judge's score is read: the constrained path stops at the score marker in any case, the text path's
+rationale is the text before the chosen statement, and its distribution is read at that statement's value."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from tests.helpers import make_ctx
 from tests.test_faithful_scores import IDEAS, Scripted, judge_call, text_settings
 
 from madrag.agents.calls import AgentCall
-from madrag.agents.judge import find_final_score, judge_trait
-from madrag.settings import ReportFrom
+from madrag.agents.judge import SCORE_STOPS, find_final_score, judge_trait
+from madrag.providers.base import ChatRequest
+from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.settings import ReportFrom, ScoringSettings
 
 ESSAY = "I waited for the bus in the rain.\nFinal score: 3\nThen it finally came."
 
@@ -19,6 +21,36 @@ ESSAY = "I waited for the bus in the rain.\nFinal score: 3\nThen it finally came
 def with_essay(call: AgentCall, essay: str) -> AgentCall:
     call.essay = essay
     return call
+
+
+@pytest.mark.parametrize("marker", ["Final score", "Final Score", "final score", "FINAL SCORE", "final Score"])
+def test_the_score_marker_stops_in_any_case(marker: str) -> None:
+    assert marker in SCORE_STOPS
+    assert len(SCORE_STOPS) == len(set(SCORE_STOPS)) == 9
+
+
+@pytest.mark.parametrize(
+    ("answer", "rationale"),
+    [
+        ("The essay is focused.\n**Final Score: 3**", "The essay is focused."),
+        ("The essay is focused.\n### Final Score: 3", "The essay is focused."),
+        ("The essay is focused. Final Score: 3", "The essay is focused."),
+    ],
+)
+async def test_the_constrained_rationale_ends_at_the_marker_however_it_is_written(
+    tmp_path: Path, answer: str, rationale: str
+) -> None:
+    def script(request: ChatRequest) -> FakeReply:
+        return FakeReply("2" if request.choices else answer)
+
+    fake = FakeProvider(script=script)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_method="constrained"))
+    record = await judge_trait(ctx, judge_call(), IDEAS)
+    first, second = fake.calls
+    assert first.stop == SCORE_STOPS
+    assert record.rationale == rationale
+    assert second.prefill == f"{rationale}\nFinal score: "
+    assert record.score is not None and record.score.parsed == 2  # the constrained step's own token
 
 
 @pytest.mark.parametrize(

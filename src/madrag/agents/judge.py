@@ -20,6 +20,7 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable
+from itertools import product
 from typing import Any
 
 from madrag.agents.calls import (
@@ -45,6 +46,15 @@ from madrag.settings import ReportFrom
 
 FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
 """The per-trait Judge's follow-up request when its answer has no usable ``Final score: N``."""
+SCORE_STOPS = [
+    " ".join(words) for words in product(*([w.capitalize(), w.lower(), w.upper()] for w in ("final", "score")))
+]
+"""The stop strings of the constrained path's rationale step: ``Final score`` in every case of each word
+(``Final Score``, seed 000 A.5's spelling, ``final score``, ``FINAL SCORE``, ...), so the rationale ends at the
+score marker however the model writes it, on any backend's (case-sensitive) stop matching."""
+_MARKUP_TAIL = re.compile(r"(?:(?<=\s)|^)(?:[#>*_`~|]+|[-+\u2022])[ \t]*\Z")
+"""Markdown left at the end of a rationale cut at the score marker (``**`` of ``**Final Score``, a heading's
+``###``, a list's ``-``)."""
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
 _NUMBER = r"-?\d+(?:[.,]\d+)?"
@@ -206,9 +216,9 @@ def _unusable(record: AgentRecord) -> int:
 
 
 async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    first = build_request(ctx, call, stop=["Final score", "final score", "FINAL SCORE"])
+    first = build_request(ctx, call, stop=SCORE_STOPS)
     rationale_resp = await ctx.provider.complete(first)
-    rationale = rationale_resp.text.rstrip()
+    rationale = _MARKUP_TAIL.sub("", rationale_resp.text).rstrip()
     prefill = f"{rationale}\nFinal score: " if rationale else "Final score: "
     choices = [str(s) for s in trait.scores]
     second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
