@@ -21,9 +21,9 @@ def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
 
 def essay_id(value: Any, where: str) -> str:
     """The essay id ``value`` as it is used (a string, outer whitespace removed), or a one-line InputError at
-    ``where`` when it cannot be one: missing (None), empty, ``.`` or ``..``, or holding ``/``, ``\\`` or a
-    control character. Ids become parts of file paths and web addresses (transcripts, the web app's essay
-    pages), where such ids cannot be opened. Every loader and the Python API check ids here.
+    ``where`` when it cannot be one: missing (None), empty, ``.`` or ``..`` (web addresses and paths resolve them
+    away, so such an essay's page could never be opened), or holding a control character. Every loader and the
+    Python API check ids here. Other characters, ``/`` included, are kept: the web app quotes ids in its URLs.
 
     >>> essay_id(" 17 ", "essays.csv:2")
     '17'
@@ -35,11 +35,11 @@ def essay_id(value: Any, where: str) -> str:
         raise InputError(f"{where}: the essay id is empty")
     if text in {".", ".."}:
         raise InputError(f"{where}: essay id {text!r} cannot be used (it names a folder in paths); give another id")
-    bad = next((c for c in text if c in "/\\" or unicodedata.category(c) == "Cc"), None)
+    bad = next((c for c in text if unicodedata.category(c) == "Cc"), None)
     if bad is not None:
-        what = repr(bad) if bad in "/\\" else f"the control character U+{ord(bad):04X}"
         raise InputError(
-            f"{where}: essay id {text!r} contains {what}; ids may not hold '/', '\\' or control characters"
+            f"{where}: essay id {text!r} contains the control character U+{ord(bad):04X}; ids may not hold "
+            "control characters"
         )
     return text
 

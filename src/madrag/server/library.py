@@ -377,7 +377,7 @@ async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) 
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:
     """The library's dry-run estimate from a scored sample: calls, tokens and (with a price) spend."""
     prices = None if price is None else {ANY_MODEL: Price(price[0], price[1])}
-    store = RunStore(sample_dir / "store.sqlite")
+    store = RunStore(sample_dir / "store.sqlite", read_only=True)
     try:
         found = estimate_run(store, n_essays, n_traits, prices=prices)
     finally:

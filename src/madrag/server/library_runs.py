@@ -104,7 +104,9 @@ def export_rows(view: RunView) -> list[dict[str, Any]]:
 
 def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord]:
     """The Judge records with these keys and every debate record they read, by key (missing ones left out)."""
-    store = RunStore(run_dir / "store.sqlite")
+    if not (run_dir / "store.sqlite").is_file():
+        return {}
+    store = RunStore(run_dir / "store.sqlite", read_only=True)  # reading a run never changes it
     try:
         found = {k: r for k in judge_keys if (r := store.get(k)) is not None}
         debate = [str(k) for judge in list(found.values()) for k in judge.context.get("debate", []) or []]
