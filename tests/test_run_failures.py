@@ -240,3 +240,15 @@ def test_cli_finishes_with_failures_exit_3_and_fail_fast_exit_2(asap: Path, tmp_
     assert stop.returncode == 2, stop.stderr
     errors = [line for line in stop.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "--max-failures 1" in errors[0] and "Traceback" not in stop.stderr
+
+
+def test_the_failure_options() -> None:
+    from madrag.cli.options import failure_budget
+    from madrag.errors import InputError
+
+    assert failure_budget(None, False) is None and failure_budget(None, True) == 1 and failure_budget(5, False) == 5
+    assert failure_budget(1, True) == 1
+    with pytest.raises(InputError, match="--max-failures must be >= 1"):
+        failure_budget(0, False)
+    with pytest.raises(InputError, match="--fail-fast is --max-failures 1"):
+        failure_budget(3, True)

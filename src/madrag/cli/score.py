@@ -170,7 +170,12 @@ def score(
     ray: RayOpt = None,
     ray_workers: RayWorkersOpt = None,
 ) -> None:
-    """Score essays trait by trait and store one record per agent call in RUN_DIR."""
+    """Score essays trait by trait and store one record per agent call in RUN_DIR.
+
+    Exit code 0: every call answered. 2: an error, or --max-failures reached.
+
+    Exit code 3: calls failed after their retries (their essay-traits unscored; run the command again to retry).
+    """
     spec = provider_spec(
         provider=provider,
         model=model,
