@@ -83,7 +83,8 @@ def test_role_labels_are_not_part_of_the_request_identity() -> None:
     assert (labelled.role, labelled.trait, labelled.round) == ("judge", "Ideas", 2)
     assert labelled.model_dump() == plain.model_dump()
     assert labelled.model_dump_json() == plain.model_dump_json()
-    assert labelled.cache_key("fake", "m") == plain.cache_key("fake", "m")
+    backend = {"provider": "fake", "model": "m"}
+    assert labelled.cache_key(backend) == plain.cache_key(backend)
     openai = OpenAICompatProvider("m", base_url="http://h/v1")
     assert openai.request_kwargs(labelled) == openai.request_kwargs(plain)
 

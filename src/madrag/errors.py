@@ -25,3 +25,29 @@ class TransientProviderError(ProviderError):
 
 class ConfigError(MadragError):
     """Settings that do not fit together (e.g. resuming a run with a different configuration)."""
+
+
+class RetriesExhausted(ProviderError):
+    """A request whose every attempt failed transiently (``attempts`` of them, each failure's reason kept)."""
+
+    def __init__(self, message: str, attempts: int, reasons: list[str]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.reasons = reasons
+
+
+class CallFailed(ProviderError):
+    """An agent call that got no answer after its retries, recorded as a failed record (``key``); the run goes on
+    without it and a resume makes it again."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class RunStopping(MadragError):
+    """A call not started because the run is stopping (its ``--max-failures`` budget is spent)."""
+
+
+class TooManyFailures(ProviderError):
+    """A run stopped after ``--max-failures`` calls failed after their retries; what finished is kept."""

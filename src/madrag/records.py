@@ -24,6 +24,16 @@ def call_key(protocol: str, essay_id: str, trait: str, role: str, round_: int = 
     return f"{protocol}|{essay_id}|{trait}|{role}|{round_}|{index}"
 
 
+FAILED_MARK = "|failed|"
+"""What a failed call's record key adds to the call's key (:func:`failed_key`)."""
+
+
+def failed_key(key: str, attempt_id: str) -> str:
+    """The record key of a failed attempt at call ``key`` (``attempt_id`` tells attempts apart): never the call's
+    own key, which stays free for the call to be made again on resume."""
+    return f"{key}{FAILED_MARK}{attempt_id}"
+
+
 def prompt_hash(messages: list[Message]) -> str:
     """A short SHA-256 of the request's messages (role and content), to see which calls got the same prompt."""
     blob = json.dumps([m.model_dump() for m in messages], ensure_ascii=False, sort_keys=True)
@@ -59,7 +69,12 @@ class EvidenceCounts(BaseModel):
 class AgentRecord(BaseModel):
     """Everything about one agent call: who (protocol, role, round, index) on what (essay, trait), the request
     (provider, model, settings, messages), the answer (text, rationale, token logprobs, confidence, score) and
-    its cost (usage, latency, requests), or the error that ended it. Stored as JSON, keyed by :func:`call_key`."""
+    its cost (usage, latency, requests), or the error that ended it. Stored as JSON, keyed by :func:`call_key`.
+
+    A call that got no answer after its retries is a *failed* record (``failed``, ``error`` saying why, no
+    text), stored under :func:`failed_key` so that the call itself stays unfinished: readers of scores skip
+    failed records, a resume makes the call again, and ``madrag costs`` still counts the requests it sent. (A
+    Judge answer whose score could not be read is not failed: it has an ``error`` but is the call's record.)"""
 
     run_id: str
     key: str
@@ -86,7 +101,10 @@ class AgentRecord(BaseModel):
     evidence: EvidenceCounts | None = None  # None: no essay to check against (or a record older than the check)
     latency_s: float = 0.0  # time the backend spent on this call's requests
     wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
-    requests: int = 1
+    requests: int = 1  # answers the call used (a two-step Judge: 2; a follow-up adds one)
+    # requests sent to the backend, failed attempts included (0: every answer came from the response cache);
+    # None on records made before they were counted
+    attempts: int | None = None
     # why each failed attempt was retried (429, 5xx, timeout, dropped connection), over all the call's requests
     retries: list[str] = Field(default_factory=list)
     cached: bool = False
@@ -94,4 +112,5 @@ class AgentRecord(BaseModel):
     # whole answer (a constrained one-token score step is not counted)
     truncated: bool = False
     error: str | None = None
+    failed: bool = False  # no answer after the retries: not the call's record (see the class docstring)
     created_at: float = Field(default_factory=time.time)

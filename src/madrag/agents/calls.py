@@ -2,6 +2,11 @@
 
 :class:`CallContext` is what every call needs, :class:`AgentCall` one call to make; :func:`once` finds or makes
 its record, :func:`build_request` / :func:`new_record` / :func:`finish_record` are the steps of making one.
+
+A call that uses up its retries (:class:`~madrag.errors.RetriesExhausted`) in a context with a
+:class:`FailureBudget` becomes a failed record (:func:`madrag.records.failed_key`) and raises
+:class:`~madrag.errors.CallFailed`: the pipeline goes on without it, and a resume makes it again. Once the budget
+is spent (``--max-failures``) no new call starts (:class:`~madrag.errors.RunStopping`); calls in flight finish.
 Debaters (Advocate, Skeptic) are called here, with a first-token confidence (seed 000 A.4); the Judge's calls
 and the reading of its score are in :mod:`madrag.agents.judge`.
 """
@@ -9,23 +14,28 @@ and the reading of its score are in :mod:`madrag.agents.judge`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
-from madrag.errors import ConfigError
+from madrag.errors import CallFailed, ConfigError, RetriesExhausted, RunStopping
+from madrag.providers.accounting import CallTally, current_tally, tallying
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob
 from madrag.providers.policy import ManagedProvider
-from madrag.records import AgentRecord, ConfidenceSource, call_key, prompt_hash
+from madrag.records import AgentRecord, ConfidenceSource, call_key, failed_key, prompt_hash
 from madrag.settings import ScoringSettings
 
 if TYPE_CHECKING:
     from madrag.agents.context import ExemplarSource
+
+log = logging.getLogger(__name__)
 
 SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNORECASE)
 """A debater's stated confidence (``Confidence: 0.8``), read when the backend gives no logprobs."""
@@ -43,11 +53,38 @@ class RecordStore(Protocol):
 
 @dataclass
 class CallStats:
-    """Counts over a run's calls: made now, reused from the store, and scores that could not be read."""
+    """Counts over a run's calls: made now, reused from the store, scores that could not be read, and calls that
+    got no answer after their retries (recorded as failed)."""
 
     made: int = 0
     reused: int = 0
     failed_scores: int = 0
+    failed_calls: int = 0
+
+
+@dataclass
+class FailureBudget:
+    """How many calls may fail after their retries before the run stops (``max_failures``; None: no limit),
+    and the failures so far (their call keys and the last reason)."""
+
+    max_failures: int | None = None
+    failed: list[str] = field(default_factory=list)
+    last_error: str = ""
+
+    @property
+    def spent(self) -> bool:
+        """Whether the run is to stop: ``max_failures`` calls have failed."""
+        return self.max_failures is not None and len(self.failed) >= self.max_failures
+
+    def add(self, key: str, error: str) -> None:
+        """Count a failed call."""
+        self.failed.append(key)
+        self.last_error = error
+
+    def check(self) -> None:
+        """:class:`RunStopping` once the budget is spent (no new call starts)."""
+        if self.spent:
+            raise RunStopping(f"the run is stopping after {len(self.failed)} failed calls")
 
 
 @dataclass
@@ -68,6 +105,9 @@ class CallContext:
     # backends for particular roles (seed 002's cross-model pairs: the Strict and Lenient judges on different
     # models); a role not named here uses ``provider``
     role_providers: dict[str, ManagedProvider] = field(default_factory=dict)
+    # with a budget, a call that uses up its retries becomes a failed record and the run goes on (see the module
+    # docstring); None: the error stops the caller, nothing is recorded for the call
+    failures: FailureBudget | None = None
 
     def for_role(self, role: str) -> CallContext:
         """This context with the backend of ``role`` (the same store, statistics and in-flight calls)."""
@@ -143,8 +183,11 @@ def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
 
 
 async def finish_record(ctx: CallContext, record: AgentRecord) -> AgentRecord:
-    """Store a made call's record; the call counts as made (and its record is returned) once it is committed.
-    The commit runs in the store's writer thread, so the event loop serves other calls meanwhile."""
+    """Store a made call's record (with the requests it sent, when made inside :func:`once`); the call counts as
+    made (and its record is returned) once it is committed. The commit runs in the store's writer thread, so the
+    event loop serves other calls meanwhile."""
+    if (tally := current_tally()) is not None:
+        record.attempts = tally.attempts
     await ctx.store.aput(record)
     ctx.stats.made += 1
     if ctx.on_record is not None:
@@ -162,15 +205,26 @@ def _reuse(ctx: CallContext, call: AgentCall) -> AgentRecord | None:
 
 
 async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[AgentRecord]]) -> AgentRecord:
-    """The record of ``call``: from the store, from an identical call in flight, or made now by ``make``."""
+    """The record of ``call``: from the store, from an identical call in flight, or made now by ``make`` (the
+    requests it sends counted into its record). With a failure budget, a call whose retries are spent is
+    recorded as failed and raises :class:`CallFailed`; a call not yet started once the budget is spent raises
+    :class:`RunStopping`."""
     if (found := _reuse(ctx, call)) is not None:
         return found
     if (pending := ctx.inflight.get(call.key)) is not None:
         return await asyncio.shield(pending)
+    if ctx.failures is not None:
+        ctx.failures.check()
     future: asyncio.Future[AgentRecord] = asyncio.get_running_loop().create_future()
     ctx.inflight[call.key] = future
     try:
-        record = await make()
+        with tallying() as tally:
+            try:
+                record = await make()
+            except RetriesExhausted as exc:
+                if ctx.failures is None:
+                    raise
+                raise await record_failure(ctx, call, tally, exc) from exc
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             future.cancel()
@@ -182,6 +236,30 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
         del ctx.inflight[call.key]
     future.set_result(record)
     return record
+
+
+async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, exc: RetriesExhausted) -> CallFailed:
+    """Store the failed record of ``call`` (what it sent and got before giving up), count it against the run's
+    budget and return the :class:`CallFailed` to raise."""
+    record = new_record(
+        ctx,
+        call,
+        error=str(exc),
+        failed=True,
+        requests=tally.answers,
+        attempts=tally.attempts,
+        retries=list(tally.retries),
+        usage=tally.usage,
+        cached=False,
+        evidence=None,
+    )
+    record.key = failed_key(call.key, uuid.uuid4().hex[:12])
+    await ctx.store.aput(record)
+    ctx.stats.failed_calls += 1
+    if ctx.failures is not None:
+        ctx.failures.add(call.key, str(exc))
+    log.warning("call %s failed after its retries (%s); recorded as failed, a resume retries it", call.key, exc)
+    return CallFailed(f"call {call.key} failed: {exc}", call.key)
 
 
 def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:

@@ -36,6 +36,15 @@ def choice(flag: str, value: str, options: tuple[C, ...]) -> C:
     raise InputError(f"{flag} must be one of {', '.join(options)}; got {value!r}")
 
 
+def failure_budget(value: int | None, fail_fast: bool) -> int | None:
+    """The failure budget ``--max-failures`` / ``--fail-fast`` give (None: no limit); an InputError for a
+    budget below 1 or for both options with different budgets."""
+    at_least_one("--max-failures", value)
+    if fail_fast and value not in (None, 1):
+        raise InputError(f"--fail-fast is --max-failures 1; got --max-failures {value} too")
+    return 1 if fail_fast else value
+
+
 def at_least_one(flag: str, value: int | None) -> None:
     """An InputError when the count given to ``flag`` is below 1 (``None``, not given, passes)."""
     if value is not None and value < 1:
@@ -60,6 +69,16 @@ BaseUrlOpt = Annotated[
 ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
 RetriesOpt = Annotated[int, typer.Option(help="Retries on transient failures.")]
+MaxFailuresOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Stop the run once this many calls have failed after their retries (default: no limit; each failed "
+        "call is recorded, its essay-trait left unscored, and retried when the run is resumed)."
+    ),
+]
+FailFastOpt = Annotated[
+    bool, typer.Option("--fail-fast", help="Stop at the first call that fails after its retries (--max-failures 1).")
+]
 TokenParamOpt = Annotated[
     str,
     typer.Option(

@@ -31,6 +31,7 @@ from madrag.cli.options import (
     EssayConcurrencyOpt,
     EvidenceCheckOpt,
     ExemplarMaxWordsOpt,
+    FailFastOpt,
     FakeLatencyOpt,
     FoldOpt,
     IdsOpt,
@@ -38,6 +39,7 @@ from madrag.cli.options import (
     JudgesPerTraitOpt,
     LimitOpt,
     LogprobsOpt,
+    MaxFailuresOpt,
     MinUsableJudgesOpt,
     ModelOpt,
     ModelPathOpt,
@@ -67,6 +69,7 @@ from madrag.cli.options import (
     at_least_one,
     choice,
     comma_list,
+    failure_budget,
     provider_spec,
 )
 from madrag.cli.output import console, err
@@ -140,6 +143,8 @@ def score(
     essay_concurrency: EssayConcurrencyOpt = None,
     timeout: TimeoutOpt = 300.0,
     retries: RetriesOpt = 4,
+    max_failures: MaxFailuresOpt = None,
+    fail_fast: FailFastOpt = False,
     debater_max_tokens: DebaterMaxTokensOpt = _DEFAULTS.debater_max_tokens,
     judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
     seed: SamplingSeedOpt = 1234,
@@ -165,7 +170,12 @@ def score(
     ray: RayOpt = None,
     ray_workers: RayWorkersOpt = None,
 ) -> None:
-    """Score essays trait by trait and store one record per agent call in RUN_DIR."""
+    """Score essays trait by trait and store one record per agent call in RUN_DIR.
+
+    Exit code 0: every call answered. 2: an error, or --max-failures reached.
+
+    Exit code 3: calls failed after their retries (their essay-traits unscored; run the command again to retry).
+    """
     spec = provider_spec(
         provider=provider,
         model=model,
@@ -214,11 +224,12 @@ def score(
         response_cache=not no_cache,
         embedder=choice("--embedder", embedder, EMBEDDERS),
         ray=ray_options(ray, ray_workers),
+        max_failures=failure_budget(max_failures, fail_fast),
     )
     if dry_run:
         _dry_run(job, sample, prices)
     else:
-        _run_job(job)
+        _exit_on_failed_calls(_run_job(job))
 
 
 def _with_default(fn: Callable[..., None], name: str, value: object, doc: str) -> Callable[..., None]:
@@ -253,10 +264,27 @@ ablate_consensus = _with_default(
 )
 
 
+FAILED_CALLS_EXIT = 3
+"""The exit code of a run that finished with calls that failed after their retries (their essay-traits have no
+score; resuming retries them). A run stopped by ``--max-failures`` is an error (exit code 2)."""
+
+
+def _exit_on_failed_calls(result: ScoringResult) -> None:
+    """A warning on stderr and exit code 3 when calls of the run failed after their retries."""
+    failed = result.stats.failed_calls
+    if failed:
+        err.print(
+            f"warning: {failed} call{'s' if failed != 1 else ''} failed after retries; resume to retry them "
+            f"(run the same command again; every other call is saved in {result.run_dir})"
+        )
+        raise typer.Exit(FAILED_CALLS_EXIT)
+
+
 def _run_job(job: ScoreJob) -> ScoringResult:
     """Run a job through the Python API (the one scoring path) with progress bars on stderr (building the
     exemplar bank, then the trait scores; shown once the data is loaded and checked) and each finished essay's
-    scores; Ctrl-C stops it cleanly (records so far are kept) with exit code 130."""
+    scores; Ctrl-C stops it cleanly (records so far are kept) with exit code 130. Calls that fail after their
+    retries are counted in the summary (the caller decides the exit code: :func:`_exit_on_failed_calls`)."""
     progress = ScoreProgress(console=err, essay_lines=True)
     try:
         result = run_job(job, progress=progress)
@@ -291,8 +319,9 @@ def _summary(result: ScoringResult) -> None:
             table.add_row(essay.id, protocol, *cells)
     console.print(table)
     stats = result.stats
+    failed = f", {stats.failed_calls} failed after retries" if stats.failed_calls else ""
     console.print(
-        f"{stats.made} agent calls made, {stats.reused} reused from the run store, "
+        f"{stats.made} agent calls made{failed}, {stats.reused} reused from the run store, "
         f"{stats.failed_scores} judge scores unusable; {result.elapsed_s:.0f}s"
     )
 
@@ -309,7 +338,10 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     rubric = load_rubric(job.rubric)
     planned, _ = select_essays(job, rubric)
     sample_dir = job.run_dir / "dry-run"
-    _run_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))
+    done = _run_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))
+    if done.stats.failed_calls:
+        err.print("no estimate from a sample with failed calls: they would be missing from it")
+    _exit_on_failed_calls(done)
     store = open_store(sample_dir)
     try:
         estimate = estimate_run(store, len(planned), len(rubric.traits), prices=table)
@@ -333,4 +365,4 @@ def demo(
         limit=n,
         settings=ScoringSettings(debater_max_tokens=max_tokens, judge_max_tokens=max_tokens),
     )
-    _run_job(job)
+    _exit_on_failed_calls(_run_job(job))

@@ -109,7 +109,7 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
     try:
         config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
-        judges = list(store.records(role="judge"))
+        judges = [r for r in store.records(role="judge") if not r.failed]
         # Judge records already read are served from memory (parsing dominates a large run); the consensus
         # protocols' agent records (seed 002) are read from the store by their namespaces
         scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
@@ -127,9 +127,12 @@ def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | Non
     seed 002's consensus protocols (SingleJudge ... ScoreMaskedMAD,
     :func:`madrag.protocols.consensus.stored_trait_scores`). Those are found by the configured protocol names -
     ``protocols``, else the names in the store's configuration - because the shared round-0 calls
-    (``consensus/init``) belong to every protocol that uses them."""
+    (``consensus/init``) belong to every protocol that uses them. Failed calls (no answer after their retries)
+    give no score: their (protocol, essay, trait) is missing until a resume makes them."""
     groups: dict[tuple[str, str, str], list[AgentRecord]] = defaultdict(list)
     for record in store.records(role="judge"):
+        if record.failed:
+            continue
         groups[(record.protocol, record.essay_id, record.trait)].append(record)
     out: list[TraitScore] = []
     for (protocol, _essay, trait_name), records in groups.items():

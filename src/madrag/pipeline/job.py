@@ -3,6 +3,10 @@
 ``ScoreJob`` is what ``madrag score`` builds from its options and what :func:`madrag.score` builds from its
 arguments; :func:`execute` runs it. Re-running the same job on the same run directory resumes it.
 
+A call that gets no answer after its retries is recorded as failed and the run goes on without its essay-trait
+(``JobResult.stats.failed_calls`` counts them; a resume retries them); ``max_failures`` stops the run, with
+:class:`~madrag.errors.TooManyFailures`, once that many calls have failed (the calls in flight finish first).
+
 Essays come from a data file (``data``, the CLI) or from memory (``essays``, the Python API). In-memory essays
 are held by the job itself (no lossy round trip through a file format); the run's stored configuration
 records ``"data_source": "in-memory"`` and a SHA-256 fingerprint of the essays (``data_sha256``, as for a
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from madrag.agents.calls import CallContext, CallStats
+from madrag.agents.calls import CallContext, CallStats, FailureBudget
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
 from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
@@ -91,6 +95,9 @@ class ScoreJob(BaseModel):
     # score on a Ray cluster (madrag.distributed) instead of this process; how a run executes is not part of
     # its identity, so a run started here can be resumed on Ray and the other way round
     ray: RayOptions | None = None
+    # calls that may fail after their retries before the run stops (None: no limit; each failed call is recorded
+    # as failed, its essay-trait left unscored, and retried on resume). Not part of the run's identity
+    max_failures: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> ScoreJob:
@@ -424,6 +431,7 @@ async def execute(
             bank=bank,
             on_record=on_record,
             role_providers=role_providers,
+            failures=FailureBudget(job.max_failures),
         )
         if on_start is not None:
             on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))

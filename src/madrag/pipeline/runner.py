@@ -12,8 +12,13 @@ Shared debates. MAD and MADRAG (and any protocols using the same transcript vari
 essay-trait: the store returns a finished debate call, and a call still in flight is awaited rather than
 made twice (``agents.calls.once``). So all of an essay's protocols run concurrently.
 
-A backend failure that survives the retries stops the run cleanly: pending work is cancelled, every record
-already written stays, and running the same command again resumes.
+Failures. A call that uses up its retries is recorded as failed (:func:`madrag.agents.calls.once`, in a context
+with a failure budget): its essay-trait (for a protocol that scores every trait in one call, its essay) is left
+without a score, the rest of the run goes on, and running the same command again retries it (a per-trait
+protocol still scores its other traits: :func:`madrag.pipeline.concurrency.gather_settled`). When the budget is
+spent (``--max-failures``), no new call starts, the calls in flight finish and are kept, and
+:class:`~madrag.errors.TooManyFailures` is raised. Any other backend failure stops the run cleanly: pending work
+is cancelled, every record already written stays, and running the same command again resumes.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from madrag.agents.calls import CallContext
+from madrag.agents.calls import CallContext, FailureBudget
 from madrag.data.essay import Essay
-from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.errors import TooManyFailures
+from madrag.pipeline.concurrency import RECORDED, gather_or_cancel
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
 
@@ -122,6 +128,16 @@ def essay_width(protocols: Sequence[ScoringProtocol], n_traits: int) -> int:
     return max(1, width)
 
 
+async def _score_unit(ctx: CallContext, essay: Essay, protocol: ScoringProtocol, rubric: Rubric) -> list[TraitScore]:
+    """The protocol's scores of ``rubric``'s traits on ``essay``; none when a call of it failed after its retries
+    (recorded as failed) or was not started because the run is stopping (a per-trait protocol leaves out only
+    the traits concerned itself: :func:`madrag.pipeline.concurrency.gather_settled`)."""
+    try:
+        return await protocol.score_essay(ctx, essay, rubric)
+    except RECORDED:
+        return []
+
+
 async def score_essay(
     ctx: CallContext,
     essay: Essay,
@@ -130,10 +146,21 @@ async def score_essay(
     rubric_for: RubricFor | None = None,
 ) -> list[TraitScore]:
     """Every protocol on one essay, concurrently; scores in the protocols' order. ``rubric_for`` narrows the
-    traits each protocol scores (default: all of ``rubric``)."""
+    traits each protocol scores (default: all of ``rubric``). Scores with a failed call are left out (see the
+    module docstring)."""
     chosen = [(p, rubric if rubric_for is None else rubric_for(essay, p)) for p in protocols]
-    results = await gather_or_cancel(*(p.score_essay(ctx, essay, r) for p, r in chosen if r is not None))
+    results = await gather_or_cancel(*(_score_unit(ctx, essay, p, r) for p, r in chosen if r is not None))
     return [score for per_protocol in results for score in per_protocol]
+
+
+def _stopped(budget: FailureBudget) -> TooManyFailures:
+    """The error of a run stopped by its failure budget."""
+    n = len(budget.failed)
+    return TooManyFailures(
+        f"stopped after {n} call{'s' if n != 1 else ''} failed after retries (--max-failures {budget.max_failures}); "
+        f"last: {budget.last_error}. Every answer received is saved: run the same command again to resume "
+        "(the failed calls are retried)"
+    )
 
 
 async def run_scoring(
@@ -163,7 +190,7 @@ async def run_scoring(
     results: dict[int, list[TraitScore]] = {}
 
     async def worker() -> None:
-        while True:
+        while ctx.failures is None or not ctx.failures.spent:
             try:
                 index, essay = queue.get_nowait()
             except asyncio.QueueEmpty:
@@ -182,4 +209,6 @@ async def run_scoring(
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+    if ctx.failures is not None and ctx.failures.spent:
+        raise _stopped(ctx.failures)
     return [score for i in range(len(essays)) for score in results[i]]

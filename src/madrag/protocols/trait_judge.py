@@ -32,7 +32,7 @@ from madrag.agents.judge import judge_trait
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
-from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.pipeline.concurrency import gather_or_cancel, gather_settled
 from madrag.protocols.base import TraitScore
 from madrag.protocols.debate import VARIANTS, Variant, run_debate, turn_of
 from madrag.protocols.registry import ProtocolFamily
@@ -60,11 +60,13 @@ class TraitJudgeProtocol:
         return {"name": self.name, "debate": self.debate, "exemplars": self.exemplars, "per_trait": True}
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        """Score every trait of ``essay``, the traits concurrently."""
+        """Score every trait of ``essay``, the traits concurrently; a trait with a call that failed after its
+        retries (recorded as failed, retried on resume) is left out and the other traits are still scored."""
         if self.exemplars and ctx.bank is None:
             raise ConfigError(f"protocol {self.name} needs an exemplar bank")
         label = rubric.source_label
-        return await gather_or_cancel(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
+        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
+        return [s for s in scores if s is not None]
 
     async def score_trait(
         self, ctx: CallContext, essay: Essay, trait: Trait, source_label: str | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,9 +65,10 @@ class ChatRequest(BaseModel):
     trait: str | None = Field(default=None, exclude=True)
     round: int | None = Field(default=None, exclude=True)
 
-    def cache_key(self, provider: str, model: str) -> str:
-        """SHA-256 of the full request plus the backend identity."""
-        payload = {"provider": provider, "model": model, "request": self.model_dump(mode="json")}
+    def cache_key(self, backend: Mapping[str, Any]) -> str:
+        """SHA-256 of the full request plus the backend's identity (what answers it: see
+        :meth:`Provider.cache_identity` and :meth:`Provider.server_identity`)."""
+        payload = {"backend": dict(backend), "request": self.model_dump(mode="json"), "key_version": 2}
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()
 
@@ -184,6 +186,18 @@ class Provider(ABC):
     def describe(self) -> dict[str, Any]:
         """What the run store records about this backend (never a secret)."""
         return {"provider": self.name, "model": self.model, "capabilities": self.capabilities.model_dump()}
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What makes this backend's answers its own, for the response cache's key: its kind and model, and
+        whatever else tells it apart from another backend under the same names (a server's URL, a model file).
+        Never a secret."""
+        return {"provider": self.name, "model": self.model}
+
+    async def server_identity(self) -> Any:
+        """What the server behind this backend reports of itself (e.g. the models it lists), asked once per run
+        for the response cache's key; None when it has nothing to report. A
+        :class:`~madrag.errors.TransientProviderError` when it could not be asked."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections or model memory."""

@@ -96,6 +96,17 @@ class LlamaCppProvider(Provider):
         """The base description plus the model file, context size and slots."""
         return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx, "slots": self.slots}
 
+    def cache_identity(self) -> dict[str, Any]:
+        """The model file: its resolved path, size and modification time (another file of the same name, or the
+        file replaced, is another model)."""
+        stat = self.model_path.stat()
+        return {
+            **super().cache_identity(),
+            "model_path": str(self.model_path.resolve()),
+            "size": stat.st_size,
+            "mtime_ns": stat.st_mtime_ns,
+        }
+
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         if self._free is None:
             self._free = asyncio.Queue()

@@ -27,6 +27,7 @@ import pydantic_core
 from pydantic import TypeAdapter
 
 from madrag.errors import ProviderError, TransientProviderError
+from madrag.providers.accounting import count_extra_request
 from madrag.providers.adapt import MAX_ADAPTATIONS, RequestAdapter, SamplingParams, TokenParam
 from madrag.providers.base import (
     Capabilities,
@@ -36,6 +37,7 @@ from madrag.providers.base import (
     TokenLogprob,
     Usage,
 )
+from madrag.providers.identity import models_identity
 
 NO_KEY = "sk-no-key"
 """Placeholder key sent to local servers that need none (the client refuses an empty key)."""
@@ -151,6 +153,27 @@ class OpenAICompatProvider(Provider):
         """Close the HTTP client."""
         await self._client.close()
 
+    def cache_identity(self) -> dict[str, Any]:
+        """The model at this endpoint (its URL without user info or query), sent as this provider sends it."""
+        return {
+            **super().cache_identity(),
+            "base_url": (_safe_url(self.base_url) or "https://api.openai.com/v1").rstrip("/"),
+            "json_schema_style": self.json_schema_style,
+            "token_param": self.adapter.token_param,
+            "sampling_params": self.adapter.sampling_params,
+        }
+
+    async def server_identity(self) -> dict[str, Any] | None:
+        """What ``GET /models`` says of this model (:func:`~madrag.providers.identity.models_identity`)."""
+        try:
+            answer = await self._client.get("/models", cast_to=httpx.Response)
+        except openai.APIError as exc:
+            raise self._map_error(exc) from None
+        try:
+            return models_identity(pydantic_core.from_json(answer.content), self.model)
+        except ValueError:  # not JSON
+            return None
+
     # -- request -------------------------------------------------------------------------------------------
 
     def request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
@@ -183,7 +206,9 @@ class OpenAICompatProvider(Provider):
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         kwargs = self.request_kwargs(request)
         async with self._semaphore:
-            for _ in range(MAX_ADAPTATIONS):
+            for tries in range(MAX_ADAPTATIONS):
+                if tries:  # the request adapted and sent again: one more HTTP request of this attempt
+                    count_extra_request()
                 body = self.adapter.body(kwargs)
                 start = time.monotonic()
                 try:

@@ -2,7 +2,14 @@
 transient failures (429, 5xx, timeouts, dropped connections) and the opt-out response cache.
 
 Every retry's reason travels with the answer (:attr:`ChatResponse.retries`), so each agent record keeps the
-attempts its call needed and ``madrag costs`` counts them by kind (:func:`retry_kind`).
+attempts its call needed and ``madrag costs`` counts them by kind (:func:`retry_kind`). Every request sent is
+counted into the agent call's tally (:mod:`madrag.providers.accounting`), failed ones included; a request whose
+attempts all failed raises :class:`~madrag.errors.RetriesExhausted` with their number and reasons.
+
+The response cache is keyed by the request and the backend's identity (:meth:`ManagedProvider.backend_identity`):
+what the backend says of itself (kind, model, endpoint URL, model file) and what its server reports (the models it
+lists), asked once per run. Answers of another server, or of other weights served under the same name at the same
+URL, are never taken for this one's.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ import logging
 import random
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from madrag.errors import ProviderError, TransientProviderError
+from madrag.errors import ProviderError, RetriesExhausted, TransientProviderError
+from madrag.providers.accounting import CallTally, current_tally
 from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Provider
 from madrag.providers.cache import ResponseCache
 
@@ -70,6 +79,8 @@ class ManagedProvider:
     concurrency: int | None = None
     requests_sent: int = 0
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
+    _identity: dict[str, Any] | None = field(default=None, repr=False)
+    _identity_lock: asyncio.Lock | None = field(default=None, repr=False)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -88,39 +99,79 @@ class ManagedProvider:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """The response to ``request``: from the cache, else from the backend (within the concurrency limit,
-        retried on transient failures); :class:`ProviderError` once the retries are spent."""
+        retried on transient failures); :class:`RetriesExhausted` once the retries are spent. Requests sent and
+        answers received are counted into the current call's tally."""
         self.provider.check(request)
-        if self.cache is None:
-            async with self._semaphore():
-                return await self._with_retries(request)
-        key = request.cache_key(self.provider.name, self.provider.model)
-        if (hit := self.cache.get(key)) is not None:
-            return hit
+        tally = current_tally()
+        key = None
+        if self.cache is not None:
+            key = request.cache_key(await self.backend_identity())
+            if (hit := self.cache.get(key)) is not None:
+                if tally is not None:
+                    tally.answered(hit)
+                return hit
         async with self._semaphore():
-            response = await self._with_retries(request)
-        self.cache.put(key, response.model_copy(update={"retries": []}))
+            response = await self._with_retries(request, tally)
+        if tally is not None:
+            tally.answered(response)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, response.model_copy(update={"retries": []}))
         return response
 
-    async def _with_retries(self, request: ChatRequest) -> ChatResponse:
-        """The answer, with the reasons of the attempts that failed before it; ProviderError (naming every
-        reason) when all ``retries + 1`` attempts failed."""
+    async def backend_identity(self) -> dict[str, Any]:
+        """What the response cache keys this backend's answers by: :meth:`Provider.cache_identity` plus what its
+        server reports of itself (:meth:`Provider.server_identity`; None where it reports nothing or could not
+        be asked, with the policy's retries). Asked once, on first use."""
+        if self._identity is None:
+            if self._identity_lock is None:
+                self._identity_lock = asyncio.Lock()
+            async with self._identity_lock:
+                if self._identity is None:
+                    self._identity = {**self.provider.cache_identity(), "server": await self._server_report()}
+        return self._identity
+
+    async def _server_report(self) -> Any:
+        """The server's report of itself, retried as a request is; None when it cannot give one."""
+        for attempt in range(self.policy.retries + 1):
+            try:
+                return await asyncio.wait_for(self.provider.server_identity(), self.policy.timeout_s)
+            except (TransientProviderError, TimeoutError) as exc:
+                if attempt == self.policy.retries:
+                    log.warning(
+                        "the server did not say what it serves (%s)", failure_reason(exc, self.policy.timeout_s)
+                    )
+                    return None
+                await asyncio.sleep(self.policy.delay(attempt))
+            except ProviderError:  # it has no such report (e.g. no /models): the endpoint and model alone
+                return None
+        return None
+
+    async def _with_retries(self, request: ChatRequest, tally: CallTally | None = None) -> ChatResponse:
+        """The answer, with the reasons of the attempts that failed before it; :class:`RetriesExhausted` (naming
+        every reason) when all ``retries + 1`` attempts failed. Each attempt is counted into ``tally``."""
         reasons: list[str] = []
         for attempt in range(self.policy.retries + 1):
             try:
                 self.requests_sent += 1
+                if tally is not None:
+                    tally.attempts += 1
                 response = await asyncio.wait_for(self.provider.complete(request), self.policy.timeout_s)
                 return response.model_copy(update={"retries": reasons}) if reasons else response
             except (TransientProviderError, TimeoutError) as exc:
                 reasons.append(failure_reason(exc, self.policy.timeout_s))
+                if tally is not None:
+                    tally.retries.append(reasons[-1])
                 if attempt == self.policy.retries:
                     break
                 wait = self.policy.delay(attempt)
                 log.warning("transient provider failure (%s); retry %d in %.1fs", reasons[-1], attempt + 1, wait)
                 await asyncio.sleep(wait)
         kinds = ", ".join(retry_kind(r) for r in reasons)
-        raise ProviderError(
+        raise RetriesExhausted(
             f"{self.provider.name} ({self.provider.model}) failed after {self.policy.retries + 1} attempts "
-            f"({kinds}): {reasons[-1]}"
+            f"({kinds}): {reasons[-1]}",
+            attempts=len(reasons),
+            reasons=reasons,
         )
 
     async def aclose(self) -> None:

@@ -13,6 +13,7 @@ retries after its back-off; a permanent error (a refused request) is raised at o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -120,6 +121,15 @@ class EndpointPool(Provider):
         info["endpoints"] = [e.provider.describe() for e in self.endpoints]
         info["max_concurrency"] = self.max_concurrency
         return info
+
+    def cache_identity(self) -> dict[str, Any]:
+        """Every endpoint's identity (a call may be answered by any of them)."""
+        return {**super().cache_identity(), "endpoints": [e.provider.cache_identity() for e in self.endpoints]}
+
+    async def server_identity(self) -> list[Any]:
+        """Each endpoint's report of itself (None for one that could not say)."""
+        reports = await asyncio.gather(*(e.provider.server_identity() for e in self.endpoints), return_exceptions=True)
+        return [None if isinstance(r, BaseException) else r for r in reports]
 
     def stats(self) -> list[dict[str, Any]]:
         """Per endpoint: calls sent, failures in a row, whether it is taking calls now."""

@@ -33,7 +33,14 @@ class StubConfig:
     the model name it answers as, the words in a debater's answer and in a Judge's rationale, whether it
     refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`),
     whether its answers report token usage (``usage=False``: a server that reports none) and whether they carry
-    the logprobs a request asks for (``logprobs=False``: a server that returns none, silently)."""
+    the logprobs a request asks for (``logprobs=False``: a server that returns none, silently).
+
+    Two stubs can play different servers under one model name: ``answer_prefix`` starts every answer's text,
+    ``fingerprint`` is reported as each answer's ``system_fingerprint`` and as the model's ``root`` at
+    ``/v1/models`` (as vLLM reports the weights behind a served name). ``fault_rate`` of the chat requests are
+    answered ``fault_status`` (503: a transient failure) at once; whether an attempt fails is drawn from
+    ``fault_seed``, the request's body and how many times that body was sent before, so the same requests fail
+    the same way whatever order they arrive in."""
 
     capacity: int = 32
     latency_s: float = 0.25
@@ -43,6 +50,11 @@ class StubConfig:
     reasoning_model: bool = False
     usage: bool = True
     logprobs: bool = True
+    answer_prefix: str = ""
+    fingerprint: str | None = None
+    fault_rate: float = 0.0
+    fault_status: int = 503
+    fault_seed: int = 0
 
 
 def classify(messages: list[dict[str, Any]]) -> str:
@@ -118,6 +130,7 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
     """The chat.completion JSON for one request body."""
     messages = body.get("messages") or []
     text, score = compose(role, messages, config)
+    text = config.answer_prefix + text
     text, finish = _cut(text, body.get("max_completion_tokens") or body.get("max_tokens"))
     lo, hi = score_range(messages)
     logprobs = None
@@ -140,6 +153,8 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
             }
         ],
     }
+    if config.fingerprint is not None:
+        answer["system_fingerprint"] = config.fingerprint
     if config.usage:
         answer["usage"] = {
             "prompt_tokens": prompt_tokens,

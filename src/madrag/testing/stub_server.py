@@ -11,6 +11,9 @@ common backends do). ``GET /v1/models`` lists the one model;
 ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
+With ``fault_rate`` it answers that share of the chat requests with ``fault_status`` (default 503) at once, as an
+overloaded server does; ``answer_prefix`` and ``fingerprint`` make two stubs different servers under one model
+name (see :class:`~madrag.testing.stub_answers.StubConfig`).
 The answers and the stub's configuration (:class:`~madrag.testing.stub_answers.StubConfig`) are
 :mod:`madrag.testing.stub_answers`.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import selectors
@@ -57,6 +61,7 @@ class StubStats:
     requests: int = 0
     completed: int = 0
     refused: int = 0  # requests answered 400 for a parameter the emulated model refuses
+    faults: int = 0  # requests answered ``fault_status`` (``fault_rate``)
     in_flight: int = 0
     max_in_flight: int = 0
     waiting: int = 0
@@ -93,6 +98,7 @@ class StubApp:
         self.stats = StubStats()
         self.roles: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(config.capacity)
+        self._sent: Counter[str] = Counter()  # times each request body was sent (for the fault draws)
 
     def build(self) -> web.Application:
         """The aiohttp application with the stub's routes."""
@@ -118,9 +124,22 @@ class StubApp:
         if self.config.reasoning_model and (refused := refusal(body)) is not None:
             self.stats.refused += 1
             return web.json_response(refused, status=400)
+        if self._fault(body):
+            self.stats.faults += 1
+            return _error(self.config.fault_status, "stub fault: the server is overloaded", "server_error")
         answer = await self._hold_slot(body, role)
         self.stats.completed += 1
         return web.Response(body=answer, content_type="application/json")
+
+    def _fault(self, body: dict[str, Any]) -> bool:
+        """Whether this attempt fails: a draw from the seed, the body and the times it was sent before."""
+        if self.config.fault_rate <= 0:
+            return False
+        digest = hashlib.blake2b(json.dumps(body, sort_keys=True).encode("utf-8"), digest_size=16).hexdigest()
+        attempt = self._sent[digest]
+        self._sent[digest] += 1
+        draw = hashlib.blake2b(f"{self.config.fault_seed}:{digest}:{attempt}".encode(), digest_size=8).digest()
+        return int.from_bytes(draw, "big") / 2**64 < self.config.fault_rate
 
     async def _hold_slot(self, body: dict[str, Any], role: str) -> bytes:
         """Wait for a slot (counted as waiting), then hold it for the latency (counted as in flight) and answer.
@@ -146,8 +165,10 @@ class StubApp:
             self._slots.release()
 
     async def models(self, _request: web.Request) -> web.Response:
-        """``GET /v1/models``: the one model."""
-        model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
+        """``GET /v1/models``: the one model (with the ``fingerprint`` as its ``root``, when set)."""
+        model: dict[str, Any] = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
+        if self.config.fingerprint is not None:
+            model["root"] = self.config.fingerprint
         return web.json_response({"object": "list", "data": [model]})
 
     async def get_stats(self, _request: web.Request) -> web.Response:
@@ -164,8 +185,8 @@ class StubApp:
         return web.json_response({"reset": True})
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=status)
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind}}, status=status)
 
 
 async def serve(config: StubConfig, port: int = 0, max_lifetime_s: float = 3600.0) -> None:
@@ -199,10 +220,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-usage", action="store_true", help="answers report no token usage")
     parser.add_argument("--no-logprobs", action="store_true", help="answers carry no logprobs, even when asked")
     parser.add_argument("--reasoning-model", action="store_true", help="refuse max_tokens, temperature, logprobs")
+    parser.add_argument("--answer-prefix", default="", help="text every answer starts with")
+    parser.add_argument("--fingerprint", default=None, help="system_fingerprint of answers, root at /v1/models")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of chat requests that fail")
+    parser.add_argument("--fault-status", type=int, default=503, help="HTTP status of a failed request")
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
         parser.error("--capacity must be >= 1 and --latency >= 0")
+    if not 0.0 <= args.fault_rate <= 1.0 or not 400 <= args.fault_status <= 599:
+        parser.error("--fault-rate must be in [0, 1] and --fault-status an HTTP error status")
     config = StubConfig(
         args.capacity,
         args.latency,
@@ -212,6 +240,11 @@ def main(argv: list[str] | None = None) -> None:
         args.reasoning_model,
         usage=not args.no_usage,
         logprobs=not args.no_logprobs,
+        answer_prefix=args.answer_prefix,
+        fingerprint=args.fingerprint,
+        fault_rate=args.fault_rate,
+        fault_status=args.fault_status,
+        fault_seed=args.fault_seed,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -220,12 +253,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 class StubServer:
-    """Run the stub in a subprocess (its own interpreter, so it does not compete for the caller's GIL)."""
+    """Run the stub in a subprocess (its own interpreter, so it does not compete for the caller's GIL) on
+    ``port`` (0: any free port; give a stopped stub's port to start another server at the same URL)."""
 
-    def __init__(self, config: StubConfig | None = None, *, start_timeout_s: float = 30.0, **kwargs: Any) -> None:
+    def __init__(
+        self, config: StubConfig | None = None, *, start_timeout_s: float = 30.0, port: int = 0, **kwargs: Any
+    ) -> None:
         self.config = config or StubConfig(**kwargs)
         self.start_timeout_s = start_timeout_s
-        self.port = 0
+        self.port = port
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
 
@@ -249,6 +285,14 @@ class StubServer:
             *([] if c.usage else ["--no-usage"]),
             *([] if c.logprobs else ["--no-logprobs"]),
             *(["--reasoning-model"] if c.reasoning_model else []),
+            *([f"--answer-prefix={c.answer_prefix}"] if c.answer_prefix else []),
+            *([f"--fingerprint={c.fingerprint}"] if c.fingerprint is not None else []),
+            *(
+                [f"--fault-rate={c.fault_rate}", f"--fault-status={c.fault_status}", f"--fault-seed={c.fault_seed}"]
+                if c.fault_rate > 0
+                else []
+            ),
+            f"--port={self.port}",
         ]
 
     def start(self) -> StubServer:

@@ -62,14 +62,26 @@ def _retry_lines(report: CostReport, examples: int = 3) -> list[str]:
     return lines
 
 
+def _sent_line(t: Tally) -> str:
+    """Requests sent to the backend (failed attempts included) and the calls that got no answer."""
+    per_call = t.attempts_per_call
+    line = f"requests sent {t.attempts:,.0f}" + ("" if per_call is None else f" ({per_call:.3f} per call)")
+    line += f", of which failed and retried or given up {t.retries:,.0f}"
+    if t.attempts_unknown:
+        line += f"; {t.attempts_unknown:,.0f} calls recorded before requests sent were counted"
+    line += f"; failed calls {t.failed_calls:,.0f}"
+    return line + (" (no answer after retries; resume the run to retry them)" if t.failed_calls else "")
+
+
 def render_report(report: CostReport) -> str:
     """A cost report as text: total, per-unit means, each protocol three ways, then by model and by role."""
     t, priced = report.total, report.priced
     lines = [
         _line("total", t, priced),
-        f"requests per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
+        f"answers per call {t.requests_per_call:.3f}; cache hits {t.cached_calls:,.0f} calls; "
         f"errors {t.errors:,.0f}; truncated {t.truncated_calls:,.0f}; without usage {t.no_usage_calls:,.0f}"
         + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
+        _sent_line(t),
         *_retry_lines(report),
         *_unit_summary(report),
         "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "
@@ -118,9 +130,10 @@ def render_text(item: CostReport | RunEstimate, priced: bool | None = None) -> s
     return render_estimate(item, bool(priced))
 
 
-def _tally_dict(t: Tally) -> dict[str, float]:
-    """A tally's fields and its requests per call."""
-    return {n: getattr(t, n) for n in t.__dataclass_fields__} | {"requests_per_call": t.requests_per_call}
+def _tally_dict(t: Tally) -> dict[str, float | None]:
+    """A tally's fields, its answers (``requests_per_call``) and requests sent (``attempts_per_call``) per call."""
+    fields: dict[str, float | None] = {n: getattr(t, n) for n in t.__dataclass_fields__}
+    return fields | {"requests_per_call": t.requests_per_call, "attempts_per_call": t.attempts_per_call}
 
 
 def report_to_dict(report: CostReport) -> dict[str, Any]:

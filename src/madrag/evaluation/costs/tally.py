@@ -24,6 +24,13 @@ Calls whose server reported no token usage are counted in ``no_usage_calls`` and
 (their usage is unknown, never taken as 0); ``truncated_calls`` counts calls with an answer cut by the token
 limit.
 
+Requests. ``requests`` counts the answers calls used (a two-step Judge: 2), ``attempts`` the requests actually
+sent to the backend: failed attempts included, none for an answer from the response cache. Records made before
+attempts were counted add nothing to ``attempts`` and are counted in ``attempts_unknown``. ``failed_calls``
+counts calls that got no answer after their retries (failed records: their requests count, their essay-trait has
+no score until a resume makes the call again); ``errors`` counts every record with an error, unusable Judge
+scores included.
+
 A planned run's cost from a sample: :mod:`madrag.evaluation.costs.estimate`.
 """
 
@@ -60,6 +67,8 @@ class CallCost:
     cached: bool
     error: bool
     truncated: bool = False  # an answer of the call was cut by the token limit
+    attempts: int | None = None  # requests sent, failed ones included (None: not counted when it was recorded)
+    failed: bool = False  # no answer after the retries
     reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
     retries: tuple[str, ...] = ()  # why each failed attempt of the call was retried
 
@@ -82,6 +91,8 @@ class CallCost:
             cached=record.cached,
             error=record.error is not None,
             truncated=record.truncated,
+            attempts=record.attempts,
+            failed=record.failed,
             reads=tuple(str(k) for k in reads),
             retries=tuple(record.retries),
         )
@@ -99,7 +110,10 @@ class Tally:
     errors: float = 0.0
     truncated_calls: float = 0.0  # calls with an answer cut by the token limit
     no_usage_calls: float = 0.0  # calls whose server reported no (or partial) token usage: no tokens, no spend
-    retries: float = 0.0  # failed attempts retried (their requests are not in ``requests``)
+    retries: float = 0.0  # failed attempts (their requests are in ``attempts``, not in ``requests``)
+    attempts: float = 0.0  # requests sent to the backend, failed ones included, none for cached answers
+    attempts_unknown: float = 0.0  # calls recorded before attempts were counted (nothing added to ``attempts``)
+    failed_calls: float = 0.0  # calls with no answer after their retries
     spend: float = 0.0  # priced calls not served from the response cache
     gross_spend: float = 0.0  # priced calls, as if none were cached
     unpriced_calls: float = 0.0
@@ -113,6 +127,11 @@ class Tally:
         self.errors += weight * call.error
         self.retries += weight * len(call.retries)
         self.truncated_calls += weight * call.truncated
+        self.failed_calls += weight * call.failed
+        if call.attempts is None:
+            self.attempts_unknown += weight
+        else:
+            self.attempts += weight * call.attempts
         if call.prompt_tokens is None or call.completion_tokens is None:
             self.no_usage_calls += weight
             return
@@ -141,8 +160,15 @@ class Tally:
 
     @property
     def requests_per_call(self) -> float:
-        """HTTP requests per call (retries and continuations make it above 1); 0 without calls."""
+        """Answers per call (a two-step Judge or a follow-up makes it above 1); 0 without calls."""
         return self.requests / self.calls if self.calls else 0.0
+
+    @property
+    def attempts_per_call(self) -> float | None:
+        """Requests sent per call (retries make it above the answers, cache hits below); None when no call's
+        attempts were counted."""
+        counted = self.calls - self.attempts_unknown
+        return self.attempts / counted if counted > 0 else None
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""What one agent call cost the backend: every request sent (failed attempts included), the answers it got and
+those served from the response cache.
+
+An agent call (:func:`madrag.agents.calls.once`) opens a :func:`tallying` scope around everything it asks; the
+call policy (:class:`~madrag.providers.policy.ManagedProvider`) and a backend that sends more than one HTTP request
+per attempt (an OpenAI-compatible server refusing a parameter: the request is adapted and sent again) count into
+the scope's :class:`CallTally` through :func:`current_tally`. Outside a scope nothing is counted. The scope is a
+context variable, so concurrent calls (each in its own task) never count into each other's tally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from madrag.providers.base import ChatResponse, Usage
+
+
+@dataclass
+class CallTally:
+    """Requests one agent call sent to its backend and the answers it got."""
+
+    attempts: int = 0  # requests sent to the backend, failed ones included (0: every answer from the cache)
+    answers: int = 0  # responses received, from the backend or from the cache
+    cache_hits: int = 0
+    retries: list[str] = field(default_factory=list)  # why each failed attempt failed
+    usage: Usage = field(default_factory=Usage)  # of the answers received
+
+    def answered(self, response: ChatResponse) -> None:
+        """Count an answer (its usage; a cache hit as such)."""
+        self.answers += 1
+        self.cache_hits += response.cached
+        self.usage = self.usage + response.usage
+
+
+_CURRENT: ContextVar[CallTally | None] = ContextVar("madrag_call_tally", default=None)
+
+
+@contextmanager
+def tallying() -> Iterator[CallTally]:
+    """A fresh tally for the requests made inside the ``with`` block (in this task and the tasks it starts)."""
+    tally = CallTally()
+    token = _CURRENT.set(tally)
+    try:
+        yield tally
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_tally() -> CallTally | None:
+    """The tally of the agent call being made, or None outside one."""
+    return _CURRENT.get()
+
+
+def count_extra_request() -> None:
+    """One more HTTP request within one attempt (a backend resending an adapted request)."""
+    if (tally := _CURRENT.get()) is not None:
+        tally.attempts += 1
