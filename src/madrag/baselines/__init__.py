@@ -20,13 +20,13 @@ from madrag.baselines.feature_scorer import (
 from madrag.baselines.features import FEATURE_NAMES, essay_features, feature_matrix
 from madrag.baselines.lexicon import english_lexicon
 from madrag.baselines.retrieval_scorer import (
-    CachingEmbedder,
     RetrievalScorer,
     SimilarBank,
     cross_validate_retrieval,
     minilm_bank_factory,
     weighted_score,
 )
+from madrag.retrieval.vectors import CachingEmbedder
 
 __all__ = [
     "FEATURE_NAMES",

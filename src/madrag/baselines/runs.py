@@ -25,7 +25,6 @@ from typing import Any
 
 from madrag.baselines.feature_scorer import CVResult, FeatureScorer, ForestSettings, cross_validate_features
 from madrag.baselines.retrieval_scorer import (
-    CachingEmbedder,
     RetrievalScorer,
     cross_validate_retrieval,
     vector_cache_path,
@@ -37,6 +36,7 @@ from madrag.errors import InputError
 from madrag.pipeline.job import fingerprint_file
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
 from madrag.retrieval import ExemplarBank, make_embedder
+from madrag.retrieval.vectors import CachingEmbedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
