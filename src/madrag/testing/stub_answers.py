@@ -31,8 +31,9 @@ _FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
 class StubConfig:
     """How the stub behaves: requests served at once (``capacity``; more wait), seconds each holds its slot,
     the model name it answers as, the words in a debater's answer and in a Judge's rationale, whether it
-    refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`)
-    and whether its answers report token usage (``usage=False``: a server that reports none)."""
+    refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`),
+    whether its answers report token usage (``usage=False``: a server that reports none) and whether they carry
+    the logprobs a request asks for (``logprobs=False``: a server that returns none, silently)."""
 
     capacity: int = 32
     latency_s: float = 0.25
@@ -41,6 +42,7 @@ class StubConfig:
     judge_tokens: int = 60
     reasoning_model: bool = False
     usage: bool = True
+    logprobs: bool = True
 
 
 def classify(messages: list[dict[str, Any]]) -> str:
@@ -119,7 +121,7 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
     text, finish = _cut(text, body.get("max_completion_tokens") or body.get("max_tokens"))
     lo, hi = score_range(messages)
     logprobs = None
-    if body.get("logprobs"):
+    if body.get("logprobs") and config.logprobs:
         top_n = int(body.get("top_logprobs") or 0)
         logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, _digest(messages))}
     prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4

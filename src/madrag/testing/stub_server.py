@@ -6,7 +6,8 @@ after the slot was taken), then answers as the role the prompt asks for: an Advo
 Skeptic argument of ``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` with N inside
 the range the prompt states (the last "between A and B" of the last user message). With ``logprobs`` it
 returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
-other valid scores, so a score distribution can be read. ``GET /v1/models`` lists the one model;
+other valid scores, so a score distribution can be read (``--no-logprobs``: it returns none, as several
+common backends do). ``GET /v1/models`` lists the one model;
 ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--debater-tokens", type=int, default=150, help="words in an Advocate/Skeptic answer")
     parser.add_argument("--judge-tokens", type=int, default=60, help="words in a Judge rationale")
     parser.add_argument("--no-usage", action="store_true", help="answers report no token usage")
+    parser.add_argument("--no-logprobs", action="store_true", help="answers carry no logprobs, even when asked")
     parser.add_argument("--reasoning-model", action="store_true", help="refuse max_tokens, temperature, logprobs")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
@@ -209,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         args.judge_tokens,
         args.reasoning_model,
         usage=not args.no_usage,
+        logprobs=not args.no_logprobs,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -244,6 +247,7 @@ class StubServer:
             f"--debater-tokens={c.debater_tokens}",
             f"--judge-tokens={c.judge_tokens}",
             *([] if c.usage else ["--no-usage"]),
+            *([] if c.logprobs else ["--no-logprobs"]),
             *(["--reasoning-model"] if c.reasoning_model else []),
         ]
 
