@@ -18,7 +18,6 @@ import statistics
 import time
 from pathlib import Path
 
-from madrag.data.shipped import find_asap_dir
 from madrag.baselines import (
     CVResult,
     ForestSettings,
@@ -28,6 +27,7 @@ from madrag.baselines import (
 )
 from madrag.baselines.runs import cv_cache_dir
 from madrag.data import Essay, load_asap, load_essays
+from madrag.data.shipped import find_asap_dir
 from madrag.retrieval import MiniLMEmbedder
 from madrag.rubric import Rubric, Trait, load_rubric
 

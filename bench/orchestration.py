@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -36,10 +35,10 @@ from pathlib import Path
 
 import httpx
 
-from madrag.data.shipped import find_asap_dir
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
 from madrag.data import Essay, load_asap, split_by_fold
+from madrag.data.shipped import find_asap_dir
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
 from madrag.protocols import get_protocol
 from madrag.providers.base import ChatRequest

@@ -35,8 +35,8 @@ from pathlib import Path
 import httpx
 import pydantic_core
 
-from madrag.data.shipped import find_asap_dir
 from madrag.data import load_asap, split_by_fold
+from madrag.data.shipped import find_asap_dir
 from madrag.distributed.options import RayOptions
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.pipeline.runner import tuned_gc

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from madrag.data.shipped import find_asap_dir
 from madrag.data import load_asap, split_by_fold
+from madrag.data.shipped import find_asap_dir
 from madrag.retrieval import ExemplarBank, MiniLMEmbedder
 from madrag.rubric import load_rubric
 

@@ -237,13 +237,12 @@ def test_scorer_never_uses_the_query_essay() -> None:
 
 def test_caching_embedder_embeds_each_text_once(tmp_path: Path) -> None:
     inner = BagOfWordsEmbedder()
-    cache = CachingEmbedder(inner, tmp_path / "v.npz")
+    cache = CachingEmbedder(inner, tmp_path / "v.sqlite")
     first = cache.embed(["a b", "c d", "a b"])
     again = cache.embed(["c d", "e f"])
     assert inner.texts_embedded == 3 and cache.name == inner.name
     np.testing.assert_allclose(first[1], again[0])
-    cache.save()
-    reloaded = CachingEmbedder(BagOfWordsEmbedder(), tmp_path / "v.npz")
+    reloaded = CachingEmbedder(BagOfWordsEmbedder(), tmp_path / "v.sqlite")  # written as they were computed
     np.testing.assert_allclose(reloaded.embed(["e f"]), again[1:])
     assert reloaded.inner.texts_embedded == 0  # type: ignore[attr-defined]
 

@@ -109,7 +109,8 @@ ANSWERS = [
     pytest.param('The Advocate ends with:\n"Final score: 3"\nI disagree.\nFinal score: 1', 1, id="quoted-earlier-line"),
     pytest.param("Final score: 1\nOn reflection the ideas are better.\nFinal score: 2", None, id="two-closing"),
     pytest.param("Final score: 2\nTo restate:\nFinal score: 2", 2, id="same-closing-twice"),
-    pytest.param("The essay is good. My final score: 2 seems fair here.", None, id="no-closing-line"),
+    pytest.param("The essay is good. My final score: 2 seems fair here.", 2, id="statement-inside-a-line"),
+    pytest.param("The essay is good; I considered a final score: 2 at first.", None, id="mention-only"),
 ]
 
 

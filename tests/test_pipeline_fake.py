@@ -108,8 +108,10 @@ def _judge_script(judge_texts: list[str]) -> object:
 @pytest.mark.parametrize(
     ("replies", "followup", "mode", "reported", "requests"),
     [
-        # a score mentioned inside a sentence is not the Judge's closing line
-        (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], False, "parsed_text", 1, 1),
+        # a score mentioned inside a sentence is not the Judge's statement
+        (["Good essay.\nFinal score: 1\nI first thought of a final score: 2 here."], False, "parsed_text", 1, 1),
+        # a revision in a later sentence is a second statement of the Judge's own: two values, no score
+        (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], False, "failed", None, 1),
         # by default (seed 000 A.5) an unreadable score is missing: no follow-up request
         (["I cannot decide.", "Final score: 3"], False, "failed", None, 1),
         (["Final score: 1\nOn reflection:\nFinal score: 2"], False, "failed", None, 1),

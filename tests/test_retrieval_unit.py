@@ -146,7 +146,8 @@ def test_similar_is_sorted_and_excludes_self(bank: ExemplarBank, pool: list[Essa
     query = essay("q4", "city market noise story", style=1)
     found = bank.similar(query, k=3)
     assert len(found) == 3
-    assert [x.distance for x in found] == sorted(x.distance for x in found)
+    # nearest first; distances equal to 1e-6 (float32 vectors) are ties, kept in the pool's order
+    assert all(b.distance >= a.distance - 1e-6 for a, b in itertools.pairwise(found))
     assert found[0].essay_id == brute_force_nearest(query, pool, fake)
     assert found[0].similarity == pytest.approx(1.0 - found[0].distance)
     assert {x.essay_id for x in found} <= {e.id for e in pool}
@@ -176,15 +177,22 @@ def test_second_build_reuses_collection(pool: list[Essay], tmp_path: Path) -> No
     assert second.per_level(query, STYLE) == first.per_level(query, STYLE)
 
 
+def collection_names(folder: Path) -> list[str]:
+    """The collections of a cache folder, read by a client of its own."""
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(path=str(folder), settings=Settings(anonymized_telemetry=False))
+    return sorted(c.name for c in client.list_collections())
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     "change",
     ["text", "score", "drop", "embedder"],
 )
-def test_changed_inputs_rebuild_and_prune_stale(pool: list[Essay], tmp_path: Path, change: str) -> None:
-    import chromadb
-    from chromadb.config import Settings
-
+def test_changed_inputs_build_a_new_bank_and_keep_the_old(pool: list[Essay], tmp_path: Path, change: str) -> None:
+    """A changed pool gets a bank of its own; the older bank, which another run may be using, stays."""
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
     emb = BagOfWordsEmbedder(dim=32 if change == "embedder" else 64)
     changed = list(pool)
@@ -198,17 +206,46 @@ def test_changed_inputs_rebuild_and_prune_stale(pool: list[Essay], tmp_path: Pat
     assert second.built_now and second.fingerprint != first.fingerprint
     assert emb.texts_embedded == len(changed)
     assert second.size == len(changed)
-    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
-    assert [c.name for c in client.list_collections()] == [f"madrag-bank-{second.fingerprint[:40]}"]
+    assert collection_names(tmp_path) == sorted(f"madrag-bank-{b.fingerprint[:40]}" for b in (first, second))
+    query = essay("q", "river boat journey")
+    assert first.similar(query, k=3)  # the first run's bank still answers
 
 
 @pytest.mark.integration
-def test_incomplete_collection_is_rebuilt(pool: list[Essay], tmp_path: Path) -> None:
+def test_prune_deletes_only_unused_banks(pool: list[Essay], tmp_path: Path) -> None:
+    from madrag.retrieval.bank_store import list_banks, prune_banks
+
+    kept = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
+    dropped = ExemplarBank.build_or_load(pool[1:], RUBRIC, BagOfWordsEmbedder(), tmp_path)
+    assert dropped.lease is not None
+    dropped.lease.release()  # that run has ended
+    assert {b.name: b.in_use for b in list_banks(tmp_path)} == {
+        f"madrag-bank-{kept.fingerprint[:40]}": True,
+        f"madrag-bank-{dropped.fingerprint[:40]}": False,
+    }
+    assert prune_banks(tmp_path, older_than_days=1.0) == []  # used just now
+    gone = prune_banks(tmp_path, older_than_days=0.0)
+    assert [b.name for b in gone] == [f"madrag-bank-{dropped.fingerprint[:40]}"]
+    assert collection_names(tmp_path) == [f"madrag-bank-{kept.fingerprint[:40]}"]
+    again = ExemplarBank.build_or_load(pool[1:], RUBRIC, BagOfWordsEmbedder(), tmp_path)
+    assert again.built_now and again.size == len(pool) - 1
+
+
+@pytest.mark.integration
+def test_incomplete_collection_is_replaced_not_overwritten(pool: list[Essay], tmp_path: Path) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
-    first._collection.delete(ids=["p0"])  # simulate a damaged bank with the right name
+    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
+    name = f"madrag-bank-{first.fingerprint[:40]}"
+    client.get_collection(name, embedding_function=None).delete(ids=["p0"])  # a damaged bank with the right name
     emb = BagOfWordsEmbedder()
     again = ExemplarBank.build_or_load(pool, RUBRIC, emb, tmp_path)
     assert again.built_now and again.size == len(pool) and emb.texts_embedded == len(pool)
+    names = collection_names(tmp_path)
+    assert len(names) == 2 and name in names and names[1].startswith(name + "-r")
+    assert ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path).built_now is False
 
 
 @pytest.mark.integration
@@ -310,28 +347,35 @@ def test_plan_windows_overlong_word_is_cut() -> None:
 def test_losing_a_build_race_uses_the_finished_bank(
     pool: list[Essay], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import chromadb
-    from chromadb.config import Settings
+    from madrag.retrieval import bank_store
 
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
     # as if this process checked the cache before the other process finished the same bank
-    monkeypatch.setattr(ExemplarBank, "_existing", staticmethod(lambda *args: None))
+    real = bank_store.find_finished
+    calls = iter([None])
+    monkeypatch.setattr(bank_store, "find_finished", lambda *a: next(calls, real(*a)))
     second = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
-    assert second.fingerprint == first.fingerprint and second.size == len(pool)
-    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
-    assert [c.name for c in client.list_collections()] == [f"madrag-bank-{first.fingerprint[:40]}"]
+    assert second.built_now and second.fingerprint == first.fingerprint and second.size == len(pool)
+    assert collection_names(tmp_path) == [f"madrag-bank-{first.fingerprint[:40]}"]
 
 
 @pytest.mark.integration
-def test_banks_of_other_rubrics_are_kept_and_dead_leftovers_pruned(pool: list[Essay], tmp_path: Path) -> None:
+def test_banks_of_other_rubrics_are_kept_and_leftovers_only_pruned_explicitly(
+    pool: list[Essay], tmp_path: Path
+) -> None:
     import chromadb
     from chromadb.config import Settings
 
+    from madrag.retrieval.bank_store import prune_banks
+
     client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
-    client.create_collection("madrag-bank-0000-building-999999999", embedding_function=None)  # a crashed build
+    leftover = "madrag-bank-0000-building-999999999"
+    client.create_collection(leftover, embedding_function=None)  # a crashed build
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
     other_rubric = Rubric(traits=[Trait(name="Voice", min=0, max=3, levels=LEVELS)])
     other = ExemplarBank.build_or_load(pool, other_rubric, BagOfWordsEmbedder(), tmp_path)
-    names = sorted(c.name for c in client.list_collections())
-    assert names == sorted(f"madrag-bank-{b.fingerprint[:40]}" for b in (first, other))
+    banks = sorted(f"madrag-bank-{b.fingerprint[:40]}" for b in (first, other))
+    assert collection_names(tmp_path) == sorted([*banks, leftover])
+    assert [b.name for b in prune_banks(tmp_path)] == [leftover]  # both banks are in use
+    assert collection_names(tmp_path) == banks
     assert ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path).built_now is False

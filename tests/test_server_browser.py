@@ -281,3 +281,32 @@ def test_restart_mid_run_resumes(server: Server, page: Any, tmp_path: Path) -> N
     assert len(rows) == 16 and all(r["score"] is not None for r in rows)
     records = server.api("GET", f"/api/runs/{run['id']}")["progress"]["records"]
     assert records == 8 * 2 * 3  # every call once: the finished ones read back, none repeated
+
+
+def test_test_connection_finds_a_server_without_logprobs(server: Server, page: Any, tmp_path: Path) -> None:
+    from madrag.testing.stub_server import MODEL, StubServer
+
+    rubric_file, data = _inputs(tmp_path)
+    with StubServer(capacity=4, latency_s=0.0, logprobs=False) as stub:
+        page.goto(server.url + "/")
+        page.click("main button.primary")
+        page.set_input_files("input[name=file]", str(rubric_file))
+        page.click("button:text-is('Upload')")
+        page.set_input_files("#upload-essays input[name=file]", str(data))
+        page.click("button:text-is('Read essays')")
+        page.click("text=Next: exemplars")
+        page.check("input[name=pool][value=none]")
+        page.click("text=Next: backend")
+        page.check("input[name=kind][value=openai]")
+        page.fill("input[name=base_url]", stub.base_url)
+        page.fill("input[name=model]", MODEL)
+        assert page.input_value("#logprobs") == "auto"
+        page.click("#test-connection")
+        result = page.locator("#probe-result")
+        assert f"The server answered (model '{MODEL}') but returns no logprobs" in result.inner_text()
+        assert "Switched to self-reported confidence" in page.inner_text("#probe-switched")
+        assert page.input_value("#logprobs") == "no"  # the setting the run will use
+        assert stub.stats().requests == 2 and stub.stats().by_role.get("judge", 0) == 0  # no run has started
+        shot(page, "14-backend-test-connection")
+        assert server.api("GET", "/api/runs") == []
+    assert page.dialogs == []  # type: ignore[attr-defined]

@@ -120,9 +120,10 @@ def _best_ratio(piece: str, essay_words: list[str]) -> tuple[float, int]:
     return best, best_end
 
 
-def verify_quote(quote: str, essay: str, threshold: float = FUZZY_THRESHOLD) -> QuoteVerdict:
+def verify_quote(quote: str, essay: str, threshold: float = FUZZY_THRESHOLD, fuzzy: bool = True) -> QuoteVerdict:
     """Whether ``quote`` is in ``essay``: exactly, after normalising (case, spacing, quote marks, placeholders,
-    edge punctuation; ellipsis pieces in order), or near-exactly (every piece at least ``threshold``)."""
+    edge punctuation; ellipsis pieces in order), or near-exactly (every piece at least ``threshold``; not tried
+    unless ``fuzzy``)."""
     if quote in essay:
         return QuoteVerdict(quote, "exact")
     pieces = _pieces(quote)
@@ -137,6 +138,8 @@ def verify_quote(quote: str, essay: str, threshold: float = FUZZY_THRESHOLD) -> 
         position += len(piece)
     else:
         return QuoteVerdict(quote, "normalised")
+    if not fuzzy:
+        return QuoteVerdict(quote, None)
     words = flat.split()
     offset = 0
     for piece in pieces:

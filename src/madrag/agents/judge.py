@@ -5,9 +5,10 @@ Two ways to read a score, chosen per backend (:meth:`CallContext.constrained_sco
 * constrained (backends with prefill + choices, e.g. the embedded llama.cpp model): the rationale is generated
   up to the score marker, then each score token is generated restricted to the trait's valid scores, and the
   model's probability of each valid score at that position is recorded;
-* text: the score is parsed from the Judge's own closing ``Final score: N`` line (:func:`parse_score`), its
-  distribution read from the top alternatives at that score when the backend gives logprobs; when it cannot be
-  read and the run asks for it (``score_followup``), one follow-up request asks for it.
+* text: the score is the value of the Judge's last own ``Final score: N`` statement (:func:`parse_score`; what
+  counts as one, and what is not the Judge's own, in :mod:`madrag.agents.final_score`), its distribution read
+  from the top alternatives at that value when the backend gives logprobs; when it cannot be read and the run
+  asks for it (``score_followup``), one follow-up request asks for it.
 
 Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``, the problem
 in the record's ``error``), never turned into a number, whatever the run's ``report`` setting (seed 000 A.5).
@@ -19,6 +20,7 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable
+from itertools import product
 from typing import Any
 
 from madrag.agents.calls import (
@@ -30,67 +32,35 @@ from madrag.agents.calls import (
     once,
     request_settings,
 )
+from madrag.agents.final_score import FINAL_SCORE as FINAL_SCORE
+from madrag.agents.final_score import closing_scores as closing_scores
+from madrag.agents.final_score import find_final_score as find_final_score
+from madrag.agents.final_score import parse_score as parse_score
+from madrag.agents.final_score import rationale as judge_rationale
+from madrag.agents.final_score import statements as statements
 from madrag.metrics import round_half_up
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, TopLogprob, Usage
 from madrag.records import AgentRecord, ScoreMode, ScoreResult
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ReportFrom
 
-_MARK = r"[*_`#]*"  # markdown around the score line's parts (bold, italics, code, a heading)
-FINAL_SCORE = re.compile(
-    rf"^[ \t]*{_MARK}[ \t]*final[ \t]+score[ \t]*{_MARK}[ \t]*[:=]?[ \t]*{_MARK}[ \t]*(-?\d+(?:\.\d+)?)"
-    rf"[ \t]*{_MARK}[ \t]*(?:(?:/|out[ \t]+of)[ \t]*\d+)?[ \t]*{_MARK}[ \t]*\.?[ \t]*{_MARK}[ \t]*$",
-    re.IGNORECASE | re.MULTILINE,
-)
-"""The per-trait Judge's closing line: a line that is only ``Final score: N`` (any case, markdown around it
-allowed, ``/ M`` after N allowed). A line with more on it, or a quoted one, is not a score line."""
 FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
 """The per-trait Judge's follow-up request when its answer has no usable ``Final score: N``."""
+SCORE_STOPS = [
+    " ".join(words) for words in product(*([w.capitalize(), w.lower(), w.upper()] for w in ("final", "score")))
+]
+"""The stop strings of the constrained path's rationale step: ``Final score`` in every case of each word
+(``Final Score``, seed 000 A.5's spelling, ``final score``, ``FINAL SCORE``, ...), so the rationale ends at the
+score marker however the model writes it, on any backend's (case-sensitive) stop matching."""
+_MARKUP_TAIL = re.compile(r"(?:(?<=\s)|^)(?:[#>*_`~|]+|[-+\u2022])[ \t]*\Z")
+"""Markdown left at the end of a rationale cut at the score marker (``**`` of ``**Final Score``, a heading's
+``###``, a list's ``-``)."""
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
 _NUMBER = r"-?\d+(?:[.,]\d+)?"
-_CURLY_OPEN, _CURLY_CLOSE = "\u201c", "\u201d"
 
 
-# -- reading text ---------------------------------------------------------------------------------------------
-
-
-def _inside_quote(text: str, offset: int) -> bool:
-    """Whether ``offset`` lies inside a quotation opened earlier in ``text`` (an odd number of straight double
-    quotes before it, or more curly opening than closing quotes)."""
-    before = text[:offset]
-    return before.count('"') % 2 == 1 or before.count(_CURLY_OPEN) > before.count(_CURLY_CLOSE)
-
-
-def closing_scores(text: str) -> list[tuple[str, int]]:
-    """Every ``Final score: N`` line of the Judge's own (see :data:`FINAL_SCORE`; lines inside a quotation
-    left out): the raw value and the character offset where it starts, in order."""
-    return [(m.group(1), m.start(1)) for m in FINAL_SCORE.finditer(text) if not _inside_quote(text, m.start())]
-
-
-def find_final_score(text: str) -> tuple[str | None, int]:
-    """The raw value of the Judge's last closing ``Final score: N`` line and the offset where the value starts
-    ((None, -1) when there is none)."""
-    found = closing_scores(text)
-    return found[-1] if found else (None, -1)
-
-
-def parse_score(text: str, trait: Trait) -> tuple[int | None, str | None]:
-    """(score, problem): the value of the Judge's closing ``Final score: N`` line if it is an integer in the
-    trait's range. Closing lines with two different values are a failed parse, never one of them."""
-    found = closing_scores(text)
-    if not found:
-        return None, "no 'Final score: N' line"
-    values = list(dict.fromkeys(float(raw) for raw, _ in found))
-    if len(values) > 1:
-        return None, "two different closing scores: " + ", ".join(f"{v:g}" for v in values)
-    raw = found[-1][0]
-    value = values[0]
-    if not value.is_integer():
-        return None, f"score {raw} is not an integer"
-    if not trait.contains(value):
-        return None, f"score {raw} outside [{trait.min}, {trait.max}]"
-    return int(value), None
+# -- reading text ----------------------------------------------------------------------------------------------
 
 
 def blank_score_line(trait: Trait) -> str:
@@ -139,13 +109,16 @@ def choice_distribution(response: ChatResponse, choices: list[str]) -> dict[int,
     return normalise({int(c): lp for c, lp in lps.items() if c in choices}) if lps else None
 
 
-def distribution_from_tokens(text: str, tokens: list[TokenLogprob], trait: Trait) -> dict[int, float] | None:
-    """p(score) at the token that carries the final score, from its top alternatives.
+def distribution_from_tokens(
+    text: str, tokens: list[TokenLogprob], trait: Trait, essay: str | None = None
+) -> dict[int, float] | None:
+    """p(score) at the token that carries the final score (the value of the statement :func:`parse_score`
+    reads, with the same ``essay``), from its top alternatives.
 
     Only valid scores found among the alternatives count; None when the position or the alternatives
     are missing.
     """
-    _, offset = find_final_score(text)
+    _, offset = find_final_score(text, essay)
     if offset < 0:
         return None
     pos = 0
@@ -243,9 +216,9 @@ def _unusable(record: AgentRecord) -> int:
 
 
 async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
-    first = build_request(ctx, call, stop=["Final score", "final score", "FINAL SCORE"])
+    first = build_request(ctx, call, stop=SCORE_STOPS)
     rationale_resp = await ctx.provider.complete(first)
-    rationale = rationale_resp.text.rstrip()
+    rationale = _MARKUP_TAIL.sub("", rationale_resp.text).rstrip()
     prefill = f"{rationale}\nFinal score: " if rationale else "Final score: "
     choices = [str(s) for s in trait.scores]
     second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
@@ -278,22 +251,22 @@ async def _judge_text(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentR
     request = build_request(ctx, call)
     response = await ctx.provider.complete(request)
     responses: list[ChatResponse] = [response]
-    parsed, problem = parse_score(response.text, trait)
+    parsed, problem = parse_score(response.text, trait, call.essay)
     first_problem = problem
     mode: ScoreMode = "parsed_text"
     if parsed is None and ctx.settings.score_followup:
         ask = FOLLOWUP.format(lo=trait.min, hi=trait.max)
         response = await ctx.provider.complete(_followup(ctx, call, response.text, ask, max_tokens=16))
         responses.append(response)
-        parsed, problem = parse_score(response.text, trait)
+        parsed, problem = parse_score(response.text, trait, call.essay)
         problem = f"{first_problem}; follow-up: {problem}" if problem else first_problem
         mode = "parsed_followup"
-    dist = distribution_from_tokens(response.text, response.tokens, trait) if response.tokens else None
+    tokens = response.tokens
+    dist = distribution_from_tokens(response.text, tokens, trait, call.essay) if tokens else None
     score = summarise(dist, parsed, mode if parsed is not None else "failed", ctx.settings.report, problem)
     error = None if score.reported is not None else f"unusable score: {problem}"
-    _, offset = find_final_score(responses[0].text)
-    cut = responses[0].text.rfind("\n", 0, offset) + 1 if offset >= 0 else None
-    return _text_record(ctx, call, request, responses, cut, score=score, error=error)
+    said = judge_rationale(responses[0].text, call.essay)
+    return _text_record(ctx, call, request, responses, said, score=score, error=error)
 
 
 async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
@@ -350,9 +323,10 @@ async def _all_text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentR
             if name not in found:
                 found[name], mode[name] = value, "parsed_followup"
     results = {t.name: summarise(None, found.get(t.name), mode.get(t.name, "failed"), "parsed") for t in rubric.traits}
-    marker = responses[0].text.lower().rfind("scores:")
-    cut = marker if marker >= 0 else None
-    return _text_record(ctx, call, request, responses, cut, trait_scores=results, error=_traits_error(results))
+    text = responses[0].text
+    marker = text.lower().rfind("scores:")
+    said = (text[:marker] if marker >= 0 else text).strip()
+    return _text_record(ctx, call, request, responses, said, trait_scores=results, error=_traits_error(results))
 
 
 def _followup(ctx: CallContext, call: AgentCall, answer: str, ask: str, max_tokens: int) -> ChatRequest:
@@ -376,13 +350,12 @@ def _text_record(
     call: AgentCall,
     request: ChatRequest,
     responses: list[ChatResponse],
-    cut: int | None,
+    rationale: str,
     **fields: Any,
 ) -> AgentRecord:
-    """The record of a Judge call read from its text: the answer (and any follow-up), the rationale before
-    offset ``cut`` of the first answer (its score line; the whole answer when None), the first answer's tokens,
-    usage and latency summed over the requests, and whether any answer was cut by the token limit."""
-    text = responses[0].text
+    """The record of a Judge call read from its text: the answer (and any follow-up), the first answer's
+    ``rationale`` and tokens, usage and latency summed over the requests, and whether any answer was cut by the
+    token limit."""
     usage = Usage()
     for r in responses:
         usage = usage + r.usage
@@ -391,7 +364,7 @@ def _text_record(
         call,
         settings=request_settings(request, responses[0]),
         text="\n\n[follow-up]\n".join(r.text for r in responses),
-        rationale=(text[:cut] if cut is not None else text).strip(),
+        rationale=rationale,
         tokens=responses[0].tokens,
         usage=usage,
         latency_s=sum(r.latency_s for r in responses),

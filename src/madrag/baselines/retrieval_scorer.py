@@ -9,13 +9,12 @@ Cross-validation uses the same ASAP folds as the feature baseline: for each fold
 four folds and the fold's essays are scored. Every essay is embedded once for all five folds: a
 :class:`CachingEmbedder` wraps the real embedder under the same name (the same embedding function, so the
 banks' fingerprints are those of plain MiniLM banks), embeds all essays of the set in one batched call, and
-then serves both the bank builds (each pool is a subset) and the query vectors from memory. With a cache
-directory, the vectors are also saved to disk, so a second run embeds nothing.
+then serves both the bank builds (each pool is a subset) and the query vectors from memory; the vectors are also
+kept in the cache folder's vector store (:mod:`madrag.retrieval.vectors`), so a second run embeds nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,8 +25,9 @@ import numpy as np
 from madrag.baselines.feature_scorer import CVResult, evaluate_trait, fold_indices, to_scale
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.retrieval import Embedder, Exemplar, ExemplarBank, normalize_rows
+from madrag.retrieval import Embedder, Exemplar, ExemplarBank
 from madrag.retrieval.embedder import FloatArray
+from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
 from madrag.rubric import Rubric, Trait
 
 
@@ -39,69 +39,11 @@ class SimilarBank(Protocol):
         ...
 
 
-def _text_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-class CachingEmbedder:
-    """An :class:`~madrag.retrieval.Embedder` that embeds each distinct text once and then answers from memory.
-
-    It keeps the wrapped embedder's ``name``: its vectors are the wrapped embedder's, so banks built through it
-    are interchangeable with banks built with the plain embedder. ``path`` (an ``.npz`` file) persists the
-    vectors across runs; ``texts_embedded`` counts the texts actually sent to the wrapped embedder.
-    """
-
-    def __init__(self, inner: Embedder, path: Path | None = None) -> None:
-        self.inner = inner
-        self.path = path
-        self.texts_embedded = 0
-        self._vectors: dict[str, FloatArray] = {}
-        if path is not None and path.is_file():
-            self._load(path)
-
-    @property
-    def name(self) -> str:
-        """The wrapped embedder's name (the vectors are its vectors)."""
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        """The wrapped embedder's dimension."""
-        return self.inner.dim
-
-    def embed(self, texts: list[str]) -> FloatArray:
-        """Vectors of ``texts`` (row i = texts[i]); only texts never seen before reach the wrapped embedder."""
-        keys = [_text_key(t) for t in texts]
-        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._vectors}
-        if todo:
-            fresh = normalize_rows(self.inner.embed(list(todo.values())))
-            if fresh.shape[0] != len(todo):
-                raise InputError(f"embedder {self.name} returned {fresh.shape[0]} vectors for {len(todo)} texts")
-            self._vectors.update(zip(todo, fresh, strict=True))
-            self.texts_embedded += len(todo)
-        if not keys:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vectors[k] for k in keys]).astype(np.float32)
-
-    def save(self) -> None:
-        """Write every cached vector to ``path`` (atomically: a temporary file, then a rename)."""
-        if self.path is None or not self._vectors:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temp = self.path.with_suffix(".tmp.npz")
-        keys = list(self._vectors)
-        np.savez(temp, keys=np.array(keys), vectors=np.stack([self._vectors[k] for k in keys]))
-        temp.replace(self.path)
-
-    def _load(self, path: Path) -> None:
-        with np.load(path) as data:
-            vectors = np.asarray(data["vectors"], dtype=np.float32)
-            self._vectors.update(zip((str(k) for k in data["keys"]), vectors, strict=True))
-
-
 def vector_cache_path(cache_dir: Path, embedder_name: str) -> Path:
-    """Where :func:`cross_validate_retrieval` keeps the vectors of ``embedder_name`` under ``cache_dir``."""
-    return cache_dir / f"vectors-{hashlib.sha1(embedder_name.encode('utf-8')).hexdigest()[:16]}.npz"
+    """The vector store :func:`cross_validate_retrieval` shares under ``cache_dir`` (one file for every embedder;
+    ``embedder_name`` is part of each vector's key)."""
+    del embedder_name
+    return cache_dir / VECTORS_FILE
 
 
 def weighted_score(exemplars: Sequence[Exemplar], trait: Trait) -> int | None:
@@ -148,8 +90,7 @@ BankFactory = Callable[[list[Essay], int], SimilarBank]
 def minilm_bank_factory(rubric: Rubric, embedder: Embedder, cache_dir: Path) -> BankFactory:
     """Fold banks as real :class:`~madrag.retrieval.ExemplarBank` s, one Chroma directory per fold.
 
-    Separate directories keep the five banks (same traits and essay set, different pools) from pruning one
-    another as stale; a rerun with the same data reuses them without embedding anything.
+    A rerun with the same data reuses them without embedding anything.
     """
 
     def build(pool: list[Essay], fold: int) -> SimilarBank:
@@ -177,7 +118,6 @@ def cross_validate_retrieval(
     cache_dir = Path(cache_dir)
     caching = CachingEmbedder(embedder, vector_cache_path(cache_dir, embedder.name))
     vectors = caching.embed([e.text for e in essays])  # one batched call for the whole set
-    caching.save()
     embed_s = time.perf_counter() - start
     factory = bank_factory or minilm_bank_factory(rubric, caching, cache_dir)
     preds: dict[str, list[int | None]] = {t.name: [None] * len(essays) for t in rubric.traits}

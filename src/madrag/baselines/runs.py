@@ -172,10 +172,9 @@ def _knn_on_pool(
 ) -> tuple[str, dict[tuple[str, str], int | None], dict[str, Any]]:
     """kNN predictions of the scored essays from the run's pool (the run's bank: same embedder, same folder)."""
     embedder = make_embedder(str(config.get("embedder", "minilm")))
-    caching = CachingEmbedder(embedder, vector_cache_path(cache_dir / "baselines", embedder.name))
+    caching = CachingEmbedder(embedder, vector_cache_path(cache_dir, embedder.name))
     vectors = caching.embed([e.text for e in scored])
     bank = ExemplarBank.build_or_load(pool, rubric, caching, cache_dir / "banks")
-    caching.save()
     scorer = RetrievalScorer(bank, rubric, k)
     predictions: dict[tuple[str, str], int | None] = {}
     for i, essay in enumerate(scored):

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from madrag.cli.baseline import baseline_command
+from madrag.cli.cache import cache_app
 from madrag.cli.confidence import confidence_app
 from madrag.cli.consensus import eval_consensus_command
 from madrag.cli.costs import costs_command
@@ -47,6 +48,7 @@ app.command("eval-consensus")(eval_consensus_command)
 app.command()(demo)
 app.command("serve")(serve_command)
 app.add_typer(data_app, name="data")
+app.add_typer(cache_app, name="cache")
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated

@@ -5,9 +5,8 @@ open. :func:`snapshot` copies its contents (ids, texts, reference scores, the po
 :class:`BankSnapshot`, a plain picklable object the driver puts into Ray's object store once (a cross-fold run,
 ``--fold each``, ships one per fold: :class:`ShippedBanks`); every worker restores it
 (:meth:`BankSnapshot.restore`) as an ordinary :class:`~madrag.retrieval.bank.ExemplarBank` over an
-:class:`ArrayCollection`, an in-memory stand-in for the Chroma collection that answers the same queries
-(cosine distance, the metadata filters the bank uses) by exact search. Protocols then retrieve exactly as in
-a local run, through the same bank code.
+:class:`~madrag.retrieval.memory.ArrayCollection`, the same in-memory contents every bank answers from (exact
+cosine search). Protocols then retrieve exactly as in a local run, through the same bank code.
 
 Query essays are embedded by each worker with its own copy of the model, one batch per shard (the default), or
 on the driver, one batch per shard, their vectors shipped with the shard; :class:`ShippedEmbedder` serves
@@ -28,76 +27,13 @@ from madrag.errors import MadragError
 from madrag.retrieval.bank import ExemplarBank
 from madrag.retrieval.embedder import Embedder, FloatArray, MiniLMEmbedder, normalize_rows
 from madrag.retrieval.folds import FoldBanks
+from madrag.retrieval.memory import ArrayCollection
 from madrag.rubric import Rubric
-
-Where = Mapping[str, Any]
 
 
 def text_key(text: str) -> str:
     """The key a query vector is shipped under: a hash of the essay text."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-class ArrayCollection:
-    """The part of a Chroma collection an :class:`ExemplarBank` queries, over arrays in memory.
-
-    ``query`` ranks by cosine distance (1 - dot product of unit vectors, as Chroma's cosine space) after the
-    ``where`` filter, supporting what the bank sends: ``{"field": {"$eq"|"$ne": value}}`` and ``{"$and":
-    [...]}``. Search is exact; ties keep the pool's order.
-    """
-
-    def __init__(self, ids: list[str], documents: list[str], metadatas: list[dict[str, Any]], vectors: FloatArray):
-        if not len(ids) == len(documents) == len(metadatas) == vectors.shape[0]:
-            raise MadragError("bank snapshot: ids, documents, metadatas and vectors differ in length")
-        self.ids = ids
-        self.documents = documents
-        self.metadatas = metadatas
-        self.vectors = normalize_rows(vectors)
-        self._columns: dict[str, np.ndarray[Any, Any]] = {}
-
-    def count(self) -> int:
-        """The number of pool essays."""
-        return len(self.ids)
-
-    def _column(self, name: str) -> np.ndarray[Any, Any]:
-        if name not in self._columns:
-            self._columns[name] = np.array([m.get(name) for m in self.metadatas], dtype=object)
-        return self._columns[name]
-
-    def _mask(self, where: Where) -> np.ndarray[Any, Any]:
-        mask = np.ones(len(self.ids), dtype=bool)
-        for key, cond in where.items():
-            if key == "$and":
-                for part in cond:
-                    mask &= self._mask(part)
-                continue
-            column = self._column(key)
-            for op, value in cond.items():
-                if op == "$eq":
-                    mask &= column == value
-                elif op == "$ne":
-                    mask &= column != value
-                else:
-                    raise MadragError(f"bank snapshot: unsupported filter {op!r}")
-        return mask
-
-    def query(
-        self, query_embeddings: list[list[float]], n_results: int, where: Where, include: list[str]
-    ) -> dict[str, list[list[Any]]]:
-        """Chroma's answer layout: one list per query of ids, documents, metadatas and distances."""
-        del include  # everything is always returned
-        candidates = np.flatnonzero(self._mask(where))
-        out: dict[str, list[list[Any]]] = {"ids": [], "documents": [], "metadatas": [], "distances": []}
-        for raw in query_embeddings:
-            query = normalize_rows(np.asarray([raw], dtype=np.float32))[0]
-            distances = 1.0 - self.vectors[candidates] @ query
-            nearest = np.argsort(distances, kind="stable")[:n_results]
-            order = candidates[nearest]
-            out["ids"].append([self.ids[i] for i in order])
-            out["documents"].append([self.documents[i] for i in order])
-            out["metadatas"].append([self.metadatas[i] for i in order])
-            out["distances"].append([float(distances[j]) for j in nearest])
-        return out
 
 
 @dataclass

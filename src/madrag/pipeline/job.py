@@ -247,13 +247,15 @@ def build_bank(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Any:
     """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
-    otherwise), built (``on_progress(done, total)``) or reused from the job's cache directory. Under
+    otherwise, through the cache folder's vector store, so each text is embedded once, ever), built
+    (``on_progress(done, total)``) or reused from the job's cache directory. Under
     ``--fold each``: one bank per fold, each built from the other folds (:class:`madrag.retrieval.folds.FoldBanks`),
     all in the persistent cache."""
     from madrag.retrieval import ExemplarBank, make_embedder
     from madrag.retrieval.folds import FoldBanks
+    from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
 
-    chosen = embedder or make_embedder(job.embedder)
+    chosen = embedder or CachingEmbedder(make_embedder(job.embedder), job.cache_dir / VECTORS_FILE)
     if job.eval_fold == EACH:
         return FoldBanks.build_or_load(fold_pools(pool), rubric, chosen, job.cache_dir / "banks", on_progress)
     return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress)

@@ -8,20 +8,20 @@ Procedure 1 (:meth:`ExemplarBank.similar`) returns the top-k nearest essays; pro
 score for that trait equals the level, or records that none is available. The query essay is never returned:
 it is excluded by id in the Chroma filter and again after the query.
 
-Embedding the pool is the slow part, so a collection is named by a fingerprint of everything that determines
-its content (pool ids, texts and reference scores, trait names, the embedder's name, which includes its
-chunking settings, and the storage format). A later run with the same inputs reuses it without embedding
-anything; a changed pool gets a new collection, and the stale bank it replaces in that cache directory (same
-traits and essay sets) is deleted.
-A collection is built under a temporary name and renamed only when complete, so a crash never leaves a
-half-built bank that looks finished.
+Embedding the pool is the slow part, so a bank is kept in a persistent Chroma collection named by a fingerprint
+of everything that determines its content (pool ids, texts and reference scores, trait names, the embedder's
+name, which includes its chunking settings, and the storage format); a later run with the same inputs reuses it
+without embedding anything, and a changed pool gets a bank of its own. The rules of the shared cache folder
+(nothing deleted implicitly, leases on banks in use, atomic builds) are in :mod:`madrag.retrieval.bank_store`.
+A bank, once opened, answers from its contents in memory (:class:`~madrag.retrieval.memory.ArrayCollection`,
+exact cosine search), so nothing done to the cache folder afterwards can change or remove it mid-run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -33,13 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
+from madrag.retrieval import bank_store
 from madrag.retrieval.embedder import Embedder, FloatArray, normalize_rows
+from madrag.retrieval.memory import ArrayCollection
 from madrag.rubric import Rubric, Trait
 
 BANK_FORMAT = 1
 SCORE_PREFIX = "score::"
-_NAME_PREFIX = "madrag-bank-"
-_BUILDING = "-building-"
 _QUERY_CACHE_SIZE = 10_000
 
 
@@ -82,8 +82,7 @@ def bank_scope(pool: Sequence[Essay], rubric: Rubric, tag: str = "") -> str:
     """What a bank is for (the rubric's traits, the pool's essay sets and an optional ``tag``, e.g. the fold a
     cross-fold bank leaves out), not its exact pool or embedder.
 
-    A newer bank of the same scope in a cache directory makes the older one stale; banks of other scopes
-    (another rubric, essay set or tag) are kept.
+    Recorded in the bank's metadata, for ``madrag cache list``; no bank is ever deleted because of it.
     """
     sets = sorted({e.essay_set for e in pool if e.essay_set is not None})
     payload: dict[str, object] = {"traits": rubric.trait_names, "sets": sets}
@@ -123,40 +122,29 @@ def _cache_key(essay: Essay) -> tuple[str, str]:
     return essay.id, hashlib.sha1(essay.text.encode("utf-8")).hexdigest()
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _open_client(cache_dir: Path) -> Any:
-    """A persistent Chroma client on ``cache_dir`` with telemetry off."""
-    try:
-        import chromadb
-        from chromadb.config import Settings
-    except ImportError as exc:
-        raise MadragError("chromadb is not installed: pip install chromadb") from exc
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(cache_dir), settings=Settings(anonymized_telemetry=False))
-
-
 class ExemplarBank:
-    """Scored pool essays in a Chroma collection (cosine space); answers seed 000's two retrieval procedures.
+    """Scored pool essays (cosine space) answering seed 000's two retrieval procedures from memory.
 
-    Use :meth:`build_or_load`. Query vectors are cached per essay (id and text) in memory, so scoring every
-    trait of an essay embeds it once.
+    Use :meth:`build_or_load`; a Ray worker builds one over a restored snapshot. Query vectors are cached per
+    essay (id and text) in memory, so scoring every trait of an essay embeds it once. ``lease`` keeps the
+    persistent bank it came from from being pruned while this object lives.
     """
 
-    def __init__(self, collection: Any, embedder: Embedder, rubric: Rubric, fingerprint: str, built_now: bool) -> None:
+    def __init__(
+        self,
+        collection: ArrayCollection,
+        embedder: Embedder,
+        rubric: Rubric,
+        fingerprint: str,
+        built_now: bool,
+        lease: bank_store.BankLease | None = None,
+    ) -> None:
         self._collection = collection
         self.embedder = embedder
         self.rubric = rubric
         self.fingerprint = fingerprint
         self.built_now = built_now
+        self.lease = lease
         self.size: int = int(collection.count())
         self._cache: OrderedDict[tuple[str, str], FloatArray] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -172,56 +160,49 @@ class ExemplarBank:
         cache_dir: Path,
         *,
         batch_size: int = 256,
-        prune_stale: bool = True,
         scope_tag: str = "",
         on_progress: Callable[[int, int], None] | None = None,
     ) -> ExemplarBank:
-        """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it.
+        """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it;
+        either way its contents are read into memory once.
 
         ``batch_size`` essays are embedded and added per step (capped by Chroma's maximum batch size).
-        With ``prune_stale``, banks in ``cache_dir`` for the same traits and essay sets but another pool or
-        embedder are deleted once this one is ready (banks of other rubrics or essay sets are kept).
-        ``scope_tag`` sets banks of the same traits and sets apart (the per-fold banks of ``--fold each``).
+        ``scope_tag`` is recorded with a new bank (e.g. the fold a cross-fold bank leaves out).
         ``on_progress(done, total)`` is called after each embedded batch when the bank is built now.
+        Banks of other pools in ``cache_dir`` are left as they are (``madrag cache prune`` removes unused ones).
         """
         _check_pool(pool)
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
-        client = _open_client(Path(cache_dir))
+        cache_dir = Path(cache_dir)
         fingerprint = pool_fingerprint(pool, rubric, embedder.name)
-        name = _NAME_PREFIX + fingerprint[:40]
-        collection = cls._existing(client, name, fingerprint, len(pool))
-        built_now = collection is None
-        scope = bank_scope(pool, rubric, scope_tag)
-        if collection is None:
+        name = bank_store.bank_name(fingerprint)
+        lease = bank_store.BankLease(cache_dir, name)  # before the lookup: prune cannot take it from here on
+        client = bank_store.open_client(cache_dir)
+        with bank_store.folder_lock(cache_dir, write=False):
+            collection = bank_store.find_finished(client, name, fingerprint, len(pool))
+            contents = None if collection is None else cls._read(collection)
+        built_now = contents is None
+        if contents is None:
             metadata: dict[str, str | int] = {
                 "fingerprint": fingerprint,
-                "scope": scope,
+                "scope": bank_scope(pool, rubric, scope_tag),
                 "embedder": embedder.name,
                 "traits": json.dumps(rubric.trait_names, ensure_ascii=False),
                 "size": len(pool),
                 "format": BANK_FORMAT,
             }
-            collection = cls._build(client, name, pool, rubric, embedder, metadata, batch_size, on_progress)
-        if prune_stale:
-            cls._prune(client, keep=name, scope=scope)
-        return cls(collection, embedder, rubric, fingerprint, built_now)
+            contents = cls._build(client, cache_dir, name, pool, rubric, embedder, metadata, batch_size, on_progress)
+        return cls(contents, embedder, rubric, fingerprint, built_now, lease=lease)
 
     @staticmethod
-    def _existing(client: Any, name: str, fingerprint: str, expected: int) -> Any | None:
-        """The finished collection ``name`` if it holds this fingerprint and every essay; else drop it."""
-        if name not in {c.name for c in client.list_collections()}:
-            return None
-        collection = client.get_collection(name, embedding_function=None)
-        meta = collection.metadata or {}
-        if meta.get("fingerprint") == fingerprint and collection.count() == expected:
-            return collection
-        client.delete_collection(name)
-        return None
+    def _read(collection: Any) -> ArrayCollection:
+        return ArrayCollection.from_chroma(collection.get(include=["documents", "metadatas", "embeddings"]))
 
     @staticmethod
     def _build(
         client: Any,
+        cache_dir: Path,
         name: str,
         pool: list[Essay],
         rubric: Rubric,
@@ -229,59 +210,49 @@ class ExemplarBank:
         metadata: dict[str, str | int],
         batch_size: int,
         on_progress: Callable[[int, int], None] | None = None,
-    ) -> Any:
-        """Embed the pool in batches into a temporary collection, then rename it to ``name``."""
-        temp = f"{name}{_BUILDING}{os.getpid()}"
-        if temp in {c.name for c in client.list_collections()}:
-            client.delete_collection(temp)
-        collection = client.create_collection(
-            temp, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
-        )
-        step = max(1, min(batch_size, int(client.get_max_batch_size())))
-        done = 0
-        for batch in _batches(pool, step):
-            vectors = normalize_rows(embedder.embed([e.text for e in batch]))
-            if vectors.shape[0] != len(batch):
-                raise MadragError(f"embedder {embedder.name} returned {vectors.shape[0]} vectors for {len(batch)}")
-            collection.add(
-                ids=[e.id for e in batch],
-                embeddings=vectors,
-                documents=[e.text for e in batch],
-                metadatas=[_metadata(e, rubric) for e in batch],
-            )
-            done += len(batch)
-            if on_progress is not None:
-                on_progress(done, len(pool))
+    ) -> ArrayCollection:
+        """Embed the pool in batches into a temporary collection, rename it to ``name`` when complete, and
+        return the finished bank's contents (another process's, when it finished the same bank first)."""
+        temp = bank_store.temporary_name(name)
+        building = bank_store.BankLease(cache_dir, temp)  # a live build is not a leftover to prune
         try:
-            collection.modify(name=name)
-        except Exception:  # another process finished the same bank first: use theirs
-            client.delete_collection(temp)
-            if name not in {c.name for c in client.list_collections()}:
-                raise
-        return client.get_collection(name, embedding_function=None)
-
-    @staticmethod
-    def _prune(client: Any, keep: str, scope: str) -> None:
-        """Delete stale banks here: finished ones of ``scope`` and leftovers of builds whose process is gone."""
-        for collection in client.list_collections():
-            cname = str(collection.name)
-            if cname == keep or not cname.startswith(_NAME_PREFIX):
-                continue
-            if _BUILDING in cname:
-                pid = cname.rsplit(_BUILDING, 1)[1]
-                if pid.isdigit() and _pid_alive(int(pid)):
-                    continue
-            elif (collection.metadata or {}).get("scope") != scope:
-                continue
-            client.delete_collection(cname)
+            with bank_store.folder_lock(cache_dir, write=True):
+                collection = client.create_collection(
+                    temp, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
+                )
+            step = max(1, min(batch_size, int(client.get_max_batch_size())))
+            done = 0
+            for batch in _batches(pool, step):
+                vectors = normalize_rows(embedder.embed([e.text for e in batch]))
+                if vectors.shape[0] != len(batch):
+                    raise MadragError(f"embedder {embedder.name} returned {vectors.shape[0]} vectors for {len(batch)}")
+                with bank_store.folder_lock(cache_dir, write=True):
+                    collection.add(
+                        ids=[e.id for e in batch],
+                        embeddings=vectors,
+                        documents=[e.text for e in batch],
+                        metadatas=[_metadata(e, rubric) for e in batch],
+                    )
+                done += len(batch)
+                if on_progress is not None:
+                    on_progress(done, len(pool))
+            with bank_store.folder_lock(cache_dir, write=True):
+                final = bank_store.finish_build(client, temp, name, str(metadata["fingerprint"]), len(pool))
+                return ExemplarBank._read(final)
+        except BaseException:
+            with contextlib.suppress(Exception), bank_store.folder_lock(cache_dir, write=True):
+                client.delete_collection(temp)  # a failed build leaves nothing behind (a killed one: prune)
+            raise
+        finally:
+            building.release()
 
     def contents(self) -> dict[str, Any]:
         """Every pool essay as stored: ``ids``, ``documents``, ``metadatas`` (lists) and ``embeddings`` (an
         ``(n, dim)`` float32 array), e.g. to ship the bank to processes that cannot open this cache."""
         got = self._collection.get(include=["documents", "metadatas", "embeddings"])
         return {
-            "ids": [str(i) for i in got["ids"]],
-            "documents": [str(d) for d in got["documents"]],
+            "ids": list(got["ids"]),
+            "documents": list(got["documents"]),
             "metadatas": [dict(m) for m in got["metadatas"]],
             "embeddings": np.asarray(got["embeddings"], dtype=np.float32),
         }

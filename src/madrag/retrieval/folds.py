@@ -20,7 +20,7 @@ from madrag.rubric import Rubric, Trait
 
 
 def fold_tag(fold: int) -> str:
-    """The scope tag of the bank that leaves ``fold`` out (so fold banks never prune one another)."""
+    """The scope tag recorded with the bank that leaves ``fold`` out."""
     return f"without-fold-{fold}"
 
 

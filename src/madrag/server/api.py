@@ -14,7 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 from madrag import __version__
 from madrag.server import library, library_runs, results, service
 from madrag.server.errors import ApiError
-from madrag.server.schemas import OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
+from madrag.server.schemas import BackendSettings, OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
 from madrag.server.service import State
 
 router = APIRouter(prefix="/api")
@@ -77,6 +77,18 @@ def create_rubric(body: RubricCreate, s: StateDep) -> dict[str, Any]:
 @router.get("/rubrics/{rubric_id}", summary="One rubric", responses=ERRORS)
 def get_rubric(rubric_id: str, s: StateDep) -> dict[str, Any]:
     return {"id": rubric_id, "rubric": s.catalog.get(rubric_id).model_dump(mode="json")}
+
+
+@router.post(
+    "/backends/test",
+    summary="Test an OpenAI-compatible backend: does it answer, which model, does it return logprobs",
+    responses=ERRORS,
+)
+async def backend_test(body: BackendSettings, s: StateDep) -> dict[str, Any]:
+    """One short chat request with logprobs asked for. ``logprobs`` in the answer is the setting a run on this
+    server should use (``false``: self-reported confidence); a run whose ``logprobs`` is unset does this test
+    itself before it starts."""
+    return (await service.try_backend(s, body)).model_dump()
 
 
 @router.post("/runs", status_code=201, summary="Create and start a run (or a dry-run estimate)", responses=ERRORS)

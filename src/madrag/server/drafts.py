@@ -12,24 +12,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.errors import ApiError
+from madrag.server.refusals import Refusals, RefusedFields
 from madrag.server.schemas import BackendSettings
 
 _DRAFT_ID = re.compile(r"^[a-f0-9]{12}$")
 
 
-class Draft(BaseModel):
-    """What the teacher chose so far."""
+class Draft(RefusedFields):
+    """What the teacher chose so far (the refused rows of the essays read, summarised)."""
 
     id: str
     rubric_id: str | None = None
     n_essays: int = 0
-    refused: list[dict[str, str]] = Field(default_factory=list)
     has_scores: bool = False
     has_folds: bool = False
     pool: str | None = None
@@ -37,6 +37,7 @@ class Draft(BaseModel):
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
     backend: dict[str, Any] = Field(default_factory=lambda: {"kind": "llamacpp"})
     estimate_run: str | None = None
+    probe: dict[str, Any] | None = None  # the last "Test connection" result
     name: str = ""
 
 
@@ -67,13 +68,13 @@ class Drafts:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "draft.json").write_text(draft.model_dump_json(indent=2), encoding="utf-8")
 
-    def set_essays(self, draft: Draft, essays: list[Essay], refused: list[dict[str, str]]) -> Draft:
+    def set_essays(self, draft: Draft, essays: list[Essay], refused: Refusals) -> Draft:
         library.write_essays(self.folder(draft.id) / "essays.jsonl", essays)
         upload = library.EssayUpload(essays, refused)
         updated = draft.model_copy(
             update={
                 "n_essays": len(essays),
-                "refused": refused,
+                **refused.fields(),
                 "has_scores": upload.has_scores,
                 "has_folds": upload.has_folds,
                 "pool": None,

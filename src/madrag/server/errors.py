@@ -71,6 +71,10 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path", "header")]
     where = ".".join(loc) or None
     msg = str(first.get("msg", "invalid request"))
+    ctx = first.get("ctx")
+    named = ctx.get("field") if isinstance(ctx, dict) else None  # a check of the whole body names the field
+    if where is None and isinstance(named, str):
+        return msg, named
     return (f"{where}: {msg}" if where else msg), where
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from madrag.providers import Provider, ProviderSpec, make_provider, spec_identit
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
+from madrag.server.refusals import Refusals, check_count, count_rows, row_id
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
@@ -87,10 +89,10 @@ def rubric_json(rubric: Rubric) -> str:
 
 @dataclass
 class EssayUpload:
-    """Essays read from an upload, and the rows refused with the reason for each."""
+    """Essays read from an upload, and the rows refused (summarised: counts per reason, the first few)."""
 
     essays: list[Essay]
-    refused: list[dict[str, str]] = field(default_factory=list)
+    refused: Refusals = field(default_factory=Refusals)
 
     @property
     def has_scores(self) -> bool:
@@ -124,15 +126,22 @@ def _rows(data: str, suffix: str) -> tuple[list[str], list[tuple[str, str]]]:
     return header, out
 
 
+def _named(exc: InputError, path: Path, where: str) -> str:
+    """The loader's message about a one-row file with the row named instead (``/tmp/x/row.csv:2`` -> ``row 7``)."""
+    return re.sub(re.escape(str(path)) + r"(:\d+)?", lambda _: where, str(exc))
+
+
 def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> EssayUpload:
     """Load each row on its own, keeping the good ones and the reason for each refused one."""
+    refused = Refusals()
     if suffix == ".tsv":
-        return EssayUpload([], [{"where": "file", "reason": first_error}])
+        refused.add("file", first_error)
+        return EssayUpload([], refused)
     header, rows = _rows(data, suffix)
     if suffix == ".csv" and ("id" not in header or "text" not in header):
-        return EssayUpload([], [{"where": "header", "reason": first_error}])
+        refused.add("header", first_error)
+        return EssayUpload([], refused)
     essays: list[Essay] = []
-    refused: list[dict[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"row{suffix}"
         for where, text in rows:
@@ -140,15 +149,16 @@ def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> Ess
             try:
                 essays.extend(load_table(path, rubric))
             except InputError as exc:
-                refused.append({"where": where, "reason": str(exc).replace(str(path), where)})
+                refused.add(where, _named(exc, path, where), row_id(text, suffix))
     return EssayUpload(essays, refused)
 
 
 def essays_from_upload(
     data: bytes, filename: str, rubric: Rubric, fmt: str, max_rows: int, max_chars: int
 ) -> EssayUpload:
-    """Essays from an uploaded CSV / JSONL / ASAP TSV, read by the library's loaders. Rows the loaders refuse,
-    essays longer than ``max_chars``, repeated ids and rows past ``max_rows`` are refused with the reason."""
+    """Essays from an uploaded CSV / JSONL / ASAP TSV, read by the library's loaders: 413 for a file of more
+    than ``max_rows`` rows (before any is read); rows the loaders refuse, essays longer than ``max_chars`` and
+    repeated ids are refused with the reason."""
     suffix = _suffix(filename, fmt)
     try:
         text = data.decode("utf-8")
@@ -156,6 +166,7 @@ def essays_from_upload(
         text = data.decode("latin-1") if suffix == ".tsv" else ""
         if not text:
             raise InputError("the file is not UTF-8 text") from None
+    check_count(count_rows(text, suffix), max_rows, "data")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"essays{suffix}"
         path.write_text(text, encoding="utf-8")
@@ -167,17 +178,17 @@ def essays_from_upload(
 
 
 def apply_limits(upload: EssayUpload, max_rows: int, max_chars: int) -> EssayUpload:
-    """Refuse essays over the length limit, repeated ids and essays past the row limit (with reasons)."""
+    """413 for more than ``max_rows`` essays; refuse essays over the length limit and repeated ids (with
+    reasons)."""
+    check_count(len(upload.essays), max_rows)
     kept: list[Essay] = []
     seen: set[str] = set()
-    refused = list(upload.refused)
+    refused = upload.refused.model_copy(deep=True)
     for essay in upload.essays:
         if len(essay.text) > max_chars:
-            refused.append({"where": f"essay {essay.id}", "reason": f"longer than {max_chars:,} characters"})
+            refused.add(f"essay {essay.id}", f"longer than {max_chars:,} characters")
         elif essay.id in seen:
-            refused.append({"where": f"essay {essay.id}", "reason": "duplicate essay id"})
-        elif len(kept) >= max_rows:
-            refused.append({"where": f"essay {essay.id}", "reason": f"more than {max_rows:,} essays in one upload"})
+            refused.add(f"essay {essay.id}", "duplicate essay id")
         else:
             seen.add(essay.id)
             kept.append(essay)
@@ -193,7 +204,7 @@ def essay_from_fields(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
         try:
             return load_table(path, rubric)[0]
         except InputError as exc:
-            raise InputError(str(exc).replace(f"{path}:1", where)) from exc
+            raise InputError(_named(exc, path, where)) from exc
 
 
 def essay_row(essay: Essay) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from madrag.server import library, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
+from madrag.server.refusals import Refusals
 from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.security import check_csrf
 
@@ -173,7 +174,7 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             fields.update({t.name: str(form.get(f"score-{i}") or "") for i, t in enumerate(rubric.traits)})
             essay = library.essay_from_fields(fields, rubric, "the pasted essay")
             upload = library.apply_limits(
-                library.EssayUpload([*s.drafts.essays(draft, rubric), essay], draft.refused),
+                library.EssayUpload([*s.drafts.essays(draft, rubric), essay], Refusals.of(draft)),
                 limits.max_rows,
                 limits.max_essay_chars,
             )
@@ -270,6 +271,7 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         estimate=estimate,
         note=library.TINY_MODEL_NOTE,
         has_key=s.drafts.key(draft.id) is not None,
+        probe=draft.probe,
     )
 
 
@@ -284,7 +286,20 @@ def _backend_from_form(form: Any) -> dict[str, Any]:
                 raw[name] = cast(value)
             except ValueError:
                 raise ApiError(400, "must be a number", name) from None
+    logprobs = {"yes": True, "no": False}.get(str(form.get("logprobs") or "auto"))
+    if logprobs is not None:
+        raw["logprobs"] = logprobs
     return raw
+
+
+async def _test_connection(request: Request, draft: Draft) -> Response:
+    """Send the test request; when the server answered, its logprobs answer becomes the draft's setting."""
+    s = state_of(request)
+    found = await service.try_backend(s, s.drafts.backend(draft))
+    backend = {**draft.backend, "logprobs": found.logprobs} if found.answered else draft.backend
+    draft = draft.model_copy(update={"backend": backend, "probe": found.model_dump()})
+    s.drafts.save(draft)
+    return _backend_page(request, draft, {})
 
 
 @router.post("/drafts/{draft_id}/backend")
@@ -301,10 +316,12 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         protocols = [str(p) for p in form.getlist("protocols")] or draft.protocols
         draft = draft.model_copy(update={"backend": raw, "protocols": protocols, "name": str(form.get("name") or "")})
         s.drafts.save(draft)
+        if str(form.get("action")) == "test":
+            return await _test_connection(request, draft)
         if draft.pool is None or not draft.n_essays:
             raise ApiError(409, "add essays (step 2) and choose exemplars (step 3) first", "protocols")
         request_body = _run_request(draft, s.drafts.backend(draft), form, str(form.get("action")) == "estimate")
-        upload = library.EssayUpload(s.drafts.essays(draft, rubric), draft.refused)
+        upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
         service.check_protocols(protocols, draft.pool)  # type: ignore[arg-type]
         meta = service.create_run(s, rubric, upload, draft.pool, request_body)  # type: ignore[arg-type]
     except ValidationError as exc:

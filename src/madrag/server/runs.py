@@ -24,18 +24,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from madrag.data.essay import Essay
 from madrag.errors import MadragError
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
-from madrag.server import library, library_runs
+from madrag.server import library, library_runs, probe
 from madrag.server.backends import BackendPool
 from madrag.server.config import ServerConfig
 from madrag.server.errors import ApiError
 from madrag.server.progress import Progress, ScoringThread
+from madrag.server.refusals import Refusals, RefusedFields
 from madrag.server.schemas import BackendSettings, RunKind, RunStatus
 from madrag.settings import ScoringSettings
 
@@ -44,8 +45,8 @@ _RUN_ID = re.compile(r"^[a-z0-9]{6,40}$")
 ACTIVE = ("queued", "running")
 
 
-class RunMeta(BaseModel):
-    """What the server keeps about a run in ``run.json`` (no key, ever)."""
+class RunMeta(RefusedFields):
+    """What the server keeps about a run in ``run.json`` (no key, ever); the refused input rows summarised."""
 
     id: str
     kind: RunKind = "run"
@@ -62,7 +63,6 @@ class RunMeta(BaseModel):
     key_env: str | None = None
     n_essays: int
     n_traits: int
-    refused: list[dict[str, str]] = Field(default_factory=list)
     limit: int | None = None
     planned_essays: int | None = None
     price: tuple[float, float] | None = None
@@ -174,7 +174,7 @@ class RunManager:
         name: str,
         rubric: Rubric,
         essays: list[Essay],
-        refused: list[dict[str, str]],
+        refused: Refusals,
         protocols: list[str],
         pool: library.PoolMode,
         pool_essays: list[Essay] | None,
@@ -204,7 +204,7 @@ class RunManager:
             key_env=key_env,
             n_essays=min(scored, limit) if limit else scored,
             n_traits=len(rubric.traits),
-            refused=refused,
+            **refused.fields(),
             limit=limit,
             planned_essays=planned,
             price=price,
@@ -225,6 +225,8 @@ class RunManager:
             extra["model_path"] = self.config.model_path
         if b["kind"] == "fake":
             extra["fake_latency_s"] = b.get("fake_latency_s", 0.0)
+        if b["kind"] == "openai":
+            extra["logprobs"] = b.get("logprobs") is not False
         spec = library.provider_spec(
             b["kind"],
             b.get("model"),
@@ -259,6 +261,13 @@ class RunManager:
         with self._lock:
             self._live[run_id] = {}
         try:
+            meta = self.meta(run_id)
+            if probe.needs_probe(meta.backend):  # find out before the first call, not fail in it
+                prog.change({"type": "stage", "message": "testing the backend"}, stage="testing the backend")
+                tested = await probe.settle(meta.backend, meta.key_env or self.config.api_key_env)
+                meta = self._update(run_id, backend=tested)
+                prog.change({"type": "stage", "message": meta.backend["tested"]}, stage=meta.backend["tested"])
+                job = self.job(meta)
             scores = await library.run_job(job, hooks, self.backends.get(job.provider))
             run_dir = self.root / run_id
             await asyncio.to_thread(library_runs.save_index, run_dir, scores, library_runs.record_count(run_dir))

@@ -2,20 +2,65 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 PoolChoice = Literal["auto", "none", "folds", "same", "asap"]
 BackendKind = Literal["llamacpp", "openai", "fake"]
 RunKind = Literal["run", "estimate", "single"]
 RunStatus = Literal["queued", "running", "finished", "failed", "cancelled", "interrupted"]
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class BackendSettings(BaseModel):
+def _lone_surrogate(value: Any, where: str) -> tuple[str, str] | None:
+    """(where, the character) of the first string in ``value`` with a lone surrogate (``"\\udcff"`` in JSON:
+    not Unicode text, so it cannot be written as UTF-8), else None."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return None if found is None else (where, found.group())
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        hit = _lone_surrogate(key, where) if isinstance(key, str) else None
+        hit = hit or _lone_surrogate(item, f"{where}.{key}" if where else str(key))
+        if hit is not None:
+            return hit
+    return None
+
+
+class TextRequest(BaseModel):
+    """A request body whose every string must be Unicode text: a lone surrogate anywhere is a 422 naming the
+    field (``data.content``), before anything tries to write it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode_text(cls, data: Any) -> Any:
+        hit = _lone_surrogate(data, "")
+        if hit is not None:
+            where, char = hit
+            raise PydanticCustomError(
+                "lone_surrogate",
+                "{field}: contains a lone surrogate ({char}), which is not Unicode text; send the text as UTF-8",
+                {"field": where or "body", "char": char.encode("unicode_escape").decode("ascii")},
+            )
+        return data
+
+
+class BackendSettings(TextRequest):
     """Which LLM scores: the embedded model (default), an OpenAI-compatible server, or the fake (canned answers,
     for testing an integration). ``api_key`` is held in the server's memory only; without it the key comes
-    from the server's environment."""
+    from the server's environment.
+
+    ``logprobs`` (an OpenAI-compatible server): whether it returns logprobs. Unset, the server finds out with
+    one short request before the run (``POST /api/backends/test`` does it on demand); ``false`` scores with
+    self-reported confidence (the debaters state their confidence), as ``madrag score --no-logprobs``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -26,6 +71,7 @@ class BackendSettings(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=256)
     max_tokens: int = Field(default=400, ge=16, le=4096)
     fake_latency_s: float = Field(default=0.0, ge=0.0, le=10.0)
+    logprobs: bool | None = None
 
     @field_validator("base_url")
     @classmethod
@@ -62,7 +108,7 @@ class PriceIn(BaseModel):
     completion: float = Field(ge=0)
 
 
-class RunCreate(BaseModel):
+class RunCreate(TextRequest):
     """Start a run: a rubric (by id or inline), essays (a list or a data file), protocols, the exemplar pool and
     the backend. ``pool``: ``auto`` picks ``folds`` when the essays have folds and scores, else the shipped ASAP
     pool for ASAP rubrics, else ``none``. ``dry_run`` scores ``sample`` essays and estimates the whole run."""
@@ -84,7 +130,7 @@ class RunCreate(BaseModel):
     price: PriceIn | None = None
 
 
-class OverrideIn(BaseModel):
+class OverrideIn(TextRequest):
     """A teacher's review of one trait score: ``override`` with a new ``score``, or ``accept``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -98,7 +144,7 @@ class OverrideIn(BaseModel):
     reviewer: str = Field(default="api", min_length=1, max_length=200)
 
 
-class ResumeIn(BaseModel):
+class ResumeIn(TextRequest):
     """Resume an interrupted or cancelled run; ``api_key`` when the run's key was typed in before a restart."""
 
     model_config = ConfigDict(extra="forbid")
@@ -106,7 +152,7 @@ class ResumeIn(BaseModel):
     api_key: SecretStr | None = Field(default=None, max_length=500)
 
 
-class RubricCreate(BaseModel):
+class RubricCreate(TextRequest):
     """A rubric: ``traits`` (name, min, max, levels), the essay ``prompt``, an optional ``name``."""
 
     model_config = ConfigDict(extra="allow")
@@ -116,7 +162,7 @@ class RubricCreate(BaseModel):
     name: str = Field(default="", max_length=200)
 
 
-class SingleScoreIn(BaseModel):
+class SingleScoreIn(TextRequest):
     """Score one essay now and wait for the result, at most ``time_limit_s`` seconds."""
 
     model_config = ConfigDict(extra="forbid")

@@ -8,7 +8,8 @@
   must be JSON (415 for the content types an HTML form can send), so no other site can post to the API.
 - Form posts of the pages carry a CSRF token: an HMAC of the browser's ``madrag_csrf`` cookie with a secret of
   this process (:func:`csrf_token`, checked by :func:`check_csrf`).
-- Bodies above the upload limit are refused with 413 before they are read.
+- Bodies above the upload limit are refused with 413: by their ``Content-Length`` before they are read, and a
+  body sent without one (chunked) by counting its bytes as they arrive, before the app sees any of it.
 - Every response says ``nosniff``, no framing, no referrer, and a content security policy without inline
   scripts.
 """
@@ -87,7 +88,16 @@ class Guard:
             await _send_error(send, *refused)
             return
         set_cookie = self._token_from_query(scope)
+        if scope["method"] in UNSAFE and "content-length" not in headers:
+            body = await _read_capped(receive, self.config.limits.max_upload_bytes)
+            if body is None:
+                await _send_error(send, 413, self._too_large())
+                return
+            receive = _replay(body, receive)
         await self.app(scope, self._limited(receive, headers), self._decorated(send, scope, set_cookie))
+
+    def _too_large(self) -> str:
+        return f"request body over the upload limit of {self.config.limits.max_upload_bytes:,} bytes"
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
         host = headers.get("host", "")
@@ -107,7 +117,7 @@ class Guard:
                 return 415, "the API takes JSON bodies (Content-Type: application/json)"
         length = headers.get("content-length")
         if length and length.isdigit() and int(length) > self.config.limits.max_upload_bytes:
-            return 413, f"request body over the upload limit of {self.config.limits.max_upload_bytes:,} bytes"
+            return 413, self._too_large()
         return None
 
     def _authorised(self, scope: Scope, headers: dict[str, str]) -> bool:
@@ -159,6 +169,38 @@ class Guard:
             await send(message)
 
         return wrapped
+
+
+async def _read_capped(receive: Receive, limit: int) -> bytes | None:
+    """The whole body of a request sent without ``Content-Length``; None as soon as it passes ``limit`` bytes
+    (the rest is never read). A client that disconnects has sent what it sent."""
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` as one message, then whatever the client sends next (a disconnect)."""
+    sent = False
+
+    async def wrapped() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return wrapped
 
 
 async def _send_error(send: Send, status: int, message: str) -> None:

@@ -15,9 +15,11 @@ from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
 from madrag.server.errors import ApiError
+from madrag.server.probe import ProbeResult, probe
+from madrag.server.refusals import Refusals, check_count
 from madrag.server.reviews import review_version
 from madrag.server.runs import RunManager, RunMeta
-from madrag.server.schemas import DataUpload, EssayIn, PoolChoice, RunCreate, RunKind, SingleScoreIn
+from madrag.server.schemas import BackendSettings, DataUpload, EssayIn, PoolChoice, RunCreate, RunKind, SingleScoreIn
 
 
 @dataclass
@@ -68,17 +70,20 @@ def read_essays(
         )
     else:
         assert essays is not None
-        if len(essays) > limits.max_rows:
-            raise ApiError(413, f"more than {limits.max_rows:,} essays in one request", "essays")
-        found, refused = [], []
+        check_count(len(essays), limits.max_rows)
+        found, refused = [], Refusals()
         for i, item in enumerate(essays):
             try:
                 found.append(library.essay_from_fields(item.model_dump(), rubric, f"essays[{i}]"))
             except MadragError as exc:
-                refused.append({"where": f"essays[{i}]", "reason": str(exc)})
+                refused.add(f"essays[{i}]", str(exc), item.id)
         upload = library.apply_limits(library.EssayUpload(found, refused), limits.max_rows, limits.max_essay_chars)
     if not upload.essays:
-        reasons = "; ".join(f"{r['where']}: {r['reason']}" for r in upload.refused[:3]) or "no essays"
+        first = upload.refused.examples[:3]
+        reasons = "; ".join(
+            r["reason"] if r["reason"].startswith(r["where"]) else f"{r['where']}: {r['reason']}" for r in first
+        )
+        reasons = reasons or "no essays"
         raise ApiError(400, f"no usable essays ({reasons})", "essays")
     return upload
 
@@ -163,6 +168,18 @@ def create_run(
         planned=planned,
         price=price,
     )
+
+
+# -- the backend ---------------------------------------------------------------------------------------------
+
+
+async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
+    """Send the test request to an OpenAI-compatible backend (422 for another kind or without a model)."""
+    if backend.kind != "openai":
+        raise ApiError(422, "only an OpenAI-compatible backend (kind 'openai') is tested", "kind")
+    if not backend.model:
+        raise ApiError(422, "an OpenAI-compatible backend needs the model name its server serves", "model")
+    return await probe(backend.model, backend.base_url, state.config.api_key_env, backend.api_key)
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------

@@ -1,0 +1,209 @@
+"""The persistent store of exemplar banks in a cache folder: one Chroma collection per bank, shared by every run,
+process and the web app that use the folder.
+
+The rules that keep a bank from disappearing under a run that uses it:
+
+* nothing deletes a bank implicitly: a newer pool of the same essay set gets a bank of its own beside the old
+  one; only :func:`prune_banks` (``madrag cache prune``) deletes banks, and never one that is in use;
+* a process that uses a bank holds a :class:`BankLease` on it (a shared ``flock`` on a file of the cache folder,
+  released by the kernel when the process ends, however it ends); a build holds one on its temporary
+  collection, so a half-built bank of a live process is not a leftover;
+* a bank is built under a temporary name and renamed when complete; a damaged bank is never overwritten in place:
+  its replacement gets a name of its own;
+* Chroma writes (create, add, rename, delete) take the folder's write lock, reads its shared lock, so two
+  processes never write the folder's SQLite at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import BaseModel
+
+from madrag.errors import MadragError
+
+NAME_PREFIX = "madrag-bank-"
+BUILDING = "-building-"
+_LEASES = "leases"
+_LOCK = ".write.lock"
+
+
+def bank_name(fingerprint: str) -> str:
+    """The collection name of the bank with this fingerprint."""
+    return NAME_PREFIX + fingerprint[:40]
+
+
+def open_client(cache_dir: Path) -> Any:
+    """A persistent Chroma client on ``cache_dir`` with telemetry off."""
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as exc:
+        raise MadragError("chromadb is not installed: pip install chromadb") from exc
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(cache_dir), settings=Settings(anonymized_telemetry=False))
+
+
+@contextlib.contextmanager
+def folder_lock(cache_dir: Path, *, write: bool) -> Iterator[None]:
+    """The cache folder's lock: exclusive for Chroma writes, shared for reads (across processes)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / _LOCK).open("a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class BankLease:
+    """A shared lock on one bank of a cache folder, held while a process uses it; prune skips leased banks.
+
+    Taking a lease also marks the bank as used now (the lease file's modification time), which
+    ``madrag cache prune --older-than`` reads.
+    """
+
+    def __init__(self, cache_dir: Path, name: str) -> None:
+        folder = cache_dir / _LEASES
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{name}.lock"
+        self._fh: BinaryIO | None = self.path.open("a+b")
+        fcntl.flock(self._fh, fcntl.LOCK_SH)
+        os.utime(self.path)
+
+    def release(self) -> None:
+        """Let go of the bank (also done when the process ends)."""
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+@contextlib.contextmanager
+def unused(cache_dir: Path, name: str) -> Iterator[bool]:
+    """Whether no process holds a lease on bank ``name``; while the block runs, none can take one (an
+    exclusive lock tried without waiting, held to the end of the block)."""
+    folder = cache_dir / _LEASES
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f"{name}.lock").open("a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def in_use(cache_dir: Path, name: str) -> bool:
+    """Whether some process holds a lease on bank ``name`` now."""
+    if not (cache_dir / _LEASES / f"{name}.lock").is_file():
+        return False
+    with unused(cache_dir, name) as free:
+        return not free
+
+
+def last_used(cache_dir: Path, name: str) -> float | None:
+    """When bank ``name`` was last opened (a Unix time), None when no run recorded it."""
+    path = cache_dir / _LEASES / f"{name}.lock"
+    return path.stat().st_mtime if path.is_file() else None
+
+
+def find_finished(client: Any, name: str, fingerprint: str, expected: int) -> Any | None:
+    """A finished collection of this fingerprint holding every essay (``name`` or a replacement of it); None
+    when there is none. Nothing is deleted: a damaged collection is left for :func:`prune_banks`."""
+    names = sorted(c.name for c in client.list_collections() if c.name == name or c.name.startswith(name + "-r"))
+    for cname in names:
+        collection = client.get_collection(cname, embedding_function=None)
+        meta = collection.metadata or {}
+        if meta.get("fingerprint") == fingerprint and collection.count() == expected:
+            return collection
+    return None
+
+
+def temporary_name(name: str) -> str:
+    """A fresh temporary name for a bank being built by this process."""
+    return f"{name}{BUILDING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def finish_build(client: Any, temp: str, name: str, fingerprint: str, expected: int) -> Any:
+    """Rename the complete collection ``temp`` to ``name`` (or to a fresh ``name-r…`` when ``name`` holds a
+    damaged bank); when another process finished the same bank first, drop ``temp`` and use theirs."""
+    theirs = find_finished(client, name, fingerprint, expected)
+    if theirs is not None:
+        client.delete_collection(temp)
+        return theirs
+    taken = name in {c.name for c in client.list_collections()}
+    final = f"{name}-r{uuid.uuid4().hex[:8]}" if taken else name
+    client.get_collection(temp, embedding_function=None).modify(name=final)
+    return client.get_collection(final, embedding_function=None)
+
+
+class BankInfo(BaseModel):
+    """One collection of a cache folder, as ``madrag cache list`` shows it."""
+
+    name: str
+    size: int
+    embedder: str | None
+    traits: list[str]
+    building: bool
+    in_use: bool
+    last_used: float | None
+
+
+def list_banks(cache_dir: Path) -> list[BankInfo]:
+    """Every madrag collection in ``cache_dir`` (finished banks and builds), with whether it is in use."""
+    if not cache_dir.is_dir():
+        return []
+    with folder_lock(cache_dir, write=False):
+        client = open_client(cache_dir)
+        found = [c for c in client.list_collections() if str(c.name).startswith(NAME_PREFIX)]
+        rows = []
+        for c in found:
+            meta = c.metadata or {}
+            traits = json.loads(str(meta["traits"])) if "traits" in meta else []
+            rows.append(
+                BankInfo(
+                    name=str(c.name),
+                    size=int(client.get_collection(c.name, embedding_function=None).count()),
+                    embedder=str(meta["embedder"]) if "embedder" in meta else None,
+                    traits=traits,
+                    building=BUILDING in str(c.name),
+                    in_use=in_use(cache_dir, str(c.name)),
+                    last_used=last_used(cache_dir, str(c.name)),
+                )
+            )
+    return sorted(rows, key=lambda r: r.name)
+
+
+def prune_banks(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = False) -> list[BankInfo]:
+    """Delete the banks of ``cache_dir`` that no process uses and that were not opened in the last
+    ``older_than_days`` days (builds left by processes that ended count as unused); returns what was (or, with
+    ``dry_run``, would be) deleted."""
+    cutoff = time.time() - older_than_days * 86400.0
+    doomed = [b for b in list_banks(cache_dir) if not b.in_use and (b.last_used is None or b.last_used <= cutoff)]
+    if dry_run or not doomed:
+        return doomed
+    deleted = []
+    with folder_lock(cache_dir, write=True):
+        client = open_client(cache_dir)
+        for bank in doomed:
+            with unused(cache_dir, bank.name) as free:
+                if free:  # no lease can be taken while it is deleted
+                    client.delete_collection(bank.name)
+                    deleted.append(bank)
+    return deleted

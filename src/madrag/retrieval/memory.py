@@ -1,0 +1,99 @@
+"""A bank's contents in memory: the part of a Chroma collection an exemplar bank queries, answered by exact search.
+
+Every :class:`~madrag.retrieval.bank.ExemplarBank` answers its retrievals from an :class:`ArrayCollection`: the
+persistent Chroma collection is read once when the bank is opened (or built), and a Ray worker restores one from
+the driver's snapshot. Once a run holds its bank, nothing another process does to the cache folder can take it
+away mid-run, and a query costs one matrix product instead of a Chroma round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from madrag.errors import MadragError
+from madrag.retrieval.embedder import FloatArray, normalize_rows
+
+Where = Mapping[str, Any]
+_TIE_DECIMALS = 6  # distances equal to 6 decimals are ties (float32 vectors), kept in the pool's order
+
+
+class ArrayCollection:
+    """The part of a Chroma collection an exemplar bank queries, over arrays in memory.
+
+    ``query`` ranks by cosine distance (1 - dot product of unit vectors, as Chroma's cosine space) after the
+    ``where`` filter, supporting what the bank sends: ``{"field": {"$eq"|"$ne": value}}`` and ``{"$and":
+    [...]}``. Search is exact (float64 cosines of the stored float32 vectors); distances equal to 6 decimals are
+    ties and keep the pool's order, so float rounding never reorders essays that are equally near.
+    """
+
+    def __init__(self, ids: list[str], documents: list[str], metadatas: list[dict[str, Any]], vectors: FloatArray):
+        if not len(ids) == len(documents) == len(metadatas) == vectors.shape[0]:
+            raise MadragError("bank contents: ids, documents, metadatas and vectors differ in length")
+        self.ids = ids
+        self.documents = documents
+        self.metadatas = metadatas
+        self.vectors = normalize_rows(vectors)
+        self._columns: dict[str, np.ndarray[Any, Any]] = {}
+
+    @classmethod
+    def from_chroma(cls, got: Mapping[str, Any]) -> ArrayCollection:
+        """From a Chroma ``collection.get(include=["documents", "metadatas", "embeddings"])`` answer."""
+        return cls(
+            [str(i) for i in got["ids"]],
+            [str(d) for d in got["documents"]],
+            [dict(m) for m in got["metadatas"]],
+            np.asarray(got["embeddings"], dtype=np.float32),
+        )
+
+    def count(self) -> int:
+        """The number of pool essays."""
+        return len(self.ids)
+
+    def get(self, include: list[str] | None = None) -> dict[str, Any]:
+        """Every pool essay, in Chroma's ``get`` layout (``ids`` and the ``include``d fields)."""
+        fields = {"documents": self.documents, "metadatas": self.metadatas, "embeddings": self.vectors}
+        wanted = include if include is not None else ["documents", "metadatas"]
+        return {"ids": list(self.ids), **{name: fields[name] for name in wanted}}
+
+    def _column(self, name: str) -> np.ndarray[Any, Any]:
+        if name not in self._columns:
+            self._columns[name] = np.array([m.get(name) for m in self.metadatas], dtype=object)
+        return self._columns[name]
+
+    def _mask(self, where: Where) -> np.ndarray[Any, Any]:
+        mask = np.ones(len(self.ids), dtype=bool)
+        for key, cond in where.items():
+            if key == "$and":
+                for part in cond:
+                    mask &= self._mask(part)
+                continue
+            column = self._column(key)
+            for op, value in cond.items():
+                if op == "$eq":
+                    mask &= column == value
+                elif op == "$ne":
+                    mask &= column != value
+                else:
+                    raise MadragError(f"bank contents: unsupported filter {op!r}")
+        return mask
+
+    def query(
+        self, query_embeddings: list[list[float]], n_results: int, where: Where, include: list[str]
+    ) -> dict[str, list[list[Any]]]:
+        """Chroma's answer layout: one list per query of ids, documents, metadatas and distances."""
+        del include  # everything is always returned
+        candidates = np.flatnonzero(self._mask(where))
+        out: dict[str, list[list[Any]]] = {"ids": [], "documents": [], "metadatas": [], "distances": []}
+        for raw in query_embeddings:
+            query = normalize_rows(np.asarray([raw], dtype=np.float32))[0].astype(np.float64)
+            distances = 1.0 - self.vectors[candidates].astype(np.float64) @ query
+            nearest = np.argsort(np.round(distances, _TIE_DECIMALS), kind="stable")[:n_results]
+            order = candidates[nearest]
+            out["ids"].append([self.ids[i] for i in order])
+            out["documents"].append([self.documents[i] for i in order])
+            out["metadatas"].append([self.metadatas[i] for i in order])
+            out["distances"].append([float(distances[j]) for j in nearest])
+        return out

@@ -1,0 +1,135 @@
+"""Testing an OpenAI-compatible backend before a run: one short chat request with logprobs asked for.
+
+Several common servers answer without the logprobs they were asked for; a run that needs them would stop at
+its first call. :func:`probe` finds out first: whether the server answered, the model name it reported, and
+whether logprobs came back. A server that gives none is scored with self-reported confidence (the debaters
+state their confidence), the setting ``--no-logprobs`` gives ``madrag score``.
+
+The probe goes through the library's :class:`~madrag.providers.openai_compat.OpenAICompatProvider`: the same
+client, URL handling, key and error messages as a run. When the request with logprobs fails but the same
+request without them is answered, the server is one that refuses or drops logprobs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, SecretStr
+
+from madrag.errors import MadragError, ProviderError, TransientProviderError
+from madrag.providers import ChatRequest, ChatResponse, Message
+
+if TYPE_CHECKING:
+    from madrag.providers.openai_compat import OpenAICompatProvider
+
+PROBE_PROMPT = "Reply with the single word OK."
+PROBE_MAX_TOKENS = 8
+PROBE_TIMEOUT_S = 30.0
+
+
+class ProbeResult(BaseModel):
+    """What one test request found. ``model`` is the name the server reported (None when it reported none);
+    ``logprobs`` is None when the server did not answer."""
+
+    answered: bool
+    model: str | None = None
+    logprobs: bool | None = None
+    error: str | None = None
+    latency_s: float | None = None
+    base_url: str | None = None
+    message: str
+
+
+def _request(logprobs: bool) -> ChatRequest:
+    return ChatRequest(
+        messages=[Message(role="user", content=PROBE_PROMPT)],
+        max_tokens=PROBE_MAX_TOKENS,
+        logprobs=logprobs,
+        top_logprobs=1 if logprobs else 0,
+    )
+
+
+def _has_logprobs(response: ChatResponse) -> bool:
+    """Whether the answer carried ``logprobs.content`` (read from the JSON exactly as the server sent it)."""
+    choices = response.raw.get("choices") if isinstance(response.raw, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    found = first.get("logprobs")
+    return isinstance(found, dict) and isinstance(found.get("content"), list)
+
+
+def _reported_model(response: ChatResponse) -> str | None:
+    model = response.raw.get("model") if isinstance(response.raw, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
+def describe(found: ProbeResult) -> str:
+    """The result in plain words."""
+    if not found.answered:
+        return f"The server did not answer: {found.error}"
+    name = f"model {found.model!r}" if found.model else "no model name"
+    if found.logprobs:
+        return f"The server answered ({name}) and returns logprobs: confidence comes from its token probabilities."
+    return (
+        f"The server answered ({name}) but returns no logprobs: this run uses self-reported confidence "
+        "(the debaters state their confidence), as madrag score --no-logprobs does."
+    )
+
+
+async def _ask(provider: OpenAICompatProvider) -> tuple[ChatResponse, bool]:
+    """(the answer, whether it carried logprobs): with logprobs asked for, then, if that request fails for a
+    reason other than a timeout or a dropped connection, once more without them."""
+    try:
+        response = await provider.complete(_request(logprobs=True))
+        return response, _has_logprobs(response)
+    except TransientProviderError:
+        raise
+    except MadragError:
+        return await provider.complete(_request(logprobs=False)), False
+
+
+async def probe(
+    model: str, base_url: str | None, key_env: str, api_key: SecretStr | None = None, timeout_s: float = PROBE_TIMEOUT_S
+) -> ProbeResult:
+    """Send the test request to the server at ``base_url`` serving ``model`` (key: ``api_key`` when given,
+    else the variable ``key_env``); never raises for what the server does."""
+    from madrag.providers.openai_compat import OpenAICompatProvider  # the openai client, only when used
+
+    env = key_env
+    if api_key is not None and api_key.get_secret_value():
+        env = f"MADRAG_SERVE_PROBE_KEY_{uuid.uuid4().hex.upper()}"
+        os.environ[env] = api_key.get_secret_value()
+    try:
+        provider = OpenAICompatProvider(model, base_url, api_key_env=env, timeout_s=timeout_s, max_concurrency=1)
+    finally:
+        if env != key_env:
+            del os.environ[env]  # the provider has read it; the typed key stays in its client only
+    start = time.monotonic()
+    fields: dict[str, Any] = {"base_url": base_url}
+    try:
+        response, logprobs = await _ask(provider)
+        fields.update(answered=True, model=_reported_model(response), logprobs=logprobs)
+    except MadragError as exc:
+        fields.update(answered=False, error=str(exc))
+    finally:
+        await provider.aclose()
+    fields["latency_s"] = round(time.monotonic() - start, 3) if fields["answered"] else None
+    found = ProbeResult(message="", **fields)
+    return found.model_copy(update={"message": describe(found)})
+
+
+def needs_probe(backend: dict[str, Any]) -> bool:
+    """Whether a run's backend (as ``run.json`` describes it) is an OpenAI-compatible server whose logprobs were
+    never tested. A run recorded before the setting existed has no ``logprobs`` key: it ran with them."""
+    return backend.get("kind") == "openai" and "logprobs" in backend and backend["logprobs"] is None
+
+
+async def settle(backend: dict[str, Any], key_env: str) -> dict[str, Any]:
+    """The run's backend with ``logprobs`` found out by :func:`probe` (and its result in plain words under
+    ``tested``); a :class:`ProviderError` when the server does not answer."""
+    found = await probe(str(backend.get("model") or ""), backend.get("base_url"), key_env)
+    if not found.answered:
+        raise ProviderError(f"the backend did not answer a test request before the run: {found.error}")
+    return {**backend, "logprobs": found.logprobs, "tested": found.message}
