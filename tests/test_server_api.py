@@ -103,14 +103,18 @@ def test_run_to_the_end_with_progress_scores_and_essay_records(client: TestClien
     assert run["id"] in {r["id"] for r in client.get("/api/runs").json()}
 
 
-def test_essay_ids_with_slashes_and_markup_are_reachable(client: TestClient) -> None:
-    odd = [{"id": "class 7/anna", "text": "An essay."}, {"id": "<b>bold</b>?x=1#y", "text": "Another essay."}]
+def test_essay_ids_with_markup_are_reachable_and_unusable_ids_refused(client: TestClient) -> None:
+    for unusable, needle in [("class 7/anna", "contains '/'"), ("..", "cannot be used")]:
+        payload = {"rubric": RUBRIC, "essays": [{"id": unusable, "text": "An essay."}], "protocols": ["MAD"]}
+        body = error_of(client.post("/api/runs", json={**payload, "backend": FAKE}), 400)
+        assert needle in body["message"]
+    odd = [{"id": "class 7 anna", "text": "An essay."}, {"id": "<b>bold<b>?x=1#y", "text": "Another essay."}]
     run = finished(client, essays=odd)
     for essay in odd:
         quoted = quote(essay["id"], safe="")
         assert client.get(f"/api/runs/{run['id']}/essays/{quoted}").json()["essay"]["id"] == essay["id"]
         page = client.get(f"/runs/{run['id']}/essays/{quoted}", headers={"Accept": "text/html"})
-        assert page.status_code == 200 and "<b>bold</b>" not in page.text
+        assert page.status_code == 200 and "<b>bold<b>" not in page.text
 
 
 def test_run_from_a_csv_upload_reports_refused_rows(client: TestClient) -> None:

@@ -12,8 +12,14 @@ and the event loop keeps serving other calls meanwhile. Records that queue up wh
 committed together in the next transaction (group commit); all of them are on disk before any of their
 awaiters resumes. Reads go through the store's main connection and see every committed record.
 
-Schema: a store carries a version and is migrated when opened (:mod:`madrag.store_schema`); a store newer than
-this code is refused.
+Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store_schema`); a store
+newer than this code is refused.
+
+Reading: ``RunStore(path, read_only=True)`` (what :func:`madrag.evaluation.run.open_store` gives every command
+that only reads a run) opens the file with SQLite's ``mode=ro``, or - when no ``-wal`` file says a writer has it
+open or died with it open - as ``immutable``, so reading creates no ``-wal`` / ``-shm`` file either: the run's
+files keep their bytes and times, and a run on a read-only filesystem can be read. An older schema is read
+without migrating the file (:func:`madrag.store_schema.read_view`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.records import AgentRecord
-from madrag.store_schema import migrate
+from madrag.store_schema import migrate, open_read_only
 
 _INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
 _VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -219,20 +225,29 @@ class _Writer:
 
 
 class RunStore:
-    """Records of one run directory (``<run dir>/store.sqlite``)."""
+    """Records of one run directory (``<run dir>/store.sqlite``); ``read_only``: read an existing store without
+    changing its files (see the module docstring); writing to it is then an error."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = _connect(self.path)
-        try:
-            migrate(self._conn, self.path)
-        except BaseException:
-            self._conn.close()
-            raise
+        self.read_only = read_only
+        if read_only:
+            self._conn = open_read_only(self.path)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = _connect(self.path)
+            try:
+                migrate(self._conn, self.path)
+            except BaseException:
+                self._conn.close()
+                raise
         self._writer: _Writer | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise sqlite3.ProgrammingError(f"run store {self.path} was opened read-only")
 
     # -- run configuration -------------------------------------------------------------------------
     def get_meta(self, key: str) -> Any | None:
@@ -242,6 +257,7 @@ class RunStore:
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store ``value`` (as JSON; what JSON cannot hold is written as its ``str``) under ``key``, replacing."""
+        self._writable()
         blob = json.dumps(value, sort_keys=True, default=str)
         self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, blob))
 
@@ -263,6 +279,7 @@ class RunStore:
     # -- the essays a run scores ----------------------------------------------------------------------
     def add_essays(self, essays: list[Essay]) -> None:
         """Remember the essays being scored (with their human scores) for evaluation and reports."""
+        self._writable()
         start = int(self._conn.execute("SELECT COUNT(*) FROM essays").fetchone()[0])
         with self._conn:
             self._conn.execute("BEGIN")
@@ -285,6 +302,7 @@ class RunStore:
 
     def put(self, record: AgentRecord) -> bool:
         """Write a finished record; False (and nothing written) if its key is already stored."""
+        self._writable()
         return self._conn.execute(_INSERT_RECORD, record_row(record)).rowcount == 1
 
     async def aput(self, record: AgentRecord) -> bool:
@@ -313,6 +331,7 @@ class RunStore:
             raise
 
     def _writer_thread(self) -> _Writer:
+        self._writable()
         with self._writer_lock:
             if self._closed:
                 raise sqlite3.ProgrammingError(f"run store {self.path} is closed")

@@ -10,10 +10,16 @@ missing (every statement says ``IF NOT EXISTS``), so such a store is stamped ver
 
 A later schema change is a new function appended to :data:`MIGRATIONS`; one that has shipped is never edited.
 A store of a newer version than this code knows is refused (:class:`~madrag.errors.InputError`), never guessed at.
+
+Reading never migrates: :func:`read_view` gives a read-only connection's store as the latest version without
+writing to the file. An unversioned store with the version-1 tables already *is* version 1 and is read as it
+is; an older store is copied into memory and migrated there. Only a store opened for writing (a run started
+or resumed) is migrated on disk, after a warning on the ``madrag.store`` logger says so.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +27,9 @@ from pathlib import Path
 from madrag.errors import InputError
 
 Migration = Callable[[sqlite3.Connection], None]
+log = logging.getLogger("madrag.store")
+V1_TABLES = ("meta", "records", "essays")
+"""The tables of version 1, which an unversioned store written before versions existed already has."""
 
 
 def _v1_tables(conn: sqlite3.Connection) -> None:
@@ -54,10 +63,62 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None) -> int:
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def content_version(conn: sqlite3.Connection) -> int:
+    """The version a store's content has: its ``user_version``, except that an unversioned store which has the
+    version-1 tables is version 1 (what the store wrote before it carried a version)."""
+    found = schema_version(conn)
+    if found == 0 and set(V1_TABLES) <= _tables(conn):
+        return 1
+    return found
+
+
+def _refuse_newer(found: int, target: int, path: Path) -> None:
+    if found > target:
+        raise InputError(
+            f"run store {path} has schema version {found}, newer than this madrag reads ({target}); "
+            "open it with the newer madrag that wrote it"
+        )
+
+
+def read_view(
+    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None
+) -> sqlite3.Connection:
+    """The store on the read-only connection ``conn`` as the latest version of ``migrations`` (default
+    :data:`MIGRATIONS`), the file left as it is: ``conn`` itself when its content is at that version, else an
+    in-memory copy migrated there (``conn`` is then closed). An InputError when the store is newer than this
+    code."""
+    steps = MIGRATIONS if migrations is None else migrations
+    target = len(steps)
+    found = content_version(conn)
+    _refuse_newer(found, target, path)
+    if found == target:
+        return conn
+    log.info(
+        "run store %s: schema version %d read as version %d in memory (the file is not changed)", path, found, target
+    )
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.backup(memory)
+        migrate(memory, path, steps, announce=False)
+    except BaseException:
+        memory.close()
+        raise
+    conn.close()
+    return memory
+
+
+def migrate(
+    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None, *, announce: bool = True
+) -> int:
     """Bring the store on ``conn`` (an autocommit connection) to the latest version of ``migrations`` (default
     :data:`MIGRATIONS`) and return the version it had. An InputError, with nothing changed, when the store is
-    newer than this code; a migration that fails rolls back every step of this call."""
+    newer than this code; a migration that fails rolls back every step of this call. With ``announce``, a store
+    that already holds a run is migrated only after a warning on the ``madrag.store`` logger says so (a new,
+    empty store is not announced)."""
     steps = MIGRATIONS if migrations is None else migrations
     target = len(steps)
     found = schema_version(conn)
@@ -65,6 +126,14 @@ def migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration
         conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others then find it done
         try:
             found = schema_version(conn)
+            if announce and found < target and _tables(conn):
+                log.warning(
+                    "note: run store %s was written by an older madrag (schema version %d): migrating it to version %d "
+                    "on disk",
+                    path,
+                    found,
+                    target,
+                )
             for step in steps[found:]:
                 step(conn)
             if found < target:
@@ -74,9 +143,28 @@ def migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration
             if conn.in_transaction:
                 conn.rollback()
             raise
-    if found > target:
-        raise InputError(
-            f"run store {path} has schema version {found}, newer than this madrag reads ({target}); "
-            "open it with the newer madrag that wrote it"
-        )
+    _refuse_newer(found, target, path)
     return found
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path`` that writes nothing beside it, as the latest version
+    (:func:`read_view`): ``mode=ro`` while a ``-wal`` file exists (a writer has the store open, or died with it
+    open: its last records are in that file), else ``immutable`` (nothing to recover; no ``-shm`` / ``-wal``
+    is created, so a store on a read-only filesystem opens too). An InputError when it cannot be read."""
+    if not path.is_file():
+        raise InputError(f"no run store at {path}")
+    wal = path.with_name(path.name + "-wal")
+    uri = f"{path.resolve().as_uri()}?{'mode=ro' if wal.exists() else 'immutable=1'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot read run store {path}: {exc}") from exc
+    try:
+        return read_view(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise InputError(f"cannot read run store {path}: {exc}") from exc
+    except BaseException:
+        conn.close()
+        raise

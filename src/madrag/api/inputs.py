@@ -15,9 +15,9 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
-from madrag.data.essay import Essay
-from madrag.data.loaders import essay_from_row
-from madrag.errors import InputError
+from madrag.data.essay import Essay, essay_id
+from madrag.data.loaders import _check_range, essay_from_row
+from madrag.errors import InputError, RubricError
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 
 EssayItem: TypeAlias = str | Mapping[str, Any] | Essay
@@ -37,6 +37,10 @@ def to_rubric(rubric: RubricLike) -> Rubric:
         return rubric
     if isinstance(rubric, str | Path):
         return load_rubric(rubric)
+    if not isinstance(rubric, Mapping):
+        raise RubricError(
+            f"rubric: expected a Rubric, a dict in the rubric file layout or a file path, got {type(rubric).__name__}"
+        )
     return rubric_from_mapping(rubric)
 
 
@@ -55,7 +59,9 @@ def _from_mapping(raw: Mapping[str, Any], rubric: Rubric, where: str) -> Essay:
 
 def _item(item: EssayItem, position: int, rubric: Rubric, what: str) -> Essay:
     where = f"{what}[{position}]"
-    if isinstance(item, Essay):
+    if isinstance(item, Essay):  # checked as a loaded essay is: a usable id, scores in the rubric's ranges
+        essay_id(item.id, where)
+        _check_range(item, rubric, where)
         return item
     if isinstance(item, str):
         return _from_mapping({"id": str(position + 1), "text": item}, rubric, where)

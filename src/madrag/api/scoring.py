@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
+from madrag.api.arguments import check_pool, to_settings
 from madrag.api.backend import ProviderLike, resolve_provider, resolve_role_providers
 from madrag.api.inputs import EssaysLike, RubricLike, to_essays, to_rubric
 from madrag.api.progress import ScoreProgress
@@ -87,12 +88,6 @@ def _essays_source(essays: EssaysLike | str | Path, rubric: Rubric) -> tuple[Pat
     return None, to_essays(essays, rubric)
 
 
-def _settings(settings: ScoringSettings | Mapping[str, Any] | None) -> ScoringSettings:
-    if settings is None:
-        return ScoringSettings()
-    return settings if isinstance(settings, ScoringSettings) else ScoringSettings.model_validate(dict(settings))
-
-
 async def ascore(
     essays: EssaysLike | str | Path,
     rubric: RubricLike,
@@ -126,10 +121,12 @@ async def ascore(
     the_rubric = to_rubric(rubric)
     data, loaded = _essays_source(essays, the_rubric)
     exemplars = None if pool is None else to_essays(pool, the_rubric, "pool")
+    if exemplars is not None:
+        check_pool(loaded, exemplars)
     eval_fold = _eval_fold(fold, loaded, pool is not None)
     spec, backend = resolve_provider(provider)
     roles = resolve_role_providers(role_providers, spec)
-    scoring = _settings(settings)
+    scoring = to_settings(settings)
     temporary = run_dir is None  # a temporary run directory is made once every argument was accepted
     folder = Path(tempfile.mkdtemp(prefix="madrag-run-")) if run_dir is None else Path(run_dir)
     job = ScoreJob(
@@ -273,16 +270,17 @@ Args:
         ``"openai:MODEL"``, ``"openai:MODEL@http://host:8000/v1"`` (any OpenAI-compatible server; the key is
         read from ``$OPENAI_API_KEY``), ``"fake"`` (canned answers), a :class:`ProviderSpec` or a
         :class:`Provider` instance such as ``FakeProvider(script=...)``.
-    pool: scored essays (same forms as ``essays``) retrieved as exemplars by the RAG protocols. Without it,
-        essays with a ``fold`` are split as ``madrag score --fold`` splits them (``fold`` is scored, the rest
-        is the pool); essays without folds are all scored and all form the pool (the essay being scored is
-        never retrieved).
+    pool: scored essays (same forms as ``essays``, none with the id of an essay to score) retrieved as
+        exemplars by the RAG protocols. Without it, essays with a ``fold`` are split as ``madrag score --fold``
+        splits them (``fold`` is scored, the rest is the pool); essays without folds are all scored and all
+        form the pool (the essay being scored is never retrieved).
     fold: the fold to score without ``pool``: an integer, ``"all"``, or ``None`` (fold 0 when every essay has
         a fold, else ``"all"``).
     run_dir: the run directory; an existing run is resumed (finished calls are read back, never repeated)
         and one made with other settings is refused. Default: a new temporary directory
         (``result.temporary`` is then True).
-    settings: :class:`ScoringSettings` or a dict of them (token limits, seed, score method ...).
+    settings: :class:`ScoringSettings` or a dict of them (token limits, seed, score method ...); an unknown key
+        or an invalid value is a :class:`~madrag.errors.ConfigError` naming it.
     role_providers: backends for single judge roles of seed 002's protocols, e.g.
         ``{"lenient": "openai:gemma-3-4b@http://host:8000/v1"}``.
     limit, ids: score only the first ``limit`` selected essays, or the essays with these ids.

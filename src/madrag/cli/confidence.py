@@ -39,6 +39,7 @@ from madrag.cli.options import (
     provider_spec,
 )
 from madrag.cli.output import console, progress_bar, run_with_progress
+from madrag.cli.paths import output_dir
 from madrag.errors import InputError
 from madrag.records import AgentRecord
 
@@ -157,6 +158,7 @@ def analyze_command(
     """Window features of the debaters' token log-probabilities, their trajectories (mean, 25-75 and 10-90
     percentile bands) and, with a meta-evaluation, the top features per role and target (seed 001, 4)."""
     from madrag.confidence.study import run_study, save_study
+    from madrag.evaluation.run import require_run
 
     if rank_by not in ("abs", "signed"):
         raise InputError(f"--rank-by must be abs or signed; got {rank_by!r}")
@@ -165,8 +167,9 @@ def analyze_command(
         raise InputError("give --meta-dir or --no-meta, not both")
     if meta_dir is None and not no_meta and (run_dir / "meta" / "store.sqlite").is_file():
         meta_dir = run_dir / "meta"
+    target = output_dir(out or require_run(run_dir) / "confidence")
     study = run_study(run_dir, meta_dir, comma_list(roles), rank_by=rank_by, top_k=top)  # type: ignore[arg-type]
-    written = save_study(study, out or run_dir / "confidence")
+    written = save_study(study, target)
     console.print(
         f"{study.meta['with_logprobs']} of {study.meta['responses']} debater responses have logprobs",
         markup=False,

@@ -15,6 +15,7 @@ import typer
 
 from madrag.cli.options import RunArg, choice, need_run_dir
 from madrag.cli.output import console
+from madrag.cli.paths import output_dir
 from madrag.evaluation.consensus_frames import HumanReference
 
 REFERENCES: tuple[HumanReference, ...] = ("mean", "rounded")
@@ -40,15 +41,16 @@ def eval_consensus_command(
 ) -> None:
     """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002)."""
     from madrag.evaluation.consensus import evaluate_consensus
-    from madrag.evaluation.run import load_consensus_run
+    from madrag.evaluation.run import load_consensus_run, require_run
     from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 
-    run_dir = need_run_dir(run, run_dir)
+    run_dir = require_run(need_run_dir(run, run_dir))
     chosen = choice("--reference", reference, REFERENCES)
+    target = output_dir(out or run_dir / "consensus")
     agent_scores, refs, _config = load_consensus_run(run_dir, chosen)
     evaluation = evaluate_consensus(
         agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline, reference=chosen
     )
-    written = save_consensus(evaluation, out or run_dir / "consensus")
+    written = save_consensus(evaluation, target)
     typer.echo(render_consensus_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)

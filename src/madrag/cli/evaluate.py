@@ -14,6 +14,7 @@ import typer
 
 from madrag.cli.options import BootstrapOpt, RunArg, RunDirOpt, SeedOpt, need_run_dir
 from madrag.cli.output import console
+from madrag.cli.paths import output_dir, output_file
 from madrag.errors import InputError
 
 
@@ -47,6 +48,7 @@ def eval_command(
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown. With several runs,
     also their merged QWK table (seed 000 Figure 2)."""
     from madrag.evaluation.agreement import evaluate
+    from madrag.evaluation.run import require_run
     from madrag.evaluation.tables import rich_tables, save, summary_line
 
     given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
@@ -66,13 +68,15 @@ def eval_command(
         return
     if rubric is not None:
         raise InputError("--rubric applies only without --run-dir (a run is evaluated with its own rubric)")
+    require_run(run_dir)  # before anything is written in its folder
+    target = output_dir(out or run_dir / "eval")
     evaluation = evaluate(run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data)
     console.print(summary_line(evaluation), markup=False)
     for table in rich_tables(evaluation):
         console.print(table)
     for note in evaluation.notes:
         console.print(f"note: {note}", markup=False)
-    paths = save(evaluation, out or run_dir / "eval")
+    paths = save(evaluation, target)
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
 
 
@@ -81,18 +85,22 @@ def _merge_runs(runs: list[Path], bootstrap: int, seed: int, baseline: str | Non
     (default folder: ``<first run>/eval-merged``)."""
     from madrag.evaluation.agreement import evaluate
     from madrag.evaluation.merge import merge_qwk, merged_wide, save_merged
+    from madrag.evaluation.run import require_run
     from madrag.evaluation.tables import save, summary_line
 
+    folders = [require_run(run) / "eval" for run in runs]
+    folders = [output_dir(folder) for folder in folders]
+    merged_dir = output_dir(out or runs[0] / "eval-merged")
     evaluations = []
-    for run in runs:
+    for run, folder in zip(runs, folders, strict=True):
         evaluation = evaluate(run, bootstrap=bootstrap, seed=seed, baseline=baseline)
-        save(evaluation, run / "eval")
+        save(evaluation, folder)
         console.print(f"{run}: {summary_line(evaluation)}", markup=False)
         evaluations.append(evaluation)
     merged = merge_qwk(evaluations)
     console.print("merged QWK (mean over the runs per protocol and trait; seed 000 Figure 2):", markup=False)
     console.print(merged_wide(merged).round(3).to_string(), markup=False)
-    paths = save_merged(merged, runs, out or runs[0] / "eval-merged")
+    paths = save_merged(merged, runs, merged_dir)
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
 
 
@@ -101,13 +109,14 @@ def _human_human(data: Path, rubric: Path, bootstrap: int, seed: int, out: Path 
     from madrag.evaluation.agreement import human_human_table, wide
     from madrag.rubric import load_rubric
 
+    if out is not None:
+        output_dir(out)
     table = human_human_table(data, load_rubric(rubric), bootstrap=bootstrap, seed=seed)
     console.print(f"Human-Human QWK (rater 1 vs rater 2) in {data}", markup=False)
     console.print(wide(table).round(3).to_string(), markup=False)
     counts = ", ".join(f"{label} {n}" for label, n in zip(table["label"], table["n"], strict=True))
     console.print(f"essays with two raters: {counts}", markup=False)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "human_human.csv", index=False)
         console.print(f"wrote {out / 'human_human.csv'}", markup=False)
 
@@ -125,8 +134,11 @@ def errors_command(
     mean; with one rater, off by more than 1 from that rater's score) with essays, scores, rationales and
     debates, ready for qualitative coding (seed 000, 4.4)."""
     from madrag.evaluation.errors_export import ONE_RATER_RULE, TWO_RATER_RULE, export_errors
+    from madrag.evaluation.run import require_run
 
-    result = export_errors(need_run_dir(run, run_dir), out, focus=protocol)
+    folder = require_run(need_run_dir(run, run_dir))
+    target = output_file(out or folder / "eval" / "errors.csv")
+    result = export_errors(folder, target, focus=protocol)
     counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
     console.print(f"wrote {result.n_rows} rows to {result.path} (off by more than 1 - {counts})", markup=False)
     console.print(
@@ -145,6 +157,9 @@ def report_command(
     """Write one self-contained HTML report: QWK plots, confusion matrices, score distributions, the
     extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
     from madrag.evaluation.report import write_report
+    from madrag.evaluation.run import require_run
 
-    path = write_report(need_run_dir(run, run_dir), bootstrap=bootstrap, seed=seed, out=out)
+    folder = require_run(need_run_dir(run, run_dir))
+    target = output_file(out or folder / "report.html")
+    path = write_report(folder, bootstrap=bootstrap, seed=seed, out=target)
     console.print(f"wrote {path}", markup=False)

@@ -11,9 +11,10 @@ from rich.table import Table
 
 from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
 from madrag.cli.output import console
+from madrag.cli.paths import output_file
 from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
-from madrag.evaluation.run import open_store
+from madrag.evaluation.run import open_store, require_run
 from madrag.store import RunStore
 
 runs_app = typer.Typer(help="List runs and export their scores or records.", no_args_is_help=True)
@@ -54,17 +55,15 @@ def runs_export(
     out: Annotated[Path | None, typer.Option(help="Output file (default: in the run folder).")] = None,
 ) -> None:
     """Export a run's trait scores (CSV/JSONL) or its agent-call records (JSONL)."""
-    run_dir = need_run_dir(run, run_dir)
+    run_dir = require_run(need_run_dir(run, run_dir))
+    if what not in ("scores", "records"):
+        raise InputError(f"unknown export {what!r}; use scores or records")
+    if fmt not in ("csv", "jsonl"):
+        raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
+    target = output_file(out or run_dir / ("records.jsonl" if what == "records" else f"scores.{fmt}"))
     store = open_store(run_dir)
     try:
-        if what == "records":
-            target = out or run_dir / "records.jsonl"
-            n = store.export_records_jsonl(target)
-        elif what == "scores":
-            target = out or run_dir / f"scores.{fmt}"
-            n = _export_scores(store, fmt, target)
-        else:
-            raise InputError(f"unknown export {what!r}; use scores or records")
+        n = store.export_records_jsonl(target) if what == "records" else _export_scores(store, fmt, target)
     finally:
         store.close()
     console.print(f"wrote {n} rows to {target}")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from madrag.errors import InputError
 from madrag.metrics import round_half_up, round_half_up_clamped
 from madrag.rubric import Rubric, Trait
 
@@ -15,6 +17,31 @@ def reference_label(rater_scores: list[float], trait: Trait) -> int | None:
     if not rater_scores:
         return None
     return round_half_up_clamped(sum(rater_scores) / len(rater_scores), trait.min, trait.max)
+
+
+def essay_id(value: Any, where: str) -> str:
+    """The essay id ``value`` as it is used (a string, outer whitespace removed), or a one-line InputError at
+    ``where`` when it cannot be one: missing (None), empty, ``.`` or ``..``, or holding ``/``, ``\\`` or a
+    control character. Ids become parts of file paths and web addresses (transcripts, the web app's essay
+    pages), where such ids cannot be opened. Every loader and the Python API check ids here.
+
+    >>> essay_id(" 17 ", "essays.csv:2")
+    '17'
+    """
+    if value is None:
+        raise InputError(f"{where}: the essay id is missing")
+    text = str(value).strip()
+    if not text:
+        raise InputError(f"{where}: the essay id is empty")
+    if text in {".", ".."}:
+        raise InputError(f"{where}: essay id {text!r} cannot be used (it names a folder in paths); give another id")
+    bad = next((c for c in text if c in "/\\" or unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        what = repr(bad) if bad in "/\\" else f"the control character U+{ord(bad):04X}"
+        raise InputError(
+            f"{where}: essay id {text!r} contains {what}; ids may not hold '/', '\\' or control characters"
+        )
+    return text
 
 
 class Essay(BaseModel):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, essay_id
 from madrag.errors import InputError
 from madrag.rubric import Rubric
 
@@ -99,6 +100,20 @@ def _parse_score(raw: str, where: str) -> float | None:
         raise InputError(f"{where}: score {raw!r} is not a number") from exc
 
 
+def _rater_score(raw: str, essay: str, column: str, where: str) -> float | None:
+    """One rater's score from a cell (None when empty): a number, and a whole one - a point of the trait's
+    integer scale. Only the reference label (the raters' mean, seed 000 B.5) is rounded; a single score of
+    ``1.5`` is an error, never silently rounded."""
+    score = _parse_score(raw, f"{where} {column}")
+    if score is not None and math.isfinite(score) and not score.is_integer():
+        raise InputError(
+            f"{where}: essay {essay!r} {column}: score {score:g} is not a whole number (each rater's score "
+            "is a point of the trait's scale; give several raters as rater1_<column>, rater2_<column>: "
+            "their mean is rounded half up)"
+        )
+    return score
+
+
 def _check_unique(essays: list[Essay], path: Path) -> None:
     seen: set[str] = set()
     for essay in essays:
@@ -166,20 +181,21 @@ def _asap_essay(
     row: dict[str, str], essay_set: int, columns: dict[str, list[tuple[int, str]]], rubric: Rubric, where: str
 ) -> Essay:
     """One ASAP row as an Essay, its rater scores in range."""
+    the_id = essay_id(row.get("essay_id"), where)
     body = (row.get("essay") or "").strip()
     if not body:
-        raise InputError(f"{where}: essay {row.get('essay_id')!r} is empty")
+        raise InputError(f"{where}: essay {the_id!r} is empty")
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
     for trait_name, cols in columns.items():
         for rater_idx, col in cols:
-            value = _parse_score(row.get(col) or "", f"{where} column {col}")
+            value = _rater_score(row.get(col) or "", the_id, f"column {col}", where)
             if value is not None:
                 scores.setdefault(trait_name, []).append(value)
                 ids.setdefault(trait_name, []).append(rater_idx)
     fold_raw = (row.get("fold") or "").strip()
     essay = Essay(
-        id=str(row["essay_id"]).strip(),
+        id=the_id,
         text=body,
         prompt=rubric.prompt,
         essay_set=essay_set,
@@ -228,9 +244,10 @@ def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
 def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str], where: str) -> Essay:
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
+    the_id = essay_id(raw["id"], where)
     body = str(raw["text"] or "").strip()
     if not body:
-        raise InputError(f"{where}: essay {raw['id']!r} is empty")
+        raise InputError(f"{where}: essay {the_id!r} is empty")
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
     metadata: dict[str, Any] = {}
@@ -241,13 +258,13 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str],
         if trait is None:
             metadata[key] = value
             continue
-        score = _parse_score(str(value) if value is not None else "", f"{where} field {key}")
+        score = _rater_score(str(value) if value is not None else "", the_id, f"field {key}", where)
         if score is not None:
             scores.setdefault(trait, []).append(score)
             ids.setdefault(trait, []).append(rater_idx)
     source = str(raw.get("source") or "").strip()
     essay = Essay(
-        id=str(raw["id"]).strip(),
+        id=the_id,
         text=body,
         source=source or None,
         prompt=str(raw.get("prompt") or rubric.prompt),

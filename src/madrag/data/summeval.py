@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.data.essay import Essay
+from madrag.data.essay import essay_id as checked_id
 from madrag.data.loaders import _check_range, _check_unique, _jsonl_rows, _parse_score, _read_text
 from madrag.errors import InputError
 from madrag.rubric import Rubric, Trait
@@ -63,6 +64,7 @@ def _summary(
 ) -> Essay:
     """One summary as an essay: its text, the row's article as ``source``, its (scores, rater ids) and
     ``metadata`` besides the article's id."""
+    essay_id = checked_id(essay_id, where)
     text, article = str(summary or "").strip(), str(raw["text"] or "").strip()
     if not text or not article:
         raise InputError(f"{where}: {essay_id!r} has an empty {'summary' if not text else 'source text'}")

@@ -46,11 +46,18 @@ class RunData:
 
 
 def open_store(run_dir: Path) -> RunStore:
-    """The run's store; an InputError (not a new empty store) when ``run_dir`` holds no run."""
-    db = Path(run_dir) / "store.sqlite"
-    if not db.is_file():
+    """The run's store, opened read-only: reading leaves the run's files exactly as they were (an older schema is
+    read without migrating it, a run on a read-only filesystem can be read); an InputError (not a new empty
+    store) when ``run_dir`` holds no run."""
+    return RunStore(require_run(run_dir) / "store.sqlite", read_only=True)
+
+
+def require_run(run_dir: Path) -> Path:
+    """``run_dir`` when it holds a run (a ``store.sqlite``), else an InputError: checked before a command
+    writes anything in the run folder."""
+    if not (Path(run_dir) / "store.sqlite").is_file():
         raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    return RunStore(db)
+    return Path(run_dir)
 
 
 def _ordered_protocols(found: set[str], configured: list[str]) -> list[str]:
