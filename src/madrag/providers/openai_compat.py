@@ -41,6 +41,14 @@ from madrag.providers.identity import models_identity
 
 NO_KEY = "sk-no-key"
 """Placeholder key sent to local servers that need none (the client refuses an empty key)."""
+NO_LOGPROBS = (
+    "returned no logprobs although they were requested (model {model!r}), as several backends do: rerun with "
+    "--no-logprobs (Python API: ProviderSpec(kind='openai', ..., logprobs=False)); the debaters' confidence is "
+    "then self-reported (confidence_source: self_reported) instead of their first token's probability, and "
+    "the Judge's score distribution is not read"
+)
+"""What a server that ignores the logprobs request is told (after where it is): the CLI flag and the Python API
+argument that turn logprobs off, and what that changes."""
 
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
 _MAX_DETAIL = 200
@@ -309,10 +317,7 @@ class OpenAICompatProvider(Provider):
         if content is None:
             if text == "":
                 return []
-            raise ProviderError(
-                f"{self._where()} returned no logprobs although they were requested "
-                f"(model {self.model!r}); use supports_logprobs=False for a backend without them"
-            )
+            raise ProviderError(f"{self._where()} {NO_LOGPROBS.format(model=self.model)}")
         if not isinstance(content, list):
             raise ProviderError(self._garbage(f"logprobs.content is not a list: {str(content)[:80]!r}"))
         top_n = request.top_logprobs

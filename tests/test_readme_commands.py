@@ -1,0 +1,329 @@
+"""Every shell command of the README, run through the real CLI, so that none can rot.
+
+Every line of every fenced ```bash block (``\\`` continuations joined, ``#`` comments set aside, ``&&`` chains
+split) is either a ``madrag`` command, which is run, or one of the setup and development lines in :data:`SETUP`,
+which are not. Any other line fails the test, so a new README command is run or explicitly excused.
+
+The commands run in README order in one temporary folder (later ones read the runs earlier ones made), each as
+``python -m madrag.cli ...`` in a subprocess (the console entry point, with its one-line errors and exit codes),
+and each must exit 0. Every ``runs/...`` path a command's comment names must exist after it ran. The only
+changes, so that each runs offline in seconds, are the rewrite table :data:`REWRITES` (applied by
+:func:`rewrite`) and the files the README leaves to the user, written into the folder (:func:`user_files`).
+``madrag demo`` (the embedded model and MiniLM) and ``madrag serve`` (a server that runs until stopped) have
+their own tests below.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer.main
+from tests.servers import free_port
+
+from madrag.cli.app import app
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+CLI = [sys.executable, "-m", "madrag.cli"]
+
+SETUP = {
+    "bash scripts/setup.sh": "installs the environment these tests run in",
+    "bash .ci/run": "runs this test suite",
+    ".venv/bin/pytest": "the test suite itself",
+    ".venv/bin/mypy": "the type checks of the suite's CI",
+    ".venv/bin/ruff": "the lint and format checks of the suite's CI",
+}
+"""Lines (by how they start) that are not madrag commands, and why they are not run."""
+
+REWRITES = {
+    '"$(madrag data asap FILE)"': "the path that `madrag data asap FILE` prints (run through the CLI as well)",
+    "--provider openai": "--provider fake (canned answers, no network)",
+    "no --provider (score, ablate, ablate-consensus, confidence meta-eval)": "--provider fake added",
+    "score, ablate, ablate-consensus, baseline --data": "--embedder hashing added (no MiniLM model loaded)",
+    "score, ablate, ablate-consensus: --limit N, or none": "--limit 3",
+    "baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
+    "eval, report, eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
+}
+"""The rewrite table, as documentation: what is changed in a README command before it runs, and into what."""
+
+BACKEND_COMMANDS = {"score", "ablate", "ablate-consensus", "confidence meta-eval"}
+BANK_COMMANDS = {"score", "ablate", "ablate-consensus"}
+BOOTSTRAP_COMMANDS = {"eval", "report", "eval-consensus"}
+LIMIT = "3"
+GROUPS = {"runs", "confidence", "data"}  # command groups: the command is the group and its subcommand
+OWN_TESTS = {
+    "demo": "the embedded SmolLM2 model and MiniLM, minutes on 2 cores: test_readme_demo_runs (integration) runs "
+    "it with --n 1 --max-tokens 16",
+    "serve": "a server that runs until stopped: test_readme_serve_answers starts it, fetches a page, stops it",
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    """One README command: its words after ``madrag``, its comment, and where it stands in the README."""
+
+    args: tuple[str, ...]
+    comment: str
+    line: int
+
+    @property
+    def name(self) -> str:
+        """``score``, ``runs export``, ``confidence meta-eval`` ..."""
+        return " ".join(self.args[:2]) if self.args[0] in GROUPS else self.args[0]
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line}: madrag {shlex.join(self.args)}"
+
+
+def split_comment(line: str) -> tuple[str, str]:
+    """(code, comment) of a shell line: the comment starts at the first ``#`` that begins a word outside quotes."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].strip(), line[i + 1 :].strip()
+    return line.strip(), ""
+
+
+def bash_lines() -> Iterator[tuple[int, str, str]]:
+    """(README line number, code, comment) of every line of every ```bash block, continuations joined."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    in_block, pending, start = False, "", 0
+    for number, text in enumerate(lines, start=1):
+        if text.startswith("```"):
+            in_block = text.strip() == "```bash"
+            continue
+        if not in_block:
+            continue
+        code, comment = split_comment(text)
+        if code.endswith("\\"):
+            pending, start = f"{pending} {code[:-1]}", start or number
+            continue
+        if code or pending:
+            yield start or number, f"{pending} {code}".strip(), comment
+        pending, start = "", 0
+
+
+def readme_commands() -> tuple[list[Command], list[str]]:
+    """(the madrag commands to run, the setup lines left out); an AssertionError names any other line."""
+    commands, setup = [], []
+    for number, code, comment in bash_lines():
+        words = shlex.split(code)
+        while words:
+            part = words[: words.index("&&")] if "&&" in words else words
+            words = words[len(part) + 1 :]
+            if part[0] in ("madrag", ".venv/bin/madrag"):
+                commands.append(Command(tuple(part[1:]), comment, number))
+            elif any(shlex.join(part).startswith(prefix) for prefix in SETUP):
+                setup.append(shlex.join(part))
+            else:
+                raise AssertionError(
+                    f"README.md:{number}: {shlex.join(part)!r} is neither a madrag command nor in SETUP"
+                )
+    return commands, setup
+
+
+def run_cli(
+    args: list[str], cwd: Path, timeout: float = 300, own_cache: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``madrag ARGS`` in ``cwd`` as the console script runs it, with a private server folder there and (unless
+    ``own_cache`` is False: the environment's, where a MiniLM index may already be) a private cache."""
+    env = {**os.environ, "MADRAG_SERVER_DIR": str(cwd / "server")}
+    if own_cache:
+        env["MADRAG_CACHE"] = str(cwd / "cache")
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+_DATA = re.compile(r"\$\(madrag (data asap(?: \w+)?)\)")
+
+
+def shipped_path(word: str, cwd: Path, seen: dict[str, str]) -> str:
+    """``word`` with ``$(madrag data asap FILE)`` replaced by what that command prints (run once per FILE)."""
+
+    def path(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in seen:
+            done = run_cli(key.split(), cwd)
+            assert done.returncode == 0, f"madrag {key}: {done.stderr}"
+            seen[key] = done.stdout.strip()
+            assert Path(seen[key]).exists(), f"madrag {key} printed {seen[key]!r}, which does not exist"
+        return seen[key]
+
+    out = _DATA.sub(path, word)
+    assert "$" not in out and "…" not in out and out != "...", f"{word!r} is not covered by the rewrite table"
+    return out
+
+
+def rewrite(command: Command, cwd: Path, seen: dict[str, str]) -> list[str]:
+    """The command's words after the rewrite table (:data:`REWRITES`)."""
+    args = [shipped_path(word, cwd, seen) for word in command.args]
+    name = command.name
+    if "--provider" in args:
+        at = args.index("--provider") + 1
+        assert args[at] in ("openai", "llamacpp", "fake"), f"{command}: --provider {args[at]} is not covered"
+        args[at] = "fake"
+    elif name in BACKEND_COMMANDS:
+        args += ["--provider", "fake"]
+    if name in BANK_COMMANDS or (name == "baseline" and "--data" in args):
+        args += ["--embedder", "hashing"]
+    if name in BANK_COMMANDS:
+        if "--limit" in args:
+            del args[args.index("--limit") : args.index("--limit") + 2]
+        args += ["--limit", LIMIT]
+    if name == "baseline":
+        args += ["--trees", "10"]
+    if name in BOOTSTRAP_COMMANDS:
+        args += ["--bootstrap", "20"]
+    return args
+
+
+def user_files(folder: Path) -> None:
+    """The files the README's commands leave to the user, written into ``folder``, and the repository's ``docs``
+    (the README's commands run from the repository root)."""
+    (folder / "essays.csv").write_text(
+        "id,text,Ideas,Style,fold\n"
+        + "".join(
+            f"e{i},Essay {i}: the bus was late and I learned to wait.,{i % 4},{(i + 1) % 4},{i % 2}\n" for i in range(8)
+        ),
+        encoding="utf-8",
+    )
+    (folder / "rubric.yaml").write_text(
+        "traits:\n"
+        + "".join(
+            f"  - name: {name}\n    min: 0\n    max: 3\n    levels: {{3: good, 2: fair, 1: weak, 0: missing}}\n"
+            for name in ("Ideas", "Style")
+        ),
+        encoding="utf-8",
+    )
+    (folder / "prices.yaml").write_text(
+        'gpt-4o-mini: {prompt: 0.15, completion: 0.60}\n"*": {prompt: 1.0, completion: 2.0}\n', encoding="utf-8"
+    )
+    shutil.copy(REPO / "tests/data/summeval_paired_sample.jsonl", folder / "model_annotations.aligned.paired.jsonl")
+    (folder / "docs").symlink_to(REPO / "docs", target_is_directory=True)
+
+
+def named_outputs(comment: str) -> list[str]:
+    """The ``runs/...`` files and folders a command's comment says it writes (``runs/abl/report.html`` ...)."""
+    return [p.rstrip(".,:;)") for p in re.findall(r"\bruns/[\w./-]+", comment) if "/" in p[len("runs/") :]]
+
+
+def test_the_readme_has_its_commands() -> None:
+    commands, setup = readme_commands()
+    names = {c.name for c in commands}
+    assert {"score", "ablate", "eval", "report", "costs", "baseline", "runs export", "serve", "demo"} <= names
+    assert "bash scripts/setup.sh" in setup and len(commands) >= 25
+
+
+def test_the_line_parser() -> None:
+    assert split_comment('madrag eval --data "a # b" x  # each run\'s tables') == (
+        'madrag eval --data "a # b" x',
+        "each run's tables",
+    )
+    assert named_outputs("runs/abl/report.html: plots, runs/abl (the run), runs/s7/eval-merged/") == [
+        "runs/abl/report.html",
+        "runs/s7/eval-merged/",
+    ]
+
+
+def cli_options(args: tuple[str, ...]) -> tuple[str, set[str]]:
+    """(the command's path, every option it takes) from the CLI itself, as ``madrag CMD --help`` lists them."""
+    command: Any = typer.main.get_command(app)  # typer's own copy of click: a group has ``commands``
+    path: list[str] = []
+    for word in args:
+        if not hasattr(command, "commands"):
+            break
+        assert word in command.commands, f"madrag {' '.join([*path, word])}: no such command"
+        command, path = command.commands[word], [*path, word]
+    options = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+    return " ".join(path), options
+
+
+def test_every_readme_option_exists() -> None:
+    """Fast (no command runs): every README command names a real command and only options it has."""
+    for command in readme_commands()[0]:
+        path, options = cli_options(command.args)
+        given = {word.split("=", 1)[0] for word in command.args if word.startswith("-")}
+        assert given <= options, f"{command}: madrag {path} has no {', '.join(sorted(given - options))}"
+
+
+def test_every_readme_command_is_covered(tmp_path: Path) -> None:
+    """Fast: the rewrite table covers every command (no placeholder, variable or unknown backend is left), and
+    every option it adds exists."""
+    seen: dict[str, str] = {}
+    for command in readme_commands()[0]:
+        if command.name not in OWN_TESTS:
+            args = tuple(rewrite(command, tmp_path, seen))
+            _, options = cli_options(args)
+            assert {w for w in args if w.startswith("--")} <= options, f"{command}: rewritten to {args}"
+    assert set(seen) == {"data asap essays", "data asap rubric7", "data asap rubric8"}
+
+
+@pytest.mark.integration  # some 30 commands, each its own process: 1.5 to 3.5 minutes on 2 cores
+def test_every_readme_command_runs(tmp_path: Path) -> None:
+    user_files(tmp_path)
+    commands, _ = readme_commands()
+    seen: dict[str, str] = {}
+    timings = []
+    for command in commands:
+        if command.name in OWN_TESTS:
+            continue
+        args = rewrite(command, tmp_path, seen)
+        started = time.monotonic()
+        done = run_cli(args, tmp_path)
+        timings.append((time.monotonic() - started, command.name))
+        assert done.returncode == 0, f"{command}\nran as: madrag {shlex.join(args)}\n{done.stderr[-3000:]}"
+        for output in named_outputs(command.comment):
+            assert (tmp_path / output).exists(), f"{command}: its comment names {output}, which it did not write"
+    assert {c.name for c in commands} - set(OWN_TESTS) == {name for _, name in timings}
+    print("slowest:", sorted(timings, reverse=True)[:5])
+
+
+def test_readme_serve_answers(tmp_path: Path) -> None:
+    (serve,) = [c for c in readme_commands()[0] if c.name == "serve"]
+    port = free_port()
+    args = [*serve.args, "--port", str(port), "--data-dir", str(tmp_path / "server"), "--embedder", "hashing"]
+    env = {**os.environ, "MADRAG_CACHE": str(tmp_path / "cache")}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*CLI, *args], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline, page = time.monotonic() + 120, None
+        while page is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+            except httpx.TransportError:
+                time.sleep(0.3)
+        assert page is not None, f"madrag serve did not answer: {log.read_text(errors='replace')}"
+        assert page.status_code == 200 and "madrag" in page.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(1800)  # MiniLM over set 7's pool and the embedded model: ~14 minutes on 2 busy cores
+def test_readme_demo_runs(tmp_path: Path) -> None:
+    (demo,) = [c for c in readme_commands()[0] if c.name == "demo"]
+    done = run_cli([*demo.args, "--n", "1", "--max-tokens", "16"], tmp_path, timeout=1500, own_cache=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "human" in done.stdout and (tmp_path / "runs/demo/store.sqlite").is_file()
