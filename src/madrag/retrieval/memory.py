@@ -36,7 +36,9 @@ class ArrayCollection:
         self.documents = documents
         self.metadatas = metadatas
         self.vectors = normalize_rows(vectors)
+        self._exact = self.vectors.astype(np.float64)  # what distances are computed from
         self._columns: dict[str, np.ndarray[Any, Any]] = {}
+        self._last: tuple[bytes, np.ndarray[Any, Any]] | None = None  # the last query's distances to every essay
 
     @classmethod
     def from_chroma(cls, got: Mapping[str, Any]) -> ArrayCollection:
@@ -88,8 +90,7 @@ class ArrayCollection:
         candidates = np.flatnonzero(self._mask(where))
         out: dict[str, list[list[Any]]] = {"ids": [], "documents": [], "metadatas": [], "distances": []}
         for raw in query_embeddings:
-            query = normalize_rows(np.asarray([raw], dtype=np.float32))[0].astype(np.float64)
-            distances = 1.0 - self.vectors[candidates].astype(np.float64) @ query
+            distances = self._distances(raw)[candidates]
             nearest = np.argsort(np.round(distances, _TIE_DECIMALS), kind="stable")[:n_results]
             order = candidates[nearest]
             out["ids"].append([self.ids[i] for i in order])
@@ -97,3 +98,14 @@ class ArrayCollection:
             out["metadatas"].append([self.metadatas[i] for i in order])
             out["distances"].append([float(distances[j]) for j in nearest])
         return out
+
+    def _distances(self, raw: list[float]) -> np.ndarray[Any, Any]:
+        """Cosine distances of the query to every essay; the last query's are kept, since a bank sends the same
+        vector once per score level."""
+        query = normalize_rows(np.asarray([raw], dtype=np.float32))[0].astype(np.float64)
+        key = query.tobytes()
+        last = self._last
+        if last is None or last[0] != key:
+            last = (key, 1.0 - self._exact @ query)
+            self._last = last
+        return last[1]
