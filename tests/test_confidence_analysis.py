@@ -15,6 +15,7 @@ from madrag.confidence.analysis import (
     BINARY_TARGETS,
     CORRELATION_COLUMNS,
     ORDINAL_TARGETS,
+    PAPER_RANK_BY,
     TARGET_LABELS,
     correlations,
     top_features,
@@ -138,7 +139,8 @@ def corr_fixture() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_top_features_abs_vs_signed() -> None:
+def test_top_features_rank_by_the_metric_itself_by_default_as_seed_001() -> None:
+    # seed 001, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC"
     corr = corr_fixture()
 
     def order(top: pd.DataFrame, group: str, target: str) -> list[str]:
@@ -147,11 +149,14 @@ def test_top_features_abs_vs_signed() -> None:
         return list(sub["feature"])
 
     top = top_features(corr, k=3)
-    assert order(top, "advocate", "q") == ["b", "c", "a"]  # |rho|: 0.5, 0.3, 0.1
-    assert order(top, "skeptic", "critical_flag") == ["a", "b", "c"]  # |AUROC-0.5|: 0.3, 0.1, 0.05
-    signed = top_features(corr, k=3, rank_by="signed")
-    assert order(signed, "advocate", "q") == ["c", "a", "b"]
-    assert order(signed, "advocate", "critical_flag") == ["b", "c", "a"]
+    assert order(top, "advocate", "q") == ["c", "a", "b"]  # rho: 0.3, 0.1, -0.5
+    assert order(top, "advocate", "critical_flag") == ["b", "c", "a"]  # AUROC: 0.6, 0.55, 0.2
+    assert top.equals(top_features(corr, k=3, rank_by=PAPER_RANK_BY)) and PAPER_RANK_BY == "signed"
+    strength = top_features(corr, k=3, rank_by="abs")
+    assert order(strength, "advocate", "q") == ["b", "c", "a"]  # |rho|: 0.5, 0.3, 0.1
+    assert order(strength, "skeptic", "critical_flag") == ["a", "b", "c"]  # |AUROC-0.5|: 0.3, 0.1, 0.05
+    with pytest.raises(ValueError, match="rank_by"):
+        top_features(corr, rank_by="loud")  # type: ignore[arg-type]
     assert list(top.columns[:3]) == ["group", "target", "rank"]
     assert list(top.drop_duplicates(["group", "target"])[["group", "target"]].itertuples(index=False, name=None)) == [
         ("advocate", "q"),
@@ -170,13 +175,14 @@ def test_top_features_ties_keep_input_order_and_end_to_end() -> None:
     tied = pd.DataFrame(
         {"group": "g", "target": "q", "feature": ["x", "y", "z"], "spearman": [0.4, -0.4, 0.4], "auroc": np.nan}
     )
-    assert top_features(tied, k=3)["feature"].tolist() == ["x", "y", "z"]
+    assert top_features(tied, k=3)["feature"].tolist() == ["x", "z", "y"]
+    assert top_features(tied, k=3, rank_by="abs")["feature"].tolist() == ["x", "y", "z"]
     corr = correlations(random_frame(), FEATURES)
     top = top_features(corr, k=2)
     assert len(top) == 2 * 5 * 2
     for (_, target), sub in top.groupby(["group", "target"], sort=False):
-        metric = sub["auroc"] - 0.5 if target in BINARY_TARGETS else sub["spearman"]
-        assert metric.abs().is_monotonic_decreasing
+        metric = sub["auroc"] if target in BINARY_TARGETS else sub["spearman"]
+        assert metric.is_monotonic_decreasing
     # the planted signal: first3_range drives the ordinal dimensions, full_median the critical flag
     assert (top[(top["rank"] == 1) & (top["target"] == "instruction_following")]["feature"] == "first3_range").all()
     assert (top[(top["rank"] == 1) & (top["target"] == "critical_flag")]["feature"] == "full_median").all()

@@ -143,13 +143,15 @@ async def test_meta_job_then_study(tmp_path: Path, fake_backend: FakeProvider) -
     top = study.top
     assert top is not None
     best = top[(top["group"] == "advocate") & (top["target"] == "q") & (top["rank"] == 1)].iloc[0]
-    pool = corr[(corr["group"] == "advocate") & (corr["target"] == "q")]["spearman"].abs()
-    assert abs(best["spearman"]) == pytest.approx(pool.max())
+    pool = corr[(corr["group"] == "advocate") & (corr["target"] == "q")]["spearman"]
+    # seed 001 Appendix B: ranked by Spearman correlation itself, highest first
+    assert study.meta["rank_by"] == "signed" and best["spearman"] == pytest.approx(pool.max())
     written = save_study(study, tmp_path / "out")
     names = {p.name for p in written}
     assert {"features.csv", "correlations.csv", "top_features.csv", "trajectories.png", "confidence.md"} <= names
     assert (tmp_path / "out" / "trajectories.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Top 3 confidence features" in (tmp_path / "out" / "confidence.md").read_text()
+    report = (tmp_path / "out" / "confidence.md").read_text()
+    assert "Top 3 confidence features" in report and "ranked by Spearman rho" in report
 
 
 def test_selection_and_bad_input(tmp_path: Path) -> None:
@@ -175,7 +177,7 @@ def test_analyze_without_meta_from_the_command_line(tmp_path: Path) -> None:
     assert (out / "features.csv").is_file() and (out / "trajectories.png").is_file()
     assert not (out / "correlations.csv").exists()
     bad = subprocess.run([*cmd, "--rank-by", "loud"], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --rank-by must be abs or signed")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --rank-by must be signed or abs")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 from sklearn.metrics import cohen_kappa_score
 from tests.helpers import StubBank, make_ctx
 
@@ -57,10 +58,10 @@ PLAN: dict[str, dict[str, list[int | None]]] = {
         "e6": [2, 2, 1, 2],
     },
     "MADRAG": {
-        "e1": [0, 2, 2, 3],
+        "e1": [0, 0, 2, 3],
         "e2": [3, 2, 1, 1],
         "e3": [1, 2, 1, 2],
-        "e4": [2, 1, 3, 1],
+        "e4": [2, 1, 3, 3],
         "e5": [1, 3, 1, 0],
         "e6": [3, 1, 2, None],
     },
@@ -191,10 +192,8 @@ def test_missing_run_is_an_input_error(tmp_path: Path) -> None:
     assert not (tmp_path / "nothing").exists()
 
 
-def test_error_export_selects_rows_by_rule(run_dir: Path, tmp_path: Path) -> None:
-    result = export_errors(run_dir, tmp_path / "errors.csv")
-    with result.path.open(encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+def _wrong_rows() -> set[tuple[str, str, str]]:
+    """(essay, trait, protocols off by more than 1) of every essay-trait whose raters are within 1 point."""
     expected = set()
     for e in RATERS:
         for t, trait in enumerate(TRAITS):
@@ -204,16 +203,90 @@ def test_error_export_selects_rows_by_rule(run_dir: Path, tmp_path: Path) -> Non
             off = [p for p in PLAN if PLAN[p][e][t] is not None and abs(PLAN[p][e][t] - (a + b) / 2) > 1]  # type: ignore[operator]
             if off:
                 expected.add((e, trait, " ".join(off)))
+    return expected
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_error_export_defaults_to_madrag_errors_as_seed_000(run_dir: Path, tmp_path: Path) -> None:
+    # seed 000 4.4: "We focus on rows where MADRAG is wrong (N=173)"
+    result = export_errors(run_dir, tmp_path / "errors.csv")
+    rows = _read(result.path)
+    expected = {row for row in _wrong_rows() if "MADRAG" in row[2].split()}
     assert {(r["essay_id"], r["trait"], r["off_by_more_than_1"]) for r in rows} == expected
-    assert result.n_rows == len(expected) > 0
+    assert result.focus == "MADRAG" and result.n_rows == len(expected) == 2
+    assert {r["direction"] for r in rows} == {"MADRAG: A1 under-scoring", "MADRAG: A2 over-scoring"}
+    assert "MADRAG off by more than 1" in result.rule and "any protocol" not in result.rule
+    codebook = (tmp_path / "errors_codebook.md").read_text(encoding="utf-8")
+    assert "MADRAG off by more than 1" in codebook and "ties half_up" in codebook
+    for col in ("code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"):
+        assert all(r[col] == "" for r in rows)
+
+
+def test_error_export_of_any_protocol_or_another_is_an_option(run_dir: Path, tmp_path: Path) -> None:
+    result = export_errors(run_dir, tmp_path / "all.csv", focus="all")
+    rows = _read(result.path)
+    expected = _wrong_rows()
+    assert {(r["essay_id"], r["trait"], r["off_by_more_than_1"]) for r in rows} == expected
+    assert result.n_rows == len(expected) == 3 and result.focus == "all" and "any protocol" in result.rule
     row = next(r for r in rows if r["essay_id"] == "e5")
     assert row["n_placeholders"] == "3" and row["placeholder_kinds"] == "@CAPS @NUM"
     assert row["MADRAG_mentions_placeholders"] == "True" and SCRIPT_TAG in row["essay_text"]
     assert "Advocate 1 (confidence 0.90)" in row["MADRAG_debate"] and "Skeptic 1" in row["MADRAG_debate"]
-    for col in ("code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"):
-        assert row[col] == ""
-    focus = export_errors(run_dir, tmp_path / "madrag.csv", focus="MADRAG")
-    assert focus.n_rows == sum("MADRAG" in e[2].split() for e in expected)
+    mad = export_errors(run_dir, tmp_path / "mad.csv", focus="MAD")
+    assert mad.n_rows == sum("MAD" in e[2].split() for e in expected) == 1
+    with pytest.raises(InputError, match="'SA' is not in this run"):
+        export_errors(run_dir, tmp_path / "sa.csv", focus="SA")
+
+
+def _said(result: Result) -> str:
+    """A command's output with the console's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
+def test_errors_and_eval_commands_say_which_rows_and_which_tie_rule(run_dir: Path, tmp_path: Path) -> None:
+    from typer import Typer
+    from typer.testing import CliRunner
+
+    from madrag.cli.evaluate import errors_command, eval_command
+
+    app = Typer()
+    app.command("errors")(errors_command)
+    app.command("eval")(eval_command)
+    runner = CliRunner()
+    done = runner.invoke(app, ["errors", str(run_dir), "--out", str(tmp_path / "e.csv")])
+    assert done.exit_code == 0, done.output
+    assert "wrote 2 rows" in _said(done) and "MADRAG off by more than 1" in _said(done)
+    assert "ties rounded half_up" in _said(done)
+    done = runner.invoke(app, ["errors", str(run_dir), "--out", str(tmp_path / "a.csv"), "--protocol", "all"])
+    assert done.exit_code == 0 and "wrote 3 rows" in _said(done) and "any protocol off by more than 1" in _said(done)
+    args = ["errors", str(run_dir), "--out", str(tmp_path / "d.csv"), "--reference-ties", "half_down"]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0 and "ties rounded half_down" in _said(done)
+    up = {r["essay_id"]: r["reference"] for r in _read(tmp_path / "e.csv")}
+    down = {r["essay_id"]: r["reference"] for r in _read(tmp_path / "d.csv")}
+    assert up == {"e1": "2", "e4": "1"} and down == {"e1": "1", "e4": "1"}  # e1 Organization: raters 1 and 2
+    failed = runner.invoke(app, ["errors", str(run_dir), "--reference-ties", "nearest"])
+    assert isinstance(failed.exception, InputError) and "half_even" in str(failed.exception)
+    args = ["eval", str(run_dir), "--bootstrap", "0", "--out", str(tmp_path / "ev"), "--reference-ties", "half_even"]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    assert "halves to the even score" in _said(done) and "exemplar labels were made with half_up" in _said(done)
+    saved = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert saved["meta"]["reference_ties"] == "half_even"
+
+
+def test_reference_ties_change_the_evaluated_references(run_dir: Path) -> None:
+    for rule, rounded in (("half_up", lambda m: math.floor(m + 0.5)), ("half_down", lambda m: math.ceil(m - 0.5))):
+        ev = evaluate(run_dir, bootstrap=0, ties=rule)  # type: ignore[arg-type]
+        pairs = [(rounded(sum(RATERS[e][1]) / 2), PLAN["MAD"][e][1]) for e in RATERS]
+        ref, pred = zip(*pairs, strict=True)
+        row = ev.qwk[(ev.qwk.protocol == "MAD") & (ev.qwk.trait == "Organization")].iloc[0]
+        assert row.qwk == pytest.approx(cohen_kappa_score(ref, pred, weights="quadratic", labels=[0, 1, 2, 3]))
+    assert ev.meta["reference_ties"] == "half_down"
 
 
 def test_placeholder_helpers() -> None:

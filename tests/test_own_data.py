@@ -192,6 +192,7 @@ def test_single_rater_run_eval_and_errors(tmp_path: Path) -> None:
         assert row["rater2"] == "" and abs(float(row["MAD_score"]) - float(row["rater1"])) > 1
     cli = madrag("errors", "--run-dir", str(run))
     assert cli.returncode == 0 and f"wrote {export.n_rows} rows" in cli.stdout and "one rater" in cli.stdout
+    assert export.focus == "MAD" and "MADRAG is not in this run" in " ".join(cli.stdout.split())
 
 
 # -- the hashing test embedder --------------------------------------------------------------------------

@@ -7,8 +7,9 @@ Conventions shared by every function here:
   ``nan`` rather than a number that looks meaningful; bootstrap helpers drop such resamples.
 * Unusable predictions are never imputed: callers drop them and count them (see :func:`extreme_subset`).
 
-It also holds the one rounding rule of a mean onto a trait's integer scale (:func:`round_half_up_clamped`),
-used for the human reference label, the average of several judges and the feature baseline's predictions.
+It also holds the rounding of a mean onto a trait's integer scale: :func:`round_to_scale` with a tie rule
+(:data:`TIE_RULES`) for the human reference label, and :func:`round_half_up_clamped` (ties up) for the average of
+several judges and the feature baseline's predictions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -27,16 +28,49 @@ if TYPE_CHECKING:  # madrag.data.essay imports this module (the rounding rule be
 Metric = Callable[[NDArray[np.float64], NDArray[np.float64]], float]
 NAN = float("nan")
 
+TieRule = Literal["half_up", "half_even", "half_down"]
+"""How a mean exactly halfway between two scores (2.5) is rounded: up (3), to the even score (2; banker's
+rounding, unbiased over many ties) or down (2)."""
+TIE_RULES: tuple[TieRule, ...] = ("half_up", "half_even", "half_down")
+PAPER_TIES: TieRule = "half_up"
+"""Seed 000 B.5 rounds "to the nearest valid integer" and names no tie rule; half up is madrag's reading."""
+_TIE_TOLERANCE = 1e-9
+
 
 def round_half_up(value: float) -> int:
     """Round to the nearest integer, halves upwards (2.5 -> 3), unlike Python's banker's rounding."""
     return math.floor(value + 0.5)
 
 
+def is_tie(value: float) -> bool:
+    """Whether ``value`` lies halfway between two integers (2.5; the mean of two raters one point apart)."""
+    return abs(value - math.floor(value) - 0.5) < _TIE_TOLERANCE
+
+
+def round_ties(value: float, ties: TieRule = PAPER_TIES) -> int:
+    """Round to the nearest integer; a value halfway between two (:func:`is_tie`) goes by ``ties``."""
+    if not is_tie(value):
+        return round_half_up(value)
+    low = math.floor(value)
+    if ties == "half_up":
+        return low + 1
+    if ties == "half_down":
+        return low
+    if ties == "half_even":
+        return low if low % 2 == 0 else low + 1
+    raise ValueError(f"tie rule must be one of {', '.join(TIE_RULES)}, not {ties!r}")
+
+
+def round_to_scale(value: float, lo: int, hi: int, ties: TieRule = PAPER_TIES) -> int:
+    """A mean score as a label on the integer scale ``[lo, hi]``: rounded to the nearest integer (halves by
+    ``ties``), then clamped to the scale (seed 000, Appendix B.5: "rounded to the nearest valid integer")."""
+    return min(max(round_ties(value, ties), lo), hi)
+
+
 def round_half_up_clamped(value: float, lo: int, hi: int) -> int:
     """A mean score as a label on the integer scale ``[lo, hi]``: rounded half up, then clamped to the scale
-    (seed 000, Appendix B.5: "rounded to the nearest valid integer")."""
-    return min(max(round_half_up(value), lo), hi)
+    (:func:`round_to_scale` with ties up)."""
+    return round_to_scale(value, lo, hi, "half_up")
 
 
 def _pair(a: ArrayLike, b: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

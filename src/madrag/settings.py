@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+
+from madrag.metrics import PAPER_TIES, TieRule
 
 Placeholders = Literal["note", "none", "mask"]
 EvidenceCheck = Literal["off", "record", "feedback"]
@@ -63,6 +65,10 @@ class ScoringSettings(BaseModel):
     # SARAG's exemplars: "span" (seed 000 D: exemplars spanning the score range - one per level of the rubric's
     # first trait, nearest first, each shown with all its trait scores) or "similar" (the k most similar essays)
     sarag_exemplars: SaragExemplars = "span"
+    # a human reference label whose raters' mean is halfway between two scores (2.5; a third of ASAP's set 7 and
+    # 8 labels): "half_up" (3; seed 000 B.5 names no tie rule), "half_even" (to the even score), "half_down".
+    # Applies to the exemplar labels of the run and is what its evaluation uses unless told otherwise
+    reference_ties: TieRule = PAPER_TIES
 
     @model_validator(mode="after")
     def _judges_fit(self) -> ScoringSettings:
@@ -71,6 +77,14 @@ class ScoringSettings(BaseModel):
                 f"min_usable_judges ({self.min_usable_judges}) exceeds judges_per_trait ({self.judges_per_trait})"
             )
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Every field, but ``reference_ties`` only when not the default: runs made before it existed resume."""
+        out: dict[str, Any] = handler(self)
+        if self.reference_ties == PAPER_TIES:
+            out.pop("reference_ties", None)
+        return out
 
     @property
     def usable_judges_needed(self) -> int:

@@ -151,7 +151,10 @@ def analyze_command(
     ] = None,
     no_meta: Annotated[bool, typer.Option("--no-meta", help="Features and trajectories only.")] = False,
     roles: Annotated[str, typer.Option(help="Debater roles, comma-separated.")] = "advocate,skeptic",
-    rank_by: Annotated[str, typer.Option(help="abs (|rho|, |AUROC-0.5|) or signed.")] = "abs",
+    rank_by: Annotated[
+        str,
+        typer.Option(help="signed (rho, AUROC, highest first: seed 001, Appendix B) or abs (|rho|, |AUROC-0.5|)."),
+    ] = "signed",
     top: Annotated[int, typer.Option(min=1, help="Features listed per role and target.")] = 3,
     out: Annotated[Path | None, typer.Option(help="Output folder (default <run-dir>/confidence).")] = None,
 ) -> None:
@@ -160,8 +163,8 @@ def analyze_command(
     from madrag.confidence.study import run_study, save_study
     from madrag.evaluation.run import require_run
 
-    if rank_by not in ("abs", "signed"):
-        raise InputError(f"--rank-by must be abs or signed; got {rank_by!r}")
+    if rank_by not in ("signed", "abs"):
+        raise InputError(f"--rank-by must be signed or abs; got {rank_by!r}")
     run_dir = need_run_dir(run, run_dir)
     if meta_dir is not None and no_meta:
         raise InputError("give --meta-dir or --no-meta, not both")

@@ -8,14 +8,33 @@ and tests can call them directly. Bad input raises :class:`~madrag.errors.InputE
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from madrag.cli.options import BootstrapOpt, RunArg, RunDirOpt, SeedOpt, need_run_dir
+from madrag.cli.options import BootstrapOpt, RunArg, RunDirOpt, SeedOpt, choice, need_run_dir
 from madrag.cli.output import console
 from madrag.cli.paths import output_dir, output_file
 from madrag.errors import InputError
+
+if TYPE_CHECKING:
+    from madrag.metrics import TieRule
+
+
+ReferenceTiesOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="How a reference label rounds a raters' mean halfway between two scores (2.5): half_up, half_even "
+        "or half_down. Default: the run's reference_ties setting (half_up unless the run chose another)."
+    ),
+]
+
+
+def ties_option(value: str | None) -> TieRule | None:
+    """The ``--reference-ties`` value checked (None: the run's own rule)."""
+    from madrag.metrics import TIE_RULES
+
+    return None if value is None else choice("--reference-ties", value, TIE_RULES)
 
 
 def eval_command(
@@ -43,6 +62,7 @@ def eval_command(
         str | None, typer.Option(help="Protocol the others are compared with (default: MADRAG if in the run).")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for the tables (default: <run-dir>/eval).")] = None,
+    reference_ties: ReferenceTiesOpt = None,
 ) -> None:
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown. With several runs,
@@ -51,11 +71,12 @@ def eval_command(
     from madrag.evaluation.run import require_run
     from madrag.evaluation.tables import rich_tables, save, summary_line
 
+    ties = ties_option(reference_ties)
     given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
     if len(given) > 1:
         if data is not None or rubric is not None:
             raise InputError("--data and --rubric apply to one run; give them without merging runs")
-        _merge_runs(given, bootstrap, seed, baseline, out)
+        _merge_runs(given, bootstrap, seed, baseline, out, ties)
         return
     run_dir = given[0] if given else None
     if run_dir is None:
@@ -70,8 +91,9 @@ def eval_command(
         raise InputError("--rubric applies only without --run-dir (a run is evaluated with its own rubric)")
     require_run(run_dir)  # before anything is written in its folder
     target = output_dir(out or run_dir / "eval")
-    evaluation = evaluate(run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data)
+    evaluation = evaluate(run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data, ties=ties)
     console.print(summary_line(evaluation), markup=False)
+    console.print(f"reference: {evaluation.meta['reference']}", markup=False)
     for table in rich_tables(evaluation):
         console.print(table)
     for note in evaluation.notes:
@@ -80,7 +102,9 @@ def eval_command(
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
 
 
-def _merge_runs(runs: list[Path], bootstrap: int, seed: int, baseline: str | None, out: Path | None) -> None:
+def _merge_runs(
+    runs: list[Path], bootstrap: int, seed: int, baseline: str | None, out: Path | None, ties: TieRule | None
+) -> None:
     """Evaluate each run (tables saved in ``<run>/eval``), then print and save their merged QWK table
     (default folder: ``<first run>/eval-merged``)."""
     from madrag.evaluation.agreement import evaluate
@@ -93,9 +117,10 @@ def _merge_runs(runs: list[Path], bootstrap: int, seed: int, baseline: str | Non
     merged_dir = output_dir(out or runs[0] / "eval-merged")
     evaluations = []
     for run, folder in zip(runs, folders, strict=True):
-        evaluation = evaluate(run, bootstrap=bootstrap, seed=seed, baseline=baseline)
+        evaluation = evaluate(run, bootstrap=bootstrap, seed=seed, baseline=baseline, ties=ties)
         save(evaluation, folder)
-        console.print(f"{run}: {summary_line(evaluation)}", markup=False)
+        ties_used = evaluation.meta["reference_ties"]
+        console.print(f"{run}: {summary_line(evaluation)}; reference ties {ties_used}", markup=False)
         evaluations.append(evaluation)
     merged = merge_qwk(evaluations)
     console.print("merged QWK (mean over the runs per protocol and trait; seed 000 Figure 2):", markup=False)
@@ -124,27 +149,59 @@ def _human_human(data: Path, rubric: Path, bootstrap: int, seed: int, out: Path 
 def errors_command(
     run: RunArg = None,
     run_dir: RunDirOpt = None,
-    out: Annotated[Path | None, typer.Option(help="CSV to write (default: <run-dir>/eval/errors.csv).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="CSV to write (default: <run-dir>/eval/errors.csv); with --tabulate, the folder for the tables "
+            "(default: <coded file>_tables beside it)."
+        ),
+    ] = None,
     protocol: Annotated[
         str | None,
-        typer.Option(help="Only rows where this protocol is off by more than 1 (seed 000 used MADRAG); default: any."),
+        typer.Option(
+            help="Rows where this protocol is off by more than 1. Default: MADRAG, as seed 000 (a run without "
+            "MADRAG: its first protocol); 'all': rows where any protocol is."
+        ),
+    ] = None,
+    reference_ties: ReferenceTiesOpt = None,
+    tabulate: Annotated[
+        Path | None,
+        typer.Option(
+            help="A coded export (B, C, D columns filled in): print and save seed 000's Tables 3, 4, 5, 10 and 11 "
+            "instead of exporting."
+        ),
     ] = None,
 ) -> None:
-    """Export high-disagreement essay-traits (raters within 1 point, a protocol off by more than 1 from their
-    mean; with one rater, off by more than 1 from that rater's score) with essays, scores, rationales and
-    debates, ready for qualitative coding (seed 000, 4.4)."""
-    from madrag.evaluation.errors_export import ONE_RATER_RULE, TWO_RATER_RULE, export_errors
+    """Export high-disagreement essay-traits (raters within 1 point, MADRAG - or --protocol - off by more than
+    1 from their mean; with one rater, off by more than 1 from that rater's score) with essays, scores,
+    rationales and debates, ready for qualitative coding (seed 000, 4.4); --tabulate turns a coded export into
+    the paper's tables."""
+    if tabulate is not None:
+        if run is not None or run_dir is not None or protocol is not None or reference_ties is not None:
+            raise InputError("--tabulate reads a coded file only: give no run, --protocol or --reference-ties")
+        _tabulate(tabulate, out)
+        return
+    from madrag.evaluation.errors_export import PAPER_FOCUS, export_errors
     from madrag.evaluation.run import require_run
 
     folder = require_run(need_run_dir(run, run_dir))
     target = output_file(out or folder / "eval" / "errors.csv")
-    result = export_errors(folder, target, focus=protocol)
+    result = export_errors(folder, target, focus=protocol, ties=ties_option(reference_ties))
     counts = ", ".join(f"{p}: {n}" for p, n in result.per_protocol.items())
     console.print(f"wrote {result.n_rows} rows to {result.path} (off by more than 1 - {counts})", markup=False)
-    console.print(
-        f"rule: {TWO_RATER_RULE}; where an essay-trait has {ONE_RATER_RULE} ({result.n_one_rater} of the rows)",
-        markup=False,
-    )
+    if protocol is None and result.focus != PAPER_FOCUS:
+        console.print(f"note: {PAPER_FOCUS} is not in this run: the rows are {result.focus}'s errors", markup=False)
+    console.print(f"rule: {result.rule} ({result.n_one_rater} of the rows with one rater)", markup=False)
+    console.print(f"reference column: ties rounded {result.ties}", markup=False)
+
+
+def _tabulate(coded: Path, out: Path | None) -> None:
+    from madrag.evaluation.coded_tables import render, save_tables, tabulate
+
+    result = tabulate(coded)
+    console.print(render(result), markup=False)
+    written = save_tables(result, out or coded.with_name(coded.stem + "_tables"))
+    console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
 
 
 def report_command(
@@ -153,6 +210,7 @@ def report_command(
     bootstrap: BootstrapOpt = 1000,
     seed: SeedOpt = 0,
     out: Annotated[Path | None, typer.Option(help="HTML file to write (default: <run-dir>/report.html).")] = None,
+    reference_ties: ReferenceTiesOpt = None,
 ) -> None:
     """Write one self-contained HTML report: QWK plots, confusion matrices, score distributions, the
     extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
@@ -161,5 +219,5 @@ def report_command(
 
     folder = require_run(need_run_dir(run, run_dir))
     target = output_file(out or folder / "report.html")
-    path = write_report(folder, bootstrap=bootstrap, seed=seed, out=target)
+    path = write_report(folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties_option(reference_ties))
     console.print(f"wrote {path}", markup=False)

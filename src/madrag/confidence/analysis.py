@@ -128,20 +128,27 @@ def correlations(
     return pd.DataFrame(rows, columns=list(CORRELATION_COLUMNS))
 
 
-def top_features(corr: pd.DataFrame, k: int = 3, rank_by: Literal["abs", "signed"] = "abs") -> pd.DataFrame:
+RankBy = Literal["signed", "abs"]
+RANK_BY: tuple[RankBy, ...] = ("signed", "abs")
+PAPER_RANK_BY: RankBy = "signed"
+"""Seed 001, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC", highest first."""
+
+
+def top_features(corr: pd.DataFrame, k: int = 3, rank_by: RankBy = PAPER_RANK_BY) -> pd.DataFrame:
     """The ``k`` best features per (group, target) of a :func:`correlations` frame (Table 1, Appendix B).
 
-    Ordinal targets are ranked by Spearman's rho, binary targets by AUROC. The paper ranks "by Spearman
-    correlation" without saying whether by sign or magnitude; by default (``rank_by="abs"``) we rank by
-    strength regardless of direction: ``|rho|`` and ``|AUROC - 0.5|`` (a feature whose *low* values flag
-    the critical issue is as informative as one whose high values do). ``rank_by="signed"`` ranks by
-    ``rho`` and ``AUROC`` themselves, highest first. NaN metrics are never ranked; ties keep the order of
-    ``corr``. Groups and targets keep their order in ``corr``; a ``rank`` column (1..k) follows ``target``.
+    Ordinal targets are ranked by Spearman's rho, binary targets by AUROC. By default (``rank_by="signed"``,
+    the paper's: "features are ranked by Spearman correlation with the LLM-as-judge score ... For critical
+    failure detection, features are ranked by AUROC") by ``rho`` and ``AUROC`` themselves, highest first.
+    ``rank_by="abs"`` ranks by strength regardless of direction: ``|rho|`` and ``|AUROC - 0.5|`` (a feature
+    whose *low* values flag the critical issue is as informative as one whose high values do). NaN metrics
+    are never ranked; ties keep the order of ``corr``. Groups and targets keep their order in ``corr``; a
+    ``rank`` column (1..k) follows ``target``.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
-    if rank_by not in ("abs", "signed"):
-        raise ValueError(f"rank_by must be 'abs' or 'signed', not {rank_by!r}")
+    if rank_by not in RANK_BY:
+        raise ValueError(f"rank_by must be 'signed' or 'abs', not {rank_by!r}")
     binary = corr["target"].map(is_binary_target).astype(bool)
     metric = corr["auroc"].where(binary, corr["spearman"]).astype("float64")
     score = (metric - 0.5 * binary).abs() if rank_by == "abs" else metric

@@ -11,12 +11,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from madrag.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, TARGET_LABELS, correlations, top_features
+from madrag.confidence.analysis import (
+    BINARY_TARGETS,
+    ORDINAL_TARGETS,
+    PAPER_RANK_BY,
+    TARGET_LABELS,
+    RankBy,
+    correlations,
+    top_features,
+)
 from madrag.confidence.features import feature_columns, features_frame, record_logprobs
 from madrag.confidence.job import debater_records, meta_records
 from madrag.confidence.judgment import SCORE_FIELDS
@@ -86,7 +94,7 @@ def run_study(
     run_dir: Path,
     meta_dir: Path | None = None,
     roles: list[str] | None = None,
-    rank_by: Literal["abs", "signed"] = "abs",
+    rank_by: RankBy = PAPER_RANK_BY,
     top_k: int = 3,
 ) -> ConfidenceStudy:
     """Features and trajectories of ``run_dir``'s debaters; with ``meta_dir`` (a meta-evaluation of the same
@@ -126,7 +134,7 @@ def _role_bands(records: list[AgentRecord]) -> dict[str, pd.DataFrame]:
     return {role: trajectory_bands(trajs) for role, trajs in sorted(by_role.items())}
 
 
-def _add_judgments(study: ConfidenceStudy, meta_dir: Path, rank_by: Literal["abs", "signed"], top_k: int) -> None:
+def _add_judgments(study: ConfidenceStudy, meta_dir: Path, rank_by: RankBy, top_k: int) -> None:
     """Join the meta-evaluation in ``meta_dir`` to the study's features: its summary, correlations, top features
     and the notes on what is missing or constant."""
     judgments = judgments_frame(meta_records(meta_dir))

@@ -18,12 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.data.essay import Essay, no_scores_line, traits_without_scores
+from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.errors import InputError
 from madrag.evaluation.evidence import evidence_table
 from madrag.evaluation.run import RunData, load_run
-from madrag.metrics import bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
+from madrag.metrics import TieRule, bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
 from madrag.protocols.base import TraitScore
 from madrag.rubric import Rubric, Trait
 
@@ -252,10 +252,35 @@ def load_full_data(path: Path | None, rubric: Rubric) -> tuple[list[Essay] | Non
     return load_essays(path, rubric), None
 
 
-def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: str | None = None) -> Evaluation:
-    """All tables for a loaded run. ``bootstrap`` resamples per CI / comparison (0 = no intervals)."""
+def evaluate_run(
+    run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: str | None = None, ties: TieRule | None = None
+) -> Evaluation:
+    """All tables for a loaded run. ``bootstrap`` resamples per CI / comparison (0 = no intervals); ``ties``
+    the tie rule of the reference labels (default: the run's own, :attr:`RunData.reference_ties`)."""
+    rule = ties or run.reference_ties
+    with reference_ties(rule):
+        return _evaluate_run(run, bootstrap, seed, baseline, rule)
+
+
+def reference_line(rule: TieRule) -> str:
+    """How the reference label is made, for the evaluation's metadata and printed summaries."""
+    tie = {"half_up": "halves up", "half_even": "halves to the even score", "half_down": "halves down"}[rule]
+    return f"mean of the available raters rounded to a valid score, {tie} (reference_ties {rule}; seed 000, B.5)"
+
+
+def ties_note(rule: TieRule, recorded: TieRule) -> str | None:
+    """A note when the evaluation's tie rule is not the one the run's exemplar labels used."""
+    if rule == recorded:
+        return None
+    return (
+        f"reference labels round ties {rule}, but this run's exemplar labels were made with {recorded} "
+        "(its reference_ties setting)"
+    )
+
+
+def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None, rule: TieRule) -> Evaluation:
     full, note = load_full_data(run.data_path, run.rubric)
-    notes = [note] if note else []
+    notes = [n for n in (note, ties_note(rule, run.reference_ties)) if n]
     notes += [no_scores_line(t) for t in traits_without_scores(full or run.essays, run.rubric)]
     qwk = qwk_long(run, full, bootstrap, seed, notes)
     meta = {
@@ -266,7 +291,8 @@ def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: s
         "data": None if run.data_path is None else str(run.data_path),
         "bootstrap": bootstrap,
         "seed": seed,
-        "reference": "mean of the available raters rounded half up to a valid score (seed 000, B.5)",
+        "reference": reference_line(rule),
+        "reference_ties": rule,
     }
     return Evaluation(
         rubric=run.rubric,
@@ -281,10 +307,15 @@ def evaluate_run(run: RunData, bootstrap: int = 2000, seed: int = 0, baseline: s
 
 
 def evaluate(
-    run_dir: Path, bootstrap: int = 2000, seed: int = 0, baseline: str | None = None, data: Path | None = None
+    run_dir: Path,
+    bootstrap: int = 2000,
+    seed: int = 0,
+    baseline: str | None = None,
+    data: Path | None = None,
+    ties: TieRule | None = None,
 ) -> Evaluation:
     """Load a run and build every table (see the module docstring)."""
-    return evaluate_run(load_run(run_dir, data), bootstrap, seed, baseline)
+    return evaluate_run(load_run(run_dir, data), bootstrap, seed, baseline, ties)
 
 
 def human_human_table(

@@ -1,7 +1,9 @@
 """High-disagreement error export for qualitative coding (seed 000, 4.4 and Appendix E).
 
 A row is one essay-trait where the two human raters (raters 1 and 2; a third rater, as on some set-8
-essays, is not used) agree within 1 point but a protocol is off by more than 1 point from their mean.
+essays, is not used) agree within 1 point but the selected protocol - MADRAG by default, as seed 000 ("We focus
+on rows where MADRAG is wrong (N=173)"); another one, or ``"all"`` for any protocol of the run - is off by more
+than 1 point from their mean.
 With one rater (data with a single score per trait) the rule is :data:`ONE_RATER_RULE`: a protocol off by more
 than 1 point from that rater's score (``rater2`` is empty and ``human_mean`` is the one score).
 Each row carries the essay, both raters, and for every protocol of the run its score, its error, the
@@ -22,9 +24,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.metrics import TieRule
 from madrag.placeholders import PLACEHOLDER, placeholders
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
@@ -36,8 +39,12 @@ MENTION = re.compile(
     r"|placeholder|anonymi[sz]",
     re.IGNORECASE,
 )
-TWO_RATER_RULE = "raters 1 and 2 within 1 point, a protocol off by more than 1 from their mean"
-ONE_RATER_RULE = "one rater: a protocol off by more than 1 from that rater's score"
+PAPER_FOCUS = "MADRAG"
+"""Seed 000 4.4 codes the rows where MADRAG is wrong."""
+ANY_PROTOCOL = "all"
+"""``focus`` for the rows where any protocol of the run is wrong."""
+TWO_RATER_RULE = "raters 1 and 2 within 1 point, {who} off by more than 1 from their mean"
+ONE_RATER_RULE = "one rater: {who} off by more than 1 from that rater's score"
 CODING_COLUMNS = ["code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"]
 CODEBOOK = """# Coding scheme (seed 000, section 4.4)
 
@@ -47,10 +54,18 @@ C primary failure mechanism: C1 trait-boundary confusion; C2 debate framing capt
 D component attribution (compare the same row across protocols): D1 debate plausibly contributed; D2 retrieval
   plausibly contributed; D3 interaction plausible (debate + RAG); D4 not component-specific.
 Direction (computed): A1 under-scoring (score below the human mean), A2 over-scoring.
-Rows: two raters within 1 point of each other and a protocol off by more than 1 from their mean; where an
-  essay-trait has one rater, a protocol off by more than 1 from that rater's score (rater2 empty).
+Rows: two raters within 1 point of each other and {who} off by more than 1 from their mean; where an
+  essay-trait has one rater, {who} off by more than 1 from that rater's score (rater2 empty).
+  Reference column: the raters' mean rounded to a valid score, ties {ties}.
 Treat anonymization markers (@CAPS1, @PERSON1, @DATE1 ...) as placeholders, not as the writer's errors.
+Code one value per cell (e.g. C2); `madrag errors --tabulate FILE` turns the coded file into seed 000's
+  Tables 3, 4, 5, 10 and 11.
 """
+
+
+def who_is_wrong(focus: str) -> str:
+    """The rows' protocol in words: ``"MADRAG"`` or ``"any protocol"``."""
+    return "any protocol" if focus == ANY_PROTOCOL else focus
 
 
 def mentions_placeholders(text: str) -> bool:
@@ -122,6 +137,14 @@ class ErrorExport:
     n_rows: int
     per_protocol: dict[str, int]  # rows where each protocol is off by more than 1
     n_one_rater: int = 0  # rows of essay-traits with one rater (ONE_RATER_RULE)
+    focus: str = PAPER_FOCUS  # the protocol whose errors the rows are, or ANY_PROTOCOL
+    ties: TieRule = "half_up"  # how the reference column rounds a raters' mean halfway between two scores
+
+    @property
+    def rule(self) -> str:
+        """The selection rule in words, for the command's output."""
+        who = who_is_wrong(self.focus)
+        return f"{TWO_RATER_RULE.format(who=who)}; where an essay-trait has {ONE_RATER_RULE.format(who=who)}"
 
 
 def _protocol_columns(
@@ -189,13 +212,29 @@ def _direction(row: dict[str, Any], protocol: str, mean: float) -> str:
     return f"{protocol}: " + ("A1 under-scoring" if score < mean else "A2 over-scoring")
 
 
-def export_errors(run_dir: Path, out: Path | None = None, focus: str | None = None) -> ErrorExport:
-    """Write the export CSV (default ``<run>/eval/errors.csv``) and the coding scheme beside it."""
+def resolve_focus(run: RunData, focus: str | None) -> str:
+    """The protocol whose errors are exported: ``focus`` (a protocol of the run, or :data:`ANY_PROTOCOL`),
+    else MADRAG (seed 000), else - a run without MADRAG - the run's first protocol."""
+    if focus is None:
+        return PAPER_FOCUS if PAPER_FOCUS in run.protocols or not run.protocols else run.protocols[0]
+    if focus != ANY_PROTOCOL and focus not in run.protocols:
+        raise InputError(
+            f"protocol {focus!r} is not in this run ({', '.join(run.protocols)}); or give {ANY_PROTOCOL!r}"
+        )
+    return focus
+
+
+def export_errors(
+    run_dir: Path, out: Path | None = None, focus: str | None = None, ties: TieRule | None = None
+) -> ErrorExport:
+    """Write the export CSV (default ``<run>/eval/errors.csv``) and the coding scheme beside it: the rows where
+    ``focus`` is wrong (default MADRAG, :func:`resolve_focus`; :data:`ANY_PROTOCOL`: any protocol), with the
+    reference labels' ties rounded by ``ties`` (default: the run's own rule)."""
     run = load_run(run_dir)
-    if focus is not None and focus not in run.protocols:
-        raise InputError(f"protocol {focus!r} is not in this run ({', '.join(run.protocols)})")
+    chosen = resolve_focus(run, focus)
     sources = load_sources(run)
-    rows = error_rows(run, focus, sources)
+    with reference_ties(ties or run.reference_ties) as rule:
+        rows = error_rows(run, None if chosen == ANY_PROTOCOL else chosen, sources)
     target = out or Path(run_dir) / "eval" / "errors.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     columns = _columns(run, sources.debate_protocols)
@@ -203,9 +242,10 @@ def export_errors(run_dir: Path, out: Path | None = None, focus: str | None = No
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    target.with_name(target.stem + "_codebook.md").write_text(CODEBOOK, encoding="utf-8")
+    codebook = CODEBOOK.format(who=who_is_wrong(chosen), ties=rule)
+    target.with_name(target.stem + "_codebook.md").write_text(codebook, encoding="utf-8")
     per_protocol = {p: sum(p in r["off_by_more_than_1"].split() for r in rows) for p in run.protocols}
-    return ErrorExport(target, len(rows), per_protocol, sum(r["rater2"] == "" for r in rows))
+    return ErrorExport(target, len(rows), per_protocol, sum(r["rater2"] == "" for r in rows), chosen, rule)
 
 
 def _columns(run: RunData, with_debate: set[str]) -> list[str]:

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, reference_ties
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.tables import display_tables, fmt
+from madrag.metrics import TieRule
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
@@ -275,10 +276,15 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources) -> str:
     )
 
 
-def write_report(run_dir: Path, bootstrap: int = 1000, seed: int = 0, out: Path | None = None) -> Path:
-    """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written."""
+def write_report(
+    run_dir: Path, bootstrap: int = 1000, seed: int = 0, out: Path | None = None, ties: TieRule | None = None
+) -> Path:
+    """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written. Reference labels
+    round ties by ``ties`` (default: the run's own rule)."""
     run = load_run(run_dir)
-    evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed)
+    with reference_ties(ties or run.reference_ties) as rule:
+        evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
+        page = render_html(run, evaluation, load_sources(run))
     target = out or Path(run_dir) / "report.html"
-    target.write_text(render_html(run, evaluation, load_sources(run)), encoding="utf-8")
+    target.write_text(page, encoding="utf-8")
     return target

@@ -12,9 +12,10 @@ from typing import Any, cast
 
 import pandas as pd
 
-from madrag.data.essay import Essay
+from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
 from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, HumanReference, base_name, references_frame
+from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
 from madrag.protocols.base import TraitScore
 from madrag.protocols.consensus import agent_scores_frame, record_namespaces, stored_trait_scores
 from madrag.protocols.trait_judge import combine_judges
@@ -39,6 +40,11 @@ class RunData:
     data_path: Path | None
     config: dict[str, Any] = field(default_factory=dict)
     judges: list[AgentRecord] = field(default_factory=list)  # every Judge record (rationales, exemplars, debate)
+
+    @property
+    def reference_ties(self) -> TieRule:
+        """The tie rule of the run's reference labels (:func:`recorded_ties`)."""
+        return recorded_ties(self.config)
 
     def score_map(self) -> dict[tuple[str, str, str], TraitScore]:
         """(protocol, essay id, trait) -> the protocol's final score."""
@@ -91,6 +97,17 @@ def run_config(store: RunStore) -> tuple[dict[str, Any], list[str]]:
         return {}, []
     names = [str(p["name"]) for p in config.get("protocols", []) if isinstance(p, dict) and "name" in p]
     return config, names
+
+
+def recorded_ties(config: dict[str, Any]) -> TieRule:
+    """The tie rule a run's reference labels (its exemplars' scores) used: ``settings.reference_ties``, half up
+    (the default, not stored) when the run's settings do not name one."""
+    settings = config.get("settings")
+    value = settings.get("reference_ties", PAPER_TIES) if isinstance(settings, dict) else PAPER_TIES
+    for rule in TIE_RULES:
+        if rule == value:
+            return rule
+    raise InputError(f"the run's reference_ties setting {value!r} is not one of {', '.join(TIE_RULES)}")
 
 
 def stored_config(store: RunStore, run_dir: Path) -> tuple[dict[str, Any], Rubric, list[str]]:
@@ -172,7 +189,9 @@ def load_consensus_run(
         frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
     finally:
         store.close()
-    return frame, references_frame(essays, rubric, reference), dict(config)
+    with reference_ties(recorded_ties(config)):  # the rounded reference uses the run's tie rule
+        references = references_frame(essays, rubric, reference)
+    return frame, references, dict(config)
 
 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats, FailureBudget
 from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
-from madrag.data.essay import Essay, no_scores_line, traits_without_scores
+from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.distributed.options import RayOptions
@@ -406,8 +406,25 @@ async def execute(
 
     ``backend`` is a ready provider used instead of building one from ``job.provider`` (whose retry and
     concurrency settings still apply); the caller owns it, so it is not closed. ``embedder`` replaces the
-    exemplar bank's MiniLM embedder.
+    exemplar bank's MiniLM embedder. Reference labels (the exemplars' scores) round ties by the job's
+    ``settings.reference_ties``.
     """
+    with reference_ties(job.settings.reference_ties):
+        callbacks = (on_record, on_essay_done, on_stage, on_start, on_bank_progress)
+        return await _execute(job, *callbacks, backend=backend, embedder=embedder)
+
+
+async def _execute(
+    job: ScoreJob,
+    on_record: Callable[[AgentRecord], None] | None,
+    on_essay_done: Callable[[Essay, list[TraitScore]], None] | None,
+    on_stage: Callable[[str], None] | None,
+    on_start: Callable[[int], None] | None,
+    on_bank_progress: Callable[[int, int], None] | None,
+    *,
+    backend: Provider | None,
+    embedder: Embedder | None,
+) -> JobResult:
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
     store = RunStore(job.run_dir / "store.sqlite")
