@@ -16,7 +16,7 @@ from madrag.data.essay import Essay, current_reference_ties, reference_label, re
 from madrag.data.shipped import asap_data_file, asap_rubric_file
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
-from madrag.evaluation.run import load_run, recorded_ties
+from madrag.evaluation.run import load_run, open_store, recorded_ties, run_config
 from madrag.metrics import TIE_RULES, is_tie, round_ties, round_to_scale
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers.spec import ProviderSpec
@@ -153,3 +153,32 @@ def test_a_run_applies_and_records_its_tie_rule(tmp_path: Path) -> None:
     assert other.meta["reference_ties"] == "half_up"
     assert any("exemplar labels were made with half_down" in n for n in other.notes)
     assert evaluate(default, bootstrap=0).meta["reference_ties"] == "half_up"
+
+
+def test_score_command_records_the_tie_rule(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = tmp_path / "essays.csv"
+    data.write_text("id,text,fold,Ideas\na,One essay.,0,2\nb,Another essay.,1,1\nc,A third.,1,3\n", encoding="utf-8")
+    rubric = tmp_path / "rubric.json"
+    rubric.write_text(
+        json.dumps({"traits": [{"name": "Ideas", "min": 0, "max": 3, "levels": {str(i): "x" for i in range(4)}}]}),
+        encoding="utf-8",
+    )
+    base = [sys.executable, "-m", "madrag.cli", "score", "--data", str(data), "--rubric", str(rubric), "-p", "MAD"]
+    base += ["--provider", "fake", "--embedder", "hashing", "--cache-dir", str(tmp_path / "cache")]
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [*base, "--run-dir", str(run), "--reference-ties", "half_down"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    store = open_store(run)
+    try:
+        assert recorded_ties(run_config(store)[0]) == "half_down"
+    finally:
+        store.close()
+    bad = subprocess.run(
+        [*base, "--run-dir", str(tmp_path / "r2"), "--reference-ties", "up"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "half_even" in bad.stderr

@@ -220,6 +220,13 @@ PlaceholdersOpt = Annotated[
         "are) or mask (shown as neutral words like [name], which the prompt explains)."
     ),
 ]
+ReferenceTiesScoreOpt = Annotated[
+    str,
+    typer.Option(
+        help="How a reference label rounds a raters' mean halfway between two scores (2.5), for the exemplars' "
+        "labels and the run's evaluation: half_up (default; seed 000 B.5 gives no tie rule), half_even or half_down."
+    ),
+]
 EvidenceCheckOpt = Annotated[
     str,
     typer.Option(

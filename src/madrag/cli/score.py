@@ -51,6 +51,7 @@ from madrag.cli.options import (
     ProviderOpt,
     RayOpt,
     RayWorkersOpt,
+    ReferenceTiesScoreOpt,
     ReportOpt,
     RetriesOpt,
     RoleProviderOpt,
@@ -78,6 +79,7 @@ from madrag.data.splits import EACH
 from madrag.distributed.options import ray_options
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
+from madrag.metrics import TIE_RULES
 from madrag.pipeline.job import ScoreJob, default_cache_dir
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.providers.spec import parse_role_provider
@@ -149,6 +151,7 @@ def score(
     judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
     seed: SamplingSeedOpt = 1234,
     placeholders: PlaceholdersOpt = "none",
+    reference_ties: ReferenceTiesScoreOpt = "half_up",
     evidence_check: EvidenceCheckOpt = "record",
     score_method: ScoreMethodOpt = "auto",
     report: ReportOpt = "parsed",
@@ -207,6 +210,7 @@ def score(
             judge_max_tokens=judge_max_tokens,
             seed=seed,
             placeholders=choice("--placeholders", placeholders, PLACEHOLDERS),
+            reference_ties=choice("--reference-ties", reference_ties, TIE_RULES),
             evidence_check=choice("--evidence-check", evidence_check, EVIDENCE_CHECKS),
             score_method=choice("--score-method", score_method, SCORE_METHODS),
             report=choice("--report", report, REPORTS),
