@@ -21,12 +21,14 @@ from madrag.errors import InputError
 def test_shipped_folder_is_inside_the_package_with_provenance() -> None:
     folder = shipped_asap_dir()
     assert folder.is_relative_to(Path(madrag.__file__).parent)
-    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
+    files = sorted(p.name for p in folder.iterdir() if p.is_file())
+    assert [f for f in files if not f.startswith("vectors-")] == [
         "README.md",
         "rubric_set7.json",
         "rubric_set8.json",
         ASAP_DATA,
     ]
+    assert all(f.endswith(".npz") for f in files if f.startswith("vectors-"))  # the shipped MiniLM vectors
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert "Hewlett Foundation" in readme and "research" in readme.lower()
 
