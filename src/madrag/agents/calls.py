@@ -70,11 +70,16 @@ class FailureBudget:
     max_failures: int | None = None
     failed: list[str] = field(default_factory=list)
     last_error: str = ""
+    halted: bool = False  # told to stop from outside (a Ray worker, once the cluster's budget is spent)
 
     @property
     def spent(self) -> bool:
-        """Whether the run is to stop: ``max_failures`` calls have failed."""
-        return self.max_failures is not None and len(self.failed) >= self.max_failures
+        """Whether the run is to stop: ``max_failures`` calls have failed (or it was :meth:`halt`-ed)."""
+        return self.halted or (self.max_failures is not None and len(self.failed) >= self.max_failures)
+
+    def halt(self) -> None:
+        """Start no new call from now on (the calls in flight finish)."""
+        self.halted = True
 
     def add(self, key: str, error: str) -> None:
         """Count a failed call."""
