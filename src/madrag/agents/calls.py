@@ -103,6 +103,8 @@ class CallContext:
     settings: ScoringSettings
     bank: ExemplarSource | None = None
     on_record: Callable[[AgentRecord], None] | None = None
+    # told of each failed record (a call that got no answer after its retries), as ``on_record`` of each made one
+    on_failed: Callable[[AgentRecord], None] | None = None
     stats: CallStats = field(default_factory=CallStats)
     # calls being made right now, by key: a second request for the same call (e.g. the debate that MAD and
     # MADRAG share) waits for the first instead of paying for, and reading, a second one
@@ -263,6 +265,8 @@ async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, ex
     ctx.stats.failed_calls += 1
     if ctx.failures is not None:
         ctx.failures.add(call.key, str(exc))
+    if ctx.on_failed is not None:
+        ctx.on_failed(record)
     log.warning("call %s failed after its retries (%s); recorded as failed, a resume retries it", call.key, exc)
     return CallFailed(f"call {call.key} failed: {exc}", call.key)
 

@@ -233,6 +233,8 @@ class Dispatcher:
         if self.ctx.failures is not None:
             key = record.key.split(FAILED_MARK, 1)[0]
             self.ctx.failures.add(key, record.error or "no answer after retries")
+        if self.ctx.on_failed is not None:
+            self.ctx.on_failed(record)
 
     def _essay_done(self, essay_id: str, scores: list[TraitScore]) -> None:
         full = [*self.plan.finished.get(essay_id, []), *scores]
