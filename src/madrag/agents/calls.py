@@ -70,11 +70,16 @@ class FailureBudget:
     max_failures: int | None = None
     failed: list[str] = field(default_factory=list)
     last_error: str = ""
+    halted: bool = False  # told to stop from outside (a Ray worker, once the cluster's budget is spent)
 
     @property
     def spent(self) -> bool:
-        """Whether the run is to stop: ``max_failures`` calls have failed."""
-        return self.max_failures is not None and len(self.failed) >= self.max_failures
+        """Whether the run is to stop: ``max_failures`` calls have failed (or it was :meth:`halt`-ed)."""
+        return self.halted or (self.max_failures is not None and len(self.failed) >= self.max_failures)
+
+    def halt(self) -> None:
+        """Start no new call from now on (the calls in flight finish)."""
+        self.halted = True
 
     def add(self, key: str, error: str) -> None:
         """Count a failed call."""
@@ -98,6 +103,8 @@ class CallContext:
     settings: ScoringSettings
     bank: ExemplarSource | None = None
     on_record: Callable[[AgentRecord], None] | None = None
+    # told of each failed record (a call that got no answer after its retries), as ``on_record`` of each made one
+    on_failed: Callable[[AgentRecord], None] | None = None
     stats: CallStats = field(default_factory=CallStats)
     # calls being made right now, by key: a second request for the same call (e.g. the debate that MAD and
     # MADRAG share) waits for the first instead of paying for, and reading, a second one
@@ -258,6 +265,8 @@ async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, ex
     ctx.stats.failed_calls += 1
     if ctx.failures is not None:
         ctx.failures.add(call.key, str(exc))
+    if ctx.on_failed is not None:
+        ctx.on_failed(record)
     log.warning("call %s failed after its retries (%s); recorded as failed, a resume retries it", call.key, exc)
     return CallFailed(f"call {call.key} failed: {exc}", call.key)
 

@@ -1,7 +1,9 @@
 """Progress of a Python API run: a rich progress bar over the trait scores (terminal or notebook), or nothing.
 
 The bar counts (essay, trait, protocol) scores as ``madrag score``'s does: a seed 000 protocol's score when
-its first Judge record arrives, a consensus protocol's (seed 002) when its essay is done.
+its first Judge record arrives, a consensus protocol's (seed 002) when its essay is done. A call that failed
+after its retries leaves its essay-traits without a score: they count as done when their essay finishes (so the
+bar reaches its total), and the bar shows how many calls failed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class ScoreProgress:
         self._task: TaskID | None = None
         self._bank_task: TaskID | None = None
         self.essays_done = 0  # essays finished in this call
+        self.per_essay: int | None = None  # (trait, protocol) scores of one essay, when the caller knows
+        self.failed = 0  # calls failed after their retries in this call
+        self._failed_by_essay: dict[str, int] = {}
+        self._counted: dict[str, set[tuple[str, str]]] = {}  # essay -> (protocol, trait) the bar counted
 
     def __enter__(self) -> ScoreProgress:
         if self.enabled:
@@ -39,11 +45,12 @@ class ScoreProgress:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
+                TextColumn("{task.fields[failed]}"),
                 TimeElapsedColumn(),
                 console=self.console,
             )
             self._bank_task = self._progress.add_task("embedding the exemplar pool", total=None, visible=False)
-            self._task = self._progress.add_task("trait scores", total=None, visible=False)
+            self._task = self._progress.add_task("trait scores", total=None, visible=False, failed="")
         return self
 
     def __exit__(
@@ -80,26 +87,55 @@ class ScoreProgress:
         if self._progress is None or self._task is None:
             return
         if record.role == "judge" and record.index == 0:
-            self._progress.advance(self._task)
+            self._count(record.essay_id, {(record.protocol, record.trait)})
         self._progress.update(self._task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")
 
-    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
-        """One essay finished: its consensus protocols' scores count now; with ``essay_lines`` its scores are
-        printed."""
-        self.essays_done += 1
+    def on_failed(self, record: AgentRecord) -> None:
+        """A call failed after its retries (recorded as failed): counted, and shown next to the bar."""
+        self.failed += 1
+        self._failed_by_essay[record.essay_id] = self._failed_by_essay.get(record.essay_id, 0) + 1
         if self._progress is not None and self._task is not None:
-            self._progress.advance(self._task, sum(1 for s in scores if consensus_protocol(s.protocol) is not None))
+            self._progress.update(self._task, failed=f"{self.failed} failed")
+
+    def _count(self, essay_id: str, units: set[tuple[str, str]]) -> None:
+        """Advance the bar by the (protocol, trait) scores of ``essay_id`` not counted yet."""
+        seen = self._counted.setdefault(essay_id, set())
+        new = len(units - seen)
+        seen |= units
+        if new and self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, new)
+
+    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
+        """One essay finished: its consensus protocols' scores count now, and so do, when a call of it failed,
+        the scores it is left without; with ``essay_lines`` its scores are printed."""
+        self.essays_done += 1
+        self._count(essay.id, {(s.protocol, s.trait) for s in scores if consensus_protocol(s.protocol) is not None})
+        failed = self._failed_by_essay.get(essay.id, 0)
+        counted = len(self._counted.pop(essay.id, set()))
+        if failed and self.per_essay is not None and self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, max(0, self.per_essay - counted))
         if self.essay_lines:
-            self.note(f"essay {essay.id}: {essay_line(scores)}")
+            self.note(f"essay {essay.id}: {essay_line(scores, failed)}")
 
 
-def essay_line(scores: list[TraitScore]) -> str:
-    """An essay's scores on one line: ``Ideas=2, Style=?`` (``?``: unusable), grouped by protocol when several.
+def essay_line(scores: list[TraitScore], failed: int = 0) -> str:
+    """An essay's scores on one line: ``Ideas=2, Style=?`` (``?``: unusable), grouped by protocol when several;
+    ``failed``: its calls that failed after their retries (their traits are left out, and said so).
 
     >>> from madrag.protocols.base import TraitScore
     >>> essay_line([TraitScore(essay_id="1", trait="Ideas", protocol="MAD", score=2)])
     'Ideas=2'
+    >>> essay_line([], failed=4)
+    'every trait failed (4 calls)'
     """
+    calls = f"{failed} call{'s' if failed != 1 else ''}"
+    if not scores:
+        return f"every trait failed ({calls})" if failed else "no trait scored (the run is stopping)"
+    line = _by_protocol(scores)
+    return f"{line} ({calls} failed)" if failed else line
+
+
+def _by_protocol(scores: list[TraitScore]) -> str:
     by_protocol: dict[str, list[str]] = {}
     for s in scores:
         by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")

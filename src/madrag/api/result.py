@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -18,10 +19,33 @@ from madrag.evaluation.agreement import Evaluation, evaluate
 from madrag.evaluation.run import open_store, score_rows
 from madrag.evaluation.tables import save
 from madrag.protocols.base import TraitScore
-from madrag.records import AgentRecord
+from madrag.records import FAILED_MARK, AgentRecord
 from madrag.rubric import Rubric
 
 SCORE_COLUMNS = ["essay", "trait", "protocol", "score", "reference", "mode", "rationale"]
+
+
+class FailedCall(NamedTuple):
+    """A call of the run that got no answer after its retries (its essay-trait has no score)."""
+
+    essay: str
+    trait: str
+    role: str
+    protocol: str
+    error: str
+
+
+def still_failed(records: list[AgentRecord], essay_ids: set[str]) -> list[FailedCall]:
+    """The calls of ``essay_ids`` whose last attempt failed and that have no answer since (one per call, in the
+    order they failed)."""
+    answered = {r.key for r in records if not r.failed}
+    latest: dict[str, AgentRecord] = {}
+    for r in sorted((r for r in records if r.failed and r.essay_id in essay_ids), key=lambda r: r.created_at):
+        call = r.key.split(FAILED_MARK, 1)[0]
+        if call not in answered:
+            latest.pop(call, None)
+            latest[call] = r
+    return [FailedCall(r.essay_id, r.trait, r.role, r.protocol, r.error or "") for r in latest.values()]
 
 
 @dataclass
@@ -33,6 +57,10 @@ class ScoringResult:
     the essay has no human score). ``records`` is every agent call stored in the run, ``evaluate()`` builds
     ``madrag eval``'s tables. ``run_dir`` is the run directory; ``temporary`` says it was made for this call
     (under the system's temporary folder) because no ``run_dir`` was given.
+
+    ``failed_calls`` counts the calls of this scoring that got no answer after their retries (each is a failed
+    record; its essay-trait has no row in ``scores``); ``failures`` lists the run's calls still failed, as
+    (essay, trait, role, protocol, error). Scoring again with the same ``run_dir`` retries exactly those.
     """
 
     run_dir: Path
@@ -54,6 +82,16 @@ class ScoringResult:
         if frame.empty:
             return pd.DataFrame(columns=SCORE_COLUMNS)
         return frame[SCORE_COLUMNS].astype({"score": "Int64", "reference": "Int64"})
+
+    @property
+    def failed_calls(self) -> int:
+        """Calls of this scoring that failed after their retries (0 when every call was answered)."""
+        return self.stats.failed_calls
+
+    @property
+    def failures(self) -> list[FailedCall]:
+        """The run's calls still without an answer after their retries, read from its store (see the class)."""
+        return still_failed(self.records, {e.id for e in self.essays})
 
     @property
     def records(self) -> list[AgentRecord]:
@@ -92,5 +130,13 @@ class ScoringResult:
         return (
             f"ScoringResult({len(self.essays)} essays x {len(self.rubric.traits)} traits x "
             f"{', '.join(self.protocols)}; {self.stats.made} calls made, {self.stats.reused} reused"
-            f"{', resumed' if self.resumed else ''}; run_dir={where})"
+            f"{', resumed' if self.resumed else ''}{self._failed_note()}; run_dir={where})"
+        )
+
+    def _failed_note(self) -> str:
+        n = self.failed_calls
+        if not n:
+            return ""
+        return (
+            f"; {n} call{'s' if n != 1 else ''} failed after retries; score again with the same run_dir to retry them"
         )

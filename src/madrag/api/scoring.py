@@ -108,6 +108,7 @@ async def ascore(
     embedder: Embedder | None = None,
     progress: bool = True,
     ray: str | RayOptions | None = None,
+    max_failures: int | None = None,
 ) -> ScoringResult:
     """Score essays trait by trait and return a :class:`ScoringResult` (the async twin of :func:`score`,
     which documents the arguments). Use it inside ``async`` code; :func:`score` everywhere else.
@@ -118,6 +119,8 @@ async def ascore(
     >>> result.scores[["essay", "trait", "score"]].values.tolist()  # the fake answers the scale's middle
     [['1', 'Ideas', 2]]
     """
+    if max_failures is not None and (isinstance(max_failures, bool) or max_failures < 1):
+        raise InputError(f"max_failures must be a whole number >= 1, or None for no limit (got {max_failures!r})")
     the_rubric = to_rubric(rubric)
     data, loaded = _essays_source(essays, the_rubric)
     exemplars = None if pool is None else to_essays(pool, the_rubric, "pool")
@@ -148,6 +151,7 @@ async def ascore(
         # a ready instance is not cached by default: the cache keys on its name and model only
         response_cache=response_cache if response_cache is not None else backend is None,
         ray=ray if isinstance(ray, RayOptions) else ray_options(ray),
+        max_failures=max_failures,
     )
     return await arun_job(job, backend=backend, embedder=embedder, progress=progress, temporary=temporary)
 
@@ -165,6 +169,7 @@ async def arun_job(
     (the web app, workers) run a job. ``backend``: a ready provider instead of ``job.provider``; ``embedder``:
     the exemplar bank's, instead of MiniLM; ``temporary``: the run directory was made for this run."""
     bar = progress if isinstance(progress, ScoreProgress) else ScoreProgress(enabled=progress)
+    bar.per_essay = len(job.protocols) * len(to_rubric(job.rubric).traits)
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")
@@ -179,6 +184,7 @@ async def arun_job(
             on_bank_progress=bar.on_bank_progress,
             backend=backend,
             embedder=embedder,
+            on_failed=bar.on_failed,
         )
     return ScoringResult(
         run_dir=job.run_dir,
@@ -293,6 +299,10 @@ Args:
     ray: score on Ray (``pip install 'madrag[ray]'``, docs/scaling.md): ``"local"`` (a local Ray instance),
         ``"HOST:PORT"`` or ``"auto"`` (a cluster), or :class:`~madrag.distributed.RayOptions`; the provider must
         then be a string or a :class:`ProviderSpec` (each worker builds its own backend).
+    max_failures: stop once this many calls have failed after their retries (the calls in flight finish;
+        :class:`~madrag.errors.TooManyFailures` is raised). Default None: every failed call is recorded as
+        failed, its essay-trait left without a score, and the run goes on; ``result.failed_calls`` counts them
+        and ``result.failures`` lists them. Scoring again with the same ``run_dir`` retries them.
 
 Example:
     >>> import madrag

@@ -6,8 +6,14 @@ records that arrive together share a commit, and a record whose key is already s
 finished essays. A worker that dies, or whose node does, loses only its shards in flight: each goes back to
 the queue (less the essays already finished) and is handed out again with the records stored so far, up to
 ``max_attempts`` times; the slot waits for its worker to be restarted, or ends if it is gone for good. Any
-other error in a worker (a backend failing after its retries) stops the run as it would locally: the pending
-work is cancelled and every record already written stays.
+other error in a worker stops the run as it would locally: the pending work is cancelled and every record
+already written stays.
+
+A call that fails after its retries arrives as a failed record (its key holds ``|failed|``) and the shard goes
+on; the driver counts the failed calls into the run's statistics and its failure budget (``--max-failures``,
+cluster-wide). Once the budget is spent no shard is handed out any more, the workers are told to start no new
+call (``halt``), the shards in flight finish what they have started, and :meth:`Dispatcher.run` returns (the
+driver then raises :class:`~madrag.errors.TooManyFailures`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from madrag.distributed.shard import Plan, Shard
 from madrag.errors import MadragError
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.protocols.base import TraitScore
-from madrag.records import AgentRecord
+from madrag.records import FAILED_MARK, AgentRecord
 from madrag.store import Row, RunStore
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
@@ -44,6 +50,8 @@ class Progress:
     scores: dict[str, list[TraitScore]] = field(default_factory=dict)  # essay id -> its new scores
     reused: int = 0
     failed_scores: int = 0
+    failed_calls: int = 0
+    stopped_shards: int = 0  # shards that stopped early because the failure budget was spent
     redone: int = 0
     shards_done: int = 0
 
@@ -79,6 +87,12 @@ class Dispatcher:
     _queue: deque[Shard] = field(default_factory=deque)
     _open: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _halted: bool = False
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the run's failure budget is spent (no shard is handed out any more)."""
+        return self.ctx.failures is not None and self.ctx.failures.spent
 
     async def run(self, shards: list[Shard]) -> Progress:
         """Score every shard; returns when all are done (or raises what stopped the run)."""
@@ -86,14 +100,14 @@ class Dispatcher:
         self._open = len(shards)
         slots = [self._slot(i) for i in range(len(self.actors)) for _ in range(self.shards_per_worker)]
         await gather_or_cancel(*slots)
-        if self._open:
+        if self._open and not self.stopping:
             raise MadragError(f"every Ray worker was lost; {self._open} shard(s) left (run the command again)")
         return self.progress
 
     async def _next(self) -> Shard | None:
         async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._queue) or self._open == 0)
-            return self._queue.popleft() if self._queue else None
+            await self._changed.wait_for(lambda: bool(self._queue) or self._open == 0 or self.stopping)
+            return self._queue.popleft() if self._queue and not self.stopping else None
 
     async def _finish(self, shard: Shard | None) -> None:
         async with self._changed:
@@ -179,7 +193,22 @@ class Dispatcher:
             elif kind == "done":
                 self.progress.reused += int(payload.get("reused", 0))
                 self.progress.failed_scores += int(payload.get("failed_scores", 0))
+                self.progress.stopped_shards += bool(payload.get("stopped", False))
         await self._commit(pending)
+        if self.stopping and not self._halted:
+            await self._halt()
+
+    async def _halt(self) -> None:
+        """The budget is spent: wake the idle slots (they end) and tell every worker to start no new call."""
+        self._halted = True
+        async with self._changed:
+            self._changed.notify_all()
+        self.stage("ray: the failure budget is spent; no new calls start, the calls in flight finish")
+        for actor in self.actors:
+            try:
+                actor.halt.remote()
+            except Exception:  # a lost worker: its shard is not redone anyway
+                continue
 
     async def _commit(self, records: list[tuple[Row, str]]) -> None:
         """Write the rows as the workers serialised them (no parsing here: the driver's time per record is
@@ -187,11 +216,25 @@ class Dispatcher:
         if not records:
             return
         inserted = await asyncio.gather(*(self.store.aput_row(row) for row, _ in records))
-        for (_, light), new in zip(records, inserted, strict=True):
-            if new:
-                self.ctx.stats.made += 1
-                if self.ctx.on_record is not None:
-                    self.ctx.on_record(AgentRecord.model_validate_json(light))
+        for (row, light), new in zip(records, inserted, strict=True):
+            if not new:
+                continue
+            if FAILED_MARK in str(row[0]):
+                self._count_failure(AgentRecord.model_validate_json(light))
+                continue
+            self.ctx.stats.made += 1
+            if self.ctx.on_record is not None:
+                self.ctx.on_record(AgentRecord.model_validate_json(light))
+
+    def _count_failure(self, record: AgentRecord) -> None:
+        """A call that failed after its retries on a worker: counted in the run's statistics and budget."""
+        self.progress.failed_calls += 1
+        self.ctx.stats.failed_calls += 1
+        if self.ctx.failures is not None:
+            key = record.key.split(FAILED_MARK, 1)[0]
+            self.ctx.failures.add(key, record.error or "no answer after retries")
+        if self.ctx.on_failed is not None:
+            self.ctx.on_failed(record)
 
     def _essay_done(self, essay_id: str, scores: list[TraitScore]) -> None:
         full = [*self.plan.finished.get(essay_id, []), *scores]

@@ -11,6 +11,11 @@ configuration, built the exemplar bank and opened the run store (:func:`madrag.p
 3. cuts the remaining essays into shards and lets the :class:`~madrag.distributed.dispatch.Dispatcher` hand
    them out, writing every streamed record to the store as it arrives;
 4. records in the store (meta ``ray``) that the run used Ray, on which cluster and with how many workers.
+
+Calls that fail after their retries are failed records, as in a local run, counted into the run's statistics
+(``failed_calls``: ``madrag score`` warns and exits 3); with ``--max-failures`` the driver keeps the budget for
+the whole cluster and, once it is spent, hands out nothing more, lets the calls in flight finish and raises
+:class:`~madrag.errors.TooManyFailures` (exit 2), as a local run does.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from madrag.distributed.options import RayOptions
 from madrag.distributed.shard import Plan, Shard, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
-from madrag.pipeline.runner import auto_essay_concurrency, essay_width
+from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_error
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
 from madrag.retrieval.bank import ExemplarBank
@@ -140,6 +145,7 @@ class RayRun:
             prompts={name: ctx.prompts.text(name) for name in prompt_names(list(protocols))},
             essay_concurrency=job.essay_concurrency,
             embedder=job.embedder,
+            max_failures=job.max_failures,
         )
 
     async def start_workers(self, setup: WorkerSetup, workers: int, cluster: Cluster) -> None:
@@ -222,6 +228,8 @@ class RayRun:
                 disconnect(cluster)
         ctx.stats.reused += progress.reused
         ctx.stats.failed_scores += progress.failed_scores
+        if ctx.failures is not None and ctx.failures.spent:
+            raise stopped_error(ctx.failures)
         return ordered(essays, plan, progress, rubric, protocols)
 
     async def run_on(

@@ -9,6 +9,12 @@ writer. A shard's stream is a sequence of event batches: ``("record", (row, ligh
 call (serialised here once: the driver writes the row as it is),
 ``("essay", (essay id, scores))`` once an essay's scores are complete (after its records), and one final
 ``("done", statistics)``.
+
+A call that uses up its retries becomes a failed record, streamed like any other (its key is the call's
+``|failed|`` key), and the shard goes on: the statistics count the shard's ``failed_calls``. The run's
+``--max-failures`` is the driver's to keep, cluster-wide: a shard stops starting calls once its own failures
+reach it, or once the driver says the cluster's have (:meth:`ShardWorker.halt`); its calls in flight finish,
+and its statistics then say ``stopped``.
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madrag.agents.calls import CallContext
+from madrag.agents.calls import CallContext, FailureBudget
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.distributed.bank import ShippedBanks, ShippedEmbedder
 from madrag.distributed.shard import Shard, per_trait
+from madrag.errors import TooManyFailures
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -60,6 +67,7 @@ class WorkerSetup:
     prompts: dict[str, str] = field(default_factory=dict)  # template texts by name, as the driver reads them
     essay_concurrency: int | None = None
     embedder: str = "minilm"  # the job's embedder (madrag.retrieval.make_embedder), for the query essays
+    max_failures: int | None = None  # the run's --max-failures (the driver keeps the cluster's count)
 
 
 class ShardStore:
@@ -141,6 +149,8 @@ class ShardWorker:
         self.bank = bank.restore(self.embedder) if bank is not None and self.embedder is not None else None
         self._backends: tuple[ManagedProvider, dict[str, ManagedProvider]] | None = None
         self._subrubrics: dict[tuple[str, ...], Rubric] = {}
+        self._budgets: list[FailureBudget] = []  # of the shards being scored now
+        self._halted = False
         self._cpu_start = time.process_time()
 
     def _make_embedder(self) -> Embedder:
@@ -196,8 +206,9 @@ class ShardWorker:
             settings=self.setup.settings,
             bank=self.bank,
             role_providers=roles,
+            failures=self._budget(),
         )
-        run = run_scoring(
+        run = self._run(
             ctx,
             shard.essays,
             self.setup.rubric,
@@ -214,14 +225,43 @@ class ShardWorker:
                 waiter.cancel()
                 if batch := store.take():
                     yield batch
-            task.result()
-            stats = {"made": ctx.stats.made, "reused": ctx.stats.reused, "failed_scores": ctx.stats.failed_scores}
+            stopped = task.result()
+            stats = {
+                "made": ctx.stats.made,
+                "reused": ctx.stats.reused,
+                "failed_scores": ctx.stats.failed_scores,
+                "failed_calls": ctx.stats.failed_calls,
+                "stopped": stopped,
+            }
             yield [*store.take(), ("done", stats)]
         finally:
+            self._budgets = [b for b in self._budgets if b is not ctx.failures]
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+
+    def _budget(self) -> FailureBudget:
+        """A new shard's failure budget (the run's limit; halted already if the driver said stop)."""
+        budget = FailureBudget(self.setup.max_failures, halted=self._halted)
+        self._budgets.append(budget)
+        return budget
+
+    @staticmethod
+    async def _run(ctx: CallContext, *args: Any, **kwargs: Any) -> bool:
+        """The shard's scoring; True when it stopped before the end (its budget spent, or halted)."""
+        try:
+            await run_scoring(ctx, *args, **kwargs)
+        except TooManyFailures:
+            return True
+        return False
+
+    def halt(self) -> None:
+        """The cluster's failure budget is spent: the shards being scored start no new call (their calls in
+        flight finish), and so does any shard still handed to this worker."""
+        self._halted = True
+        for budget in self._budgets:
+            budget.halt()
 
     def usage(self) -> dict[str, float]:
         """CPU seconds this worker has spent since it was set up (restoring the bank, scoring), not starting up."""

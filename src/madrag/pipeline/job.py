@@ -400,9 +400,11 @@ async def execute(
     *,
     backend: Provider | None = None,
     embedder: Embedder | None = None,
+    on_failed: Callable[[AgentRecord], None] | None = None,
 ) -> JobResult:
     """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce,
-    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built.
+    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built,
+    ``on_failed`` each failed record (a call that got no answer after its retries).
 
     ``backend`` is a ready provider used instead of building one from ``job.provider`` (whose retry and
     concurrency settings still apply); the caller owns it, so it is not closed. ``embedder`` replaces the
@@ -411,7 +413,7 @@ async def execute(
     """
     with reference_ties(job.settings.reference_ties):
         callbacks = (on_record, on_essay_done, on_stage, on_start, on_bank_progress)
-        return await _execute(job, *callbacks, backend=backend, embedder=embedder)
+        return await _execute(job, *callbacks, backend=backend, embedder=embedder, on_failed=on_failed)
 
 
 async def _execute(
@@ -424,6 +426,7 @@ async def _execute(
     *,
     backend: Provider | None,
     embedder: Embedder | None,
+    on_failed: Callable[[AgentRecord], None] | None = None,
 ) -> JobResult:
     started = time.monotonic()
     stage = on_stage or (lambda _msg: None)
@@ -447,6 +450,7 @@ async def _execute(
             settings=job.settings,
             bank=bank,
             on_record=on_record,
+            on_failed=on_failed,
             role_providers=role_providers,
             failures=FailureBudget(job.max_failures),
         )

@@ -153,7 +153,7 @@ async def score_essay(
     return [score for per_protocol in results for score in per_protocol]
 
 
-def _stopped(budget: FailureBudget) -> TooManyFailures:
+def stopped_error(budget: FailureBudget) -> TooManyFailures:
     """The error of a run stopped by its failure budget."""
     n = len(budget.failed)
     return TooManyFailures(
@@ -210,5 +210,5 @@ async def run_scoring(
             await asyncio.gather(*workers, return_exceptions=True)
             raise
     if ctx.failures is not None and ctx.failures.spent:
-        raise _stopped(ctx.failures)
+        raise stopped_error(ctx.failures)
     return [score for i in range(len(essays)) for score in results[i]]

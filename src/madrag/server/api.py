@@ -161,7 +161,10 @@ def cancel_run(run_id: str, s: StateDep) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/resume", status_code=202, summary="Resume an interrupted or cancelled run", responses=ERRORS
+    "/runs/{run_id}/resume",
+    status_code=202,
+    summary="Resume an interrupted or cancelled run, or retry the failed calls of a finished one",
+    responses=ERRORS,
 )
 def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> dict[str, Any]:
     s.runs.resume(run_id, None if body is None else body.api_key)

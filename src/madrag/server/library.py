@@ -342,6 +342,7 @@ class Hooks:
     on_stage: Callable[[str], None]
     on_start: Callable[[int], None]
     on_bank_progress: Callable[[int, int], None]
+    on_failed: Callable[[AgentRecord], None] | None = None  # a call that got no answer after its retries
 
 
 class _HookedProgress(ScoreProgress):
@@ -366,12 +367,17 @@ class _HookedProgress(ScoreProgress):
     def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
         self.hooks.on_essay_done(essay, scores)
 
+    def on_failed(self, record: AgentRecord) -> None:
+        if self.hooks.on_failed is not None:
+            self.hooks.on_failed(record)
 
-async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) -> list[TraitScore]:
+
+async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) -> tuple[list[TraitScore], int]:
     """Run (or resume) a job with the public API's ``madrag.arun_job`` (the one runner of prepared jobs) on a
-    ready ``backend`` (the server's shared instance); the final trait scores of its essays."""
+    ready ``backend`` (the server's shared instance); the final trait scores of its essays and the number of
+    calls that failed after their retries (recorded as failed: a resume retries them)."""
     result = await madrag.arun_job(job, backend=backend, progress=_HookedProgress(hooks))
-    return result.trait_scores
+    return result.trait_scores, result.failed_calls
 
 
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:

@@ -74,6 +74,7 @@ class Progress:
     status: str = "queued"
     total: int | None = None
     records: int = 0
+    failed: int = 0  # calls that failed after their retries
     stage: str = ""
     seq: int = 0
     done: set[tuple[str, str, str]] = field(default_factory=set)
@@ -92,6 +93,7 @@ class Progress:
             "total": self.total,
             "done": len(self.done),
             "records": self.records,
+            "failed_calls": self.failed,
             "stage": self.stage,
             "seq": self.seq,
         }
@@ -125,6 +127,10 @@ class Progress:
     def count_record(self) -> None:
         with self._lock:
             self.records += 1
+
+    def count_failed(self) -> None:
+        with self._lock:
+            self.failed += 1
 
     def subscribe(self, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[Event]:
         """A queue receiving every event from now on."""

@@ -68,6 +68,9 @@ class RunMeta(RefusedFields):
     price: tuple[float, float] | None = None
     estimate: dict[str, Any] | None = None
     elapsed_s: float | None = None
+    # calls of the last session that got no answer after their retries (failed records; their essay-traits have
+    # no score): a finished run with some can be resumed, which retries exactly those
+    failed_calls: int = 0
 
 
 def backend_info(backend: BackendSettings, key_source: str) -> dict[str, Any]:
@@ -257,6 +260,7 @@ class RunManager:
             on_stage=lambda m: prog.change({"type": "stage", "message": m}, stage=m),
             on_start=lambda n: prog.change({"type": "start", "total": n}, total=n),
             on_bank_progress=lambda done, total: self._on_bank(prog, done, total),
+            on_failed=lambda r: self._on_failed(prog, r),
         )
         with self._lock:
             self._live[run_id] = {}
@@ -268,7 +272,7 @@ class RunManager:
                 meta = self._update(run_id, backend=tested)
                 prog.change({"type": "stage", "message": meta.backend["tested"]}, stage=meta.backend["tested"])
                 job = self.job(meta)
-            scores = await library.run_job(job, hooks, self.backends.get(job.provider))
+            scores, failed_calls = await library.run_job(job, hooks, self.backends.get(job.provider))
             run_dir = self.root / run_id
             await asyncio.to_thread(library_runs.save_index, run_dir, scores, library_runs.record_count(run_dir))
         except asyncio.CancelledError:
@@ -286,7 +290,14 @@ class RunManager:
             meta = self.meta(run_id)
             elapsed = time.monotonic() - started
             estimate = self._estimate(meta, elapsed) if meta.kind == "estimate" else None
-            self._update(run_id, status="finished", finished_at=time.time(), elapsed_s=elapsed, estimate=estimate)
+            self._update(
+                run_id,
+                status="finished",
+                finished_at=time.time(),
+                elapsed_s=elapsed,
+                estimate=estimate,
+                failed_calls=failed_calls,
+            )
 
     def _estimate(self, meta: RunMeta, elapsed_s: float) -> dict[str, Any]:
         """The library's estimate from this sample run, with the time at the sample's pace."""
@@ -324,6 +335,12 @@ class RunManager:
         }
         prog.emit(event, done)
 
+    @staticmethod
+    def _on_failed(prog: Progress, record: AgentRecord) -> None:
+        prog.count_failed()
+        event = {"type": "failed", "essay_id": record.essay_id, "trait": record.trait, "role": record.role}
+        prog.emit({**event, "error": record.error})
+
     def _on_essay(self, run_id: str, prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
         with self._lock:
             self._live[run_id].update({(s.protocol, s.essay_id, s.trait): s for s in scores})
@@ -350,11 +367,12 @@ class RunManager:
         return self.meta(run_id)
 
     def resume(self, run_id: str, api_key: SecretStr | None) -> RunMeta:
-        """Continue an interrupted, cancelled or failed run; the run store skips every finished call."""
+        """Continue an interrupted, cancelled or failed run, or a finished one with failed calls (which are
+        retried); the run store skips every finished call."""
         meta = self.meta(run_id)
         if meta.status in ACTIVE:
             raise ApiError(409, f"run {run_id} is already {meta.status}")
-        if meta.status == "finished":
+        if meta.status == "finished" and not meta.failed_calls:
             raise ApiError(409, f"run {run_id} has finished; there is nothing to resume")
         if meta.backend.get("key_source") == "memory" and meta.key_env and not os.environ.get(meta.key_env):
             if api_key is None or not api_key.get_secret_value():
