@@ -34,10 +34,11 @@ class ScoringSettings(BaseModel):
     judge_max_tokens: int = Field(default=1024, ge=1)
     seed: int | None = 1234
     top_logprobs: int = Field(default=5, ge=0, le=20)
-    # ASAP's anonymization placeholders (@CAPS1 ...): "none" (seed 000's prompts say nothing about them: the
-    # paper's behaviour), "note" (the prompt says what they are; a remedy for seed 000's C6 errors), "mask" (each
-    # shown as a neutral word such as [name], which a note explains)
-    placeholders: Placeholders = "none"
+    # ASAP's anonymization placeholders (@CAPS1 ...): "note" (the papers' prompts: seed 001 Appendix C ends each
+    # role's system prompt with "Anonymization $ANON_CONTEXT", instructions to ignore them, 4.4), "mask" (each
+    # shown as a neutral word such as [name], which the note explains), "none" (no label and no context: nothing
+    # said about them, as madrag's default was before)
+    placeholders: Placeholders = "note"
     # quoted evidence in Advocate, Skeptic and Judge answers checked against the essay (seed 000 C3): "record"
     # counts quotes found / verified / unverified per call (no extra call), "feedback" also tells the Judge which
     # debate quotes were not found in the essay, "off" checks nothing

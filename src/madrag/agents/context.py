@@ -8,6 +8,7 @@ the all-traits values are those of a call that scores the whole rubric at once (
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -180,8 +181,22 @@ def render_similar_exemplars(prompts: PromptLibrary, found: list[Exemplar], max_
     return prompts.render("sa_exemplar_block", EXEMPLAR_LIST="\n".join(items)) + "\n"
 
 
-def render_debate(prompts: PromptLibrary, turns: list[Turn]) -> str:
-    """The debate transcript block (empty when there are no turns yet), one rendered turn per message."""
+_STATED_CONFIDENCE = re.compile(r"\n[ \t*_]*confidence\s*[:=]\s*[01](?:\.\d+)?[ \t*_.]*$", re.IGNORECASE)
+"""A debater's closing ``Confidence: X`` line (asked for when the backend gives no logprobs)."""
+
+
+def without_stated_confidence(message: str) -> str:
+    """``message`` without its closing ``Confidence: X`` line, if it ends with one."""
+    return _STATED_CONFIDENCE.sub("", message.rstrip())
+
+
+def render_debate(prompts: PromptLibrary, turns: list[Turn], confidences: bool = True) -> str:
+    """The debate transcript block (empty when there are no turns yet), one rendered turn per message.
+
+    ``confidences``: the Judge's view, each turn headed with its confidence (seed 000 Algorithm 1: Judge(x, F,
+    tau, c^A, c^K)). Without, a debater's view: headers without confidence and each message without its stated
+    ``Confidence: X`` line, since a debater conditions on the essay and the arguments only (Skeptic(x, a)).
+    """
     if not turns:
         return ""
     rendered = [
@@ -191,6 +206,10 @@ def render_debate(prompts: PromptLibrary, turns: list[Turn]) -> str:
             ROUND=t.round,
             CONFIDENCE="n/a" if t.confidence is None else f"{t.confidence:.2f}",
             MESSAGE=t.message.strip(),
+        )
+        if confidences
+        else prompts.render(
+            "debater_turn", SPEAKER=t.speaker, ROUND=t.round, MESSAGE=without_stated_confidence(t.message).strip()
         )
         for t in turns
     ]

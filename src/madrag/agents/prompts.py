@@ -43,6 +43,7 @@ PROMPT_NAMES: tuple[str, ...] = (
     "evidence_feedback_item",
     "confidence_instruction",
     "verify_note",
+    "debater_turn",
 )
 """Templates of seed 000's protocols (SA ... MADRAG), recorded by every scoring run."""
 

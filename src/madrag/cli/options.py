@@ -216,8 +216,9 @@ SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
 PlaceholdersOpt = Annotated[
     str,
     typer.Option(
-        help="ASAP placeholders (@CAPS1...): none (the paper's prompts; default), note (the prompt says what they "
-        "are) or mask (shown as neutral words like [name], which the prompt explains)."
+        help="ASAP placeholders (@CAPS1...): note (default, the papers' prompts: each role's system prompt ends "
+        "with an anonymization note saying what they are and to ignore them), mask (shown as neutral words like "
+        "[name], which the note explains) or none (no note)."
     ),
 ]
 ReferenceTiesScoreOpt = Annotated[

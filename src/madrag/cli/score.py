@@ -150,7 +150,7 @@ def score(
     debater_max_tokens: DebaterMaxTokensOpt = _DEFAULTS.debater_max_tokens,
     judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
     seed: SamplingSeedOpt = 1234,
-    placeholders: PlaceholdersOpt = "none",
+    placeholders: PlaceholdersOpt = "note",
     reference_ties: ReferenceTiesScoreOpt = "half_up",
     evidence_check: EvidenceCheckOpt = "record",
     score_method: ScoreMethodOpt = "auto",

@@ -20,6 +20,9 @@ Further variants (not in the paper's reading; kept because they isolate one side
 * ``split_r1`` / ``split_r2``: two independent one-sided threads, the Advocate's and the Skeptic's, each of 1 or
   2 turns; the Judge sees the Advocate thread, then the Skeptic thread.
 
+A debater reads the turns before it without their confidences (seed 000 Algorithm 1: Skeptic(x, a)); only the
+Judge is shown them.
+
 Debate calls are keyed by variant, not by protocol, so MAD and MADRAG share one debate per essay-trait.
 """
 
@@ -94,7 +97,7 @@ async def run_debate(
                 ctx.settings.prompt_layout,
                 f"{role}_system",
                 f"{role}_user",
-                {**values, "DEBATE_SO_FAR": render_debate(ctx.prompts, seen)},
+                {**values, "DEBATE_SO_FAR": render_debate(ctx.prompts, seen, confidences=False)},
             )
             call = AgentCall(
                 protocol=f"debate/{variant}",
