@@ -95,9 +95,8 @@ def run(essay_set: int, n_queries: int, cache_dir: Path, shipped: bool = True) -
     build = time.perf_counter() - t0
     state = "built" if bank.built_now else "reused (already in cache dir)"
     print(f"index {state}: {build:.1f} s, {len(split.pool) / build:.1f} essays/s, size {bank.size}")
-    print(
-        f"pool vectors: {embedder.texts_embedded} embedded, {embedder.from_shipped} shipped, {embedder.from_store} stored"
-    )
+    shipped_n, stored_n = embedder.from_shipped, embedder.from_store
+    print(f"pool vectors: {embedder.texts_embedded} embedded, {shipped_n} shipped, {stored_n} stored")
     t0 = time.perf_counter()
     again = ExemplarBank.build_or_load(split.pool, rubric, embedder, cache_dir)
     print(f"second build_or_load: {time.perf_counter() - t0:.2f} s (built_now={again.built_now})")
