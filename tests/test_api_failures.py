@@ -112,3 +112,18 @@ def test_the_bar_reaches_its_total_and_an_essay_whose_traits_all_failed_says_so(
     lines = bar.out.getvalue().splitlines()
     assert "essay 2: every trait failed (2 calls)" in lines  # Ideas' and Style's Advocates
     assert not any(line.rstrip().endswith("essay 2:") for line in lines)
+
+
+def test_the_bar_renders_while_the_exemplar_pool_is_embedded() -> None:
+    """The bank's bar shares the columns of the scores' bar (the failed-calls column included)."""
+    import io
+
+    from rich.console import Console
+
+    from madrag.api.progress import ScoreProgress
+
+    out = io.StringIO()
+    with ScoreProgress(console=Console(file=out, force_terminal=True, width=120)) as progress:
+        progress.on_bank_progress(3, 10)
+        progress.on_start(4)
+    assert "embedding the exemplar pool" in out.getvalue() and "3/10" in out.getvalue()

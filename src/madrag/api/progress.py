@@ -49,7 +49,9 @@ class ScoreProgress:
                 TimeElapsedColumn(),
                 console=self.console,
             )
-            self._bank_task = self._progress.add_task("embedding the exemplar pool", total=None, visible=False)
+            self._bank_task = self._progress.add_task(
+                "embedding the exemplar pool", total=None, visible=False, failed=""
+            )
             self._task = self._progress.add_task("trait scores", total=None, visible=False, failed="")
         return self
 
