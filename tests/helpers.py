@@ -9,6 +9,7 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.providers.base import Provider
 from madrag.providers.policy import ManagedProvider, RetryPolicy
+from madrag.records import AgentRecord
 from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.retrieval.embedder import FloatArray, HashingEmbedder
 from madrag.rubric import Trait
@@ -75,3 +76,12 @@ class BagOfWordsEmbedder(HashingEmbedder):
         self.calls += 1
         self.texts_embedded += len(texts)
         return super().embed(texts)
+
+
+def stored_records(run_dir: Path) -> list[AgentRecord]:
+    """Every record of a run's store, in the store's order."""
+    store = RunStore(run_dir / "store.sqlite", read_only=True)
+    try:
+        return list(store.records())
+    finally:
+        store.close()

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.helpers import stored_records
 from tests.servers import free_port
 
 from madrag.data import Essay
@@ -42,17 +43,9 @@ def _job(asap: Path, essays: list[Essay], run_dir: Path, cache: Path, base_url: 
     )
 
 
-def _records(run_dir: Path) -> list[AgentRecord]:
-    store = RunStore(run_dir / "store.sqlite")
-    try:
-        return list(store.records())
-    finally:
-        store.close()
-
-
 async def _run(job: ScoreJob) -> tuple[JobResult, list[AgentRecord]]:
     result = await execute(job)
-    return result, _records(job.run_dir)
+    return result, stored_records(job.run_dir)
 
 
 async def test_two_servers_under_one_model_name_never_share_answers(

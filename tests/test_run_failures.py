@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.helpers import make_ctx
+from tests.helpers import make_ctx, stored_records
 from tests.servers import free_port
 
 from madrag.agents.calls import AgentCall, CallContext, debater
@@ -26,7 +26,6 @@ from madrag.providers.base import ChatRequest, ChatResponse, Message, Provider
 from madrag.providers.policy import RetryPolicy
 from madrag.providers.spec import ProviderSpec
 from madrag.records import AgentRecord
-from madrag.store import RunStore
 from madrag.testing.stub_server import StubServer
 
 TRAITS = 4
@@ -51,14 +50,6 @@ def _job(
         response_cache=False,
         max_failures=max_failures,
     )
-
-
-def _records(run_dir: Path) -> list[AgentRecord]:
-    store = RunStore(run_dir / "store.sqlite")
-    try:
-        return list(store.records())
-    finally:
-        store.close()
 
 
 def _check_nothing_lost(records: list[AgentRecord], server_requests: int, stopped: bool = False) -> None:
@@ -87,7 +78,7 @@ async def test_faults_at_30_percent_become_failed_records_and_a_resume_fills_the
     with StubServer(latency_s=0.0, fault_rate=0.3, fault_seed=7) as server:
         first = await execute(_job(asap, essays, run_dir, server.base_url, retries=1))
         after_first = server.stats().requests
-        records = _records(run_dir)
+        records = stored_records(run_dir)
         _check_nothing_lost(records, after_first)
         failed = [r for r in records if r.failed]
         assert first.stats.failed_calls == len(failed) > 0
@@ -109,7 +100,7 @@ async def test_faults_at_30_percent_become_failed_records_and_a_resume_fills_the
         assert second.stats.made == len(failed) + sum(
             ROLES.index("judge") - ROLES.index(r.role) for r in failed
         )  # each failed call again, and the rest of its chain
-        everything = _records(run_dir)
+        everything = stored_records(run_dir)
         _check_nothing_lost(everything, server.stats().requests)
     assert len(second.scores) == len(essays) * TRAITS and all(s.score is not None for s in second.scores)
     assert len(load_run(run_dir).scores) == len(essays) * TRAITS
@@ -124,7 +115,7 @@ async def test_with_the_default_retries_a_faulty_server_run_completes_in_one_go(
     with StubServer(latency_s=0.0, fault_rate=0.3, fault_seed=3) as server:
         result = await execute(_job(asap, essays, run_dir, server.base_url))
         stats = server.stats()
-    records = _records(run_dir)
+    records = stored_records(run_dir)
     assert result.stats.failed_calls == 0 and len(result.scores) == len(essays) * TRAITS
     assert stats.faults > 0 and stats.requests == stats.completed + stats.faults
     report = cost_report(records)
@@ -140,12 +131,12 @@ async def test_max_failures_stops_the_run_without_losing_calls_in_flight(
         with pytest.raises(TooManyFailures, match=r"--max-failures 1") as info:
             await execute(_job(asap, essays, run_dir, server.base_url, retries=0, max_failures=1))
         assert "resume" in str(info.value)
-        records = _records(run_dir)
+        records = stored_records(run_dir)
         _check_nothing_lost(records, server.stats().requests, stopped=True)  # calls in flight finished, kept
         assert sum(r.failed for r in records) >= 1
         assert len(records) < len(essays) * TRAITS * len(ROLES)  # it did stop
         resumed = await execute(_job(asap, essays, run_dir, server.base_url, retries=8))
-        _check_nothing_lost(_records(run_dir), server.stats().requests)
+        _check_nothing_lost(stored_records(run_dir), server.stats().requests)
     assert resumed.stats.failed_calls == 0 and len(resumed.scores) == len(essays) * TRAITS
 
 
