@@ -11,9 +11,10 @@ crash loses nothing and a second process finds it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -50,10 +51,16 @@ class VectorStore:
                 "vector BLOB NOT NULL, PRIMARY KEY (embedder, hash))"
             )
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction (committed on success), closed afterwards."""
         conn = sqlite3.connect(self.path, timeout=60.0)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:
+                yield conn
+        finally:
+            conn.close()
 
     def get(self, embedder: str, hashes: Sequence[str]) -> dict[str, FloatArray]:
         """The stored vectors among ``hashes``."""
