@@ -75,9 +75,9 @@ def eval_consensus_command(
     if len(folders) == 1:
         _evaluate_one(folders[0], out or folders[0] / "consensus", bootstrap, seed, baseline, chosen)
         return
-    for folder in folders:  # each run's own tables, as for one run
-        _evaluate_one(folder, folder / "consensus", bootstrap, seed, baseline, chosen, quiet=True)
-    _evaluate_many(folders, out or folders[0] / "consensus-models", baseline, chosen, grid_protocol, metric)
+    _evaluate_many(
+        folders, out or folders[0] / "consensus-models", bootstrap, seed, baseline, chosen, grid_protocol, metric
+    )
 
 
 def _evaluate_one(
@@ -100,14 +100,25 @@ def _evaluate_one(
 
 
 def _evaluate_many(
-    folders: list[Path], out: Path, baseline: str, reference: HumanReference, grid_protocol: str, metric: str
+    folders: list[Path],
+    out: Path,
+    bootstrap: int,
+    seed: int,
+    baseline: str,
+    reference: HumanReference,
+    grid_protocol: str,
+    metric: str,
 ) -> None:
-    """The runs averaged over their judge models and the cross-model grid, printed and saved in ``out``."""
+    """Each run's own tables (in ``<run>/consensus``), then the runs averaged over their judge models and the
+    cross-model grid, printed and saved in ``out``; runs that cannot be averaged are refused before anything is
+    written."""
     from madrag.evaluation.consensus_multi import evaluate_runs, load_runs
     from madrag.evaluation.consensus_multi_tables import render_multi_markdown, save_multi
 
     target = output_dir(out)
     multi = evaluate_runs(load_runs(folders, reference), baseline, grid_protocol, metric)
+    for folder in folders:  # each run's own tables, as for one run
+        _evaluate_one(folder, folder / "consensus", bootstrap, seed, baseline, reference, quiet=True)
     written = save_multi(multi, target)
     typer.echo(render_multi_markdown(multi))
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
