@@ -19,12 +19,13 @@ from madrag.evaluation.consensus_multi_tables import grid_wide, render_multi_mar
 
 RUBRIC = {"traits": [{"name": t, "min": 1, "max": 5} for t in TRAITS]}
 ROLES = ["single", "strict", "lenient", "neutral_a", "neutral_b"]
+REF_SEED = 100  # never an agent frame's seed (the same draws would make a perfect judge)
 
 
 def _run(name: str, seed: int, models: dict[str, str] | str, refs: pd.DataFrame | None = None) -> LoadedRun:
     roles = dict.fromkeys(ROLES, models) if isinstance(models, str) else {**dict.fromkeys(ROLES, "x"), **models}
     return LoadedRun(
-        name, Path(name), agent_frame(seed), ref_frame(1) if refs is None else refs, {"rubric": RUBRIC}, roles
+        name, Path(name), agent_frame(seed), ref_frame(REF_SEED) if refs is None else refs, {"rubric": RUBRIC}, roles
     )
 
 
@@ -46,7 +47,7 @@ def _hand(frame: pd.DataFrame, refs: pd.DataFrame, protocol: str, essays: list[s
 def test_averages_are_the_mean_over_models_of_each_runs_metric() -> None:
     runs = [_run("a", 1, "m-a"), _run("b", 2, "m-b"), _run("c", 3, "m-c")]
     multi = evaluate_runs(runs)
-    refs = ref_frame(1)
+    refs = ref_frame(REF_SEED)
     for protocol in ["SingleJudge", "StrictJudge", "ConsensusMAD"]:
         hand = [_hand(agent_frame(s), refs, protocol) for s in (1, 2, 3)]
         row = cell(multi.alignment, protocol=protocol, trait=ALL)
@@ -68,7 +69,7 @@ def test_averages_are_the_mean_over_models_of_each_runs_metric() -> None:
 def test_round_rmse_is_averaged_over_runs_per_round() -> None:
     runs = [_run("a", 4, "m-a"), _run("b", 5, "m-b")]
     multi = evaluate_runs(runs)
-    ref = ref_frame(1).set_index(["essay_id", "trait"])["reference"]
+    ref = ref_frame(REF_SEED).set_index(["essay_id", "trait"])["reference"]
     for round_ in range(5):
         per_run = []
         for s in (4, 5):
@@ -87,7 +88,7 @@ def test_metrics_use_only_the_essays_every_run_scored() -> None:
     assert multi.meta["n_essays"] == 25
     assert any("a: 5 essay(s) not scored by every run left out" in n for n in multi.notes)
     kept = [f"e{i:02d}" for i in range(25)]
-    hand = [_hand(agent_frame(s), ref_frame(1), "SingleJudge", kept)["rmse"] for s in (1, 2)]
+    hand = [_hand(agent_frame(s), ref_frame(REF_SEED), "SingleJudge", kept)["rmse"] for s in (1, 2)]
     assert cell(multi.alignment, protocol="SingleJudge", trait=ALL)["rmse"] == pytest.approx(np.mean(hand))
     per_run = cell(multi.per_run_alignment, run="a", protocol="SingleJudge", trait=ALL)
     assert per_run["n"] == 75 and per_run["rmse"] == pytest.approx(hand[0])
@@ -123,7 +124,7 @@ def test_cross_model_grid_puts_each_pair_in_its_cell_and_mixed_runs_only_there()
         _run("ba", 4, {"single": "B", "strict": "B", "lenient": "A"}),
     ]
     multi = evaluate_runs(runs)
-    refs = ref_frame(1)
+    refs = ref_frame(REF_SEED)
     expected = {("A", "A"): 1, ("B", "B"): 2, ("A", "B"): 3, ("B", "A"): 4}
     for (strict, lenient), seed in expected.items():
         row = cell(multi.grid, strict_model=strict, lenient_model=lenient)

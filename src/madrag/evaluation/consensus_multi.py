@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from madrag.errors import InputError
-from madrag.evaluation.consensus import ALL, ConsensusEvaluation, evaluate_consensus
-from madrag.evaluation.consensus_frames import base_name, resolve_protocol
+from madrag.evaluation.consensus import AGENT_ORDER, ALL, ConsensusEvaluation, evaluate_consensus
+from madrag.evaluation.consensus_frames import resolve_protocol
 
 ALIGNMENT_VALUES = ["rmse", "spearman", "mean_pred", "mean_ref", "shift", "shift_ref"]
 """The alignment metrics averaged over runs (Tables 1, 2 and 8)."""
@@ -167,7 +167,8 @@ class MultiConsensus:
 
 def runs_table(runs: Sequence[LoadedRun], n_essays: int) -> pd.DataFrame:
     """One row per run: its name, folder, the model of each role, and whether it enters the averages."""
-    roles = sorted({role for r in runs for role in r.models})
+    found = {role for r in runs for role in r.models}
+    roles = [a for a in AGENT_ORDER if a in found] + sorted(found - set(AGENT_ORDER))
     rows = []
     for run in runs:
         row: dict[str, Any] = {"run": run.name, "path": str(run.path), "model": run.model}
@@ -320,8 +321,3 @@ def load_runs(run_dirs: Sequence[Path], reference: str = "mean") -> list[LoadedR
         label = name if names.count(name) == 1 else str(run_dir)
         out.append(LoadedRun(label, Path(run_dir), frame, refs, config, role_models(config, roles)))
     return out
-
-
-def mad_protocols(trajectories: pd.DataFrame) -> list[str]:
-    """The MAD protocols (base names kept in their order) of a trajectories table."""
-    return list(dict.fromkeys(base_name(p) for p in trajectories["protocol"])) if "protocol" in trajectories else []
