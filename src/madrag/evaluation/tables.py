@@ -355,7 +355,7 @@ def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataF
             ax.plot(line["round"], line["rmse"], marker="o", linewidth=1, label=str(name))
         if average is not None:
             mean = average[(average["protocol"] == protocol) & (average["trait"] == ALL)]
-            ax.plot(mean["round"], mean["rmse"], color="black", linewidth=2.5, label="mean over models")
+            ax.plot(mean["round"], mean["rmse"], color="black", linewidth=2.5, label="mean over the averaged models")
         ax.set_title(f"{protocol}: RMSE by round")
         ax.set_xlabel("round")
         ax.set_ylabel("RMSE vs human")
