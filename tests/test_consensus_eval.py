@@ -277,9 +277,10 @@ def test_evaluate_consensus_and_save(tmp_path: Path) -> None:
     written = save_consensus(ev, tmp_path / "out")
     names = {p.name for p in written}
     expected = {"alignment.csv", "trajectories.csv", "dominance.csv", "comparisons.csv", "consensus.md"}
-    assert names == expected | {"trajectories.png"}
+    assert names == expected | {"trajectories.png", "rmse_by_round.png"}  # Figures 3-4 and Figure 2
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
-    assert (tmp_path / "out" / "trajectories.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for figure in ("trajectories.png", "rmse_by_round.png"):
+        assert (tmp_path / "out" / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     back = pd.read_csv(tmp_path / "out" / "alignment.csv")
     assert len(back) == len(ev.alignment)
     md = (tmp_path / "out" / "consensus.md").read_text(encoding="utf-8")
@@ -293,4 +294,4 @@ def test_save_without_mad_protocols_writes_no_figure(tmp_path: Path) -> None:
     ev = evaluate_consensus(agent_frame(81, design=design), ref_frame(82), bootstrap=0)
     assert ev.trajectories.empty
     names = {p.name for p in save_consensus(ev, tmp_path)}
-    assert "trajectories.png" not in names and "consensus.md" in names
+    assert "trajectories.png" not in names and "rmse_by_round.png" not in names and "consensus.md" in names

@@ -2,7 +2,8 @@
 
 Single Judge vs Strict / Lenient role judges vs Consensus, Symmetric and Score-Masked MAD: RMSE and Spearman
 against the human reference, mean predicted score and its shift from the Single Judge, round-by-round
-trajectories (mean score, strict-lenient gap), the dominance analysis and paired bootstrap comparisons. The
+trajectories (mean score, strict-lenient gap, RMSE), the dominance analysis and paired bootstrap comparisons; over
+several runs (judge models), their averages and the cross-model grid of strict and lenient models. The
 command is a plain function with typer annotations, registered by :mod:`madrag.cli.app`.
 """
 
@@ -13,24 +14,40 @@ from typing import Annotated
 
 import typer
 
-from madrag.cli.options import RunArg, choice, need_run_dir
+from madrag.cli.options import choice
 from madrag.cli.output import console
 from madrag.cli.paths import output_dir
+from madrag.errors import InputError
 from madrag.evaluation.consensus_frames import HumanReference
+from madrag.evaluation.consensus_multi import GRID_METRICS
 
 REFERENCES: tuple[HumanReference, ...] = ("mean", "rounded")
 """The values ``--reference`` accepts."""
 
 
 def eval_consensus_command(
-    run: RunArg = None,
+    runs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Run folder(s) of the consensus protocols. Several runs (one judge model each, or strict and "
+            "lenient roles on different models via --role-provider) are each evaluated, then averaged per "
+            "protocol and trait (seed 002 Tables 1, 2, 8, 9) with the cross-model grid (Table 3).",
+            show_default=False,
+        ),
+    ] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", "-r", help="A run of the consensus protocols.")] = None,
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples of essays (0 = none).")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap resampling.")] = 0,
     baseline: Annotated[str, typer.Option(help="The protocol shifts and RMSE differences are measured from.")] = (
         "SingleJudge"
     ),
-    out: Annotated[Path | None, typer.Option(help="Folder for the tables (default <run-dir>/consensus).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for the tables (default <run-dir>/consensus; with several runs, the averaged tables' "
+            "folder, default <first run>/consensus-models)."
+        ),
+    ] = None,
     reference: Annotated[
         str,
         typer.Option(
@@ -38,19 +55,70 @@ def eval_consensus_command(
             "half up to a valid score, madrag's label)."
         ),
     ] = "mean",
+    grid_protocol: Annotated[
+        str, typer.Option(help="Several runs: the protocol of the cross-model grid (Table 3).")
+    ] = "ConsensusMAD",
+    grid_metric: Annotated[
+        str, typer.Option(help=f"Several runs: the grid's metric, one of {', '.join(GRID_METRICS)}.")
+    ] = "rmse",
 ) -> None:
-    """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002)."""
+    """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002); with
+    several runs also their averages over the judge models and the cross-model grid."""
+    from madrag.evaluation.run import require_run
+
+    given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
+    if not given:
+        raise InputError("give the run folder: RUN_DIR or --run-dir (a folder made by 'madrag score')")
+    chosen = choice("--reference", reference, REFERENCES)
+    metric = choice("--grid-metric", grid_metric, GRID_METRICS)
+    folders = [require_run(run) for run in dict.fromkeys(given)]
+    if len(folders) == 1:
+        _evaluate_one(folders[0], out or folders[0] / "consensus", bootstrap, seed, baseline, chosen)
+        return
+    _evaluate_many(
+        folders, out or folders[0] / "consensus-models", bootstrap, seed, baseline, chosen, grid_protocol, metric
+    )
+
+
+def _evaluate_one(
+    run_dir: Path, out: Path, bootstrap: int, seed: int, baseline: str, reference: HumanReference, quiet: bool = False
+) -> None:
+    """One run's evaluation, printed (or, ``quiet``, one line) and saved in ``out``."""
     from madrag.evaluation.consensus import evaluate_consensus
-    from madrag.evaluation.run import load_consensus_run, require_run
+    from madrag.evaluation.run import load_consensus_run
     from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 
-    run_dir = require_run(need_run_dir(run, run_dir))
-    chosen = choice("--reference", reference, REFERENCES)
-    target = output_dir(out or run_dir / "consensus")
-    agent_scores, refs, _config = load_consensus_run(run_dir, chosen)
+    target = output_dir(out)
+    agent_scores, refs, _config = load_consensus_run(run_dir, reference)
     evaluation = evaluate_consensus(
-        agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline, reference=chosen
+        agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline, reference=reference
     )
     written = save_consensus(evaluation, target)
-    typer.echo(render_consensus_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
+    if not quiet:
+        typer.echo(render_consensus_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
+    console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
+
+
+def _evaluate_many(
+    folders: list[Path],
+    out: Path,
+    bootstrap: int,
+    seed: int,
+    baseline: str,
+    reference: HumanReference,
+    grid_protocol: str,
+    metric: str,
+) -> None:
+    """Each run's own tables (in ``<run>/consensus``), then the runs averaged over their judge models and the
+    cross-model grid, printed and saved in ``out``; runs that cannot be averaged are refused before anything is
+    written."""
+    from madrag.evaluation.consensus_multi import evaluate_runs, load_runs
+    from madrag.evaluation.consensus_multi_tables import render_multi_markdown, save_multi
+
+    target = output_dir(out)
+    multi = evaluate_runs(load_runs(folders, reference), baseline, grid_protocol, metric)
+    for folder in folders:  # each run's own tables, as for one run
+        _evaluate_one(folder, folder / "consensus", bootstrap, seed, baseline, reference, quiet=True)
+    written = save_multi(multi, target)
+    typer.echo(render_multi_markdown(multi))
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)

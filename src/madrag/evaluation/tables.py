@@ -4,8 +4,8 @@
 * Seed 000 (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text rendering,
   evaluation.md and :func:`save` (CSVs, evaluation.json, evaluation.md).
 * Seed 002 (:class:`~madrag.evaluation.consensus.ConsensusEvaluation`): display tables titled after the
-  paper's Tables 1, 2, 8, 9, consensus.md, the round-wise trajectory figure (Figures 3-4) and
-  :func:`save_consensus`.
+  paper's Tables 1, 2, 8, 9, consensus.md, the round-wise figures (RMSE by round, Figure 2; mean score and gap,
+  Figures 3-4) and :func:`save_consensus`.
 """
 
 from __future__ import annotations
@@ -336,9 +336,40 @@ def plot_trajectories(trajectories: pd.DataFrame, path: Path, human_mean: float 
     return path
 
 
+def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataFrame | None = None) -> Path:
+    """Figure 2: RMSE vs the human reference by round (all traits pooled), one panel per MAD protocol. One line
+    per protocol, or with a ``run`` column one line per run (its ``label``, else its name) and ``average``
+    (the mean over the runs) bold. Agg canvas, no pyplot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    pooled = trajectories[trajectories["trait"] == ALL]
+    protocols = list(dict.fromkeys(pooled["protocol"]))
+    fig = Figure(figsize=(4.2 * max(len(protocols), 1), 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, max(len(protocols), 1), squeeze=False)[0]
+    for ax, protocol in zip(axes, protocols, strict=False):
+        rows = pooled[pooled["protocol"] == protocol]
+        key = next((c for c in ("label", "run") if c in rows.columns), None)
+        for name, line in rows.groupby(key, sort=False) if key else [(protocol, rows)]:
+            ax.plot(line["round"], line["rmse"], marker="o", linewidth=1, label=str(name))
+        if average is not None:
+            mean = average[(average["protocol"] == protocol) & (average["trait"] == ALL)]
+            ax.plot(mean["round"], mean["rmse"], color="black", linewidth=2.5, label="mean over the averaged models")
+        ax.set_title(f"{protocol}: RMSE by round")
+        ax.set_xlabel("round")
+        ax.set_ylabel("RMSE vs human")
+        ax.set_xticks(sorted(rows["round"].unique().tolist()))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=120)
+    return path
+
+
 def save_consensus(ev: ConsensusEvaluation, out_dir: Path) -> list[Path]:
     """Write alignment.csv, trajectories.csv, dominance.csv, comparisons.csv, consensus.md and, when there are
-    MAD protocols, trajectories.png; returns the paths written."""
+    MAD protocols, trajectories.png (Figures 3-4) and rmse_by_round.png (Figure 2); returns the paths written."""
     frames = {
         "alignment.csv": ev.alignment,
         "trajectories.csv": ev.trajectories,
@@ -350,4 +381,5 @@ def save_consensus(ev: ConsensusEvaluation, out_dir: Path) -> list[Path]:
     written.append(out_dir / "consensus.md")
     if not ev.trajectories.empty:
         written.append(plot_trajectories(ev.trajectories, out_dir / "trajectories.png", ev.meta.get("human_mean")))
+        written.append(plot_rmse_by_round(ev.trajectories, out_dir / "rmse_by_round.png"))
     return written
