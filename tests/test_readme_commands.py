@@ -78,6 +78,7 @@ class Command:
     args: tuple[str, ...]
     comment: str
     line: int
+    doc: str = "README.md"
 
     @property
     def name(self) -> str:
@@ -85,7 +86,7 @@ class Command:
         return " ".join(self.args[:2]) if self.args[0] in GROUPS else self.args[0]
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}: madrag {shlex.join(self.args)}"
+        return f"{self.doc}:{self.line}: madrag {shlex.join(self.args)}"
 
 
 def split_comment(line: str) -> tuple[str, str]:
@@ -101,9 +102,9 @@ def split_comment(line: str) -> tuple[str, str]:
     return line.strip(), ""
 
 
-def bash_lines() -> Iterator[tuple[int, str, str]]:
-    """(README line number, code, comment) of every line of every ```bash block, continuations joined."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+def bash_lines(doc: Path = README) -> Iterator[tuple[int, str, str]]:
+    """(line number, code, comment) of every line of every ```bash block of ``doc``, continuations joined."""
+    lines = doc.read_text(encoding="utf-8").splitlines()
     in_block, pending, start = False, "", 0
     for number, text in enumerate(lines, start=1):
         if text.startswith("```"):
@@ -120,22 +121,21 @@ def bash_lines() -> Iterator[tuple[int, str, str]]:
         pending, start = "", 0
 
 
-def readme_commands() -> tuple[list[Command], list[str]]:
-    """(the madrag commands to run, the setup lines left out); an AssertionError names any other line."""
+def readme_commands(doc: Path = README) -> tuple[list[Command], list[str]]:
+    """(the madrag commands of ``doc`` to run, the setup lines left out); an AssertionError names any other line."""
     commands, setup = [], []
-    for number, code, comment in bash_lines():
+    name = doc.relative_to(REPO).as_posix()
+    for number, code, comment in bash_lines(doc):
         words = shlex.split(code)
         while words:
             part = words[: words.index("&&")] if "&&" in words else words
             words = words[len(part) + 1 :]
             if part[0] in ("madrag", ".venv/bin/madrag"):
-                commands.append(Command(tuple(part[1:]), comment, number))
+                commands.append(Command(tuple(part[1:]), comment, number, name))
             elif any(shlex.join(part).startswith(prefix) for prefix in SETUP):
                 setup.append(shlex.join(part))
             else:
-                raise AssertionError(
-                    f"README.md:{number}: {shlex.join(part)!r} is neither a madrag command nor in SETUP"
-                )
+                raise AssertionError(f"{name}:{number}: {shlex.join(part)!r} is neither a madrag command nor in SETUP")
     return commands, setup
 
 
@@ -215,6 +215,7 @@ def user_files(folder: Path) -> None:
         'gpt-4o-mini: {prompt: 0.15, completion: 0.60}\n"*": {prompt: 1.0, completion: 2.0}\n', encoding="utf-8"
     )
     shutil.copy(REPO / "tests/data/summeval_paired_sample.jsonl", folder / "model_annotations.aligned.paired.jsonl")
+    shutil.copy(REPO / "tests/data/coded_errors_sample.csv", folder / "coded.csv")  # an error export, coded
     (folder / "docs").symlink_to(REPO / "docs", target_is_directory=True)
 
 
