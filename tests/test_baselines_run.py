@@ -59,3 +59,14 @@ def test_cross_validated_baselines_are_a_run_matching_the_cv_functions(tmp_path:
         assert math.isclose(float(rows.loc[(FOREST_NAME, trait), "qwk"]), cv.pooled_qwk, abs_tol=1e-9)
         assert math.isclose(float(rows.loc[(knn_name(3), trait), "qwk"]), results[1].traits[trait].pooled_qwk)
     assert outcome.mode == "cross-validated over folds"
+
+
+async def test_baselines_of_a_fold_each_run_score_every_fold_from_the_others(tmp_path: Path) -> None:
+    """Under --fold each every essay is scored, each fold by a model of the other folds (as its exemplars were)."""
+    job = _job(tmp_path, 8, ["MARAG"]).model_copy(update={"eval_fold": "each", "limit": None})
+    await execute(job)
+    outcome = score_run(job.run_dir, job.cache_dir, k=2, forest=FOREST)
+    assert outcome.settings[FOREST_NAME]["trained_on"] == [4, 4]  # two folds of 4 essays: each model has the other
+    scored = {essay_id for essay_id, _ in outcome.predictions[FOREST_NAME]}
+    assert scored == {f"e{i}" for i in range(8)} == {essay_id for essay_id, _ in outcome.predictions[knn_name(2)]}
+    assert outcome.mode == "the run's split (eval fold each)"

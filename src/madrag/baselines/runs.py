@@ -31,7 +31,7 @@ from madrag.baselines.retrieval_scorer import (
 )
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
-from madrag.data.splits import split_by_fold
+from madrag.data.splits import EACH, split_by_fold
 from madrag.errors import InputError
 from madrag.pipeline.job import fingerprint_file
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
@@ -140,18 +140,29 @@ def score_run(
         scored = store.essays()
         if not scored:
             raise InputError(f"run at {run_dir} has no scored essays yet")
-        split = split_by_fold(_run_essays(config, rubric, data, fmt), config.get("eval_fold"))
-        ids = {e.id for e in scored}
-        train = [e for e in split.pool if e.id not in ids] if split.eval_fold is None else split.pool
-        fold = "all" if split.eval_fold is None else split.eval_fold
+        essays, eval_fold = _run_essays(config, rubric, data, fmt), config.get("eval_fold")
+        fold = "all" if eval_fold is None else eval_fold
         outcome = BaselineRun(run_dir, f"the run's split (eval fold {fold})")
         settings = forest or ForestSettings()
-        rf = FeatureScorer(rubric, settings).fit(train)
-        outcome.settings[FOREST_NAME] = {**_forest_settings(settings), "trained_on": len(train), "split": "run"}
-        outcome.predictions[FOREST_NAME] = _by_essay(scored, rf.predict(scored))
-        if retrieval:
-            name, predictions, knn_settings = _knn_on_pool(split.pool, scored, rubric, config, cache_dir, k)
-            outcome.settings[name], outcome.predictions[name] = knn_settings, predictions
+        # --fold each: every fold's essays from a model of the other folds, as the run's exemplars were
+        folds = sorted({e.fold for e in scored if e.fold is not None}) if eval_fold == EACH else [eval_fold]
+        for part_fold in folds:
+            split = split_by_fold(essays, part_fold)
+            part = [e for e in scored if e.fold == part_fold] if eval_fold == EACH else scored
+            ids = {e.id for e in part}
+            train = [e for e in split.pool if e.id not in ids] if split.eval_fold is None else split.pool
+            rf = FeatureScorer(rubric, settings).fit(train)
+            trained = outcome.settings.get(FOREST_NAME, {}).get("trained_on", [])
+            outcome.settings[FOREST_NAME] = {
+                **_forest_settings(settings),
+                "trained_on": [*trained, len(train)] if eval_fold == EACH else len(train),
+                "split": "run",
+            }
+            outcome.predictions.setdefault(FOREST_NAME, {}).update(_by_essay(part, rf.predict(part)))
+            if retrieval:
+                name, predictions, knn_settings = _knn_on_pool(split.pool, part, rubric, config, cache_dir, k)
+                outcome.settings[name] = knn_settings
+                outcome.predictions.setdefault(name, {}).update(predictions)
         _store(store, outcome, str(store.get_meta("run_id") or uuid.uuid4().hex[:12]))
         store.set_meta("baselines", outcome.settings)
         return outcome
