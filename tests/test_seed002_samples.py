@@ -137,16 +137,19 @@ def test_the_korean_templates_override_the_consensus_prompts() -> None:
     assert ko.text("judge_system") == en.text("judge_system")  # the rest stay packaged
 
 
-def test_a_consensus_run_on_nikl_shows_the_korean_prompt(tmp_path: Path) -> None:
-    folder = _nikl_folder(tmp_path / "nikl.jsonl", 1, ("Q4",))
-    run_dir = tmp_path / "run"
+def _ablate(data: Path, fmt: str, run_dir: Path, *extra: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "madrag.cli", "ablate-consensus", "--data", str(folder), "--rubric", str(NIKL_RUBRIC),
-         "--format", "nikl-all", "--fold", "all", "--placeholders", "none", "--run-dir", str(run_dir),
-         "--provider", "fake", "--no-cache", "--prompts-dir", str(KO_PROMPTS)],
+        [sys.executable, "-m", "madrag.cli", "ablate-consensus", "--data", str(data), "--rubric", str(NIKL_RUBRIC),
+         "--format", fmt, "--fold", "all", "--placeholders", "none", "--run-dir", str(run_dir),
+         "--provider", "fake", "--no-cache", *extra],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_consensus_run_on_nikl_shows_the_korean_prompt(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    _ablate(_nikl_folder(tmp_path / "nikl.jsonl", 1, ("Q4",)), "nikl-all", run_dir, "--prompts-dir", str(KO_PROMPTS))
     store = RunStore(run_dir / "store.sqlite")
     try:
         single = next(store.records(protocol="SingleJudge"))
@@ -155,3 +158,15 @@ def test_a_consensus_run_on_nikl_shows_the_korean_prompt(tmp_path: Path) -> None
         store.close()
     assert "너는 한국어 에세이를 일관되게 직접 채점하는 평가자이다." in prompt
     assert "essay_text:\n<<<\nQ4 첫 문단 0.\n\n둘째 문단.\n>>>" in prompt
+
+
+def test_the_run_records_how_its_sample_was_drawn(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    _ablate(_nikl_folder(tmp_path / "nikl.jsonl", 100, ("Q4",)), "nikl", run_dir, "--limit", "1")
+    store = RunStore(run_dir / "store.sqlite")
+    try:
+        (essay,) = list(store.essays())
+    finally:
+        store.close()
+    assert essay.id == random.Random(42).sample([f"Q4-{i:03d}" for i in range(100)], 100)[0]
+    assert "random.sample" in essay.metadata["sample"] and essay.metadata["prompt_id"] == "Q4"
