@@ -88,7 +88,8 @@ def test_shorten_cuts_exemplars_to_a_word_budget() -> None:
 
 
 def test_template_lists_name_every_packaged_template_once() -> None:
-    packaged = {p.name.removesuffix(".txt") for p in resources.files("madrag").joinpath("prompts").iterdir()}
+    folder = resources.files("madrag").joinpath("prompts")
+    packaged = {p.name.removesuffix(".txt") for p in folder.iterdir() if p.is_file()}  # ko/: a prompts-dir set
     listed = [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *SOURCE_PROMPT_NAMES]
     assert len(listed) == len(set(listed))
     meta = {"meta_system", "meta_user"}  # the meta-evaluator's, recorded by its own job

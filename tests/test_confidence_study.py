@@ -149,6 +149,7 @@ async def test_meta_job_then_study(tmp_path: Path, fake_backend: FakeProvider) -
     written = save_study(study, tmp_path / "out")
     names = {p.name for p in written}
     assert {"features.csv", "correlations.csv", "top_features.csv", "trajectories.png", "confidence.md"} <= names
+    assert {"figure3.png", "figure3_distribution.csv", "pass_rates.csv"} <= names  # seed 001 Figure 3
     assert (tmp_path / "out" / "trajectories.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (tmp_path / "out" / "confidence.md").read_text()
     assert "Top 3 confidence features" in report and "ranked by Spearman rho" in report

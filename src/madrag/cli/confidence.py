@@ -2,7 +2,9 @@
 
 * ``meta-eval``: the LLM meta-evaluator judges every Advocate / Skeptic response (resumable, own run store).
 * ``analyze``: window features of the debaters' token log-probabilities, trajectories with percentile bands,
-  and (given a meta-evaluation) Spearman / Kendall / AUROC / point-biserial of every feature with every target.
+  and (given a meta-evaluation) Spearman / Kendall / AUROC / point-biserial of every feature with every target,
+  and Figure 3 (the meta-evaluator's scores per dimension, pass rates per role).
+* ``sets``: Table 1 over two or more runs (one per essay set, each ranked on its own) and Figure 3 over all.
 """
 
 from __future__ import annotations
@@ -195,5 +197,46 @@ def _print_top(features: pd.DataFrame, top: int) -> None:
     for col in frame.columns:
         table.add_column(Text(str(col)))
     for row in frame.itertuples(index=False):
+        table.add_row(*(Text(f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
+    console.print(table)
+
+
+@confidence_app.command("sets")
+def sets_command(
+    runs: Annotated[list[Path], typer.Argument(help="Two or more debate runs, one per essay set.")],
+    meta_dirs: Annotated[
+        str | None, typer.Option(help="Their meta-evaluations, comma-separated, in order (default <run>/meta).")
+    ] = None,
+    labels: Annotated[str | None, typer.Option(help="The sets' names, comma-separated (default the folders').")] = None,
+    roles: Annotated[str, typer.Option(help="Debater roles, comma-separated.")] = "advocate,skeptic",
+    rank_by: Annotated[str, typer.Option(help="signed (seed 001, Appendix B) or abs.")] = "signed",
+    top: Annotated[int, typer.Option(min=1, help="Features listed per set, role and target.")] = 3,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("confidence-sets"),
+) -> None:
+    """Seed 001 Table 1 over several sets (each set's top features, side by side, never pooled) and Figure 3
+    (the meta-evaluator's scores per dimension, pass rates per role) over all of them."""
+    from madrag.confidence.sets import run_sets, save_sets
+
+    if rank_by not in ("signed", "abs"):
+        raise InputError(f"--rank-by must be signed or abs; got {rank_by!r}")
+    metas = [Path(m) for m in comma_list(meta_dirs)] if meta_dirs else None
+    result = run_sets(
+        runs,
+        metas,
+        comma_list(labels) if labels else None,
+        comma_list(roles),
+        rank_by=rank_by,  # type: ignore[arg-type]
+        top_k=top,
+    )
+    written = save_sets(result, output_dir(out))
+    _print_top_sets(result.table1, top)
+    console.print(f"wrote {len(written)} files and folders to {out}", markup=False)
+
+
+def _print_top_sets(table1: pd.DataFrame, top: int) -> None:
+    table = Table(title=Text(f"top {top} confidence features per set, role and target"), title_justify="left")
+    for col in table1.columns:
+        table.add_column(Text(str(col)))
+    for row in table1.itertuples(index=False):
         table.add_row(*(Text(f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
     console.print(table)

@@ -8,6 +8,8 @@ debaters, the LLM meta-evaluator of their reasoning, and the correlation study.
 * :mod:`~madrag.confidence.job`: a meta-evaluation of a finished run, in its own run store.
 * :mod:`~madrag.confidence.analysis`: Spearman / Kendall / AUROC / point-biserial, top features.
 * :mod:`~madrag.confidence.study`: all of it for one run, saved as tables, a plot and markdown.
+* :mod:`~madrag.confidence.figure3`: Figure 3 (the meta-evaluator's scores per dimension), pass rates per role.
+* :mod:`~madrag.confidence.sets`: Table 1 over several runs (one per essay set, ranked per set), Figure 3 over all.
 """
 
 from madrag.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, correlations, top_features

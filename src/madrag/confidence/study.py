@@ -3,7 +3,8 @@ token log-probability trajectory, joined with the meta-evaluator's judgments, co
 
 Outputs (``save_study``): ``features.csv`` (one row per debater response), ``judgments.csv``, ``correlations.csv``
 (every feature x target x role), ``top_features.csv`` (the paper's Tables 1, 3, 4: top-k per role and target),
-``judgment_summary.csv``, ``trajectory_bands.csv`` and ``trajectories.png`` (Figure 2), and ``confidence.md``.
+``judgment_summary.csv``, ``trajectory_bands.csv`` and ``trajectories.png`` (Figure 2), ``figure3.png``,
+``figure3_distribution.csv`` and ``pass_rates.csv`` (Figure 3, Section 4.4), and ``confidence.md``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from madrag.confidence.analysis import (
     top_features,
 )
 from madrag.confidence.features import feature_columns, features_frame, record_logprobs
+from madrag.confidence.figure3 import PASS_MIN, save_figure3
 from madrag.confidence.job import debater_records, meta_records
 from madrag.confidence.judgment import SCORE_FIELDS
 from madrag.confidence.meta_eval import judgments_frame
@@ -233,6 +235,13 @@ def render_markdown(study: ConfidenceStudy) -> str:
     else:
         parts += ["No meta-evaluation given: features and trajectories only (madrag confidence meta-eval).", ""]
     parts += ["Trajectories: `trajectories.png` (mean, 25-75 and 10-90 percentile bands).", ""]
+    if study.summary is not None:
+        parts += [
+            "Figure 3: `figure3.png` (the meta-evaluator's score shares per dimension), its numbers in "
+            f"`figure3_distribution.csv`; pass rates per role in `pass_rates.csv` (a pass: a score of {PASS_MIN} "
+            "or more, madrag's reading of seed 001 Section 4.4).",
+            "",
+        ]
     parts += [f"- Note: {n}" for n in study.notes]
     return "\n".join(parts) + "\n"
 
@@ -254,6 +263,8 @@ def save_study(study: ConfidenceStudy, out_dir: Path) -> list[Path]:
         if frame is not None:
             frame.to_csv(out_dir / name, index=False)
             written.append(out_dir / name)
+    if study.judgments is not None:
+        written += save_figure3(study.judgments, out_dir)
     if study.bands:
         written.append(plot_trajectories(study.bands, out_dir / "trajectories.png", title=study.meta.get("run_dir")))
     (out_dir / "confidence.md").write_text(render_markdown(study), encoding="utf-8")

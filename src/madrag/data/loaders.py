@@ -30,8 +30,10 @@ MAX_FIELD_CHARS = 1_000_000
 TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
 """The CSV / JSONL columns every data file may have besides trait scores (``source``: a text the essay is
 written from, e.g. the article a summary summarises, which the prompts show)."""
-DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval")
-"""The values of ``--format``."""
+DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval", "summeval-sample", "nikl", "nikl-all")
+"""The values of ``--format``. ``summeval-sample`` is seed 002 B.2's 100 articles (seed 42) x every system, or
+``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is seed 002 B.1's 100 essays per prompt (seed
+42) of the NIKL layout, ``nikl-all`` every essay of it."""
 
 log = logging.getLogger("madrag.data")
 _REPORTED: set[tuple[str, str]] = set()
@@ -334,8 +336,9 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
 def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
     """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
     SummEval's = SummEval; other .csv / .jsonl = the generic table)."""
-    # imported here: the SummEval loader builds on this module's helpers
-    from madrag.data.summeval import load_summeval, looks_like_summeval
+    # imported here: the SummEval and NIKL loaders build on this module's helpers
+    from madrag.data.nikl import load_nikl, sample_nikl
+    from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
 
     p = Path(path)
     kind = fmt
@@ -347,6 +350,12 @@ def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Ess
         return load_asap(p, rubric)
     if kind == "summeval":
         return load_summeval(p, rubric)
+    if kind == "summeval-sample" or kind.startswith("summeval-sample:"):
+        systems = [s.strip() for s in kind.partition(":")[2].split(",") if s.strip()]
+        return sample_summeval(load_summeval(p, rubric), systems=systems or None)
+    if kind in {"nikl", "nikl-all"}:
+        essays = load_nikl(p, rubric)
+        return sample_nikl(essays) if kind == "nikl" else essays
     if kind in {"table", "csv", "jsonl"}:
         return load_table(p, rubric)
     raise InputError(f"unknown data format {fmt!r}; use {', '.join(DATA_FORMATS)}")

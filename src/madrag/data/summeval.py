@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from madrag.data.essay import Essay
 from madrag.data.essay import essay_id as checked_id
 from madrag.data.loaders import _check_range, _check_unique, _jsonl_rows, _parse_score, _read_text
@@ -160,3 +162,52 @@ def looks_like_summeval(path: Path) -> bool:
     if not isinstance(row, dict):
         return False
     return ("decoded" in row and "expert_annotations" in row) or "machine_summaries" in row
+
+
+SUMMEVAL_SAMPLE_ARTICLES = 100
+SUMMEVAL_SAMPLE_SEED = 42
+SUMMEVAL_SAMPLE_RULE = (
+    "articles in file order, numpy.random.default_rng(42).permutation(n)[:100] "
+    "(HuggingFace datasets' shuffle(seed=42).select(range(100)))"
+)
+"""How :func:`sample_summeval` draws (seed 002 B.2: 'seed=42, using HuggingFace's shuffle().select()'; the
+``datasets`` library shuffles a table by ``np.random.default_rng(seed).permutation(len)``), recorded in each
+sampled summary's metadata."""
+
+
+def _system(essay: Essay) -> str:
+    """A summary's system: its ``model_id`` (paired layout), else its index among the article's summaries."""
+    return str(essay.metadata.get("model_id", essay.metadata.get("summary_index", "")))
+
+
+def sample_summeval(
+    essays: list[Essay],
+    articles: int = SUMMEVAL_SAMPLE_ARTICLES,
+    seed: int = SUMMEVAL_SAMPLE_SEED,
+    systems: list[str] | None = None,
+) -> list[Essay]:
+    """Seed 002 B.2's sample: ``articles`` news articles (:data:`SUMMEVAL_SAMPLE_RULE`), each expanded across
+    its summaries (only ``systems``' when given: model ids, or summary indices in the ``mteb/summeval``
+    layout), in drawn article order. Fewer articles than ``articles``, or a named system absent from a drawn
+    article, is an error."""
+    by_article: dict[str, list[Essay]] = {}
+    for essay in essays:
+        by_article.setdefault(str(essay.metadata["article_id"]), []).append(essay)
+    order = list(by_article)
+    if len(order) < articles:
+        raise InputError(f"SummEval sample: {len(order)} articles, fewer than the {articles} to draw")
+    picked = np.random.default_rng(seed).permutation(len(order))[:articles]
+    rule = SUMMEVAL_SAMPLE_RULE.replace("(42)", f"({seed})").replace("100", str(articles))
+    if systems:
+        rule += f"; systems {', '.join(systems)}"
+    drawn: list[Essay] = []
+    for index in picked:
+        group = by_article[order[int(index)]]
+        if systems:
+            have = {_system(e): e for e in group}
+            absent = [s for s in systems if s not in have]
+            if absent:
+                raise InputError(f"SummEval sample: article {order[int(index)]!r} has no summary of {absent}")
+            group = [have[s] for s in systems]
+        drawn += [e.model_copy(update={"metadata": {**e.metadata, "sample": rule}}) for e in group]
+    return drawn

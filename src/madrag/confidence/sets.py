@@ -1,0 +1,114 @@
+"""Seed 001 Table 1 over several essay sets: the confidence study of one run per set (each with its own
+meta-evaluation), its top features per role and target side by side, and Figure 3 over all of them.
+
+Table 1 reports its top-3 features per role-target pair *for each* of Essay Sets 7 and 8 ("In Essay Set 7, the
+strongest predictors are ... In contrast, Essay Set 8 shows ..."), never pooled: each set is ranked on its own
+run, and ``table1.csv`` stacks them under a ``set`` column. Figure 3 is one figure over the judged responses of
+both sets; ``figure3_distribution.csv`` and ``pass_rates.csv`` give each set too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from madrag.confidence.analysis import PAPER_RANK_BY, RankBy
+from madrag.confidence.figure3 import PASS_MIN, save_figure3
+from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_display
+from madrag.errors import InputError
+
+
+@dataclass
+class SetsStudy:
+    """One study per set (by label, in the order given), Table 1 over them and their judgments pooled."""
+
+    studies: dict[str, ConfidenceStudy]
+    table1: pd.DataFrame
+    judgments: pd.DataFrame
+
+
+def _labels(runs: list[Path], labels: list[str] | None) -> list[str]:
+    names = labels or [run.name for run in runs]
+    if len(names) != len(runs):
+        raise InputError(f"{len(names)} labels for {len(runs)} runs: give one label per run")
+    if len(set(names)) != len(names):
+        raise InputError(f"set labels must differ, got {', '.join(names)} (name them with --labels)")
+    return names
+
+
+def run_sets(
+    runs: list[Path],
+    meta_dirs: list[Path] | None = None,
+    labels: list[str] | None = None,
+    roles: list[str] | None = None,
+    rank_by: RankBy = PAPER_RANK_BY,
+    top_k: int = 3,
+) -> SetsStudy:
+    """The study of each run with its meta-evaluation (``meta_dirs`` in the runs' order, default
+    ``<run>/meta``), Table 1 (each set's top ``top_k`` per role and target) and the pooled judgments."""
+    if len(runs) < 2:
+        raise InputError("give two or more runs (one per essay set) to compare their Table 1")
+    names = _labels(runs, labels)
+    metas = meta_dirs or [run / "meta" for run in runs]
+    if len(metas) != len(runs):
+        raise InputError(f"{len(metas)} meta-evaluation folders for {len(runs)} runs: give one per run")
+    studies: dict[str, ConfidenceStudy] = {}
+    for name, run, meta in zip(names, runs, metas, strict=True):
+        if not (meta / "store.sqlite").is_file():
+            raise InputError(f"{meta}: no meta-evaluation of {run} (run madrag confidence meta-eval first)")
+        studies[name] = run_study(run, meta, roles, rank_by=rank_by, top_k=top_k)
+    tables, judged = [], []
+    for name, study in studies.items():
+        assert study.top is not None and study.judgments is not None  # a meta-evaluation was given
+        tables.append(top_display(study.top).assign(set=name))
+        judged.append(study.judgments.assign(set=name))
+    table1 = pd.concat(tables, ignore_index=True)
+    table1 = table1[["set", *[c for c in table1.columns if c != "set"]]]
+    return SetsStudy(studies=studies, table1=table1, judgments=pd.concat(judged, ignore_index=True))
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "set"
+
+
+def _markdown(result: SetsStudy) -> str:
+    lines = [
+        "# Seed 001 Table 1 over " + ", ".join(result.studies),
+        "",
+        "Each set's top features per role and target, ranked on its own run (the seed reports them per set).",
+        "",
+    ]
+    for name, study in result.studies.items():
+        frame = result.table1[result.table1["set"] == name].drop(columns="set")
+        lines += [f"## {name} ({study.meta['run_dir']}, evaluator {study.meta.get('evaluator')})", ""]
+        lines.append("| " + " | ".join(str(c) for c in frame.columns) + " |")
+        lines.append("|" + "---|" * len(frame.columns))
+        for row in frame.itertuples(index=False):
+            cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("")
+    lines += [
+        "Figure 3 over every set: `figure3.png`, `figure3_distribution.csv`; pass rates per set and role: "
+        f"`pass_rates.csv` (a pass: a score of {PASS_MIN} or more, madrag's reading). Each set's full study is in "
+        "its own folder.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def save_sets(result: SetsStudy, out_dir: Path) -> list[Path]:
+    """Write ``table1.csv``, ``table1.md``, Figure 3 over all sets, and each set's study in ``<out>/<set>/``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "table1.csv", out_dir / "table1.md"]
+    result.table1.to_csv(written[0], index=False)
+    written[1].write_text(_markdown(result), encoding="utf-8")
+    written += save_figure3(
+        result.judgments, out_dir, "Meta-evaluator scores per dimension, " + ", ".join(result.studies)
+    )
+    for name, study in result.studies.items():
+        save_study(study, out_dir / _slug(name))
+        written.append(out_dir / _slug(name))
+    return written
