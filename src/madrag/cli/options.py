@@ -169,7 +169,10 @@ DataOpt = Annotated[
 ]
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]
-DataFormatOpt = Annotated[str, typer.Option("--format", help="auto, asap, csv, jsonl or summeval.")]
+DataFormatOpt = Annotated[
+    str,
+    typer.Option("--format", help="auto, asap, csv, jsonl, summeval, summeval-sample[:SYSTEMS], nikl or nikl-all."),
+]
 FoldOpt = Annotated[
     str,
     typer.Option(
