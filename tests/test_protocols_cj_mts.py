@@ -225,6 +225,11 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     assert proc.returncode == 0, proc.stderr
     # per essay x 4 traits: MADRAG 3 (debate 2 + judge), CJ 4 comparisons, MTS 1 question, GEval 1
     assert "72 agent calls made" in proc.stdout.replace("\n", " ")
+    costs = _cli("costs", "--run-dir", str(run_dir))
+    assert costs.returncode == 0, costs.stderr
+    # the derived final records are no calls: CJ's 32 comparisons (2 essays x 4 traits x 4 anchors) only
+    assert re.search(r"^\s*compare\s+calls\s+32\s+requests\s+32\b", costs.stdout, re.MULTILINE)
+    assert re.search(r"^\s*judge\s+calls\s+8\s+requests\s+16\b", costs.stdout, re.MULTILINE)  # MADRAG's
     again = _cli("ablate", *protocols, *common)
     assert again.returncode == 0 and "0 agent calls made" in again.stdout.replace("\n", " ")
     evaluated = _cli("eval", "--run-dir", str(run_dir), "--bootstrap", "0")

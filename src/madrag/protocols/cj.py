@@ -103,6 +103,7 @@ class CJProtocol:
         said = "; ".join(f"level {lvl}: {o or 'unreadable'}" for lvl, o in sorted(outcomes.items()))
         context: dict[str, Any] = {"outcomes": {str(k): v for k, v in outcomes.items()}, "rule": self.rule}
         context["n_usable"] = len(outcomes) - unread
+        context["exemplars"] = [lvl.model_dump(mode="json") for lvl in anchors]  # shown by the report
         result = derived_result(value, problem)
         return await store_derived(ctx, self.name, essay.id, trait, result, said, context, records, not outcomes)
 
