@@ -246,3 +246,39 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
         store.close()
     for name in ("CJ", "MTS", "GEval"):
         assert sorted(s.score is not None for s in read if s.protocol == name) == [True] * 8
+
+
+# -- Ray (in-process workers) ------------------------------------------------------------------------------------
+
+
+async def test_geval_and_mts_resumed_on_workers_make_the_records_of_a_local_run(tmp_path: Path) -> None:
+    """A run of GEval and MTS stopped part-way (one essay with its calls stored but no derived final record) and
+    finished by in-process Ray workers ends with exactly the records of an uninterrupted local run."""
+    from tests.test_ray_unit import ESSAYS as RAY_ESSAYS
+    from tests.test_ray_unit import RUBRIC as RAY_RUBRIC
+    from tests.test_ray_unit import LocalActor, dispatcher
+
+    from madrag.distributed.shard import make_shards
+    from madrag.pipeline.runner import run_scoring
+
+    protocols = ["GEval", "MTS"]
+    local = make_ctx(tmp_path / "local", FakeProvider())
+    await run_scoring(local, RAY_ESSAYS, RAY_RUBRIC, [get_protocol(p) for p in protocols])
+    local_store = local.store
+    assert isinstance(local_store, RunStore)
+    want = {r.key: (r.prompt_hash, r.text, r.score) for r in local_store.records()}
+    ctx = make_ctx(tmp_path / "ray", FakeProvider())
+    store = ctx.store
+    assert isinstance(store, RunStore)
+    for record in local_store.records():
+        if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.role != "judge"):
+            store.put(record)
+    before = store.count()
+    job = dispatcher(ctx, [LocalActor(protocols=protocols), LocalActor(protocols=protocols)], [], protocols)
+    assert set(job.plan.todo) == {"e2", "e3", "e4", "e5"} and job.plan.partial == {"e2"}
+    await job.run(make_shards(RAY_ESSAYS, job.plan, 2))
+    got = {r.key: (r.prompt_hash, r.text, r.score) for r in store.records()}
+    assert got == want
+    assert ctx.stats.made == len(want) - before  # each record the workers sent (derived ones too) is new
+    local_store.close()
+    store.close()
