@@ -15,7 +15,13 @@ from madrag.agents.judge import (
     summarise,
     trait_score_line,
 )
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import (
+    CONSENSUS_PROMPT_NAMES,
+    PROMPT_NAMES,
+    SOURCE_PROMPT_NAMES,
+    TRAINING_FREE_PROMPT_NAMES,
+    PromptLibrary,
+)
 from madrag.placeholders import mask_placeholders, placeholders
 from madrag.providers.base import ChatResponse
 from madrag.rubric import Rubric, Trait
@@ -89,7 +95,7 @@ def test_shorten_cuts_exemplars_to_a_word_budget() -> None:
 
 def test_template_lists_name_every_packaged_template_once() -> None:
     packaged = {p.name.removesuffix(".txt") for p in resources.files("madrag").joinpath("prompts").iterdir()}
-    listed = [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *SOURCE_PROMPT_NAMES]
+    listed = [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES, *SOURCE_PROMPT_NAMES]
     assert len(listed) == len(set(listed))
     meta = {"meta_system", "meta_user"}  # the meta-evaluator's, recorded by its own job
     assert set(listed) | meta == packaged
