@@ -15,7 +15,13 @@ from madrag.agents.judge import (
     summarise,
     trait_score_line,
 )
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import (
+    CONSENSUS_PROMPT_NAMES,
+    PROMPT_NAMES,
+    SOURCE_PROMPT_NAMES,
+    TRAINING_FREE_PROMPT_NAMES,
+    PromptLibrary,
+)
 from madrag.placeholders import mask_placeholders, placeholders
 from madrag.providers.base import ChatResponse
 from madrag.rubric import Rubric, Trait
@@ -90,7 +96,7 @@ def test_shorten_cuts_exemplars_to_a_word_budget() -> None:
 def test_template_lists_name_every_packaged_template_once() -> None:
     folder = resources.files("madrag").joinpath("prompts")
     packaged = {p.name.removesuffix(".txt") for p in folder.iterdir() if p.is_file()}  # ko/: a prompts-dir set
-    listed = [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *SOURCE_PROMPT_NAMES]
+    listed = [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES, *SOURCE_PROMPT_NAMES]
     assert len(listed) == len(set(listed))
     meta = {"meta_system", "meta_user"}  # the meta-evaluator's, recorded by its own job
     assert set(listed) | meta == packaged

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from madrag.errors import ConfigError
-from madrag.protocols import ABLATION, CONSENSUS_ABLATION, available, get_protocol
+from madrag.protocols import ABLATION, CONSENSUS_ABLATION, TRAINING_FREE, available, get_protocol
 from madrag.protocols.base import ScoringProtocol
 from madrag.protocols.debate import VARIANTS
 from madrag.protocols.registry import ProtocolFamily, ProtocolRegistry
@@ -13,7 +13,8 @@ from madrag.protocols.trait_judge import TraitJudgeProtocol
 
 
 def test_available_lists_seed_000_then_variants_then_consensus() -> None:
-    assert available() == [*ABLATION, *(f"MADRAG[{v}]" for v in VARIANTS), *CONSENSUS_ABLATION]
+    fixed = [*ABLATION, *TRAINING_FREE]  # every family's fixed names first, then the listed parameterised ones
+    assert available() == [*fixed, *(f"MADRAG[{v}]" for v in VARIANTS), *CONSENSUS_ABLATION, "CJ[rule=count]"]
 
 
 def test_every_available_name_resolves_to_a_protocol_of_that_name() -> None:

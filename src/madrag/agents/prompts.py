@@ -63,6 +63,15 @@ CONSENSUS_PROMPT_NAMES: tuple[str, ...] = (
 )
 """Templates of seed 002's consensus protocols (see :mod:`madrag.agents.roles`), recorded when one runs."""
 
+TRAINING_FREE_PROMPT_NAMES: tuple[str, ...] = (
+    "compare_system",
+    "compare_user",
+    "mts_system",
+    "mts_first",
+    "mts_question",
+)
+"""Templates of CJ and MTS (:mod:`madrag.protocols.cj`, :mod:`madrag.protocols.mts`); GEval uses MA's."""
+
 SOURCE_PROMPT_NAMES: tuple[str, ...] = ("source_block",)
 """Templates of data whose essays carry a ``source`` text (SummEval's articles), recorded when such data runs."""
 

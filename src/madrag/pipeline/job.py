@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats, FailureBudget
-from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, SOURCE_PROMPT_NAMES, PromptLibrary
+from madrag.agents.prompts import (
+    CONSENSUS_PROMPT_NAMES,
+    PROMPT_NAMES,
+    SOURCE_PROMPT_NAMES,
+    TRAINING_FREE_PROMPT_NAMES,
+    PromptLibrary,
+)
 from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
@@ -188,11 +194,13 @@ def source_config(job: ScoreJob) -> dict[str, Any]:
 
 def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
-    plus the consensus judges' when a seed 002 protocol is among them, plus the source block when the essays
-    carry a source text (``with_source``)."""
+    plus the consensus judges' when a seed 002 protocol is among them, CJ's and MTS's when one of them is, plus
+    the source block when the essays carry a source text (``with_source``)."""
     names = list(PROMPT_NAMES)
     if any(consensus_protocol(p.name) is not None for p in protocols):
         names += CONSENSUS_PROMPT_NAMES
+    if any(p.name.split("[")[0] in ("CJ", "MTS") for p in protocols):
+        names += TRAINING_FREE_PROMPT_NAMES  # CJ's and MTS's templates (GEval uses MA's)
     return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
 
 

@@ -103,9 +103,17 @@ def default_script(request: ChatRequest) -> FakeReply:
         return FakeReply(text="The example is thin: few details, and the ending is abrupt.")
     if role in CONSENSUS_ROLES:
         return _consensus_reply(request, role)
+    if role == "compare":
+        return _compare_reply(request)
     low = re.search(r"between (-?\d+) and (-?\d+)", request.messages[0].content + request.messages[-1].content)
     score = (int(low.group(1)) + int(low.group(2))) // 2 if low else 1
     return FakeReply(text=f"Weighing both arguments against the rubric.\nFinal score: {score}")
+
+
+def _compare_reply(request: ChatRequest) -> FakeReply:
+    """A comparative judgment's answer (CJ): A, B or tie, varying with the pair compared."""
+    pick = ("A", "B", "tie")[zlib.crc32(request.messages[-1].content.encode("utf-8")) % 3]
+    return FakeReply(text=f"Both essays address the trait; weighing them against the rubric.\nAnswer: {pick}")
 
 
 def _consensus_reply(request: ChatRequest, role: str) -> FakeReply:

@@ -1,0 +1,116 @@
+"""GEval: the probability-weighted single judge (G-Eval style, Liu et al. 2023): one Judge per trait, as MA,
+whose score is the expectation of its score distribution, sum_s p(s) * s, rounded half up.
+
+The Judge call is MA's (same prompt, ``rater`` role, its record under ``GEval``); the distribution is the one
+madrag already reads (the constrained score step's choice probabilities, or the top alternatives at the
+``Final score`` token). A backend without logprobs gives no distribution: the GEval score is then missing and
+counted (``GEval[fallback=parsed]`` takes the parsed score instead, and says so in the record). The final score
+is a derived Judge record (:mod:`madrag.protocols.derived`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from madrag.agents.calls import AgentCall, CallContext
+from madrag.agents.context import essay_values, role_messages
+from madrag.agents.judge import judge_trait
+from madrag.data.essay import Essay
+from madrag.errors import ConfigError
+from madrag.metrics import round_half_up_clamped
+from madrag.pipeline.concurrency import gather_settled
+from madrag.protocols.base import TraitScore
+from madrag.protocols.derived import store_derived
+from madrag.protocols.registry import ProtocolFamily
+from madrag.records import AgentRecord, ScoreResult
+from madrag.rubric import Rubric, Trait
+
+Fallback = Literal["missing", "parsed"]
+_NAME = re.compile(r"^GEval\[fallback=(\w+)\]$")
+
+
+def expected_result(record: AgentRecord, trait: Trait, fallback: Fallback = "missing") -> ScoreResult:
+    """The GEval score of a Judge record: its distribution's expectation rounded half up (``reported_from``
+    ``expected``); without a distribution, missing, or the parsed score with ``fallback="parsed"``; missing
+    whenever the Judge's own score could not be read."""
+    found = record.score
+    if found is None or found.parsed is None:
+        return ScoreResult(mode="failed", invalid_raw="the Judge's score could not be read")
+    if found.expected is None:
+        if fallback == "parsed":
+            return found.model_copy(update={"reported": found.parsed, "reported_from": "parsed"})
+        return found.model_copy(
+            update={
+                "reported": None,
+                "mode": "failed",
+                "invalid_raw": "no score distribution (backend without logprobs)",
+            }
+        )
+    value = round_half_up_clamped(found.expected, trait.min, trait.max)
+    return found.model_copy(update={"reported": value, "reported_from": "expected"})
+
+
+@dataclass(frozen=True)
+class GEvalProtocol:
+    """One probability-weighted Judge per trait (see the module docstring)."""
+
+    name: str = "GEval"
+    fallback: Fallback = "missing"
+
+    @property
+    def uses_bank(self) -> bool:
+        """GEval uses no exemplars."""
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        """The protocol as a run's configuration records it."""
+        return {"name": self.name, "score": "expected", "fallback": self.fallback, "per_trait": True}
+
+    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
+        """Score every trait of ``essay``, the traits concurrently (a trait whose call failed is left out)."""
+        label = rubric.source_label
+        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
+        return [s for s in scores if s is not None]
+
+    async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
+        """MA's Judge call for ``trait`` (role ``rater``), then the derived record with the expectation."""
+        values = essay_values(ctx.prompts, essay, trait, ctx.settings.placeholders, ctx.self_report_confidence, label)
+        fill = {"EXEMPLAR_HINT": "", "EXEMPLARS": "", "DEBATE": "", "EVIDENCE_FEEDBACK": "", "VERIFY_NOTE": ""}
+        messages = role_messages(
+            ctx.prompts, ctx.settings.prompt_layout, "rater_system", "judge_user", {**values, **fill}
+        )
+        call = AgentCall(
+            protocol=self.name,
+            essay_id=essay.id,
+            trait=trait.name,
+            role="rater",
+            messages=messages,
+            temperature=ctx.settings.judge_temperature,
+            max_tokens=ctx.settings.judge_max_tokens,
+            essay=values["ESSAY"],
+        )
+        # the rater's own record keeps the expectation too (report "expected"), whatever the run's setting
+        rated = replace(ctx, settings=ctx.settings.model_copy(update={"report": "expected"}))
+        record = await judge_trait(rated, call, trait)
+        score = expected_result(record, trait, self.fallback)
+        usable = int(score.reported is not None)
+        own = record.score is not None and record.score.parsed is not None
+        return await store_derived(
+            ctx, self.name, essay.id, trait, score, record.rationale or "", {"n_usable": usable}, [record], own
+        )
+
+
+def parse_name(name: str) -> GEvalProtocol | None:
+    """``GEval[fallback=missing|parsed]``; None for other names."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    if m.group(1) not in ("missing", "parsed"):
+        raise ConfigError(f"GEval fallback must be missing or parsed, not {m.group(1)!r}")
+    return GEvalProtocol(name, fallback="parsed" if m.group(1) == "parsed" else "missing")
+
+
+FAMILY = ProtocolFamily(fixed={"GEval": GEvalProtocol()}, parse=parse_name)
+"""The names GEval and ``GEval[fallback=...]``."""
