@@ -379,3 +379,25 @@ def test_banks_of_other_rubrics_are_kept_and_leftovers_only_pruned_explicitly(
     assert [b.name for b in prune_banks(tmp_path)] == [leftover]  # both banks are in use
     assert collection_names(tmp_path) == banks
     assert ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path).built_now is False
+
+
+@pytest.mark.integration
+def test_a_replacement_bank_in_use_is_not_pruned(pool: list[Essay], tmp_path: Path) -> None:
+    import chromadb
+    from chromadb.config import Settings
+
+    from madrag.retrieval.bank_store import prune_banks
+
+    first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
+    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
+    name = f"madrag-bank-{first.fingerprint[:40]}"
+    client.get_collection(name, embedding_function=None).delete(ids=["p0"])  # damaged: the next run replaces it
+    assert first.lease is not None
+    first.lease.release()
+    again = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)  # leases the bank's name
+    replacement = next(n for n in collection_names(tmp_path) if n.startswith(name + "-r"))
+    assert prune_banks(tmp_path) == []  # the replacement is in use (leased under the bank's name, as the damaged one)
+    assert collection_names(tmp_path) == sorted([name, replacement]) and again.size == len(pool)
+    assert again.lease is not None
+    again.lease.release()
+    assert sorted(b.name for b in prune_banks(tmp_path)) == sorted([name, replacement])

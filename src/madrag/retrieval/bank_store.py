@@ -41,6 +41,14 @@ def bank_name(fingerprint: str) -> str:
     return NAME_PREFIX + fingerprint[:40]
 
 
+def lease_name(collection: str) -> str:
+    """The name a collection's users lease: a finished bank's replacement (``<name>-r…``) is leased under the
+    bank's name, since a run looks the bank up by it; a build under its own temporary name."""
+    if BUILDING in collection or not collection.startswith(NAME_PREFIX):
+        return collection
+    return collection[: len(NAME_PREFIX) + 40]
+
+
 def open_client(cache_dir: Path) -> Any:
     """A persistent Chroma client on ``cache_dir`` with telemetry off."""
     try:
@@ -183,8 +191,8 @@ def list_banks(cache_dir: Path) -> list[BankInfo]:
                     embedder=str(meta["embedder"]) if "embedder" in meta else None,
                     traits=traits,
                     building=BUILDING in str(c.name),
-                    in_use=in_use(cache_dir, str(c.name)),
-                    last_used=last_used(cache_dir, str(c.name)),
+                    in_use=in_use(cache_dir, lease_name(str(c.name))),
+                    last_used=last_used(cache_dir, lease_name(str(c.name))),
                 )
             )
     return sorted(rows, key=lambda r: r.name)
@@ -202,7 +210,7 @@ def prune_banks(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = F
     with folder_lock(cache_dir, write=True):
         client = open_client(cache_dir)
         for bank in doomed:
-            with unused(cache_dir, bank.name) as free:
+            with unused(cache_dir, lease_name(bank.name)) as free:
                 if free:  # no lease can be taken while it is deleted
                     client.delete_collection(bank.name)
                     deleted.append(bank)
