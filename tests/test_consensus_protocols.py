@@ -18,7 +18,8 @@ from madrag.errors import ConfigError
 from madrag.evaluation.run import trait_scores
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, TraitScore, available, get_protocol
-from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, INIT_NAMESPACE, agent_scores_frame
+from madrag.evaluation.run import agent_scores_frame
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, INIT_NAMESPACE
 from madrag.providers.base import Capabilities, ChatRequest, Message
 from madrag.providers.fake import FakeProvider, FakeReply, request_role
 from madrag.providers.policy import ManagedProvider, RetryPolicy

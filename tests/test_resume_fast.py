@@ -11,8 +11,19 @@ from typing import Any
 import pytest
 
 from madrag.pipeline import job as job_module
+from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers.spec import ProviderSpec
+
+
+class Stages(RunHooks):
+    """Hooks that keep the run's stage lines."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def on_stage(self, message: str) -> None:
+        self.lines.append(message)
 
 
 def _files(tmp_path: Path, n: int = 8) -> tuple[Path, Path]:
@@ -74,7 +85,7 @@ async def test_a_finished_run_resumes_without_bank_or_backend(
     _forbid_building(monkeypatch)
     stages: list[str] = []
     started = time.perf_counter()
-    again = await execute(job, on_stage=stages.append)
+    again = await execute(job, Stages(stages))
     elapsed = time.perf_counter() - started
     assert again.resumed and any("nothing left to do" in s for s in stages)
     key = {(s.protocol, s.essay_id, s.trait): s.score for s in first.scores}
@@ -86,7 +97,7 @@ async def test_a_finished_run_resumes_without_bank_or_backend(
 async def test_a_run_with_work_left_still_builds_and_scores(tmp_path: Path) -> None:
     await execute(_job(tmp_path, 2, ["MADRAG"]))
     stages: list[str] = []
-    more = await execute(_job(tmp_path, 3, ["MADRAG"]), on_stage=stages.append)
+    more = await execute(_job(tmp_path, 3, ["MADRAG"]), Stages(stages))
     assert not any("nothing left to do" in s for s in stages)
     assert len({s.essay_id for s in more.scores}) == 3 and all(s.score is not None for s in more.scores)
     assert more.stats.reused > 0

@@ -22,7 +22,7 @@ from madrag.pipeline.runner import (
     run_scoring,
 )
 from madrag.protocols import get_protocol
-from madrag.protocols.base import TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
@@ -45,11 +45,14 @@ def test_auto_essay_concurrency_fills_the_slots_twice() -> None:
     assert auto_essay_concurrency(4, 20) == 1
 
 
-class WholeEssay:
+class WholeEssay(ScoringProtocol):
     """A protocol scoring every trait in one call (like SA): one chain per essay."""
 
     name = "WHOLE"
-    uses_bank = False
+
+    @property
+    def per_trait(self) -> bool:
+        return False
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "per_trait": False}
@@ -89,13 +92,12 @@ async def test_mad_and_madrag_pay_for_one_debate_and_both_judges_read_it(tmp_pat
             assert judge is not None and skeptic.text.strip() in judge.messages[1].content
 
 
-class CountingProtocol:
+class CountingProtocol(ScoringProtocol):
     """Counts essays in flight; one trait score per essay. Each essay yields to the event loop before it
     finishes, so every worker has an essay in flight at once; essay ``e0`` finishes only after another essay
     has, so completion order differs from essay order (deterministically: no timing)."""
 
     name = "COUNT"
-    uses_bank = False
 
     def __init__(self) -> None:
         self.in_flight = 0

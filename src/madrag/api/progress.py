@@ -1,9 +1,10 @@
 """Progress of a Python API run: a rich progress bar over the trait scores (terminal or notebook), or nothing.
 
-The bar counts (essay, trait, protocol) scores as ``madrag score``'s does: a seed 000 protocol's score when
-its first Judge record arrives, a consensus protocol's (seed 002) when its essay is done. A call that failed
-after its retries leaves its essay-traits without a score: they count as done when their essay finishes (so the
-bar reaches its total), and the bar shows how many calls failed.
+The bar counts (essay, trait, protocol) scores as ``madrag score``'s does: a score when its first Judge record
+arrives (a Judge record of every trait, e.g. SA's: each trait it scored), any other score (a protocol without
+Judge records, e.g. seed 002's consensus judges) when its essay is done. A call that failed after its retries
+leaves its essay-traits without a score: they count as done when their essay finishes (so the bar reaches its
+total), and the bar shows how many calls failed.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from madrag.data.essay import Essay
+from madrag.pipeline.hooks import RunHooks
 from madrag.protocols.base import TraitScore
-from madrag.protocols.consensus import consensus_protocol
+from madrag.protocols.scores import ALL_TRAITS
 from madrag.records import AgentRecord
 
 
-class ScoreProgress:
-    """Hooks for :func:`madrag.pipeline.job.execute` that drive a progress bar; all no-ops when disabled.
+class ScoreProgress(RunHooks):
+    """:class:`~madrag.pipeline.hooks.RunHooks` for :func:`madrag.pipeline.job.execute` that drive a progress
+    bar; all no-ops when disabled.
 
     >>> with ScoreProgress(enabled=False) as progress:
     ...     progress.on_start(8)
@@ -89,7 +92,8 @@ class ScoreProgress:
         if self._progress is None or self._task is None:
             return
         if record.role == "judge" and record.index == 0:
-            self._count(record.essay_id, {(record.protocol, record.trait)})
+            traits = list(record.trait_scores or {}) if record.trait == ALL_TRAITS else [record.trait]
+            self._count(record.essay_id, {(record.protocol, t) for t in traits})
         self._progress.update(self._task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")
 
     def on_failed(self, record: AgentRecord) -> None:
@@ -108,10 +112,10 @@ class ScoreProgress:
             self._progress.advance(self._task, new)
 
     def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
-        """One essay finished: its consensus protocols' scores count now, and so do, when a call of it failed,
-        the scores it is left without; with ``essay_lines`` its scores are printed."""
+        """One essay finished: its scores not counted yet count now, and so do, when a call of it failed, the
+        scores it is left without; with ``essay_lines`` its scores are printed."""
         self.essays_done += 1
-        self._count(essay.id, {(s.protocol, s.trait) for s in scores if consensus_protocol(s.protocol) is not None})
+        self._count(essay.id, {(s.protocol, s.trait) for s in scores})
         failed = self._failed_by_essay.get(essay.id, 0)
         counted = len(self._counted.pop(essay.id, set()))
         if failed and self.per_essay is not None and self._progress is not None and self._task is not None:

@@ -27,6 +27,7 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH
 from madrag.distributed.options import RayOptions, ray_options
 from madrag.errors import ConfigError, InputError
+from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute
 from madrag.providers import ProviderSpec
 from madrag.providers.base import Provider
@@ -161,31 +162,24 @@ async def arun_job(
     *,
     backend: Provider | None = None,
     embedder: Embedder | None = None,
-    progress: bool | ScoreProgress = True,
+    progress: bool | RunHooks = True,
     temporary: bool = False,
 ) -> ScoringResult:
     """Run a :class:`ScoreJob` already built (as ``madrag score`` builds one from its options) with a progress
     bar and return a :class:`ScoringResult`: the one place :func:`score`, :func:`ascore` and other callers
     (the web app, workers) run a job. ``backend``: a ready provider instead of ``job.provider``; ``embedder``:
-    the exemplar bank's, instead of MiniLM; ``temporary``: the run directory was made for this run."""
-    bar = progress if isinstance(progress, ScoreProgress) else ScoreProgress(enabled=progress)
+    the exemplar bank's, instead of MiniLM; ``temporary``: the run directory was made for this run.
+    ``progress``: a bar or not, a :class:`ScoreProgress` of the caller's, or other
+    :class:`~madrag.pipeline.hooks.RunHooks` to tell of the run (then without a bar)."""
+    bar = progress if isinstance(progress, ScoreProgress) else ScoreProgress(enabled=progress is True)
+    hooks = progress if isinstance(progress, RunHooks) else bar
     bar.per_essay = len(job.protocols) * len(to_rubric(job.rubric).traits)
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")
         if backend is None and job.provider.kind == "llamacpp" and job.provider.model_path is None:
             bar.note(TINY_MODEL_NOTE)
-        done = await execute(
-            job,
-            on_record=bar.on_record,
-            on_essay_done=bar.on_essay_done,
-            on_stage=bar.on_stage,
-            on_start=bar.on_start,
-            on_bank_progress=bar.on_bank_progress,
-            backend=backend,
-            embedder=embedder,
-            on_failed=bar.on_failed,
-        )
+        done = await execute(job, hooks, backend=backend, embedder=embedder)
     return ScoringResult(
         run_dir=job.run_dir,
         temporary=temporary,

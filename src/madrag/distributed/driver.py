@@ -35,6 +35,7 @@ from madrag.distributed.options import RayOptions
 from madrag.distributed.shard import Plan, Shard, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
+from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_error
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
@@ -297,17 +298,16 @@ async def score_on_ray(
     essays: Sequence[Essay],
     rubric: Rubric,
     protocols: Sequence[ScoringProtocol],
-    on_essay_done: EssayDone | None = None,
-    on_stage: Callable[[str], None] | None = None,
+    hooks: RunHooks | None = None,
     *,
     ready_backend: bool = False,
 ) -> list[TraitScore]:
     """Score ``essays`` of ``job`` on Ray (what :func:`madrag.pipeline.job.execute` runs instead of the local
     runner when the job has Ray options); the scores of every essay, in order, as the local runner returns.
-    ``ready_backend``: the caller gave a provider object, which lives in this process (workers build their
-    backends from the job's provider spec), so the run is refused."""
+    ``hooks`` get the run's stages and finished essays (records and failed records through ``ctx``, as the
+    driver stores them). ``ready_backend``: the caller gave a provider object, which lives in this process
+    (workers build their backends from the job's provider spec), so the run is refused."""
     if ready_backend:
         raise ConfigError("a Ray run builds its backends on the workers from a provider spec, not a provider object")
-    return await RayRun(options, job, ctx, store, on_stage or (lambda _msg: None)).score(
-        essays, rubric, protocols, on_essay_done
-    )
+    hooks = hooks or NO_HOOKS
+    return await RayRun(options, job, ctx, store, hooks.on_stage).score(essays, rubric, protocols, hooks.on_essay_done)

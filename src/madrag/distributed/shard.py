@@ -54,14 +54,13 @@ class Plan:
 
 def per_trait(protocol: ScoringProtocol) -> bool:
     """Whether a protocol makes its calls trait by trait (else one call, or one debate, for every trait)."""
-    return bool(protocol.describe().get("per_trait", True))
+    return protocol.per_trait
 
 
 def expected_judges(protocol: ScoringProtocol, settings: ScoringSettings) -> int:
-    """Judges a finished trait score combines: ``judges_per_trait`` for MA (no debate, no exemplars), else 1."""
-    info = protocol.describe()
-    plain = "debate" in info and info.get("debate") is None and info.get("exemplars") is False
-    return settings.judges_per_trait if plain else 1
+    """Judges a finished trait score combines (:meth:`~madrag.protocols.base.ScoringProtocol.judges_needed`:
+    ``judges_per_trait`` for MA, else 1)."""
+    return protocol.judges_needed(settings)
 
 
 def plan_run(

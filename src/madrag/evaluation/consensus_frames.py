@@ -7,7 +7,7 @@ paper's order, the human references and the protocols' per-round predictions.
   ``|a - b|`` (Appendix E.1, Figure 4). A prediction with an unusable agent score is unusable: it is counted,
   never imputed.
 
-The agent scores come from :func:`madrag.protocols.consensus.agent_scores_frame` (one row per protocol, essay,
+The agent scores come from :func:`madrag.evaluation.run.agent_scores_frame` (one row per protocol, essay,
 trait, round and agent); the metrics over these frames are in :mod:`madrag.evaluation.consensus`.
 """
 

@@ -4,8 +4,7 @@ agent scores of seed 002's consensus protocols (``load_consensus_run``), and fla
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -16,10 +15,10 @@ from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
 from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, HumanReference, base_name, references_frame
 from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
-from madrag.protocols.base import TraitScore
-from madrag.protocols.consensus import agent_scores_frame, record_namespaces, stored_trait_scores
-from madrag.protocols.trait_judge import combine_judges
-from madrag.protocols.whole_essay import expand_trait_scores
+from madrag.protocols import find_protocol
+from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.consensus import FRAME_COLUMNS, agent_score_rows
+from madrag.protocols.scores import combine_judges, judge_scores
 from madrag.records import BASELINE_ROLE, AgentRecord
 from madrag.rubric import Rubric
 from madrag.store import RunStore
@@ -80,12 +79,15 @@ class _JudgeRecords:
 
     def __init__(self, judges: list[AgentRecord], store: RunStore) -> None:
         self._judges = judges
+        self._by_protocol: dict[str, list[AgentRecord]] = {}
+        for record in judges:
+            self._by_protocol.setdefault(record.protocol, []).append(record)
         self._store = store
 
     def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
         """The records of :meth:`RunStore.records`, Judge records from memory."""
         if role == "judge":
-            return (r for r in self._judges if protocol in (None, r.protocol))
+            return iter(self._judges if protocol is None else self._by_protocol.get(protocol, []))
         return self._store.records(protocol=protocol, role=role)
 
 
@@ -139,33 +141,35 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
 
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
-    """One TraitScore per (protocol, essay, trait) from the stored records: the Judge records of the seed 000
-    protocols, the records of the LLM-free baselines (role ``baseline``), and the final-round agent records of
-    seed 002's consensus protocols (SingleJudge ... ScoreMaskedMAD,
-    :func:`madrag.protocols.consensus.stored_trait_scores`). Those are found by the configured protocol names -
-    ``protocols``, else the names in the store's configuration - because the shared round-0 calls
-    (``consensus/init``) belong to every protocol that uses them. Failed calls (no answer after their retries)
-    give no score: their (protocol, essay, trait) is missing until a resume makes them."""
-    groups: dict[tuple[str, str, str], list[AgentRecord]] = defaultdict(list)
-    for record in store.records(role="judge"):
-        if record.failed:
-            continue
-        groups[(record.protocol, record.essay_id, record.trait)].append(record)
-    out: list[TraitScore] = []
-    for (protocol, _essay, trait_name), records in groups.items():
-        if trait_name == "*":  # one call scored every trait (SA, SARAG)
-            out.extend(expand_trait_scores(records[0], rubric))
-            continue
-        records.sort(key=lambda r: r.index)
-        out.append(combine_judges(protocol, rubric.trait(trait_name), records))
+    """One TraitScore per (protocol, essay, trait) from the stored records: each configured protocol's scores
+    as the protocol reads them back (:meth:`~madrag.protocols.base.ScoringProtocol.read_scores`: its Judge
+    records, or seed 002's final-round agent records), then the Judge records no configured protocol claims
+    (a protocol not registered now, a run without configuration) by the Judge-record rule, then the records of
+    the LLM-free baselines (role ``baseline``). The configured names are ``protocols``, else those of the
+    store's configuration. Failed calls (no answer after their retries) give no score: their (protocol, essay,
+    trait) is missing until a resume makes them."""
+    names = list(protocols) if protocols is not None else run_config(store)[1]
+    known = _known_protocols(names)
+    out = [score for proto in known for score in proto.read_scores(store, rubric)]
+    claimed = {group for proto in known for group in proto.record_groups()}
+    out += judge_scores((r for r in store.records(role="judge") if r.protocol not in claimed), rubric)
     for record in store.records(role=BASELINE_ROLE):  # LLM-free baselines (madrag baseline): one record each
         out.append(combine_judges(record.protocol, rubric.trait(record.trait), [record]))
-    names = list(protocols) if protocols is not None else run_config(store)[1]
-    spaces = record_namespaces(names)
-    if spaces:
-        found = (r for space in sorted(spaces) for r in store.records(protocol=space))
-        out.extend(stored_trait_scores(found, rubric, names))
     return out
+
+
+def _known_protocols(names: Iterable[str]) -> list[ScoringProtocol]:
+    """The registered protocols among ``names``, each once, in order."""
+    found = (find_protocol(name) for name in dict.fromkeys(names))
+    return [p for p in found if p is not None]
+
+
+def agent_scores_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> pd.DataFrame:
+    """One row per (protocol, essay_id, trait, round, agent) for each named consensus protocol in ``records``
+    (:func:`madrag.protocols.consensus.agent_score_rows`; ``score`` NaN when unusable); non-consensus names are
+    ignored."""
+    frame = pd.DataFrame(agent_score_rows(records, rubric, protocols), columns=FRAME_COLUMNS)
+    return frame.astype({"round": "int64", "score": "float64"})
 
 
 def load_consensus_run(

@@ -42,16 +42,15 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
+from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.consensus import consensus_protocol
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
-from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName, stored_embedder
 from madrag.rubric import Rubric, load_rubric
 from madrag.settings import ScoringSettings
@@ -192,15 +191,18 @@ def source_config(job: ScoreJob) -> dict[str, Any]:
     return source
 
 
+PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES)
+"""The order a run records packaged templates in (its prompt hash reads them in this order)."""
+
+
 def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: seed 000's always (as runs made before seed 002 recorded them),
-    plus the consensus judges' when a seed 002 protocol is among them, CJ's and MTS's when one of them is, plus
-    the source block when the essays carry a source text (``with_source``)."""
-    names = list(PROMPT_NAMES)
-    if any(consensus_protocol(p.name) is not None for p in protocols):
-        names += CONSENSUS_PROMPT_NAMES
-    if any(p.name.split("[")[0] in ("CJ", "MTS") for p in protocols):
-        names += TRAINING_FREE_PROMPT_NAMES  # CJ's and MTS's templates (GEval uses MA's)
+    plus each protocol's own (:attr:`~madrag.protocols.base.ScoringProtocol.templates`: packaged ones in
+    :data:`PACKAGED_ORDER`, others in the protocols' order), plus the source block when the essays carry a
+    source text (``with_source``)."""
+    wanted = dict.fromkeys(name for p in protocols for name in p.templates)
+    names = [*PROMPT_NAMES, *(n for n in PACKAGED_ORDER if n in wanted and n not in PROMPT_NAMES)]
+    names += [n for n in wanted if n not in names]
     return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
 
 
@@ -391,10 +393,8 @@ def _backends(
     return provider, role_providers
 
 
-async def _finished(
-    job: ScoreJob, run: _Prepared, on_essay_done: Callable[[Essay, list[TraitScore]], None] | None
-) -> tuple[list[TraitScore], CallStats] | None:
-    """The scores of a resumed job that has nothing left to do (``on_essay_done`` called per essay), read
+async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[list[TraitScore], CallStats] | None:
+    """The scores of a resumed job that has nothing left to do (``hooks.on_essay_done`` called per essay), read
     without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
     done = await stored_scores(
         run_id=run.run_id,
@@ -406,27 +406,21 @@ async def _finished(
         protocols=run.protocols,
         roles=list(job.role_providers),
     )
-    if done is not None and on_essay_done is not None:
+    if done is not None:
         for essay in run.essays:
-            on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])
+            hooks.on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])
     return done
 
 
 async def execute(
     job: ScoreJob,
-    on_record: Callable[[AgentRecord], None] | None = None,
-    on_essay_done: Callable[[Essay, list[TraitScore]], None] | None = None,
-    on_stage: Callable[[str], None] | None = None,
-    on_start: Callable[[int], None] | None = None,
-    on_bank_progress: Callable[[int, int], None] | None = None,
+    hooks: RunHooks | None = None,
     *,
     backend: Provider | None = None,
     embedder: Embedder | None = None,
-    on_failed: Callable[[AgentRecord], None] | None = None,
 ) -> JobResult:
-    """Run the job; ``on_start`` gets the number of (essay, trait, protocol) scores to produce,
-    ``on_bank_progress(done, total)`` the pool essays embedded so far when the exemplar bank is built,
-    ``on_failed`` each failed record (a call that got no answer after its retries).
+    """Run the job, telling ``hooks`` (:class:`~madrag.pipeline.hooks.RunHooks`) of its stages, the exemplar
+    bank's progress, the number of scores to produce, each record and failed record, and each finished essay.
 
     ``backend`` is a ready provider used instead of building one from ``job.provider`` (whose retry and
     concurrency settings still apply); the caller owns it, so it is not closed. ``embedder`` replaces the
@@ -434,36 +428,24 @@ async def execute(
     ``settings.reference_ties``.
     """
     with reference_ties(job.settings.reference_ties):
-        callbacks = (on_record, on_essay_done, on_stage, on_start, on_bank_progress)
-        return await _execute(job, *callbacks, backend=backend, embedder=embedder, on_failed=on_failed)
+        return await _execute(job, hooks or NO_HOOKS, backend=backend, embedder=embedder)
 
 
-async def _execute(
-    job: ScoreJob,
-    on_record: Callable[[AgentRecord], None] | None,
-    on_essay_done: Callable[[Essay, list[TraitScore]], None] | None,
-    on_stage: Callable[[str], None] | None,
-    on_start: Callable[[int], None] | None,
-    on_bank_progress: Callable[[int, int], None] | None,
-    *,
-    backend: Provider | None,
-    embedder: Embedder | None,
-    on_failed: Callable[[AgentRecord], None] | None = None,
-) -> JobResult:
+async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, embedder: Embedder | None) -> JobResult:
     started = time.monotonic()
-    stage = on_stage or (lambda _msg: None)
+    stage = hooks.on_stage
     store = RunStore(job.run_dir / "store.sqlite")
     try:
         job = resumed_job(job, store)
         run = _open_run(job, store, backend, stage)
-        done = await _finished(job, run, on_essay_done) if run.resumed else None
+        done = await _finished(job, run, hooks) if run.resumed else None
         if done is not None:
             stage("nothing left to do: every score of this job is in the run store")
             elapsed = time.monotonic() - started
             return JobResult(
                 run.run_id, run.resumed, run.essays, done[0], done[1], elapsed, store.get_meta("bank") or {}
             )
-        bank, bank_info = _prepare_bank(job, run, stage, embedder, on_bank_progress)
+        bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
         provider, role_providers = _backends(job, store, backend)
         ctx = CallContext(
             run_id=run.run_id,
@@ -472,24 +454,23 @@ async def _execute(
             prompts=run.prompts,
             settings=job.settings,
             bank=bank,
-            on_record=on_record,
-            on_failed=on_failed,
+            on_record=hooks.on_record,
+            on_failed=hooks.on_failed,
             role_providers=role_providers,
             failures=FailureBudget(job.max_failures),
         )
-        if on_start is not None:
-            on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
+        hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
         stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
             if job.ray is None:
                 scores = await run_scoring(
-                    ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, on_essay_done
+                    ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, hooks.on_essay_done
                 )
             else:
                 from madrag.distributed.driver import score_on_ray
 
                 ray_run = (job.ray, job, ctx, store, run.essays, run.rubric, run.protocols)
-                scores = await score_on_ray(*ray_run, on_essay_done, stage, ready_backend=backend is not None)
+                scores = await score_on_ray(*ray_run, hooks, ready_backend=backend is not None)
         finally:
             owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
             for managed_backend in owned:

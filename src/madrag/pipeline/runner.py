@@ -3,7 +3,8 @@
 Throughput. A trait's debate is a chain of sequential calls (Advocate -> Skeptic -> Judge), so the backend's
 slots are only kept busy when at least as many chains are in flight as the backend has slots. With
 ``essay_concurrency=None`` (the default) the runner derives the number of essays in flight from the
-provider's concurrency and the chains one essay runs at once (its traits, for per-trait protocols): enough
+provider's concurrency and the chains one essay runs at once (each protocol's ``chains``: its traits, for
+per-trait protocols, a debate shared by several protocols once): enough
 chains to fill every slot twice over, so a slot freed by one chain is taken at once by a request already
 waiting (see :func:`auto_essay_concurrency`). A backend with one slot (the embedded llama.cpp model) gets
 one essay at a time.
@@ -15,7 +16,7 @@ made twice (``agents.calls.once``). So all of an essay's protocols run concurren
 Failures. A call that uses up its retries is recorded as failed (:func:`madrag.agents.calls.once`, in a context
 with a failure budget): its essay-trait (for a protocol that scores every trait in one call, its essay) is left
 without a score, the rest of the run goes on, and running the same command again retries it (a per-trait
-protocol still scores its other traits: :func:`madrag.pipeline.concurrency.gather_settled`). When the budget is
+protocol still scores its other traits: :func:`madrag.concurrency.gather_settled`). When the budget is
 spent (``--max-failures``), no new call starts, the calls in flight finish and are kept, and
 :class:`~madrag.errors.TooManyFailures` is raised. Any other backend failure stops the run cleanly: pending work
 is cancelled, every record already written stays, and running the same command again resumes.
@@ -30,10 +31,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from madrag.agents.calls import CallContext, FailureBudget
+from madrag.concurrency import RECORDED, gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import TooManyFailures
-from madrag.pipeline.concurrency import RECORDED, gather_or_cancel
 from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import essay_width as protocols_width
 from madrag.rubric import Rubric
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
@@ -114,24 +116,16 @@ def auto_essay_concurrency(slots: int, width: int) -> int:
 
 
 def essay_width(protocols: Sequence[ScoringProtocol], n_traits: int) -> int:
-    """Concurrent call chains of one essay: one per trait for per-trait protocols, one for a protocol whose
-    ``describe()`` says ``per_trait: False`` (one call for all traits, e.g. SA). Protocols sharing a debate
-    are counted once for it (their judges wait on the same chain)."""
-    width, debates = 0, set()
-    for proto in protocols:
-        variant = getattr(proto, "debate", None)
-        if variant is not None:
-            if variant in debates:
-                continue
-            debates.add(variant)
-        width += n_traits if proto.describe().get("per_trait", True) else 1
-    return max(1, width)
+    """Concurrent call chains of one essay with ``n_traits`` traits: the protocols' chains
+    (:meth:`~madrag.protocols.base.ScoringProtocol.chains`: one per trait for per-trait protocols, one for a
+    protocol scoring every trait in one call, e.g. SA), a chain shared by several protocols (a debate) once."""
+    return protocols_width(protocols, [f"trait {i}" for i in range(n_traits)])
 
 
 async def _score_unit(ctx: CallContext, essay: Essay, protocol: ScoringProtocol, rubric: Rubric) -> list[TraitScore]:
     """The protocol's scores of ``rubric``'s traits on ``essay``; none when a call of it failed after its retries
     (recorded as failed) or was not started because the run is stopping (a per-trait protocol leaves out only
-    the traits concerned itself: :func:`madrag.pipeline.concurrency.gather_settled`)."""
+    the traits concerned itself: :func:`madrag.concurrency.gather_settled`)."""
     try:
         return await protocol.score_essay(ctx, essay, rubric)
     except RECORDED:

@@ -1,24 +1,26 @@
 """Scoring protocols, found by name: ``get_protocol("MADRAG")``, ``get_protocol("MADRAG[both_r1]")``,
 ``get_protocol("ConsensusMAD[rounds=2]")``.
 
-Each protocol module declares the names it answers to (its ``FAMILY``); the registry below holds them in the
-order :func:`available` lists them.
+Each protocol module registers its factory with :func:`register_protocol` when it is imported; the modules are
+imported below in the order :func:`available` lists their names. Other packages' protocols are registered the
+same way, by the plugin modules :mod:`madrag.protocols.registry` imports (entry points ``madrag.protocols``,
+``$MADRAG_PLUGINS``).
 """
 
 from __future__ import annotations
 
-from madrag.protocols import cj, consensus, geval, mts, trait_judge, whole_essay
-from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol
-from madrag.protocols.registry import ProtocolRegistry
-from madrag.protocols.trait_judge import TraitJudgeProtocol
-from madrag.protocols.whole_essay import WholeEssayProtocol
+import importlib
 
-REGISTRY = ProtocolRegistry(
-    [whole_essay.FAMILY, trait_judge.FAMILY, consensus.FAMILY, geval.FAMILY, cj.FAMILY, mts.FAMILY]
-)
-"""Every protocol name: seed 000's (SA ... MADRAG, transcript variants), seed 002's consensus judges, then the
-other training-free scorers (GEval, CJ, MTS; docs/protocols.md)."""
+BUILTIN_MODULES = ("whole_essay", "trait_judge", "consensus", "geval", "cj", "mts")
+"""madrag's protocol modules, imported (so registered) in the order their names are offered."""
+for _module in BUILTIN_MODULES:
+    importlib.import_module(f"{__name__}.{_module}")
+
+from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore, essay_width  # noqa: E402
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol  # noqa: E402
+from madrag.protocols.registry import REGISTRY, register_protocol  # noqa: E402
+from madrag.protocols.trait_judge import TraitJudgeProtocol  # noqa: E402
+from madrag.protocols.whole_essay import WholeEssayProtocol  # noqa: E402
 
 ABLATION = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
 """Seed 000's ablation, in the paper's order."""
@@ -29,10 +31,16 @@ TRAINING_FREE = ["GEval", "CJ", "MTS"]
 
 
 def get_protocol(name: str) -> ScoringProtocol:
-    """A protocol by name: SA, SARAG, MA, MAD, MARAG, MADRAG, MAD/MADRAG[<transcript variant>], or one of seed
-    002's consensus protocols (SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, ScoreMaskedMAD;
-    the MAD ones with an optional [rounds=N])."""
+    """A protocol by name: SA, SARAG, MA, MAD, MARAG, MADRAG, MAD/MADRAG[<transcript variant>], one of seed
+    002's consensus protocols (SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD,
+    ScoreMaskedMAD; the MAD ones with an optional [rounds=N]), GEval, CJ, MTS, or a plugin's protocol."""
     return REGISTRY.get(name)
+
+
+def find_protocol(name: str) -> ScoringProtocol | None:
+    """The protocol called ``name``; None when no registered protocol answers to it (e.g. a run made with a
+    plugin that is not loaded now)."""
+    return REGISTRY.find(name)
 
 
 def available() -> list[str]:
@@ -47,10 +55,14 @@ __all__ = [
     "REGISTRY",
     "TRAINING_FREE",
     "ConsensusProtocol",
+    "RecordReader",
     "ScoringProtocol",
     "TraitJudgeProtocol",
     "TraitScore",
     "WholeEssayProtocol",
     "available",
+    "essay_width",
+    "find_protocol",
     "get_protocol",
+    "register_protocol",
 ]

@@ -1,51 +1,102 @@
-"""The one interface every scoring method implements, so an ablation is a list of protocol names."""
+"""The one interface every scoring method implements, so an ablation is a list of protocol names.
+
+A protocol owns everything that makes it a method, so no caller asks what kind of protocol it holds:
+
+* how it scores (:meth:`ScoringProtocol.score_essay`) and what it is recorded as (``describe``);
+* what it needs: an exemplar bank (``uses_bank``), one call chain per trait or one for the whole essay
+  (``per_trait``), the chains it shares with other protocols (``chains``: MAD and MADRAG wait on one debate);
+* its prompt templates beyond seed 000's, which every run records (``templates``);
+* how its final scores are read back from a run's stored records (``read_scores``, from ``record_groups``),
+  when a stored score is finished (``judges_needed``), and the shared calls it reads without linking them in
+  its own records (``shared_calls``, for cost attribution).
+
+Protocols are found by name through :func:`madrag.protocols.registry.register_protocol` (see there).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
-
-from pydantic import BaseModel
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from madrag.agents.calls import CallContext
 from madrag.data.essay import Essay
-from madrag.records import ScoreResult
+from madrag.protocols.scores import TraitScore, judge_scores
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric
+from madrag.settings import ScoringSettings
+
+__all__ = ["RecordReader", "ScoringProtocol", "TraitScore", "essay_width"]
 
 
-class TraitScore(BaseModel):
-    """A protocol's final score for one essay and trait, with the record it came from."""
+class RecordReader(Protocol):
+    """Where stored records are read from: a run store, or anything that serves its records the same way."""
 
-    essay_id: str
-    trait: str
-    protocol: str
-    score: int | None
-    result: ScoreResult | None = None
-    rationale: str = ""
-    record_key: str = ""
-    n_judges: int = 1
-    n_usable: int | None = None  # judges whose score could be read (None: not counted, e.g. consensus agents)
-    mean_score: float | None = None  # set when several judges are averaged
-    truncated: bool = False  # a Judge answer behind this score was cut by the token limit
-
-
-@runtime_checkable
-class ScoringProtocol(Protocol):
-    """Given an essay, its rubric and a call context (provider, store, bank), score every trait."""
-
-    @property
-    def name(self) -> str:
-        """The configured name (``MADRAG``, ``MADRAG[both_r1]``, ``ConsensusMAD[rounds=2]``)."""
+    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        """The stored records, optionally those of one protocol field and/or role."""
         ...
+
+
+class ScoringProtocol(ABC):
+    """Given an essay, its rubric and a call context (provider, store, bank), score every trait.
+
+    A subclass sets ``name`` (the configured name: ``MADRAG``, ``MADRAG[both_r1]``, ``ConsensusMAD[rounds=2]``)
+    and implements :meth:`describe` and :meth:`score_essay`; every other member has the default of a protocol
+    that stores one Judge record per score (role ``judge``, under its own name) and shares nothing.
+    """
+
+    name: str
 
     @property
     def uses_bank(self) -> bool:
-        """Whether the protocol needs an exemplar bank in its call context."""
-        ...
+        """Whether the protocol needs an exemplar bank in its call context (default: no)."""
+        return False
 
+    @property
+    def per_trait(self) -> bool:
+        """Whether it scores trait by trait (True, the default) or every trait of an essay in one go."""
+        return True
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """Prompt templates it renders beyond seed 000's (:data:`madrag.agents.prompts.PROMPT_NAMES`, which
+        every run records): a run records their sources and texts, and refuses to resume when they change."""
+        return ()
+
+    @abstractmethod
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it (a resumed run must match)."""
-        ...
 
+    @abstractmethod
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """One TraitScore per rubric trait of ``essay`` (None where no usable score was read)."""
-        ...
+
+    def chains(self, traits: Sequence[str]) -> set[str]:
+        """The call chains one essay keeps going with this protocol (its width: a runner keeps enough in flight
+        to fill the backend's slots). Protocols naming the same chain share it (MAD and MADRAG wait on one
+        debate), so it is counted once. Default: one per trait, or one for the essay."""
+        return {f"{self.name}|{t}" for t in traits} if self.per_trait else {f"{self.name}|*"}
+
+    def record_groups(self) -> frozenset[str]:
+        """The protocol fields of the records its final scores are read from (default: its name)."""
+        return frozenset({self.name})
+
+    def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
+        """Its final scores from a run's stored records, exactly as :meth:`score_essay` returned them (an
+        essay-trait whose records are missing or failed has none). Default: its Judge records
+        (:func:`madrag.protocols.scores.judge_scores`)."""
+        return judge_scores(reader.records(protocol=self.name, role="judge"), rubric)
+
+    def judges_needed(self, settings: ScoringSettings) -> int:
+        """Judges a finished stored trait score combines (``TraitScore.n_judges``); fewer: still to score."""
+        return 1
+
+    def shared_calls(self) -> Mapping[str, frozenset[str]]:
+        """Shared call groups (protocol field -> roles) its scores read without linking them in its own
+        records (StrictJudge reads the shared round-0 Strict call); default none."""
+        return {}
+
+
+def essay_width(protocols: Iterable[ScoringProtocol], traits: Sequence[str]) -> int:
+    """Concurrent call chains of one essay under ``protocols``: their chains, each shared one counted once."""
+    return max(1, len(set().union(*(p.chains(traits) for p in protocols))))

@@ -24,13 +24,14 @@ from typing import Any, Literal
 
 from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
 from madrag.agents.context import essay_values, shorten
+from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
+from madrag.concurrency import gather_or_cancel, gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.pipeline.concurrency import gather_or_cancel, gather_settled
 from madrag.placeholders import mask_placeholders
-from madrag.protocols.base import TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.derived import derived_result, store_derived
-from madrag.protocols.registry import ProtocolFamily
+from madrag.protocols.registry import register_protocol
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import LevelExemplar
@@ -65,7 +66,7 @@ def score_from_comparisons(outcomes: dict[int, Outcome | None], trait: Trait, ru
 
 
 @dataclass(frozen=True)
-class CJProtocol:
+class CJProtocol(ScoringProtocol):
     """Comparative judgment against the bank's per-level anchors (see the module docstring)."""
 
     name: str = "CJ"
@@ -75,6 +76,11 @@ class CJProtocol:
     def uses_bank(self) -> bool:
         """CJ's anchors come from the exemplar bank."""
         return True
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """CJ's comparison templates (with MTS's: they are recorded as one group)."""
+        return TRAINING_FREE_PROMPT_NAMES
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
@@ -163,8 +169,11 @@ async def _compare(ctx: CallContext, call: AgentCall) -> AgentRecord:
     return await finish_record(ctx, record)
 
 
+@register_protocol("CJ", options=True, listed=("CJ[rule=count]",))
 def parse_name(name: str) -> CJProtocol | None:
-    """``CJ[rule=highest|count]``; None for other names."""
+    """``CJ`` or ``CJ[rule=highest|count]``; None for other names."""
+    if name == "CJ":
+        return CJProtocol()
     m = _NAME.match(name)
     if m is None:
         return None
@@ -173,7 +182,3 @@ def parse_name(name: str) -> CJProtocol | None:
         return CJProtocol(name, rule=rule)
     rule_name = m.group(1)
     raise ConfigError(f"unknown CJ score rule {rule_name!r}; choose from {', '.join(RULES)}")
-
-
-FAMILY = ProtocolFamily(fixed={"CJ": CJProtocol()}, parse=parse_name, listed=("CJ[rule=count]",))
-"""The names CJ and ``CJ[rule=...]``."""

@@ -39,15 +39,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import pandas as pd
 
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import all_traits_values
 from madrag.agents.judge import judge_all_traits
+from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES
 from madrag.agents.roles import (
     LENIENT,
     NEUTRAL_A,
@@ -58,13 +57,13 @@ from madrag.agents.roles import (
     adjust_messages,
     initial_messages,
 )
+from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
-from madrag.pipeline.concurrency import gather_or_cancel
-from madrag.protocols.base import TraitScore
-from madrag.protocols.registry import ProtocolFamily
-from madrag.protocols.whole_essay import expand_trait_scores
+from madrag.protocols.base import RecordReader, ScoringProtocol
+from madrag.protocols.registry import register_protocol
+from madrag.protocols.scores import ALL_TRAITS, TraitScore, expand_trait_scores
 from madrag.records import AgentRecord, call_key
 from madrag.rubric import Rubric
 
@@ -84,7 +83,7 @@ DEFAULT_ROUNDS = 4
 MAX_ROUNDS = 10
 """The largest R that ``[rounds=N]`` accepts."""
 FRAME_COLUMNS = ["protocol", "essay_id", "trait", "round", "agent", "score", "record_key"]
-"""Columns of :func:`agent_scores_frame`."""
+"""Fields of :func:`agent_score_rows` (the columns of :func:`madrag.evaluation.run.agent_scores_frame`)."""
 
 _AGENTS: dict[str, tuple[AgentSpec, ...]] = {
     "SingleJudge": (SINGLE,),
@@ -100,7 +99,7 @@ _ROUNDS = re.compile(r"^rounds=(\d+)$")
 
 
 @dataclass(frozen=True)
-class ConsensusProtocol:
+class ConsensusProtocol(ScoringProtocol):
     """One of the protocols of the table above; ``name`` is the configured name (``ConsensusMAD[rounds=2]``)."""
 
     name: str
@@ -114,6 +113,16 @@ class ConsensusProtocol:
         """Never: the consensus judges see no exemplars."""
         return False
 
+    @property
+    def per_trait(self) -> bool:
+        """No: each agent scores every trait in one call per round."""
+        return False
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The consensus judges' templates (seed 002, :mod:`madrag.agents.roles`)."""
+        return CONSENSUS_PROMPT_NAMES
+
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
         sharing = "none" if self.rounds == 0 else "rationale_only" if self.masked else "rationale_and_scores"
@@ -121,7 +130,7 @@ class ConsensusProtocol:
             "name": self.name,
             "debate": None,
             "exemplars": False,
-            "per_trait": False,
+            "per_trait": self.per_trait,
             "agents": [a.role for a in self.agents],
             "rounds": self.rounds,
             "sharing": sharing,
@@ -135,7 +144,22 @@ class ConsensusProtocol:
 
     def record_key(self, essay_id: str, role: str, round_: int) -> str:
         """The key of agent ``role``'s call for ``essay_id`` in ``round_``."""
-        return call_key(self.namespace(round_), essay_id, "*", role, round_)
+        return call_key(self.namespace(round_), essay_id, ALL_TRAITS, role, round_)
+
+    def record_groups(self) -> frozenset[str]:
+        """The protocol fields of its rounds' records (round 0 shared: ``consensus/init``)."""
+        return frozenset(self.namespace(r) for r in range(self.rounds + 1))
+
+    def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
+        """Its final scores from its agents' final-round records (:func:`stored_trait_scores`)."""
+        found = (r for space in sorted(self.record_groups()) for r in reader.records(protocol=space))
+        return stored_trait_scores(found, rubric, [self.name])
+
+    def shared_calls(self) -> Mapping[str, frozenset[str]]:
+        """Without rounds, the shared round-0 calls of its agents' roles (StrictJudge, LenientJudge)."""
+        if self.rounds or self.namespace(0) != INIT_NAMESPACE:
+            return {}
+        return {INIT_NAMESPACE: frozenset(a.role for a in self.agents)}
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Round 0, then rounds 1..R (each agent reading the other's previous round), then the final scores."""
@@ -155,7 +179,7 @@ class ConsensusProtocol:
         call = AgentCall(
             protocol=self.namespace(0),
             essay_id=essay.id,
-            trait="*",
+            trait=ALL_TRAITS,
             role=agent.role,
             round=0,
             messages=initial_messages(actx, values, agent),
@@ -181,7 +205,7 @@ class ConsensusProtocol:
         call = AgentCall(
             protocol=self.namespace(round_),
             essay_id=essay.id,
-            trait="*",
+            trait=ALL_TRAITS,
             role=agent.role,
             round=round_,
             messages=adjust_messages(actx, values, rubric, round_, agent, own, other_agent, other, self.masked),
@@ -243,17 +267,12 @@ def consensus_protocol(name: str) -> ConsensusProtocol | None:
     return ConsensusProtocol(name, base, agents, rounds=rounds, masked=base == "ScoreMaskedMAD")
 
 
-FAMILY = ProtocolFamily(parse=consensus_protocol, listed=CONSENSUS_PROTOCOLS)
+register_protocol(*CONSENSUS_PROTOCOLS, options=True, listed=CONSENSUS_PROTOCOLS)(consensus_protocol)
 """The names of the table above, the MAD ones with an optional ``[rounds=N]``."""
 
 
 def _resolve(protocols: Iterable[str]) -> list[ConsensusProtocol]:
     return [p for p in (consensus_protocol(n) for n in protocols) if p is not None]
-
-
-def record_namespaces(protocols: Iterable[str]) -> set[str]:
-    """Protocol fields of the records the named consensus protocols read (non-consensus names add nothing)."""
-    return {p.namespace(r) for p in _resolve(protocols) for r in range(p.rounds + 1)}
 
 
 def _index(records: Iterable[AgentRecord], protos: list[ConsensusProtocol]) -> dict[str, AgentRecord]:
@@ -284,8 +303,9 @@ def stored_trait_scores(records: Iterable[AgentRecord], rubric: Rubric, protocol
     return out
 
 
-def agent_scores_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> pd.DataFrame:
-    """One row per (protocol, essay_id, trait, round, agent) for each named consensus protocol in ``records``.
+def agent_score_rows(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> list[dict[str, Any]]:
+    """One row (:data:`FRAME_COLUMNS`) per (protocol, essay_id, trait, round, agent) for each named consensus
+    protocol in ``records``.
 
     ``protocol`` is the configured name; shared round-0 records appear under every protocol that uses them
     (StrictJudge's round 0 is the ``consensus/init`` strict call, ConsensusMAD's round 0 the strict and lenient
@@ -300,22 +320,27 @@ def agent_scores_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols
             for round_ in range(proto.rounds + 1):
                 for agent in proto.agents:
                     record = by_key.get(proto.record_key(essay_id, agent.role, round_))
-                    if record is None:
-                        continue
-                    results = record.trait_scores or {}
-                    for trait in rubric.traits:
-                        result = results.get(trait.name)
-                        reported = result.reported if result is not None else None
-                        rows.append(
-                            {
-                                "protocol": proto.name,
-                                "essay_id": essay_id,
-                                "trait": trait.name,
-                                "round": round_,
-                                "agent": agent.role,
-                                "score": math.nan if reported is None else float(reported),
-                                "record_key": record.key,
-                            }
-                        )
-    frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
-    return frame.astype({"round": "int64", "score": "float64"})
+                    if record is not None:
+                        rows += _agent_rows(proto.name, record, rubric, round_)
+    return rows
+
+
+def _agent_rows(protocol: str, record: AgentRecord, rubric: Rubric, round_: int) -> list[dict[str, Any]]:
+    """One row per rubric trait of one agent's record in one round."""
+    results = record.trait_scores or {}
+    rows = []
+    for trait in rubric.traits:
+        result = results.get(trait.name)
+        reported = result.reported if result is not None else None
+        rows.append(
+            {
+                "protocol": protocol,
+                "essay_id": record.essay_id,
+                "trait": trait.name,
+                "round": round_,
+                "agent": record.role,
+                "score": math.nan if reported is None else float(reported),
+                "record_key": record.key,
+            }
+        )
+    return rows

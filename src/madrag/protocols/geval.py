@@ -17,13 +17,13 @@ from typing import Any, Literal
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.judge import judge_trait
+from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
-from madrag.pipeline.concurrency import gather_settled
-from madrag.protocols.base import TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.derived import store_derived
-from madrag.protocols.registry import ProtocolFamily
+from madrag.protocols.registry import register_protocol
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
 
@@ -53,7 +53,7 @@ def expected_result(record: AgentRecord, trait: Trait, fallback: Fallback = "mis
 
 
 @dataclass(frozen=True)
-class GEvalProtocol:
+class GEvalProtocol(ScoringProtocol):
     """One probability-weighted Judge per trait (see the module docstring)."""
 
     name: str = "GEval"
@@ -102,15 +102,14 @@ class GEvalProtocol:
         )
 
 
+@register_protocol("GEval", options=True)
 def parse_name(name: str) -> GEvalProtocol | None:
-    """``GEval[fallback=missing|parsed]``; None for other names."""
+    """``GEval`` or ``GEval[fallback=missing|parsed]``; None for other names."""
+    if name == "GEval":
+        return GEvalProtocol()
     m = _NAME.match(name)
     if m is None:
         return None
     if m.group(1) not in ("missing", "parsed"):
         raise ConfigError(f"GEval fallback must be missing or parsed, not {m.group(1)!r}")
     return GEvalProtocol(name, fallback="parsed" if m.group(1) == "parsed" else "missing")
-
-
-FAMILY = ProtocolFamily(fixed={"GEval": GEvalProtocol()}, parse=parse_name)
-"""The names GEval and ``GEval[fallback=...]``."""

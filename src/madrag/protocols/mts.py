@@ -25,12 +25,13 @@ from typing import Any
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values
 from madrag.agents.judge import judge_trait
+from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
+from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.metrics import round_half_up_clamped
-from madrag.pipeline.concurrency import gather_settled
-from madrag.protocols.base import TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.derived import derived_result, store_derived
-from madrag.protocols.registry import ProtocolFamily
+from madrag.protocols.registry import register_protocol
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
@@ -65,7 +66,7 @@ def scale_trait(trait: Trait, scale: tuple[int, int] = MTS_SCALE) -> Trait:
 
 
 @dataclass(frozen=True)
-class MTSProtocol:
+class MTSProtocol(ScoringProtocol):
     """Trait-specific scoring questions in one conversation per trait (see the module docstring)."""
 
     name: str = "MTS"
@@ -74,6 +75,11 @@ class MTSProtocol:
     def uses_bank(self) -> bool:
         """MTS uses no exemplars."""
         return False
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """MTS's question templates (with CJ's: they are recorded as one group)."""
+        return TRAINING_FREE_PROMPT_NAMES
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
@@ -123,5 +129,7 @@ class MTSProtocol:
         return await store_derived(ctx, self.name, essay.id, trait, result, said, context, records)
 
 
-FAMILY = ProtocolFamily(fixed={"MTS": MTSProtocol()})
-"""The name MTS."""
+@register_protocol("MTS")
+def mts(name: str) -> MTSProtocol:
+    """The name MTS."""
+    return MTSProtocol(name)

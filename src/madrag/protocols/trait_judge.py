@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -29,21 +30,21 @@ from madrag.agents.context import (
     role_messages,
 )
 from madrag.agents.judge import judge_trait
+from madrag.concurrency import gather_or_cancel, gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.metrics import round_half_up_clamped
-from madrag.pipeline.concurrency import gather_or_cancel, gather_settled
-from madrag.protocols.base import TraitScore
+from madrag.protocols.base import ScoringProtocol
 from madrag.protocols.debate import VARIANTS, Variant, run_debate, turn_of
-from madrag.protocols.registry import ProtocolFamily
-from madrag.records import AgentRecord
+from madrag.protocols.registry import register_protocol
+from madrag.protocols.scores import TraitScore, combine_judges
 from madrag.rubric import Rubric, Trait
+from madrag.settings import ScoringSettings
 
 _VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
 
 
 @dataclass(frozen=True)
-class TraitJudgeProtocol:
+class TraitJudgeProtocol(ScoringProtocol):
     """One Judge per trait (MA, MAD, MARAG, MADRAG and their variants), as in the table above."""
 
     name: str
@@ -58,6 +59,16 @@ class TraitJudgeProtocol:
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
         return {"name": self.name, "debate": self.debate, "exemplars": self.exemplars, "per_trait": True}
+
+    def chains(self, traits: Sequence[str]) -> set[str]:
+        """One chain per trait; a debate's chains are the debate's, shared by every protocol of its variant."""
+        if self.debate is None:
+            return super().chains(traits)
+        return {f"debate/{self.debate}|{t}" for t in traits}
+
+    def judges_needed(self, settings: ScoringSettings) -> int:
+        """MA's ``judges_per_trait`` independent judges (no debate, no exemplars); else one."""
+        return settings.judges_per_trait if self.debate is None and not self.exemplars else 1
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Score every trait of ``essay``, the traits concurrently; a trait with a call that failed after its
@@ -137,43 +148,6 @@ def judge_seed(run_seed: int | None, index: int) -> int | None:
     return None if run_seed is None else run_seed + index
 
 
-def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> TraitScore:
-    """One judge's score as it is; several judges' usable scores averaged (MA with n judges) when at least the
-    recorded minimum of them is usable (``context["judges"]["min_usable"]``; all of them when not recorded),
-    else missing. Either way the number of usable judges is kept."""
-    valid = [r.score.reported for r in records if r.score is not None and r.score.reported is not None]
-    first = records[0]
-    truncated = any(r.truncated for r in records)
-    if len(records) == 1:
-        return TraitScore(
-            essay_id=first.essay_id,
-            trait=trait.name,
-            protocol=protocol,
-            score=valid[0] if valid else None,
-            result=first.score,
-            rationale=first.rationale or "",
-            record_key=first.key,
-            n_usable=len(valid),
-            truncated=truncated,
-        )
-    policy = first.context.get("judges")
-    needed = int(policy.get("min_usable", len(records))) if isinstance(policy, dict) else len(records)
-    mean = sum(valid) / len(valid) if valid and len(valid) >= needed else None
-    return TraitScore(
-        essay_id=first.essay_id,
-        trait=trait.name,
-        protocol=protocol,
-        score=None if mean is None else round_half_up_clamped(mean, trait.min, trait.max),
-        result=first.score,
-        rationale="\n---\n".join(r.rationale or "" for r in records),
-        record_key=first.key,
-        n_judges=len(records),
-        n_usable=len(valid),
-        mean_score=mean,
-        truncated=truncated,
-    )
-
-
 def variant_protocol(name: str) -> TraitJudgeProtocol | None:
     """``MAD[<variant>]`` or ``MADRAG[<variant>]`` with a transcript variant of Appendix C.1; None for any other
     name; ConfigError for an unknown variant."""
@@ -186,14 +160,18 @@ def variant_protocol(name: str) -> TraitJudgeProtocol | None:
     return TraitJudgeProtocol(name, debate=cast(Variant, variant), exemplars=base == "MADRAG")
 
 
-FAMILY = ProtocolFamily(
-    fixed={
-        "MA": TraitJudgeProtocol("MA", debate=None, exemplars=False),
-        "MAD": TraitJudgeProtocol("MAD", debate="adv_r1", exemplars=False),
-        "MARAG": TraitJudgeProtocol("MARAG", debate=None, exemplars=True),
-        "MADRAG": TraitJudgeProtocol("MADRAG", debate="adv_r1", exemplars=True),
-    },
-    parse=variant_protocol,
-    listed=tuple(f"MADRAG[{v}]" for v in VARIANTS),
-)
-"""The names MA, MAD, MARAG, MADRAG and ``MAD[<variant>]`` / ``MADRAG[<variant>]`` (only MADRAG's listed)."""
+_FIXED = {
+    "MA": TraitJudgeProtocol("MA", debate=None, exemplars=False),
+    "MAD": TraitJudgeProtocol("MAD", debate="adv_r1", exemplars=False),
+    "MARAG": TraitJudgeProtocol("MARAG", debate=None, exemplars=True),
+    "MADRAG": TraitJudgeProtocol("MADRAG", debate="adv_r1", exemplars=True),
+}
+
+
+@register_protocol(*_FIXED, options=True, listed=tuple(f"MADRAG[{v}]" for v in VARIANTS))
+def trait_judge(name: str) -> TraitJudgeProtocol | None:
+    """MA, MAD, MARAG, MADRAG and ``MAD[<variant>]`` / ``MADRAG[<variant>]`` (only MADRAG's listed)."""
+    return _FIXED.get(name) or variant_protocol(name)
+
+
+__all__ = ["TraitJudgeProtocol", "combine_judges", "judge_seed", "trait_judge", "variant_protocol"]

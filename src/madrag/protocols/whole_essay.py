@@ -26,33 +26,14 @@ from madrag.agents.context import ExemplarSource, all_traits_values, render_simi
 from madrag.agents.judge import judge_all_traits
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.protocols.base import TraitScore
-from madrag.protocols.registry import ProtocolFamily
-from madrag.records import AgentRecord
+from madrag.protocols.base import ScoringProtocol
+from madrag.protocols.registry import register_protocol
+from madrag.protocols.scores import ALL_TRAITS, TraitScore, expand_trait_scores
 from madrag.rubric import Rubric
 from madrag.settings import SaragExemplars
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import Exemplar
-
-
-def expand_trait_scores(record: AgentRecord, rubric: Rubric, protocol: str | None = None) -> list[TraitScore]:
-    """One TraitScore per rubric trait from a call that scored every trait (a trait it did not score: None),
-    under ``protocol`` (default: the record's own protocol)."""
-    results = record.trait_scores or {}
-    return [
-        TraitScore(
-            essay_id=record.essay_id,
-            trait=t.name,
-            protocol=record.protocol if protocol is None else protocol,
-            score=results[t.name].reported if t.name in results else None,
-            result=results.get(t.name),
-            rationale=record.rationale or "",
-            record_key=record.key,
-            truncated=record.truncated,
-        )
-        for t in rubric.traits
-    ]
 
 
 def sarag_exemplars(bank: ExemplarSource, essay: Essay, rubric: Rubric, choice: SaragExemplars) -> list[Exemplar]:
@@ -65,7 +46,7 @@ def sarag_exemplars(bank: ExemplarSource, essay: Essay, rubric: Rubric, choice: 
 
 
 @dataclass(frozen=True)
-class WholeEssayProtocol:
+class WholeEssayProtocol(ScoringProtocol):
     """SA or SARAG: one Judge call scores every trait of the rubric, with or without similar exemplars."""
 
     name: str
@@ -76,9 +57,14 @@ class WholeEssayProtocol:
         """Whether the protocol needs an exemplar bank (SARAG)."""
         return self.exemplars
 
+    @property
+    def per_trait(self) -> bool:
+        """No: one call scores every trait."""
+        return False
+
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
-        return {"name": self.name, "debate": None, "exemplars": self.exemplars, "per_trait": False}
+        return {"name": self.name, "debate": None, "exemplars": self.exemplars, "per_trait": self.per_trait}
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Score every trait of ``essay`` in one Judge call."""
@@ -103,7 +89,7 @@ class WholeEssayProtocol:
         return AgentCall(
             protocol=self.name,
             essay_id=essay.id,
-            trait="*",
+            trait=ALL_TRAITS,
             role="judge",
             messages=role_messages(ctx.prompts, settings.prompt_layout, "sa_system", "sa_user", values),
             temperature=settings.judge_temperature,
@@ -113,10 +99,10 @@ class WholeEssayProtocol:
         )
 
 
-FAMILY = ProtocolFamily(
-    fixed={
-        "SA": WholeEssayProtocol("SA", exemplars=False),
-        "SARAG": WholeEssayProtocol("SARAG", exemplars=True),
-    }
-)
-"""The names SA and SARAG."""
+@register_protocol("SA", "SARAG")
+def whole_essay(name: str) -> WholeEssayProtocol:
+    """SA (no exemplars) or SARAG (similar exemplars)."""
+    return WholeEssayProtocol(name, exemplars=name == "SARAG")
+
+
+__all__ = ["WholeEssayProtocol", "expand_trait_scores", "sarag_exemplars", "whole_essay"]

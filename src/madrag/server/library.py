@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import madrag
-from madrag.api import ScoreProgress
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
 from madrag.evaluation.costs.render import estimate_to_dict
+from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
@@ -345,11 +345,10 @@ class Hooks:
     on_failed: Callable[[AgentRecord], None] | None = None  # a call that got no answer after its retries
 
 
-class _HookedProgress(ScoreProgress):
-    """The server's hooks behind the Python API's progress interface (nothing is printed)."""
+class _ServerHooks(RunHooks):
+    """The server's callbacks as the job's :class:`~madrag.pipeline.hooks.RunHooks` (nothing is printed)."""
 
     def __init__(self, hooks: Hooks) -> None:
-        super().__init__(enabled=False)
         self.hooks = hooks
 
     def on_bank_progress(self, done: int, total: int) -> None:
@@ -376,7 +375,7 @@ async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) 
     """Run (or resume) a job with the public API's ``madrag.arun_job`` (the one runner of prepared jobs) on a
     ready ``backend`` (the server's shared instance); the final trait scores of its essays and the number of
     calls that failed after their retries (recorded as failed: a resume retries them)."""
-    result = await madrag.arun_job(job, backend=backend, progress=_HookedProgress(hooks))
+    result = await madrag.arun_job(job, backend=backend, progress=_ServerHooks(hooks))
     return result.trait_scores, result.failed_calls
 
 

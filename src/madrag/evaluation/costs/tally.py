@@ -247,20 +247,20 @@ def is_shared(group: str) -> bool:
 
 
 def _reads(calls: Sequence[CallCost], protocols: Sequence[str]) -> dict[str, set[str]]:
-    """Protocol -> keys of the shared records it read: from the records' links, and for configured consensus
-    protocols without rounds (StrictJudge, LenientJudge) the shared round-0 call of their role."""
-    from madrag.protocols.consensus import consensus_protocol
+    """Protocol -> keys of the shared records it read: from the records' links, and for configured protocols
+    the shared calls they read without linking them (:meth:`~madrag.protocols.base.ScoringProtocol.shared_calls`:
+    StrictJudge and LenientJudge read the shared round-0 call of their role)."""
+    from madrag.protocols import find_protocol
 
     reads: dict[str, set[str]] = defaultdict(set)
     shared_keys = {c.key for c in calls if is_shared(c.group)}
     for call in calls:
         reads[call.group].update(k for k in call.reads if k in shared_keys)
     for name in protocols:
-        proto = consensus_protocol(name)
-        if proto is None or proto.rounds or not is_shared(proto.namespace(0)):
-            continue
-        roles = {a.role for a in proto.agents}
-        reads[name].update(c.key for c in calls if c.group == proto.namespace(0) and c.role in roles)
+        proto = find_protocol(name)
+        for group, roles in (proto.shared_calls() if proto is not None else {}).items():
+            if is_shared(group):
+                reads[name].update(c.key for c in calls if c.group == group and c.role in roles)
     return {p: keys for p, keys in reads.items() if keys or not is_shared(p)}
 
 
