@@ -127,3 +127,17 @@ def test_the_bar_renders_while_the_exemplar_pool_is_embedded() -> None:
         progress.on_bank_progress(3, 10)
         progress.on_start(4)
     assert "embedding the exemplar pool" in out.getvalue() and "3/10" in out.getvalue()
+
+
+@pytest.mark.parametrize("protocol", ["SA", "SingleJudge", "MA", "GEval"])
+def test_the_bar_reaches_its_total_whatever_the_shape_of_the_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    """A Judge record of every trait (SA) counts each trait; scores without Judge records (SingleJudge) count
+    when their essay is done; per-trait Judges (MA, GEval's derived Judge) as their records arrive."""
+    monkeypatch.setattr(madrag.api.scoring, "ScoreProgress", KeptProgress)
+    madrag.score(TEXTS, RUBRIC, protocol=protocol, provider="fake", run_dir=tmp_path / "run")
+    bar = KeptProgress.last
+    assert bar is not None and bar.kept is not None
+    (task,) = [t for t in bar.kept.tasks if t.description != "embedding the exemplar pool"]
+    assert task.total == 3 * 2 and task.completed == task.total

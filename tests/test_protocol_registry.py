@@ -102,3 +102,13 @@ def test_plugins_named_in_the_environment_are_imported_before_a_lookup(
     monkeypatch.setenv(PLUGINS_ENV, "no_such_madrag_plugin")
     with pytest.raises(ConfigError, match=r"protocol plugin 'no_such_madrag_plugin' \(\$MADRAG_PLUGINS\) could not"):
         get_protocol("MADRAG")
+
+
+def test_a_runs_templates_are_seed_000s_then_each_protocols_in_the_packaged_order() -> None:
+    from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES, PROMPT_NAMES, TRAINING_FREE_PROMPT_NAMES
+    from madrag.pipeline.job import prompt_names
+
+    assert prompt_names([get_protocol("MADRAG"), get_protocol("GEval")]) == list(PROMPT_NAMES)
+    both = [*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES]  # as runs recorded them
+    assert prompt_names([get_protocol("MTS"), get_protocol("CJ"), get_protocol("ConsensusMAD")]) == both
+    assert prompt_names([get_protocol("SA")], with_source=True)[-1] == "source_block"

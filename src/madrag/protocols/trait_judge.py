@@ -88,37 +88,15 @@ class TraitJudgeProtocol(ScoringProtocol):
             ctx.prompts, essay, trait, ctx.settings.placeholders, ctx.self_report_confidence, source_label
         )
         context: dict[str, Any] = {}
-        exemplar_text = ""
-        if self.exemplars:
-            assert ctx.bank is not None
-            levels = await asyncio.to_thread(ctx.bank.per_level, essay, trait)
-            exemplar_text = render_exemplars(ctx.prompts, trait, levels, ctx.settings.exemplar_max_words)
-            context["exemplars"] = [lvl.model_dump(mode="json") for lvl in levels]
-        debate_text = feedback = ""
-        if self.debate is not None:
-            records = await run_debate(ctx, essay.id, trait, values, self.debate)
-            debate_text = render_debate(ctx.prompts, [turn_of(r) for r in records])
-            context["debate"] = [r.key for r in records]
-            context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
-            if ctx.settings.evidence_check == "feedback":
-                feedback = render_evidence_feedback(ctx.prompts, records)
-        hint = " and with the scored example essays" if self.exemplars else ""
-        verify = ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else ""
+        blocks = await self._blocks(ctx, essay, trait, values, context)
         messages = role_messages(
             ctx.prompts,
             ctx.settings.prompt_layout,
             "judge_system" if self.debate is not None else "rater_system",
             "judge_user",
-            {
-                **values,
-                "EXEMPLAR_HINT": hint,
-                "EXEMPLARS": exemplar_text,
-                "DEBATE": debate_text,
-                "EVIDENCE_FEEDBACK": feedback,
-                "VERIFY_NOTE": verify,
-            },
+            {**values, **blocks},
         )
-        n = ctx.settings.judges_per_trait if self.debate is None and not self.exemplars else 1
+        n = self.judges_needed(ctx.settings)
         if n > 1:  # the usable-judge policy goes into every judge's record, so a stored run is read the same way
             context["judges"] = {"n": n, "min_usable": ctx.settings.usable_judges_needed}
         calls = [
@@ -140,6 +118,32 @@ class TraitJudgeProtocol(ScoringProtocol):
         ]
         records = await gather_or_cancel(*(judge_trait(ctx, call, trait) for call in calls))
         return combine_judges(self.name, trait, list(records))
+
+    async def _blocks(
+        self, ctx: CallContext, essay: Essay, trait: Trait, values: dict[str, str], context: dict[str, Any]
+    ) -> dict[str, str]:
+        """The Judge prompt's exemplar, debate, evidence-feedback and verify blocks (retrieving the exemplars and
+        running the debate as the protocol says); what the Judge's record keeps of them goes into ``context``."""
+        exemplar_text = debate_text = feedback = ""
+        if self.exemplars:
+            assert ctx.bank is not None
+            levels = await asyncio.to_thread(ctx.bank.per_level, essay, trait)
+            exemplar_text = render_exemplars(ctx.prompts, trait, levels, ctx.settings.exemplar_max_words)
+            context["exemplars"] = [lvl.model_dump(mode="json") for lvl in levels]
+        if self.debate is not None:
+            records = await run_debate(ctx, essay.id, trait, values, self.debate)
+            debate_text = render_debate(ctx.prompts, [turn_of(r) for r in records])
+            context["debate"] = [r.key for r in records]
+            context["confidences"] = {f"{r.role}{r.round}": r.confidence for r in records}
+            if ctx.settings.evidence_check == "feedback":
+                feedback = render_evidence_feedback(ctx.prompts, records)
+        return {
+            "EXEMPLAR_HINT": " and with the scored example essays" if self.exemplars else "",
+            "EXEMPLARS": exemplar_text,
+            "DEBATE": debate_text,
+            "EVIDENCE_FEEDBACK": feedback,
+            "VERIFY_NOTE": ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else "",
+        }
 
 
 def judge_seed(run_seed: int | None, index: int) -> int | None:
