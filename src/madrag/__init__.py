@@ -15,8 +15,9 @@ from madrag.api import ScoringResult, arun_job, ascore, parse_provider, run_job,
 from madrag.data import Essay, load_asap, load_essays, load_table, split_by_fold
 from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
 from madrag.evaluation.agreement import Evaluation, evaluate, wide
+from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import JobResult, ScoreJob, execute
-from madrag.protocols import ScoringProtocol, TraitScore, get_protocol
+from madrag.protocols import ScoringProtocol, TraitScore, get_protocol, register_protocol
 from madrag.providers import ChatRequest, ChatResponse, FakeProvider, Provider, ProviderSpec
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait, load_rubric
@@ -31,9 +32,10 @@ __version__ = "0.1.0"
 # - evaluating a run (madrag eval's tables): Evaluation, evaluate, wide
 # - inputs: Essay, Rubric, Trait, load_asap, load_essays, load_rubric, load_table, split_by_fold
 # - backends: ChatRequest, ChatResponse, FakeProvider, Provider, ProviderSpec
-# - protocols, settings and prompts: PromptLibrary, ScoringProtocol, ScoringSettings, get_protocol
+# - protocols, settings and prompts: PromptLibrary, ScoringProtocol, ScoringSettings, get_protocol,
+#   register_protocol (the decorator that adds a protocol)
 # - the scoring job underneath (what madrag score and madrag.score run) and its records: ScoreJob, execute,
-#   JobResult, RunStore, AgentRecord, ScoreResult, TraitScore
+#   RunHooks (what a running job tells its caller), JobResult, RunStore, AgentRecord, ScoreResult, TraitScore
 # - errors (every problem with the input is a one-line MadragError): MadragError, ConfigError, InputError,
 #   ProviderError, RubricError
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "ProviderSpec",
     "Rubric",
     "RubricError",
+    "RunHooks",
     "RunStore",
     "ScoreJob",
     "ScoreResult",
@@ -71,6 +74,7 @@ __all__ = [
     "load_rubric",
     "load_table",
     "parse_provider",
+    "register_protocol",
     "run_job",
     "score",
     "split_by_fold",

@@ -100,22 +100,26 @@ class ProtocolRegistry:
             self._made = {}
 
     def get(self, name: str) -> ScoringProtocol:
-        """The protocol called ``name``; ConfigError naming the choices when none answers to it."""
+        """The protocol called ``name``; ConfigError naming the choices when none answers to it (or saying which
+        plugin could not be imported)."""
         self.load_plugins()
-        if name in self._made:
-            return self._made[name]
-        protocol = self._make(name)
+        protocol = self._made.get(name) or self._make(name)
         if protocol is None:
             raise ConfigError(f"unknown protocol {name!r}; choose from {', '.join(self.names())}")
         self._made[name] = protocol
         return protocol
 
     def find(self, name: str) -> ScoringProtocol | None:
-        """The protocol called ``name``, None when none answers to it or its options are wrong."""
+        """The protocol called ``name``; None when none answers to it (a plugin that cannot be imported is left
+        out) or its options are wrong - for readers of runs made elsewhere."""
+        self.load_plugins(strict=False)
         try:
-            return self.get(name)
+            protocol = self._made.get(name) or self._make(name)
         except ConfigError:
             return None
+        if protocol is not None:
+            self._made[name] = protocol
+        return protocol
 
     def _make(self, name: str) -> ScoringProtocol | None:
         m = re.match(r"^([^\[\]]+)(\[.*\])?$", name)
