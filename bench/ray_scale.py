@@ -38,6 +38,7 @@ import pydantic_core
 from madrag.data import load_asap, split_by_fold
 from madrag.data.shipped import find_asap_dir
 from madrag.distributed.options import RayOptions
+from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.pipeline.runner import tuned_gc
 from madrag.providers import ProviderSpec
@@ -107,9 +108,10 @@ def run_variant(workers: int, data: Path, rubric: Path, stubs: list[StubServer],
         stub.reset_stats()
     marks: dict[str, tuple[float, float]] = {}
 
-    def stage(message: str) -> None:
-        if message.startswith("scoring "):
-            marks["scoring"] = (time.perf_counter(), time.process_time())
+    class Marks(RunHooks):
+        def on_stage(self, message: str) -> None:
+            if message.startswith("scoring "):
+                marks["scoring"] = (time.perf_counter(), time.process_time())
 
     with tempfile.TemporaryDirectory(prefix="madrag-ray-bench-", dir=args.tmp) as tmp:
         job = ScoreJob(
@@ -131,7 +133,7 @@ def run_variant(workers: int, data: Path, rubric: Path, stubs: list[StubServer],
             ray=RayOptions(workers=workers) if workers else None,
         )
         t0 = time.perf_counter()
-        asyncio.run(execute(job, on_stage=stage))
+        asyncio.run(execute(job, Marks()))
         end, cpu_end = time.perf_counter(), time.process_time()
         store = RunStore(job.run_dir / "store.sqlite")
         keys, info = store.keys(), store.get_meta("ray") or {}
