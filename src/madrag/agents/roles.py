@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from madrag.agents.calls import CallContext
 from madrag.agents.context import role_messages
-from madrag.agents.judge import trait_score_line
+from madrag.agents.scores import trait_score_line
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
