@@ -55,6 +55,7 @@ from madrag.agents.roles import (
     SINGLE,
     STRICT,
     AgentSpec,
+    Turn,
     adjust_messages,
     initial_messages,
 )
@@ -184,7 +185,9 @@ class ConsensusProtocol:
             trait="*",
             role=agent.role,
             round=round_,
-            messages=adjust_messages(actx, values, rubric, round_, agent, own, other_agent, other, self.masked),
+            messages=adjust_messages(
+                actx, values, rubric, round_, Turn(agent, own), Turn(other_agent, other), self.masked
+            ),
             temperature=ctx.settings.judge_temperature,
             max_tokens=ctx.settings.judge_max_tokens,
             context={"own_previous": own.key, "other_previous": other.key, "scores_shared": not self.masked},
