@@ -33,10 +33,12 @@ def report_once(path: Path, message: str) -> None:
 
 
 def too_long(path: Path, line: int) -> InputError:
+    """The error of a field over :data:`MAX_FIELD_CHARS` at ``path:line``."""
     return InputError(f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
 
 
 def read_text(path: Path, encodings: Iterable[str]) -> str:
+    """The file's text in the first of ``encodings`` that decodes it."""
     if not path.is_file():
         raise InputError(f"data file not found: {path}")
     last: Exception | None = None
@@ -51,6 +53,7 @@ def read_text(path: Path, encodings: Iterable[str]) -> str:
 
 
 def parse_score(raw: str, where: str) -> float | None:
+    """A score cell as a number; None when empty (or ``nan``, ``na``, ``none``)."""
     raw = raw.strip()
     if raw == "" or raw.lower() in {"nan", "na", "none"}:
         return None
@@ -61,6 +64,7 @@ def parse_score(raw: str, where: str) -> float | None:
 
 
 def check_unique(essays: list[Essay], path: Path) -> None:
+    """Refuse a file with the same essay id twice."""
     seen: set[str] = set()
     for essay in essays:
         if essay.id in seen:
@@ -69,6 +73,7 @@ def check_unique(essays: list[Essay], path: Path) -> None:
 
 
 def check_range(essay: Essay, rubric: Rubric, where: str) -> None:
+    """Refuse a rater's score outside its trait's scale."""
     for trait in rubric.traits:
         for score in essay.rater_scores.get(trait.name, []):
             if not trait.contains(score):
@@ -78,6 +83,7 @@ def check_range(essay: Essay, rubric: Rubric, where: str) -> None:
 
 
 def jsonl_rows(text: str, p: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(path:line, object)`` of each non-empty line of a JSON-lines text."""
     rows: list[tuple[str, dict[str, Any]]] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
