@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.test_resume_fast import _job
 
 from madrag.baselines.feature_scorer import ForestSettings, cross_validate_features
-from madrag.baselines.runs import FOREST_NAME, cross_validate_run, knn_name, score_run
+from madrag.baselines.runs import FOREST_NAME, CVOptions, cross_validate_run, knn_name, score_run
 from madrag.data.loaders import load_essays
 from madrag.evaluation.agreement import evaluate
 from madrag.evaluation.costs.tally import cost_report
@@ -48,9 +48,8 @@ async def test_baselines_in_a_run_score_exactly_its_essays_and_show_in_eval(tmp_
 def test_cross_validated_baselines_are_a_run_matching_the_cv_functions(tmp_path: Path) -> None:
     data, rubric_path = _job(tmp_path, 3, ["MADRAG"]).data, _job(tmp_path, 3, ["MADRAG"]).rubric
     run_dir = tmp_path / "cv"
-    outcome, results = cross_validate_run(
-        data, rubric_path, run_dir, tmp_path / "cache", k=3, forest=FOREST, embedder="hashing"
-    )
+    options = CVOptions(k=3, forest=FOREST, embedder="hashing")
+    outcome, results = cross_validate_run(data, rubric_path, run_dir, tmp_path / "cache", options=options)
     rubric = load_rubric(rubric_path)
     direct = cross_validate_features(load_essays(data, rubric), rubric, FOREST)
     evaluation = evaluate(run_dir, bootstrap=0)

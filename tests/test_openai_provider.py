@@ -12,7 +12,7 @@ import pytest
 
 from madrag.errors import ProviderError, TransientProviderError
 from madrag.providers.base import ChatRequest, Message
-from madrag.providers.openai_compat import NO_KEY, OpenAICompatProvider
+from madrag.providers.openai_compat import NO_KEY, OpenAICompatProvider, RequestShape
 
 SECRET = "sk-test-SECRETSECRET-0123456789abcdef"
 KEY_ENV = "MADRAG_TEST_OPENAI_KEY"
@@ -162,7 +162,8 @@ async def test_json_schema_response_format(make: Any) -> None:
         "type": "json_schema",
         "json_schema": {"name": "response", "schema": schema},
     }
-    provider2, rec2 = make(ok(completion_body(text='{"score": 3}')), json_schema_style="json_object")
+    shape = RequestShape(json_schema_style="json_object")
+    provider2, rec2 = make(ok(completion_body(text='{"score": 3}')), shape=shape)
     await provider2.complete(req(json_schema=schema))
     assert rec2.last_json["response_format"] == {"type": "json_object", "schema": schema}
 

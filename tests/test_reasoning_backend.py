@@ -18,7 +18,7 @@ from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.adapt import RequestAdapter, refused_parameter
 from madrag.providers.base import ChatRequest, Message
-from madrag.providers.openai_compat import OpenAICompatProvider
+from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
 from madrag.providers.spec import ProviderSpec, spec_identity
 from madrag.rubric import Rubric, Trait
 from madrag.store import RunStore
@@ -89,7 +89,9 @@ async def test_a_run_adapts_once_says_so_and_records_what_was_sent(caplog: pytes
 async def test_refusals_it_may_not_adapt_to_are_errors_with_the_fix() -> None:
     request = ChatRequest(messages=JUDGE, max_tokens=64)
     with StubServer(capacity=2, latency_s=0.0, reasoning_model=True) as server:
-        forced = OpenAICompatProvider("o3", base_url=server.base_url, supports_logprobs=False, token_param="max_tokens")
+        forced = OpenAICompatProvider(
+            "o3", base_url=server.base_url, supports_logprobs=False, shape=RequestShape(token_param="max_tokens")
+        )
         with_logprobs = OpenAICompatProvider("o3", base_url=server.base_url)
         try:
             with pytest.raises(ProviderError, match=r"HTTP 400.*--token-param auto"):

@@ -17,16 +17,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-if TYPE_CHECKING:  # madrag.data.essay imports this module (the rounding rule below)
-    from madrag.data.essay import Essay
-
 Metric = Callable[[NDArray[np.float64], NDArray[np.float64]], float]
 NAN = float("nan")
+
+
+class Rated(Protocol):
+    """What :func:`rater_pairs` reads of an essay (:class:`madrag.data.essay.Essay` is one): a rater's score of a
+    trait, None when that rater gave none. Typed by its shape, so this bottom module imports nothing of madrag."""
+
+    def rater(self, trait: str, rater_index: int) -> float | None: ...
+
 
 TieRule = Literal["half_up", "half_even", "half_down"]
 """How a mean exactly halfway between two scores (2.5) is rounded: up (3), to the even score (2; banker's
@@ -138,7 +143,7 @@ def qwk_metric(min_score: int, max_score: int) -> Metric:
 
 
 def rater_pairs(
-    essays: Iterable[Essay], trait: str, first: int = 0, second: int = 1
+    essays: Iterable[Rated], trait: str, first: int = 0, second: int = 1
 ) -> tuple[list[float], list[float]]:
     """Scores of rater ``first`` and rater ``second`` (0-based) on the essays where both scored ``trait``."""
     a: list[float] = []

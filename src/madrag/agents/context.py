@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from madrag.agents.judge import blank_score_line
 from madrag.agents.prompts import PromptLibrary
+from madrag.agents.scores import blank_score_line
 from madrag.data.essay import Essay
 from madrag.placeholders import mask_placeholders
 from madrag.providers.base import Message

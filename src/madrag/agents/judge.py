@@ -1,4 +1,5 @@
-"""All reading of a Judge's score: the per-trait ``Final score: N`` and the all-traits ``Scores:`` block.
+"""The Judge calls and how each reads its score: the per-trait ``Final score: N`` and the all-traits ``Scores:``
+block (the pure reading of a text, no call made, is in :mod:`madrag.agents.scores`).
 
 Two ways to read a score, chosen per backend (:meth:`CallContext.constrained_scoring`):
 
@@ -16,7 +17,6 @@ in the record's ``error``), never turned into a number, whatever the run's ``rep
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -38,11 +38,16 @@ from madrag.agents.final_score import find_final_score as find_final_score
 from madrag.agents.final_score import parse_score as parse_score
 from madrag.agents.final_score import rationale as judge_rationale
 from madrag.agents.final_score import statements as statements
-from madrag.metrics import round_half_up
-from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob, TopLogprob, Usage
+from madrag.agents.scores import blank_score_line as blank_score_line
+from madrag.agents.scores import choice_distribution as choice_distribution
+from madrag.agents.scores import distribution_from_tokens as distribution_from_tokens
+from madrag.agents.scores import normalise as normalise
+from madrag.agents.scores import parse_trait_scores as parse_trait_scores
+from madrag.agents.scores import summarise as summarise
+from madrag.agents.scores import trait_score_line as trait_score_line
+from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
 from madrag.records import AgentRecord, ScoreMode, ScoreResult
 from madrag.rubric import Rubric, Trait
-from madrag.settings import ReportFrom
 
 FOLLOWUP = "State your final score now, as one line 'Final score: N' with N an integer between {lo} and {hi}."
 """The per-trait Judge's follow-up request when its answer has no usable ``Final score: N``."""
@@ -57,120 +62,6 @@ _MARKUP_TAIL = re.compile(r"(?:(?<=\s)|^)(?:[#>*_`~|]+|[-+\u2022])[ \t]*\Z")
 ``###``, a list's ``-``)."""
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
-_NUMBER = r"-?\d+(?:[.,]\d+)?"
-
-
-# -- reading text ----------------------------------------------------------------------------------------------
-
-
-def blank_score_line(trait: Trait) -> str:
-    """The ``Scores:`` line a judge scoring every trait fills in: ``<Trait>: N (an integer from a to b)``."""
-    return f"{trait.name}: N (an integer from {trait.min} to {trait.max})"
-
-
-def trait_score_line(name: str, *, whole_line: bool = False) -> re.Pattern[str]:
-    """A ``<Trait>: N`` score line of trait ``name`` (``Ideas: 2``, ``**Style** - 3``; any case).
-
-    By default the pattern finds such lines anywhere in a text (multi-line) and captures the integer N.
-    ``whole_line``: the pattern matches one line that only states a score, N possibly followed by ``/ M``,
-    ``out of M`` or ``points`` (``**Style** - 3/4``), with no group.
-    """
-    head = rf"^\W*{re.escape(name)}\W*\s*[:=-]\s*\**\s*"
-    if not whole_line:
-        return re.compile(rf"{head}(-?\d+)", re.IGNORECASE | re.MULTILINE)
-    tail = rf"{_NUMBER}\s*(?:(?:/|out\s+of)\s*{_NUMBER})?\s*(?:points?)?\W*$"
-    return re.compile(head + tail, re.IGNORECASE)
-
-
-def parse_trait_scores(text: str, rubric: Rubric) -> dict[str, int]:
-    """The last ``<Trait>: N`` line of each trait, when N is in the trait's range."""
-    found: dict[str, int] = {}
-    for trait in rubric.traits:
-        matches = trait_score_line(trait.name).findall(text)
-        if matches and trait.contains(int(matches[-1])):
-            found[trait.name] = int(matches[-1])
-    return found
-
-
-# -- score distributions --------------------------------------------------------------------------------------
-
-
-def normalise(logprobs: dict[int, float]) -> dict[int, float]:
-    """Turn log-probabilities of the valid scores into probabilities that sum to one."""
-    top = max(logprobs.values())
-    weights = {s: math.exp(lp - top) for s, lp in logprobs.items()}
-    total = sum(weights.values())
-    return {s: w / total for s, w in sorted(weights.items())}
-
-
-def choice_distribution(response: ChatResponse, choices: list[str]) -> dict[int, float] | None:
-    """p(score) over ``choices`` from a constrained score step's choice log-probabilities (None without them)."""
-    lps = response.choice_logprobs or {}
-    return normalise({int(c): lp for c, lp in lps.items() if c in choices}) if lps else None
-
-
-def distribution_from_tokens(
-    text: str, tokens: list[TokenLogprob], trait: Trait, essay: str | None = None
-) -> dict[int, float] | None:
-    """p(score) at the token that carries the final score (the value of the statement :func:`parse_score`
-    reads, with the same ``essay``), from its top alternatives.
-
-    Only valid scores found among the alternatives count; None when the position or the alternatives
-    are missing.
-    """
-    _, offset = find_final_score(text, essay)
-    if offset < 0:
-        return None
-    pos = 0
-    for tok in tokens:
-        end = pos + len(tok.token)
-        if end > offset and tok.token.strip():
-            valid = {str(s): s for s in trait.scores}
-            found: dict[int, float] = {}
-            candidates: list[TopLogprob | TokenLogprob] = [*tok.top, tok]
-            for alt in candidates:
-                key = alt.token.strip()
-                if key in valid and valid[key] not in found:
-                    found[valid[key]] = alt.logprob
-            return normalise(found) if found else None
-        pos = end
-    return None
-
-
-def summarise(
-    distribution: dict[int, float] | None,
-    parsed: int | None,
-    mode: ScoreMode,
-    report: ReportFrom,
-    invalid_raw: str | None = None,
-) -> ScoreResult:
-    """Build the :class:`ScoreResult`, with the reported value taken from the requested source; missing (None)
-    whenever the score itself could not be read (``parsed`` None), whatever the distribution says."""
-    argmax = expected = None
-    if distribution:
-        argmax = max(distribution, key=lambda s: (distribution[s], -s))
-        expected = sum(s * p for s, p in distribution.items())
-    reported: int | None = None
-    if parsed is None:
-        report = "parsed"  # an answer whose score could not be read is missing under every report setting
-    elif report == "argmax" and argmax is not None:
-        reported = argmax
-    elif report == "expected" and expected is not None:
-        reported = round_half_up(expected)
-    else:
-        reported = parsed
-        report = "parsed"
-    return ScoreResult(
-        parsed=parsed,
-        distribution=distribution,
-        argmax=argmax,
-        expected=expected,
-        mode=mode if reported is not None else "failed",
-        reported=reported,
-        reported_from=report,
-        invalid_raw=invalid_raw,
-    )
-
 
 # -- Judge calls ----------------------------------------------------------------------------------------------
 

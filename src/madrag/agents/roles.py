@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from madrag.agents.calls import CallContext
 from madrag.agents.context import role_messages
-from madrag.agents.judge import trait_score_line
+from madrag.agents.scores import trait_score_line
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
@@ -69,43 +69,44 @@ def initial_messages(ctx: CallContext, values: dict[str, str], agent: AgentSpec)
     return role_messages(ctx.prompts, ctx.settings.prompt_layout, agent.initial, "cj_user", values)
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One agent's answer of the previous round, as an adjustment round shows it."""
+
+    agent: AgentSpec
+    record: AgentRecord
+
+
 def adjust_messages(
-    ctx: CallContext,
-    values: dict[str, str],
-    rubric: Rubric,
-    round_: int,
-    agent: AgentSpec,
-    own: AgentRecord,
-    other_agent: AgentSpec,
-    other: AgentRecord,
-    masked: bool,
+    ctx: CallContext, values: dict[str, str], rubric: Rubric, round_: int, own: Turn, other: Turn, masked: bool
 ) -> list[Message]:
-    """Round ``round_`` >= 1 (A.4, A.5 adjustment prompts): the agent's own round r-1 rationale and scores, and
-    the other agent's round r-1 rationale with its scores (``masked``: without them, numbers masked, C.2)."""
+    """Round ``round_`` >= 1 (A.4, A.5 adjustment prompts): the agent's own round r-1 rationale and scores
+    (``own``), and the other agent's round r-1 rationale with its scores (``masked``: without them, numbers
+    masked, C.2)."""
     prompts = ctx.prompts
     previous = str(round_ - 1)
     own_block = prompts.render(
-        "cj_own_block", ROUND=previous, RATIONALE=_rationale(own), SCORES=score_lines(own, rubric)
+        "cj_own_block", ROUND=previous, RATIONALE=_rationale(own.record), SCORES=score_lines(own.record, rubric)
     )
     if masked:
         other_block = prompts.render(
             "cj_other_masked_block",
-            OTHER=other_agent.label,
+            OTHER=other.agent.label,
             ROUND=previous,
-            RATIONALE=mask_scores(_rationale(other), rubric),
+            RATIONALE=mask_scores(_rationale(other.record), rubric),
         )
     else:
         other_block = prompts.render(
             "cj_other_block",
-            OTHER=other_agent.label,
+            OTHER=other.agent.label,
             ROUND=previous,
-            RATIONALE=_rationale(other),
-            SCORES=score_lines(other, rubric),
+            RATIONALE=_rationale(other.record),
+            SCORES=score_lines(other.record, rubric),
         )
     return role_messages(
         ctx.prompts,
         ctx.settings.prompt_layout,
-        agent.adjust,
+        own.agent.adjust,
         "cj_adjust_user",
         {**values, "OWN_PREVIOUS": own_block, "OTHER_PREVIOUS": other_block},
     )

@@ -16,7 +16,8 @@ from typing import Any, TypeAlias
 import pandas as pd
 
 from madrag.data.essay import Essay, essay_id
-from madrag.data.loaders import _check_range, essay_from_row
+from madrag.data.loaders import essay_from_row
+from madrag.data.reading import check_range
 from madrag.errors import InputError, RubricError
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 
@@ -61,7 +62,7 @@ def _item(item: EssayItem, position: int, rubric: Rubric, what: str) -> Essay:
     where = f"{what}[{position}]"
     if isinstance(item, Essay):  # checked as a loaded essay is: a usable id, scores in the rubric's ranges
         essay_id(item.id, where)
-        _check_range(item, rubric, where)
+        check_range(item, rubric, where)
         return item
     if isinstance(item, str):
         return _from_mapping({"id": str(position + 1), "text": item}, rubric, where)

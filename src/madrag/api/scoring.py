@@ -19,13 +19,14 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from madrag.api.arguments import check_pool, to_settings
 from madrag.api.backend import ProviderLike, resolve_provider, resolve_role_providers
+from madrag.api.executors import ray_executor
 from madrag.api.inputs import EssaysLike, RubricLike, to_essays, to_rubric
 from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH
-from madrag.distributed.options import RayOptions, ray_options
+from madrag.distributed.options import RayOptions
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute
@@ -151,7 +152,7 @@ async def ascore(
         cache_dir=Path(cache_dir) if cache_dir is not None else default_cache_dir(),
         # a ready instance is not cached by default: the cache keys on its name and model only
         response_cache=response_cache if response_cache is not None else backend is None,
-        ray=ray if isinstance(ray, RayOptions) else ray_options(ray),
+        executor=ray_executor(ray),
         max_failures=max_failures,
     )
     return await arun_job(job, backend=backend, embedder=embedder, progress=progress, temporary=temporary)

@@ -202,6 +202,17 @@ def cv_cache_dir(cache_dir: Path, data: Path, rubric: Rubric) -> Path:
     return cache_dir / "baselines" / f"cv-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
+@dataclass(frozen=True)
+class CVOptions:
+    """How :func:`cross_validate_run` builds the baselines: the kNN's ``k`` and ``embedder`` (``retrieval``
+    False: the random forest only) and the forest's settings."""
+
+    k: int = DEFAULT_K
+    forest: ForestSettings = field(default_factory=ForestSettings)
+    retrieval: bool = True
+    embedder: str = "minilm"
+
+
 def cross_validate_run(
     data: Path,
     rubric_path: Path,
@@ -209,36 +220,42 @@ def cross_validate_run(
     cache_dir: Path,
     *,
     fmt: str = "auto",
-    k: int = DEFAULT_K,
-    forest: ForestSettings | None = None,
-    retrieval: bool = True,
-    embedder: str = "minilm",
+    options: CVOptions | None = None,
 ) -> tuple[BaselineRun, list[CVResult]]:
     """Cross-validate both baselines over the data's folds and store the out-of-fold predictions as a new run
-    in ``run_dir`` (a run folder of baselines only, which ``madrag eval`` reads); ``embedder`` is the kNN's."""
+    in ``run_dir`` (a run folder of baselines only, which ``madrag eval`` reads)."""
     from madrag.rubric import load_rubric
 
+    opts = options or CVOptions()
     rubric = load_rubric(rubric_path)
     essays = load_essays(data, rubric, fmt)
-    settings = forest or ForestSettings()
-    results = [cross_validate_features(essays, rubric, settings)]
+    results = [cross_validate_features(essays, rubric, opts.forest)]
     names = [FOREST_NAME]
-    if retrieval:
-        vectors = make_embedder(embedder)
-        results.append(cross_validate_retrieval(essays, rubric, vectors, cv_cache_dir(cache_dir, data, rubric), k))
-        names.append(knn_name(k))
     outcome = BaselineRun(run_dir, "cross-validated over folds")
-    outcome.settings[FOREST_NAME] = {**_forest_settings(settings), "split": "cross-validated"}
-    if retrieval:
-        knn = {"baseline": "retrieval kNN, similarity-weighted mean", "k": k, "embedder": results[1].notes["embedder"]}
-        outcome.settings[knn_name(k)] = {**knn, "split": "cross-validated"}
+    outcome.settings[FOREST_NAME] = {**_forest_settings(opts.forest), "split": "cross-validated"}
+    if opts.retrieval:
+        vectors = make_embedder(opts.embedder)
+        results.append(cross_validate_retrieval(essays, rubric, vectors, cv_cache_dir(cache_dir, data, rubric), opts.k))
+        names.append(knn_name(opts.k))
+        knn = {
+            "baseline": "retrieval kNN, similarity-weighted mean",
+            "k": opts.k,
+            "embedder": results[1].notes["embedder"],
+        }
+        outcome.settings[knn_name(opts.k)] = {**knn, "split": "cross-validated"}
     for name, result in zip(names, results, strict=True):
         outcome.predictions[name] = {
             (essay_id, cv.trait): pred
             for cv in result.traits.values()
             for essay_id, pred in zip(cv.essay_ids, cv.predictions, strict=True)
         }
-    config = {
+    _store_cv_run(run_dir, _cv_config(data, rubric, names, outcome), essays, outcome)
+    return outcome, results
+
+
+def _cv_config(data: Path, rubric: Rubric, names: list[str], outcome: BaselineRun) -> dict[str, Any]:
+    """The stored configuration of a cross-validated baselines run."""
+    return {
         "data": str(data.resolve()),
         "data_sha256": fingerprint_file(data),
         "rubric": rubric.model_dump(mode="json"),
@@ -246,6 +263,10 @@ def cross_validate_run(
         "protocols": [{"name": n, **outcome.settings[n]} for n in names],
         "baselines": "cross-validated over the data's folds",
     }
+
+
+def _store_cv_run(run_dir: Path, config: dict[str, Any], essays: list[Essay], outcome: BaselineRun) -> None:
+    """Bind the run's configuration, store its essays and the baselines' records."""
     store = RunStore(run_dir / "store.sqlite")
     try:
         store.bind_config(config)
@@ -256,4 +277,3 @@ def cross_validate_run(
         store.set_meta("baselines", outcome.settings)
     finally:
         store.close()
-    return outcome, results

@@ -48,7 +48,7 @@ def baseline_command(
     features) and kNN-K (the similarity-weighted mean of the K nearest pool essays' scores) - and store them
     like a protocol's scores; then 'madrag eval RUN_DIR' shows them beside the LLM protocols."""
     from madrag.baselines.feature_scorer import ForestSettings
-    from madrag.baselines.runs import cross_validate_run, score_run
+    from madrag.baselines.runs import CVOptions, cross_validate_run, score_run
 
     folder = need_run_dir(run, run_dir)
     forest = ForestSettings(n_estimators=trees)
@@ -61,17 +61,8 @@ def baseline_command(
     else:
         if data is None or rubric is None:
             raise InputError(f"no run at {folder}: give --data and --rubric to cross-validate the baselines there")
-        outcome, _results = cross_validate_run(
-            data,
-            rubric,
-            folder,
-            cache_dir,
-            fmt=data_format,
-            k=k,
-            forest=forest,
-            retrieval=not no_retrieval,
-            embedder=choice("--embedder", embedder, EMBEDDERS),
-        )
+        options = CVOptions(k, forest, not no_retrieval, choice("--embedder", embedder, EMBEDDERS))
+        outcome, _results = cross_validate_run(data, rubric, folder, cache_dir, fmt=data_format, options=options)
     names = ", ".join(outcome.predictions)
     console.print(
         f"{names} on {outcome.mode}: wrote {outcome.written} scores to {folder} ({outcome.existing} already there)",

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from madrag.api.executors import ray_executor
 from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.api.scoring import run_job
@@ -76,7 +77,6 @@ from madrag.cli.options import (
 from madrag.cli.output import console, err
 from madrag.data.shipped import find_asap_dir
 from madrag.data.splits import EACH
-from madrag.distributed.options import ray_options
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.metrics import TIE_RULES
@@ -227,7 +227,7 @@ def score(
         cache_dir=cache_dir,
         response_cache=not no_cache,
         embedder=choice("--embedder", embedder, EMBEDDERS),
-        ray=ray_options(ray, ray_workers),
+        executor=ray_executor(ray, ray_workers),
         max_failures=failure_budget(max_failures, fail_fast),
     )
     if dry_run:

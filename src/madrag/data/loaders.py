@@ -11,8 +11,6 @@ metadata and reported once (a warning on the ``madrag.data`` logger). No field m
 from __future__ import annotations
 
 import csv
-import json
-import logging
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,13 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from madrag.data.essay import Essay, essay_id
+from madrag.data.nikl import load_nikl, sample_nikl
+from madrag.data.reading import (
+    MAX_FIELD_CHARS,
+    check_range,
+    check_unique,
+    jsonl_rows,
+    parse_score,
+    read_text,
+    report_once,
+    too_long,
+)
+from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
 from madrag.errors import InputError
 from madrag.rubric import Rubric
 
 ASAP_REQUIRED = ("essay_id", "essay_set", "essay")
 _RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
-MAX_FIELD_CHARS = 1_000_000
-"""The largest field (an essay's text) a data file may hold, in characters: about 150,000 words."""
 TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
 """The CSV / JSONL columns every data file may have besides trait scores (``source``: a text the essay is
 written from, e.g. the article a summary summarises, which the prompts show)."""
@@ -34,21 +42,6 @@ DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval", "summeval-sample", "
 """The values of ``--format``. ``summeval-sample`` is seed 002 B.2's 100 articles (seed 42) x every system, or
 ``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is seed 002 B.1's 100 essays per prompt (seed
 42) of the NIKL layout, ``nikl-all`` every essay of it."""
-
-log = logging.getLogger("madrag.data")
-_REPORTED: set[tuple[str, str]] = set()
-
-
-def _report_once(path: Path, message: str) -> None:
-    """Log ``message`` about ``path`` as a warning, once per process (data files are read more than once)."""
-    key = (str(path.resolve()), message)
-    if key not in _REPORTED:
-        _REPORTED.add(key)
-        log.warning("warning: %s: %s", path, message)
-
-
-def _too_long(path: Path, line: int) -> InputError:
-    return InputError(f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
 
 
 def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
@@ -60,7 +53,7 @@ def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str],
     def fail(exc: csv.Error) -> InputError:
         line = reader.line_num + 1  # the line being parsed is not counted yet
         if "field limit" in str(exc):
-            return _too_long(path, line)
+            return too_long(path, line)
         return InputError(f"{path}:{line}: not valid CSV: {exc}")
 
     try:
@@ -78,35 +71,11 @@ def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str],
     return header, rows()
 
 
-def _read_text(path: Path, encodings: Iterable[str]) -> str:
-    if not path.is_file():
-        raise InputError(f"data file not found: {path}")
-    last: Exception | None = None
-    for enc in encodings:
-        try:
-            return path.read_text(encoding=enc)
-        except UnicodeDecodeError as exc:
-            last = exc
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc}") from exc
-    raise InputError(f"{path} is not valid text in any of {list(encodings)}: {last}")
-
-
-def _parse_score(raw: str, where: str) -> float | None:
-    raw = raw.strip()
-    if raw == "" or raw.lower() in {"nan", "na", "none"}:
-        return None
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise InputError(f"{where}: score {raw!r} is not a number") from exc
-
-
 def _rater_score(raw: str, essay: str, column: str, where: str) -> float | None:
     """One rater's score from a cell (None when empty): a number, and a whole one - a point of the trait's
     integer scale. Only the reference label (the raters' mean, seed 000 B.5) is rounded; a single score of
     ``1.5`` is an error, never silently rounded."""
-    score = _parse_score(raw, f"{where} {column}")
+    score = parse_score(raw, f"{where} {column}")
     if score is not None and math.isfinite(score) and not score.is_integer():
         raise InputError(
             f"{where}: essay {essay!r} {column}: score {score:g} is not a whole number (each rater's score "
@@ -114,23 +83,6 @@ def _rater_score(raw: str, essay: str, column: str, where: str) -> float | None:
             "their mean is rounded half up)"
         )
     return score
-
-
-def _check_unique(essays: list[Essay], path: Path) -> None:
-    seen: set[str] = set()
-    for essay in essays:
-        if essay.id in seen:
-            raise InputError(f"{path}: duplicate essay id {essay.id!r}")
-        seen.add(essay.id)
-
-
-def _check_range(essay: Essay, rubric: Rubric, where: str) -> None:
-    for trait in rubric.traits:
-        for score in essay.rater_scores.get(trait.name, []):
-            if not trait.contains(score):
-                raise InputError(
-                    f"{where}: essay {essay.id}: {trait.name} score {score:g} outside [{trait.min}, {trait.max}]"
-                )
 
 
 def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) -> list[Essay]:
@@ -141,7 +93,7 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
     ``essay_set`` (default: the rubric's ``essay_set``) are kept.
     """
     p = Path(path)
-    text = _read_text(p, ("utf-8", "latin-1"))
+    text = read_text(p, ("utf-8", "latin-1"))
     header, rows = _csv_table(text.splitlines(), p, "\t")
     missing = [c for c in ASAP_REQUIRED if c not in header]
     if missing:
@@ -160,7 +112,7 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
         essays.append(_asap_essay(row, row_set, columns, rubric, where))
     if not essays:
         raise InputError(f"{p}: no essays of set {wanted_set}")
-    _check_unique(essays, p)
+    check_unique(essays, p)
     return essays
 
 
@@ -205,7 +157,7 @@ def _asap_essay(
         rater_scores=scores,
         rater_ids=ids,
     )
-    _check_range(essay, rubric, where)
+    check_range(essay, rubric, where)
     return essay
 
 
@@ -276,32 +228,15 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str],
         rater_ids=ids,
         metadata=metadata,
     )
-    _check_range(essay, rubric, where)
+    check_range(essay, rubric, where)
     return essay
-
-
-def _jsonl_rows(text: str, p: Path) -> list[tuple[str, dict[str, Any]]]:
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        if len(line) > MAX_FIELD_CHARS:
-            raise _too_long(p, line_no)
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
-        if not isinstance(obj, dict):
-            raise InputError(f"{p}:{line_no}: each line must be a JSON object")
-        rows.append((f"{p}:{line_no}", obj))
-    return rows
 
 
 def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[str, str]) -> None:
     """Report once the columns that are neither known nor a trait's; and the traits no column maps."""
     unused = [k for k in dict.fromkeys(keys) if k not in TABLE_KNOWN and _trait_of(k, columns)[0] is None]
     if unused:
-        _report_once(
+        report_once(
             p,
             f"column(s) {', '.join(unused)} match no rubric trait name or 'column' (kept as essay metadata, "
             "not used as scores)",
@@ -315,10 +250,10 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     score per essay; ``rater1_<column>``, ``rater2_<column>`` are several raters' scores.
     """
     p = Path(path)
-    text = _read_text(p, ("utf-8",))
+    text = read_text(p, ("utf-8",))
     columns = trait_columns(rubric)
     if p.suffix.lower() in {".jsonl", ".ndjson"}:
-        rows = _jsonl_rows(text, p)
+        rows = jsonl_rows(text, p)
         keys = [k for _, raw in rows for k in raw]
     else:
         keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")
@@ -329,17 +264,13 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
-    _check_unique(essays, p)
+    check_unique(essays, p)
     return essays
 
 
 def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
     """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
     SummEval's = SummEval; other .csv / .jsonl = the generic table)."""
-    # imported here: the SummEval and NIKL loaders build on this module's helpers
-    from madrag.data.nikl import load_nikl, sample_nikl
-    from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
-
     p = Path(path)
     kind = fmt
     if fmt == "auto":

@@ -26,7 +26,7 @@ from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.data.essay import essay_id as checked_id
-from madrag.data.loaders import _jsonl_rows, _read_text
+from madrag.data.reading import jsonl_rows, read_text
 from madrag.errors import InputError
 from madrag.rubric import Rubric
 
@@ -50,9 +50,9 @@ def _documents(p: Path) -> list[tuple[str, dict[str, Any]]]:
             f"{p}: a folder; give one file: a .jsonl of the NIKL documents (jq -c . {p}/*.json > nikl.jsonl)"
         )
     if p.suffix.lower() in {".jsonl", ".ndjson"}:
-        return _jsonl_rows(_read_text(p, ("utf-8", "utf-8-sig")), p)
+        return jsonl_rows(read_text(p, ("utf-8", "utf-8-sig")), p)
     try:
-        obj = json.loads(_read_text(p, ("utf-8", "utf-8-sig")))
+        obj = json.loads(read_text(p, ("utf-8", "utf-8-sig")))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: not valid JSON: {exc.msg}") from exc
     items = obj if isinstance(obj, list) else [obj]

@@ -17,7 +17,7 @@ import numpy as np
 
 from madrag.data.essay import Essay
 from madrag.data.essay import essay_id as checked_id
-from madrag.data.loaders import _check_range, _check_unique, _jsonl_rows, _parse_score, _read_text
+from madrag.data.reading import check_range, check_unique, jsonl_rows, parse_score, read_text
 from madrag.errors import InputError
 from madrag.rubric import Rubric, Trait
 
@@ -48,7 +48,7 @@ def _expert_scores(
             found = {k.casefold(): v for k, v in annotation.items()}
             if key not in found:
                 raise InputError(f"{where}: annotator {rater_idx + 1} gives no {key!r} (rubric trait {trait.name!r})")
-            value = _parse_score(str(found[key]) if found[key] is not None else "", f"{where} {key}")
+            value = parse_score(str(found[key]) if found[key] is not None else "", f"{where} {key}")
             if value is not None:
                 scores.setdefault(trait.name, []).append(value)
                 ids.setdefault(trait.name, []).append(rater_idx)
@@ -81,7 +81,7 @@ def _summary(
         rater_ids=scores[1],
         metadata={"article_id": str(raw["id"]), **metadata},
     )
-    _check_range(essay, rubric, where)
+    check_range(essay, rubric, where)
     return essay
 
 
@@ -114,7 +114,7 @@ def _mteb_summaries(raw: dict[str, Any], rubric: Rubric, where: str) -> list[Ess
     for i, summary in enumerate(summaries):
         scores: dict[str, list[float]] = {}
         for name, values in columns.items():
-            value = _parse_score(str(values[i]) if values[i] is not None else "", f"{where} {name}")
+            value = parse_score(str(values[i]) if values[i] is not None else "", f"{where} {name}")
             if value is not None:
                 scores[name] = [value]
         one_rater = (scores, {name: [0] for name in scores})
@@ -139,14 +139,14 @@ def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
     """
     p = Path(path)
     essays: list[Essay] = []
-    for where, raw in _jsonl_rows(_read_text(p, ("utf-8",)), p):
+    for where, raw in jsonl_rows(read_text(p, ("utf-8",)), p):
         if "machine_summaries" in raw:
             essays += _mteb_summaries(raw, rubric, where)
         else:
             essays.append(_paired_summary(raw, rubric, where))
     if not essays:
         raise InputError(f"{p}: no summaries")
-    _check_unique(essays, p)
+    check_unique(essays, p)
     return essays
 
 

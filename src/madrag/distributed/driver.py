@@ -1,7 +1,8 @@
 """Scoring a job on Ray: the driver plans the run, starts the workers, dispatches shards and writes the store.
 
-The driver is the process that runs ``madrag score --ray``. It has already loaded the data, bound the run's
-configuration, built the exemplar bank and opened the run store (:func:`madrag.pipeline.job.execute`); here it
+The driver is the process that runs ``madrag score --ray``: the job's executor is a :class:`RayExecutor`. It has
+already loaded the data, bound the run's configuration, built the exemplar bank and opened the run store
+(:func:`madrag.pipeline.job.execute`); here it
 
 1. reads the store once and keeps only the essay-traits not finished (:func:`~madrag.distributed.shard.plan_run`)
    - scores already stored are reported at once, as a local resume reports its reused calls;
@@ -24,7 +25,8 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from madrag.agents.calls import CallContext
 from madrag.data.essay import Essay
@@ -32,10 +34,10 @@ from madrag.distributed.bank import ShippedBanks, SourceBank, query_vectors
 from madrag.distributed.cluster import Cluster, connect, disconnect, import_ray, quiet_ray_env
 from madrag.distributed.dispatch import Dispatcher, EssayDone, Progress
 from madrag.distributed.options import RayOptions
-from madrag.distributed.shard import Plan, Shard, known_records, make_shards, plan_run, shard_size
+from madrag.distributed.shard import Plan, Shard, StoredScores, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
-from madrag.pipeline.hooks import NO_HOOKS, RunHooks
+from madrag.pipeline.job import ScoreJob, ScoringRun, prompt_names
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_error
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
@@ -44,9 +46,6 @@ from madrag.retrieval.embedder import make_embedder
 from madrag.retrieval.folds import FoldBanks
 from madrag.rubric import Rubric
 from madrag.store import RunStore
-
-if TYPE_CHECKING:
-    from madrag.pipeline.job import ScoreJob
 
 LOCAL_WORKERS = 2
 """Workers of a local instance when ``--ray-workers`` is not given."""
@@ -130,8 +129,6 @@ class RayRun:
 
     def setup(self, rubric: Rubric, protocols: Sequence[ScoringProtocol], workers: int) -> WorkerSetup:
         """What every worker is started with."""
-        from madrag.pipeline.job import prompt_names
-
         ctx, job = self.ctx, self.job
         roles = {
             role: worker_spec(spec, ctx.role_providers[role], workers) for role, spec in job.role_providers.items()
@@ -211,10 +208,12 @@ class RayRun:
         rubric: Rubric,
         protocols: Sequence[ScoringProtocol],
         on_essay_done: EssayDone | None,
+        stored_scores: StoredScores,
     ) -> list[TraitScore]:
-        """Score what is left of ``essays`` on the cluster; every essay's scores in order."""
+        """Score what is left of ``essays`` on the cluster (``stored_scores``: what the store already holds);
+        every essay's scores in order."""
         ctx = self.ctx
-        plan = plan_run(self.store, essays, rubric, protocols, ctx.settings)
+        plan = plan_run(self.store, essays, rubric, protocols, ctx.settings, stored_scores)
         announce_finished(ctx, self.store, essays, plan, on_essay_done)
         if not plan.todo:
             return ordered(essays, plan, Progress(), rubric, protocols)
@@ -290,24 +289,26 @@ class RayRun:
         return await dispatcher.run(shards)
 
 
-async def score_on_ray(
-    options: RayOptions,
-    job: ScoreJob,
-    ctx: CallContext,
-    store: RunStore,
-    essays: Sequence[Essay],
-    rubric: Rubric,
-    protocols: Sequence[ScoringProtocol],
-    hooks: RunHooks | None = None,
-    *,
-    ready_backend: bool = False,
-) -> list[TraitScore]:
-    """Score ``essays`` of ``job`` on Ray (what :func:`madrag.pipeline.job.execute` runs instead of the local
-    runner when the job has Ray options); the scores of every essay, in order, as the local runner returns.
-    ``hooks`` get the run's stages and finished essays (records and failed records through ``ctx``, as the
-    driver stores them). ``ready_backend``: the caller gave a provider object, which lives in this process
-    (workers build their backends from the job's provider spec), so the run is refused."""
-    if ready_backend:
+@dataclass(frozen=True)
+class RayExecutor:
+    """Scores a job on Ray (``ScoreJob.executor``, what ``madrag score --ray`` and ``madrag.score(ray=...)``
+    choose); ``stored_scores`` reads the final scores a run already holds (``madrag.api.executors`` gives
+    :func:`madrag.evaluation.run.trait_scores`, the one reader of a run), so a resumed run only hands out the
+    rest."""
+
+    options: RayOptions
+    stored_scores: StoredScores
+
+    async def __call__(self, run: ScoringRun) -> list[TraitScore]:
+        return await score_on_ray(self.options, run, self.stored_scores)
+
+
+async def score_on_ray(options: RayOptions, run: ScoringRun, stored_scores: StoredScores) -> list[TraitScore]:
+    """Score ``run.essays`` of ``run.job`` on Ray (what :func:`madrag.pipeline.job.execute` runs instead of the
+    local runner when the job's executor is a :class:`RayExecutor`); the scores of every essay, in order, as the
+    local runner returns. A run whose caller gave a provider object (``run.ready_backend``), which lives in this
+    process (workers build their backends from the job's provider spec), is refused."""
+    if run.ready_backend:
         raise ConfigError("a Ray run builds its backends on the workers from a provider spec, not a provider object")
-    hooks = hooks or NO_HOOKS
-    return await RayRun(options, job, ctx, store, hooks.on_stage).score(essays, rubric, protocols, hooks.on_essay_done)
+    session = RayRun(options, run.job, run.ctx, run.store, run.hooks.on_stage)
+    return await session.score(run.essays, run.rubric, run.protocols, run.hooks.on_essay_done, stored_scores)

@@ -1,7 +1,7 @@
 """How a run uses Ray: which cluster, how many workers, how essays are cut into shards.
 
-Kept free of any Ray import, so a :class:`~madrag.pipeline.job.ScoreJob` can carry these options (and be
-built, validated and stored) where Ray is not installed.
+Kept free of any Ray import, so these options (and a job whose executor is a
+:class:`~madrag.distributed.driver.RayExecutor` of them) can be built and validated where Ray is not installed.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,7 +40,6 @@ from madrag.agents.prompts import (
 from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
-from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.resume import stored_scores
@@ -65,6 +64,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
+@runtime_checkable
+class Executor(Protocol):
+    """How a job's essays are scored once the run is open (``ScoreJob.executor``; None: here, by
+    :func:`madrag.pipeline.runner.run_scoring`). Ray's is :class:`madrag.distributed.driver.RayExecutor`."""
+
+    async def __call__(self, run: ScoringRun) -> list[TraitScore]: ...
+
+
 class ScoreJob(BaseModel):
     """Everything that defines one scoring run (recorded in its store, checked when it is resumed).
 
@@ -75,7 +82,7 @@ class ScoreJob(BaseModel):
     other folds as its pool).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     data: Path | None = None
     essays: list[Essay] | None = Field(default=None, repr=False)
@@ -98,9 +105,9 @@ class ScoreJob(BaseModel):
     # the pool's embedder: seed 000's MiniLM (truncated at 256 word pieces), MiniLM over windows (the option, the
     # default of runs made before: a resumed one keeps it, see resumed_job) or the hashing embedder for quick checks
     embedder: EmbedderName = "minilm"
-    # score on a Ray cluster (madrag.distributed) instead of this process; how a run executes is not part of
-    # its identity, so a run started here can be resumed on Ray and the other way round
-    ray: RayOptions | None = None
+    # where the essays are scored (None: in this process; e.g. a Ray cluster, madrag.distributed); how a run
+    # executes is not part of its identity, so a run started here can be resumed on Ray and the other way round
+    executor: Executor | None = Field(default=None, exclude=True, repr=False)
     # calls that may fail after their retries before the run stops (None: no limit; each failed call is recorded
     # as failed, its essay-trait left unscored, and retried on resume). Not part of the run's identity
     max_failures: int | None = Field(default=None, ge=1)
@@ -123,6 +130,22 @@ class JobResult:
     stats: CallStats
     elapsed_s: float
     bank_info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScoringRun:
+    """What an :class:`Executor` scores: the job, its open run's store and call context (backends, bank), the
+    selected essays, rubric and protocols, the caller's hooks;
+    ``ready_backend``: the caller handed a provider object."""
+
+    job: ScoreJob
+    store: RunStore
+    ctx: CallContext
+    essays: list[Essay]
+    rubric: Rubric
+    protocols: list[ScoringProtocol]
+    hooks: RunHooks
+    ready_backend: bool = False
 
 
 def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
@@ -462,15 +485,13 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
         hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
         stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
-            if job.ray is None:
+            if job.executor is None:
                 scores = await run_scoring(
                     ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, hooks.on_essay_done
                 )
             else:
-                from madrag.distributed.driver import score_on_ray
-
-                ray_run = (job.ray, job, ctx, store, run.essays, run.rubric, run.protocols)
-                scores = await score_on_ray(*ray_run, hooks, ready_backend=backend is not None)
+                parts = (job, store, ctx, run.essays, run.rubric, run.protocols, hooks)
+                scores = await job.executor(ScoringRun(*parts, ready_backend=backend is not None))
         finally:
             owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
             for managed_backend in owned:

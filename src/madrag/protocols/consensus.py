@@ -54,6 +54,7 @@ from madrag.agents.roles import (
     SINGLE,
     STRICT,
     AgentSpec,
+    Turn,
     adjust_messages,
     initial_messages,
 )
@@ -208,7 +209,9 @@ class ConsensusProtocol(ScoringProtocol):
             trait=ALL_TRAITS,
             role=agent.role,
             round=round_,
-            messages=adjust_messages(actx, values, rubric, round_, agent, own, other_agent, other, self.masked),
+            messages=adjust_messages(
+                actx, values, rubric, round_, Turn(agent, own), Turn(other_agent, other), self.masked
+            ),
             temperature=ctx.settings.judge_temperature,
             max_tokens=ctx.settings.judge_max_tokens,
             context={"own_previous": own.key, "other_previous": other.key, "scores_shared": not self.masked},

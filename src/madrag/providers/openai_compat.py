@@ -18,6 +18,7 @@ import math
 import os
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -61,6 +62,16 @@ JsonSchemaStyle = Literal["json_schema", "json_object"]
 """How a request's JSON schema is sent (see :class:`OpenAICompatProvider`)."""
 
 
+@dataclass(frozen=True)
+class RequestShape:
+    """How this server wants its requests: the JSON schema's form, how the token limit is sent and whether the
+    sampling parameters are (see :class:`OpenAICompatProvider`); the defaults suit OpenAI and adapt once."""
+
+    json_schema_style: JsonSchemaStyle = "json_schema"
+    token_param: TokenParam = "auto"
+    sampling_params: SamplingParams = "auto"
+
+
 def _safe_url(url: str | None) -> str | None:
     """The URL without user info, query or fragment (where a key could hide)."""
     if url is None:
@@ -75,11 +86,11 @@ def _safe_url(url: str | None) -> str | None:
 class OpenAICompatProvider(Provider):
     """Chat completions over the OpenAI HTTP API.
 
-    ``json_schema_style`` picks how a request's ``json_schema`` is sent: ``"json_schema"`` (OpenAI, vLLM,
-    llama.cpp's C++ server, Ollama) or ``"json_object"`` with a ``schema`` key (llama-cpp-python's server,
-    which ignores the ``json_schema`` form).
+    ``shape`` (:class:`RequestShape`) says how requests are sent. Its ``json_schema_style`` picks how a
+    request's ``json_schema`` is sent: ``"json_schema"`` (OpenAI, vLLM, llama.cpp's C++ server, Ollama) or
+    ``"json_object"`` with a ``schema`` key (llama-cpp-python's server, which ignores the ``json_schema`` form).
 
-    ``token_param`` and ``sampling_params`` say how the token limit is sent and whether ``temperature`` and
+    Its ``token_param`` and ``sampling_params`` say how the token limit is sent and whether ``temperature`` and
     ``top_p`` are (see :mod:`madrag.providers.adapt`): by default as asked until the server refuses them, as
     OpenAI's reasoning models do, then adapted once for the rest of the run. Each response's ``sent`` holds
     the parameters its request was actually sent with.
@@ -94,9 +105,7 @@ class OpenAICompatProvider(Provider):
         max_concurrency: int = 8,
         supports_logprobs: bool = True,
         http_client: httpx.AsyncClient | None = None,
-        json_schema_style: JsonSchemaStyle = "json_schema",
-        token_param: TokenParam = "auto",
-        sampling_params: SamplingParams = "auto",
+        shape: RequestShape | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ProviderError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -108,8 +117,9 @@ class OpenAICompatProvider(Provider):
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self._max_concurrency = max_concurrency
-        self.json_schema_style: JsonSchemaStyle = json_schema_style
-        self.adapter = RequestAdapter(token_param, sampling_params)
+        shape = shape or RequestShape()
+        self.json_schema_style: JsonSchemaStyle = shape.json_schema_style
+        self.adapter = RequestAdapter(shape.token_param, shape.sampling_params)
         self.capabilities = Capabilities(
             logprobs=supports_logprobs,
             max_top_logprobs=20 if supports_logprobs else 0,

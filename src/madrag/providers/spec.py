@@ -170,7 +170,7 @@ def _llamacpp_role_fields(role: str, model: str, base_url: str, base: ProviderSp
 
 
 def _openai(spec: ProviderSpec) -> Provider:
-    from madrag.providers.openai_compat import OpenAICompatProvider
+    from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
 
     if not spec.model:
         raise ConfigError("the openai provider needs --model (the model name the server serves)")
@@ -183,8 +183,7 @@ def _openai(spec: ProviderSpec) -> Provider:
             timeout_s=spec.timeout_s,
             max_concurrency=spec.concurrency or 8,
             supports_logprobs=spec.logprobs,
-            token_param=spec.token_param,
-            sampling_params=spec.sampling_params,
+            shape=RequestShape(token_param=spec.token_param, sampling_params=spec.sampling_params),
         )
         for url in [spec.base_url, *spec.extra_base_urls]
     ]

@@ -25,6 +25,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,16 @@ def _cache_key(essay: Essay) -> tuple[str, str]:
     return essay.id, hashlib.sha1(essay.text.encode("utf-8")).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Target:
+    """Where a bank is built: the cache folder's Chroma client, the folder, the bank's name and its metadata."""
+
+    client: Any
+    cache_dir: Path
+    name: str
+    metadata: dict[str, str | int]
+
+
 class ExemplarBank:
     """Scored pool essays (cosine space) answering seed 000's two retrieval procedures from memory.
 
@@ -192,7 +203,8 @@ class ExemplarBank:
                 "size": len(pool),
                 "format": BANK_FORMAT,
             }
-            contents = cls._build(client, cache_dir, name, pool, rubric, embedder, metadata, batch_size, on_progress)
+            target = _Target(client, cache_dir, name, metadata)
+            contents = cls._build(target, pool, rubric, embedder, batch_size, on_progress)
         return cls(contents, embedder, rubric, fingerprint, built_now, lease=lease)
 
     @staticmethod
@@ -201,18 +213,16 @@ class ExemplarBank:
 
     @staticmethod
     def _build(
-        client: Any,
-        cache_dir: Path,
-        name: str,
+        target: _Target,
         pool: list[Essay],
         rubric: Rubric,
         embedder: Embedder,
-        metadata: dict[str, str | int],
         batch_size: int,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> ArrayCollection:
-        """Embed the pool in batches into a temporary collection, rename it to ``name`` when complete, and
+        """Embed the pool in batches into a temporary collection, rename it to ``target.name`` when complete, and
         return the finished bank's contents (another process's, when it finished the same bank first)."""
+        client, cache_dir, name, metadata = target.client, target.cache_dir, target.name, target.metadata
         temp = bank_store.temporary_name(name)
         building = bank_store.BankLease(cache_dir, temp)  # a live build is not a leftover to prune
         try:

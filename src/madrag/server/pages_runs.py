@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from madrag.errors import MadragError
 from madrag.server import library, library_runs, results
 from madrag.server.errors import ApiError
-from madrag.server.pages import redirect, render, state_of
+from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import OverrideIn
 from madrag.server.security import check_csrf
 

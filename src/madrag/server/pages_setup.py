@@ -16,8 +16,8 @@ from madrag.rubric import Rubric
 from madrag.server import library, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
-from madrag.server.pages import redirect, render, state_of
 from madrag.server.refusals import Refusals
+from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.security import check_csrf
 

@@ -1,0 +1,60 @@
+"""What every page shares: rendering a Jinja2 template (autoescaped: every essay, id, rubric text and model
+answer is shown as text) with the CSRF token, the error page, redirects and the server's state. The pages are
+installed by :mod:`madrag.server.pages`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from madrag import __version__
+from madrag.server.security import CSRF_COOKIE, csrf_cookie, csrf_token
+from madrag.server.service import State
+
+ENV = Environment(loader=PackageLoader("madrag.server", "templates"), autoescape=select_autoescape(default=True))
+
+
+def _when(value: float | None) -> str:
+    return "" if value is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(value))
+
+
+def _score(value: Any) -> str:
+    return "missing" if value is None else str(value)
+
+
+ENV.filters["when"] = _when
+ENV.filters["score"] = _score
+
+
+def state_of(request: Request) -> State:
+    """The server's state."""
+    found: State = request.app.state.madrag
+    return found
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """A page, with the CSRF token its forms carry (and the cookie it is bound to, when new)."""
+    cookie, new = csrf_cookie(request)
+    html = ENV.get_template(template).render(
+        request=request, csrf=csrf_token(cookie), version=__version__, path=request.url.path, **context
+    )
+    response = HTMLResponse(html, status_code=status)
+    response.headers["Cache-Control"] = "no-store"
+    if new:
+        response.set_cookie(CSRF_COOKIE, cookie, httponly=True, samesite="strict", path="/")
+    return response
+
+
+def redirect(url: str) -> RedirectResponse:
+    """After a successful form post: see the result with a GET."""
+    return RedirectResponse(url, status_code=303)
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """The error page a browser gets."""
+    return render(request, "error.html", status=status, status_code=status, message=message)
