@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from madrag import __version__
 from madrag.server.security import CSRF_COOKIE, csrf_cookie, csrf_token
 from madrag.server.service import State
+from madrag.teacher.scored_by import scored_by, warning
 
 ENV = Environment(loader=PackageLoader("madrag.server", "templates"), autoescape=select_autoescape(default=True))
 
@@ -32,6 +33,8 @@ def _score(value: Any) -> str:
 
 ENV.filters["when"] = _when
 ENV.filters["score"] = _score
+ENV.filters["scored_by"] = scored_by
+ENV.filters["scores_not_valid"] = warning
 
 
 def state_of(request: Request) -> State:
@@ -65,8 +68,9 @@ def error_page(request: Request, status: int, message: str) -> Response:
 
 def install(app: FastAPI) -> None:
     """Add every page to ``app`` and let browser errors render as pages."""
-    from madrag.server import pages_runs, pages_setup
+    from madrag.server import pages_review, pages_runs, pages_setup
 
     app.state.render_error_page = error_page
     app.include_router(pages_setup.router)
+    app.include_router(pages_review.router)
     app.include_router(pages_runs.router)

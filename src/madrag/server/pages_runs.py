@@ -60,7 +60,11 @@ def results_page(run_id: str, request: Request) -> Response:
     run = s.runs.describe(run_id)
     table = results.grid(s, run_id)
     cells = s.memo("grid-html", run_id, lambda: grid_html(run_id, table))
-    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells))
+    first = table["protocols"][0] if table["protocols"] else ""
+    unreviewed = sum(
+        1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["scored"] and not c["review"]
+    )
+    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed)
 
 
 def _cell(c: dict[str, Any]) -> str:
@@ -104,6 +108,11 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer[:200],
     }
+    if action == "accept" and str(form.get("confirm") or "") != "yes":
+        standing = results.override_in_force(state_of(request), run_id, essay_id, body["trait"], body["protocol"])
+        if standing is not None:  # accepting would put the AI's score back over the teacher's: ask first
+            run = state_of(request).runs.describe(run_id)
+            return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
     results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
     response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={body['trait']}#trait-{body['trait']}")
     response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
@@ -111,7 +120,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
 
 
 @router.get("/runs/{run_id}/essays/{essay_id:path}")
-def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") -> Response:
+def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", approved: int | None = None) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     detail = results.essay_detail(s, run_id, essay_id)
@@ -129,6 +138,7 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") ->
         detail=detail,
         nav=neighbours,
         saved=saved,
+        approved=approved,
         reviewer=reviewer,
         pool_prefix=library.POOL_PREFIX,
     )

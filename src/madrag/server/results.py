@@ -167,6 +167,14 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
     return add_review(state.runs.run_dir(run_id), review)
 
 
+def override_in_force(state: State, run_id: str, essay_id: str, trait: str, protocol: str | None) -> Review | None:
+    """The teacher's override in force on one essay-trait (None when its latest review is not an override)."""
+    view = state.runs.view(run_id)
+    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    found = latest(all_reviews(state.runs.run_dir(run_id), essay_id)).get((essay_id, trait, chosen))
+    return found if found is not None and found.action == "override" else None
+
+
 def _safe_cell(value: Any) -> Any:
     """A text cell that a spreadsheet would run as a formula, prefixed with a quote."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
