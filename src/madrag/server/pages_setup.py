@@ -13,7 +13,7 @@ from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import library, service
+from madrag.server import class_import, gradebook, library, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
@@ -183,6 +183,9 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             if found is None:
                 raise ApiError(400, "choose a CSV, JSONL or ASAP TSV file", "file")
             fmt = str(form.get("format") or "auto")
+            if class_import.needs_mapping(found[0], found[1], fmt):  # a Forms / LMS export: which column is which
+                class_import.keep(s.drafts.folder(draft.id), found[0])
+                return redirect(f"/drafts/{draft_id}/columns")
             upload = library.essays_from_upload(
                 found[0], found[1], rubric, fmt, limits.max_rows, limits.max_essay_chars
             )
@@ -331,6 +334,7 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         return _backend_page(request, draft, {exc.field or "kind": exc.message}, exc.status)
     except MadragError as exc:
         return _backend_page(request, draft, {"kind": str(exc)}, 400)
+    gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
     if request_body.dry_run:
         s.drafts.save(draft.model_copy(update={"estimate_run": meta.id}))
         return redirect(f"/drafts/{draft_id}/backend#estimate")
