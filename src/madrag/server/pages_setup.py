@@ -20,6 +20,7 @@ from madrag.server.pages import redirect, render, state_of
 from madrag.server.refusals import Refusals
 from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.security import check_csrf
+from madrag.teacher import presets
 
 router = APIRouter(include_in_schema=False)
 STEPS = [("rubric", "1 Rubric"), ("essays", "2 Essays"), ("exemplars", "3 Exemplars"), ("backend", "4 Backend")]
@@ -275,6 +276,7 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         note=library.TINY_MODEL_NOTE,
         has_key=s.drafts.key(draft.id) is not None,
         probe=draft.probe,
+        presets=presets.PRESETS,
     )
 
 
@@ -321,6 +323,11 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         s.drafts.save(draft)
         if str(form.get("action")) == "test":
             return await _test_connection(request, draft)
+        if str(form.get("action")).startswith("preset-"):  # fill in a known server, to test before a run
+            preset = str(form.get("action"))[len("preset-") :]
+            draft = draft.model_copy(update={"backend": presets.apply(raw, preset), "probe": None})
+            s.drafts.save(draft)
+            return _backend_page(request, draft, {})
         if draft.pool is None or not draft.n_essays:
             raise ApiError(409, "add essays (step 2) and choose exemplars (step 3) first", "protocols")
         request_body = _run_request(draft, s.drafts.backend(draft), form, str(form.get("action")) == "estimate")
