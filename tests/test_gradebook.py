@@ -81,6 +81,8 @@ def test_forms_columns_are_guessed_and_carry_the_students() -> None:
         None,
     )
     text, roster = columns.apply(rows, mapping)
+    question = [{"Email Address": "a@b.c", "Why patience matters": "x" * 300, "Period": "3"}]
+    assert columns.guess(list(question[0]), [], question).text == "Why patience matters"  # the longest answers
     essays = list(csv.DictReader(io.StringIO(text)))
     assert [e["id"] for e in essays] == ["kid0@school.org", "kid1@school.org"] and essays[1]["text"] == TEXTS[1]
     assert roster["kid1@school.org"] == {"email": "kid1@school.org", "name": "Kid Number1"}

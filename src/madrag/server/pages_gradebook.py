@@ -45,7 +45,7 @@ def _mapping_page(request: Request, draft_id: str, error: str = "", status: int 
         return redirect(f"/drafts/{draft_id}/essays")
     header, rows = found
     traits = [t.name for t in rubric.traits]
-    guess = columns.guess(header, traits)
+    guess = columns.guess(header, traits, rows)
     return render(
         request,
         "columns.html",

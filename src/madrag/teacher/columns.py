@@ -54,14 +54,27 @@ def _find(header: list[str], patterns: tuple[str, ...], taken: set[str]) -> str 
     return None
 
 
-def guess(header: list[str], traits: list[str]) -> Mapping:
-    """A first mapping from the column names (the teacher can change it)."""
+def _longest(header: list[str], rows: list[dict[str, str]], taken: set[str]) -> str | None:
+    """The free column with the longest answers (a Forms question's column is named by the question)."""
+    free = [c for c in header if c not in taken]
+    if not free or not rows:
+        return None
+    best = max(free, key=lambda c: sum(len(r.get(c, "")) for r in rows))
+    return best if sum(len(r.get(best, "")) for r in rows) / len(rows) >= 200 else None
+
+
+def guess(header: list[str], traits: list[str], rows: list[dict[str, str]] | None = None) -> Mapping:
+    """A first mapping from the column names, else (the essay) from the longest answers (the teacher can
+    change it)."""
     taken: set[str] = set()
     found: dict[str, str | None] = {}
     for name in ("email", "sis_id", "id", "text", "name"):
         found[name] = _find(header, GUESSES[name], taken)
         if found[name]:
             taken.add(found[name])  # type: ignore[arg-type]
+    if found["text"] is None:
+        found["text"] = _longest(header, rows or [], taken)
+        taken.add(found["text"] or "")
     scores = {t: c for t in traits for c in header if c not in taken and c.strip().lower() == t.lower()}
     return Mapping(scores=scores, **found)
 

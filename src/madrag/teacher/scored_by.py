@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 NOT_VALID = {
-    "fake": "the fake backend gives canned answers for testing: these scores are not valid grades",
-    "llamacpp": "the small embedded model is for trying madrag out: these scores are not valid grades",
+    "fake": "is for trying the app out",
+    "llamacpp": "is a small offline model for trying madrag out",
 }
 
 
@@ -26,5 +26,5 @@ def scored_by(backend: dict[str, Any] | None) -> str:
 
 
 def warning(backend: dict[str, Any] | None) -> str | None:
-    """Why a run's scores are not valid grades, or None when a real model scored them."""
+    """Why a run's scores are not valid grades (what its backend is), or None when a real model scored them."""
     return None if not backend else NOT_VALID.get(str(backend.get("kind")))
