@@ -20,7 +20,7 @@ from madrag.server.pages import redirect, render, state_of
 from madrag.server.refusals import Refusals
 from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.security import check_csrf
-from madrag.teacher import presets
+from madrag.teacher import plain_words, presets
 
 router = APIRouter(include_in_schema=False)
 STEPS = [("rubric", "1 Rubric"), ("essays", "2 Essays"), ("exemplars", "3 Exemplars"), ("backend", "4 Backend")]
@@ -206,12 +206,12 @@ def _pool_options(request: Request, draft: Draft, rubric: Rubric) -> list[tuple[
     return [
         (
             "folds",
-            "the other folds of your file (scored essays; fold below is scored)",
+            "the other parts of your file (your scored essays, split by its fold column; the part below is scored)",
             draft.has_folds and draft.has_scores,
         ),
         ("same", "your scored essays themselves (an essay never retrieves itself)", draft.has_scores),
         ("asap", f"the shipped ASAP set {rubric.essay_set} essays", s.catalog.pool_available(rubric)),
-        ("none", "no exemplars: only protocols without retrieval (MAD, MA, SA)", True),
+        ("none", "no example essays (the Quick way, or a debate without examples)", True),
     ]
 
 
@@ -277,6 +277,7 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         has_key=s.drafts.key(draft.id) is not None,
         probe=draft.probe,
         presets=presets.PRESETS,
+        teacher_protocols=plain_words.TEACHER_PROTOCOLS,
     )
 
 
