@@ -25,6 +25,7 @@ from madrag.teacher import plain_words, presets
 router = APIRouter(include_in_schema=False)
 STEPS = [("rubric", "1 Rubric"), ("essays", "2 Essays"), ("exemplars", "3 Exemplars"), ("backend", "4 Backend")]
 TRAIT_SLOTS = 4
+MAX_TRAIT_SLOTS = 20
 _LOC = re.compile(r"traits\.(\d+)(?:\.(\w+))?")
 
 
@@ -89,9 +90,15 @@ def _levels(text: str, index: int) -> dict[str, str]:
     return levels
 
 
+def _slots(form: Any) -> int:
+    """How many trait boxes the written rubric has (4, more after "Add a trait")."""
+    raw = str(form.get("slots") or "")
+    return min(MAX_TRAIT_SLOTS, max(TRAIT_SLOTS, int(raw))) if raw.isdigit() else TRAIT_SLOTS
+
+
 def _rubric_from_form(form: Any) -> Rubric:
     traits: list[dict[str, Any]] = []
-    for i in range(TRAIT_SLOTS):
+    for i in range(_slots(form)):
         name = str(form.get(f"trait-{i}-name") or "").strip()
         if not name:
             continue
@@ -112,6 +119,10 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
     draft = s.drafts.get(draft_id)
     form = await _form(request)
     mode = str(form.get("mode") or "")
+    if mode == "form" and str(form.get("action")) == "add_trait":  # one more trait box, what was typed kept
+        values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+        slots = min(MAX_TRAIT_SLOTS, _slots(form) + 1)
+        return _step(request, draft, "rubric", rubrics=s.catalog.all(), errors={}, values=values, slots=slots)
     try:
         if mode == "shipped":
             rubric_id = str(form.get("rubric_id") or "")
@@ -136,7 +147,7 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
             rubrics=s.catalog.all(),
             errors={field: message},
             values=values,
-            slots=TRAIT_SLOTS,
+            slots=_slots(form),
         )
     s.drafts.save(draft.model_copy(update={"rubric_id": rubric_id}))
     return redirect(f"/drafts/{draft_id}/essays")
@@ -157,7 +168,7 @@ def _with_rubric(request: Request, draft_id: str) -> tuple[Draft, Rubric]:
 def essays_page(draft_id: str, request: Request) -> Response:
     draft, rubric = _with_rubric(request, draft_id)
     essays = state_of(request).drafts.essays(draft, rubric)
-    return _step(request, draft, "essays", errors={}, preview=essays[:5])
+    return _step(request, draft, "essays", errors={}, preview=essays[:5], values={})
 
 
 @router.post("/drafts/{draft_id}/essays")
@@ -193,9 +204,10 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
     except (ApiError, MadragError) as exc:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         field = "essay_text" if str(form.get("mode")) == "paste" else "file"
-        return _step(request, draft, "essays", status=400, errors={field: message}, preview=[])
+        typed = {k: str(v) for k, v in form.items() if isinstance(v, str)}  # a pasted essay is never wiped
+        return _step(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
     draft = s.drafts.set_essays(draft, upload.essays, upload.refused)
-    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5])
+    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5], values={})
 
 
 # -- 3 exemplars ----------------------------------------------------------------------------------------------
