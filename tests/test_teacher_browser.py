@@ -99,6 +99,9 @@ def test_class_file_to_approved_canvas_gradebook_in_at_most_15_clicks(
     assert [r[3] for r in table[2:]] == emails and all(r[5].isdigit() for r in table[2:])
     print(f"clicks from the class file to the exported gradebook: {clicks.count}")
     assert clicks.count <= MAX_CLICKS
+    page.click("#overview-link")  # (after the count) the class at a glance
+    assert page.locator("#heatmap tbody tr").count() == N_ESSAYS
+    small_shot(page, "t7-class-overview")
     assert page.dialogs == []  # type: ignore[attr-defined]
 
 

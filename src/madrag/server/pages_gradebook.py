@@ -10,7 +10,7 @@ from madrag.errors import MadragError
 from madrag.server import class_import, gradebook
 from madrag.server.pages import redirect, render, state_of
 from madrag.server.security import check_csrf
-from madrag.teacher import columns
+from madrag.teacher import columns, overview
 
 router = APIRouter(include_in_schema=False)
 FIELDS = [
@@ -27,6 +27,15 @@ def gradebook_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     return render(request, "gradebook.html", run=run, book=gradebook.book(s, run_id))
+
+
+@router.get("/runs/{run_id}/overview")
+def overview_page(run_id: str, request: Request) -> Response:
+    s = state_of(request)
+    run = s.runs.describe(run_id)
+    found = gradebook.book(s, run_id)
+    summary = overview.overview(found["rows"], found["criteria"])
+    return render(request, "overview.html", run=run, book=found, view=summary)
 
 
 @router.get("/runs/{run_id}/gradebook.csv")
