@@ -53,6 +53,7 @@ class Clicks:
 def small_shot(tab: Any, name: str) -> None:
     """The visible part of the page only (a small PNG)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.evaluate("window.scrollTo(0, 0)")
     tab.screenshot(path=str(SHOTS / f"{name}.png"), clip={"x": 0, "y": 0, "width": 1280, "height": 720})
 
 
@@ -132,3 +133,9 @@ def test_an_override_stays_and_accepting_over_it_asks_first(
     rows = server.api("GET", f"/api/runs/{run['id']}/scores")["rows"]
     style = next(r for r in rows if r["essay_id"] == "e2" and r["trait"] == "Style")
     assert style["final_score"] == 1 and style["review"] == "override"
+    page.goto(f"{server.url}/runs/{run['id']}/feedback/e2")
+    assert "Style: 1 of 4" in page.inner_text("[id='fb-Style'] h3")  # the teacher's score, not the AI's
+    page.locator("[id='fb-Style'] textarea[name=next]").fill("Give your story an ending.")
+    page.locator("[id='fb-Style'] button").click()
+    assert page.inner_text("[id='fb-Style'] .next") == "Give your story an ending."
+    small_shot(page, "t8-student-feedback")

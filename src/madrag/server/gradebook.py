@@ -60,6 +60,11 @@ def book(state: State, run_id: str) -> dict[str, Any]:
     return {"criteria": criteria, "rows": rows, "reviewed": sum(r.reviewed for r in rows), "scored_by": label}
 
 
+def safe_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
+    return gradebook.safe(value)
+
+
 def download(state: State, run_id: str, layout: str) -> tuple[str, str]:
     """(CSV text, file name) of the gradebook in one of :data:`LAYOUTS`."""
     if layout not in LAYOUTS:

@@ -75,7 +75,7 @@ def student_row(
     )
 
 
-def _safe(value: Any) -> Any:
+def safe(value: Any) -> Any:
     """A text cell a spreadsheet would run as a formula, prefixed with a quote."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
@@ -84,7 +84,7 @@ def _safe(value: Any) -> Any:
 
 def _csv(rows: list[list[Any]]) -> str:
     buf = io.StringIO()
-    csv.writer(buf).writerows([[_safe(v) for v in row] for row in rows])
+    csv.writer(buf).writerows([[safe(v) for v in row] for row in rows])
     return buf.getvalue()
 
 
