@@ -259,10 +259,7 @@ class RunManager:
             on_record=lambda r: self._on_record(prog, r),
             on_essay_done=lambda e, s: self._on_essay(run_id, prog, e, s),
             on_stage=lambda m: prog.change({"type": "stage", "message": m}, stage=m),
-            on_start=lambda n: (
-                scoring_from.append(time.monotonic()),
-                prog.change({"type": "start", "total": n}, total=n),
-            ),
+            on_start=lambda n: self._on_start(prog, n, scoring_from),
             on_bank_progress=lambda done, total: self._on_bank(prog, done, total),
             on_failed=lambda r: self._on_failed(prog, r),
         )
@@ -315,6 +312,11 @@ class RunManager:
         found["time_s"] = setup_s + per_essay * planned
         found["sample_essays"] = meta.n_essays
         return found
+
+    @staticmethod
+    def _on_start(prog: Progress, total: int, scoring_from: list[float]) -> None:
+        scoring_from.append(time.monotonic())
+        prog.change({"type": "start", "total": total}, total=total)
 
     @staticmethod
     def _on_bank(prog: Progress, done: int, total: int) -> None:
