@@ -71,11 +71,12 @@ def error_page(request: Request, status: int, message: str) -> Response:
 
 def install(app: FastAPI) -> None:
     """Add every page to ``app`` and let browser errors render as pages."""
-    from madrag.server import pages_feedback, pages_gradebook, pages_review, pages_runs, pages_setup
+    from madrag.server import pages_calibration, pages_feedback, pages_gradebook, pages_review, pages_runs, pages_setup
 
     app.state.render_error_page = error_page
     app.include_router(pages_setup.router)
     app.include_router(pages_review.router)
     app.include_router(pages_gradebook.router)
     app.include_router(pages_feedback.router)
+    app.include_router(pages_calibration.router)
     app.include_router(pages_runs.router)

@@ -13,7 +13,7 @@ from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import class_import, gradebook, library, service
+from madrag.server import class_import, gradebook, library, pages_calibration, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
@@ -343,6 +343,8 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
             return _backend_page(request, draft, {})
         if draft.pool is None or not draft.n_essays:
             raise ApiError(409, "add essays (step 2) and choose exemplars (step 3) first", "protocols")
+        if str(form.get("action")) == "calibrate":  # the anchor papers first, with this backend
+            return pages_calibration.start(s, draft, rubric)
         request_body = _run_request(draft, s.drafts.backend(draft), form, str(form.get("action")) == "estimate")
         upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
         service.check_protocols(protocols, draft.pool)  # type: ignore[arg-type]
