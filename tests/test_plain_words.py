@@ -46,7 +46,8 @@ def test_teacher_pages_use_plain_words(tmp_path: Path) -> None:
         run_id = started.headers["location"].split("/")[2]  # type: ignore[attr-defined]
         assert wait_status(client, run_id, timeout=120)["status"] == "finished"
         pages += ["/", f"/runs/{run_id}", f"/runs/{run_id}/results", f"/runs/{run_id}/essays/s1"]
-        pages += [f"/runs/{run_id}/review", f"/runs/{run_id}/gradebook"]
+        pages += [f"/runs/{run_id}/review", f"/runs/{run_id}/gradebook", f"/runs/{run_id}/overview"]
+        pages += [f"/runs/{run_id}/feedback", f"/runs/{run_id}/feedback/s1", f"/runs/{run_id}/calibration"]
         for path in pages:
             text = _visible(client.get(path, headers=HTML).text)
             found = [w for w in RESEARCH_WORDS if w in text]

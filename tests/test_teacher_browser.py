@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +140,37 @@ def test_an_override_stays_and_accepting_over_it_asks_first(
     page.locator("[id='fb-Style'] button").click()
     assert page.inner_text("[id='fb-Style'] .next") == "Give your story an ending."
     small_shot(page, "t8-student-feedback")
+
+
+def test_calibration_on_anchor_papers_with_the_teachers_own_rubric(
+    server: Server,  # noqa: F811
+    page: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from tests.web_helpers import RUBRIC, TEXTS, essays_csv
+
+    rubric = tmp_path / "my-rubric.json"
+    rubric.write_text(json.dumps(RUBRIC), encoding="utf-8")
+    data = tmp_path / "class.csv"
+    data.write_text(essays_csv(5, folds=False, extra=[{"id": f"u{i}", "text": TEXTS[i]} for i in range(4)]), "utf-8")
+    page.goto(server.url + "/")
+    page.click("main button.primary")
+    page.set_input_files("input[name=file]", str(rubric))
+    page.click("button:text-is('Upload')")
+    page.set_input_files("#upload-essays input[name=file]", str(data))
+    page.click("button:text-is('Read essays')")
+    page.click("text=Next: exemplars")
+    page.check("input[name=pool][value=same]")
+    page.click("text=Next: backend")
+    page.check("input[name=kind][value=fake]")
+    page.check("input[name=protocols][value=MA]")
+    page.click("#calibrate")
+    page.wait_for_selector("#agreement li", timeout=60_000)  # the page refreshes itself until done
+    lines = page.locator("#agreement li").all_inner_texts()
+    assert [line.split(":")[0] for line in lines] == ["Ideas", "Style"]
+    assert all(re.search(r"exactly on \d of 5, within one point on \d of 5", line) for line in lines)
+    small_shot(page, "t9-calibration")
+    page.click("#score-class")
+    assert "/backend" in page.url
