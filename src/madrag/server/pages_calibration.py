@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag.rubric import Rubric
-from madrag.server import library, service
+from madrag.server import library, run_list, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
@@ -35,6 +35,7 @@ def start(s: State, draft: Draft, rubric: Rubric) -> Response:
         backend=s.drafts.backend(draft),
     )
     meta = service.create_run(s, rubric, library.EssayUpload(marked, Refusals()), pool, body)  # type: ignore[arg-type]
+    run_list.mark_from_pages(s.runs.run_dir(meta.id))
     return redirect(f"/runs/{meta.id}/calibration?draft={draft.id}")
 
 

@@ -12,7 +12,7 @@ from markupsafe import Markup, escape
 from pydantic import SecretStr
 
 from madrag.errors import MadragError
-from madrag.server import library, library_runs, results
+from madrag.server import library, library_runs, results, run_list
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
 from madrag.server.schemas import OverrideIn
@@ -23,11 +23,23 @@ RESUMABLE = ("interrupted", "cancelled", "failed")
 
 
 @router.get("/")
-def home(request: Request) -> Response:
+def home(request: Request, show: str = "") -> Response:
     s = state_of(request)
     runs = [s.runs.describe(m.id) for m in s.runs.all() if m.kind != "estimate"]
     unfinished = [r for r in runs if r["status"] in RESUMABLE]
-    return render(request, "home.html", runs=runs, unfinished=unfinished, resumable=RESUMABLE)
+    parts = run_list.split(runs, s.runs.root)
+    listed = runs if show == "all" else parts["shown"]
+    return render(request, "home.html", runs=listed, unfinished=unfinished, resumable=RESUMABLE, parts=parts, show=show)
+
+
+@router.post("/runs/{run_id}/archive")
+async def archive(run_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    s = state_of(request)
+    s.runs.meta(run_id)  # 404 for an unknown run
+    run_list.set_archived(s.runs.run_dir(run_id), str(form.get("archived") or "yes") == "yes")
+    return redirect("/")
 
 
 @router.get("/runs/{run_id}")

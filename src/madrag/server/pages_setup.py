@@ -13,7 +13,7 @@ from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import class_import, gradebook, library, pages_calibration, service
+from madrag.server import class_import, gradebook, library, pages_calibration, run_list, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
 from madrag.server.pages import redirect, render, state_of
@@ -357,6 +357,7 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
     except MadragError as exc:
         return _backend_page(request, draft, {"kind": str(exc)}, 400)
     gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
+    run_list.mark_from_pages(s.runs.run_dir(meta.id))
     if request_body.dry_run:
         s.drafts.save(draft.model_copy(update={"estimate_run": meta.id}))
         return redirect(f"/drafts/{draft_id}/backend#estimate")
