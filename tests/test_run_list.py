@@ -1,5 +1,5 @@
 """The teacher's list of runs: runs made through the API do not clutter it, a run can be archived (hidden,
-its files kept) and brought back, and "show them" lists every run."""
+its files kept), brought back and renamed, and "show them" lists every run."""
 
 from __future__ import annotations
 
@@ -46,3 +46,6 @@ def test_api_runs_and_archived_runs_stay_out_of_the_list(tmp_path: Path) -> None
         assert client.get(f"/runs/{mine}/results", headers=HTML).status_code == 200  # its files all stay
         post(f"/runs/{mine}/archive", archived="no")
         assert f'href="/runs/{mine}"' in client.get("/", headers=HTML).text
+        assert post(f"/runs/{mine}/rename", name="Period 3, final").status_code == 303  # type: ignore[attr-defined]
+        assert client.get(f"/api/runs/{mine}").json()["name"] == "Period 3, final"
+        assert ">Period 3, final</a>" in client.get("/", headers=HTML).text

@@ -32,6 +32,14 @@ def home(request: Request, show: str = "") -> Response:
     return render(request, "home.html", runs=listed, unfinished=unfinished, resumable=RESUMABLE, parts=parts, show=show)
 
 
+@router.post("/runs/{run_id}/rename")
+async def rename(run_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    state_of(request).runs.rename(run_id, str(form.get("name") or ""))
+    return redirect(f"/runs/{run_id}")
+
+
 @router.post("/runs/{run_id}/archive")
 async def archive(run_id: str, request: Request) -> Response:
     await check_csrf(request)

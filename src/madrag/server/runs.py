@@ -123,6 +123,10 @@ class RunManager:
             prog.emit({"type": "status", "status": fields["status"], "error": meta.error})
         return meta
 
+    def rename(self, run_id: str, name: str) -> RunMeta:
+        """Give a run a new name (only its description changes)."""
+        return self._update(run_id, name=name.strip()[:200] or self.meta(run_id).name)
+
     def all(self) -> list[RunMeta]:
         """Every run, newest first."""
         metas = []
