@@ -12,7 +12,7 @@ from markupsafe import Markup, escape
 from pydantic import SecretStr
 
 from madrag.errors import MadragError
-from madrag.server import library, library_runs, results
+from madrag.server import library, library_runs, results, run_list
 from madrag.server.errors import ApiError
 from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import OverrideIn
@@ -23,11 +23,31 @@ RESUMABLE = ("interrupted", "cancelled", "failed")
 
 
 @router.get("/")
-def home(request: Request) -> Response:
+def home(request: Request, show: str = "") -> Response:
     s = state_of(request)
     runs = [s.runs.describe(m.id) for m in s.runs.all() if m.kind != "estimate"]
     unfinished = [r for r in runs if r["status"] in RESUMABLE]
-    return render(request, "home.html", runs=runs, unfinished=unfinished, resumable=RESUMABLE)
+    parts = run_list.split(runs, s.runs.root)
+    listed = runs if show == "all" else parts["shown"]
+    return render(request, "home.html", runs=listed, unfinished=unfinished, resumable=RESUMABLE, parts=parts, show=show)
+
+
+@router.post("/runs/{run_id}/rename")
+async def rename(run_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    state_of(request).runs.rename(run_id, str(form.get("name") or ""))
+    return redirect(f"/runs/{run_id}")
+
+
+@router.post("/runs/{run_id}/archive")
+async def archive(run_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    s = state_of(request)
+    s.runs.meta(run_id)  # 404 for an unknown run
+    run_list.set_archived(s.runs.run_dir(run_id), str(form.get("archived") or "yes") == "yes")
+    return redirect("/")
 
 
 @router.get("/runs/{run_id}")
@@ -60,7 +80,11 @@ def results_page(run_id: str, request: Request) -> Response:
     run = s.runs.describe(run_id)
     table = results.grid(s, run_id)
     cells = s.memo("grid-html", run_id, lambda: grid_html(run_id, table))
-    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells))
+    first = table["protocols"][0] if table["protocols"] else ""
+    unreviewed = sum(
+        1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["scored"] and not c["review"]
+    )
+    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed)
 
 
 def _cell(c: dict[str, Any]) -> str:
@@ -104,6 +128,11 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer[:200],
     }
+    if action == "accept" and str(form.get("confirm") or "") != "yes":
+        standing = results.override_in_force(state_of(request), run_id, essay_id, body["trait"], body["protocol"])
+        if standing is not None:  # accepting would put the AI's score back over the teacher's: ask first
+            run = state_of(request).runs.describe(run_id)
+            return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
     results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
     response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={body['trait']}#trait-{body['trait']}")
     response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
@@ -111,7 +140,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
 
 
 @router.get("/runs/{run_id}/essays/{essay_id:path}")
-def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") -> Response:
+def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", approved: int | None = None) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     detail = results.essay_detail(s, run_id, essay_id)
@@ -129,6 +158,7 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "") ->
         detail=detail,
         nav=neighbours,
         saved=saved,
+        approved=approved,
         reviewer=reviewer,
         pool_prefix=library.POOL_PREFIX,
     )

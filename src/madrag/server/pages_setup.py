@@ -13,17 +13,19 @@ from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import library, service
+from madrag.server import class_import, gradebook, library, pages_calibration, run_list, service
 from madrag.server.drafts import Draft
 from madrag.server.errors import ApiError
 from madrag.server.refusals import Refusals
 from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.security import check_csrf
+from madrag.teacher import plain_words, presets
 
 router = APIRouter(include_in_schema=False)
 STEPS = [("rubric", "1 Rubric"), ("essays", "2 Essays"), ("exemplars", "3 Exemplars"), ("backend", "4 Backend")]
 TRAIT_SLOTS = 4
+MAX_TRAIT_SLOTS = 20
 _LOC = re.compile(r"traits\.(\d+)(?:\.(\w+))?")
 
 
@@ -88,9 +90,15 @@ def _levels(text: str, index: int) -> dict[str, str]:
     return levels
 
 
+def _slots(form: Any) -> int:
+    """How many trait boxes the written rubric has (4, more after "Add a trait")."""
+    raw = str(form.get("slots") or "")
+    return min(MAX_TRAIT_SLOTS, max(TRAIT_SLOTS, int(raw))) if raw.isdigit() else TRAIT_SLOTS
+
+
 def _rubric_from_form(form: Any) -> Rubric:
     traits: list[dict[str, Any]] = []
-    for i in range(TRAIT_SLOTS):
+    for i in range(_slots(form)):
         name = str(form.get(f"trait-{i}-name") or "").strip()
         if not name:
             continue
@@ -111,6 +119,10 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
     draft = s.drafts.get(draft_id)
     form = await _form(request)
     mode = str(form.get("mode") or "")
+    if mode == "form" and str(form.get("action")) == "add_trait":  # one more trait box, what was typed kept
+        values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+        slots = min(MAX_TRAIT_SLOTS, _slots(form) + 1)
+        return _step(request, draft, "rubric", rubrics=s.catalog.all(), errors={}, values=values, slots=slots)
     try:
         if mode == "shipped":
             rubric_id = str(form.get("rubric_id") or "")
@@ -135,7 +147,7 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
             rubrics=s.catalog.all(),
             errors={field: message},
             values=values,
-            slots=TRAIT_SLOTS,
+            slots=_slots(form),
         )
     s.drafts.save(draft.model_copy(update={"rubric_id": rubric_id}))
     return redirect(f"/drafts/{draft_id}/essays")
@@ -156,7 +168,7 @@ def _with_rubric(request: Request, draft_id: str) -> tuple[Draft, Rubric]:
 def essays_page(draft_id: str, request: Request) -> Response:
     draft, rubric = _with_rubric(request, draft_id)
     essays = state_of(request).drafts.essays(draft, rubric)
-    return _step(request, draft, "essays", errors={}, preview=essays[:5])
+    return _step(request, draft, "essays", errors={}, preview=essays[:5], values={})
 
 
 @router.post("/drafts/{draft_id}/essays")
@@ -183,15 +195,19 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             if found is None:
                 raise ApiError(400, "choose a CSV, JSONL or ASAP TSV file", "file")
             fmt = str(form.get("format") or "auto")
+            if class_import.needs_mapping(found[0], found[1], fmt):  # a Forms / LMS export: which column is which
+                class_import.keep(s.drafts.folder(draft.id), found[0])
+                return redirect(f"/drafts/{draft_id}/columns")
             upload = library.essays_from_upload(
                 found[0], found[1], rubric, fmt, limits.max_rows, limits.max_essay_chars
             )
     except (ApiError, MadragError) as exc:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         field = "essay_text" if str(form.get("mode")) == "paste" else "file"
-        return _step(request, draft, "essays", status=400, errors={field: message}, preview=[])
+        typed = {k: str(v) for k, v in form.items() if isinstance(v, str)}  # a pasted essay is never wiped
+        return _step(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
     draft = s.drafts.set_essays(draft, upload.essays, upload.refused)
-    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5])
+    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5], values={})
 
 
 # -- 3 exemplars ----------------------------------------------------------------------------------------------
@@ -202,12 +218,12 @@ def _pool_options(request: Request, draft: Draft, rubric: Rubric) -> list[tuple[
     return [
         (
             "folds",
-            "the other folds of your file (scored essays; fold below is scored)",
+            "the other parts of your file (your scored essays, split by its fold column; the part below is scored)",
             draft.has_folds and draft.has_scores,
         ),
         ("same", "your scored essays themselves (an essay never retrieves itself)", draft.has_scores),
         ("asap", f"the shipped ASAP set {rubric.essay_set} essays", s.catalog.pool_available(rubric)),
-        ("none", "no exemplars: only protocols without retrieval (MAD, MA, SA)", True),
+        ("none", "no example essays (the Quick way, or a debate without examples)", True),
     ]
 
 
@@ -272,6 +288,8 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         note=library.TINY_MODEL_NOTE,
         has_key=s.drafts.key(draft.id) is not None,
         probe=draft.probe,
+        presets=presets.PRESETS,
+        teacher_protocols=plain_words.TEACHER_PROTOCOLS,
     )
 
 
@@ -318,8 +336,15 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         s.drafts.save(draft)
         if str(form.get("action")) == "test":
             return await _test_connection(request, draft)
+        if str(form.get("action")).startswith("preset-"):  # fill in a known server, to test before a run
+            preset = str(form.get("action"))[len("preset-") :]
+            draft = draft.model_copy(update={"backend": presets.apply(raw, preset), "probe": None})
+            s.drafts.save(draft)
+            return _backend_page(request, draft, {})
         if draft.pool is None or not draft.n_essays:
             raise ApiError(409, "add essays (step 2) and choose exemplars (step 3) first", "protocols")
+        if str(form.get("action")) == "calibrate":  # the anchor papers first, with this backend
+            return pages_calibration.start(s, draft, rubric)
         request_body = _run_request(draft, s.drafts.backend(draft), form, str(form.get("action")) == "estimate")
         upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
         service.check_protocols(protocols, draft.pool)  # type: ignore[arg-type]
@@ -331,6 +356,8 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         return _backend_page(request, draft, {exc.field or "kind": exc.message}, exc.status)
     except MadragError as exc:
         return _backend_page(request, draft, {"kind": str(exc)}, 400)
+    gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
+    run_list.mark_from_pages(s.runs.run_dir(meta.id))
     if request_body.dry_run:
         s.drafts.save(draft.model_copy(update={"estimate_run": meta.id}))
         return redirect(f"/drafts/{draft_id}/backend#estimate")

@@ -15,6 +15,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from madrag import __version__
 from madrag.server.security import CSRF_COOKIE, csrf_cookie, csrf_token
 from madrag.server.service import State
+from madrag.teacher.plain_words import protocol_label, score_read
+from madrag.teacher.scored_by import scored_by, warning
 
 ENV = Environment(loader=PackageLoader("madrag.server", "templates"), autoescape=select_autoescape(default=True))
 
@@ -29,6 +31,10 @@ def _score(value: Any) -> str:
 
 ENV.filters["when"] = _when
 ENV.filters["score"] = _score
+ENV.filters["scored_by"] = scored_by
+ENV.filters["scores_not_valid"] = warning
+ENV.filters["score_read"] = score_read
+ENV.filters["plain_protocol"] = protocol_label
 
 
 def state_of(request: Request) -> State:

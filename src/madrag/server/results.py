@@ -14,6 +14,7 @@ from madrag.server.errors import ApiError
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.schemas import OverrideIn
 from madrag.server.service import State
+from madrag.teacher.scored_by import scored_by, warning
 
 
 def cell_class(score: int | None, reference: int | None) -> str:
@@ -167,6 +168,14 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
     return add_review(state.runs.run_dir(run_id), review)
 
 
+def override_in_force(state: State, run_id: str, essay_id: str, trait: str, protocol: str | None) -> Review | None:
+    """The teacher's override in force on one essay-trait (None when its latest review is not an override)."""
+    view = state.runs.view(run_id)
+    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    found = latest(all_reviews(state.runs.run_dir(run_id), essay_id)).get((essay_id, trait, chosen))
+    return found if found is not None and found.action == "override" else None
+
+
 def _safe_cell(value: Any) -> Any:
     """A text cell that a spreadsheet would run as a formula, prefixed with a quote."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
@@ -182,6 +191,8 @@ def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
 def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     view = state.runs.view(run_id)
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    backend = state.runs.describe(run_id)["backend"]
+    label, valid = scored_by(backend), warning(backend) is None
     rows = []
     for row in library_runs.export_rows(view):
         review = reviews.get((row["essay_id"], row["trait"], row["protocol"]))
@@ -194,6 +205,8 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
                 "review_comment": None if review is None else review.comment,
                 "reviewer": None if review is None else review.reviewer,
                 "reviewed_at": None if review is None else review.created_at,
+                "scored_by": label,
+                "valid_scores": valid,
             }
         )
     return rows

@@ -123,6 +123,10 @@ class RunManager:
             prog.emit({"type": "status", "status": fields["status"], "error": meta.error})
         return meta
 
+    def rename(self, run_id: str, name: str) -> RunMeta:
+        """Give a run a new name (only its description changes)."""
+        return self._update(run_id, name=name.strip()[:200] or self.meta(run_id).name)
+
     def all(self) -> list[RunMeta]:
         """Every run, newest first."""
         metas = []
@@ -253,12 +257,13 @@ class RunManager:
     async def _execute(self, run_id: str, job: Any) -> None:
         prog = self.progress_of(run_id)
         started = time.monotonic()
+        scoring_from: list[float] = []  # when the one-time set-up (index build, model load) was done
         self._update(run_id, status="running", error=None, finished_at=None)
         hooks = library.Hooks(
             on_record=lambda r: self._on_record(prog, r),
             on_essay_done=lambda e, s: self._on_essay(run_id, prog, e, s),
             on_stage=lambda m: prog.change({"type": "stage", "message": m}, stage=m),
-            on_start=lambda n: prog.change({"type": "start", "total": n}, total=n),
+            on_start=lambda n: self._on_start(prog, n, scoring_from),
             on_bank_progress=lambda done, total: self._on_bank(prog, done, total),
             on_failed=lambda r: self._on_failed(prog, r),
         )
@@ -289,7 +294,8 @@ class RunManager:
         else:
             meta = self.meta(run_id)
             elapsed = time.monotonic() - started
-            estimate = self._estimate(meta, elapsed) if meta.kind == "estimate" else None
+            setup_s = (scoring_from[0] if scoring_from else started) - started
+            estimate = self._estimate(meta, elapsed, setup_s) if meta.kind == "estimate" else None
             self._update(
                 run_id,
                 status="finished",
@@ -299,14 +305,22 @@ class RunManager:
                 failed_calls=failed_calls,
             )
 
-    def _estimate(self, meta: RunMeta, elapsed_s: float) -> dict[str, Any]:
-        """The library's estimate from this sample run, with the time at the sample's pace."""
+    def _estimate(self, meta: RunMeta, elapsed_s: float, setup_s: float = 0.0) -> dict[str, Any]:
+        """The library's estimate from this sample run, with the time at the sample's pace: the one-time set-up
+        (the exemplar index built, the model loaded) apart from the time per essay."""
         planned = meta.planned_essays or meta.n_essays
         found = library.estimate(self.root / meta.id, planned, meta.n_traits, meta.price)
-        per_essay = elapsed_s / max(1, meta.n_essays)
-        found["time_s"] = per_essay * planned
+        per_essay = max(0.0, elapsed_s - setup_s) / max(1, meta.n_essays)
+        found["setup_s"] = setup_s
+        found["per_essay_s"] = per_essay
+        found["time_s"] = setup_s + per_essay * planned
         found["sample_essays"] = meta.n_essays
         return found
+
+    @staticmethod
+    def _on_start(prog: Progress, total: int, scoring_from: list[float]) -> None:
+        scoring_from.append(time.monotonic())
+        prog.change({"type": "start", "total": total}, total=total)
 
     @staticmethod
     def _on_bank(prog: Progress, done: int, total: int) -> None:

@@ -1,0 +1,64 @@
+"""Calibration on the teacher's anchor papers: how madrag's scores of the essays the teacher scored agree with
+the teacher, per trait in plain words ("exactly on 4 of 5, within one point on 5 of 5"), and which score levels
+no anchor shows (the Judge then sees no example of them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from madrag.data.essay import Essay
+from madrag.rubric import Rubric
+
+
+@dataclass(frozen=True)
+class TraitAgreement:
+    trait: str
+    n: int  # anchors with both a teacher score and a valid madrag score
+    exact: int
+    within_one: int
+    unscored: int  # anchors madrag gave no valid score
+
+    def sentence(self) -> str:
+        """The agreement in words."""
+        if self.n == 0:
+            return f"{self.trait}: no anchor paper has both your score and a valid madrag score"
+        text = f"{self.trait}: exactly on {self.exact} of {self.n}, within one point on {self.within_one} of {self.n}"
+        if self.unscored:
+            text += f" ({self.unscored} without a valid score)"
+        return text
+
+
+def anchors(essays: list[Essay]) -> list[Essay]:
+    """The essays the teacher scored."""
+    return [e for e in essays if e.rater_scores]
+
+
+def agreement(rubric: Rubric, essays: list[Essay], scores: dict[tuple[str, str], int | None]) -> list[TraitAgreement]:
+    """Per trait, madrag's ``scores[(essay_id, trait)]`` against the teacher's reference of each anchor."""
+    out = []
+    for trait in rubric.traits:
+        n = exact = within = unscored = 0
+        for essay in essays:
+            teacher = essay.reference(trait)
+            if teacher is None or (essay.id, trait.name) not in scores:
+                continue
+            mine = scores[(essay.id, trait.name)]
+            if mine is None:
+                unscored += 1
+                continue
+            n += 1
+            exact += mine == teacher
+            within += abs(mine - teacher) <= 1
+        out.append(TraitAgreement(trait.name, n, exact, within, unscored))
+    return out
+
+
+def empty_levels(rubric: Rubric, essays: list[Essay]) -> dict[str, list[int]]:
+    """Per trait, the score levels none of the anchors has (traits with every level shown left out)."""
+    out = {}
+    for trait in rubric.traits:
+        shown = {essay.reference(trait) for essay in essays}
+        missing = [s for s in range(trait.min, trait.max + 1) if s not in shown]
+        if missing:
+            out[trait.name] = missing
+    return out

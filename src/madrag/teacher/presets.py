@@ -1,0 +1,49 @@
+"""Backend presets: where the common OpenAI-compatible servers listen and what they are called, so a teacher
+connects a real model by choosing one and testing the connection (the test finds out about logprobs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Preset:
+    label: str
+    base_url: str
+    model: str
+    hint: str
+
+
+PRESETS: dict[str, Preset] = {
+    "openai": Preset(
+        "OpenAI (API key)", "https://api.openai.com/v1", "gpt-4o-mini", "paste your API key below, then test"
+    ),
+    "ollama": Preset(
+        "Ollama on this computer",
+        "http://localhost:11434/v1",
+        "llama3.1:8b",
+        "start it with `ollama serve` and `ollama pull llama3.1:8b`; no key",
+    ),
+    "vllm": Preset(
+        "vLLM server",
+        "http://localhost:8000/v1",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "`vllm serve Qwen/Qwen2.5-7B-Instruct`; the model name is the one it serves; no key",
+    ),
+    "llamacpp-server": Preset(
+        "llama.cpp server",
+        "http://localhost:8080/v1",
+        "local",
+        "`llama-server -m model.gguf --port 8080`; it answers to any model name; no key",
+    ),
+}
+
+
+def apply(backend: dict[str, Any], name: str) -> dict[str, Any]:
+    """The backend settings with a preset's server and model (the confidence left for the test to find)."""
+    preset = PRESETS.get(name)
+    if preset is None:
+        return backend
+    out = {k: v for k, v in backend.items() if k != "logprobs"}
+    return {**out, "kind": "openai", "base_url": preset.base_url, "model": preset.model}

@@ -1,0 +1,48 @@
+"""The class overview: a students x criteria heatmap and per-criterion distributions with the teacher's
+overrides applied, and each student's weakest criterion."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.web_helpers import FAKE, RUBRIC, client_for, essays_json, make_config, wait_status
+
+from madrag.teacher.gradebook import Criterion, student_row
+from madrag.teacher.overview import overview
+
+HTML = {"Accept": "text/html"}
+CRITERIA = [Criterion("Ideas", 0, 3), Criterion("Style", 1, 4)]
+
+
+def test_heat_distribution_and_weakest() -> None:
+    rows = [
+        student_row("a", {}, CRITERIA, {"Ideas": 3, "Style": 2}, False, ""),
+        student_row("b", {}, CRITERIA, {"Ideas": 0, "Style": 4}, False, ""),
+        student_row("c", {}, CRITERIA, {"Ideas": None, "Style": 1}, False, ""),
+        student_row("d", {}, CRITERIA, {"Ideas": 2, "Style": 3}, False, ""),  # the same place on both scales
+    ]
+    found = overview(rows, CRITERIA)
+    assert found.heat[0] == {"Ideas": 4, "Style": 1} and found.heat[2]["Ideas"] is None
+    assert found.distribution["Ideas"] == {0: 1, 1: 0, 2: 1, 3: 1} and found.missing == {"Ideas": 1, "Style": 0}
+    assert found.weakest == ["Style", "Ideas", None, None]
+
+
+def test_the_overview_page_applies_overrides(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path)) as client:
+        body = {"rubric": RUBRIC, "essays": essays_json(3), "protocols": ["MAD"], "backend": FAKE}
+        run_id = client.post("/api/runs", json=body).json()["id"]
+        assert wait_status(client, run_id)["status"] == "finished"
+        before = client.get(f"/runs/{run_id}/overview", headers=HTML).text
+        row = re.search(r'<tr data-criterion="Style">(.*?)</tr>', before, re.S)
+        assert row is not None and '<b>1</b>: <span class="count">0</span>' in row.group(1)
+        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', before)
+        assert token is not None
+        fields = {"csrf_token": token.group(1), "trait": "Style", "protocol": "MAD", "action": "override", "score": "1"}
+        client.post(f"/runs/{run_id}/essays/e2/review", data=fields, headers=HTML)
+        after = client.get(f"/runs/{run_id}/overview", headers=HTML).text
+        row = re.search(r'<tr data-criterion="Style">(.*?)</tr>', after, re.S)
+        assert row is not None and '<b>1</b>: <span class="count">1</span>' in row.group(1)
+        e2 = re.search(r'<tr data-essay="e2">(.*?)</tr>', after, re.S)
+        assert e2 is not None and '<td class="heat heat-0">1</td>' in e2.group(1)
+        assert '<td class="weakest">Style</td>' in e2.group(1)
