@@ -18,6 +18,7 @@ or an explicit in-memory ``pool``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -54,6 +55,7 @@ from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName, stored_embedder
 from madrag.rubric import Rubric, load_rubric
+from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, prompt_identity
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
@@ -217,23 +219,23 @@ def job_config(
     essays carry a source text (whose template is then recorded)."""
     names = prompt_names(protocols, with_source)
     return {
+        VERSION_KEY: CONFIG_VERSION,
         **source_config(job),
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
         "provider": spec_identity(job.provider) if backend is None else {"instance": backend.describe()},
-        # only when set, so runs made before role backends existed still resume
-        **(
-            {"role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()}}
-            if job.role_providers
-            else {}
-        ),
+        "role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()},
         "settings": job.settings.model_dump(mode="json"),
-        # not for the windows embedder, the default of runs made before the paper's: so those runs still resume
-        **({"embedder": job.embedder} if job.embedder != "minilm-windows" else {}),
-        "prompts": prompts.names_used(names),
-        "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
+        "embedder": job.embedder,
+        **prompt_identity(names, [prompts.text(n) for n in names], [prompts.source(n) for n in names]),
     }
+
+
+def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What of a stored configuration must match the job's for its run to resume (older configurations read as
+    the latest version, with the job's settings class: :func:`madrag.run_config.identity`)."""
+    return functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
 
 
 def resumed_job(job: ScoreJob, store: RunStore) -> ScoreJob:
@@ -348,7 +350,7 @@ def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: C
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
     with_source = any(e.source for e in essays)
-    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source))
+    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source), run_identity(job))
     record_inputs(job)
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     store.set_meta("run_id", run_id)
