@@ -36,7 +36,8 @@ class GreetingSettings(ScoringSettings):
     """The one edit that adds a setting: a field (type, default, description) on the settings model."""
 
     greeting: Literal["none", "hello"] = Field(default="none", description="Greet the essay's writer first.")
-    politeness: int = Field(default=0, ge=0, description="How polite.", json_schema_extra={"before": 0})
+    # a default that changes what runs did: the value that reproduces a run made before the field existed
+    politeness: int = Field(default=1, ge=0, description="How polite.", json_schema_extra={"before": 0})
 
 
 def _options(command: Any) -> dict[str, inspect.Parameter]:
@@ -99,14 +100,14 @@ def test_a_new_setting_is_an_option_of_score_and_in_the_run_config(tmp_path: Pat
         config = store.get_meta("config")
     finally:
         store.close()
-    assert config["settings"]["greeting"] == "hello" and config["settings"]["politeness"] == 0
+    assert config["settings"]["greeting"] == "hello" and config["settings"]["politeness"] == 1
     refused = runner.invoke(_typer(command), [*args, "--greeting", "hi"])
     assert refused.exit_code != 0 and "--greeting must be one of none, hello; got 'hi'" in str(refused.exception)
 
 
 def test_a_run_made_before_a_setting_existed_reads_it_as_its_old_behaviour(tmp_path: Path, asap: Path) -> None:
     """A run made with the settings model before the new fields existed resumes under the model with them at the
-    value that reproduces it (the default, or the field's ``before``), and only at that value."""
+    values that reproduce it (the default, or the field's ``before``), and only at those values."""
     base = {
         "data": asap / "training_set_rel3_sets7_8.tsv",
         "rubric": asap / "rubric_set7.json",
@@ -118,11 +119,17 @@ def test_a_run_made_before_a_setting_existed_reads_it_as_its_old_behaviour(tmp_p
     }
     first = run_job(ScoreJob.model_validate(base), progress=False)
     assert not first.resumed
-    assert stored_settings({}, GreetingSettings)["greeting"] == "none"
-    again = run_job(ScoreJob.model_validate({**base, "settings": GreetingSettings()}), progress=False)
+    filled = stored_settings({}, GreetingSettings)
+    assert filled["greeting"] == "none" and filled["politeness"] == 0
+    as_before = GreetingSettings(politeness=0)
+    again = run_job(ScoreJob.model_validate({**base, "settings": as_before}), progress=False)
     assert again.resumed and again.stats.made == 0
-    with pytest.raises(ConfigError, match=r"settings\.greeting"):
-        run_job(ScoreJob.model_validate({**base, "settings": GreetingSettings(greeting="hello")}), progress=False)
+    for other, name in (
+        (GreetingSettings(politeness=0, greeting="hello"), "greeting"),
+        (GreetingSettings(), "politeness"),
+    ):
+        with pytest.raises(ConfigError, match=rf"different settings \(settings\.{name}\)"):
+            run_job(ScoreJob.model_validate({**base, "settings": other}), progress=False)
 
 
 def test_with_groups_names_a_missing_group() -> None:

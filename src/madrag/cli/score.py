@@ -1,6 +1,8 @@
 """``madrag score`` and the commands that share its options: ``ablate`` and ``ablate-consensus`` (other default
 protocols), ``score --dry-run`` (a sample plus a cost estimate of the whole run) and ``demo`` (real ASAP essays
-on the embedded model). The commands are plain functions registered by :mod:`madrag.cli.app`.
+on the embedded model). The commands are plain functions registered by :mod:`madrag.cli.app`; the scoring
+commands are one function with three default protocol lists (:func:`score_command`), whose options are the
+groups of :mod:`madrag.cli.score_options`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from madrag.data.shipped import find_asap_dir
 from madrag.evaluation.run import open_store
 from madrag.pipeline.job import ScoreJob
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
-from madrag.rubric import load_rubric
 from madrag.settings import ScoringSettings
 
 
@@ -150,11 +151,11 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     from madrag.evaluation.costs.estimate import estimate_run
     from madrag.evaluation.costs.prices import load_prices
     from madrag.evaluation.costs.render import render_text
-    from madrag.pipeline.job import select_essays
+    from madrag.pipeline.job import job_rubric, select_essays
 
     at_least_one("--sample", sample)
     table = load_prices(prices) if prices is not None else None
-    rubric = load_rubric(job.rubric)
+    rubric = job_rubric(job)
     planned, _ = select_essays(job, rubric)
     sample_dir = job.run_dir / "dry-run"
     done = _run_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))

@@ -60,7 +60,12 @@ from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
 if TYPE_CHECKING:
+    from madrag.retrieval.bank import ExemplarBank
     from madrag.retrieval.embedder import Embedder
+    from madrag.retrieval.folds import FoldBanks
+
+    Bank = ExemplarBank | FoldBanks
+    """A job's exemplar bank: one bank, or one per fold (``--fold each``)."""
 
 
 def default_cache_dir() -> Path:
@@ -71,7 +76,8 @@ def default_cache_dir() -> Path:
 class ScoreJob(BaseModel):
     """Everything that defines one scoring run (recorded in its store, checked when it is resumed).
 
-    Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given. With ``pool`` the
+    Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given; the ``rubric`` is a file or
+    a :class:`Rubric` (in memory: the run directory keeps it in ``inputs/rubric.json``). With ``pool`` the
     retrieval pool is those essays and every selected essay is scored (no fold split); without it,
     ``eval_fold`` is scored and the other folds are the pool (``None``: every essay is scored, every essay is
     in the pool, the essay being scored never retrieved; ``"each"``: every essay is scored, each fold with the
@@ -83,7 +89,7 @@ class ScoreJob(BaseModel):
     data: Path | None = None
     essays: list[Essay] | None = Field(default=None, repr=False)
     pool: list[Essay] | None = Field(default=None, repr=False)
-    rubric: Path
+    rubric: Path | Rubric
     run_dir: Path
     data_format: str = "auto"
     eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
@@ -126,6 +132,11 @@ class JobResult:
     stats: CallStats
     elapsed_s: float
     bank_info: dict[str, Any]
+
+
+def job_rubric(job: ScoreJob) -> Rubric:
+    """The job's rubric: the one it holds, or its file loaded."""
+    return job.rubric if isinstance(job.rubric, Rubric) else load_rubric(job.rubric)
 
 
 def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
@@ -252,8 +263,12 @@ def resumed_job(job: ScoreJob, store: RunStore) -> ScoreJob:
 
 
 def record_inputs(job: ScoreJob) -> None:
-    """Keep in-memory essays (and an explicit pool) in ``<run_dir>/inputs/`` (see the module docstring)."""
+    """Keep in-memory essays (and an explicit pool) in ``<run_dir>/inputs/`` (see the module docstring), and an
+    in-memory rubric as ``inputs/rubric.json``."""
     folder = job.run_dir / "inputs"
+    if isinstance(job.rubric, Rubric) and not (folder / "rubric.json").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "rubric.json").write_text(job.rubric.model_dump_json(indent=2) + "\n", encoding="utf-8")
     for name, essays in (("essays.jsonl", job.essays), ("pool.jsonl", job.pool)):
         target = folder / name
         if essays is not None and not target.is_file():
@@ -276,7 +291,7 @@ def build_bank(
     rubric: Rubric,
     embedder: Embedder | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> Any:
+) -> Bank:
     """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
     otherwise, through the cache folder's vector store, so each text is embedded once, ever), built
     (``on_progress(done, total)``) or reused from the job's cache directory. Under
@@ -343,7 +358,7 @@ class _Prepared:
 
 def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: Callable[[str], None]) -> _Prepared:
     """Load rubric, protocols, prompts and essays; bind (or check) the run's configuration; record inputs."""
-    rubric = load_rubric(job.rubric)
+    rubric = job_rubric(job)
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
@@ -364,17 +379,19 @@ def _prepare_bank(
     stage: Callable[[str], None],
     embedder: Embedder | None,
     on_progress: Callable[[int, int], None] | None,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Bank | None, dict[str, Any]]:
     """The exemplar bank when a protocol retrieves (else None), and what the store records about it (fingerprint,
     size, embedder)."""
+    from madrag.retrieval.bank import ExemplarBank
+
     if not any(p.uses_bank for p in run.protocols):
         return None, {}
     stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
     bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
-    if job.eval_fold == EACH:
-        info = bank.info()  # per fold: fingerprint, size, built now
-    else:
+    if isinstance(bank, ExemplarBank):
         info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    else:
+        info = bank.info()  # per fold: fingerprint, size, built now
     info["embedder"] = bank.embedder.name
     run.store.set_meta("bank", info)
     return bank, info
