@@ -29,7 +29,6 @@ EXCEPTIONS: dict[str, str] = {
     "madrag.api.scoring:ascore": "being refactored (api/scoring.py, with the settings generation); its 19 "
     "parameters are the public API's keyword options, as a CLI command's are its options",
     "madrag.cli.options:provider_spec": "being refactored (cli/: option groups generated from the settings model)",
-    "madrag.cli.score:score": "being refactored (cli/: option groups generated from the settings model)",
     "madrag.cli.serve:serve_command": "being refactored (cli/: option groups generated from the settings model)",
     "madrag.cli.evaluate:eval_command": "being refactored (cli/: option groups generated from the settings model)",
     "madrag.protocols.derived:store_derived": "being refactored (protocols/: the protocol registry)",

@@ -234,4 +234,9 @@ def test_the_embedder_is_part_of_the_run_configuration(tmp_path: Path) -> None:
     hashing = job_config(job.model_copy(update={"embedder": "hashing"}), rubric, protocols, PromptLibrary())
     windows = job_config(job.model_copy(update={"embedder": "minilm-windows"}), rubric, protocols, PromptLibrary())
     assert default["embedder"] == "minilm" and hashing["embedder"] == "hashing"
-    assert "embedder" not in windows  # as runs made before the paper's embedder became the default stored it
+    assert windows["embedder"] == "minilm-windows"  # recorded since run configurations carry a version
+    # a version-1 configuration left the windows embedder out (it was the default): it reads as windows
+    from madrag.run_config import VERSION_KEY, identity
+
+    version_1 = {k: v for k, v in windows.items() if k not in ("embedder", VERSION_KEY)}
+    assert identity(version_1)["embedder"] == "minilm-windows"

@@ -173,7 +173,7 @@ async def test_a_run_made_under_the_old_default_keeps_it_and_never_resumes_into_
     before = {r.key: r.messages for r in store.records()}
     assert all("Anonymization" not in m.content for messages in before.values() for m in messages)
     store.close()
-    with pytest.raises(ConfigError, match=r"different settings \(settings\)"):
+    with pytest.raises(ConfigError, match=r"different settings \(settings\.placeholders\)"):
         await execute(_job(tmp_path, ScoringSettings()))
     again = await execute(old)
     assert again.resumed and again.stats.made == 0

@@ -19,11 +19,12 @@ from tests.helpers import BagOfWordsEmbedder, make_ctx
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
+from madrag.cli.groups import implied_values
 from madrag.data import Essay
 from madrag.distributed.bank import ShippedBanks, ShippedEmbedder, snapshot, text_key
 from madrag.distributed.dispatch import Dispatcher
 from madrag.distributed.driver import ordered, worker_spec
-from madrag.distributed.options import RayOptions, optional_value, ray_options, ray_summary
+from madrag.distributed.options import RayOptions, ray_options, ray_summary
 from madrag.distributed.shard import Shard, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup, prompt_library
 from madrag.errors import ProviderError
@@ -60,8 +61,9 @@ ESSAYS = [essay(i) for i in range(6)]
 
 def test_ray_without_a_value_means_a_local_instance() -> None:
     argv = ["score", "--ray", "--limit", "3", "--ray"]
-    assert optional_value(argv, "--ray", "local") == ["score", "--ray", "local", "--limit", "3", "--ray", "local"]
-    assert optional_value(["--ray", "10.0.0.1:6379"], "--ray", "local") == ["--ray", "10.0.0.1:6379"]
+    implied = {"--ray": "local"}
+    assert implied_values(argv, implied) == ["score", "--ray", "local", "--limit", "3", "--ray", "local"]
+    assert implied_values(["--ray", "10.0.0.1:6379"], implied) == ["--ray", "10.0.0.1:6379"]
     assert ray_options(None) is None
     assert ray_options("local", 3) == RayOptions(address=None, workers=3)
     assert ray_options("10.0.0.1:6379") == RayOptions(address="10.0.0.1:6379")

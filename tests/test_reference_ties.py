@@ -22,7 +22,7 @@ from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.bank import pool_fingerprint
 from madrag.rubric import Rubric, Trait
-from madrag.settings import ScoringSettings
+from madrag.settings import ScoringSettings, stored_settings
 
 TRAIT = Trait(name="A", min=1, max=4, levels={s: f"A {s}" for s in range(1, 5)})
 
@@ -71,9 +71,11 @@ def test_shipped_asap_has_the_published_share_of_half_point_means() -> None:
     assert share[8] == pytest.approx(0.32, abs=0.01)  # measured 1368 / 4338 = 31.5%
 
 
-def test_the_setting_is_recorded_only_when_not_the_default() -> None:
+def test_the_setting_is_recorded_and_a_run_without_it_reads_as_half_up() -> None:
     assert ScoringSettings().reference_ties == "half_up"
-    assert "reference_ties" not in ScoringSettings().model_dump(mode="json")  # old runs still resume
+    # a run recorded without it (made before it existed, or by a release that left the default out) reads as
+    # half_up, so it still resumes (madrag.run_config)
+    assert stored_settings({})["reference_ties"] == "half_up"
     chosen = ScoringSettings(reference_ties="half_even").model_dump(mode="json")
     assert chosen["reference_ties"] == "half_even"
     assert ScoringSettings.model_validate(chosen).reference_ties == "half_even"

@@ -30,7 +30,7 @@ import csv
 import json
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.records import AgentRecord
+from madrag.run_config import changed_templates, differences
 from madrag.store_schema import migrate, open_read_only
 
 _INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
@@ -53,6 +54,11 @@ def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connectio
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     return conn
+
+
+def _as_json(value: dict[str, Any]) -> Any:
+    """``value`` as it reads back from the store (JSON, keys sorted; what JSON cannot hold as its ``str``)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 def record_row(record: AgentRecord) -> Row:
@@ -261,17 +267,23 @@ class RunStore:
         blob = json.dumps(value, sort_keys=True, default=str)
         self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, blob))
 
-    def bind_config(self, config: dict[str, Any]) -> bool:
-        """Store the run's configuration, or check it matches the stored one. True when resuming."""
+    def bind_config(self, config: dict[str, Any], identity: Callable[[dict[str, Any]], Any] | None = None) -> bool:
+        """Store the run's configuration, or check it matches the stored one. True when resuming; the stored
+        configuration is kept as it was written. ``identity``: what of a configuration must match (a scoring
+        run's: :func:`madrag.run_config.identity`, which reads an older configuration as the latest version);
+        default: all of it, as JSON."""
         stored = self.get_meta("config")
         if stored is None:
             self.set_meta("config", config)
             return False
-        current = json.loads(json.dumps(config, sort_keys=True, default=str))
-        if stored != current:
-            diff = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+        read = identity or _as_json
+        old, new = read(stored), read(config)
+        if old != new:
+            diff = differences(old, new)
+            changed = changed_templates(stored, config) if "prompt_texts_sha256" in diff else []
+            texts = f"; prompt templates changed since: {', '.join(changed)}" if changed else ""
             raise ConfigError(
-                f"run at {self.path.parent} was made with different settings ({', '.join(diff)}); "
+                f"run at {self.path.parent} was made with different settings ({', '.join(diff)}){texts}; "
                 "use another --run-dir to start a new run"
             )
         return True

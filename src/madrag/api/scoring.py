@@ -2,8 +2,8 @@
 
 Both build a :class:`~madrag.pipeline.job.ScoreJob` and run it through the same
 :func:`~madrag.pipeline.job.execute` as ``madrag score``: the run directory, its store, resuming and the
-stored configuration are exactly the CLI's. In-memory essays stay in the job (the run keeps a copy in
-``<run_dir>/inputs/``); a rubric given as a dict or :class:`Rubric` is written to ``<run_dir>/inputs/rubric.json``.
+stored configuration are exactly the CLI's. In-memory essays and a rubric given as a dict or :class:`Rubric` stay
+in the job (the run keeps a copy in ``<run_dir>/inputs/``: ``essays.jsonl``, ``rubric.json``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH
 from madrag.distributed.options import RayOptions
-from madrag.errors import ConfigError, InputError
+from madrag.errors import InputError
 from madrag.pipeline.hooks import RunHooks
-from madrag.pipeline.job import ScoreJob, default_cache_dir, execute
+from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, job_rubric
 from madrag.providers import ProviderSpec
 from madrag.providers.base import Provider
 from madrag.retrieval.embedder import Embedder
@@ -47,20 +47,6 @@ TINY_MODEL_NOTE = (
     "valid scores. For real scoring use an OpenAI-compatible server (CLI: --provider openai; Python: "
     "provider='openai:MODEL@URL') or a bigger GGUF model (--model-path; 'llamacpp:/path/to/model.gguf')."
 )
-
-
-def _rubric_file(rubric: RubricLike, loaded: Rubric, run_dir: Path) -> Path:
-    """The rubric's file for the job: the path given, or ``<run_dir>/inputs/rubric.json`` written from an
-    in-memory rubric (a run directory made with another rubric is refused before anything is overwritten)."""
-    if isinstance(rubric, str | Path):
-        return Path(rubric)
-    target = run_dir / "inputs" / "rubric.json"
-    text = loaded.model_dump_json(indent=2) + "\n"
-    if target.is_file() and target.read_text(encoding="utf-8") != text:
-        raise ConfigError(f"run at {run_dir} was made with a different rubric; use another run_dir to start a new run")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-    return target
 
 
 def _eval_fold(fold: Fold, essays: list[Essay], pool_given: bool) -> int | str | None:
@@ -138,7 +124,7 @@ async def ascore(
         data=data,
         essays=None if data is not None else loaded,
         pool=exemplars,
-        rubric=_rubric_file(rubric, the_rubric, folder),
+        rubric=Path(rubric) if isinstance(rubric, str | Path) else the_rubric,
         run_dir=folder,
         eval_fold=eval_fold,
         limit=limit,
@@ -174,7 +160,8 @@ async def arun_job(
     :class:`~madrag.pipeline.hooks.RunHooks` to tell of the run (then without a bar)."""
     bar = progress if isinstance(progress, ScoreProgress) else ScoreProgress(enabled=progress is True)
     hooks = progress if isinstance(progress, RunHooks) else bar
-    bar.per_essay = len(job.protocols) * len(to_rubric(job.rubric).traits)
+    rubric = job_rubric(job)
+    bar.per_essay = len(job.protocols) * len(rubric.traits)
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")
@@ -186,7 +173,7 @@ async def arun_job(
         temporary=temporary,
         run_id=done.run_id,
         resumed=done.resumed,
-        rubric=to_rubric(job.rubric),
+        rubric=rubric,
         protocols=list(job.protocols),
         essays=done.essays,
         trait_scores=done.scores,

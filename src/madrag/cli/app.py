@@ -23,8 +23,8 @@ from madrag.cli.data import data_app
 from madrag.cli.evaluate import errors_command, eval_command, report_command
 from madrag.cli.runs import runs_app
 from madrag.cli.score import ablate, ablate_consensus, demo, score
+from madrag.cli.score_options import ScoreCommand
 from madrag.cli.serve import serve_command
-from madrag.distributed.options import LOCAL, optional_value
 from madrag.errors import MadragError
 
 app = typer.Typer(
@@ -35,9 +35,9 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(runs_app, name="runs")
-app.command()(score)
-app.command("ablate")(ablate)
-app.command("ablate-consensus")(ablate_consensus)
+app.command(cls=ScoreCommand)(score)
+app.command("ablate", cls=ScoreCommand)(ablate)
+app.command("ablate-consensus", cls=ScoreCommand)(ablate_consensus)
 app.command("baseline")(baseline_command)
 app.command("eval")(eval_command)
 app.command("errors")(errors_command)
@@ -53,7 +53,6 @@ app.add_typer(cache_app, name="cache")
 
 def main() -> None:
     """Console entry point: a MadragError is one line on stderr and exit code 2."""
-    sys.argv[1:] = optional_value(sys.argv[1:], "--ray", LOCAL)  # --ray [ADDRESS]
     try:
         app()
     except MadragError as exc:

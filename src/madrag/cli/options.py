@@ -5,7 +5,8 @@ Shared by several commands: the provider flags and :func:`provider_spec` that tu
 of the commands that read a run (positional ``RUN_DIR`` or ``--run-dir``) with :func:`run_folder` /
 :func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
 :func:`comma_list`. The aliases of ``score`` and ``confidence meta-eval`` live here too, so that each command's
-signature reads as one line per option. Whether a folder holds a run is decided by
+signature reads as one line per option (the scoring settings' options are generated from the settings model:
+:mod:`madrag.cli.groups`, :mod:`madrag.cli.score_options`). Whether a folder holds a run is decided by
 :func:`madrag.evaluation.run.open_store` alone.
 """
 
@@ -208,70 +209,6 @@ RayWorkersOpt = Annotated[int | None, typer.Option(help="Ray workers (default: o
 SlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")]
 EssayConcurrencyOpt = Annotated[
     int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")
-]
-DebaterMaxTokensOpt = Annotated[
-    int, typer.Option(help="Token limit of Advocate/Skeptic messages (a cut answer is recorded as truncated).")
-]
-JudgeMaxTokensOpt = Annotated[
-    int, typer.Option(help="Token limit of the Judge's answer (a cut answer is recorded as truncated).")
-]
-SamplingSeedOpt = Annotated[int, typer.Option(help="Sampling seed.")]
-PlaceholdersOpt = Annotated[
-    str,
-    typer.Option(
-        help="ASAP placeholders (@CAPS1...): note (default, the papers' prompts: each role's system prompt ends "
-        "with an anonymization note saying what they are and to ignore them), mask (shown as neutral words like "
-        "[name], which the note explains) or none (no note)."
-    ),
-]
-ReferenceTiesScoreOpt = Annotated[
-    str,
-    typer.Option(
-        help="How a reference label rounds a raters' mean halfway between two scores (2.5), for the exemplars' "
-        "labels and the run's evaluation: half_up (default; seed 000 B.5 gives no tie rule), half_even or half_down."
-    ),
-]
-EvidenceCheckOpt = Annotated[
-    str,
-    typer.Option(
-        help="Quotes in debater and Judge answers checked against the essay: record (counts per call, no extra "
-        "call; default), feedback (also tells the Judge which debate quotes are not in the essay) or off."
-    ),
-]
-ScoreMethodOpt = Annotated[str, typer.Option(help="auto, constrained or text (see docs).")]
-ReportOpt = Annotated[str, typer.Option(help="Reported judge score: parsed, argmax or expected.")]
-ScoreFollowupOpt = Annotated[
-    bool,
-    typer.Option(
-        "--score-followup/--no-score-followup",
-        help="Text reading: ask once more when a Judge's score cannot be read (default: missing, seed 000 A.5).",
-    ),
-]
-ExemplarMaxWordsOpt = Annotated[int | None, typer.Option(help="Shorten exemplars in prompts.")]
-JudgesPerTraitOpt = Annotated[int, typer.Option(help="MA: independent judges averaged per trait.")]
-MinUsableJudgesOpt = Annotated[
-    int | None,
-    typer.Option(help="MA with several judges: usable judges a trait needs to be scored (default: all of them)."),
-]
-PromptLayoutOpt = Annotated[
-    str,
-    typer.Option(
-        help="seed (the papers' layout: the role's instructions are the system message; default) or "
-        "shared_prefix (essay first, one system message for every role: a cost option for prefix caching)."
-    ),
-]
-VerifyClaimsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--verify-claims/--no-verify-claims",
-        help="Tell the Judge to check each claim against the essay text (seed 000 E.3's future work; off).",
-    ),
-]
-SaragExemplarsOpt = Annotated[
-    str,
-    typer.Option(
-        help="SARAG's exemplars: span (one per score level, seed 000; default) or similar (the k most similar)."
-    ),
 ]
 PromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")]
 CacheDirOpt = Annotated[

@@ -1,12 +1,12 @@
 """``madrag score`` and the commands that share its options: ``ablate`` and ``ablate-consensus`` (other default
 protocols), ``score --dry-run`` (a sample plus a cost estimate of the whole run) and ``demo`` (real ASAP essays
-on the embedded model). The commands are plain functions registered by :mod:`madrag.cli.app`.
+on the embedded model). The commands are plain functions registered by :mod:`madrag.cli.app`; the scoring
+commands are one function with three default protocol lists (:func:`score_command`), whose options are the
+groups of :mod:`madrag.cli.score_options`.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -14,253 +14,69 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from madrag.api.executors import ray_executor
 from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.api.scoring import run_job
-from madrag.cli.options import (
-    ApiKeyEnvOpt,
-    BaseUrlOpt,
-    CacheDirOpt,
-    ConcurrencyOpt,
-    DataFormatOpt,
-    DataOpt,
-    DebaterMaxTokensOpt,
-    DryRunOpt,
-    DryRunPricesOpt,
-    EmbedderOpt,
-    EssayConcurrencyOpt,
-    EvidenceCheckOpt,
-    ExemplarMaxWordsOpt,
-    FailFastOpt,
-    FakeLatencyOpt,
-    FoldOpt,
-    IdsOpt,
-    JudgeMaxTokensOpt,
-    JudgesPerTraitOpt,
-    LimitOpt,
-    LogprobsOpt,
-    MaxFailuresOpt,
-    MinUsableJudgesOpt,
-    ModelOpt,
-    ModelPathOpt,
-    NoCacheOpt,
-    PlaceholdersOpt,
-    PromptLayoutOpt,
-    PromptsDirOpt,
-    ProtocolOpt,
-    ProviderOpt,
-    RayOpt,
-    RayWorkersOpt,
-    ReferenceTiesScoreOpt,
-    ReportOpt,
-    RetriesOpt,
-    RoleProviderOpt,
-    RubricOpt,
-    SampleOpt,
-    SamplingParamsOpt,
-    SamplingSeedOpt,
-    SaragExemplarsOpt,
-    ScoreFollowupOpt,
-    ScoreMethodOpt,
-    ScoreRunDirOpt,
-    SlotsOpt,
-    TimeoutOpt,
-    TokenParamOpt,
-    VerifyClaimsOpt,
-    at_least_one,
-    choice,
-    comma_list,
-    failure_budget,
-    provider_spec,
-)
+from madrag.cli.groups import OptionGroup, with_groups
+from madrag.cli.options import DryRunOpt, DryRunPricesOpt, ProtocolOpt, SampleOpt, at_least_one
 from madrag.cli.output import console, err
+from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
 from madrag.data.shipped import find_asap_dir
-from madrag.data.splits import EACH
-from madrag.errors import InputError
 from madrag.evaluation.run import open_store
-from madrag.metrics import TIE_RULES
-from madrag.pipeline.job import ScoreJob, default_cache_dir
+from madrag.pipeline.job import ScoreJob
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
-from madrag.providers.spec import parse_role_provider
-from madrag.retrieval.embedder import EMBEDDERS
-from madrag.rubric import load_rubric
-from madrag.settings import (
-    EvidenceCheck,
-    Placeholders,
-    PromptLayout,
-    ReportFrom,
-    SaragExemplars,
-    ScoreMethod,
-    ScoringSettings,
-)
-
-DEFAULT_CACHE = default_cache_dir()  # the default of --cache-dir
-# the values --placeholders, --evidence-check, --score-method, --report and --prompt-layout accept, in the order
-# errors list them
-PLACEHOLDERS: tuple[Placeholders, ...] = ("note", "mask", "none")
-EVIDENCE_CHECKS: tuple[EvidenceCheck, ...] = ("record", "feedback", "off")
-SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
-REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
-PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("seed", "shared_prefix")
-SARAG_EXEMPLARS: tuple[SaragExemplars, ...] = ("span", "similar")
+from madrag.settings import ScoringSettings
 
 
-def _parse_fold(value: str) -> int | str | None:
-    """``--fold``: a fold number, ``None`` for 'all', or ``"each"`` (cross-fold scoring)."""
-    if value.lower() == "all":
-        return None
-    if value.lower() == EACH:
-        return EACH
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise InputError(f"--fold must be an integer, 'each' or 'all', got {value!r}") from exc
+def score_command(
+    name: str, protocols: list[str], doc: str, settings_group: OptionGroup[ScoringSettings] = SETTINGS
+) -> Callable[..., None]:
+    """A scoring command: the option groups of :mod:`madrag.cli.score_options` (``settings_group``: the options
+    of the scoring settings, generated from their model), ``--protocol`` (default ``protocols``) and
+    ``--dry-run``; ``score``, ``ablate`` and ``ablate-consensus`` differ only in that default."""
+
+    def command(
+        *,
+        source: JobFields,
+        protocol: ProtocolOpt = protocols,
+        backend: JobFields,
+        settings: ScoringSettings,
+        run: JobFields,
+        dry_run: DryRunOpt = False,
+        sample: SampleOpt = 2,
+        prices: DryRunPricesOpt = None,
+    ) -> None:
+        job = ScoreJob(protocols=protocol, settings=settings, **source, **backend, **run)
+        if dry_run:
+            _dry_run(job, sample, prices)
+        else:
+            _exit_on_failed_calls(_run_job(job))
+
+    command.__name__ = command.__qualname__ = name
+    command.__doc__ = doc
+    return with_groups(SOURCE, BACKEND, settings_group, RUN)(command)
 
 
-_DEFAULTS = ScoringSettings()
-"""The scoring settings' defaults, shown as the CLI's."""
-
-
-def score(
-    data: DataOpt,
-    rubric: RubricOpt,
-    run_dir: ScoreRunDirOpt = Path("runs/latest"),
-    data_format: DataFormatOpt = "auto",
-    fold: FoldOpt = "0",
-    limit: LimitOpt = None,
-    ids: IdsOpt = None,
-    protocol: ProtocolOpt = ["MADRAG"],  # noqa: B006
-    provider: ProviderOpt = "llamacpp",
-    model: ModelOpt = None,
-    model_path: ModelPathOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
-    logprobs: LogprobsOpt = True,
-    token_param: TokenParamOpt = "auto",
-    sampling_params: SamplingParamsOpt = "auto",
-    role_provider: RoleProviderOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    slots: SlotsOpt = 2,
-    essay_concurrency: EssayConcurrencyOpt = None,
-    timeout: TimeoutOpt = 300.0,
-    retries: RetriesOpt = 4,
-    max_failures: MaxFailuresOpt = None,
-    fail_fast: FailFastOpt = False,
-    debater_max_tokens: DebaterMaxTokensOpt = _DEFAULTS.debater_max_tokens,
-    judge_max_tokens: JudgeMaxTokensOpt = _DEFAULTS.judge_max_tokens,
-    seed: SamplingSeedOpt = 1234,
-    placeholders: PlaceholdersOpt = "note",
-    reference_ties: ReferenceTiesScoreOpt = "half_up",
-    evidence_check: EvidenceCheckOpt = "record",
-    score_method: ScoreMethodOpt = "auto",
-    report: ReportOpt = "parsed",
-    score_followup: ScoreFollowupOpt = False,
-    exemplar_max_words: ExemplarMaxWordsOpt = None,
-    judges_per_trait: JudgesPerTraitOpt = 1,
-    min_usable_judges: MinUsableJudgesOpt = None,
-    prompt_layout: PromptLayoutOpt = "seed",
-    verify_claims: VerifyClaimsOpt = False,
-    sarag_exemplars: SaragExemplarsOpt = "span",
-    prompts_dir: PromptsDirOpt = None,
-    cache_dir: CacheDirOpt = DEFAULT_CACHE,
-    no_cache: NoCacheOpt = False,
-    embedder: EmbedderOpt = "minilm",
-    fake_latency: FakeLatencyOpt = 0.0,
-    dry_run: DryRunOpt = False,
-    sample: SampleOpt = 2,
-    prices: DryRunPricesOpt = None,
-    ray: RayOpt = None,
-    ray_workers: RayWorkersOpt = None,
-) -> None:
+score = score_command(
+    "score",
+    ["MADRAG"],
     """Score essays trait by trait and store one record per agent call in RUN_DIR.
 
     Exit code 0: every call answered. 2: an error, or --max-failures reached.
 
     Exit code 3: calls failed after their retries (their essay-traits unscored; run the command again to retry).
-    """
-    spec = provider_spec(
-        provider=provider,
-        model=model,
-        model_path=model_path,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        timeout=timeout,
-        retries=retries,
-        slots=slots,
-        logprobs=logprobs,
-        fake_latency=fake_latency,
-        token_param=token_param,
-        sampling_params=sampling_params,
-    )
-    job = ScoreJob(
-        data=data,
-        rubric=rubric,
-        run_dir=run_dir,
-        data_format=data_format,
-        eval_fold=_parse_fold(fold),
-        limit=limit,
-        ids=comma_list(ids) if ids else None,
-        protocols=protocol,
-        provider=spec,
-        role_providers=dict(parse_role_provider(text, spec) for text in role_provider or []),
-        settings=ScoringSettings(
-            debater_max_tokens=debater_max_tokens,
-            judge_max_tokens=judge_max_tokens,
-            seed=seed,
-            placeholders=choice("--placeholders", placeholders, PLACEHOLDERS),
-            reference_ties=choice("--reference-ties", reference_ties, TIE_RULES),
-            evidence_check=choice("--evidence-check", evidence_check, EVIDENCE_CHECKS),
-            score_method=choice("--score-method", score_method, SCORE_METHODS),
-            report=choice("--report", report, REPORTS),
-            score_followup=score_followup,
-            exemplar_max_words=exemplar_max_words,
-            judges_per_trait=judges_per_trait,
-            min_usable_judges=min_usable_judges,
-            prompt_layout=choice("--prompt-layout", prompt_layout, PROMPT_LAYOUTS),
-            verify_claims=verify_claims,
-            sarag_exemplars=choice("--sarag-exemplars", sarag_exemplars, SARAG_EXEMPLARS),
-        ),
-        essay_concurrency=essay_concurrency,
-        prompts_dir=prompts_dir,
-        cache_dir=cache_dir,
-        response_cache=not no_cache,
-        embedder=choice("--embedder", embedder, EMBEDDERS),
-        executor=ray_executor(ray, ray_workers),
-        max_failures=failure_budget(max_failures, fail_fast),
-    )
-    if dry_run:
-        _dry_run(job, sample, prices)
-    else:
-        _exit_on_failed_calls(_run_job(job))
+    """,
+)
 
-
-def _with_default(fn: Callable[..., None], name: str, value: object, doc: str) -> Callable[..., None]:
-    """The same command under another name, with another default for one option."""
-    sig = inspect.signature(fn, eval_str=True)
-    params = [p.replace(default=value) if p.name == name else p for p in sig.parameters.values()]
-
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> None:
-        fn(*args, **kwargs)
-
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__doc__ = doc
-    return wrapper
-
-
-ablate = _with_default(
-    score,
-    "protocol",
+ablate = score_command(
+    "ablate",
     list(ABLATION),
     "Run several protocols on the same essays in one run (default: the six ablation protocols of seed 000, "
     "SA SARAG MA MAD MARAG MADRAG); debates are shared between MAD and MADRAG. Then: madrag eval RUN_DIR.",
 )
 
-ablate_consensus = _with_default(
-    score,
-    "protocol",
+ablate_consensus = score_command(
+    "ablate_consensus",
     list(CONSENSUS_ABLATION),
     "Seed 002's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, "
     "ScoreMaskedMAD (4 rounds; NAME\\[rounds=N] for others); round-0 calls are shared. Then: madrag "
@@ -335,11 +151,11 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     from madrag.evaluation.costs.estimate import estimate_run
     from madrag.evaluation.costs.prices import load_prices
     from madrag.evaluation.costs.render import render_text
-    from madrag.pipeline.job import select_essays
+    from madrag.pipeline.job import job_rubric, select_essays
 
     at_least_one("--sample", sample)
     table = load_prices(prices) if prices is not None else None
-    rubric = load_rubric(job.rubric)
+    rubric = job_rubric(job)
     planned, _ = select_essays(job, rubric)
     sample_dir = job.run_dir / "dry-run"
     done = _run_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))

@@ -54,17 +54,6 @@ def ray_options(address: str | None, workers: int | None = None) -> RayOptions |
     return RayOptions(address=None if address == LOCAL else address, workers=workers)
 
 
-def optional_value(argv: list[str], option: str, implied: str) -> list[str]:
-    """``argv`` with ``implied`` after each ``option`` that is given without a value (last, or followed by
-    another option), so ``--ray`` alone reads as ``--ray local`` while ``--ray HOST:PORT`` keeps its value."""
-    out: list[str] = []
-    for i, arg in enumerate(argv):
-        out.append(arg)
-        if arg == option and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
-            out.append(implied)
-    return out
-
-
 def ray_summary(info: object) -> str:
     """How ``madrag runs list`` shows where a run was scored, from the store's meta ``ray`` (None: locally)."""
     if not isinstance(info, dict):

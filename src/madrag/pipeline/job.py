@@ -18,6 +18,7 @@ or an explicit in-memory ``pool``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -52,11 +53,17 @@ from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.retrieval.embedder import EmbedderName, stored_embedder
 from madrag.rubric import Rubric, load_rubric
+from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, prompt_identity
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
 if TYPE_CHECKING:
+    from madrag.retrieval.bank import ExemplarBank
     from madrag.retrieval.embedder import Embedder
+    from madrag.retrieval.folds import FoldBanks
+
+    Bank = ExemplarBank | FoldBanks
+    """A job's exemplar bank: one bank, or one per fold (``--fold each``)."""
 
 
 def default_cache_dir() -> Path:
@@ -75,7 +82,8 @@ class Executor(Protocol):
 class ScoreJob(BaseModel):
     """Everything that defines one scoring run (recorded in its store, checked when it is resumed).
 
-    Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given. With ``pool`` the
+    Exactly one of ``data`` (a data file) and ``essays`` (in-memory essays) is given; the ``rubric`` is a file or
+    a :class:`Rubric` (in memory: the run directory keeps it in ``inputs/rubric.json``). With ``pool`` the
     retrieval pool is those essays and every selected essay is scored (no fold split); without it,
     ``eval_fold`` is scored and the other folds are the pool (``None``: every essay is scored, every essay is
     in the pool, the essay being scored never retrieved; ``"each"``: every essay is scored, each fold with the
@@ -87,7 +95,7 @@ class ScoreJob(BaseModel):
     data: Path | None = None
     essays: list[Essay] | None = Field(default=None, repr=False)
     pool: list[Essay] | None = Field(default=None, repr=False)
-    rubric: Path
+    rubric: Path | Rubric
     run_dir: Path
     data_format: str = "auto"
     eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
@@ -146,6 +154,11 @@ class ScoringRun:
     protocols: list[ScoringProtocol]
     hooks: RunHooks
     ready_backend: bool = False
+
+
+def job_rubric(job: ScoreJob) -> Rubric:
+    """The job's rubric: the one it holds, or its file loaded."""
+    return job.rubric if isinstance(job.rubric, Rubric) else load_rubric(job.rubric)
 
 
 def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
@@ -242,23 +255,23 @@ def job_config(
     essays carry a source text (whose template is then recorded)."""
     names = prompt_names(protocols, with_source)
     return {
+        VERSION_KEY: CONFIG_VERSION,
         **source_config(job),
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
         "provider": spec_identity(job.provider) if backend is None else {"instance": backend.describe()},
-        # only when set, so runs made before role backends existed still resume
-        **(
-            {"role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()}}
-            if job.role_providers
-            else {}
-        ),
+        "role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()},
         "settings": job.settings.model_dump(mode="json"),
-        # not for the windows embedder, the default of runs made before the paper's: so those runs still resume
-        **({"embedder": job.embedder} if job.embedder != "minilm-windows" else {}),
-        "prompts": prompts.names_used(names),
-        "prompt_texts_sha256": hashlib.sha256("\x00".join(prompts.text(n) for n in names).encode()).hexdigest()[:16],
+        "embedder": job.embedder,
+        **prompt_identity(names, [prompts.text(n) for n in names], [prompts.source(n) for n in names]),
     }
+
+
+def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What of a stored configuration must match the job's for its run to resume (older configurations read as
+    the latest version, with the job's settings class: :func:`madrag.run_config.identity`)."""
+    return functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
 
 
 def resumed_job(job: ScoreJob, store: RunStore) -> ScoreJob:
@@ -275,8 +288,12 @@ def resumed_job(job: ScoreJob, store: RunStore) -> ScoreJob:
 
 
 def record_inputs(job: ScoreJob) -> None:
-    """Keep in-memory essays (and an explicit pool) in ``<run_dir>/inputs/`` (see the module docstring)."""
+    """Keep in-memory essays (and an explicit pool) in ``<run_dir>/inputs/`` (see the module docstring), and an
+    in-memory rubric as ``inputs/rubric.json``."""
     folder = job.run_dir / "inputs"
+    if isinstance(job.rubric, Rubric) and not (folder / "rubric.json").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "rubric.json").write_text(job.rubric.model_dump_json(indent=2) + "\n", encoding="utf-8")
     for name, essays in (("essays.jsonl", job.essays), ("pool.jsonl", job.pool)):
         target = folder / name
         if essays is not None and not target.is_file():
@@ -299,7 +316,7 @@ def build_bank(
     rubric: Rubric,
     embedder: Embedder | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> Any:
+) -> Bank:
     """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
     otherwise, through the cache folder's vector store, so each text is embedded once, ever), built
     (``on_progress(done, total)``) or reused from the job's cache directory. Under
@@ -366,14 +383,14 @@ class _Prepared:
 
 def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: Callable[[str], None]) -> _Prepared:
     """Load rubric, protocols, prompts and essays; bind (or check) the run's configuration; record inputs."""
-    rubric = load_rubric(job.rubric)
+    rubric = job_rubric(job)
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
     with_source = any(e.source for e in essays)
-    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source))
+    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source), run_identity(job))
     record_inputs(job)
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     store.set_meta("run_id", run_id)
@@ -387,17 +404,19 @@ def _prepare_bank(
     stage: Callable[[str], None],
     embedder: Embedder | None,
     on_progress: Callable[[int, int], None] | None,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Bank | None, dict[str, Any]]:
     """The exemplar bank when a protocol retrieves (else None), and what the store records about it (fingerprint,
     size, embedder)."""
+    from madrag.retrieval.bank import ExemplarBank
+
     if not any(p.uses_bank for p in run.protocols):
         return None, {}
     stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
     bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
-    if job.eval_fold == EACH:
-        info = bank.info()  # per fold: fingerprint, size, built now
-    else:
+    if isinstance(bank, ExemplarBank):
         info = {"fingerprint": bank.fingerprint, "size": bank.size, "built_now": bank.built_now}
+    else:
+        info = bank.info()  # per fold: fingerprint, size, built now
     info["embedder"] = bank.embedder.name
     run.store.set_meta("bank", info)
     return bank, info

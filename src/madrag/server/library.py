@@ -7,8 +7,10 @@ as ``madrag score``, and is read back by the same ``evaluation.run`` reader.
 
 Inputs are kept in the run directory: ``inputs/rubric.json`` and ``inputs/essays.jsonl`` (one JSON object per
 essay in the layout the library's table loader reads: ``id, text, prompt, fold, rater<i>_<trait>``). A separate
-exemplar pool (the shipped ASAP essays) goes into the same file under fold 1 with ``pool-`` ids, the essays to
-score under fold 0, and the job scores fold 0.
+exemplar pool (the shipped ASAP essays, with ``pool-`` ids) is the job's explicit pool (``ScoreJob.pool``), kept in
+``inputs/pool.jsonl`` (one :class:`Essay` JSON per line, as the pipeline keeps an in-memory pool); every essay
+uploaded is scored. (Runs made before kept that pool in ``essays.jsonl`` under fold 1 and scored fold 0; they
+resume so.)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
 from madrag.evaluation.costs.render import estimate_to_dict
 from madrag.pipeline.hooks import RunHooks
-from madrag.pipeline.job import ScoreJob
+from madrag.pipeline.job import ScoreJob, essays_jsonl
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
@@ -250,13 +252,24 @@ def uses_retrieval(name: str) -> bool:
     return get_protocol(name).uses_bank
 
 
+POOL_FILE = "pool.jsonl"
+"""The explicit exemplar pool of a run, beside its essays in ``inputs/``."""
+
+
 @dataclass(frozen=True)
 class JobInputs:
-    """Where a run's inputs are and which fold it scores."""
+    """Where a run's inputs are and which fold it scores; ``pool``: its explicit exemplar pool's file (default:
+    ``pool.jsonl`` beside the essays when there is one)."""
 
     data: Path
     rubric: Path
     eval_fold: int | None
+    pool: Path | None = None
+
+    def pool_file(self) -> Path | None:
+        """The explicit pool's file, if the run has one."""
+        found = self.data.parent / POOL_FILE
+        return self.pool or (found if found.is_file() else None)
 
 
 def write_inputs(
@@ -271,10 +284,10 @@ def write_inputs(
     if pool_mode == "asap":
         if pool is None:
             raise InputError("the shipped ASAP pool is not available for this rubric")
-        scored = [e.model_copy(update={"fold": 0}) for e in essays]
-        pooled = [e.model_copy(update={"fold": 1, "id": POOL_PREFIX + e.id}) for e in pool]
-        write_essays(data, scored + pooled)
-        return JobInputs(data, rubric_path, 0)
+        pooled = [e.model_copy(update={"fold": None, "id": POOL_PREFIX + e.id}) for e in pool]
+        write_essays(data, essays)
+        (folder / POOL_FILE).write_text(essays_jsonl(pooled), encoding="utf-8")
+        return JobInputs(data, rubric_path, None, folder / POOL_FILE)
     write_essays(data, essays)
     return JobInputs(data, rubric_path, fold if pool_mode == "folds" else None)
 
@@ -318,6 +331,10 @@ def make_job(
 ) -> ScoreJob:
     """The library's scoring job for a server run (``embedder``: the exemplar pool's, MiniLM by default)."""
     extra: dict[str, Any] = {} if cache_dir is None else {"cache_dir": cache_dir}
+    pool_file = inputs.pool_file()
+    if pool_file is not None:
+        lines = pool_file.read_text(encoding="utf-8").splitlines()
+        extra["pool"] = [Essay.model_validate_json(line) for line in lines if line.strip()]
     return ScoreJob(
         data=inputs.data,
         rubric=inputs.rubric,

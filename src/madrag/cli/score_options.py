@@ -1,0 +1,166 @@
+"""The option groups of ``madrag score``, ``ablate`` and ``ablate-consensus`` (:mod:`madrag.cli.groups`): the
+essays and rubric, the backend, the scoring settings (generated from :class:`~madrag.settings.ScoringSettings`)
+and how the run is kept and executed. Each group but the settings builds the :class:`~madrag.pipeline.job.ScoreJob`
+fields it stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from madrag.api.executors import ray_executor
+from madrag.cli.groups import ImpliedValueCommand, group, model_group
+from madrag.cli.options import (
+    ApiKeyEnvOpt,
+    BaseUrlOpt,
+    CacheDirOpt,
+    ConcurrencyOpt,
+    DataFormatOpt,
+    DataOpt,
+    EmbedderOpt,
+    EssayConcurrencyOpt,
+    FailFastOpt,
+    FakeLatencyOpt,
+    FoldOpt,
+    IdsOpt,
+    LimitOpt,
+    LogprobsOpt,
+    MaxFailuresOpt,
+    ModelOpt,
+    ModelPathOpt,
+    NoCacheOpt,
+    PromptsDirOpt,
+    ProviderOpt,
+    RayOpt,
+    RayWorkersOpt,
+    RetriesOpt,
+    RoleProviderOpt,
+    RubricOpt,
+    SamplingParamsOpt,
+    ScoreRunDirOpt,
+    SlotsOpt,
+    TimeoutOpt,
+    TokenParamOpt,
+    choice,
+    comma_list,
+    failure_budget,
+    provider_spec,
+)
+from madrag.data.splits import EACH
+from madrag.distributed.options import LOCAL
+from madrag.errors import InputError
+from madrag.pipeline.job import default_cache_dir
+from madrag.providers.spec import parse_role_provider
+from madrag.retrieval.embedder import EMBEDDERS
+from madrag.settings import ScoringSettings
+
+JobFields = dict[str, Any]
+"""Keyword arguments of :class:`~madrag.pipeline.job.ScoreJob` (what a group builds)."""
+DEFAULT_CACHE = default_cache_dir()  # the default of --cache-dir
+
+
+def parse_fold(value: str) -> int | str | None:
+    """``--fold``: a fold number, ``None`` for 'all', or ``"each"`` (cross-fold scoring)."""
+    if value.lower() == "all":
+        return None
+    if value.lower() == EACH:
+        return EACH
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise InputError(f"--fold must be an integer, 'each' or 'all', got {value!r}") from exc
+
+
+def source_options(
+    data: DataOpt,
+    rubric: RubricOpt,
+    data_format: DataFormatOpt = "auto",
+    fold: FoldOpt = "0",
+    limit: LimitOpt = None,
+    ids: IdsOpt = None,
+) -> JobFields:
+    """The essays and rubric of a job, and which of the essays it scores."""
+    return {
+        "data": data,
+        "rubric": rubric,
+        "data_format": data_format,
+        "eval_fold": parse_fold(fold),
+        "limit": limit,
+        "ids": comma_list(ids) if ids else None,
+    }
+
+
+def backend_options(
+    provider: ProviderOpt = "llamacpp",
+    model: ModelOpt = None,
+    model_path: ModelPathOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
+    logprobs: LogprobsOpt = True,
+    token_param: TokenParamOpt = "auto",
+    sampling_params: SamplingParamsOpt = "auto",
+    role_provider: RoleProviderOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    slots: SlotsOpt = 2,
+    timeout: TimeoutOpt = 300.0,
+    retries: RetriesOpt = 4,
+    fake_latency: FakeLatencyOpt = 0.0,
+) -> JobFields:
+    """The job's backend (:func:`~madrag.cli.options.provider_spec`) and the per-role ones."""
+    spec = provider_spec(
+        provider=provider,
+        model=model,
+        model_path=model_path,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        timeout=timeout,
+        retries=retries,
+        slots=slots,
+        logprobs=logprobs,
+        fake_latency=fake_latency,
+        token_param=token_param,
+        sampling_params=sampling_params,
+    )
+    roles = dict(parse_role_provider(text, spec) for text in role_provider or [])
+    return {"provider": spec, "role_providers": roles}
+
+
+def run_options(
+    run_dir: ScoreRunDirOpt = Path("runs/latest"),
+    essay_concurrency: EssayConcurrencyOpt = None,
+    max_failures: MaxFailuresOpt = None,
+    fail_fast: FailFastOpt = False,
+    prompts_dir: PromptsDirOpt = None,
+    cache_dir: CacheDirOpt = DEFAULT_CACHE,
+    no_cache: NoCacheOpt = False,
+    embedder: EmbedderOpt = "minilm",
+    ray: RayOpt = None,
+    ray_workers: RayWorkersOpt = None,
+) -> JobFields:
+    """Where the run is kept, its caches and prompts, and how it executes (here or on Ray)."""
+    return {
+        "run_dir": run_dir,
+        "essay_concurrency": essay_concurrency,
+        "max_failures": failure_budget(max_failures, fail_fast),
+        "prompts_dir": prompts_dir,
+        "cache_dir": cache_dir,
+        "response_cache": not no_cache,
+        "embedder": choice("--embedder", embedder, EMBEDDERS),
+        "executor": ray_executor(ray, ray_workers),
+    }
+
+
+SOURCE = group("source", source_options, "Essays and rubric")
+BACKEND = group("backend", backend_options, "Backend")
+SETTINGS = model_group("settings", ScoringSettings, "Scoring settings")
+RUN = group("run", run_options, "Run")
+
+
+class ScoreCommand(ImpliedValueCommand):
+    """The command class of ``score`` and its variants: ``--ray`` alone is ``--ray local`` (a local Ray
+    instance), ``--ray HOST:PORT`` a cluster."""
+
+    implied: ClassVar[Mapping[str, str]] = {"--ray": LOCAL}

@@ -1,0 +1,75 @@
+"""The run configuration's version and upgrades (:mod:`madrag.run_config`): prompt templates are identified by
+their names and texts (where a text came from is provenance), a changed template is named when a run is
+refused, and a configuration newer than this code is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from madrag.agents.prompts import PromptLibrary
+from madrag.api.scoring import run_job
+from madrag.data.essay import Essay
+from madrag.errors import ConfigError
+from madrag.pipeline.job import ScoreJob
+from madrag.providers.spec import ProviderSpec
+from madrag.rubric import Rubric, Trait
+from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, upgrade
+from madrag.store import RunStore
+
+RUBRIC = Rubric(name="r", traits=[Trait(name="Ideas", min=0, max=3, levels=dict.fromkeys(range(4), "..."))])
+
+
+def _job(tmp_path: Path, prompts_dir: Path | None = None) -> ScoreJob:
+    return ScoreJob(
+        essays=[Essay(id="a", text="An essay.")],
+        rubric=RUBRIC,
+        run_dir=tmp_path / "run",
+        eval_fold=None,
+        protocols=["MA"],
+        provider=ProviderSpec(kind="fake"),
+        cache_dir=tmp_path / "cache",
+        prompts_dir=prompts_dir,
+    )
+
+
+def _copy(tmp_path: Path, name: str, change: str = "") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    text = PromptLibrary().text("judge_system")
+    (folder / "judge_system.txt").write_text(text + change + "\n", encoding="utf-8")
+    return folder
+
+
+def test_a_run_records_the_current_version_and_where_each_template_came_from(tmp_path: Path) -> None:
+    run_job(_job(tmp_path), progress=False)
+    store = RunStore(tmp_path / "run" / "store.sqlite", read_only=True)
+    try:
+        config = store.get_meta("config")
+    finally:
+        store.close()
+    assert config[VERSION_KEY] == CONFIG_VERSION and upgrade(config) == config
+    assert config["prompts"] == sorted(config["prompts"]) and "judge_system" in config["prompts"]
+    assert config["prompt_sources"]["judge_system"] == "package:madrag/prompts/judge_system.txt"
+    assert set(config["prompt_sha256"]) == set(config["prompts"])
+    assert "prompt_sources" not in identity(config) and "prompt_sha256" not in identity(config)
+
+
+def test_the_same_texts_from_a_prompts_dir_resume_and_a_changed_text_is_named(tmp_path: Path) -> None:
+    run_job(_job(tmp_path), progress=False)
+    same = run_job(_job(tmp_path, _copy(tmp_path, "same")), progress=False)
+    assert same.resumed and same.stats.made == 0  # the texts are the run's; their folder is provenance
+    with pytest.raises(ConfigError, match=r"prompt_texts_sha256.*prompt templates changed since: judge_system"):
+        run_job(_job(tmp_path, _copy(tmp_path, "changed", " Be brief.")), progress=False)
+
+
+def test_a_configuration_newer_than_this_code_is_refused(tmp_path: Path) -> None:
+    run_job(_job(tmp_path), progress=False)
+    store = RunStore(tmp_path / "run" / "store.sqlite")
+    try:
+        store.set_meta("config", {**(store.get_meta("config") or {}), VERSION_KEY: CONFIG_VERSION + 1})
+    finally:
+        store.close()
+    with pytest.raises(ConfigError, match=rf"newer madrag \(run configuration version {CONFIG_VERSION + 1}"):
+        run_job(_job(tmp_path), progress=False)
