@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
-from madrag.server.faults import BadInput, InvalidRequest, NotFound, ServerError, Unavailable, WrongState
+from madrag.server.faults import BadInput, InvalidRequest, NotFound, OverLimit, ServerError, Unavailable, WrongState
 
 log = logging.getLogger("madrag.server")
 
@@ -36,6 +36,7 @@ SERVER_STATUS: tuple[tuple[type[ServerError], int], ...] = (
     (WrongState, 409),
     (InvalidRequest, 422),
     (BadInput, 400),
+    (OverLimit, 413),
     (Unavailable, 503),
 )
 """The status code of each kind of server error."""

@@ -37,3 +37,7 @@ class BadInput(ServerError):
 
 class Unavailable(ServerError):
     """Scoring did not finish: the time limit passed or the backend failed."""
+
+
+class OverLimit(ServerError):
+    """More than the server takes at once: too many essays in one request."""
