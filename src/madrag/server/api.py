@@ -196,7 +196,10 @@ def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> RunOut
 
 @router.get("/runs/{run_id}/scores", summary="Trait scores per essay, with reviews", responses=ERRORS)
 def run_scores(run_id: str, s: StateDep) -> RunScores:
-    return RunScores.model_validate({"run_id": run_id, "rows": results.export_rows(s, run_id)})
+    found: RunScores = s.memo(  # checked once per change of the scores or reviews, not on every request
+        "scores", run_id, lambda: RunScores.model_validate({"run_id": run_id, "rows": results.export_rows(s, run_id)})
+    )
+    return found
 
 
 @router.get(
