@@ -217,7 +217,7 @@ async def test_cancel_waits_for_the_run_to_stop_without_blocking_the_event_loop(
         took = time.monotonic() - started
         ticker.cancel()
         assert stopped.status == "cancelled" and 0.5 < took < 3.0
-        assert ticks >= 20, f"the event loop ran only {ticks} times in {took:.2f} s of cancel"
+        assert ticks >= 10, f"the event loop ran only {ticks} times in {took:.2f} s of cancel"
     finally:
         runs.close()
 
