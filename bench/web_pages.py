@@ -1,7 +1,7 @@
 """Web app benchmark: how fast ``madrag serve`` serves a large run's pages, and how soon progress reaches a browser.
 
 1. Pages. A finished MADRAG run of 1,000 essays x 6 traits (18,000 records with prompts, tokens and exemplars)
-   is synthesised with the library's run store (``madrag.server.synthetic``). The server is started as
+   is synthesised with the library's run store (``tests/synthetic_runs.py``). The server is started as
    ``madrag serve`` in its own process; the results page (all 6,000 cells) and essay pages are fetched over HTTP.
    The first open of a run that has no score index makes the library's run reader read every Judge record once
    (a run scored by the server gets its index when it finishes, so it never pays this); that time is printed
@@ -71,7 +71,8 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def bench_pages(data_dir: Path, essays: int, traits: int, repeat: int) -> dict[str, object]:
-    from madrag.server.synthetic import rubric_of, synthesize_run
+    sys.path.insert(0, str(REPO))  # the synthetic run is a test fixture (tests/synthetic_runs.py)
+    from tests.synthetic_runs import rubric_of, synthesize_run
 
     started = time.perf_counter()
     run_id = synthesize_run(data_dir / "runs", essays, rubric_of(traits), failed_every=41)

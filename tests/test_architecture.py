@@ -32,8 +32,8 @@ EXCEPTIONS: dict[str, str] = {
     "madrag.cli.serve:serve_command": "being refactored (cli/: option groups generated from the settings model)",
     "madrag.cli.evaluate:eval_command": "being refactored (cli/: option groups generated from the settings model)",
     "madrag.protocols.derived:store_derived": "being refactored (protocols/: the protocol registry)",
-    "madrag.server.runs:RunManager.create": "being refactored (server/runs.py: the run repository, scheduler and "
-    "typed requests)",
+    "madrag.providers.openai_compat:OpenAICompatProvider.__init__": "being refactored (the lean client for "
+    "OpenAI-compatible servers)",
 }
 
 

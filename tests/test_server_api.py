@@ -12,10 +12,10 @@ from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.synthetic_runs import rubric_of, synthesize_run
 from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
 
 from madrag.server import Limits
-from madrag.server.synthetic import rubric_of, synthesize_run
 
 
 @pytest.fixture
@@ -315,7 +315,9 @@ def test_api_key_is_never_written(tmp_path: Path, caplog: pytest.LogCaptureFixtu
         assert secret not in json.dumps(client.get(f"/api/runs/{run['id']}").json())
         assert secret not in client.get("/api/runs").text
         assert run["backend"]["key_source"] == "memory"
-        assert os.environ[f"MADRAG_SERVE_KEY_{run['id'].upper()}"] == secret  # in this process only
+        name = f"MADRAG_SERVE_KEY_{run['id'].upper()}"  # in this process's key store only, not its environment
+        assert client.app.state.madrag.runs.keys.get(name).get_secret_value() == secret  # type: ignore[attr-defined]
+        assert name not in os.environ and secret not in os.environ.values()
     assert secret not in caplog.text
     for path in config.data_dir.rglob("*"):
         if path.is_file():

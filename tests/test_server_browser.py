@@ -27,9 +27,8 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.synthetic_runs import rubric_of, synthesize_run
 from tests.web_helpers import RUBRIC, TEXTS, essays_csv
-
-from madrag.server.synthetic import rubric_of, synthesize_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import openai
 import pydantic_core
-from pydantic import TypeAdapter
+from pydantic import SecretStr, TypeAdapter
 
 from madrag.errors import ProviderError, TransientProviderError
 from madrag.providers.accounting import count_extra_request
@@ -106,6 +106,7 @@ class OpenAICompatProvider(Provider):
         supports_logprobs: bool = True,
         http_client: httpx.AsyncClient | None = None,
         shape: RequestShape | None = None,
+        api_key: SecretStr | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ProviderError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -129,7 +130,8 @@ class OpenAICompatProvider(Provider):
             choices=False,
             grammar=False,
         )
-        key = os.environ.get(api_key_env, "").strip()
+        # a key given here (the web server's, typed in and held in memory) is used as it is; else the variable's
+        key = api_key.get_secret_value().strip() if api_key is not None else os.environ.get(api_key_env, "").strip()
         self._key_set = bool(key)
         self._client = openai.AsyncOpenAI(
             api_key=key or NO_KEY,

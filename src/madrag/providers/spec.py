@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from madrag.errors import ConfigError
 from madrag.providers.adapt import SamplingParams, TokenParam
@@ -110,11 +110,16 @@ def backend_choices() -> str:
     return kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
 
 
-def make_provider(spec: ProviderSpec) -> Provider:
-    """The bare provider ``spec`` describes (no retries, concurrency limit or cache: see :func:`managed`)."""
+def make_provider(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:
+    """The bare provider ``spec`` describes (no retries, concurrency limit or cache: see :func:`managed`).
+    ``api_key``: an openai backend's key given in memory (the web server's), instead of ``spec.api_key_env``."""
     backend = _BACKENDS.get(spec.kind)
     if backend is None:  # only for a spec built without validation (model_construct)
         raise ConfigError(f"unknown provider {spec.kind!r}; choose {backend_choices()}")
+    if api_key is not None:
+        if spec.kind != "openai":
+            raise ConfigError(f"only an openai backend takes an API key, not {spec.kind!r}")
+        return _openai(spec, api_key)
     return backend.build(spec)
 
 
@@ -169,7 +174,7 @@ def _llamacpp_role_fields(role: str, model: str, base_url: str, base: ProviderSp
     return {"model_path": model or None}
 
 
-def _openai(spec: ProviderSpec) -> Provider:
+def _openai(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:
     from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
 
     if not spec.model:
@@ -184,6 +189,7 @@ def _openai(spec: ProviderSpec) -> Provider:
             max_concurrency=spec.concurrency or 8,
             supports_logprobs=spec.logprobs,
             shape=RequestShape(token_param=spec.token_param, sampling_params=spec.sampling_params),
+            api_key=api_key,
         )
         for url in [spec.base_url, *spec.extra_base_urls]
     ]

@@ -13,7 +13,20 @@ from fastapi.responses import Response, StreamingResponse
 
 from madrag import __version__
 from madrag.server import library, library_runs, results, service
-from madrag.server.errors import ApiError
+from madrag.server.faults import WrongState
+from madrag.server.probe import ProbeResult
+from madrag.server.responses import (
+    EssayRecords,
+    EvaluationOut,
+    Health,
+    ProtocolInfo,
+    RubricOut,
+    RubricSummary,
+    RunOut,
+    RunScores,
+    SingleScore,
+)
+from madrag.server.reviews import Review, all_reviews
 from madrag.server.schemas import BackendSettings, OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
 from madrag.server.service import State
 
@@ -44,39 +57,39 @@ StateDep = Annotated[State, Depends(state)]
 
 
 @router.get("/health", summary="Server status and version")
-def health(s: StateDep) -> dict[str, Any]:
-    return {"status": "ok", "version": __version__, "token_required": s.config.token_required}
+def health(s: StateDep) -> Health:
+    return Health(version=__version__, token_required=s.config.token_required)
 
 
 @router.get("/protocols", summary="Scoring protocols and whether each needs an exemplar pool")
-def protocols() -> list[dict[str, Any]]:
-    return [{"name": n, "retrieval": library.uses_retrieval(n)} for n in library.protocol_names()]
+def protocols() -> list[ProtocolInfo]:
+    return [ProtocolInfo(name=n, retrieval=library.uses_retrieval(n)) for n in library.protocol_names()]
 
 
 @router.get("/rubrics", summary="Shipped and created rubrics")
-def list_rubrics(s: StateDep) -> list[dict[str, Any]]:
+def list_rubrics(s: StateDep) -> list[RubricSummary]:
     return [
-        {
-            "id": rid,
-            "name": r.name,
-            "traits": r.trait_names,
-            "shipped": rid in s.catalog.shipped,
-            "shipped_pool": s.catalog.pool_available(r),
-        }
+        RubricSummary(
+            id=rid,
+            name=r.name,
+            traits=r.trait_names,
+            shipped=rid in s.catalog.shipped,
+            shipped_pool=s.catalog.pool_available(r),
+        )
         for rid, r in s.catalog.all().items()
     ]
 
 
 @router.post("/rubrics", status_code=201, summary="Create a rubric", responses=ERRORS)
-def create_rubric(body: RubricCreate, s: StateDep) -> dict[str, Any]:
+def create_rubric(body: RubricCreate, s: StateDep) -> RubricOut:
     rubric = library.rubric_from_dict(body.model_dump())
     rid = s.catalog.add(rubric)
-    return {"id": rid, "rubric": rubric.model_dump(mode="json")}
+    return RubricOut(id=rid, rubric=rubric.model_dump(mode="json"))
 
 
 @router.get("/rubrics/{rubric_id}", summary="One rubric", responses=ERRORS)
-def get_rubric(rubric_id: str, s: StateDep) -> dict[str, Any]:
-    return {"id": rubric_id, "rubric": s.catalog.get(rubric_id).model_dump(mode="json")}
+def get_rubric(rubric_id: str, s: StateDep) -> RubricOut:
+    return RubricOut(id=rubric_id, rubric=s.catalog.get(rubric_id).model_dump(mode="json"))
 
 
 @router.post(
@@ -84,30 +97,40 @@ def get_rubric(rubric_id: str, s: StateDep) -> dict[str, Any]:
     summary="Test an OpenAI-compatible backend: does it answer, which model, does it return logprobs",
     responses=ERRORS,
 )
-async def backend_test(body: BackendSettings, s: StateDep) -> dict[str, Any]:
+async def backend_test(body: BackendSettings, s: StateDep) -> ProbeResult:
     """One short chat request with logprobs asked for. ``logprobs`` in the answer is the setting a run on this
     server should use (``false``: self-reported confidence); a run whose ``logprobs`` is unset does this test
     itself before it starts."""
-    return (await service.try_backend(s, body)).model_dump()
+    return await service.try_backend(s, body)
 
 
 @router.post("/runs", status_code=201, summary="Create and start a run (or a dry-run estimate)", responses=ERRORS)
-def create_run(body: RunCreate, s: StateDep) -> dict[str, Any]:
+def create_run(body: RunCreate, s: StateDep) -> RunOut:
     meta = service.start_run(s, body)
-    return s.runs.describe(meta.id)
+    return s.runs.describe_run(meta.id)
 
 
 @router.get("/runs", summary="Every run, newest first (interrupted ones can be resumed)")
-def list_runs(s: StateDep) -> list[dict[str, Any]]:
-    return [s.runs.describe(m.id) for m in s.runs.all()]
+def list_runs(s: StateDep) -> list[RunOut]:
+    return [s.runs.describe_run(m.id) for m in s.runs.all()]
 
 
 @router.get("/runs/{run_id}", summary="A run's status and progress", responses=ERRORS)
-def get_run(run_id: str, s: StateDep) -> dict[str, Any]:
-    return s.runs.describe(run_id)
+def get_run(run_id: str, s: StateDep) -> RunOut:
+    return s.runs.describe_run(run_id)
 
 
-@router.get("/runs/{run_id}/events", summary="Live progress as server-sent events", responses=ERRORS)
+SSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "an event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+}
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    summary="Live progress as server-sent events",
+    response_class=StreamingResponse,
+    responses={**SSE, **ERRORS},
+)
 async def run_events(
     run_id: str,
     request: Request,
@@ -155,9 +178,9 @@ def _sse(event: dict[str, Any]) -> str:
 
 
 @router.post("/runs/{run_id}/cancel", summary="Stop a running run (finished calls are kept)", responses=ERRORS)
-def cancel_run(run_id: str, s: StateDep) -> dict[str, Any]:
-    s.runs.cancel(run_id)
-    return s.runs.describe(run_id)
+async def cancel_run(run_id: str, s: StateDep) -> RunOut:
+    await s.runs.cancel(run_id)
+    return s.runs.describe_run(run_id)
 
 
 @router.post(
@@ -166,14 +189,17 @@ def cancel_run(run_id: str, s: StateDep) -> dict[str, Any]:
     summary="Resume an interrupted or cancelled run, or retry the failed calls of a finished one",
     responses=ERRORS,
 )
-def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> dict[str, Any]:
+def resume_run(run_id: str, s: StateDep, body: ResumeIn | None = None) -> RunOut:
     s.runs.resume(run_id, None if body is None else body.api_key)
-    return s.runs.describe(run_id)
+    return s.runs.describe_run(run_id)
 
 
 @router.get("/runs/{run_id}/scores", summary="Trait scores per essay, with reviews", responses=ERRORS)
-def run_scores(run_id: str, s: StateDep) -> dict[str, Any]:
-    return {"run_id": run_id, "rows": results.export_rows(s, run_id)}
+def run_scores(run_id: str, s: StateDep) -> RunScores:
+    found: RunScores = s.memo(  # checked once per change of the scores or reviews, not on every request
+        "scores", run_id, lambda: RunScores.model_validate({"run_id": run_id, "rows": results.export_rows(s, run_id)})
+    )
+    return found
 
 
 @router.get(
@@ -181,23 +207,34 @@ def run_scores(run_id: str, s: StateDep) -> dict[str, Any]:
     summary="One essay's records: rationales, debate, exemplars",
     responses=ERRORS,
 )
-def essay_records(run_id: str, essay_id: str, s: StateDep) -> dict[str, Any]:
-    return results.essay_detail(s, run_id, essay_id)
+def essay_records(run_id: str, essay_id: str, s: StateDep) -> EssayRecords:
+    return EssayRecords.model_validate(results.essay_detail(s, run_id, essay_id))
 
 
 @router.get("/runs/{run_id}/overrides", summary="Every review of the run, oldest first", responses=ERRORS)
-def list_overrides(run_id: str, s: StateDep) -> list[dict[str, Any]]:
-    from madrag.server.reviews import all_reviews
-
-    return [r.model_dump() for r in all_reviews(s.runs.run_dir(run_id))]
+def list_overrides(run_id: str, s: StateDep) -> list[Review]:
+    return all_reviews(s.runs.run_dir(run_id))
 
 
 @router.post("/runs/{run_id}/overrides", status_code=201, summary="Accept or override a trait score", responses=ERRORS)
-def add_override(run_id: str, body: OverrideIn, s: StateDep) -> dict[str, Any]:
-    return results.add_override(s, run_id, body).model_dump()
+def add_override(run_id: str, body: OverrideIn, s: StateDep) -> Review:
+    return results.add_override(s, run_id, body)
 
 
-@router.get("/runs/{run_id}/export", summary="Scores with reviews as CSV or JSONL", responses=ERRORS)
+EXPORT: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the scores file (one row per essay, trait and protocol)",
+        "content": {"text/csv": {"schema": {"type": "string"}}, "application/x-ndjson": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get(
+    "/runs/{run_id}/export",
+    summary="Scores with reviews as CSV or JSONL",
+    response_class=Response,
+    responses={**EXPORT, **ERRORS},
+)
 def export(run_id: str, s: StateDep, format: Annotated[Literal["csv", "jsonl"], Query()] = "csv") -> Response:
     content, media = results.export(s, run_id, format)
     name = f"madrag-{run_id}-scores.{format}"
@@ -205,13 +242,13 @@ def export(run_id: str, s: StateDep, format: Annotated[Literal["csv", "jsonl"], 
 
 
 @router.get("/runs/{run_id}/evaluation", summary="madrag eval's tables (needs human scores)", responses=ERRORS)
-def evaluation(run_id: str, s: StateDep) -> dict[str, Any]:
+def evaluation(run_id: str, s: StateDep) -> EvaluationOut:
     view = s.runs.view(run_id)
     if not view.has_human:
-        raise ApiError(409, "this run's essays have no human scores to evaluate against")
-    return {"run_id": run_id, "tables": library_runs.evaluation_tables(s.runs.run_dir(run_id))[0]}
+        raise WrongState("this run's essays have no human scores to evaluate against")
+    return EvaluationOut(run_id=run_id, tables=library_runs.evaluation_tables(s.runs.run_dir(run_id))[0])
 
 
 @router.post("/score", summary="Score one essay now, within a time limit", responses=ERRORS)
-async def score_one(body: SingleScoreIn, s: StateDep) -> dict[str, Any]:
+async def score_one(body: SingleScoreIn, s: StateDep) -> SingleScore:
     return await service.score_one(s, body)

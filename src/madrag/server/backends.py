@@ -13,6 +13,8 @@ import json
 import threading
 from typing import Any
 
+from pydantic import SecretStr
+
 from madrag.providers import ChatRequest, ChatResponse, Provider, ProviderSpec
 from madrag.server import library
 
@@ -57,21 +59,24 @@ class SharedBackend(Provider):
 
 
 class BackendPool:
-    """The server's shared backends, by what they answer (kind, model, URL, key variable, model file)."""
+    """The server's shared backends, by what they answer (kind, model, URL, key variable, model file) and, for a
+    key typed in, which version of it they were built with."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._backends: dict[str, SharedBackend] = {}
         self._lock = threading.Lock()
 
-    def get(self, spec: ProviderSpec) -> SharedBackend:
-        """The shared backend for ``spec``, made on first use. Its limit: the embedded model's slots, else the
-        server's ``backend_concurrency``."""
-        key = json.dumps(library.backend_identity(spec), sort_keys=True)
+    def get(self, spec: ProviderSpec, api_key: SecretStr | None = None, key_version: int = 0) -> SharedBackend:
+        """The shared backend for ``spec``, made on first use (with ``api_key``, a key held in memory, instead of
+        the variable ``spec.api_key_env``). Its limit: the embedded model's slots, else the server's
+        ``backend_concurrency``."""
+        identity = {**library.backend_identity(spec), "key_version": key_version if api_key is not None else None}
+        key = json.dumps(identity, sort_keys=True)
         with self._lock:
             found = self._backends.get(key)
             if found is None:
-                inner = library.make_backend(spec)
+                inner = library.make_backend(spec) if api_key is None else library.make_backend(spec, api_key)
                 limit = inner.max_concurrency if spec.kind == "llamacpp" else self.limit
                 found = SharedBackend(inner, limit)
                 self._backends[key] = found

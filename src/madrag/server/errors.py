@@ -1,7 +1,9 @@
 """Errors as JSON (API) or as a page (browser), with the right status code and never a traceback.
 
-Every error body of the API is ``{"error": {"status": 404, "message": "...", "field": "..."?}}``. Library
-errors map by kind: bad input or rubric 400, a settings conflict 409, a backend failure 503.
+Every error body of the API is ``{"error": {"status": 404, "message": "...", "field": "..."?}}``. Domain errors
+(:mod:`madrag.server.faults`, the library's :mod:`madrag.errors`) carry no status code: :func:`http_status` maps
+each kind to one here, at the edge, and one handler renders them all. The library's kinds: bad input or rubric
+400, a settings conflict 409, a backend failure 503.
 """
 
 from __future__ import annotations
@@ -15,19 +17,39 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
+from madrag.server.faults import BadInput, InvalidRequest, NotFound, OverLimit, ServerError, Unavailable, WrongState
 
 log = logging.getLogger("madrag.server")
 
 
-class ApiError(Exception):
-    """An error the server reports to its caller: a status code, a one-line message and, where it concerns one
-    input field, that field's name."""
+class ApiError(ServerError):
+    """An error with its status code chosen where it is raised (the pages' form and upload checks); the
+    server's operations raise the kinds of :mod:`madrag.server.faults` instead."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, field)
         self.status = status
-        self.message = message
-        self.field = field
+
+
+SERVER_STATUS: tuple[tuple[type[ServerError], int], ...] = (
+    (NotFound, 404),
+    (WrongState, 409),
+    (InvalidRequest, 422),
+    (BadInput, 400),
+    (OverLimit, 413),
+    (Unavailable, 503),
+)
+"""The status code of each kind of server error."""
+
+
+def http_status(exc: MadragError) -> int:
+    """The status code of a domain error: a server error's kind, else the library error's."""
+    if isinstance(exc, ApiError):
+        return exc.status
+    for kind, status in SERVER_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return library_status(exc)
 
 
 def library_status(exc: MadragError) -> int:
@@ -81,13 +103,10 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every error into JSON or a page."""
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> Response:
-        return render_error(request, exc.status, exc.message, exc.field)
-
     @app.exception_handler(MadragError)
-    async def _library_error(request: Request, exc: MadragError) -> Response:
-        return render_error(request, library_status(exc), str(exc))
+    async def _domain_error(request: Request, exc: MadragError) -> Response:
+        field = exc.field if isinstance(exc, ServerError) else None
+        return render_error(request, http_status(exc), str(exc), field)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import SecretStr
+
 import madrag
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
@@ -314,9 +316,9 @@ def backend_identity(spec: ProviderSpec) -> dict[str, object]:
     return {**spec_identity(spec), "slots": spec.slots, "fake_latency_s": spec.fake_latency_s}
 
 
-def make_backend(spec: ProviderSpec) -> Provider:
-    """A provider instance for ``spec``, built by the library's factory."""
-    return make_provider(spec)
+def make_backend(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:
+    """A provider instance for ``spec``, built by the library's factory (``api_key``: a key held in memory)."""
+    return make_provider(spec, api_key)
 
 
 def make_job(

@@ -61,7 +61,7 @@ def run_page(run_id: str, request: Request) -> Response:
 @router.post("/runs/{run_id}/cancel")
 async def cancel(run_id: str, request: Request) -> Response:
     await check_csrf(request)
-    state_of(request).runs.cancel(run_id)
+    await state_of(request).runs.cancel(run_id)  # waits without blocking the event loop
     return redirect(f"/runs/{run_id}")
 
 

@@ -15,7 +15,8 @@ from madrag.errors import MadragError
 from madrag.rubric import Rubric
 from madrag.server import class_import, gradebook, library, pages_calibration, run_list, service
 from madrag.server.drafts import Draft
-from madrag.server.errors import ApiError
+from madrag.server.errors import ApiError, http_status
+from madrag.server.faults import ServerError
 from madrag.server.refusals import Refusals
 from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
@@ -352,8 +353,8 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
     except ValidationError as exc:
         first = exc.errors()[0]
         return _backend_page(request, draft, {str(first["loc"][0]): first["msg"]}, 400)
-    except ApiError as exc:
-        return _backend_page(request, draft, {exc.field or "kind": exc.message}, exc.status)
+    except ServerError as exc:  # the pages' own checks and the run's (madrag.server.faults)
+        return _backend_page(request, draft, {exc.field or "kind": exc.message}, http_status(exc))
     except MadragError as exc:
         return _backend_page(request, draft, {"kind": str(exc)}, 400)
     gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))

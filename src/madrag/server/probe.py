@@ -12,15 +12,14 @@ request without them is answered, the server is one that refuses or drops logpro
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr
 
 from madrag.errors import MadragError, ProviderError, TransientProviderError
 from madrag.providers import ChatRequest, ChatResponse, Message
+from madrag.server.run_repo import RunBackend
 
 if TYPE_CHECKING:
     from madrag.providers.openai_compat import OpenAICompatProvider
@@ -97,15 +96,10 @@ async def probe(
     else the variable ``key_env``); never raises for what the server does."""
     from madrag.providers.openai_compat import OpenAICompatProvider  # the openai client, only when used
 
-    env = key_env
-    if api_key is not None and api_key.get_secret_value():
-        env = f"MADRAG_SERVE_PROBE_KEY_{uuid.uuid4().hex.upper()}"
-        os.environ[env] = api_key.get_secret_value()
-    try:
-        provider = OpenAICompatProvider(model, base_url, api_key_env=env, timeout_s=timeout_s, max_concurrency=1)
-    finally:
-        if env != key_env:
-            del os.environ[env]  # the provider has read it; the typed key stays in its client only
+    key = api_key if api_key is not None and api_key.get_secret_value() else None  # in its client only
+    provider = OpenAICompatProvider(
+        model, base_url, api_key_env=key_env, timeout_s=timeout_s, max_concurrency=1, api_key=key
+    )
     start = time.monotonic()
     fields: dict[str, Any] = {"base_url": base_url}
     try:
@@ -120,16 +114,16 @@ async def probe(
     return found.model_copy(update={"message": describe(found)})
 
 
-def needs_probe(backend: dict[str, Any]) -> bool:
-    """Whether a run's backend (as ``run.json`` describes it) is an OpenAI-compatible server whose logprobs were
-    never tested. A run recorded before the setting existed has no ``logprobs`` key: it ran with them."""
-    return backend.get("kind") == "openai" and "logprobs" in backend and backend["logprobs"] is None
+def needs_probe(backend: RunBackend) -> bool:
+    """Whether a run's backend is an OpenAI-compatible server whose logprobs were never tested (a run recorded
+    before the setting existed ran with them: see :class:`~madrag.server.run_repo.RunBackend`)."""
+    return backend.kind == "openai" and backend.logprobs is None
 
 
-async def settle(backend: dict[str, Any], key_env: str) -> dict[str, Any]:
+async def settle(backend: RunBackend, key_env: str, api_key: SecretStr | None = None) -> RunBackend:
     """The run's backend with ``logprobs`` found out by :func:`probe` (and its result in plain words under
     ``tested``); a :class:`ProviderError` when the server does not answer."""
-    found = await probe(str(backend.get("model") or ""), backend.get("base_url"), key_env)
+    found = await probe(backend.model or "", backend.base_url, key_env, api_key)
     if not found.answered:
         raise ProviderError(f"the backend did not answer a test request before the run: {found.error}")
-    return {**backend, "logprobs": found.logprobs, "tested": found.message}
+    return backend.model_copy(update={"logprobs": found.logprobs, "tested": found.message})

@@ -38,6 +38,10 @@ class ScoringThread:
         """Schedule ``coro`` on the scoring loop; cancelling the returned future cancels it."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
+    def schedule(self, coro: Coroutine[Any, Any, None]) -> ScheduledTask:
+        """Schedule ``coro`` on the scoring loop as a task that any thread can cancel and wait for."""
+        return ScheduledTask(self.loop, coro)
+
     def stop(self, finish: Callable[[], Awaitable[None]] | None = None, timeout: float = 10.0) -> None:
         """Cancel what still runs (records in flight are committed first), await ``finish()`` (closing the
         backends), then end the thread."""
@@ -57,6 +61,55 @@ class ScoringThread:
                 pass
             self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout)
+
+
+class ScheduledTask:
+    """A coroutine run as a task on the scoring loop. :meth:`cancel` works from any thread and never waits;
+    ``ended`` is done once the coroutine has ended however it ended: finished, failed (its exception), or
+    cancelled, also when cancelled before its first step (which a future of ``run_coroutine_threadsafe`` does
+    not tell: it is cancelled at once, while its task still unwinds)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+        self.loop = loop
+        self.ended: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._coro = coro
+        self._task: asyncio.Task[None] | None = None
+        self._cancelled = False
+        self._lock = threading.Lock()
+        loop.call_soon_threadsafe(self._create)
+
+    def _create(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                self._coro.close()
+                if not self.ended.cancelled():
+                    self.ended.set_result(None)
+                return
+            self._task = self.loop.create_task(self._coro)
+        self._task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if self.ended.cancelled():  # a waiter cancelled it (it should have shielded it): nothing to tell
+            return
+        if error is not None:
+            self.ended.set_exception(error)
+        else:
+            self.ended.set_result(None)
+
+    def cancel(self) -> None:
+        """Ask the task to stop (or never to start); returns at once."""
+        with self._lock:
+            self._cancelled = True
+            task = self._task
+        if task is not None:
+            try:
+                self.loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop has closed: nothing runs any more
+                pass
+
+    def done(self) -> bool:
+        return self.ended.done()
 
 
 @dataclass

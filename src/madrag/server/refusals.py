@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from madrag.server.errors import ApiError
+from madrag.server.faults import OverLimit
 
 MAX_EXAMPLES = 20
 """Refused rows kept with where and why (the first ones)."""
@@ -29,11 +29,9 @@ _MAX_TEXT = 300
 
 
 def check_count(n: int, max_rows: int, where: str = "essays") -> None:
-    """The one limit on essays, however they arrive: 413 above it."""
+    """The one limit on essays, however they arrive: :class:`OverLimit` above it."""
     if n > max_rows:
-        raise ApiError(
-            413, f"{n:,} essays in one request: the limit is {max_rows:,} (madrag serve --max-essays)", where
-        )
+        raise OverLimit(f"{n:,} essays in one request: the limit is {max_rows:,} (madrag serve --max-essays)", where)
 
 
 def count_rows(text: str, suffix: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 from madrag.errors import MadragError
 from madrag.server import library_runs
-from madrag.server.errors import ApiError
+from madrag.server.faults import InvalidRequest, NotFound, WrongState
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.schemas import OverrideIn
 from madrag.server.service import State
@@ -74,7 +74,7 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
     view = state.runs.view(run_id)
     essay = next((e for e in view.essays if e.id == essay_id), None)
     if essay is None:
-        raise ApiError(404, f"run {run_id} has no essay {essay_id!r}", "essay_id")
+        raise NotFound(f"run {run_id} has no essay {essay_id!r}", "essay_id")
     mine = [s for s in view.scores if s.essay_id == essay_id]
     records = library_runs.essay_records(
         state.runs.run_dir(run_id), sorted({s.record_key for s in mine if s.record_key})
@@ -141,20 +141,20 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
     """Record a review of one trait score (the agent's record stays as it is)."""
     view = state.runs.view(run_id)
     if not any(e.id == req.essay_id for e in view.essays):
-        raise ApiError(404, f"run {run_id} has no essay {req.essay_id!r}", "essay_id")
+        raise NotFound(f"run {run_id} has no essay {req.essay_id!r}", "essay_id")
     try:
         trait = view.rubric.trait(req.trait)
     except MadragError:
-        raise ApiError(404, f"the rubric has no trait {req.trait!r}", "trait") from None
+        raise NotFound(f"the rubric has no trait {req.trait!r}", "trait") from None
     protocol = req.protocol or (view.protocols[0] if view.protocols else "")
     if protocol not in view.protocols:
-        raise ApiError(404, f"run {run_id} has no scores of protocol {protocol!r}", "protocol")
+        raise NotFound(f"run {run_id} has no scores of protocol {protocol!r}", "protocol")
     found = view_scores(view).get((protocol, req.essay_id, trait.name))
     if found is None:
-        raise ApiError(409, f"essay {req.essay_id} has no {protocol} score for {trait.name} yet", "trait")
+        raise WrongState(f"essay {req.essay_id} has no {protocol} score for {trait.name} yet", "trait")
     if req.action == "override":
         if req.score is None or not trait.contains(req.score):
-            raise ApiError(422, f"score must be an integer from {trait.min} to {trait.max}", "score")
+            raise InvalidRequest(f"score must be an integer from {trait.min} to {trait.max}", "score")
     review = Review(
         essay_id=req.essay_id,
         trait=trait.name,
@@ -218,7 +218,7 @@ def export(state: State, run_id: str, fmt: str) -> tuple[str, str]:
     if fmt == "jsonl":
         return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "application/x-ndjson"
     if fmt != "csv":
-        raise ApiError(422, "format must be csv or jsonl", "format")
+        raise InvalidRequest("format must be csv or jsonl", "format")
     buf = io.StringIO()
     if rows:
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]))

@@ -4,6 +4,7 @@ records, review a score, export. Both front ends call these, so a page and an AP
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,11 +15,12 @@ from madrag.server import library
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
-from madrag.server.errors import ApiError
+from madrag.server.faults import BadInput, InvalidRequest, Unavailable, WrongState
 from madrag.server.probe import ProbeResult, probe
 from madrag.server.refusals import Refusals, check_count
+from madrag.server.responses import SingleScore, TraitResult
 from madrag.server.reviews import review_version
-from madrag.server.runs import RunManager, RunMeta
+from madrag.server.runs import NewRun, RunManager, RunMeta
 from madrag.server.schemas import BackendSettings, DataUpload, EssayIn, PoolChoice, RunCreate, RunKind, SingleScoreIn
 
 
@@ -48,9 +50,9 @@ class State:
 
 
 def resolve_rubric(state: State, rubric_id: str | None, rubric: dict[str, Any] | None) -> Rubric:
-    """The rubric of a request: by id (404 when unknown) or inline (400 naming the bad field)."""
+    """The rubric of a request: by id (not found when unknown) or inline (a RubricError naming the bad field)."""
     if (rubric_id is None) == (rubric is None):
-        raise ApiError(422, "give exactly one of rubric_id and rubric", "rubric_id")
+        raise InvalidRequest("give exactly one of rubric_id and rubric", "rubric_id")
     if rubric_id is not None:
         return state.catalog.get(rubric_id)
     return library.rubric_from_dict(rubric)
@@ -59,10 +61,11 @@ def resolve_rubric(state: State, rubric_id: str | None, rubric: dict[str, Any] |
 def read_essays(
     state: State, rubric: Rubric, essays: list[EssayIn] | None, data: DataUpload | None
 ) -> library.EssayUpload:
-    """Essays of a request (a list or a data file), with the refused ones and why; 400 when none is usable."""
+    """Essays of a request (a list or a data file), with the refused ones and why; BadInput when none is
+    usable."""
     limits = state.config.limits
     if (essays is None) == (data is None):
-        raise ApiError(422, "give exactly one of essays and data", "essays")
+        raise InvalidRequest("give exactly one of essays and data", "essays")
     if data is not None:
         raw = data.content.encode("utf-8")
         upload = library.essays_from_upload(
@@ -84,7 +87,7 @@ def read_essays(
             r["reason"] if r["reason"].startswith(r["where"]) else f"{r['where']}: {r['reason']}" for r in first
         )
         reasons = reasons or "no essays"
-        raise ApiError(400, f"no usable essays ({reasons})", "essays")
+        raise BadInput(f"no usable essays ({reasons})", "essays")
     return upload
 
 
@@ -101,26 +104,23 @@ def choose_pool(
             return "asap"
         return "same" if upload.has_scores else "none"
     if pool == "folds" and not (has_other_fold and upload.has_scores):
-        raise ApiError(
-            400, f"pool 'folds' needs scored essays with a fold column, fold {eval_fold} and another", "pool"
-        )
+        raise BadInput(f"pool 'folds' needs scored essays with a fold column, fold {eval_fold} and another", "pool")
     if pool == "same" and not upload.has_scores:
-        raise ApiError(400, "pool 'same' needs essays with human scores", "pool")
+        raise BadInput("pool 'same' needs essays with human scores", "pool")
     if pool == "asap" and not state.catalog.pool_available(rubric):
-        raise ApiError(400, "the shipped ASAP pool fits only the ASAP set 7 and 8 rubrics", "pool")
+        raise BadInput("the shipped ASAP pool fits only the ASAP set 7 and 8 rubrics", "pool")
     return pool
 
 
 def check_protocols(protocols: list[str], pool: library.PoolMode) -> None:
-    """Unknown protocols are 422; protocols with retrieval need a pool (400)."""
+    """Unknown protocols are an invalid request; protocols with retrieval need a pool."""
     for name in protocols:
         try:
             retrieves = library.uses_retrieval(name)
         except MadragError as exc:
-            raise ApiError(422, str(exc), "protocols") from exc
+            raise InvalidRequest(str(exc), "protocols") from exc
         if retrieves and pool == "none":
-            raise ApiError(
-                400,
+            raise BadInput(
                 f"protocol {name} retrieves scored exemplars: choose an exemplar pool or a protocol without "
                 "retrieval (MAD, MA, SA)",
                 "protocols",
@@ -146,14 +146,14 @@ def create_run(
 ) -> RunMeta:
     """Start the run (or the sample of a dry run) on checked inputs."""
     if req.backend.kind == "openai" and not req.backend.model:
-        raise ApiError(422, "an OpenAI-compatible backend needs the model name its server serves", "model")
+        raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
     shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
     if pool == "asap" and shipped is None:
-        raise ApiError(400, "no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
+        raise BadInput("no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
     scored = len(upload.essays) if pool != "folds" else sum(e.fold == req.eval_fold for e in upload.essays)
     planned = min(scored, req.limit) if req.limit else scored
     price = None if req.price is None else (req.price.prompt, req.price.completion)
-    return state.runs.create(
+    new = NewRun(
         kind="estimate" if req.dry_run else kind,
         name=req.name,
         rubric=rubric,
@@ -168,56 +168,55 @@ def create_run(
         planned=planned,
         price=price,
     )
+    return state.runs.create(new)
 
 
 # -- the backend ---------------------------------------------------------------------------------------------
 
 
 async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
-    """Send the test request to an OpenAI-compatible backend (422 for another kind or without a model)."""
+    """Send the test request to an OpenAI-compatible backend (an invalid request for another kind or without a
+    model)."""
     if backend.kind != "openai":
-        raise ApiError(422, "only an OpenAI-compatible backend (kind 'openai') is tested", "kind")
+        raise InvalidRequest("only an OpenAI-compatible backend (kind 'openai') is tested", "kind")
     if not backend.model:
-        raise ApiError(422, "an OpenAI-compatible backend needs the model name its server serves", "model")
+        raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
     return await probe(backend.model, backend.base_url, state.config.api_key_env, backend.api_key)
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------
 
 
-async def score_one(state: State, req: SingleScoreIn) -> dict[str, Any]:
-    """Score one essay and wait at most ``time_limit_s``; 503 when the limit passes (the run is cancelled, its
-    finished calls kept)."""
+async def score_one(state: State, req: SingleScoreIn) -> SingleScore:
+    """Score one essay and wait at most ``time_limit_s``; :class:`Unavailable` when the limit passes (the run
+    is cancelled, its finished calls kept) or scoring fails."""
     limit = min(req.time_limit_s, state.config.limits.max_time_limit_s)
     rubric = resolve_rubric(state, req.rubric_id, req.rubric)
     upload = read_essays(state, rubric, [req.essay], None)
     check_protocols([req.protocol], req.pool)
     run = RunCreate(name=f"single essay {req.essay.id}", protocols=[req.protocol], backend=req.backend)
     meta = create_run(state, rubric, upload, req.pool, run, kind="single")
-    future = state.runs.future(meta.id)
-    assert future is not None
+    ended = state.runs.ended(meta.id)
+    assert ended is not None
     try:
-        await asyncio.wait_for(asyncio.wrap_future(future), limit)
+        await asyncio.wait_for(ended, limit)
     except TimeoutError:
-        raise ApiError(503, f"scoring did not finish within the time limit of {limit:g} s (run {meta.id})") from None
+        with contextlib.suppress(WrongState):  # it may have ended meanwhile
+            state.runs.stop(meta.id)
+        raise Unavailable(f"scoring did not finish within the time limit of {limit:g} s (run {meta.id})") from None
     meta = state.runs.meta(meta.id)
     if meta.status != "finished":
-        raise ApiError(503, f"scoring failed: {meta.error or meta.status} (run {meta.id})")
-    view = state.runs.view(meta.id)
+        raise Unavailable(f"scoring failed: {meta.error or meta.status} (run {meta.id})")
     scores = [
-        {
-            "trait": s.trait,
-            "score": s.score,
-            "rationale": s.rationale,
-            "score_mode": None if s.result is None else s.result.mode,
-            "distribution": None if s.result is None else s.result.distribution,
-        }
-        for s in view.scores
+        TraitResult(
+            trait=s.trait,
+            score=s.score,
+            rationale=s.rationale,
+            score_mode=None if s.result is None else s.result.mode,
+            distribution=None if s.result is None else s.result.distribution,
+        )
+        for s in state.runs.view(meta.id).scores
     ]
-    return {
-        "run_id": meta.id,
-        "essay_id": req.essay.id,
-        "protocol": req.protocol,
-        "scores": scores,
-        "elapsed_s": meta.elapsed_s,
-    }
+    return SingleScore(
+        run_id=meta.id, essay_id=req.essay.id, protocol=req.protocol, scores=scores, elapsed_s=meta.elapsed_s
+    )

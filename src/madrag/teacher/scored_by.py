@@ -4,7 +4,10 @@ for trying madrag out, so neither gives valid scores."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 NOT_VALID = {
     "fake": "is for trying the app out",
@@ -12,8 +15,16 @@ NOT_VALID = {
 }
 
 
-def scored_by(backend: dict[str, Any] | None) -> str:
+def _fields(backend: Mapping[str, Any] | BaseModel | None) -> Mapping[str, Any]:
+    """A run's backend as its fields: the server's typed description or the JSON of one."""
+    if isinstance(backend, BaseModel):
+        return backend.model_dump()
+    return backend or {}
+
+
+def scored_by(backend: Mapping[str, Any] | BaseModel | None) -> str:
     """``fake backend``, ``embedded model (name)`` or ``model at server``: who scored a run."""
+    backend = _fields(backend)
     if not backend:
         return "unknown backend"
     kind, model = backend.get("kind"), backend.get("model")
@@ -25,6 +36,7 @@ def scored_by(backend: dict[str, Any] | None) -> str:
     return f"{model or 'unnamed model'} at {where}"
 
 
-def warning(backend: dict[str, Any] | None) -> str | None:
+def warning(backend: Mapping[str, Any] | BaseModel | None) -> str | None:
     """Why a run's scores are not valid grades (what its backend is), or None when a real model scored them."""
+    backend = _fields(backend)
     return None if not backend else NOT_VALID.get(str(backend.get("kind")))

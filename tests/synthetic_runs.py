@@ -1,6 +1,7 @@
-"""Synthetic server runs for benchmarks and tests: a run directory whose store holds fake but complete MADRAG
-records (Advocate, Skeptic, Judge per essay and trait, with prompts, tokens, exemplars and confidences), written
-by the library's run store, so the pages can be measured on a run of any size without scoring it.
+"""Synthetic server runs for tests and benchmarks (a test fixture, not part of the package): a run directory
+whose store holds fake but complete MADRAG records (Advocate, Skeptic, Judge per essay and trait, with prompts,
+tokens, exemplars and confidences), written by the library's run store, so the pages can be measured on a
+run of any size without scoring it.
 
 Every ``failed_every``-th Judge has no usable score (``mode="failed"``), as a real run can have."""
 
@@ -17,7 +18,7 @@ from madrag.providers.base import Message, TokenLogprob, TopLogprob, Usage
 from madrag.records import AgentRecord, ScoreResult, call_key
 from madrag.rubric import Rubric, Trait
 from madrag.server import library
-from madrag.server.runs import RunMeta, backend_info
+from madrag.server.run_repo import RunBackend, RunMeta
 from madrag.server.schemas import BackendSettings
 from madrag.store import RunStore
 
@@ -154,7 +155,7 @@ def synthesize_run(runs_dir: Path, n_essays: int, rubric: Rubric, failed_every: 
         protocols=["MADRAG"],
         pool="none",
         eval_fold=None,
-        backend=backend_info(BackendSettings(kind="fake"), "none"),
+        backend=RunBackend.of(BackendSettings(kind="fake"), "none"),
         n_essays=n_essays,
         n_traits=len(rubric.traits),
     )

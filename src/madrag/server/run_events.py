@@ -1,0 +1,129 @@
+"""What a run does, as it does it: each run's :class:`~madrag.server.progress.Progress` (counts, stage, recent
+events for subscribers), the library's callbacks that feed it from the scoring thread, and the scores of the
+essays a run in this process has finished (its live results)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from madrag.data.essay import Essay
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord
+from madrag.server import library
+from madrag.server.progress import Progress
+from madrag.server.schemas import RunStatus
+
+LiveKey = tuple[str, str, str]
+"""(protocol, essay id, trait) of a trait score."""
+
+
+class RunEvents:
+    """Every run's progress and live scores; ``status_of`` reads a run's recorded status (for a run that has
+    not started in this process)."""
+
+    def __init__(self, status_of: Callable[[str], RunStatus]) -> None:
+        self._status_of = status_of
+        self.progress: dict[str, Progress] = {}
+        self._live: dict[str, dict[LiveKey, TraitScore]] = {}
+        self.scoring_from: dict[str, float] = {}  # when each run's one-time set-up (index, model) was done
+        self._lock = threading.Lock()
+
+    def of(self, run_id: str) -> Progress:
+        """The run's progress (made from its recorded status the first time it is asked for)."""
+        if run_id not in self.progress:
+            self.progress[run_id] = Progress(run_id, status=self._status_of(run_id))
+        return self.progress[run_id]
+
+    def snapshot(self, run_id: str) -> dict[str, object] | None:
+        """The run's progress counts, None when it has not run in this process."""
+        found = self.progress.get(run_id)
+        return None if found is None else found.snapshot()
+
+    def begin(self, run_id: str) -> Progress:
+        """A fresh progress for a run about to be (re)started."""
+        self.scoring_from.pop(run_id, None)
+        self.progress[run_id] = Progress(run_id, status="queued")
+        return self.progress[run_id]
+
+    def status(self, run_id: str, status: RunStatus, error: str | None) -> None:
+        """Tell the run's subscribers it has a new status."""
+        prog = self.of(run_id)
+        prog.set(status=status)
+        prog.emit({"type": "status", "status": status, "error": error})
+
+    # -- live scores -------------------------------------------------------------------------------------------
+    def start_live(self, run_id: str) -> None:
+        with self._lock:
+            self._live[run_id] = {}
+
+    def live(self, run_id: str) -> list[TraitScore] | None:
+        """The trait scores of the run's finished essays, when it scores in this process; else None."""
+        with self._lock:
+            found = self._live.get(run_id)
+            return None if found is None else list(found.values())
+
+    # -- the library's callbacks ---------------------------------------------------------------------------------
+    def hooks(self, run_id: str) -> library.Hooks:
+        """The callbacks that feed the run's progress (called on the scoring thread)."""
+        prog = self.of(run_id)
+        return library.Hooks(
+            on_record=lambda r: record(prog, r),
+            on_essay_done=lambda e, s: self._essay(run_id, prog, e, s),
+            on_stage=lambda m: stage(prog, m),
+            on_start=lambda n: self._start(run_id, prog, n),
+            on_bank_progress=lambda done, total: bank(prog, done, total),
+            on_failed=lambda r: failed(prog, r),
+        )
+
+    def _start(self, run_id: str, prog: Progress, total: int) -> None:
+        self.scoring_from[run_id] = time.monotonic()
+        prog.change({"type": "start", "total": total}, total=total)
+
+    def _essay(self, run_id: str, prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
+        with self._lock:
+            self._live.setdefault(run_id, {}).update({(s.protocol, s.essay_id, s.trait): s for s in scores})
+        cells = {f"{s.protocol}|{s.trait}": s.score for s in scores}
+        prog.emit(
+            {"type": "essay", "essay_id": essay.id, "scores": cells},
+            [(s.protocol, s.essay_id, s.trait) for s in scores],
+        )
+
+
+def stage(prog: Progress, message: str) -> None:
+    prog.change({"type": "stage", "message": message}, stage=message)
+
+
+def bank(prog: Progress, done: int, total: int) -> None:
+    message = f"building the exemplar index: {done:,} of {total:,} pool essays embedded"
+    prog.change({"type": "bank", "done": done, "total": total, "message": message}, stage=message)
+
+
+def record(prog: Progress, rec: AgentRecord) -> None:
+    """One stored agent call: counted, and the trait scores a Judge's record completes marked done."""
+    prog.count_record()
+    done: list[LiveKey] = []
+    score = None if rec.score is None else rec.score.reported
+    if rec.role == "judge":
+        if rec.trait == "*":
+            done = [(rec.protocol, rec.essay_id, t) for t in (rec.trait_scores or {})]
+        else:
+            done = [(rec.protocol, rec.essay_id, rec.trait)]
+    event = {
+        "type": "record",
+        "essay_id": rec.essay_id,
+        "trait": rec.trait,
+        "role": rec.role,
+        "protocol": rec.protocol,
+        "score": score,
+        "key": rec.key,
+        "stored_at": rec.created_at,
+    }
+    prog.emit(event, done)
+
+
+def failed(prog: Progress, rec: AgentRecord) -> None:
+    prog.count_failed()
+    event = {"type": "failed", "essay_id": rec.essay_id, "trait": rec.trait, "role": rec.role}
+    prog.emit({**event, "error": rec.error})

@@ -1,0 +1,138 @@
+"""The server's record of its runs: ``<data_dir>/runs/<id>/run.json``, read and written here only.
+
+A run directory holds the library's run store (``store.sqlite``), the inputs the job reads (``inputs/``), the
+teacher's reviews (``reviews.sqlite``) and the server's description of the run (``run.json``, a
+:class:`RunMeta`: name, status, backend without any key, counts). :class:`RunRepository` finds, reads, writes
+(atomically) and lists them; it knows nothing of threads or progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from madrag.server.faults import NotFound
+from madrag.server.refusals import RefusedFields
+from madrag.server.schemas import BackendKind, BackendSettings, RunKind, RunStatus
+
+log = logging.getLogger("madrag.server")
+_RUN_ID = re.compile(r"^[a-z0-9]{6,40}$")
+ACTIVE: tuple[RunStatus, ...] = ("queued", "running")
+KeySource = Literal["none", "memory", "server-env"]
+
+
+class RunBackend(BaseModel):
+    """A run's backend as ``run.json`` records it: the settings of :class:`BackendSettings` without the key,
+    where the key comes from (``key_source``) and, once the server was tested, what the test found
+    (``tested``). ``logprobs`` None: not known yet (tested before the first call)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: BackendKind = "llamacpp"
+    model: str | None = None
+    base_url: str | None = None
+    concurrency: int | None = None
+    max_tokens: int = 400
+    fake_latency_s: float = 0.0
+    logprobs: bool | None = None
+    key_source: KeySource | None = None
+    tested: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_before_logprobs(cls, data: Any) -> Any:
+        """A run recorded before the ``logprobs`` setting existed ran with them."""
+        if isinstance(data, dict) and "logprobs" not in data and data.get("kind") == "openai":
+            return {**data, "logprobs": True}
+        return data
+
+    @classmethod
+    def of(cls, backend: BackendSettings, key_source: KeySource) -> RunBackend:
+        """The backend as a run describes it: its settings and where its key comes from, never the key."""
+        return cls.model_validate({**backend.model_dump(exclude={"api_key"}), "key_source": key_source})
+
+
+class RunMeta(RefusedFields):
+    """What the server keeps about a run in ``run.json`` (no key, ever); the refused input rows summarised."""
+
+    id: str
+    kind: RunKind = "run"
+    name: str = ""
+    created_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+    status: RunStatus = "queued"
+    error: str | None = None
+    rubric_name: str = ""
+    protocols: list[str]
+    pool: str
+    eval_fold: int | None
+    backend: RunBackend
+    key_env: str | None = None
+    n_essays: int
+    n_traits: int
+    limit: int | None = None
+    planned_essays: int | None = None
+    price: tuple[float, float] | None = None
+    estimate: dict[str, Any] | None = None
+    elapsed_s: float | None = None
+    # calls of the last session that got no answer after their retries (failed records; their essay-traits have
+    # no score): a finished run with some can be resumed, which retries exactly those
+    failed_calls: int = 0
+
+
+class RunRepository:
+    """The run directories under ``root``: each run's ``run.json`` found, read, written and listed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex[:12]
+
+    def folder(self, run_id: str) -> Path:
+        """Where the run's directory is (or will be), unchecked."""
+        return self.root / run_id
+
+    def run_dir(self, run_id: str) -> Path:
+        """The run's directory; :class:`NotFound` for an unknown or malformed id."""
+        if not _RUN_ID.match(run_id) or not (self.root / run_id / "run.json").is_file():
+            raise NotFound(f"no run {run_id!r}", "run_id")
+        return self.root / run_id
+
+    def get(self, run_id: str) -> RunMeta:
+        return RunMeta.model_validate_json((self.run_dir(run_id) / "run.json").read_text(encoding="utf-8"))
+
+    def save(self, meta: RunMeta) -> None:
+        """Write ``run.json`` atomically (a reader never sees half of it)."""
+        folder = self.root / meta.id
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "run.json.tmp"
+        tmp.write_text(meta.model_dump_json(indent=2), encoding="utf-8")
+        tmp.replace(folder / "run.json")
+
+    def update(self, run_id: str, **fields: Any) -> RunMeta:
+        """Change some fields of a run's description; the new description."""
+        with self._lock:
+            meta = self.get(run_id).model_copy(update=fields)
+            self.save(meta)
+        return meta
+
+    def all(self) -> list[RunMeta]:
+        """Every run, newest first (an unreadable description is logged and left out)."""
+        metas = []
+        for path in self.root.glob("*/run.json"):
+            try:
+                metas.append(RunMeta.model_validate_json(path.read_text(encoding="utf-8")))
+            except ValueError:
+                log.warning("unreadable run description %s", path)
+        return sorted(metas, key=lambda m: m.created_at, reverse=True)

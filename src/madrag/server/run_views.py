@@ -1,0 +1,49 @@
+"""A run's scores as the pages and the API read them, kept until they change.
+
+A run scoring in this process shows the scores of its finished essays (the library's, as each essay
+completes); any other run is read through its score index, built once by the library's run reader when
+missing or stale."""
+
+from __future__ import annotations
+
+from madrag.server import library_runs
+from madrag.server.faults import WrongState
+from madrag.server.run_events import RunEvents
+from madrag.server.run_repo import ACTIVE, RunRepository
+
+
+class RunViews:
+    """Each run's :class:`~madrag.server.library_runs.RunView`, cached by what it was built from."""
+
+    def __init__(self, repo: RunRepository, events: RunEvents) -> None:
+        self.repo = repo
+        self.events = events
+        self._views: dict[str, tuple[object, library_runs.RunView]] = {}
+
+    def view(self, run_id: str) -> library_runs.RunView:
+        """The run's scores (:class:`WrongState` when it has stored nothing yet)."""
+        run_dir = self.repo.run_dir(run_id)
+        if not (run_dir / "store.sqlite").is_file():
+            raise WrongState(f"run {run_id} has not stored anything yet")
+        snap = self.events.snapshot(run_id)
+        status = snap["status"] if snap is not None else self.repo.get(run_id).status
+        cached = self._views.get(run_id)
+        live = self.events.live(run_id)
+        if status in ACTIVE and live is not None:
+            version: object = ("live", len(live))
+            if cached is None or cached[0] != version:
+                cached = (version, library_runs.view_of(run_dir, live))
+                self._views[run_id] = cached
+            return cached[1]
+        count = library_runs.record_count(run_dir)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        scores = library_runs.load_index(run_dir, count)
+        if scores is not None:
+            view = library_runs.view_of(run_dir, scores)
+        else:
+            view = library_runs.read_run(run_dir)
+            if status == "finished":
+                library_runs.save_index(run_dir, view.scores, count)
+        self._views[run_id] = (count, view)
+        return view
