@@ -14,6 +14,7 @@ ScoreMethod = Literal["auto", "constrained", "text"]
 ReportFrom = Literal["parsed", "argmax", "expected"]
 PromptLayout = Literal["shared_prefix", "seed"]
 SaragExemplars = Literal["span", "similar"]
+JudgeExemplars = Literal["nearest", "anchors"]
 
 
 class ScoringSettings(BaseModel):
@@ -70,6 +71,15 @@ class ScoringSettings(BaseModel):
     # 8 labels): "half_up" (3; seed 000 B.5 names no tie rule), "half_even" (to the even score), "half_down".
     # Applies to the exemplar labels of the run and is what its evaluation uses unless told otherwise
     reference_ties: TieRule = PAPER_TIES
+    # the per-trait Judge's exemplars (MARAG, MADRAG): "nearest" (seed 000 procedure 2: per score level the pool
+    # essay nearest to the essay scored, shown after it) or "anchors" (anchor papers: per score level one fixed
+    # pool essay, the level's medoid, chosen once and recorded in the run, shown before the essay, so every
+    # essay's Judge calls of a trait share one long prompt prefix for servers with prefix caching)
+    judge_exemplars: JudgeExemplars = "nearest"
+    # adaptive debate (MAD, MADRAG): None debates every trait (the papers). A threshold t: the debate-free Judge
+    # (MA's, MARAG's) scores first, and the debate and its Judge run only when that Judge's top score probability
+    # is below t (or unknown); otherwise its score is the trait's score
+    adaptive_debate: float | None = Field(default=None, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _judges_fit(self) -> ScoringSettings:
@@ -81,10 +91,15 @@ class ScoringSettings(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Every field, but ``reference_ties`` only when not the default: runs made before it existed resume."""
+        """Every field, but ``reference_ties``, ``judge_exemplars`` and ``adaptive_debate`` only when not the
+        default: runs made before they existed resume."""
         out: dict[str, Any] = handler(self)
         if self.reference_ties == PAPER_TIES:
             out.pop("reference_ties", None)
+        if self.judge_exemplars == "nearest":
+            out.pop("judge_exemplars", None)
+        if self.adaptive_debate is None:
+            out.pop("adaptive_debate", None)
         return out
 
     @property

@@ -273,6 +273,21 @@ SaragExemplarsOpt = Annotated[
         help="SARAG's exemplars: span (one per score level, seed 000; default) or similar (the k most similar)."
     ),
 ]
+JudgeExemplarsOpt = Annotated[
+    str,
+    typer.Option(
+        help="MARAG/MADRAG Judge's exemplars: nearest (per score level the pool essay nearest the essay, after it; "
+        "seed 000, default) or anchors (one fixed pool essay per level, its medoid, recorded in the run and shown "
+        "before the essay: every essay's Judge calls share the prompt prefix; a cost option)."
+    ),
+]
+AdaptiveDebateOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="MAD/MADRAG: debate a trait only when the debate-free Judge's top score probability is below this "
+        "threshold in (0, 1] (or unknown); else keep that Judge's score (default: debate every trait, the papers).",
+    ),
+]
 PromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder of prompt templates overriding the packaged ones.")]
 CacheDirOpt = Annotated[
     Path, typer.Option(help="Exemplar indexes and response cache (default: $MADRAG_CACHE, else ~/.cache/madrag).")

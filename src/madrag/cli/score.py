@@ -18,6 +18,7 @@ from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.api.scoring import run_job
 from madrag.cli.options import (
+    AdaptiveDebateOpt,
     ApiKeyEnvOpt,
     BaseUrlOpt,
     CacheDirOpt,
@@ -35,6 +36,7 @@ from madrag.cli.options import (
     FakeLatencyOpt,
     FoldOpt,
     IdsOpt,
+    JudgeExemplarsOpt,
     JudgeMaxTokensOpt,
     JudgesPerTraitOpt,
     LimitOpt,
@@ -87,6 +89,7 @@ from madrag.retrieval.embedder import EMBEDDERS
 from madrag.rubric import load_rubric
 from madrag.settings import (
     EvidenceCheck,
+    JudgeExemplars,
     Placeholders,
     PromptLayout,
     ReportFrom,
@@ -104,6 +107,7 @@ SCORE_METHODS: tuple[ScoreMethod, ...] = ("auto", "constrained", "text")
 REPORTS: tuple[ReportFrom, ...] = ("parsed", "argmax", "expected")
 PROMPT_LAYOUTS: tuple[PromptLayout, ...] = ("seed", "shared_prefix")
 SARAG_EXEMPLARS: tuple[SaragExemplars, ...] = ("span", "similar")
+JUDGE_EXEMPLARS: tuple[JudgeExemplars, ...] = ("nearest", "anchors")
 
 
 def _parse_fold(value: str) -> int | str | None:
@@ -162,6 +166,8 @@ def score(
     prompt_layout: PromptLayoutOpt = "seed",
     verify_claims: VerifyClaimsOpt = False,
     sarag_exemplars: SaragExemplarsOpt = "span",
+    judge_exemplars: JudgeExemplarsOpt = "nearest",
+    adaptive_debate: AdaptiveDebateOpt = None,
     prompts_dir: PromptsDirOpt = None,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     no_cache: NoCacheOpt = False,
@@ -221,6 +227,8 @@ def score(
             prompt_layout=choice("--prompt-layout", prompt_layout, PROMPT_LAYOUTS),
             verify_claims=verify_claims,
             sarag_exemplars=choice("--sarag-exemplars", sarag_exemplars, SARAG_EXEMPLARS),
+            judge_exemplars=choice("--judge-exemplars", judge_exemplars, JUDGE_EXEMPLARS),
+            adaptive_debate=adaptive_debate,
         ),
         essay_concurrency=essay_concurrency,
         prompts_dir=prompts_dir,
@@ -298,12 +306,13 @@ def _run_job(job: ScoreJob) -> ScoringResult:
             "Run the same command again to resume."
         )
         raise typer.Exit(130) from None
-    _summary(result)
+    _summary(result, adaptive=job.settings.adaptive_debate is not None)
     return result
 
 
-def _summary(result: ScoringResult) -> None:
-    """The table of trait scores (with the human reference) and the call counts of a finished job."""
+def _summary(result: ScoringResult, adaptive: bool = False) -> None:
+    """The table of trait scores (with the human reference) and the call counts of a finished job (``adaptive``:
+    and the debates an adaptive debate skipped)."""
     traits = result.rubric.trait_names
     protocols = sorted({s.protocol for s in result.trait_scores})
     table = Table(title=f"trait scores (run {result.run_id}{', resumed' if result.resumed else ''})")
@@ -328,6 +337,12 @@ def _summary(result: ScoringResult) -> None:
         f"{stats.made} agent calls made{failed}, {stats.reused} reused from the run store, "
         f"{stats.failed_scores} judge scores unusable; {result.elapsed_s:.0f}s"
     )
+    if adaptive:
+        from madrag.cli.costs import adaptive_line
+        from madrag.protocols.adaptive import adaptive_summary
+
+        for protocol, row in adaptive_summary(result.records).items():
+            console.print(adaptive_line(protocol, row))
 
 
 def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:

@@ -20,6 +20,7 @@ exact cosine search), so nothing done to the cache folder afterwards can change 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import threading
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
 from madrag.retrieval import bank_store
+from madrag.retrieval.anchors import AnchorChoice
 from madrag.retrieval.embedder import Embedder, FloatArray, normalize_rows
 from madrag.retrieval.memory import ArrayCollection
 from madrag.rubric import Rubric, Trait
@@ -352,6 +354,20 @@ class ExemplarBank:
         chosen = list(traits) if traits is not None else list(self.rubric.traits)
         vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
         return {t.name: self.per_level(essay, t, query_vector=vector) for t in chosen}
+
+    @functools.cached_property
+    def _anchor_choice(self) -> AnchorChoice:
+        return AnchorChoice(self._collection)
+
+    def anchors(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """Anchor exemplars (:mod:`madrag.retrieval.anchors`): per score of ``trait`` the level's medoid, the
+        same for every essay (never ``essay`` itself: then the level's runner-up)."""
+        self._check_trait(trait)
+        return self._anchor_choice.per_level(essay, trait)
+
+    def anchor_ids(self) -> dict[str, dict[str, str | None]]:
+        """The anchors' essay ids, per trait and score level, as a run records them."""
+        return self._anchor_choice.chosen_ids(list(self.rubric.traits))
 
     def _check_trait(self, trait: Trait) -> None:
         if trait.name not in self.rubric.trait_names:
