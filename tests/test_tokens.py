@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 from tests.helpers import make_ctx
+from typer.testing import CliRunner
 
+from madrag.cli.costs import costs_command
 from madrag.data import Essay
 from madrag.evaluation.costs.render import render_report, report_to_dict
 from madrag.evaluation.costs.tally import cost_report
+from madrag.evaluation.run import load_run
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -219,3 +224,37 @@ def test_new_settings_left_out_of_the_record_at_their_defaults() -> None:
     dumped = ScoringSettings().model_dump()
     assert "judge_exemplars" not in dumped and "adaptive_debate" not in dumped  # older runs still resume
     assert ANCHORS.model_dump()["judge_exemplars"] == "anchors"
+
+
+def test_an_adaptive_run_records_its_threshold_and_costs_reports_the_calls_saved(tmp_path: Path, asap: Path) -> None:
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=asap / "rubric_set7.json",
+        run_dir=tmp_path / "run",
+        limit=2,
+        protocols=["MARAG", "MADRAG"],
+        provider=ProviderSpec(kind="fake"),
+        embedder="hashing",
+        cache_dir=tmp_path / "cache",
+        response_cache=False,
+        settings=ScoringSettings(adaptive_debate=0.5, judge_exemplars="anchors"),
+    )
+    result = asyncio.run(execute(job))
+    assert len([s for s in result.scores if s.protocol == "MADRAG" and s.score is not None]) == 8
+    from tests.helpers import stored_records
+
+    records = stored_records(job.run_dir)
+    assert not [r for r in records if r.role in ("advocate", "skeptic")]  # the fake's Judge is sure enough (0.53)
+    assert load_run(job.run_dir).config["settings"]["adaptive_debate"] == 0.5
+    app = typer.Typer()
+    app.command()(costs_command)
+    out = CliRunner().invoke(app, ["--run-dir", str(job.run_dir)])
+    assert out.exit_code == 0, out.output
+    assert "adaptive debate MADRAG (threshold 0.5): debated 0 of 8 essay-traits, skipped 8: 24 calls not made" in (
+        " ".join(out.output.split())
+    )
+    data = json.loads(CliRunner().invoke(app, ["--run-dir", str(job.run_dir), "--json"]).output)
+    assert data["adaptive_debate"]["MADRAG"]["calls_saved"] == 24
+    total = data["report"]["total"]
+    assert total["calls"] == 8  # MARAG's Judge calls, which MADRAG's screening shared; no debate, no second Judge
+    assert total["cache_unreported_calls"] == 8 and total["cached_prompt_tokens"] == 0  # the fake does not say

@@ -170,6 +170,7 @@ async def arun_job(
     the exemplar bank's, instead of MiniLM; ``temporary``: the run directory was made for this run."""
     bar = progress if isinstance(progress, ScoreProgress) else ScoreProgress(enabled=progress)
     bar.per_essay = len(job.protocols) * len(to_rubric(job.rubric).traits)
+    bar.protocols = set(job.protocols)
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")
