@@ -9,13 +9,16 @@ essay per level, before the essay). Calls are made one after another, trait by t
 What the server computed. llama-cpp-python's server keeps the previous request's KV cache and reuses its longest
 common token prefix with the next prompt (one sequence); its usage reports no ``cached_tokens``, so the
 prefix hits are read from its verbose log (``Llama.generate: N prefix-match hit, remaining M prompt tokens to
-eval``). Uncached (billed) prompt tokens = the prompt tokens of every request (its usage) minus those hits. A
-short unrelated request before each arm clears the cache, so neither arm reuses the other's prompts.
+eval``), read per call while it is answered. Uncached (billed) prompt tokens = the call's prompt tokens (its
+record's usage) minus those hits. A short unrelated request before each arm clears the cache, so neither arm
+reuses the other's prompts. Two ratios are printed: over all calls (each trait's first essay pays for the
+anchors once) and over the calls after each trait's first essay (what every further essay costs).
 
 The exemplar bank uses the hashing embedder by default (embedding the 1,256-essay pool with MiniLM takes minutes
 on two cores); the exemplars differ from MiniLM's, their token counts are of the same essays' kind.
 
-Usage: ``timeout 900 .venv/bin/python bench/prefix_cache.py [--essays 3 --traits Ideas --judge-max-tokens 48]``.
+Usage: ``timeout 2400 .venv/bin/python bench/prefix_cache.py [--essays 3 --traits Ideas --judge-max-tokens 16
+--n-ctx 4096]`` (about 18 minutes on two loaded cores).
 """
 
 from __future__ import annotations
@@ -84,14 +87,15 @@ async def reset(base_url: str) -> None:
 
 
 async def run_arm(
-    choice: JudgeExemplars, args: argparse.Namespace, base_url: str, bank: ExemplarBank, work: Path
+    choice: JudgeExemplars, args: argparse.Namespace, base_url: str, bank: ExemplarBank, work: Path, log: Any
 ) -> dict[str, Any]:
-    """Score the essays with MARAG under ``choice``; prompt tokens from the records' usage."""
+    """Score the essays with MARAG under ``choice``, one Judge at a time: per call its prompt tokens (its
+    record's usage) and the prefix hits the server logged while answering it."""
     asap = find_asap_dir()
     rubric = load_rubric(asap / "rubric_set7.json")
     essays = split_by_fold(load_asap(asap / "training_set_rel3_sets7_8.tsv", rubric), 0).eval[: args.essays]
     traits = [t for t in rubric.traits if t.name in args.traits.split(",")]
-    provider = OpenAICompatProvider(model="smollm2", base_url=base_url, api_key_env="MADRAG_NO_KEY", timeout_s=600)
+    provider = OpenAICompatProvider(model="smollm2", base_url=base_url, api_key_env="MADRAG_NO_KEY", timeout_s=900)
     settings = ScoringSettings(
         judge_exemplars=choice, judge_max_tokens=args.judge_max_tokens, exemplar_max_words=args.exemplar_max_words
     )
@@ -106,20 +110,22 @@ async def run_arm(
     )
     protocol = get_protocol("MARAG")
     started = time.monotonic()
+    calls = []
     try:
         for trait in traits:
             for essay in essays:
-                await protocol.score_trait(ctx, essay, trait)  # type: ignore[attr-defined]
+                start = log.seek(0, 2)
+                score = await protocol.score_trait(ctx, essay, trait)  # type: ignore[attr-defined]
+                reused, full = hits_in(log_tail(log, start))
+                record = store.get(score.record_key)
+                assert record is not None and record.usage.prompt_tokens is not None
+                calls.append(
+                    {"prompt": record.usage.prompt_tokens, "reused": reused, "full": full, "n": record.requests}
+                )
     finally:
         await provider.aclose()
-    records = list(store.records())
-    store.close()
-    prompt = sum(r.usage.prompt_tokens or 0 for r in records)
-    return {
-        "prompt_tokens": prompt,
-        "requests": sum(r.requests for r in records),
-        "seconds": time.monotonic() - started,
-    }
+        store.close()
+    return {"calls": calls, "seconds": time.monotonic() - started}
 
 
 def hits_in(text: str) -> tuple[int, int]:
@@ -147,27 +153,40 @@ def main() -> None:
             choices: tuple[JudgeExemplars, ...] = ("nearest", "anchors")
             for choice in choices:
                 asyncio.run(reset(base_url))
-                start = log.seek(0, 2)  # only the arm's own requests are counted
-                arm = asyncio.run(run_arm(choice, args, base_url, bank, work))
-                reused, full = hits_in(log_tail(log, start))
-                arm.update(reused=reused, full_cached=full, uncached=arm["prompt_tokens"] - reused)
-                rows[choice] = arm
+                rows[choice] = asyncio.run(run_arm(choice, args, base_url, bank, work, log))
         finally:
             proc.terminate()
             proc.wait(timeout=15)
     report(rows, args)
 
 
+def totals(calls: list[dict[str, int]]) -> dict[str, int]:
+    """Requests, prompt tokens, tokens reused from the server's cache and the uncached rest, over ``calls``."""
+    prompt, reused = sum(c["prompt"] for c in calls), sum(c["reused"] for c in calls)
+    full = sum(c["full"] for c in calls)
+    return {
+        "requests": sum(c["n"] for c in calls),
+        "prompt": prompt,
+        "reused": reused,
+        "uncached": prompt - reused,
+        "full": full,
+    }
+
+
 def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    """Both arms side by side: all calls, and the calls after each trait's first essay (the steady state)."""
     print(f"MARAG on {args.essays} set-7 essays x traits {args.traits}, llama-cpp-python server (SmolLM2-135M)")
-    print(f"{'exemplars':<10} {'requests':>8} {'prompt tok':>11} {'reused':>8} {'uncached':>9} {'seconds':>8}")
-    for choice, r in rows.items():
-        print(
-            f"{choice:<10} {r['requests']:>8} {r['prompt_tokens']:>11} {r['reused']:>8} {r['uncached']:>9} "
-            f"{r['seconds']:>8.1f}"
-        )
-    ratio = rows["anchors"]["uncached"] / rows["nearest"]["uncached"]
-    print(f"uncached (billed) prompt tokens, anchors / nearest: {ratio:.3f}")
+    print(f"{'exemplars':<10} {'calls':<14} {'requests':>8} {'prompt tok':>11} {'reused':>8} {'uncached':>9}")
+    sums: dict[tuple[str, str], dict[str, int]] = {}
+    for choice, arm in rows.items():
+        later = [c for i, c in enumerate(arm["calls"]) if i % args.essays]  # not a trait's first essay
+        for label, calls in (("all", arm["calls"]), ("after first", later)):
+            t = sums[(choice, label)] = totals(calls)
+            print(f"{choice:<10} {label:<14} {t['requests']:>8} {t['prompt']:>11} {t['reused']:>8} {t['uncached']:>9}")
+        print(f"{'':<10} {arm['seconds']:.1f} s; whole prompts served from the cache: {sums[(choice, 'all')]['full']}")
+    for label in ("all", "after first"):
+        ratio = sums[("anchors", label)]["uncached"] / max(1, sums[("nearest", label)]["uncached"])
+        print(f"uncached (billed) prompt tokens, anchors / nearest, {label} calls: {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -258,3 +258,14 @@ def test_an_adaptive_run_records_its_threshold_and_costs_reports_the_calls_saved
     total = data["report"]["total"]
     assert total["calls"] == 8  # MARAG's Judge calls, which MADRAG's screening shared; no debate, no second Judge
     assert total["cache_unreported_calls"] == 8 and total["cached_prompt_tokens"] == 0  # the fake does not say
+
+
+async def test_anchors_need_a_bank_that_chooses_them(tmp_path: Path) -> None:
+    from tests.helpers import StubBank
+
+    from madrag.errors import ConfigError
+
+    ctx = make_ctx(tmp_path, FakeProvider(), StubBank([]), settings=ANCHORS)
+    protocol = get_protocol("MARAG")
+    with pytest.raises(ConfigError, match="--judge-exemplars anchors needs an exemplar bank that chooses anchors"):
+        await protocol.score_trait(ctx, Essay(id="e1", text="An essay."), IDEAS)  # type: ignore[attr-defined]

@@ -10,7 +10,9 @@ MADRAG     adv_r1      yes        the full method (Algorithm 1)
 =========  ==========  =========  ==========================================================
 
 ``MADRAG[both_r1]`` etc. run MADRAG with another transcript variant (Appendix C.1).
-Only the Judge sees exemplars (A.7, RAG isolation across roles).
+Only the Judge sees exemplars (A.7, RAG isolation across roles). Two cost options differ from the paper:
+``judge_exemplars=anchors`` shows one fixed exemplar per level before the essay (:mod:`madrag.retrieval.anchors`)
+and ``adaptive_debate=t`` debates only the traits whose debate-free Judge is unsure (:mod:`madrag.protocols.adaptive`).
 """
 
 from __future__ import annotations
