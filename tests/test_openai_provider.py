@@ -214,6 +214,16 @@ async def test_missing_usage_stays_unknown(make: Any) -> None:
     assert resp.usage.prompt_tokens is None and resp.usage.completion_tokens is None
 
 
+async def test_cached_prompt_tokens_read_where_the_server_says_and_unknown_where_not(make: Any) -> None:
+    body = completion_body()
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 8}
+    provider, _ = make(ok(body), ok(completion_body()))
+    said = await provider.complete(req())
+    silent = await provider.complete(req())  # llama-cpp-python's server says nothing about its prefix cache
+    assert said.usage.cached_prompt_tokens == 8 and said.usage.prompt_tokens == 11
+    assert silent.usage.cached_prompt_tokens is None and silent.usage.prompt_tokens == 11
+
+
 async def test_missing_logprobs_raises(make: Any) -> None:
     provider, _ = make(ok(completion_body(logprobs=None)))
     with pytest.raises(ProviderError, match="no logprobs") as info:

@@ -22,6 +22,7 @@ ScoreMethod = Literal["auto", "constrained", "text"]
 ReportFrom = Literal["parsed", "argmax", "expected"]
 PromptLayout = Literal["seed", "shared_prefix"]
 SaragExemplars = Literal["span", "similar"]
+JudgeExemplars = Literal["nearest", "anchors"]
 
 
 class ScoringSettings(BaseModel):
@@ -111,6 +112,22 @@ class ScoringSettings(BaseModel):
         description="How a reference label rounds a raters' mean halfway between two scores (2.5), for the "
         "exemplars' labels and the run's evaluation: half_up (default; seed 000 B.5 gives no tie rule), half_even "
         "or half_down.",
+    )
+    judge_exemplars: JudgeExemplars = Field(
+        default="nearest",
+        description="MARAG/MADRAG Judge's exemplars: nearest (per score level the pool essay nearest the essay, "
+        "after it; seed 000, default) or anchors (one fixed pool essay per level, its medoid, recorded in the run "
+        "and shown before the essay: every essay's Judge calls share the prompt prefix; a cost option).",
+    )
+    # None debates every trait (the papers); a threshold t: the debate-free Judge (MA's, MARAG's) scores first,
+    # and the debate and its Judge run only when that Judge's top score probability is below t (or unknown)
+    adaptive_debate: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="MAD/MADRAG: debate a trait only when the debate-free Judge's top score probability is below "
+        "this threshold in (0, 1] (or unknown); else keep that Judge's score (default: debate every trait, the "
+        "papers).",
     )
 
     @model_validator(mode="after")

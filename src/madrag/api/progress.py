@@ -38,6 +38,9 @@ class ScoreProgress(RunHooks):
         self._bank_task: TaskID | None = None
         self.essays_done = 0  # essays finished in this call
         self.per_essay: int | None = None  # (trait, protocol) scores of one essay, when the caller knows
+        # the run's protocols, when the caller knows: a Judge record of another (an adaptive debate's debate-free
+        # Judge, MARAG's for MADRAG) is no score of the run
+        self.protocols: set[str] | None = None
         self.failed = 0  # calls failed after their retries in this call
         self._failed_by_essay: dict[str, int] = {}
         self._counted: dict[str, set[tuple[str, str]]] = {}  # essay -> (protocol, trait) the bar counted
@@ -91,7 +94,11 @@ class ScoreProgress(RunHooks):
         """One agent call finished: the first Judge record of a trait advances the bar."""
         if self._progress is None or self._task is None:
             return
-        if record.role == "judge" and record.index == 0:
+        if (
+            record.role == "judge"
+            and record.index == 0
+            and (self.protocols is None or record.protocol in self.protocols)
+        ):
             traits = list(record.trait_scores or {}) if record.trait == ALL_TRAITS else [record.trait]
             self._count(record.essay_id, {(record.protocol, t) for t in traits})
         self._progress.update(self._task, description=f"{record.role:>8} {record.essay_id} {record.trait:<14.14}")

@@ -162,6 +162,7 @@ async def arun_job(
     hooks = progress if isinstance(progress, RunHooks) else bar
     rubric = job_rubric(job)
     bar.per_essay = len(job.protocols) * len(rubric.traits)
+    bar.protocols = set(job.protocols)
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")

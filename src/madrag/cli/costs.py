@@ -19,6 +19,7 @@ from madrag.evaluation.costs.prices import load_prices
 from madrag.evaluation.costs.render import estimate_to_dict, render_text, report_to_dict
 from madrag.evaluation.costs.tally import WHOLE_ESSAY, CostReport, cost_report
 from madrag.evaluation.run import open_store
+from madrag.protocols.adaptive import adaptive_summary
 
 PRICES_HELP = (
     "Price table (YAML or JSON): model -> {prompt: $ per 1M tokens, completion: $ per 1M tokens}; "
@@ -58,6 +59,7 @@ def costs_command(
     try:
         report = cost_report(store, table)
         prefix = prefix_stats(store.records())
+        adaptive = adaptive_summary(store.records())
     finally:
         store.close()
     if not report.calls:
@@ -70,6 +72,7 @@ def costs_command(
             "report": report_to_dict(report),
             "estimate": estimate and estimate_to_dict(estimate),
             "shared_prefix_fraction": prefix.shared_fraction,
+            "adaptive_debate": adaptive,
         }
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -80,3 +83,15 @@ def costs_command(
     )
     if estimate is not None:
         typer.echo(render_text(estimate, priced=table is not None))
+    for protocol, row in adaptive.items():
+        typer.echo(adaptive_line(protocol, row))
+
+
+def adaptive_line(protocol: str, row: dict[str, int | float]) -> str:
+    """One protocol's adaptive debate in words: traits debated and skipped, calls not made, screening calls."""
+    return (
+        f"adaptive debate {protocol} (threshold {row['threshold']}): debated {row['debated']} of "
+        f"{row['screened']} essay-traits, skipped {row['skipped']}: {row['calls_saved']} calls not made, "
+        f"{row['screen_calls']} debate-free Judge calls made first (net {row['net_saved']} saved; the screening "
+        "calls are free when the run also has MA/MARAG)"
+    )

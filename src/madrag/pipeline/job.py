@@ -418,6 +418,8 @@ def _prepare_bank(
     else:
         info = bank.info()  # per fold: fingerprint, size, built now
     info["embedder"] = bank.embedder.name
+    if job.settings.judge_exemplars == "anchors":  # chosen once from the pool: which essays every Judge is shown
+        info["anchors"] = bank.anchor_ids()
     run.store.set_meta("bank", info)
     return bank, info
 

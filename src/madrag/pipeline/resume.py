@@ -53,6 +53,10 @@ class _NoExemplars:
         """No exemplar at any level."""
         return []
 
+    def anchors(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """No anchor at any level."""
+        return []
+
     def similar(self, essay: Essay, k: int) -> list[Exemplar]:
         """No similar essay."""
         return []

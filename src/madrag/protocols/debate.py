@@ -79,6 +79,11 @@ def _plan(variant: Variant) -> list[list[tuple[str, int]]]:
     return [[("skeptic", r) for r in range(1, rounds + 1)]]
 
 
+def debate_calls(variant: Variant) -> int:
+    """The debater calls of one essay-trait's debate in ``variant`` (the Judge's call not counted)."""
+    return sum(len(thread) for thread in _plan(variant))
+
+
 def turn_of(record: AgentRecord) -> Turn:
     """A debater's record as a transcript turn."""
     return Turn(speaker=SPEAKER[record.role], round=record.round, message=record.text, confidence=record.confidence)

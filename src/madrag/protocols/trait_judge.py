@@ -10,7 +10,9 @@ MADRAG     adv_r1      yes        the full method (Algorithm 1)
 =========  ==========  =========  ==========================================================
 
 ``MADRAG[both_r1]`` etc. run MADRAG with another transcript variant (Appendix C.1).
-Only the Judge sees exemplars (A.7, RAG isolation across roles).
+Only the Judge sees exemplars (A.7, RAG isolation across roles). Two cost options differ from the paper:
+``judge_exemplars=anchors`` shows one fixed exemplar per level before the essay (:mod:`madrag.retrieval.anchors`)
+and ``adaptive_debate=t`` debates only the traits whose debate-free Judge is unsure (:mod:`madrag.protocols.adaptive`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import (
@@ -33,12 +35,18 @@ from madrag.agents.judge import judge_trait
 from madrag.concurrency import gather_or_cancel, gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
+from madrag.protocols import adaptive
 from madrag.protocols.base import ScoringProtocol
-from madrag.protocols.debate import VARIANTS, Variant, run_debate, turn_of
+from madrag.protocols.debate import VARIANTS, Variant, debate_calls, run_debate, turn_of
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import TraitScore, combine_judges
+from madrag.providers.base import Message
+from madrag.retrieval.anchors import AnchorSource
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
+
+if TYPE_CHECKING:
+    from madrag.retrieval.bank import LevelExemplar
 
 _VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
 
@@ -83,12 +91,39 @@ class TraitJudgeProtocol(ScoringProtocol):
         self, ctx: CallContext, essay: Essay, trait: Trait, source_label: str | None = None
     ) -> TraitScore:
         """Score one trait: exemplars and debate as the protocol says, then its Judge(s) (``source_label``: the
-        rubric's name for the essay's source text, if it has one)."""
+        rubric's name for the essay's source text, if it has one). Under an adaptive debate the debate-free
+        Judge scores first and the debate runs only when its score is uncertain (:mod:`madrag.protocols.adaptive`)."""
+        threshold = ctx.settings.adaptive_debate
+        if self.debate is None or threshold is None:
+            return await self._judged(ctx, essay, trait, source_label)
+        screen = await self.screen.score_trait(ctx, essay, trait, source_label)
+        decision = adaptive.decide(screen, threshold, self.screen.name, debate_calls(self.debate) + 1)
+        if not decision["debated"]:
+            return await adaptive.keep_screen(ctx, self.name, trait, screen, decision)
+        return await self._judged(ctx, essay, trait, source_label, {"adaptive": decision})
+
+    @property
+    def screen(self) -> TraitJudgeProtocol:
+        """The debate-free protocol of the same exemplars (MA for MAD, MARAG for MADRAG): an adaptive debate's
+        first Judge."""
+        return TraitJudgeProtocol("MARAG" if self.exemplars else "MA", debate=None, exemplars=self.exemplars)
+
+    async def _judged(
+        self,
+        ctx: CallContext,
+        essay: Essay,
+        trait: Trait,
+        source_label: str | None,
+        extra: dict[str, Any] | None = None,
+    ) -> TraitScore:
+        """Exemplars and debate as the protocol says, then its Judge(s); ``extra`` joins the Judge's context."""
         values = essay_values(
             ctx.prompts, essay, trait, ctx.settings.placeholders, ctx.self_report_confidence, source_label
         )
-        context: dict[str, Any] = {}
+        context: dict[str, Any] = dict(extra or {})
         blocks = await self._blocks(ctx, essay, trait, values, context)
+        anchors = self.exemplars and ctx.settings.judge_exemplars == "anchors"
+        lead, blocks = (blocks["EXEMPLARS"], {**blocks, "EXEMPLARS": ""}) if anchors else ("", blocks)
         messages = role_messages(
             ctx.prompts,
             ctx.settings.prompt_layout,
@@ -96,6 +131,8 @@ class TraitJudgeProtocol(ScoringProtocol):
             "judge_user",
             {**values, **blocks},
         )
+        if anchors:  # before the essay: every essay's Judge call of this trait starts with the same text
+            messages = lead_with(messages, lead)
         n = self.judges_needed(ctx.settings)
         if n > 1:  # the usable-judge policy goes into every judge's record, so a stored run is read the same way
             context["judges"] = {"n": n, "min_usable": ctx.settings.usable_judges_needed}
@@ -127,7 +164,7 @@ class TraitJudgeProtocol(ScoringProtocol):
         exemplar_text = debate_text = feedback = ""
         if self.exemplars:
             assert ctx.bank is not None
-            levels = await asyncio.to_thread(ctx.bank.per_level, essay, trait)
+            levels = await asyncio.to_thread(judge_levels, ctx, essay, trait)
             exemplar_text = render_exemplars(ctx.prompts, trait, levels, ctx.settings.exemplar_max_words)
             context["exemplars"] = [lvl.model_dump(mode="json") for lvl in levels]
         if self.debate is not None:
@@ -144,6 +181,24 @@ class TraitJudgeProtocol(ScoringProtocol):
             "EVIDENCE_FEEDBACK": feedback,
             "VERIFY_NOTE": ctx.prompts.render("verify_note").strip() + " " if ctx.settings.verify_claims else "",
         }
+
+
+def judge_levels(ctx: CallContext, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+    """The Judge's exemplars: seed 000's procedure 2 (the nearest pool essay per score level), or the run's
+    anchors (one fixed pool essay per level, :mod:`madrag.retrieval.anchors`) under ``judge_exemplars=anchors``."""
+    bank = ctx.bank
+    assert bank is not None
+    if ctx.settings.judge_exemplars == "nearest":
+        return bank.per_level(essay, trait)
+    if not isinstance(bank, AnchorSource):
+        raise ConfigError("--judge-exemplars anchors needs an exemplar bank that chooses anchors")
+    return bank.anchors(essay, trait)
+
+
+def lead_with(messages: list[Message], block: str) -> list[Message]:
+    """``messages`` with ``block`` (the anchors' exemplar block) opening the user message, before the essay."""
+    *head, user = messages
+    return [*head, Message(role=user.role, content=f"{block}\n{user.content}")]
 
 
 def judge_seed(run_seed: int | None, index: int) -> int | None:

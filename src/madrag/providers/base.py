@@ -99,6 +99,9 @@ class Usage(BaseModel):
 
     prompt_tokens: int | None = 0
     completion_tokens: int | None = 0
+    # of the prompt tokens, those the server says it served from its prefix cache (OpenAI-compatible servers:
+    # ``usage.prompt_tokens_details.cached_tokens``); None when it did not say (unknown, never 0)
+    cached_prompt_tokens: int | None = None
 
     @property
     def known(self) -> bool:
@@ -110,6 +113,7 @@ class Usage(BaseModel):
         return Usage(
             prompt_tokens=_plus(self.prompt_tokens, other.prompt_tokens),
             completion_tokens=_plus(self.completion_tokens, other.completion_tokens),
+            cached_prompt_tokens=_plus(self.cached_prompt_tokens, other.cached_prompt_tokens),
         )
 
 

@@ -301,6 +301,7 @@ class OpenAICompatProvider(Provider):
             usage=Usage(
                 prompt_tokens=self._count(usage.get("prompt_tokens")),
                 completion_tokens=self._count(usage.get("completion_tokens")),
+                cached_prompt_tokens=self._count(_cached_tokens(usage)),
             ),
             latency_s=latency,
             model=model if isinstance(model, str) and model else self.model,
@@ -423,3 +424,10 @@ class OpenAICompatProvider(Provider):
         if isinstance(body, str) and body.strip():
             return body
         return exc.response.reason_phrase or type(exc).__name__
+
+
+def _cached_tokens(usage: dict[str, Any]) -> Any:
+    """``usage.prompt_tokens_details.cached_tokens``: the prompt tokens served from the server's prefix cache
+    (None when the server does not say, as llama-cpp-python's does not)."""
+    details = usage.get("prompt_tokens_details")
+    return details.get("cached_tokens") if isinstance(details, dict) else None

@@ -20,6 +20,7 @@ exact cosine search), so nothing done to the cache folder afterwards can change 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import threading
@@ -30,46 +31,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
 from madrag.retrieval import bank_store
+from madrag.retrieval.anchors import AnchorChoice
 from madrag.retrieval.embedder import Embedder, FloatArray, normalize_rows
+from madrag.retrieval.exemplars import SCORE_PREFIX as SCORE_PREFIX
+from madrag.retrieval.exemplars import Exemplar as Exemplar
+from madrag.retrieval.exemplars import LevelExemplar as LevelExemplar
+from madrag.retrieval.exemplars import score_key as score_key
 from madrag.retrieval.memory import ArrayCollection
 from madrag.rubric import Rubric, Trait
 
 BANK_FORMAT = 1
-SCORE_PREFIX = "score::"
 _QUERY_CACHE_SIZE = 10_000
-
-
-class Exemplar(BaseModel):
-    """A pool essay returned by a retrieval, with its reference scores and its distance to the query."""
-
-    model_config = ConfigDict(frozen=True)
-
-    essay_id: str
-    text: str
-    scores: dict[str, int] = Field(default_factory=dict)
-    essay_set: int | None = None
-    distance: float  # cosine distance, 1 - similarity
-    similarity: float  # cosine similarity of the two essay vectors
-
-
-class LevelExemplar(BaseModel):
-    """Procedure 2's answer for one score level of one trait; ``exemplar`` is None when none is available."""
-
-    model_config = ConfigDict(frozen=True)
-
-    trait: str
-    score: int
-    exemplar: Exemplar | None = None
-
-
-def score_key(trait_name: str) -> str:
-    """Metadata key holding a pool essay's reference score for ``trait_name``."""
-    return f"{SCORE_PREFIX}{trait_name}"
 
 
 def pool_fingerprint(pool: Sequence[Essay], rubric: Rubric, embedder_name: str) -> str:
@@ -362,6 +338,20 @@ class ExemplarBank:
         chosen = list(traits) if traits is not None else list(self.rubric.traits)
         vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
         return {t.name: self.per_level(essay, t, query_vector=vector) for t in chosen}
+
+    @functools.cached_property
+    def _anchor_choice(self) -> AnchorChoice:
+        return AnchorChoice(self._collection)
+
+    def anchors(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """Anchor exemplars (:mod:`madrag.retrieval.anchors`): per score of ``trait`` the level's medoid, the
+        same for every essay (never ``essay`` itself: then the level's runner-up)."""
+        self._check_trait(trait)
+        return self._anchor_choice.per_level(essay, trait)
+
+    def anchor_ids(self) -> dict[str, dict[str, str | None]]:
+        """The anchors' essay ids, per trait and score level, as a run records them."""
+        return self._anchor_choice.chosen_ids(list(self.rubric.traits))
 
     def _check_trait(self, trait: Trait) -> None:
         if trait.name not in self.rubric.trait_names:

@@ -60,6 +60,14 @@ class FoldBanks:
         """Procedure 2 (one exemplar per score level) in the bank of the other folds."""
         return self.bank_for(essay).per_level(essay, trait)
 
+    def anchors(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
+        """Anchor exemplars (one fixed pool essay per score level) of the bank of the other folds."""
+        return self.bank_for(essay).anchors(essay, trait)
+
+    def anchor_ids(self) -> dict[str, Any]:
+        """The anchors' essay ids of every fold's bank (per fold, trait and score level)."""
+        return {"per_fold": {str(fold): b.anchor_ids() for fold, b in self.banks.items()}}
+
     def similar(self, essay: Essay, k: int) -> list[Exemplar]:
         """Procedure 1 (the ``k`` nearest essays) in the bank of the other folds."""
         return self.bank_for(essay).similar(essay, k)

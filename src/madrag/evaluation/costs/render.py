@@ -73,6 +73,20 @@ def _sent_line(t: Tally) -> str:
     return line + (" (no answer after retries; resume the run to retry them)" if t.failed_calls else "")
 
 
+def _prefix_cache_line(t: Tally) -> str:
+    """Prompt tokens served from the servers' prefix caches, where they said, and the calls that did not say."""
+    reported = t.calls - t.no_usage_calls - t.cache_unreported_calls
+    if not reported:
+        line = "prefix-cached prompt tokens: not reported by the server"
+    else:
+        share = t.cached_prompt_tokens / t.cache_reported_prompt_tokens if t.cache_reported_prompt_tokens else 0.0
+        line = (
+            f"prefix-cached prompt tokens {_num(t.cached_prompt_tokens)} ({share:.1%}), uncached "
+            f"{_num(t.uncached_prompt_tokens)}, over {_num(reported)} calls that reported it"
+        )
+    return line + (f"; not reported by {_num(t.cache_unreported_calls)} calls" if t.cache_unreported_calls else "")
+
+
 def render_report(report: CostReport) -> str:
     """A cost report as text: total, per-unit means, each protocol three ways, then by model and by role."""
     t, priced = report.total, report.priced
@@ -82,6 +96,7 @@ def render_report(report: CostReport) -> str:
         f"errors {t.errors:,.0f}; truncated {t.truncated_calls:,.0f}; without usage {t.no_usage_calls:,.0f}"
         + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
         _sent_line(t),
+        _prefix_cache_line(t),
         *_retry_lines(report),
         *_unit_summary(report),
         "by protocol (own = its own calls; shared = debates / shared round-0 calls it read, whole; "
@@ -133,7 +148,11 @@ def render_text(item: CostReport | RunEstimate, priced: bool | None = None) -> s
 def _tally_dict(t: Tally) -> dict[str, float | None]:
     """A tally's fields, its answers (``requests_per_call``) and requests sent (``attempts_per_call``) per call."""
     fields: dict[str, float | None] = {n: getattr(t, n) for n in t.__dataclass_fields__}
-    return fields | {"requests_per_call": t.requests_per_call, "attempts_per_call": t.attempts_per_call}
+    return fields | {
+        "requests_per_call": t.requests_per_call,
+        "attempts_per_call": t.attempts_per_call,
+        "uncached_prompt_tokens": t.uncached_prompt_tokens,
+    }
 
 
 def report_to_dict(report: CostReport) -> dict[str, Any]:

@@ -24,6 +24,13 @@ Calls whose server reported no token usage are counted in ``no_usage_calls`` and
 (their usage is unknown, never taken as 0); ``truncated_calls`` counts calls with an answer cut by the token
 limit.
 
+Prefix caching. ``cached_prompt_tokens`` sums the prompt tokens servers said they served from their prefix
+cache (``prompt_tokens_details.cached_tokens``), over the calls that said it, whose prompt tokens are
+``cache_reported_prompt_tokens``; ``uncached_prompt_tokens`` is the difference (what such a server bills at the
+full rate). Calls with usage but no cached count (llama-cpp-python's server, the embedded model, older records)
+are counted in ``cache_unreported_calls`` and add to neither (unknown, never taken as 0). Spend prices every
+prompt token at the prompt rate, cached or not.
+
 Requests. ``requests`` counts the answers calls used (a two-step Judge: 2), ``attempts`` the requests actually
 sent to the backend: failed attempts included, none for an answer from the response cache. Records made before
 attempts were counted add nothing to ``attempts`` and are counted in ``attempts_unknown``. ``failed_calls``
@@ -66,6 +73,7 @@ class CallCost:
     completion_tokens: int | None
     cached: bool
     error: bool
+    cached_prompt_tokens: int | None = None  # served from the server's prefix cache (None: not reported)
     truncated: bool = False  # an answer of the call was cut by the token limit
     attempts: int | None = None  # requests sent, failed ones included (None: not counted when it was recorded)
     failed: bool = False  # no answer after the retries
@@ -90,6 +98,7 @@ class CallCost:
             completion_tokens=record.usage.completion_tokens,
             cached=record.cached,
             error=record.error is not None,
+            cached_prompt_tokens=record.usage.cached_prompt_tokens,
             truncated=record.truncated,
             attempts=record.attempts,
             failed=record.failed,
@@ -117,6 +126,9 @@ class Tally:
     spend: float = 0.0  # priced calls not served from the response cache
     gross_spend: float = 0.0  # priced calls, as if none were cached
     unpriced_calls: float = 0.0
+    cached_prompt_tokens: float = 0.0  # prompt tokens servers served from their prefix cache (where they said)
+    cache_reported_prompt_tokens: float = 0.0  # prompt tokens of the calls whose server said how many were cached
+    cache_unreported_calls: float = 0.0  # calls with usage but no cached count (unknown, not 0)
 
     def add(self, call: CallCost, price: Price | None, weight: float = 1.0) -> None:
         """Count ``weight`` times one call (its spend when ``price`` is known, else as unpriced); a call without
@@ -137,6 +149,11 @@ class Tally:
             return
         self.prompt_tokens += weight * call.prompt_tokens
         self.completion_tokens += weight * call.completion_tokens
+        if call.cached_prompt_tokens is None:
+            self.cache_unreported_calls += weight
+        else:
+            self.cached_prompt_tokens += weight * call.cached_prompt_tokens
+            self.cache_reported_prompt_tokens += weight * call.prompt_tokens
         if price is None:
             self.unpriced_calls += weight
             return
@@ -157,6 +174,11 @@ class Tally:
     def __add__(self, other: Tally) -> Tally:
         """The sum of two tallies (so ``sum(tallies, start=Tally())`` works)."""
         return self.plus(other)
+
+    @property
+    def uncached_prompt_tokens(self) -> float:
+        """Prompt tokens not served from a prefix cache, over the calls whose server said how many were."""
+        return self.cache_reported_prompt_tokens - self.cached_prompt_tokens
 
     @property
     def requests_per_call(self) -> float:
