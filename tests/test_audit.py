@@ -12,7 +12,7 @@ from tests.web_helpers import RUBRIC as WEB_RUBRIC
 from typer.testing import CliRunner
 
 import madrag
-from madrag.audit import audit, audit_html, load_audit
+from madrag.audit import AuditReport, audit, audit_html, load_audit
 from madrag.audit.perturbations import PERTURBATIONS, get_perturbations, perturb
 from madrag.cli.app import app
 from madrag.errors import InputError
@@ -105,7 +105,7 @@ def _run(tmp_path: Path, script: object, protocol: str = "MA") -> tuple[Path, Fa
     return run_dir, provider
 
 
-def _audit(run_dir: Path, provider: FakeProvider, **options: object) -> madrag.audit.AuditReport:  # type: ignore[name-defined]
+def _audit(run_dir: Path, provider: FakeProvider, **options: object) -> AuditReport:
     return audit(run_dir, provider=provider, sample=8, bootstrap=200, **options)
 
 
@@ -173,6 +173,11 @@ def test_spelling_noise_moves_conventions_and_nothing_else(tmp_path: Path) -> No
     # off-topic text carries no quality marker: every trait drops (Ideas, content-like, is expected to)
     assert rows[("off-topic", "Ideas")].expected == "down" and rows[("off-topic", "Ideas")].as_expected
     assert rows[("off-topic", "Conventions")].expected == "any"
+    plan = {p.name: p.expected for p in report.perturbation_plan}
+    assert plan == {
+        "off-topic": {"Ideas": "down", "Conventions": "any"},
+        "spelling-noise": {"Ideas": "0", "Conventions": "down"},
+    }
 
 
 def test_audit_is_kept_apart_resumes_and_is_counted(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from madrag.api.backend import ProviderLike, resolve_provider
 from madrag.audit.compression import compression_table
-from madrag.audit.report import AUDIT_FILE, AuditReport, ConditionCost, condition_cost
+from madrag.audit.report import AUDIT_FILE, AuditReport, ConditionCost, PerturbationInfo, condition_cost
 from madrag.audit.runner import (
     AUDIT_DIR,
     RESCORE,
@@ -45,6 +45,19 @@ def _evidence(run: RunData) -> list[dict[str, Any]]:
         store.close()
     rows = frame.to_dict("records")
     return [{str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
+
+
+def _plan(run: RunData, plan: list[Condition]) -> list[PerturbationInfo]:
+    return [
+        PerturbationInfo(
+            name=c.perturbation.name,
+            description=c.perturbation.description,
+            essays_changed=len(c.essays),
+            expected={t.name: c.perturbation.expect.of(t) for t in run.rubric.traits},
+        )
+        for c in plan
+        if c.perturbation is not None
+    ]
 
 
 def _run_calls_per_essay(run: RunData) -> float | None:
@@ -130,6 +143,7 @@ async def aaudit(
         sample=[e.id for e in essays],
         baseline=RESCORE if rescore else "run",
         bootstrap=bootstrap,
+        perturbation_plan=_plan(run, plan),
         evidence=_evidence(run),
         costs=costs,
         calls_per_sampled_essay=calls / len(essays),

@@ -33,6 +33,16 @@ class ConditionCost(BaseModel):
     run_dirs: list[str]
 
 
+class PerturbationInfo(BaseModel):
+    """A perturbation of the audit: what it changes, on how many sampled essays, and the shift a valid scorer
+    shows per trait (``"0"``, ``"down"``, ``"not_up"`` or ``"any"``)."""
+
+    name: str
+    description: str
+    essays_changed: int
+    expected: dict[str, str]
+
+
 class AuditReport(BaseModel):
     """Everything an audit measured (see :mod:`madrag.audit`)."""
 
@@ -43,6 +53,7 @@ class AuditReport(BaseModel):
     bootstrap: int
     repeats: list[RepeatRow] = Field(default_factory=list)
     stability: list[StabilityRow] = Field(default_factory=list)
+    perturbation_plan: list[PerturbationInfo] = Field(default_factory=list)
     perturbations: list[ShiftRow] = Field(default_factory=list)
     compression: list[CompressionRow] = Field(default_factory=list)
     evidence: list[dict[str, Any]] = Field(default_factory=list)
@@ -89,7 +100,9 @@ def load_audit(run_dir: Path) -> AuditReport | None:
 
 
 def _f(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+    if value is None:
+        return "—"
+    return f"{0.0 if abs(value) < 0.5 * 10**-digits else value:.{digits}f}"  # never "-0.00"
 
 
 def ci(value: Interval, digits: int = 2) -> str:
@@ -123,6 +136,14 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
             [
                 [r.protocol, r.trait, str(r.n), ci(r.flip_share), ci(r.judge_sd), "yes" if r.unstable else "no"]
                 for r in report.stability
+            ],
+        ),
+        (
+            "perturbations: what each changes and the shift a valid scorer shows",
+            ["perturbation", "changes", "essays changed", "expected shift per trait"],
+            [
+                [p.name, p.description, str(p.essays_changed), ", ".join(f"{t} {e}" for t, e in p.expected.items())]
+                for p in report.perturbation_plan
             ],
         ),
         (
