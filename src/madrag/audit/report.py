@@ -124,7 +124,7 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
     out = [
         (
             "stability: the run's score against each repeat",
-            ["repeat", "protocol", "trait", "n", "exact agreement", "QWK", "mean |diff|"],
+            ["repeat", "protocol", "trait", "n", "exact agreement", "QWK", "mean abs diff"],
             [
                 [r.condition, r.protocol, r.trait, str(r.n), ci(r.exact), ci(r.qwk), _f(r.mean_abs_diff)]
                 for r in report.repeats
