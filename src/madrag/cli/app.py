@@ -14,6 +14,7 @@ import sys
 import typer
 from pydantic import ValidationError
 
+from madrag.cli.audit import audit_command
 from madrag.cli.baseline import baseline_command
 from madrag.cli.cache import cache_app
 from madrag.cli.confidence import confidence_app
@@ -43,6 +44,7 @@ app.command("eval")(eval_command)
 app.command("errors")(errors_command)
 app.command("report")(report_command)
 app.command("costs")(costs_command)
+app.command("audit")(audit_command)
 app.add_typer(confidence_app, name="confidence")
 app.command("eval-consensus")(eval_consensus_command)
 app.command()(demo)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from madrag.audit.report import audit_html
 from madrag.data.essay import Essay, reference_ties
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
@@ -271,7 +272,7 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources) -> str:
         f"<h2>Agreement with the human reference</h2>{qwk_plot(evaluation)}{tables}"
         f"<h2>Extreme-score subset</h2>{extreme_plot(evaluation)}"
         f"<h2>Score distributions</h2>{distribution_plot(run)}"
-        f"<h2>Confusion matrices</h2>{confusion}"
+        f"<h2>Confusion matrices</h2>{confusion}{audit_html(run.run_dir)}"
         f"<h2>Essays</h2>{essays}{_appendix(shown)}</body></html>"
     )
 

@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse, Response
 from markupsafe import Markup, escape
 from pydantic import SecretStr
 
+from madrag.audit.report import audit_html
 from madrag.errors import MadragError
 from madrag.server import library, library_runs, results, run_list
 from madrag.server.errors import ApiError
@@ -55,7 +56,8 @@ def run_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     needs_key = run["backend"].get("key_source") == "memory"
-    return render(request, "run.html", run=run, resumable=RESUMABLE, needs_key=needs_key)
+    audit = Markup(audit_html(s.runs.run_dir(run_id)))  # the run's audit (madrag audit), escaped by audit_html
+    return render(request, "run.html", run=run, resumable=RESUMABLE, needs_key=needs_key, audit=audit)
 
 
 @router.post("/runs/{run_id}/cancel")

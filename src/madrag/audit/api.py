@@ -1,0 +1,170 @@
+"""``audit`` and ``aaudit``: audit a run from Python, what ``madrag audit`` runs."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from madrag.api.backend import ProviderLike, resolve_provider
+from madrag.audit.compression import compression_table
+from madrag.audit.report import AUDIT_FILE, AuditReport, ConditionCost, PerturbationInfo, condition_cost
+from madrag.audit.runner import (
+    AUDIT_DIR,
+    RESCORE,
+    Condition,
+    conditions,
+    draw_sample,
+    open_backend,
+    pool_groups,
+    protocols_of,
+    run_sources,
+    same_backend,
+    score_condition,
+    write_rubric,
+)
+from madrag.audit.shifts import shift_row
+from madrag.audit.stability import stability_tables
+from madrag.audit.stats import Scores
+from madrag.data.essay import reference_ties
+from madrag.errors import InputError
+from madrag.evaluation.evidence import evidence_frame
+from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.retrieval.embedder import Embedder
+
+TINY_NOTE = "the embedded SmolLM2-135M model: a pipeline check, its figures are not findings"
+
+
+def _evidence(run: RunData) -> list[dict[str, Any]]:
+    store = open_store(run.run_dir)
+    try:
+        frame = evidence_frame(list(store.records()), run.protocols)
+    finally:
+        store.close()
+    rows = frame.to_dict("records")
+    return [{str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
+
+
+def _plan(run: RunData, plan: list[Condition]) -> list[PerturbationInfo]:
+    return [
+        PerturbationInfo(
+            name=c.perturbation.name,
+            description=c.perturbation.description,
+            essays_changed=len(c.essays),
+            expected={t.name: c.perturbation.expect.of(t) for t in run.rubric.traits},
+        )
+        for c in plan
+        if c.perturbation is not None
+    ]
+
+
+def _run_calls_per_essay(run: RunData) -> float | None:
+    store = open_store(run.run_dir)
+    try:
+        calls = sum(1 for r in store.records() if not r.failed)
+    finally:
+        store.close()
+    return calls / len(run.essays) if run.essays else None
+
+
+def _figures(
+    run: RunData, protocols: list[str], base: Scores, scored: dict[str, tuple[Condition, Scores]], n_boot: int
+) -> dict[str, Any]:
+    """The stability, perturbation and compression tables."""
+    ids = sorted({i for c, _ in scored.values() for i in (e.id for e in c.essays)})
+    repeats = {name: s for name, (c, s) in scored.items() if c.kind == "repeat"}
+    repeat_rows, summary = stability_tables(run.rubric, protocols, base, repeats, ids, n_boot)
+    shifts = [
+        shift_row(c.perturbation, p, t, base, s, [e.id for e in c.essays], n_boot)
+        for c, s in scored.values()
+        if c.perturbation is not None
+        for p in protocols
+        for t in run.rubric.traits
+    ]
+    with reference_ties(run.reference_ties):
+        compression = compression_table(run.rubric, protocols, run.essays, run.score_map(), n_boot)
+    return {"repeats": repeat_rows, "stability": summary, "perturbations": shifts, "compression": compression}
+
+
+async def aaudit(
+    run_dir: str | Path,
+    *,
+    sample: int = 8,
+    seed: int = 0,
+    perturbations: Sequence[str] | None = None,
+    repeats: int = 2,
+    debater_temperature: float | None = 1.0,
+    protocols: Sequence[str] | None = None,
+    provider: ProviderLike | None = None,
+    embedder: Embedder | None = None,
+    bootstrap: int = 1000,
+    on_stage: Callable[[str], None] | None = None,
+) -> AuditReport:
+    """Audit the run in ``run_dir`` (the async twin of :func:`audit`, which documents the arguments)."""
+    if sample < 1 or repeats < 0 or bootstrap < 0:
+        raise InputError("sample must be >= 1, repeats and bootstrap >= 0")
+    stage = on_stage or (lambda _m: None)
+    run = load_run(Path(run_dir))
+    chosen = protocols_of(run, list(protocols) if protocols else None)
+    essays = draw_sample(run, sample, seed)
+    every, pool = run_sources(run)
+    groups = pool_groups(run, essays, every, pool)
+    spec, instance = resolve_provider(provider) if provider is not None else (None, None)
+    rescore = not same_backend(run, spec, instance)
+    plan = conditions(
+        run, essays, list(perturbations) if perturbations else None, repeats, debater_temperature, rescore, seed
+    )
+    write_rubric(run)
+    backend = open_backend(run, spec, instance)
+    scored: dict[str, tuple[Condition, Scores]] = {}
+    costs: list[ConditionCost] = []
+    try:
+        for condition in plan:
+            dirs, scores = await score_condition(run, condition, groups, backend, chosen, embedder, stage)
+            scored[condition.name] = (condition, scores)
+            costs.append(condition_cost(condition.name, condition.kind, len(condition.essays), dirs))
+    finally:
+        if backend.owned:
+            await backend.instance.aclose()
+    base = scored.pop(RESCORE)[1] if rescore else run.score_map()
+    figures = _figures(run, chosen, base, scored, bootstrap)
+    calls = sum(c.calls + c.failed_calls for c in costs)
+    kind = run.config.get("provider", {})
+    notes = (
+        [TINY_NOTE]
+        if isinstance(kind, dict) and kind.get("kind") == "llamacpp" and not kind.get("model_path") and not rescore
+        else []
+    )
+    report = AuditReport(
+        run_dir=str(run.run_dir),
+        protocols=chosen,
+        sample=[e.id for e in essays],
+        baseline=RESCORE if rescore else "run",
+        bootstrap=bootstrap,
+        perturbation_plan=_plan(run, plan),
+        evidence=_evidence(run),
+        costs=costs,
+        calls_per_sampled_essay=calls / len(essays),
+        run_calls_per_essay=_run_calls_per_essay(run),
+        notes=notes,
+        **figures,
+    )
+    target = run.run_dir / AUDIT_DIR / AUDIT_FILE
+    target.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def audit(run_dir: str | Path, **options: Any) -> AuditReport:
+    """Audit the run in ``run_dir``: re-score ``sample`` of its essays (drawn with ``seed``) under controlled
+    changes and measure stability, perturbation shifts, compression and evidence (:mod:`madrag.audit`); the
+    result is also written to ``<run_dir>/audit/audit.json``.
+
+    Options (keywords): ``sample`` (essays, default 8), ``seed``, ``perturbations`` (names, default every one:
+    :data:`madrag.audit.perturbations.PERTURBATIONS`), ``repeats`` (other seeds, default 2),
+    ``debater_temperature`` (a repeat with it when the run debates; None: none), ``protocols`` (default the
+    run's), ``provider`` (default the run's backend; a string, spec or ready provider as for
+    :func:`madrag.score`), ``embedder``, ``bootstrap`` (resamples, default 1000), ``on_stage``.
+    Running it again resumes: calls already made are not made again."""
+    return asyncio.run(aaudit(run_dir, **options))
