@@ -16,11 +16,11 @@ from madrag.audit import AuditReport, audit, audit_html, load_audit
 from madrag.audit.perturbations import PERTURBATIONS, get_perturbations, perturb
 from madrag.cli.app import app
 from madrag.errors import InputError
-from madrag.evaluation.report import write_report
 from madrag.evaluation.run import load_run
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.rubric import Rubric
+from madrag.server.library_runs import write_report as web_report
 
 RUBRIC = {
     "traits": [
@@ -277,5 +277,8 @@ def test_report_and_run_page_show_the_audit(tmp_path: Path) -> None:
         audit(run_dir, provider="fake", sample=2, perturbations=["fake-system"], repeats=1, bootstrap=20)
         page = client.get(f"/runs/{run['id']}", headers={"accept": "text/html"}).text
         assert 'id="run-audit"' in page and "fake-system" in page and "&lt;|im_start|&gt;" not in page
-    html_report = write_report(run_dir, bootstrap=20).read_text(encoding="utf-8")
+    done = CliRunner().invoke(app, ["report", str(run_dir), "--bootstrap", "20"])  # as `madrag report` writes it
+    assert done.exit_code == 0, done.output
+    html_report = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "<h2>Audit</h2>" in html_report and "seed-1235" in html_report
+    assert "<h2>Audit</h2>" in web_report(run_dir).read_text(encoding="utf-8")  # and the web app's report

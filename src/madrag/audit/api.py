@@ -28,7 +28,7 @@ from madrag.audit.runner import (
 from madrag.audit.shifts import shift_row
 from madrag.audit.stability import stability_tables
 from madrag.audit.stats import Scores
-from madrag.data.essay import reference_ties
+from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
 from madrag.evaluation.evidence import evidence_frame
 from madrag.evaluation.run import RunData, load_run, open_store
@@ -129,6 +129,22 @@ async def aaudit(
         if backend.owned:
             await backend.instance.aclose()
     base = scored.pop(RESCORE)[1] if rescore else run.score_map()
+    return _write_report(run, chosen, essays, plan, (base, scored), costs, rescore, bootstrap)
+
+
+def _write_report(
+    run: RunData,
+    chosen: list[str],
+    essays: Sequence[Essay],
+    plan: list[Condition],
+    scores: tuple[Scores, dict[str, tuple[Condition, Scores]]],
+    costs: list[ConditionCost],
+    rescore: bool,
+    bootstrap: int,
+) -> AuditReport:
+    """The audit's figures from the scores of the run (``scores[0]``, or its re-scoring) and of each condition,
+    written to ``<run>/audit/audit.json``."""
+    base, scored = scores
     figures = _figures(run, chosen, base, scored, bootstrap)
     calls = sum(c.calls + c.failed_calls for c in costs)
     kind = run.config.get("provider", {})

@@ -121,7 +121,17 @@ def _verdict(row: ShiftRow) -> str:
 
 def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of each table of the report, as text cells."""
-    out = [
+    return [
+        *_stability_tables(report),
+        *_perturbations_tables(report),
+        *_compression_tables(report),
+        *_evidence_tables(report),
+        *_costs_tables(report),
+    ]
+
+
+def _stability_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [
         (
             "stability: the run's score against each repeat",
             ["repeat", "protocol", "trait", "n", "exact agreement", "QWK", "mean abs diff"],
@@ -138,6 +148,11 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
                 for r in report.stability
             ],
         ),
+    ]
+
+
+def _perturbations_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [
         (
             "perturbations: what each changes and the shift a valid scorer shows",
             ["perturbation", "changes", "essays changed", "expected shift per trait"],
@@ -163,6 +178,11 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
                 for r in report.perturbations
             ],
         ),
+    ]
+
+
+def _compression_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [
         (
             "compression: predicted vs human (every scored essay of the run)",
             [
@@ -195,6 +215,11 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
                 for r in report.compression
             ],
         ),
+    ]
+
+
+def _evidence_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [
         (
             "evidence and placeholders (the run's records)",
             ["protocol", "role", "calls", "quotes", "unverified", "unverified %", "placeholder errors"],
@@ -211,6 +236,11 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
                 for e in report.evidence
             ],
         ),
+    ]
+
+
+def _costs_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [
         (
             "cost of the audit",
             ["condition", "kind", "essays", "calls", "failed", "requests", "cached"],
@@ -228,7 +258,6 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
             ],
         ),
     ]
-    return out
 
 
 def _dist(counts: dict[int, int]) -> str:

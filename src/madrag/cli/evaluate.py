@@ -214,10 +214,12 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML report: QWK plots, confusion matrices, score distributions, the
     extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
+    from madrag.audit.report import audit_html
     from madrag.evaluation.report import write_report
     from madrag.evaluation.run import require_run
 
     folder = require_run(need_run_dir(run, run_dir))
     target = output_file(out or folder / "report.html")
-    path = write_report(folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties_option(reference_ties))
+    ties = ties_option(reference_ties)
+    path = write_report(folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties, extra=audit_html(folder))
     console.print(f"wrote {path}", markup=False)

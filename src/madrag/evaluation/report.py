@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from madrag.audit.report import audit_html
 from madrag.data.essay import Essay, reference_ties
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
@@ -256,8 +255,8 @@ def _appendix(shown: dict[str, str]) -> str:
     return f"<h2>Exemplar essays</h2><details><summary>{len(shown)} essays shown to Judges</summary>{items}</details>"
 
 
-def render_html(run: RunData, evaluation: Evaluation, sources: Sources) -> str:
-    """The whole page."""
+def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "") -> str:
+    """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices."""
     meta = evaluation.meta
     shown: dict[str, str] = {}
     essays = "".join(essay_block(run, e, sources, shown) for e in run.essays)
@@ -272,20 +271,26 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources) -> str:
         f"<h2>Agreement with the human reference</h2>{qwk_plot(evaluation)}{tables}"
         f"<h2>Extreme-score subset</h2>{extreme_plot(evaluation)}"
         f"<h2>Score distributions</h2>{distribution_plot(run)}"
-        f"<h2>Confusion matrices</h2>{confusion}{audit_html(run.run_dir)}"
+        f"<h2>Confusion matrices</h2>{confusion}{extra}"
         f"<h2>Essays</h2>{essays}{_appendix(shown)}</body></html>"
     )
 
 
 def write_report(
-    run_dir: Path, bootstrap: int = 1000, seed: int = 0, out: Path | None = None, ties: TieRule | None = None
+    run_dir: Path,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    out: Path | None = None,
+    ties: TieRule | None = None,
+    extra: str = "",
 ) -> Path:
     """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written. Reference labels
-    round ties by ``ties`` (default: the run's own rule)."""
+    round ties by ``ties`` (default: the run's own rule); ``extra``: sections of higher layers, as HTML (the
+    run's audit: :func:`madrag.audit.report.audit_html`)."""
     run = load_run(run_dir)
     with reference_ties(ties or run.reference_ties) as rule:
         evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
-        page = render_html(run, evaluation, load_sources(run))
+        page = render_html(run, evaluation, load_sources(run), extra)
     target = out or Path(run_dir) / "report.html"
     target.write_text(page, encoding="utf-8")
     return target

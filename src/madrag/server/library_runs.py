@@ -135,6 +135,7 @@ def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, lis
 
 def write_report(run_dir: Path) -> Path:
     """``madrag report``: the run's self-contained HTML report, written into the run directory."""
+    from madrag.audit.report import audit_html
     from madrag.evaluation.report import write_report as library_report
 
-    return library_report(run_dir, bootstrap=200)
+    return library_report(run_dir, bootstrap=200, extra=audit_html(run_dir))
