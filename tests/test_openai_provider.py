@@ -65,6 +65,7 @@ class Recorder:
     def __init__(self, *responses: httpx.Response | Exception) -> None:
         self.responses = list(responses)
         self.requests: list[httpx.Request] = []
+        self.client: httpx.AsyncClient | None = None
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -83,15 +84,19 @@ def ok(body: dict[str, Any]) -> httpx.Response:
     return httpx.Response(200, json=body)
 
 
-@pytest.fixture
-def make(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
+@pytest.fixture(params=["httpx", "openai"])
+def make(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
+    """A provider over a scripted transport, with each HTTP client (every test using it runs with both)."""
     monkeypatch.setenv(KEY_ENV, SECRET)
 
     def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
         recorder = Recorder(*responses)
         client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
+        recorder.client = client
         provider = OpenAICompatProvider(
-            model="my-model", base_url=BASE_URL, api_key_env=KEY_ENV, http_client=client, **kwargs
+            model="my-model", base_url=BASE_URL, api_key_env=KEY_ENV, http_client=client, client=request.param, **kwargs
         )
         return provider, recorder
 
@@ -356,10 +361,9 @@ async def test_url_credentials_are_hidden(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_aclose_closes_client(make: Any) -> None:
-    provider, _ = make(ok(completion_body()))
-    client = provider._client._client
+    provider, rec = make(ok(completion_body()))
     await provider.aclose()
-    assert client.is_closed
+    assert rec.client is not None and rec.client.is_closed
 
 
 async def test_unprefixed_key_is_scrubbed_and_not_stored_on_the_provider(
