@@ -9,9 +9,11 @@ import pytest
 from tests.helpers import StubBank, make_ctx
 
 from madrag.data import Essay
+from madrag.errors import TransientProviderError
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.providers.adapt import ClientKind
+from madrag.providers.base import ChatRequest, Message
 from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.rubric import Rubric, Trait
 from madrag.testing.stub_answers import StubConfig
@@ -65,6 +67,7 @@ async def record_run(
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 async def test_both_clients_record_the_same_run(tmp_path: Path, scenario: str) -> None:
+    pytest.importorskip("openai")
     config = SCENARIOS[scenario]
     lean, port = await record_run(tmp_path, config, "httpx", 0)
     package, _ = await record_run(tmp_path, config, "openai", port)  # the same URL: in the records' messages
@@ -81,3 +84,17 @@ async def test_both_clients_record_the_same_run(tmp_path: Path, scenario: str) -
     else:
         assert all(r["usage"] == {"prompt_tokens": None, "completion_tokens": None} for r in lean)
         assert all("max_completion_tokens" in r["settings"]["sent"] for r in lean)
+
+
+async def test_both_clients_fail_the_same_way_on_a_closed_port() -> None:
+    """A refused connection: the same transient 'unreachable' error from the default client and the package's."""
+    pytest.importorskip("openai")
+    request = ChatRequest(messages=[Message(role="user", content="Score it.")])
+    errors = []
+    for client in ("httpx", "openai"):
+        provider = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1", client=client, timeout_s=10.0)
+        with pytest.raises(TransientProviderError) as info:
+            await provider.complete(request)
+        await provider.aclose()
+        errors.append(str(info.value))
+    assert "unreachable" in errors[0] and errors[0] == errors[1]

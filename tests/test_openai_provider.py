@@ -89,6 +89,8 @@ def make(
     monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
     """A provider over a scripted transport, with each HTTP client (every test using it runs with both)."""
+    if request.param == "openai":
+        pytest.importorskip("openai")
     monkeypatch.setenv(KEY_ENV, SECRET)
 
     def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
