@@ -1,6 +1,6 @@
 """Orchestration throughput: madrag's runner vs the seed's one-essay-at-a-time loop, against a real HTTP server.
 
-Both runs go through the real pipeline (``run_scoring`` -> protocol -> recorded agent calls -> SQLite run store
+Every run goes through the real pipeline (``run_scoring`` -> protocol -> recorded agent calls -> SQLite run store
 with ``synchronous=FULL``, each call awaiting the commit of its record by the store's writer thread) with
 ``OpenAICompatProvider`` talking HTTP to the stub OpenAI-compatible server
 (``madrag.testing.stub_server``, its own process on 127.0.0.1) that serves ``--capacity`` requests in parallel,
@@ -8,9 +8,14 @@ each answered ``--latency`` seconds after it took a slot (the answer is composed
 server generates within its latency); requests beyond capacity wait in its queue.
 
 * madrag: ``run_scoring`` with its default essay concurrency (derived from the provider's concurrency and the
-  number of traits), or ``--essay-concurrency``.
+  number of traits), or ``--essay-concurrency``; once per HTTP client (``--clients``, default both, side by
+  side: ``httpx``, the lean default, and ``openai``, the openai package's client).
 * seed A.1 baseline: ``run_scoring(essay_concurrency=1)``: one essay at a time, its traits in parallel through
-  ``asyncio.gather`` inside the protocol - the seed's orchestration (000, Appendix A.1) on the same code path.
+  ``asyncio.gather`` inside the protocol - the seed's orchestration (000, Appendix A.1) on the same code path
+  (with the first client).
+
+Then each client's CPU per call, replaying a recorded Advocate and Judge request against a zero-latency stub,
+beside bare httpx + json (the floor).
 
 Ideal: each essay-trait is an independent chain of 3 sequential calls (Advocate -> Skeptic -> Judge), so with
 D chains, C slots and latency L the server can do at most min(C, D)/L calls/s, and the makespan is at least
@@ -41,8 +46,9 @@ from madrag.data import Essay, load_asap, split_by_fold
 from madrag.data.shipped import find_asap_dir
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
 from madrag.protocols import get_protocol
+from madrag.providers.adapt import ClientKind
 from madrag.providers.base import ChatRequest
-from madrag.providers.openai_compat import OpenAICompatProvider
+from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import Exemplar, LevelExemplar
@@ -153,11 +159,15 @@ VARIANTS = {
 }
 
 
+CLIENTS: tuple[ClientKind, ...] = ("httpx", "openai")
+
+
 @dataclass
 class RunResult:
     """What one timed run measured: throughput, concurrency, records, CPU, write waits, loop lags, samples."""
 
     variant: str
+    client: ClientKind
     essays: int
     essay_concurrency: int
     wall_s: float
@@ -176,9 +186,14 @@ class RunResult:
         return self.requests / self.wall_s
 
 
-def make_context(variant: str, store: RunStore, args: argparse.Namespace, url: str, bank: LevelBank) -> CallContext:
-    """A call context over the stub server: run id ``variant``, default settings, two retries, the level bank."""
-    client = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0)
+def make_context(
+    variant: str, client_kind: ClientKind, store: RunStore, args: argparse.Namespace, url: str, bank: LevelBank
+) -> CallContext:
+    """A call context over the stub server through ``client_kind``: run id ``variant``, default settings, two
+    retries, the level bank."""
+    client = OpenAICompatProvider(
+        MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0, shape=RequestShape(client=client_kind)
+    )
     return CallContext(
         run_id=variant,
         provider=ManagedProvider(client, RetryPolicy(retries=2, base_delay_s=0.5, timeout_s=60.0)),
@@ -190,16 +205,22 @@ def make_context(variant: str, store: RunStore, args: argparse.Namespace, url: s
 
 
 async def score_once(
-    variant: str, essays: list[Essay], rubric: Rubric, args: argparse.Namespace, server: StubServer, bank: LevelBank
+    variant: str,
+    client_kind: ClientKind,
+    essays: list[Essay],
+    rubric: Rubric,
+    args: argparse.Namespace,
+    server: StubServer,
+    bank: LevelBank,
 ) -> RunResult:
-    """One timed ``run_scoring`` over a fresh run store and a fresh HTTP client."""
+    """One timed ``run_scoring`` over a fresh run store and a fresh HTTP client of ``client_kind``."""
     concurrency = 1 if variant == "seed" else args.essay_concurrency
     protocols = [get_protocol(args.protocol)]
     used = concurrency or auto_essay_concurrency(args.capacity, essay_width(protocols, len(rubric.traits)))
     with tempfile.TemporaryDirectory(prefix="madrag-bench-", dir=args.tmp) as tmp:
         path = Path(tmp) / "store.sqlite"
         store = TimedStore(path)
-        ctx = make_context(variant, store, args, server.base_url, bank)
+        ctx = make_context(variant, client_kind, store, args, server.base_url, bank)
         lags: list[float] = []
         watcher = asyncio.create_task(watch_loop_lag(lags))
         server.reset_stats()
@@ -216,8 +237,8 @@ async def score_once(
         samples = [r for role in ("advocate", "judge") for r in itertools.islice(store.records(role=role), 1)]
         store.close()
     return RunResult(
-        variant, len(essays), used, wall, stats.requests, stats.max_in_flight, len(keys), len(set(keys)), cpu,
-        store.put_times, lags, samples,
+        variant, client_kind, len(essays), used, wall, stats.requests, stats.max_in_flight, len(keys),
+        len(set(keys)), cpu, store.put_times, lags, samples,
     )  # fmt: skip
 
 
@@ -281,23 +302,31 @@ async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespac
     ]
     with StubServer(config) as quick, tuned_gc():
         for record in samples:
-            request = ChatRequest(messages=record.messages, **record.settings)
-            real = OpenAICompatProvider(MODEL, base_url=quick.base_url, max_concurrency=1)
-            try:
-                t_real = await cpu_per_call(real, request, n)
-            finally:
-                await real.aclose()
+            request = ChatRequest(messages=record.messages, **_request_settings(record))
+            costs = []
+            for kind in args.clients:
+                shape = RequestShape(client=kind)
+                real = OpenAICompatProvider(MODEL, base_url=quick.base_url, max_concurrency=1, shape=shape)
+                try:
+                    costs.append(f"{1000 * await cpu_per_call(real, request, n):.2f} ms ({kind})")
+                finally:
+                    await real.aclose()
             t_raw = await raw_cpu_per_call(quick.base_url, request, n)
             put_cpu, put_wall = put_cost(record, n, args.tmp)
             loop_cpu, writer_cpu, wait = await aput_cost(record, n, args.tmp)
             lines.append(
                 f"  {record.role:<9} ({len(record.tokens or [])} tokens x top-{request.top_logprobs} logprobs): "
-                f"client CPU {1000 * t_real:.2f} ms/call (OpenAICompatProvider), {1000 * t_raw:.2f} ms (bare httpx "
-                f"+ json); store.put CPU {1000 * put_cpu:.2f} ms, wall {1000 * put_wall:.2f} ms (blocking); "
+                f"client CPU per call {', '.join(costs)}, {1000 * t_raw:.2f} ms (bare httpx + json); "
+                f"store.put CPU {1000 * put_cpu:.2f} ms, wall {1000 * put_wall:.2f} ms (blocking); "
                 f"store.aput (as used): event-loop CPU {1000 * loop_cpu:.2f} ms, writer-thread CPU "
                 f"{1000 * writer_cpu:.2f} ms, the call waits {1000 * wait:.2f} ms for the commit (the loop does not)"
             )
     return lines
+
+
+def _request_settings(record: AgentRecord) -> dict[str, object]:
+    """A recorded call's request settings (what it was sent and a constrained step's settings left out)."""
+    return {k: v for k, v in record.settings.items() if k not in ("sent", "score_step", "score_steps")}
 
 
 # -- report ---------------------------------------------------------------------------------------------------
@@ -348,7 +377,7 @@ def describe_run(r: RunResult, n_traits: int, args: argparse.Namespace) -> list[
     puts, lags = r.put_times, r.lags
     ok = "ok" if r.records == r.unique_keys == CALLS_PER_CHAIN * chains else "MISMATCH"
     return [
-        f"[{r.variant}] {VARIANTS[r.variant]}: {r.essays} essays x {n_traits} traits, "
+        f"[{r.variant}, client {r.client}] {VARIANTS[r.variant]}: {r.essays} essays x {n_traits} traits, "
         f"{r.essay_concurrency} essay(s) in flight (<= {in_flight} chains; ceiling {own_rate:.1f} calls/s)",
         f"  calls {r.requests}, records {r.records} ({r.unique_keys} unique keys, 3 per essay-trait: {ok}), "
         f"server max concurrency {r.max_in_flight}/{args.capacity}",
@@ -365,12 +394,20 @@ def describe_run(r: RunResult, n_traits: int, args: argparse.Namespace) -> list[
 
 
 def summary(runs: dict[str, RunResult], n_traits: int, args: argparse.Namespace) -> list[str]:
-    """The RESULT lines: madrag's rate against the ideal and the speed-up over the seed baseline."""
-    ours = runs["madrag"]
-    rate, _ = ideal(ours.essays * n_traits, args.capacity, args.latency)
-    lines = [f"RESULT madrag: {ours.rate:.1f} calls/s = {100 * ours.rate / rate:.1f}% of the ideal {rate:.1f} calls/s"]
+    """The RESULT lines: each client's madrag rate against the ideal and its client CPU per call, and the
+    speed-up over the seed baseline."""
+    lines = []
+    for name, run in runs.items():
+        if run.variant != "madrag":
+            continue
+        rate, _ = ideal(run.essays * n_traits, args.capacity, args.latency)
+        lines.append(
+            f"RESULT {name}: {run.rate:.1f} calls/s = {100 * run.rate / rate:.1f}% of the ideal {rate:.1f} calls/s; "
+            f"client CPU {1000 * run.cpu_s / max(run.requests, 1):.2f} ms/call ({100 * run.cpu_s / run.wall_s:.0f}% "
+            "of one core)"
+        )
     if "seed" in runs:
-        base = runs["seed"]
+        base, ours = runs["seed"], runs[f"madrag[{runs['seed'].client}]"]
         lines.append(f"RESULT seed A.1 baseline: {base.rate:.1f} calls/s; madrag speed-up {ours.rate / base.rate:.2f}x")
     return lines
 
@@ -393,7 +430,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--judge-tokens", type=int, default=60, help="words per Judge rationale")
     p.add_argument("--max-seconds", type=float, default=900.0, help="time limit of each run")
     p.add_argument("--tmp", default=None, help="folder for the run stores (default: the system temp dir)")
+    p.add_argument(
+        "--clients", default=",".join(CLIENTS), help="HTTP clients to compare, comma-separated (httpx, openai)"
+    )
     args = p.parse_args(argv)
+    args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if not args.clients or any(c not in CLIENTS for c in args.clients):
+        p.error(f"--clients takes a comma-separated list of {', '.join(CLIENTS)}")
     if min(args.essays, args.traits, args.capacity) < 1 or args.latency <= 0:
         p.error("--essays, --traits and --capacity must be >= 1 and --latency > 0")
     return args
@@ -424,7 +467,8 @@ async def bench(args: argparse.Namespace) -> None:
         f"backend: stub OpenAI-compatible HTTP server on 127.0.0.1 (own process), C = {args.capacity} slots, "
         f"L = {args.latency:g} s from taking a slot to answering, top-5 logprobs, "
         f"{args.debater_tokens}/{args.judge_tokens}-word debater/judge answers; "
-        f"client OpenAICompatProvider(max_concurrency={args.capacity}), no response cache; "
+        f"client OpenAICompatProvider(max_concurrency={args.capacity}, client={'|'.join(args.clients)}), "
+        "no response cache; "
         "run store SQLite WAL synchronous=FULL, records committed by its writer thread (records arriving together "
         "share a commit), each call resuming once its record is committed"
     )
@@ -435,14 +479,15 @@ async def bench(args: argparse.Namespace) -> None:
     )
     runs: dict[str, RunResult] = {}
     with StubServer(config) as server:
-        runs["madrag"] = await score_once("madrag", essays, rubric, args, server, bank)
-        print("\n".join(describe_run(runs["madrag"], len(rubric.traits), args)), flush=True)
+        for kind in args.clients:
+            run = runs[f"madrag[{kind}]"] = await score_once("madrag", kind, essays, rubric, args, server, bank)
+            print("\n".join(describe_run(run, len(rubric.traits), args)), flush=True)
         if not args.no_baseline:
             n_base = min(args.baseline_essays or len(essays), len(essays))
-            runs["seed"] = await score_once("seed", essays[:n_base], rubric, args, server, bank)
+            runs["seed"] = await score_once("seed", args.clients[0], essays[:n_base], rubric, args, server, bank)
             print("\n".join(describe_run(runs["seed"], len(rubric.traits), args)), flush=True)
         server_rss = server.stats().peak_rss_kb
-    print("\n".join(await overhead_breakdown(runs["madrag"].samples, args)))
+    print("\n".join(await overhead_breakdown(runs[f"madrag[{args.clients[0]}]"].samples, args)))
     print("\n".join(summary(runs, len(rubric.traits), args)))
     print(
         f"peak RSS: bench process {vm_kb('VmHWM') / 1024:.0f} MB (VmHWM over all runs), stub server "

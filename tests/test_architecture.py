@@ -35,8 +35,9 @@ EXCEPTIONS: dict[str, str] = {
     "madrag.protocols.derived:store_derived": "being refactored (protocols/: the protocol registry)",
     "madrag.audit.api:aaudit": "its 11 parameters are the public API's keyword options (madrag.audit.audit), as "
     "ascore's are",
-    "madrag.providers.openai_compat:OpenAICompatProvider.__init__": "being refactored (the lean client for "
-    "OpenAI-compatible servers)",
+    "madrag.providers.openai_compat:OpenAICompatProvider.__init__": "9: a backend's constructor, its server's "
+    "address, key (a variable's name, or the web app's key held in memory), limits, logprobs, test client and "
+    "request shape; each is a public keyword of the provider",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -65,6 +66,7 @@ class Recorder:
     def __init__(self, *responses: httpx.Response | Exception) -> None:
         self.responses = list(responses)
         self.requests: list[httpx.Request] = []
+        self.client: httpx.AsyncClient | None = None
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -83,15 +85,22 @@ def ok(body: dict[str, Any]) -> httpx.Response:
     return httpx.Response(200, json=body)
 
 
-@pytest.fixture
-def make(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
+@pytest.fixture(params=["httpx", "openai"])
+def make(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
+    """A provider over a scripted transport, with each HTTP client (every test using it runs with both)."""
+    if request.param == "openai":
+        pytest.importorskip("openai")
     monkeypatch.setenv(KEY_ENV, SECRET)
 
     def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
         recorder = Recorder(*responses)
         client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
+        recorder.client = client
+        shape = dataclasses.replace(kwargs.pop("shape", RequestShape()), client=request.param)
         provider = OpenAICompatProvider(
-            model="my-model", base_url=BASE_URL, api_key_env=KEY_ENV, http_client=client, **kwargs
+            model="my-model", base_url=BASE_URL, api_key_env=KEY_ENV, http_client=client, shape=shape, **kwargs
         )
         return provider, recorder
 
@@ -367,10 +376,9 @@ async def test_url_credentials_are_hidden(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_aclose_closes_client(make: Any) -> None:
-    provider, _ = make(ok(completion_body()))
-    client = provider._client._client
+    provider, rec = make(ok(completion_body()))
     await provider.aclose()
-    assert client.is_closed
+    assert rec.client is not None and rec.client.is_closed
 
 
 async def test_unprefixed_key_is_scrubbed_and_not_stored_on_the_provider(

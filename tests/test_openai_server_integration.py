@@ -7,7 +7,7 @@ import math
 import pytest
 
 from madrag.providers.base import ChatRequest, Message
-from madrag.providers.openai_compat import OpenAICompatProvider
+from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
 
 try:
     from tests.servers import llama_cpp_server_fixture
@@ -58,3 +58,25 @@ async def test_chat_with_logprobs_is_deterministic(llama_server: str, monkeypatc
 
     assert second.text == first.text
     assert [t.token for t in second.tokens or []] == [t.token for t in first.tokens]
+
+
+async def test_both_clients_give_the_same_response(llama_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean httpx client and the openai package's client: the same text, tokens, top-5 logprobs, usage and raw
+    answer (but its id and time) from the real server, at temperature 0 with a seed."""
+    pytest.importorskip("openai")
+    monkeypatch.delenv("MADRAG_NO_KEY", raising=False)
+    answers = []
+    for client in ("httpx", "openai"):
+        provider = OpenAICompatProvider(
+            model="smollm2", base_url=llama_server, api_key_env="MADRAG_NO_KEY", shape=RequestShape(client=client)
+        )
+        try:
+            answers.append(await provider.complete(REQUEST))
+        finally:
+            await provider.aclose()
+    lean, package = (a.model_dump(exclude={"latency_s", "raw"}) for a in answers)
+    assert lean["tokens"] and lean == package
+    volatile = {"id", "created"}
+    assert {k: v for k, v in answers[0].raw.items() if k not in volatile} == {
+        k: v for k, v in answers[1].raw.items() if k not in volatile
+    }

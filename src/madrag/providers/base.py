@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant"]
 """Who speaks a chat message."""
@@ -81,11 +81,14 @@ class TopLogprob(BaseModel):
 
 
 class TokenLogprob(BaseModel):
-    """One generated token with its log-probability and the top alternatives at its position."""
+    """One generated token with its log-probability and the top alternatives at its position.
+
+    ``top`` is also read from ``top_logprobs`` (the OpenAI wire name), so an OpenAI-compatible answer's
+    ``logprobs.content`` validates into these models in one call, without a dict built per token."""
 
     token: str
     logprob: float
-    top: list[TopLogprob] = Field(default_factory=list)
+    top: list[TopLogprob] = Field(default_factory=list, validation_alias=AliasChoices("top_logprobs", "top"))
 
 
 def _plus(a: int | None, b: int | None) -> int | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from madrag.errors import ConfigError
-from madrag.providers.adapt import SamplingParams, TokenParam
+from madrag.providers.adapt import ClientKind, SamplingParams, TokenParam
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
@@ -39,6 +39,8 @@ class ProviderSpec(BaseModel):
     # openai: how the token limit is sent, and whether temperature / top_p are (auto: adapt once to a refusal)
     token_param: TokenParam = "auto"
     sampling_params: SamplingParams = "auto"
+    # openai: the HTTP client (httpx: lean, the default; openai: the openai package, if installed); same answers
+    client: ClientKind = "httpx"
     concurrency: int | None = None
     timeout_s: float = 300.0
     retries: int = 4
@@ -56,7 +58,7 @@ class ProviderSpec(BaseModel):
         return kind
 
 
-OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots", "extra_base_urls"})
+OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots", "extra_base_urls", "client"})
 """Spec fields that change how calls are made, not what a backend answers (a resumed run may change them)."""
 
 
@@ -188,7 +190,7 @@ def _openai(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:
             timeout_s=spec.timeout_s,
             max_concurrency=spec.concurrency or 8,
             supports_logprobs=spec.logprobs,
-            shape=RequestShape(token_param=spec.token_param, sampling_params=spec.sampling_params),
+            shape=RequestShape(token_param=spec.token_param, sampling_params=spec.sampling_params, client=spec.client),
             api_key=api_key,
         )
         for url in [spec.base_url, *spec.extra_base_urls]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import time
 from collections import deque
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Event = dict[str, Any]
 
@@ -38,9 +40,10 @@ class ScoringThread:
         """Schedule ``coro`` on the scoring loop; cancelling the returned future cancels it."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def schedule(self, coro: Coroutine[Any, Any, None]) -> ScheduledTask:
-        """Schedule ``coro`` on the scoring loop as a task that any thread can cancel and wait for."""
-        return ScheduledTask(self.loop, coro)
+    def schedule(self, coro: Coroutine[Any, Any, None], on_end: Callable[[], None] | None = None) -> ScheduledTask:
+        """Schedule ``coro`` on the scoring loop as a task that any thread can cancel and wait for; ``on_end``
+        runs once it has ended, before its waiters are told."""
+        return ScheduledTask(self.loop, coro, on_end)
 
     def stop(self, finish: Callable[[], Awaitable[None]] | None = None, timeout: float = 10.0) -> None:
         """Cancel what still runs (records in flight are committed first), await ``finish()`` (closing the
@@ -67,10 +70,17 @@ class ScheduledTask:
     """A coroutine run as a task on the scoring loop. :meth:`cancel` works from any thread and never waits;
     ``ended`` is done once the coroutine has ended however it ended: finished, failed (its exception), or
     cancelled, also when cancelled before its first step (which a future of ``run_coroutine_threadsafe`` does
-    not tell: it is cancelled at once, while its task still unwinds)."""
+    not tell: it is cancelled at once, while its task still unwinds). ``on_end`` runs before ``ended`` is done,
+    so a waiter sees what it did."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, None],
+        on_end: Callable[[], None] | None = None,
+    ) -> None:
         self.loop = loop
+        self._on_end = on_end
         self.ended: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._coro = coro
         self._task: asyncio.Task[None] | None = None
@@ -82,6 +92,7 @@ class ScheduledTask:
         with self._lock:
             if self._cancelled:
                 self._coro.close()
+                self._end()
                 if not self.ended.cancelled():
                     self.ended.set_result(None)
                 return
@@ -90,12 +101,20 @@ class ScheduledTask:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         error = None if task.cancelled() else task.exception()
+        self._end()
         if self.ended.cancelled():  # a waiter cancelled it (it should have shielded it): nothing to tell
             return
         if error is not None:
             self.ended.set_exception(error)
         else:
             self.ended.set_result(None)
+
+    def _end(self) -> None:
+        if self._on_end is not None:
+            try:
+                self._on_end()
+            except Exception:  # a failing report must not leave the waiters waiting
+                log.exception("after a scheduled task ended")
 
     def cancel(self) -> None:
         """Ask the task to stop (or never to start); returns at once."""

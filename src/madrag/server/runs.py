@@ -225,8 +225,7 @@ class RunManager:
     def _start(self, meta: RunMeta) -> None:
         self.events.begin(meta.id)
         job = self.job(meta)
-        task = self.worker.schedule(self._execute(meta.id, job))
-        task.ended.add_done_callback(lambda f: None if f.cancelled() else self._settle(meta.id))
+        task = self.worker.schedule(self._execute(meta.id, job), on_end=lambda: self._settle(meta.id))
         self._tasks[meta.id] = task
 
     def _settle(self, run_id: str) -> None:
