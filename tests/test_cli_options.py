@@ -4,11 +4,12 @@ a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
 
-from madrag.cli.options import at_least_one, choice, comma_list, need_run_dir, provider_spec
+from madrag.cli.options import ProviderFlags, at_least_one, choice, comma_list, need_run_dir, provider_spec
 from madrag.cli.output import progress_bar, run_with_progress
 from madrag.errors import InputError
 
@@ -43,17 +44,19 @@ def test_need_run_dir() -> None:
 
 def test_provider_spec_from_flags() -> None:
     spec = provider_spec(
-        provider="openai",
-        model="m",
-        model_path=Path("/models/big.gguf"),
-        base_url=["http://host/v1"],
-        api_key_env="KEY",
-        concurrency=3,
-        timeout=5.0,
-        retries=1,
-        slots=4,
-        logprobs=False,
-        fake_latency=0.5,
+        ProviderFlags(
+            provider="openai",
+            model="m",
+            model_path=Path("/models/big.gguf"),
+            base_url=["http://host/v1"],
+            api_key_env="KEY",
+            concurrency=3,
+            timeout=5.0,
+            retries=1,
+            slots=4,
+            logprobs=False,
+            fake_latency=0.5,
+        )
     )
     assert (spec.kind, spec.model, spec.model_path, spec.base_url, spec.api_key_env) == (
         "openai",
@@ -65,14 +68,22 @@ def test_provider_spec_from_flags() -> None:
     assert (spec.concurrency, spec.timeout_s, spec.retries, spec.slots) == (3, 5.0, 1, 4)
     assert spec.logprobs is False and spec.fake_latency_s == 0.5 and spec.extra_base_urls == []
     urls = ["http://a/v1", "http://b/v1", "http://c/v1"]
-    pool = provider_spec(provider="openai", model="m", model_path=None, base_url=urls, api_key_env="K",
-                         concurrency=4, timeout=5.0, retries=1, slots=1)  # fmt: skip
+    pool = provider_spec(ProviderFlags(provider="openai", model="m", model_path=None, base_url=urls, api_key_env="K",
+                                       concurrency=4, timeout=5.0, retries=1, slots=1))  # fmt: skip
     assert (pool.base_url, pool.extra_base_urls) == ("http://a/v1", ["http://b/v1", "http://c/v1"])
-    defaults = {"model": None, "model_path": None, "base_url": None, "api_key_env": "K", "concurrency": None}
-    plain = provider_spec(provider="fake", timeout=300.0, retries=4, slots=2, **defaults)  # type: ignore[arg-type]
+    defaults: dict[str, Any] = {"model": None, "model_path": None, "base_url": None, "api_key_env": "K"}
+    plain = provider_spec(
+        ProviderFlags(provider="fake", concurrency=None, timeout=300.0, retries=4, slots=2, **defaults)
+    )
     assert plain.model_path is None and plain.logprobs is True and plain.fake_latency_s == 0.0
+    assert (plain.token_param, plain.sampling_params) == ("auto", "auto")
     with pytest.raises(InputError, match="--provider must be one of llamacpp, openai, fake; got 'vllm'"):
-        provider_spec(provider="vllm", timeout=1.0, retries=0, slots=1, **defaults)  # type: ignore[arg-type]
+        provider_spec(ProviderFlags(provider="vllm", concurrency=None, timeout=1.0, retries=0, slots=1, **defaults))
+    odd = ProviderFlags(
+        provider="openai", concurrency=None, timeout=1.0, retries=0, slots=1, token_param="x", **defaults
+    )
+    with pytest.raises(InputError, match="--token-param must be one of"):
+        provider_spec(odd)
 
 
 def test_run_with_progress_returns_the_result_and_exits_130_on_ctrl_c() -> None:

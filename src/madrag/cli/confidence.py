@@ -32,6 +32,7 @@ from madrag.cli.options import (
     MetaSlotsOpt,
     ModelOpt,
     ModelPathOpt,
+    ProviderFlags,
     ProviderOpt,
     RetriesOpt,
     RunArg,
@@ -85,7 +86,7 @@ def meta_eval_command(
     if method not in ("auto", "json", "constrained"):
         raise InputError(f"--method must be auto, json or constrained; got {method!r}")
     run_dir = need_run_dir(run, run_dir)
-    spec = provider_spec(
+    flags = ProviderFlags(
         provider=provider,
         model=model,
         model_path=model_path,
@@ -101,7 +102,7 @@ def meta_eval_command(
         out_dir=out,
         roles=comma_list(roles),
         limit=limit,
-        provider=spec,
+        provider=provider_spec(flags),
         method=method,  # type: ignore[arg-type]
         max_tokens=max_tokens,
         seed=seed,

@@ -67,10 +67,6 @@ def eval_command(
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown. With several runs,
     also their merged QWK table (seed 000 Figure 2)."""
-    from madrag.evaluation.agreement import evaluate
-    from madrag.evaluation.run import require_run
-    from madrag.evaluation.tables import rich_tables, save, summary_line
-
     ties = ties_option(reference_ties)
     given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
     if len(given) > 1:
@@ -89,6 +85,24 @@ def eval_command(
         return
     if rubric is not None:
         raise InputError("--rubric applies only without --run-dir (a run is evaluated with its own rubric)")
+    _one_run(run_dir, data, bootstrap, seed, baseline, out, ties)
+
+
+def _one_run(
+    run_dir: Path,
+    data: Path | None,
+    bootstrap: int,
+    seed: int,
+    baseline: str | None,
+    out: Path | None,
+    ties: TieRule | None,
+) -> None:
+    """Evaluate one run (``data``: the full data file for the Human-Human row), print its tables and save them
+    (default folder: ``<run>/eval``)."""
+    from madrag.evaluation.agreement import evaluate
+    from madrag.evaluation.run import require_run
+    from madrag.evaluation.tables import rich_tables, save, summary_line
+
     require_run(run_dir)  # before anything is written in its folder
     target = output_dir(out or run_dir / "eval")
     evaluation = evaluate(run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data, ties=ties)

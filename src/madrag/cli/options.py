@@ -1,9 +1,9 @@
 """The CLI's option declarations (typer ``Annotated`` aliases) and the small checks of their values.
 
-Shared by several commands: the provider flags and :func:`provider_spec` that turns them into a
-:class:`~madrag.providers.ProviderSpec` (``score`` and its variants, ``confidence meta-eval``), the run folder
-of the commands that read a run (positional ``RUN_DIR`` or ``--run-dir``) with :func:`run_folder` /
-:func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
+Shared by several commands: the provider flags and :func:`provider_spec` that turns their values
+(:class:`ProviderFlags`) into a :class:`~madrag.providers.ProviderSpec` (``score`` and its variants,
+``confidence meta-eval``), the run folder of the commands that read a run (positional ``RUN_DIR`` or
+``--run-dir``) with :func:`run_folder` / :func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
 :func:`comma_list`. The aliases of ``score`` and ``confidence meta-eval`` live here too, so that each command's
 signature reads as one line per option (the scoring settings' options are generated from the settings model:
 :mod:`madrag.cli.groups`, :mod:`madrag.cli.score_options`). Whether a folder holds a run is decided by
@@ -12,6 +12,7 @@ signature reads as one line per option (the scoring settings' options are genera
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -96,38 +97,43 @@ SamplingParamsOpt = Annotated[
 ]
 
 
-def provider_spec(
-    *,
-    provider: str,
-    model: str | None,
-    model_path: Path | None,
-    base_url: list[str] | None,
-    api_key_env: str,
-    concurrency: int | None,
-    timeout: float,
-    retries: int,
-    slots: int,
-    logprobs: bool = True,
-    fake_latency: float = 0.0,
-    token_param: str = "auto",
-    sampling_params: str = "auto",
-) -> ProviderSpec:
+@dataclass(frozen=True)
+class ProviderFlags:
+    """The provider flags' values, as a command received them (:func:`provider_spec` checks them)."""
+
+    provider: str
+    model: str | None
+    model_path: Path | None
+    base_url: list[str] | None
+    api_key_env: str
+    concurrency: int | None
+    timeout: float
+    retries: int
+    slots: int
+    logprobs: bool = True
+    fake_latency: float = 0.0
+    token_param: str = "auto"
+    sampling_params: str = "auto"
+
+
+def provider_spec(flags: ProviderFlags) -> ProviderSpec:
     """The backend the provider flags name; an InputError for an unknown ``--provider``."""
+    urls = flags.base_url or []
     return ProviderSpec(
-        kind=choice("--provider", provider, PROVIDER_KINDS),
-        model=model,
-        model_path=str(model_path) if model_path else None,
-        base_url=base_url[0] if base_url else None,
-        extra_base_urls=list(base_url[1:]) if base_url else [],
-        api_key_env=api_key_env,
-        logprobs=logprobs,
-        token_param=choice("--token-param", token_param, TOKEN_PARAMS),
-        sampling_params=choice("--sampling-params", sampling_params, SAMPLING_PARAMS),
-        concurrency=concurrency,
-        timeout_s=timeout,
-        retries=retries,
-        fake_latency_s=fake_latency,
-        slots=slots,
+        kind=choice("--provider", flags.provider, PROVIDER_KINDS),
+        model=flags.model,
+        model_path=str(flags.model_path) if flags.model_path else None,
+        base_url=urls[0] if urls else None,
+        extra_base_urls=list(urls[1:]),
+        api_key_env=flags.api_key_env,
+        logprobs=flags.logprobs,
+        token_param=choice("--token-param", flags.token_param, TOKEN_PARAMS),
+        sampling_params=choice("--sampling-params", flags.sampling_params, SAMPLING_PARAMS),
+        concurrency=flags.concurrency,
+        timeout_s=flags.timeout,
+        retries=flags.retries,
+        fake_latency_s=flags.fake_latency,
+        slots=flags.slots,
     )
 
 

@@ -32,6 +32,7 @@ from madrag.cli.options import (
     ModelPathOpt,
     NoCacheOpt,
     PromptsDirOpt,
+    ProviderFlags,
     ProviderOpt,
     RayOpt,
     RayWorkersOpt,
@@ -109,7 +110,7 @@ def backend_options(
     fake_latency: FakeLatencyOpt = 0.0,
 ) -> JobFields:
     """The job's backend (:func:`~madrag.cli.options.provider_spec`) and the per-role ones."""
-    spec = provider_spec(
+    flags = ProviderFlags(
         provider=provider,
         model=model,
         model_path=model_path,
@@ -124,6 +125,7 @@ def backend_options(
         token_param=token_param,
         sampling_params=sampling_params,
     )
+    spec = provider_spec(flags)
     roles = dict(parse_role_provider(text, spec) for text in role_provider or [])
     return {"provider": spec, "role_providers": roles}
 

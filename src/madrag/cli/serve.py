@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from madrag.errors import ConfigError
 from madrag.retrieval.embedder import EMBEDDERS
+
+if TYPE_CHECKING:
+    from madrag.server import ServerConfig
 
 TOKEN_ENV = "MADRAG_SERVER_TOKEN"
 
@@ -47,17 +50,12 @@ def serve_command(
     max_essays: Annotated[int, typer.Option(help="Most essays in one upload.")] = 20_000,
 ) -> None:
     """Serve the web app for teachers and the JSON API (OpenAPI at /docs) on the same pipeline and run store."""
-    import uvicorn
-
-    from madrag.server import Limits, ServerConfig, create_app
-    from madrag.server.config import default_data_dir, is_loopback
+    from madrag.server import Limits, ServerConfig
+    from madrag.server.config import default_data_dir
 
     if embedder not in EMBEDDERS:
         raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
-    given = token or os.environ.get(TOKEN_ENV) or None
-    generated = given is None and not is_loopback(host)
-    if generated:
-        given = secrets.token_urlsafe(24)
+    given, generated = _token(token, host)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_rows=max_essays)
     config = ServerConfig(
         data_dir=data_dir or default_data_dir(),
@@ -76,11 +74,33 @@ def serve_command(
     )
     if port < 1 or port > 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {port}")
+    _run(config, generated)
+
+
+def _token(token: str | None, host: str) -> tuple[str | None, bool]:
+    """The server's token (``--token``, else ``$MADRAG_SERVER_TOKEN``, else one generated off loopback; None on
+    loopback without one) and whether it was generated."""
+    from madrag.server.config import is_loopback
+
+    given = token or os.environ.get(TOKEN_ENV) or None
+    generated = given is None and not is_loopback(host)
+    if generated:
+        given = secrets.token_urlsafe(24)
+    return given, generated
+
+
+def _run(config: ServerConfig, generated: bool) -> None:
+    """Print where the app is (with a ``generated`` token, once, in its address) and serve it until stopped."""
+    import uvicorn
+
+    from madrag.server import create_app
+
     app = create_app(config)
+    host, port = config.host, config.port
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
     if generated:
-        typer.echo(f"madrag serve: open {url}?token={given}  (this token is shown once; keep it)")
+        typer.echo(f"madrag serve: open {url}?token={config.token}  (this token is shown once; keep it)")
     else:
         typer.echo(f"madrag serve: open {url}" + ("  (token required)" if config.token_required else ""))
     typer.echo(f"runs are kept in {config.data_dir}")

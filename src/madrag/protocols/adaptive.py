@@ -18,7 +18,7 @@ from typing import Any
 
 from madrag.agents.calls import CallContext
 from madrag.protocols.base import TraitScore
-from madrag.protocols.derived import store_derived
+from madrag.protocols.derived import Derived, store_derived
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
@@ -50,9 +50,8 @@ async def keep_screen(
     assert screen.result is not None
     source = ctx.store.get(screen.record_key)
     context: dict[str, Any] = {"adaptive": decision, "n_usable": screen.n_usable}
-    return await store_derived(
-        ctx, protocol, screen.essay_id, trait, screen.result, screen.rationale, context, [source] if source else []
-    )
+    of = Derived(protocol, screen.essay_id, trait)
+    return await store_derived(ctx, of, screen.result, screen.rationale, context, [source] if source else [])
 
 
 def adaptive_summary(records: Iterable[AgentRecord]) -> dict[str, dict[str, int | float]]:

@@ -30,7 +30,7 @@ from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.placeholders import mask_placeholders
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.derived import derived_result, store_derived
+from madrag.protocols.derived import Derived, derived_result, store_derived
 from madrag.protocols.registry import register_protocol
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
@@ -111,7 +111,8 @@ class CJProtocol(ScoringProtocol):
         context["n_usable"] = len(outcomes) - unread
         context["exemplars"] = [lvl.model_dump(mode="json") for lvl in anchors]  # shown by the report
         result = derived_result(value, problem)
-        return await store_derived(ctx, self.name, essay.id, trait, result, said, context, records, not outcomes)
+        of = Derived(self.name, essay.id, trait)
+        return await store_derived(ctx, of, result, said, context, records, not outcomes)
 
     def _call(
         self, ctx: CallContext, essay: Essay, trait: Trait, values: dict[str, str], anchor: LevelExemplar

@@ -9,6 +9,7 @@ app, a resume's plan) read it like any Judge record. It sends no request (``requ
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from madrag.agents.calls import AgentCall, CallContext, new_record
@@ -24,24 +25,31 @@ def derived_result(value: int | None, problem: str | None = None) -> ScoreResult
     return ScoreResult(parsed=value, reported=value, mode="parsed_text")
 
 
+@dataclass(frozen=True)
+class Derived:
+    """Whose derived Judge record it is: the protocol that computed it, the essay and the trait."""
+
+    protocol: str
+    essay_id: str
+    trait: Trait
+
+
 async def store_derived(
     ctx: CallContext,
-    protocol: str,
-    essay_id: str,
-    trait: Trait,
+    of: Derived,
     score: ScoreResult,
     rationale: str,
     context: dict[str, Any],
     sources: list[AgentRecord],
     count_missing: bool = False,
 ) -> TraitScore:
-    """Store (or find already stored) the derived Judge record of one essay and trait; its TraitScore.
+    """Store (or find already stored) the derived Judge record ``of`` one protocol, essay and trait; its TraitScore.
     ``count_missing``: a missing score counts as an unusable score in the run's statistics (when its sources'
     own unusable answers were not counted already)."""
     call = AgentCall(
-        protocol=protocol,
-        essay_id=essay_id,
-        trait=trait.name,
+        protocol=of.protocol,
+        essay_id=of.essay_id,
+        trait=of.trait.name,
         role="judge",
         messages=[],
         temperature=0.0,
@@ -67,7 +75,7 @@ async def store_derived(
             ctx.stats.failed_scores += 1
         if ctx.on_record is not None:
             ctx.on_record(record)
-    return trait_score_of(record, trait)
+    return trait_score_of(record, of.trait)
 
 
 def trait_score_of(record: AgentRecord, trait: Trait) -> TraitScore:

@@ -22,7 +22,7 @@ from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.derived import store_derived
+from madrag.protocols.derived import Derived, store_derived
 from madrag.protocols.registry import register_protocol
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
@@ -97,9 +97,8 @@ class GEvalProtocol(ScoringProtocol):
         score = expected_result(record, trait, self.fallback)
         usable = int(score.reported is not None)
         own = record.score is not None and record.score.parsed is not None
-        return await store_derived(
-            ctx, self.name, essay.id, trait, score, record.rationale or "", {"n_usable": usable}, [record], own
-        )
+        of = Derived(self.name, essay.id, trait)
+        return await store_derived(ctx, of, score, record.rationale or "", {"n_usable": usable}, [record], own)
 
 
 @register_protocol("GEval", options=True)

@@ -30,7 +30,7 @@ from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.metrics import round_half_up_clamped
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.derived import derived_result, store_derived
+from madrag.protocols.derived import Derived, derived_result, store_derived
 from madrag.protocols.registry import register_protocol
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
@@ -126,7 +126,7 @@ class MTSProtocol(ScoringProtocol):
         said = "\n".join(f"Q{i + 1} ({q}): {a}" for i, (q, a) in enumerate(zip(asked, answers, strict=True)))
         context = {"answers": answers, "questions": asked, "n_usable": len(answers) - unread}
         result = derived_result(value, f"{unread} unreadable answer(s)")
-        return await store_derived(ctx, self.name, essay.id, trait, result, said, context, records)
+        return await store_derived(ctx, Derived(self.name, essay.id, trait), result, said, context, records)
 
 
 @register_protocol("MTS")
