@@ -10,6 +10,7 @@ from tests.helpers import make_ctx
 from tests.test_faithful_scores import IDEAS, Scripted, judge_call, text_settings
 
 from madrag.agents.calls import AgentCall
+from madrag.agents.final_score import parse_score
 from madrag.agents.judge import SCORE_STOPS, find_final_score, judge_trait
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
@@ -89,3 +90,20 @@ async def test_without_an_own_statement_the_essays_line_is_missing(tmp_path: Pat
     ctx = make_ctx(tmp_path, Scripted(lambda r: answer), settings=text_settings("argmax"))
     record = await judge_trait(ctx, with_essay(judge_call(text=ESSAY), ESSAY), IDEAS)
     assert record.score is not None and record.score.reported is None and record.score.mode == "failed"
+
+
+@pytest.mark.parametrize(
+    ("answer", "score"),
+    [
+        ("The ideas are clear but thin.\nFinal scores: 2", 2),  # the plural some models write
+        ("The ideas are clear but thin. Final score of 2.", 2),
+        ("Overall, final score of 3 (strong).", 3),
+        ("I considered a final score of 3, but the support is thin.\nFinal score: 2", 2),  # the first is a mention
+    ],
+)
+def test_final_scores_and_final_score_of_are_statements(answer: str, score: int) -> None:
+    assert parse_score(answer, IDEAS) == (score, None)
+
+
+def test_a_final_score_of_named_inside_a_sentence_is_only_a_mention() -> None:
+    assert parse_score("I considered a final score of 3, but I am not sure.", IDEAS)[0] is None

@@ -4,11 +4,11 @@ Seed 000 A.5 parses ``Final Score: {integer}`` with a regular expression. Chat m
 many ways, and a Judge's answer also holds words that are not its own; the rule here is what a careful reader
 takes:
 
-* a *statement* is ``Final score`` (any case, markdown around it, an optional ``(Ideas)`` / ``for Ideas``
-  qualifier), then ``:``, ``=``, a dash or ``is`` (or nothing, or a line break after a heading), then the value,
-  optionally in ``[ ]``, ``( )`` or ``\\boxed{ }`` and followed by ``/ M`` or ``out of M``; whatever stands
-  after it (``(adequate)``, ``- focused, but ...``, a closing paragraph) is a remark. ``N-M`` / ``N or M`` is a
-  statement whose value is not one number;
+* a *statement* is ``Final score`` or ``Final scores`` (any case, markdown around it, an optional ``(Ideas)`` /
+  ``for Ideas`` qualifier), then ``:``, ``=``, a dash, ``is`` or ``of`` (or nothing, or a line break after a
+  heading), then the value, optionally in ``[ ]``, ``( )`` or ``\\boxed{ }`` and followed by ``/ M`` or
+  ``out of M``; whatever stands after it (``(adequate)``, ``- focused, but ...``, a closing paragraph) is a
+  remark. ``N-M`` / ``N or M`` is a statement whose value is not one number;
 * it must begin its sentence: at the start of a line or after a sentence's end, behind only markdown, a list
   marker, a short lead-in ending in ``,`` ``:`` ``;`` or a dash, a connective (``so``, ``therefore``, ...) and
   ``my`` / ``our`` / ``the``. A score named inside a sentence ("I considered a final score: 3, but") is a
@@ -42,8 +42,8 @@ from madrag.rubric import Trait
 _MD = r"[*_`~|]*"  # markdown inside a line: bold, italics, code, strike-through, table cells
 _GAP = r"[ \t*_`~|]*"  # spaces and markdown
 FINAL_SCORE = re.compile(
-    rf"\bfinal[ \t]+score(?:[ \t]*\([^()\n]{{1,40}}\)|[ \t]+for[ \t]+[^:\uff1a=\n]{{1,40}}?(?={_GAP}[:\uff1a=]))?"
-    rf"{_GAP}(?:[:\uff1a=]|[-\u2013\u2014](?=[ \t])|is\b)?{_GAP}"
+    rf"\bfinal[ \t]+scores?(?:[ \t]*\([^()\n]{{1,40}}\)|[ \t]+for[ \t]+[^:\uff1a=\n]{{1,40}}?(?={_GAP}[:\uff1a=]))?"
+    rf"{_GAP}(?:[:\uff1a=]|[-\u2013\u2014](?=[ \t])|is\b|of\b)?{_GAP}"
     rf"(?P<below>(?:\n[ \t]*(?:#+[ \t]*)?{_GAP}){{1,2}})?"
     r"(?:\\boxed\{|\[|\()?[ \t]*(?P<value>-?\d+(?:[.,]\d+)?)(?!\d)[ \t]*[\]\)\}]?"
     r"(?:[ \t]*(?:/|out[ \t]+of)[ \t]*\d+)?"
