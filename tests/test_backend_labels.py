@@ -9,13 +9,20 @@ import json
 import re
 from pathlib import Path
 
-from fastapi.testclient import TestClient
-from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
+from tests.web_helpers import (
+    FAKE,
+    HTML,
+    RUBRIC,
+    client_for,
+    csrf,
+    essays_csv,
+    essays_json,
+    make_config,
+    wait_status,
+)
 
 from madrag.teacher.presets import PRESETS
 from madrag.teacher.scored_by import scored_by, warning
-
-HTML = {"Accept": "text/html"}
 
 
 def test_labels_say_who_scored_and_whether_the_scores_are_grades() -> None:
@@ -42,17 +49,11 @@ def test_every_page_and_export_row_of_a_fake_run_says_so(tmp_path: Path) -> None
         assert all(json.loads(line)["valid_scores"] is False for line in lines)
 
 
-def _token(client: TestClient, path: str) -> str:
-    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get(path, headers=HTML).text)
-    assert found is not None
-    return found.group(1)
-
-
 def test_a_preset_fills_the_server_and_the_test_tries_it(tmp_path: Path) -> None:
     from madrag.testing.stub_server import MODEL, StubServer
 
     with client_for(make_config(tmp_path)) as client, StubServer(capacity=2, latency_s=0.0) as stub:
-        token = _token(client, "/")
+        token = csrf(client, "/")
 
         def post(path: str, files: object = None, **data: str) -> object:
             return client.post(

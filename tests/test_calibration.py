@@ -8,13 +8,11 @@ import json
 import re
 from pathlib import Path
 
-from tests.web_helpers import RUBRIC, TEXTS, client_for, essays_csv, make_config, wait_status
+from tests.web_helpers import HTML, RUBRIC, TEXTS, client_for, csrf, essays_csv, form_post, make_config, wait_status
 
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.teacher.calibration import agreement, anchors, empty_levels
-
-HTML = {"Accept": "text/html"}
 
 
 def test_agreement_in_words_and_empty_levels() -> None:
@@ -30,12 +28,10 @@ def test_agreement_in_words_and_empty_levels() -> None:
 
 def test_calibrating_on_the_teachers_own_rubric_before_the_batch(tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
-        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get("/", headers=HTML).text)
-        assert token is not None
+        token = csrf(client)
 
         def post(path: str, files: object = None, **data: str) -> object:
-            body = {"csrf_token": token.group(1), **data}
-            return client.post(path, data=body, files=files, headers=HTML, follow_redirects=False)
+            return form_post(client, path, token, files, **data)
 
         draft = post("/new").headers["location"].split("/")[2]  # type: ignore[attr-defined]
         post(

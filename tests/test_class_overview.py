@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.web_helpers import FAKE, RUBRIC, client_for, essays_json, make_config, wait_status
+from tests.web_helpers import FAKE, HTML, RUBRIC, client_for, essays_json, make_config, token_in, wait_status
 
 from madrag.teacher.gradebook import Criterion, student_row
 from madrag.teacher.overview import overview
 
-HTML = {"Accept": "text/html"}
 CRITERIA = [Criterion("Ideas", 0, 3), Criterion("Style", 1, 4)]
 
 
@@ -36,9 +35,8 @@ def test_the_overview_page_applies_overrides(tmp_path: Path) -> None:
         before = client.get(f"/runs/{run_id}/overview", headers=HTML).text
         row = re.search(r'<tr data-criterion="Style">(.*?)</tr>', before, re.S)
         assert row is not None and '<b>1</b>: <span class="count">0</span>' in row.group(1)
-        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', before)
-        assert token is not None
-        fields = {"csrf_token": token.group(1), "trait": "Style", "protocol": "MAD", "action": "override", "score": "1"}
+        token = token_in(before)
+        fields = {"csrf_token": token, "trait": "Style", "protocol": "MAD", "action": "override", "score": "1"}
         client.post(f"/runs/{run_id}/essays/e2/review", data=fields, headers=HTML)
         after = client.get(f"/runs/{run_id}/overview", headers=HTML).text
         row = re.search(r'<tr data-criterion="Style">(.*?)</tr>', after, re.S)

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.web_helpers import RUBRIC, client_for, make_config
-
-HTML = {"Accept": "text/html"}
+from tests.web_helpers import HTML, RUBRIC, client_for, csrf, make_config
 
 
 @pytest.fixture
@@ -22,9 +20,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def _start(client: TestClient) -> tuple[str, str]:
-    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get("/", headers=HTML).text)
-    assert found is not None
-    token = found.group(1)
+    token = csrf(client)
     response = client.post("/new", data={"csrf_token": token}, follow_redirects=False)
     return response.headers["location"].split("/")[2], token
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 
-from fastapi.testclient import TestClient
-from tests.web_helpers import RUBRIC, TEXTS, client_for, make_config, wait_status
+from tests.web_helpers import HTML, RUBRIC, TEXTS, client_for, csrf, form_post, make_config, wait_status
 
 from madrag.teacher import columns, gradebook
 
-HTML = {"Accept": "text/html"}
 # Canvas's gradebook import: the identity columns of its own export, then assignments, then "Points Possible"
 CANVAS_HEAD = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # Google Classroom's grade download / sheet import: matched by the student's email address
@@ -88,37 +85,27 @@ def test_forms_columns_are_guessed_and_carry_the_students() -> None:
     assert roster["kid1@school.org"] == {"email": "kid1@school.org", "name": "Kid Number1"}
 
 
-def _token(client: TestClient, path: str) -> str:
-    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get(path, headers=HTML).text)
-    assert found is not None
-    return found.group(1)
-
-
-def _post(client: TestClient, path: str, token: str, files: object = None, **data: str) -> object:
-    return client.post(path, data={"csrf_token": token, **data}, files=files, headers=HTML, follow_redirects=False)
-
-
 def test_a_forms_export_reaches_the_canvas_gradebook_with_overrides(tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
-        token = _token(client, "/")
-        draft = _post(client, "/new", token).headers["location"].split("/")[2]  # type: ignore[attr-defined]
+        token = csrf(client, "/")
+        draft = form_post(client, "/new", token).headers["location"].split("/")[2]  # type: ignore[attr-defined]
         rubric = {"file": ("r.json", json.dumps(RUBRIC).encode(), "application/json")}
-        assert _post(client, f"/drafts/{draft}/rubric", token, files=rubric, mode="upload").status_code == 303  # type: ignore[attr-defined]
+        assert form_post(client, f"/drafts/{draft}/rubric", token, files=rubric, mode="upload").status_code == 303  # type: ignore[attr-defined]
         upload = {"file": ("Essay responses.csv", forms_export(3).encode(), "text/csv")}
-        sent = _post(client, f"/drafts/{draft}/essays", token, files=upload, mode="upload")
+        sent = form_post(client, f"/drafts/{draft}/essays", token, files=upload, mode="upload")
         assert sent.headers["location"] == f"/drafts/{draft}/columns"  # type: ignore[attr-defined]
         page = client.get(f"/drafts/{draft}/columns", headers=HTML).text
         assert '<option value="Response" selected>' in page and '<option value="Email Address" selected>' in page
         fields = {"col-text": "Response", "col-email": "Email Address", "col-name": "Student name"}
-        assert _post(client, f"/drafts/{draft}/columns", token, **fields).status_code == 303  # type: ignore[attr-defined]
+        assert form_post(client, f"/drafts/{draft}/columns", token, **fields).status_code == 303  # type: ignore[attr-defined]
         assert "Read 3 essays" in client.get(f"/drafts/{draft}/essays", headers=HTML).text
-        assert _post(client, f"/drafts/{draft}/exemplars", token, pool="none").status_code == 303  # type: ignore[attr-defined]
-        started = _post(client, f"/drafts/{draft}/backend", token, kind="fake", protocols="MAD", action="start")
+        assert form_post(client, f"/drafts/{draft}/exemplars", token, pool="none").status_code == 303  # type: ignore[attr-defined]
+        started = form_post(client, f"/drafts/{draft}/backend", token, kind="fake", protocols="MAD", action="start")
         run_id = started.headers["location"].split("/")[2]  # type: ignore[attr-defined]
         assert wait_status(client, run_id)["status"] == "finished"
         essay = f"/runs/{run_id}/essays/kid1@school.org/review"
-        _post(client, essay, token, action="override", trait="Ideas", protocol="MAD", score="0", reviewer="T")
-        _post(client, f"/runs/{run_id}/approve", token, essay_id="kid1@school.org")
+        form_post(client, essay, token, action="override", trait="Ideas", protocol="MAD", score="0", reviewer="T")
+        form_post(client, f"/runs/{run_id}/approve", token, essay_id="kid1@school.org")
         page = client.get(f"/runs/{run_id}/gradebook", headers=HTML).text
         assert "Kid Number1" in page and 'id="reviewed-count">1<' in page and "not valid grades" in page
         table = list(csv.reader(io.StringIO(client.get(f"/runs/{run_id}/gradebook.csv?layout=canvas").text)))

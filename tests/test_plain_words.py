@@ -8,9 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from tests.web_helpers import RUBRIC, client_for, essays_csv, make_config, wait_status
+from tests.web_helpers import HTML, RUBRIC, client_for, csrf, essays_csv, form_post, make_config, wait_status
 
-HTML = {"Accept": "text/html"}
 RESEARCH_WORDS = ("folds", "qwk", "constrained_distribution", "seed 000", "b.5")
 
 
@@ -21,12 +20,10 @@ def _visible(html: str) -> str:
 
 def test_teacher_pages_use_plain_words(tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
-        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get("/", headers=HTML).text)
-        assert token is not None
+        token = csrf(client)
 
         def post(path: str, files: object = None, **data: str) -> object:
-            body = {"csrf_token": token.group(1), **data}
-            return client.post(path, data=body, files=files, headers=HTML, follow_redirects=False)
+            return form_post(client, path, token, files, **data)
 
         draft = post("/new").headers["location"].split("/")[2]  # type: ignore[attr-defined]
         pages = [f"/drafts/{draft}/rubric"]

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.web_helpers import FAKE, RUBRIC, client_for, essays_json, make_config, wait_status
+from tests.web_helpers import FAKE, HTML, RUBRIC, client_for, essays_json, make_config, token_in, wait_status
 
 from madrag.teacher.review_queue import ItemSignals, assess, rank, spread
 
-HTML = {"Accept": "text/html"}
 SURE = {2: 0.02, 3: 0.96, 4: 0.02}
 TORN = {1: 0.05, 2: 0.45, 3: 0.05, 4: 0.45}
 
@@ -57,12 +56,6 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def _token(text: str) -> str:
-    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', text)
-    assert found is not None
-    return found.group(1)
-
-
 def _run(client: TestClient, n: int = 3) -> str:
     body = {"rubric": RUBRIC, "essays": essays_json(n), "protocols": ["MAD"], "backend": FAKE}
     run_id: str = client.post("/api/runs", json=body).json()["id"]
@@ -83,7 +76,7 @@ def test_queue_counts_approvals_and_an_override_that_stays(client: TestClient) -
     run_id = _run(client)
     page = client.get(f"/runs/{run_id}/review", headers=HTML).text
     assert re.search(r'id="unreviewed">6<', page) and "not valid grades" in page
-    token = _token(page)
+    token = token_in(page)
     essay = f"/runs/{run_id}/essays/e1"
     fields = {"trait": "Ideas", "protocol": "MAD", "score": "1", "comment": "needs a thesis", "reviewer": "Ms. K"}
     assert _post(client, essay + "/review", token, action="override", **fields).status_code == 303  # type: ignore[attr-defined]

@@ -4,12 +4,20 @@ its files kept), brought back and renamed, and "show them" lists every run."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
-
-HTML = {"Accept": "text/html"}
+from tests.web_helpers import (
+    FAKE,
+    HTML,
+    RUBRIC,
+    client_for,
+    csrf,
+    essays_csv,
+    essays_json,
+    form_post,
+    make_config,
+    wait_status,
+)
 
 
 def test_api_runs_and_archived_runs_stay_out_of_the_list(tmp_path: Path) -> None:
@@ -17,12 +25,10 @@ def test_api_runs_and_archived_runs_stay_out_of_the_list(tmp_path: Path) -> None
         api_run = client.post(
             "/api/runs", json={"rubric": RUBRIC, "essays": essays_json(1), "protocols": ["MAD"], "backend": FAKE}
         ).json()
-        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get("/", headers=HTML).text)
-        assert token is not None
+        token = csrf(client)
 
         def post(path: str, files: object = None, **data: str) -> object:
-            body = {"csrf_token": token.group(1), **data}
-            return client.post(path, data=body, files=files, headers=HTML, follow_redirects=False)
+            return form_post(client, path, token, files, **data)
 
         draft = post("/new").headers["location"].split("/")[2]  # type: ignore[attr-defined]
         post(

@@ -11,21 +11,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
-
-HTML = {"Accept": "text/html"}
+from tests.web_helpers import FAKE, HTML, RUBRIC, client_for, csrf, essays_csv, essays_json, make_config, wait_status
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
     with client_for(make_config(tmp_path)) as c:
         yield c
-
-
-def csrf(client: TestClient, path: str = "/") -> str:
-    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get(path, headers=HTML).text)
-    assert found is not None
-    return found.group(1)
 
 
 def new_draft(client: TestClient) -> tuple[str, str]:

@@ -10,11 +10,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.web_helpers import RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
+from tests.web_helpers import HTML, RUBRIC, client_for, essays_csv, essays_json, make_config, token_in, wait_status
 
 from madrag.testing.stub_server import MODEL, StubServer
-
-HTML = {"Accept": "text/html"}
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +80,8 @@ def test_a_run_whose_backend_does_not_answer_fails_before_scoring(client: TestCl
     assert run["progress"]["records"] == 0
 
 
-def _csrf(text: str) -> str:
-    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', text)
-    assert found is not None
-    return found.group(1)
-
-
 def test_the_backend_page_tests_the_connection_and_switches_the_setting(client: TestClient, plain: StubServer) -> None:
-    token = _csrf(client.get("/", headers=HTML).text)
+    token = token_in(client.get("/", headers=HTML).text)
     draft = client.post("/new", data={"csrf_token": token}, follow_redirects=False).headers["location"].split("/")[2]
     rid = client.post("/api/rubrics", json=RUBRIC).json()["id"]
     client.post(f"/drafts/{draft}/rubric", data={"csrf_token": token, "mode": "shipped", "rubric_id": rid})

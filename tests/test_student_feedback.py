@@ -9,11 +9,10 @@ import io
 import re
 from pathlib import Path
 
-from tests.web_helpers import FAKE, RUBRIC, client_for, essays_json, make_config, wait_status
+from tests.web_helpers import FAKE, HTML, RUBRIC, client_for, essays_json, make_config, token_in, wait_status
 
 from madrag.teacher.feedback import draft, highlight, to_student
 
-HTML = {"Accept": "text/html"}
 ESSAY = "I waited for the bus in the rain. My sister held the umbrella over both of us. Then it came."
 
 
@@ -37,9 +36,8 @@ def test_feedback_pages_edits_print_and_export(tmp_path: Path) -> None:
         assert wait_status(client, run_id)["status"] == "finished"
         page = client.get(f"/runs/{run_id}/feedback/e2", headers=HTML).text
         assert "What works:" in page and "Your essay stays on topic" in page  # the fake Advocate, addressed
-        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page)
-        assert token is not None
-        fields = {"csrf_token": token.group(1), "trait": "Style", "works": "Great dialogue!", "next": "Add an ending."}
+        token = token_in(page)
+        fields = {"csrf_token": token, "trait": "Style", "works": "Great dialogue!", "next": "Add an ending."}
         saved = client.post(f"/runs/{run_id}/feedback/e2", data=fields, headers=HTML, follow_redirects=False)
         assert saved.status_code == 303
         again = client.get(f"/runs/{run_id}/feedback/e2", headers=HTML).text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +60,27 @@ def essays_csv(n: int = 4, folds: bool = True, extra: list[dict[str, Any]] | Non
 def essays_json(n: int = 3) -> list[dict[str, Any]]:
     """Essays as API objects (id, text, one score per trait)."""
     return [{"id": f"e{i + 1}", "text": TEXTS[i % len(TEXTS)], "Ideas": i % 4, "Style": 1 + i % 4} for i in range(n)]
+
+
+HTML = {"Accept": "text/html"}
+"""The headers of a browser asking for a page."""
+
+
+def token_in(page: str) -> str:
+    """The CSRF token the page's forms carry."""
+    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def csrf(client: TestClient, path: str = "/") -> str:
+    """The CSRF token of the page at ``path``."""
+    return token_in(client.get(path, headers=HTML).text)
+
+
+def form_post(client: TestClient, path: str, token: str, files: object = None, **data: str) -> Any:
+    """A browser's form post with its CSRF token (no redirect followed)."""
+    return client.post(path, data={"csrf_token": token, **data}, files=files, headers=HTML, follow_redirects=False)
 
 
 def make_config(tmp_path: Path, **fields: Any) -> ServerConfig:
