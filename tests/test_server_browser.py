@@ -153,6 +153,30 @@ def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+def small_shot(tab: Any, name: str, element: str | None = None, height: int = 720) -> None:
+    """The top ``height`` pixels of the page, or only ``element`` (a small PNG)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    if element is not None:
+        tab.locator(element).screenshot(path=str(SHOTS / f"{name}.png"))
+        return
+    tab.evaluate("window.scrollTo(0, 0)")
+    tab.screenshot(path=str(SHOTS / f"{name}.png"), clip={"x": 0, "y": 0, "width": 1280, "height": height})
+
+
+def to_backend(page: Any, url: str, rubric_file: Path, data: Path, pool: str = "none") -> None:
+    """Through the first steps of a new run to the backend page: ``rubric_file`` uploaded, the essays of
+    ``data`` read, the exemplar ``pool`` chosen."""
+    page.goto(url + "/")
+    page.click("main button.primary")
+    page.set_input_files("input[name=file]", str(rubric_file))
+    page.click("button:text-is('Upload')")
+    page.set_input_files("#upload-essays input[name=file]", str(data))
+    page.click("button:text-is('Read essays')")
+    page.click("text=Next: exemplars")
+    page.check(f"input[name=pool][value={pool}]")
+    page.click("text=Next: backend")
+
+
 def _inputs(tmp_path: Path) -> tuple[Path, Path]:
     rubric = {**RUBRIC, "name": "Class <script>alert('rubric')</script> rubric"}
     rubric_file = tmp_path / "rubric.json"
@@ -287,15 +311,7 @@ def test_test_connection_finds_a_server_without_logprobs(server: Server, page: A
 
     rubric_file, data = _inputs(tmp_path)
     with StubServer(capacity=4, latency_s=0.0, logprobs=False) as stub:
-        page.goto(server.url + "/")
-        page.click("main button.primary")
-        page.set_input_files("input[name=file]", str(rubric_file))
-        page.click("button:text-is('Upload')")
-        page.set_input_files("#upload-essays input[name=file]", str(data))
-        page.click("button:text-is('Read essays')")
-        page.click("text=Next: exemplars")
-        page.check("input[name=pool][value=none]")
-        page.click("text=Next: backend")
+        to_backend(page, server.url, rubric_file, data)
         page.check("input[name=kind][value=openai]")
         page.fill("input[name=base_url]", stub.base_url)
         page.fill("input[name=model]", MODEL)

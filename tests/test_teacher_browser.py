@@ -11,7 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.test_server_browser import SHOTS, Server, page, pytestmark, server  # noqa: F401 (fixtures, skip mark)
+from tests.test_server_browser import (  # noqa: F401 (fixtures, skip mark)
+    Server,
+    page,
+    pytestmark,
+    server,
+    small_shot,
+    to_backend,
+)
 
 from madrag.data.loaders import load_asap
 from madrag.data.shipped import asap_data_file, asap_rubric_file
@@ -49,13 +56,6 @@ class Clicks:
     def choose_file(self, selector: str, path: Path) -> None:
         self.count += 1  # the file chooser: one click (and a pick)
         self.tab.set_input_files(selector, str(path))
-
-
-def small_shot(tab: Any, name: str) -> None:
-    """The visible part of the page only (a small PNG)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    tab.evaluate("window.scrollTo(0, 0)")
-    tab.screenshot(path=str(SHOTS / f"{name}.png"), clip={"x": 0, "y": 0, "width": 1280, "height": 720})
 
 
 def test_class_file_to_approved_canvas_gradebook_in_at_most_15_clicks(
@@ -155,15 +155,7 @@ def test_calibration_on_anchor_papers_with_the_teachers_own_rubric(
     rubric.write_text(json.dumps(RUBRIC), encoding="utf-8")
     data = tmp_path / "class.csv"
     data.write_text(essays_csv(5, folds=False, extra=[{"id": f"u{i}", "text": TEXTS[i]} for i in range(4)]), "utf-8")
-    page.goto(server.url + "/")
-    page.click("main button.primary")
-    page.set_input_files("input[name=file]", str(rubric))
-    page.click("button:text-is('Upload')")
-    page.set_input_files("#upload-essays input[name=file]", str(data))
-    page.click("button:text-is('Read essays')")
-    page.click("text=Next: exemplars")
-    page.check("input[name=pool][value=same]")
-    page.click("text=Next: backend")
+    to_backend(page, server.url, rubric, data, pool="same")
     page.check("input[name=kind][value=fake]")
     page.check("input[name=protocols][value=MA]")
     page.click("#calibrate")

@@ -15,7 +15,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.test_server_browser import SHOTS, Server, page, pytestmark, server  # noqa: F401 (fixtures, skip mark)
+from tests.test_server_browser import (  # noqa: F401 (fixtures, skip mark)
+    Server,
+    page,
+    pytestmark,
+    server,
+    small_shot,
+    to_backend,
+)
 from tests.web_helpers import FAKE, RUBRIC, TEXTS, essays_csv, essays_json
 
 from madrag.teacher.presets import PRESETS
@@ -23,16 +30,6 @@ from madrag.teacher.presets import PRESETS
 RESEARCH_WORDS = ("folds", "qwk", "constrained_distribution", "seed 000")
 QUOTE = "kept calm because my sister was with me"  # in TEXTS[0]
 INVENTED = "I rode a dragon to school"  # in no essay
-
-
-def small_shot(tab: Any, name: str, element: str | None = None) -> None:
-    """The top of the page, or only ``element`` (a small PNG, well under 150 KB)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    if element is not None:
-        tab.locator(element).screenshot(path=str(SHOTS / f"{name}.png"))
-        return
-    tab.evaluate("window.scrollTo(0, 0)")
-    tab.screenshot(path=str(SHOTS / f"{name}.png"), clip={"x": 0, "y": 0, "width": 1280, "height": 640})
 
 
 def _api_run(
@@ -57,15 +54,7 @@ def _to_backend(server: Server, page: Any, tmp_path: Path, n: int, pool: str = "
     rubric.write_text(json.dumps(RUBRIC), encoding="utf-8")
     data = tmp_path / "class.csv"
     data.write_text(essays_csv(n), encoding="utf-8")
-    page.goto(server.url + "/")
-    page.click("main button.primary")
-    page.set_input_files("input[name=file]", str(rubric))
-    page.click("button:text-is('Upload')")
-    page.set_input_files("#upload-essays input[name=file]", str(data))
-    page.click("button:text-is('Read essays')")
-    page.click("text=Next: exemplars")
-    page.check(f"input[name=pool][value={pool}]")
-    page.click("text=Next: backend")
+    to_backend(page, server.url, rubric, data, pool)
 
 
 def test_step1_a_fake_run_says_not_real_grades_and_presets_fill_the_server(
@@ -95,7 +84,7 @@ def test_step1_a_fake_run_says_not_real_grades_and_presets_fill_the_server(
     assert page.input_value("input[name=model]") == ollama.model
     assert page.is_checked("input[name=kind][value=openai]")
     assert "ollama serve" in page.inner_text("#preset-hint")
-    small_shot(page, "t10-backend-preset")
+    small_shot(page, "t10-backend-preset", height=640)
     page.click("#preset-vllm")
     assert page.input_value("input[name=base_url]") == PRESETS["vllm"].base_url
     assert page.dialogs == []
@@ -128,7 +117,7 @@ def test_step4_student_feedback_highlights_verified_quotes_keeps_edits_and_print
     style = page.locator("[id='fb-Style']")
     assert style.locator(".works").inner_text() == "Your calm sister makes the wait real."
     assert "saved" in style.locator(".saved").inner_text() and "(your wording)" in style.inner_text()
-    small_shot(page, "t11-student-feedback")
+    small_shot(page, "t11-student-feedback", height=640)
     page.goto(f"{server.url}/runs/{run_id}/feedback/e2")
     assert page.locator("p.essay.highlighted mark").count() == 0  # the quote is not in this essay
     page.goto(f"{server.url}/runs/{run_id}/feedback")
@@ -164,7 +153,7 @@ def test_step6_class_overview_applies_an_override(
     cell = e2.locator("td.heat").nth(1)
     assert cell.inner_text() == "1" and "heat-0" in (cell.get_attribute("class") or "")
     assert e2.locator("td.weakest").inner_text() == "Style"
-    small_shot(page, "t12-class-overview-override")
+    small_shot(page, "t12-class-overview-override", height=640)
     assert page.dialogs == []
 
 
@@ -190,7 +179,7 @@ def test_step7_teacher_pages_use_plain_words(
     research = fold.locator("input[name=protocols]")
     assert research.count() >= 1 and not research.first.is_visible()  # folded away
     _no_research_words(page)
-    small_shot(page, "t13-plain-words")
+    small_shot(page, "t13-plain-words", height=640)
     fold.locator("summary").click()
     assert research.first.is_visible()
     draft = page.url.split("/drafts/")[1].split("/")[0]
@@ -242,7 +231,7 @@ def test_step8_forms_keep_input_a_fifth_trait_a_preview_rename_and_archive(
     assert page.locator("#error-essay_text").is_visible()
     assert page.input_value("textarea[name=essay_text]") == text  # kept, as typed
     assert page.input_value("input[name=essay_id]") == "ana" and page.input_value("input[name=score-0]") == "9"
-    small_shot(page, "t14-form-keeps-input")
+    small_shot(page, "t14-form-keeps-input", height=640)
     page.fill("input[name=score-0]", "1")
     page.click("button:text-is('Add this essay')")
     assert "Read 1 essay" in page.inner_text("#read-summary")
