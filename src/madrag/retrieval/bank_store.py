@@ -50,14 +50,18 @@ def lease_name(collection: str) -> str:
 
 
 def open_client(cache_dir: Path) -> Any:
-    """A persistent Chroma client on ``cache_dir`` with telemetry off."""
+    """A persistent Chroma client on ``cache_dir`` with telemetry off.
+
+    Opening a client creates the folder's SQLite tables when they are not there yet, so it is a write: it takes
+    the folder's write lock (two processes opening a fresh folder at once would otherwise both create them, and
+    one fails with "table collections already exists"). Call it outside :func:`folder_lock`."""
     try:
         import chromadb
         from chromadb.config import Settings
     except ImportError as exc:
         raise MadragError("chromadb is not installed: pip install chromadb") from exc
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(cache_dir), settings=Settings(anonymized_telemetry=False))
+    with folder_lock(cache_dir, write=True):
+        return chromadb.PersistentClient(path=str(cache_dir), settings=Settings(anonymized_telemetry=False))
 
 
 @contextlib.contextmanager
@@ -177,8 +181,8 @@ def list_banks(cache_dir: Path) -> list[BankInfo]:
     """Every madrag collection in ``cache_dir`` (finished banks and builds), with whether it is in use."""
     if not cache_dir.is_dir():
         return []
+    client = open_client(cache_dir)
     with folder_lock(cache_dir, write=False):
-        client = open_client(cache_dir)
         found = [c for c in client.list_collections() if str(c.name).startswith(NAME_PREFIX)]
         rows = []
         for c in found:
@@ -207,8 +211,8 @@ def prune_banks(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = F
     if dry_run or not doomed:
         return doomed
     deleted = []
+    client = open_client(cache_dir)
     with folder_lock(cache_dir, write=True):
-        client = open_client(cache_dir)
         for bank in doomed:
             with unused(cache_dir, lease_name(bank.name)) as free:
                 if free:  # no lease can be taken while it is deleted
