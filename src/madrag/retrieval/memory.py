@@ -37,7 +37,7 @@ class ArrayCollection:
         self.metadatas = metadatas
         self.vectors = normalize_rows(vectors)
         self._exact = self.vectors.astype(np.float64)  # what distances are computed from
-        self._columns: dict[str, np.ndarray[Any, Any]] = {}
+        self._columns: dict[str, dict[Any, np.ndarray[Any, Any]]] = {}
         self._last: tuple[bytes, np.ndarray[Any, Any]] | None = None  # the last query's distances to every essay
 
     @classmethod
@@ -60,10 +60,22 @@ class ArrayCollection:
         wanted = include if include is not None else ["documents", "metadatas"]
         return {"ids": list(self.ids), **{name: fields[name] for name in wanted}}
 
-    def _column(self, name: str) -> np.ndarray[Any, Any]:
+    def _positions(self, name: str) -> dict[Any, np.ndarray[Any, Any]]:
+        """Metadata field ``name``'s index: each value, the positions of the essays that have it (built once; a
+        filter then costs a lookup, not a comparison per essay)."""
         if name not in self._columns:
-            self._columns[name] = np.array([m.get(name) for m in self.metadatas], dtype=object)
+            found: dict[Any, list[int]] = {}
+            for i, m in enumerate(self.metadatas):
+                found.setdefault(m.get(name), []).append(i)
+            self._columns[name] = {value: np.asarray(at, dtype=np.intp) for value, at in found.items()}
         return self._columns[name]
+
+    def _equal(self, name: str, value: Any) -> np.ndarray[Any, Any]:
+        mask = np.zeros(len(self.ids), dtype=bool)
+        at = self._positions(name).get(value)
+        if at is not None:
+            mask[at] = True
+        return mask
 
     def _mask(self, where: Where) -> np.ndarray[Any, Any]:
         mask = np.ones(len(self.ids), dtype=bool)
@@ -72,12 +84,11 @@ class ArrayCollection:
                 for part in cond:
                     mask &= self._mask(part)
                 continue
-            column = self._column(key)
             for op, value in cond.items():
                 if op == "$eq":
-                    mask &= column == value
+                    mask &= self._equal(key, value)
                 elif op == "$ne":
-                    mask &= column != value
+                    mask &= ~self._equal(key, value)
                 else:
                     raise MadragError(f"bank contents: unsupported filter {op!r}")
         return mask
