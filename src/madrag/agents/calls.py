@@ -301,6 +301,22 @@ def request_settings(request: ChatRequest, response: ChatResponse | None = None)
     return settings
 
 
+def answer_fields(request: ChatRequest, response: ChatResponse, started: float) -> dict[str, Any]:
+    """What every record of a free-text answer keeps of its request and response (the settings sent, the text as
+    its rationale, usage, latency, retries, wall time since ``started``, cached, truncated)."""
+    return {
+        "settings": request_settings(request, response),
+        "text": response.text,
+        "rationale": response.text.strip(),
+        "usage": response.usage,
+        "latency_s": response.latency_s,
+        "retries": response.retries,
+        "wall_s": time.monotonic() - started,
+        "cached": response.cached,
+        "truncated": response.finish_reason == "length",
+    }
+
+
 def first_token_confidence(tokens: list[TokenLogprob] | None) -> float | None:
     """c = exp(log p(first generated token)), seed 000 A.4."""
     if not tokens:
@@ -322,22 +338,6 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     if confidence is None and ctx.self_report_confidence:
         if m := list(SELF_CONFIDENCE.finditer(response.text)):
             confidence, source = float(m[-1].group(1)), "self_reported"
-    return await finish_record(
-        ctx,
-        new_record(
-            ctx,
-            call,
-            settings=request_settings(request, response),
-            text=response.text,
-            rationale=response.text.strip(),
-            tokens=response.tokens,
-            confidence=confidence,
-            confidence_source=source,
-            usage=response.usage,
-            latency_s=response.latency_s,
-            retries=response.retries,
-            wall_s=time.monotonic() - started,
-            cached=response.cached,
-            truncated=response.finish_reason == "length",
-        ),
-    )
+    fields = answer_fields(request, response, started)
+    record = new_record(ctx, call, **fields, tokens=response.tokens, confidence=confidence, confidence_source=source)
+    return await finish_record(ctx, record)

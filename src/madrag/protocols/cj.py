@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
+from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
 from madrag.agents.context import essay_values, shorten
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
 from madrag.concurrency import gather_or_cancel, gather_settled
@@ -155,15 +155,7 @@ async def _compare(ctx: CallContext, call: AgentCall) -> AgentRecord:
     record = new_record(
         ctx,
         replace(call, context={**call.context, "outcome": outcome}),
-        settings=request_settings(request, response),
-        text=response.text,
-        rationale=response.text.strip(),
-        usage=response.usage,
-        latency_s=response.latency_s,
-        retries=response.retries,
-        wall_s=time.monotonic() - started,
-        cached=response.cached,
-        truncated=response.finish_reason == "length",
+        **answer_fields(request, response, started),
         evidence=None,
         error=None if outcome is not None else "unreadable comparison: no 'Answer: A|B|tie' line",
     )
