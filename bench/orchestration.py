@@ -286,13 +286,19 @@ async def raw_aiohttp_cpu_per_call(url: str, request: ChatRequest, n: int) -> fl
 
 async def client_only_cpu(kind: ClientKind, samples: list[AgentRecord], n: int, width: int, url: str) -> float:
     """Client CPU seconds per ``provider.complete`` alone (no pipeline, no record writes): ``n`` calls cycling
-    through the recorded requests, ``width`` in flight, after one warm-up call of each."""
+    through the recorded requests, ``width`` workers each making its share one after another (each response
+    dropped once it arrives, as a run does once it is recorded), after one warm-up call of each request."""
     requests = [ChatRequest(messages=r.messages, **_request_settings(r)) for r in samples]
     provider = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=width, shape=RequestShape(client=kind))
+
+    async def worker(first: int) -> None:
+        for i in range(first, n, width):
+            await provider.complete(requests[i % len(requests)])
+
     try:
         await asyncio.gather(*(provider.complete(r) for r in requests))
         start = time.process_time()
-        await asyncio.gather(*(provider.complete(requests[i % len(requests)]) for i in range(n)))
+        await asyncio.gather(*(worker(w) for w in range(width)))
         return (time.process_time() - start) / n
     finally:
         await provider.aclose()
