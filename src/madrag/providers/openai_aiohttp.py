@@ -5,7 +5,11 @@ body) and the same failures (:class:`~madrag.providers.openai_http.ClientFailure
 :class:`~madrag.providers.openai_http.StatusFailure` with the message the error answer's body gives), so the
 provider maps them to the same madrag errors and builds the same responses; only the transport differs.
 aiohttp's HTTP/1.1 client does less per request than httpx's (C-accelerated parser, no anyio layer, no
-per-request checks of every pooled connection), which is most of the lean client's CPU per call.
+per-request checks of every pooled connection): in one run of ``bench/orchestration.py`` (200 essays x 4 traits,
+32 in flight) 1.66 vs 3.23 ms of client CPU per ``complete`` alone, 4.02 vs 6.22 ms of the run's whole CPU per
+call. What differs: a failed connection's message names aiohttp's exception (``ClientConnectorError: Cannot
+connect to host ...`` where httpx says ``ConnectError: All connection attempts failed``), and it takes no
+``httpx.AsyncClient``.
 
 As httpx does: each of the connect, read and pool waits is limited to the timeout (not the whole request),
 idle connections are kept 5 s, ``$HTTP(S)_PROXY`` / ``$ALL_PROXY`` / ``$NO_PROXY`` are honoured (read once, not

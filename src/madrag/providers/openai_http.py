@@ -13,7 +13,7 @@ clients fail with the same one-line messages.
   ``OpenAI-Project`` from ``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID`` when set; the base URL defaults to
   ``$OPENAI_BASE_URL``, else OpenAI's.
 * :class:`~madrag.providers.openai_aiohttp.AiohttpClient` (``client="aiohttp"``): the same requests, answers
-  and failures over aiohttp's transport, which costs less CPU per request than httpx's.
+  and failures over aiohttp's transport, which costs about half the client CPU per call of httpx2's.
 * :class:`OpenAIPackageClient`: the ``openai`` package's generic ``post`` / ``get`` (its own retries off). It
   costs 1.5-2 ms more CPU per call (``bench/orchestration.py``) and brings nothing madrag uses (its other
   authentication variants, Azure among them, are not reachable from madrag's options), so it is not a
