@@ -222,7 +222,7 @@ async def test_pool_sized_to_the_concurrency_and_closed_by_aclose() -> None:
         ports.add(peer[1])
         busy[0] += 1
         busy[1] = max(busy)
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # long enough for the three slots to overlap on a loaded machine
         busy[0] -= 1
         return web.json_response(completion(None))
 
