@@ -8,14 +8,16 @@ each answered ``--latency`` seconds after it took a slot (the answer is composed
 server generates within its latency); requests beyond capacity wait in its queue.
 
 * madrag: ``run_scoring`` with its default essay concurrency (derived from the provider's concurrency and the
-  number of traits), or ``--essay-concurrency``; once per HTTP client (``--clients``, default both, side by
-  side: ``httpx``, the lean default, and ``openai``, the openai package's client).
+  number of traits), or ``--essay-concurrency``; once per HTTP client (``--clients``, default all three, side
+  by side: ``httpx``, the lean default, ``aiohttp``, the lean client on aiohttp's transport, and ``openai``,
+  the openai package's client).
 * seed A.1 baseline: ``run_scoring(essay_concurrency=1)``: one essay at a time, its traits in parallel through
   ``asyncio.gather`` inside the protocol - the seed's orchestration (000, Appendix A.1) on the same code path
   (with the first client).
 
-Then each client's CPU per call, replaying a recorded Advocate and Judge request against a zero-latency stub,
-beside bare httpx + json (the floor).
+Then each client's CPU per call alone (no pipeline, no record writes): the run's recorded Advocate, Skeptic and
+Judge requests replayed through ``provider.complete`` with as many in flight as the run had, against the same
+stub; and sequentially against a zero-latency stub, beside bare httpx + json and bare aiohttp + orjson (floors).
 
 Ideal: each essay-trait is an independent chain of 3 sequential calls (Advocate -> Skeptic -> Judge), so with
 D chains, C slots and latency L the server can do at most min(C, D)/L calls/s, and the makespan is at least
@@ -37,6 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -59,6 +62,7 @@ from madrag.testing.stub_answers import MODEL, StubConfig
 from madrag.testing.stub_server import StubServer
 
 CALLS_PER_CHAIN = 3
+ROLES = ("advocate", "skeptic", "judge")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -159,7 +163,7 @@ VARIANTS = {
 }
 
 
-CLIENTS: tuple[ClientKind, ...] = ("httpx", "openai")
+CLIENTS: tuple[ClientKind, ...] = ("httpx", "aiohttp", "openai")
 
 
 @dataclass
@@ -179,6 +183,7 @@ class RunResult:
     put_times: list[float] = field(default_factory=list)
     lags: list[float] = field(default_factory=list)
     samples: list[AgentRecord] = field(default_factory=list)
+    client_only_s: float | None = None  # client CPU s per provider.complete alone (client_only_cpu)
 
     @property
     def rate(self) -> float:
@@ -234,7 +239,7 @@ async def score_once(
             await ctx.provider.aclose()
         stats = server.stats()
         keys = list(store.keys())
-        samples = [r for role in ("advocate", "judge") for r in itertools.islice(store.records(role=role), 1)]
+        samples = [r for role in ROLES for r in itertools.islice(store.records(role=role), 1)]
         store.close()
     return RunResult(
         variant, client_kind, len(essays), used, wall, stats.requests, stats.max_in_flight, len(keys),
@@ -262,6 +267,41 @@ async def raw_cpu_per_call(url: str, request: ChatRequest, n: int) -> float:
         for _ in range(n):
             (await client.post(f"{url}/chat/completions", json=body)).json()
         return (time.process_time() - start) / n
+
+
+async def raw_aiohttp_cpu_per_call(url: str, request: ChatRequest, n: int) -> float:
+    """Client CPU seconds per bare aiohttp POST of the same body, orjson both ways (the aiohttp floor)."""
+    import aiohttp
+    import orjson
+
+    body = orjson.dumps(OpenAICompatProvider(MODEL, base_url=url).request_kwargs(request))
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as session:
+        start = time.process_time()
+        for _ in range(n):
+            async with session.post(f"{url}/chat/completions", data=body, headers=headers) as answer:
+                orjson.loads(await answer.read())
+        return (time.process_time() - start) / n
+
+
+async def client_only_cpu(kind: ClientKind, samples: list[AgentRecord], n: int, width: int, url: str) -> float:
+    """Client CPU seconds per ``provider.complete`` alone (no pipeline, no record writes): ``n`` calls cycling
+    through the recorded requests, ``width`` workers each making its share one after another (each response
+    dropped once it arrives, as a run does once it is recorded), after one warm-up call of each request."""
+    requests = [ChatRequest(messages=r.messages, **_request_settings(r)) for r in samples]
+    provider = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=width, shape=RequestShape(client=kind))
+
+    async def worker(first: int) -> None:
+        for i in range(first, n, width):
+            await provider.complete(requests[i % len(requests)])
+
+    try:
+        await asyncio.gather(*(provider.complete(r) for r in requests))
+        start = time.process_time()
+        await asyncio.gather(*(worker(w) for w in range(width)))
+        return (time.process_time() - start) / n
+    finally:
+        await provider.aclose()
 
 
 def put_cost(record: AgentRecord, n: int, tmp: str | None) -> tuple[float, float]:
@@ -312,11 +352,13 @@ async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespac
                 finally:
                     await real.aclose()
             t_raw = await raw_cpu_per_call(quick.base_url, request, n)
+            t_aio = await raw_aiohttp_cpu_per_call(quick.base_url, request, n)
             put_cpu, put_wall = put_cost(record, n, args.tmp)
             loop_cpu, writer_cpu, wait = await aput_cost(record, n, args.tmp)
             lines.append(
                 f"  {record.role:<9} ({len(record.tokens or [])} tokens x top-{request.top_logprobs} logprobs): "
-                f"client CPU per call {', '.join(costs)}, {1000 * t_raw:.2f} ms (bare httpx + json); "
+                f"client CPU per call {', '.join(costs)}, {1000 * t_raw:.2f} ms (bare httpx + json), "
+                f"{1000 * t_aio:.2f} ms (bare aiohttp + orjson); "
                 f"store.put CPU {1000 * put_cpu:.2f} ms, wall {1000 * put_wall:.2f} ms (blocking); "
                 f"store.aput (as used): event-loop CPU {1000 * loop_cpu:.2f} ms, writer-thread CPU "
                 f"{1000 * writer_cpu:.2f} ms, the call waits {1000 * wait:.2f} ms for the commit (the loop does not)"
@@ -324,7 +366,7 @@ async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespac
     return lines
 
 
-def _request_settings(record: AgentRecord) -> dict[str, object]:
+def _request_settings(record: AgentRecord) -> dict[str, Any]:
     """A recorded call's request settings (what it was sent and a constrained step's settings left out)."""
     return {k: v for k, v in record.settings.items() if k not in ("sent", "score_step", "score_steps")}
 
@@ -401,10 +443,11 @@ def summary(runs: dict[str, RunResult], n_traits: int, args: argparse.Namespace)
         if run.variant != "madrag":
             continue
         rate, _ = ideal(run.essays * n_traits, args.capacity, args.latency)
+        alone = "" if run.client_only_s is None else f"; client-only CPU {1000 * run.client_only_s:.2f} ms/call"
         lines.append(
             f"RESULT {name}: {run.rate:.1f} calls/s = {100 * run.rate / rate:.1f}% of the ideal {rate:.1f} calls/s; "
-            f"client CPU {1000 * run.cpu_s / max(run.requests, 1):.2f} ms/call ({100 * run.cpu_s / run.wall_s:.0f}% "
-            "of one core)"
+            f"run CPU {1000 * run.cpu_s / max(run.requests, 1):.2f} ms/call ({100 * run.cpu_s / run.wall_s:.0f}% "
+            f"of one core; pipeline and record writes included){alone}"
         )
     if "seed" in runs:
         base, ours = runs["seed"], runs[f"madrag[{runs['seed'].client}]"]
@@ -430,8 +473,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--judge-tokens", type=int, default=60, help="words per Judge rationale")
     p.add_argument("--max-seconds", type=float, default=900.0, help="time limit of each run")
     p.add_argument("--tmp", default=None, help="folder for the run stores (default: the system temp dir)")
+    p.add_argument("--client-calls", type=int, default=960, help="calls per client of the client-only replay")
     p.add_argument(
-        "--clients", default=",".join(CLIENTS), help="HTTP clients to compare, comma-separated (httpx, openai)"
+        "--clients", default=",".join(CLIENTS), help=f"HTTP clients to compare, comma-separated ({', '.join(CLIENTS)})"
     )
     args = p.parse_args(argv)
     args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
@@ -486,6 +530,19 @@ async def bench(args: argparse.Namespace) -> None:
             n_base = min(args.baseline_essays or len(essays), len(essays))
             runs["seed"] = await score_once("seed", args.clients[0], essays[:n_base], rubric, args, server, bank)
             print("\n".join(describe_run(runs["seed"], len(rubric.traits), args)), flush=True)
+        print(
+            f"client-only CPU per call (provider.complete alone, no pipeline, no record writes: {args.client_calls} "
+            f"calls of the run's recorded {'/'.join(ROLES)} requests, {args.capacity} in flight, the same stub, "
+            "GC tuned as in a run):",
+            flush=True,
+        )
+        with tuned_gc():  # as in a run
+            for kind in args.clients:
+                run = runs[f"madrag[{kind}]"]
+                run.client_only_s = await client_only_cpu(
+                    kind, run.samples, args.client_calls, args.capacity, server.base_url
+                )
+                print(f"  {kind:<8} {1000 * run.client_only_s:.2f} ms/call", flush=True)
         server_rss = server.stats().peak_rss_kb
     print("\n".join(await overhead_breakdown(runs[f"madrag[{args.clients[0]}]"].samples, args)))
     print("\n".join(summary(runs, len(rubric.traits), args)))

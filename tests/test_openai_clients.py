@@ -1,4 +1,5 @@
-"""The lean httpx client and the openai package's client record the same run against the stub server."""
+"""The lean httpx client, the aiohttp one and the openai package's client record the same run against the stub
+server."""
 
 from __future__ import annotations
 
@@ -65,12 +66,14 @@ async def record_run(
     return [r.model_dump(mode="json", exclude=TIMING) for r in records], port
 
 
+@pytest.mark.parametrize("other", ["aiohttp", "openai"])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-async def test_both_clients_record_the_same_run(tmp_path: Path, scenario: str) -> None:
-    pytest.importorskip("openai")
+async def test_each_client_records_the_same_run(tmp_path: Path, scenario: str, other: ClientKind) -> None:
+    if other == "openai":
+        pytest.importorskip("openai")
     config = SCENARIOS[scenario]
     lean, port = await record_run(tmp_path, config, "httpx", 0)
-    package, _ = await record_run(tmp_path, config, "openai", port)  # the same URL: in the records' messages
+    package, _ = await record_run(tmp_path, config, other, port)  # the same URL: in the records' messages
     assert len(lean) == len(package) == len(ESSAYS) * len(TRAITS) * 3  # Advocate, Skeptic, Judge per trait
     for ours, theirs in zip(lean, package, strict=True):
         assert ours == theirs
@@ -86,8 +89,9 @@ async def test_both_clients_record_the_same_run(tmp_path: Path, scenario: str) -
         assert all("max_completion_tokens" in r["settings"]["sent"] for r in lean)
 
 
-async def test_both_clients_fail_the_same_way_on_a_closed_port() -> None:
-    """A refused connection: the same transient 'unreachable' error from the default client and the package's."""
+async def test_both_httpx_clients_fail_the_same_way_on_a_closed_port() -> None:
+    """A refused connection: the same transient 'unreachable' error from the default client and the package's
+    (the aiohttp client's names its own exception: tests/test_openai_aiohttp.py)."""
     pytest.importorskip("openai")
     request = ChatRequest(messages=[Message(role="user", content="Score it.")])
     errors = []

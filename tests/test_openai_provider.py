@@ -1,15 +1,19 @@
-"""Unit tests of OpenAICompatProvider against an in-process fake HTTP transport (no server, no network)."""
+"""Unit tests of OpenAICompatProvider against scripted answers: an in-process fake HTTP transport for the httpx
+clients (no server, no network), the same answers from a scripted server on 127.0.0.1 for the aiohttp client."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
+from tests.script_server import ScriptServer, closed_port, drop
 
 from madrag.errors import ProviderError, TransientProviderError
 from madrag.providers.base import ChatRequest, Message
@@ -66,7 +70,8 @@ class Recorder:
     def __init__(self, *responses: httpx.Response | Exception) -> None:
         self.responses = list(responses)
         self.requests: list[httpx.Request] = []
-        self.client: httpx.AsyncClient | None = None
+        self.base_url = BASE_URL
+        self.closed: Callable[[], bool] = lambda: False  # whether the provider's HTTP client is closed
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -85,26 +90,62 @@ def ok(body: dict[str, Any]) -> httpx.Response:
     return httpx.Response(200, json=body)
 
 
-@pytest.fixture(params=["httpx", "openai"])
-def make(
+def replay(recorder: Recorder) -> Callable[[web.Request], Any]:
+    """A scripted server's handler answering what ``recorder`` scripts: its responses as they are; a timeout by
+    answering late (the provider's timeout is short), any other transport error by dropping the connection."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        seen = httpx.Request(request.method, str(request.url), headers=list(request.headers.items()))
+        seen._content = await request.read()
+        try:
+            item = recorder(seen)
+        except httpx.TimeoutException:
+            await asyncio.sleep(2.0)
+            return web.Response(status=500)
+        except httpx.TransportError:
+            return await drop(request)
+        kind = item.headers.get("content-type", "application/octet-stream")
+        return web.Response(status=item.status_code, body=item.content, headers={"Content-Type": kind})
+
+    return handle
+
+
+@pytest.fixture(params=["httpx", "aiohttp", "openai"])
+async def make(
     monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> Callable[..., tuple[OpenAICompatProvider, Recorder]]:
-    """A provider over a scripted transport, with each HTTP client (every test using it runs with both)."""
+) -> AsyncIterator[Callable[..., tuple[OpenAICompatProvider, Recorder]]]:
+    """A provider over scripted answers, with each HTTP client (every test using it runs with all three)."""
     if request.param == "openai":
         pytest.importorskip("openai")
     monkeypatch.setenv(KEY_ENV, SECRET)
+    made: list[OpenAICompatProvider] = []
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(ScriptServer(drop)) if request.param == "aiohttp" else None
 
-    def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
-        recorder = Recorder(*responses)
-        client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
-        recorder.client = client
-        shape = dataclasses.replace(kwargs.pop("shape", RequestShape()), client=request.param)
-        provider = OpenAICompatProvider(
-            model="my-model", base_url=BASE_URL, api_key_env=KEY_ENV, http_client=client, shape=shape, **kwargs
-        )
-        return provider, recorder
+        def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
+            recorder = Recorder(*responses)
+            shape = dataclasses.replace(kwargs.pop("shape", RequestShape()), client=request.param)
+            if server is None:
+                client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
+                recorder.closed = lambda: client.is_closed
+                kwargs["http_client"] = client
+            else:  # the same script from a server: a refused connection is a closed port, a timeout a late answer
+                server.handler = replay(recorder)
+                refused = isinstance(responses[0], httpx.ConnectError)
+                recorder.base_url = f"http://127.0.0.1:{closed_port()}/v1" if refused else server.base_url
+                if isinstance(responses[0], httpx.TimeoutException):
+                    kwargs.setdefault("timeout_s", 0.3)
+            provider = OpenAICompatProvider(
+                model="my-model", base_url=recorder.base_url, api_key_env=KEY_ENV, shape=shape, **kwargs
+            )
+            if server is not None:
+                recorder.closed = lambda: bool(getattr(provider._client, "is_closed", False))
+            made.append(provider)
+            return provider, recorder
 
-    return _make
+        yield _make
+        for provider in made:
+            await provider.aclose()
 
 
 def req(**kwargs: Any) -> ChatRequest:
@@ -129,7 +170,7 @@ async def test_request_mapping_passes_settings_through(make: Any) -> None:
         )
     )
     sent = rec.last_json
-    assert rec.requests[-1].url == httpx.URL(f"{BASE_URL}/chat/completions")
+    assert rec.requests[-1].url == httpx.URL(f"{rec.base_url}/chat/completions")
     assert rec.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
     assert sent["model"] == "my-model"
     assert sent["messages"] == [
@@ -269,7 +310,7 @@ async def test_call_labels_are_not_sent(make: Any) -> None:
     assert rec.requests[0].content == rec.requests[1].content
 
 
-def test_capabilities_and_identity(make: Any) -> None:
+async def test_capabilities_and_identity(make: Any) -> None:
     provider, _ = make(ok(completion_body()))
     caps = provider.capabilities
     assert provider.name == "openai" and provider.model == "my-model"
@@ -297,7 +338,7 @@ async def test_transient_statuses(make: Any, status: int) -> None:
         await provider.complete(req())
     msg = str(info.value)
     assert str(status) in msg and "slow down" in msg and "\n" not in msg
-    assert len(rec.requests) == 1  # the openai client's own retries are off
+    assert len(rec.requests) == 1  # no client retries by itself (the openai package's retries are off)
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
@@ -377,8 +418,10 @@ async def test_url_credentials_are_hidden(monkeypatch: pytest.MonkeyPatch) -> No
 
 async def test_aclose_closes_client(make: Any) -> None:
     provider, rec = make(ok(completion_body()))
+    assert not rec.closed()
+    await provider.complete(req())  # the aiohttp client opens its session on the first request
     await provider.aclose()
-    assert rec.client is not None and rec.client.is_closed
+    assert rec.closed()
 
 
 async def test_unprefixed_key_is_scrubbed_and_not_stored_on_the_provider(

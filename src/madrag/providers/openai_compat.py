@@ -1,8 +1,9 @@
 """A provider for any OpenAI-compatible chat endpoint: OpenAI, OpenRouter, vLLM, llama.cpp server, Ollama.
 
 Requests go out through a lean HTTP client (``httpx``, JSON by ``orjson``; :mod:`madrag.providers.openai_http`),
-or through the ``openai`` package's client with ``RequestShape(client="openai")`` (the same requests and records,
-~1.5-2 ms more CPU per call). Neither client retries: madrag's middleware retries :class:`TransientProviderError` (429,
+the same over aiohttp's transport with ``RequestShape(client="aiohttp")`` (less CPU per call), or through the
+``openai`` package's client with ``RequestShape(client="openai")`` (the same requests and records, ~1.5-2 ms more
+CPU per call). No client retries: madrag's middleware retries :class:`TransientProviderError` (429,
 5xx, timeouts, dropped connections). Everything else is a :class:`ProviderError` with a one-line message. The
 API key is read from an environment variable and never appears in :meth:`describe`, in ``repr`` or in an error
 message.
@@ -42,7 +43,7 @@ from madrag.providers.base import (
     Usage,
 )
 from madrag.providers.identity import models_identity
-from madrag.providers.openai_http import ClientFailure, StatusFailure, make_client
+from madrag.providers.openai_http import ClientFailure, HttpClient, HttpxClient, OpenAIPackageClient, StatusFailure
 
 NO_KEY = "sk-no-key"
 """Placeholder key sent to local servers that need none (the client refuses an empty key)."""
@@ -79,6 +80,23 @@ class RequestShape:
     client: ClientKind = "httpx"
 
 
+def make_client(
+    kind: ClientKind,
+    base_url: str | None,
+    api_key: str,
+    timeout_s: float,
+    max_connections: int,
+    http_client: httpx.AsyncClient | None = None,
+) -> HttpClient:
+    """The HTTP client of ``kind`` (:mod:`madrag.providers.openai_http`, :mod:`madrag.providers.openai_aiohttp`)."""
+    if kind == "aiohttp":
+        from madrag.providers.openai_aiohttp import AiohttpClient  # aiohttp imported only when used
+
+        return AiohttpClient(base_url, api_key, timeout_s, max_connections, http_client)
+    cls = HttpxClient if kind == "httpx" else OpenAIPackageClient
+    return cls(base_url, api_key, timeout_s, max_connections, http_client)
+
+
 def _safe_url(url: str | None) -> str | None:
     """The URL without user info, query or fragment (where a key could hide)."""
     if url is None:
@@ -103,7 +121,8 @@ class OpenAICompatProvider(Provider):
     the parameters its request was actually sent with.
 
     Its ``client`` picks the HTTP client (:data:`~madrag.providers.openai_http.ClientKind`): ``httpx`` (lean, the
-    default) or ``openai`` (the ``openai`` package); both send the same requests and give the same responses.
+    default), ``aiohttp`` (the lean client on aiohttp's transport) or ``openai`` (the ``openai`` package); all
+    send the same requests and give the same responses.
     """
 
     def __init__(

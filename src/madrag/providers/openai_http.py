@@ -1,8 +1,8 @@
 """The HTTP clients an :class:`~madrag.providers.openai_compat.OpenAICompatProvider` sends its requests with.
 
-Two clients behind one small interface (:class:`HttpClient`): POST or GET a path under the base URL, get the
+Three clients behind one small interface (:class:`HttpClient`): POST or GET a path under the base URL, get the
 answer's bytes; a failure is a :class:`ClientFailure` (timeout, unreachable) or a :class:`StatusFailure` (an
-HTTP error answer, with the message its body gives). The provider turns those into madrag's errors, so both
+HTTP error answer, with the message its body gives). The provider turns those into madrag's errors, so all
 clients fail with the same one-line messages.
 
 * :class:`HttpxClient` (the default): ``httpx2`` (httpx's API with a connection pool that stays cheap under
@@ -12,6 +12,8 @@ clients fail with the same one-line messages.
   ``openai`` package sends for madrag's calls: ``Authorization: Bearer <key>``, and ``OpenAI-Organization`` /
   ``OpenAI-Project`` from ``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID`` when set; the base URL defaults to
   ``$OPENAI_BASE_URL``, else OpenAI's.
+* :class:`~madrag.providers.openai_aiohttp.AiohttpClient` (``client="aiohttp"``): the same requests, answers
+  and failures over aiohttp's transport, which costs about half the client CPU per call of httpx2's.
 * :class:`OpenAIPackageClient`: the ``openai`` package's generic ``post`` / ``get`` (its own retries off). It
   costs 1.5-2 ms more CPU per call (``bench/orchestration.py``) and brings nothing madrag uses (its other
   authentication variants, Azure among them, are not reachable from madrag's options), so it is not a
@@ -26,8 +28,6 @@ from typing import Any, Literal, Protocol, cast
 
 import httpx
 import orjson
-
-from madrag.providers.adapt import ClientKind
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -111,6 +111,26 @@ def _answer_body(text: str) -> Any:
         return stripped
 
 
+def _base_url(base_url: str | None) -> str:
+    """The base URL without its trailing slash: as given, else ``$OPENAI_BASE_URL``, else OpenAI's."""
+    return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def _headers(api_key: str) -> dict[str, str]:
+    """The headers of every request: the key as a bearer token, JSON both ways, and the organisation and project
+    from ``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID`` when set (as the ``openai`` package sends them)."""
+    headers = {
+        "Authorization": f"Bearer {api_key}",
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+        "User-Agent": "madrag",
+    }
+    for header, env in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+        if value := os.environ.get(env):
+            headers[header] = value
+    return headers
+
+
 class HttpxClient:
     """The lean client: one ``httpx.AsyncClient``, JSON by ``orjson``, no response objects of its own."""
 
@@ -123,18 +143,8 @@ class HttpxClient:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.api_key = api_key
-        base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self._base = base.rstrip("/")
-        headers = {
-            "Authorization": f"Bearer {api_key}",
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-            "User-Agent": "madrag",
-        }
-        for header, env in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
-            if value := os.environ.get(env):
-                headers[header] = value
-        self._headers = headers
+        self._base = _base_url(base_url)
+        self._headers = _headers(api_key)
         # httpx2 (httpx's API, a faster connection pool under many concurrent requests) when installed
         lib: Any = httpx
         if http_client is None:
@@ -226,16 +236,3 @@ class OpenAIPackageClient:
     async def aclose(self) -> None:
         """Close the package's client (and the HTTP client given to it)."""
         await self._client.close()
-
-
-def make_client(
-    kind: ClientKind,
-    base_url: str | None,
-    api_key: str,
-    timeout_s: float,
-    max_connections: int,
-    http_client: httpx.AsyncClient | None = None,
-) -> HttpClient:
-    """The HTTP client of ``kind``."""
-    cls = HttpxClient if kind == "httpx" else OpenAIPackageClient
-    return cls(base_url, api_key, timeout_s, max_connections, http_client)
