@@ -7,13 +7,23 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from madrag.agents.calls import CallContext
+from madrag.agents.prompts import PromptLibrary
+from madrag.data import load_asap, split_by_fold
+from madrag.data.shipped import find_asap_dir
+from madrag.protocols import get_protocol
 from madrag.providers.adapt import ClientKind
 from madrag.providers.base import ChatRequest, ChatResponse, Message
 from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
+from madrag.providers.policy import ManagedProvider, RetryPolicy
+from madrag.rubric import load_rubric
+from madrag.settings import ScoringSettings
+from madrag.store import RunStore
 
 try:
     from tests.servers import SERVED_MODEL, llama_server_fixture
@@ -191,3 +201,36 @@ async def test_cached_prompt_tokens_are_read(llama_server: str, monkeypatch: pyt
     assert other.usage.cached_prompt_tokens is not None and other.usage.prompt_tokens is not None
     # the template's default system prompt is shared, the user's words are not
     assert 0 < other.usage.cached_prompt_tokens < min(again.usage.cached_prompt_tokens, other.usage.prompt_tokens - 4)
+
+
+async def test_judge_records_keep_the_cached_prompt_tokens(
+    llama_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Judge calls (MA, two traits of one essay) through madrag's pipeline: each record keeps the prompt
+    tokens the server served from its cache; the second starts with the first's system prompt and rubric."""
+    monkeypatch.delenv("MADRAG_NO_KEY", raising=False)
+    asap = find_asap_dir()
+    rubric = load_rubric(asap / "rubric_set7.json")
+    essay = split_by_fold(load_asap(asap / "training_set_rel3_sets7_8.tsv", rubric), 0).eval[0]
+    provider = OpenAICompatProvider(model=SERVED_MODEL, base_url=llama_server, api_key_env="MADRAG_NO_KEY")
+    store = RunStore(tmp_path / "run.sqlite")
+    ctx = CallContext(
+        run_id="cached",
+        provider=ManagedProvider(provider, RetryPolicy(retries=0)),
+        store=store,
+        prompts=PromptLibrary(),
+        settings=ScoringSettings(judge_max_tokens=8),
+    )
+    protocol = get_protocol("MA")
+    try:
+        scores = [await protocol.score_trait(ctx, essay, trait) for trait in rubric.traits[:2]]  # type: ignore[attr-defined]
+        records = [store.get(s.record_key) for s in scores]
+    finally:
+        await provider.aclose()
+        store.close()
+    usages = [r.usage for r in records if r is not None]
+    assert len(usages) == 2
+    for usage in usages:
+        assert usage.prompt_tokens is not None and usage.cached_prompt_tokens is not None
+        assert 0 <= usage.cached_prompt_tokens < usage.prompt_tokens
+    assert usages[1].cached_prompt_tokens and usages[1].cached_prompt_tokens > 20
