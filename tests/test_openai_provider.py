@@ -196,12 +196,15 @@ async def test_request_mapping_omits_unset_options(make: Any) -> None:
     assert sent["temperature"] == 0.0
 
 
-async def test_logprobs_without_top_still_sends_top_logprobs_zero(make: Any) -> None:
+async def test_logprobs_without_top_still_sends_top_logprobs_one(make: Any) -> None:
+    """llama-cpp-python's server returns no logprobs without ``top_logprobs``, llama.cpp's C++ server none with 0:
+    1 is sent, and the alternative it brings is cut from the tokens (kept in raw)."""
     provider, rec = make(ok(completion_body(logprobs=LOGPROB_TOKENS)))
     resp = await provider.complete(req(logprobs=True))
     assert rec.last_json["logprobs"] is True
-    assert rec.last_json["top_logprobs"] == 0
+    assert rec.last_json["top_logprobs"] == 1
     assert resp.tokens is not None and all(t.top == [] for t in resp.tokens)
+    assert resp.raw["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
 
 
 async def test_json_schema_response_format(make: Any) -> None:

@@ -23,7 +23,7 @@ from madrag.pipeline.job import ScoreJob, execute
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.adaptive import adaptive_summary
-from madrag.providers.base import ChatRequest, Message, Usage
+from madrag.providers.base import Capabilities, ChatRequest, Message, Usage
 from madrag.providers.fake import FakeProvider, FakeReply, default_script, request_role
 from madrag.providers.spec import ProviderSpec
 from madrag.records import AgentRecord
@@ -38,6 +38,7 @@ LEVELS = {0: "none", 1: "some", 2: "good", 3: "great"}
 IDEAS = Trait(name="Ideas", min=0, max=3, levels=LEVELS)
 RUBRIC = Rubric(traits=[IDEAS])
 ANCHORS = ScoringSettings(judge_exemplars="anchors")
+TEXT_ONLY = Capabilities(logprobs=True, max_top_logprobs=20, seed=True)
 
 # (id, Ideas score, 2-d direction in degrees): level 1's medoid is p2 (the middle of three), level 2 has one
 # essay, level 3 two at the same distance (a tie: the smaller id wins), level 0 none
@@ -180,6 +181,22 @@ def test_usage_sum_keeps_an_unreported_cached_count_unknown() -> None:
     both = Usage(prompt_tokens=5, cached_prompt_tokens=3) + Usage(prompt_tokens=5, cached_prompt_tokens=1)
     assert both.cached_prompt_tokens == 4
     assert (Usage(prompt_tokens=5, cached_prompt_tokens=3) + Usage(prompt_tokens=5)).cached_prompt_tokens is None
+
+
+def test_a_judge_record_keeps_the_cached_tokens_its_server_reported(tmp_path: Path) -> None:
+    """A Judge read from its text (an OpenAI-compatible server: logprobs, no constrained choice) sums its
+    requests' usage from ``Usage.zero()``: with a server that reports cached tokens the record has them (from
+    ``Usage()`` the sum was always unknown); with one that does not, the record says unknown."""
+    essay = Essay(id="e1", text="I waited for the bus with patience.")
+    for cached in (120, None):
+        usage = Usage(prompt_tokens=300, completion_tokens=5, cached_prompt_tokens=cached)
+        provider = FakeProvider(script=lambda _req, u=usage: FakeReply("Final score: 2", usage=u), caps=TEXT_ONLY)
+        ctx = make_ctx(tmp_path / str(cached), provider)
+        score = asyncio.run(get_protocol("MA").score_trait(ctx, essay, IDEAS))  # type: ignore[attr-defined]
+        record = ctx.store.get(score.record_key)
+        assert record is not None and record.requests >= 1
+        assert record.usage.prompt_tokens == 300 * record.requests  # summed over the Judge's requests
+        assert record.usage.cached_prompt_tokens == (None if cached is None else cached * record.requests)
 
 
 def confident_on_e1(request: ChatRequest) -> FakeReply:

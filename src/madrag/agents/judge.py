@@ -247,7 +247,7 @@ def _text_record(
     """The record of a Judge call read from its text: the answer (and any follow-up), the first answer's
     ``rationale`` and tokens, usage and latency summed over the requests, and whether any answer was cut by the
     token limit."""
-    usage = Usage()
+    usage = Usage.zero()
     for r in responses:
         usage = usage + r.usage
     return new_record(

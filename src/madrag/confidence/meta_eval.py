@@ -179,7 +179,7 @@ def _record(
         settings=settings,
         text=text,
         rationale=judgment.reasoning if judgment is not None else None,
-        usage=sum((r.usage for r in responses), Usage()),
+        usage=sum((r.usage for r in responses), Usage.zero()),
         latency_s=sum(r.latency_s for r in responses),
         requests=len(responses),
         retries=[reason for r in responses for reason in r.retries],

@@ -26,7 +26,7 @@ class CallTally:
     answers: int = 0  # responses received, from the backend or from the cache
     cache_hits: int = 0
     retries: list[str] = field(default_factory=list)  # why each failed attempt failed
-    usage: Usage = field(default_factory=Usage)  # of the answers received
+    usage: Usage = field(default_factory=Usage.zero)  # of the answers received
 
     def answered(self, response: ChatResponse) -> None:
         """Count an answer (its usage; a cache hit as such)."""

@@ -106,6 +106,12 @@ class Usage(BaseModel):
     # ``usage.prompt_tokens_details.cached_tokens``); None when it did not say (unknown, never 0)
     cached_prompt_tokens: int | None = None
 
+    @classmethod
+    def zero(cls) -> Usage:
+        """The counts of no request (every count 0, the cached ones too): where a sum over requests starts, so
+        that the sum's cached count is known when every request's is (``Usage()`` leaves it unknown)."""
+        return cls(prompt_tokens=0, completion_tokens=0, cached_prompt_tokens=0)
+
     @property
     def known(self) -> bool:
         """Whether both counts were reported."""

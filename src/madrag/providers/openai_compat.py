@@ -234,9 +234,10 @@ class OpenAICompatProvider(Provider):
         if request.stop:
             kwargs["stop"] = list(request.stop)
         if request.logprobs:
-            # always send top_logprobs: llama-cpp-python returns no logprobs at all without it
+            # always send top_logprobs, and at least 1: without it llama-cpp-python returns no logprobs at all,
+            # and with 0 llama.cpp's C++ server neither; the alternatives beyond those asked for are cut on reading
             kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = request.top_logprobs
+            kwargs["top_logprobs"] = max(1, request.top_logprobs)
         if request.json_schema is not None:
             if self.json_schema_style == "json_object":
                 kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
