@@ -36,7 +36,7 @@ from madrag.providers.embedded import Generated, GgufVocab, read_gguf_vocab, tri
 
 RUNTIME = "xllamacpp"
 
-# every sampler but temperature and top-p out of the chain; the prompt evaluated anew each time
+# every sampler but temperature and top-p out of the chain
 _NEUTRAL: dict[str, Any] = {
     "samplers": ["temperature", "top_p"],
     "top_k": 0,
@@ -48,7 +48,6 @@ _NEUTRAL: dict[str, Any] = {
     "dry_multiplier": 0.0,
     "xtc_probability": 0.0,
     "mirostat": 0,
-    "cache_prompt": False,
 }
 _LOAD_LOCK = threading.Lock()
 # the loopback call never goes through an HTTP proxy of the environment
@@ -76,6 +75,9 @@ class XLlamaEngine:
         self.n_threads = n_threads
         self.n_threads_batch = n_threads_batch or os.cpu_count() or 1  # as llama-cpp-python's default
         self.n_batch = n_batch
+        # llama.cpp's own prompt-prefix reuse: off, so that a result never depends on what ran before (on,
+        # results were identical on the CPUs tried, but llama.cpp does not promise it); bench/embedded_runtimes.py
+        self.reuse_prompt = False
         self._server: Any = None
         self._vocab: GgufVocab | None = None
         self._thread_lock = threading.Lock()  # a timed-out await does not stop its worker thread
@@ -156,7 +158,7 @@ class XLlamaEngine:
 
     def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         server, _ = self._load()
-        out = server.handle_completions({**_NEUTRAL, **body})
+        out = server.handle_completions({**_NEUTRAL, "cache_prompt": self.reuse_prompt, **body})
         if "error" in out:
             error = out["error"]
             raise ProviderError(f"llama.cpp refused the request: {error.get('message', error)}")
@@ -178,7 +180,7 @@ class XLlamaEngine:
             body["seed"] = request.seed
         run = _StopScan(request.stop, request.top_logprobs)
         server, _ = self._load()
-        server.handle_completions({**_NEUTRAL, **body}, run.chunk)
+        server.handle_completions({**_NEUTRAL, "cache_prompt": self.reuse_prompt, **body}, run.chunk)
         return run.result(len(ids))
 
     def _choose(self, ids: list[int], choices: list[str], top_k: int) -> Generated:
