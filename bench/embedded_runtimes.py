@@ -3,9 +3,9 @@
 For each runtime, with 1 slot and with --slots N: the model load (every slot's context) and Judge-sized calls on
 real ASAP essays, each essay a Judge pair as the constrained Judge makes it: a rationale (greedy, --max-tokens,
 top-5 logprobs) on a prompt of about --prompt-tokens tokens (the Advocate prompt of an essay plus other essays as
-exemplars), then the score step (the rationale as prefill, choices 0-3). Also xllamacpp with llama.cpp's own
-prompt-prefix reuse on (``reuse_prompt``, off by default: results measured identical here, not promised), to
-show what evaluating every prompt anew costs. Runtimes alternate so that they see the same machine load;
+exemplars), then the score step (the rationale as prefill, choices 0-3). Both runtimes reuse the aligned
+prompt prefix an earlier call evaluated; xllamacpp is also run with ``reuse_prompt = False`` (every prompt
+evaluated anew), to show what the reuse saves. Runtimes alternate so that they see the same machine load;
 compare the ratios. Usage: python bench/embedded_runtimes.py [--slots 2] [--n 4] [--prompt-tokens 2000]
 """
 
@@ -25,7 +25,7 @@ from madrag.providers.base import ChatRequest, Message
 from madrag.providers.llamacpp import LlamaCppProvider
 from madrag.rubric import load_rubric
 
-CONFIGS = (("xllamacpp", False), ("llama-cpp-python", False), ("xllamacpp", True))
+CONFIGS = (("xllamacpp", True), ("llama-cpp-python", True), ("xllamacpp", False))
 
 
 def judge_requests(n: int, prompt_tokens: int, max_tokens: int) -> list[ChatRequest]:
@@ -62,8 +62,9 @@ async def judge_pair(provider: LlamaCppProvider, request: ChatRequest) -> tuple[
 async def measure(runtime: str, reuse: bool, slots: int, reqs: list[ChatRequest]) -> dict[str, Any]:
     """Load seconds, and seconds per rationale / score step / essay with ``slots`` essays in flight."""
     provider = LlamaCppProvider(slots=slots, n_ctx=4096, runtime=runtime)  # type: ignore[arg-type]
-    for engine in provider._engines:
-        engine.reuse_prompt = reuse  # type: ignore[attr-defined]  # xllamacpp only (llama-cpp-python: no such knob)
+    if runtime == "xllamacpp":  # llama-cpp-python always reuses
+        for engine in provider._engines:
+            engine.reuse_prompt = reuse  # type: ignore[attr-defined]
     started = time.monotonic()
     await asyncio.gather(*(asyncio.to_thread(e._load) for e in provider._engines))  # type: ignore[attr-defined]
     load = time.monotonic() - started
@@ -95,7 +96,7 @@ def main() -> None:
     for slots in (1, args.slots):
         for runtime, reuse in CONFIGS:
             row = rows[(runtime, reuse, slots)] = asyncio.run(measure(runtime, reuse, slots, reqs))
-            name = runtime + (" (reuse_prompt)" if reuse else "")
+            name = runtime + ("" if reuse else " (every prompt anew)")
             print(
                 f"{name:30} slots={slots}: load {row['load_s']:.2f} s, rationale {row['rationale_s']:.2f} s/call, "
                 f"score step {row['score_step_s']:.2f} s/call, {row['essays_per_min']:.2f} essays/min "
@@ -103,14 +104,14 @@ def main() -> None:
                 flush=True,
             )
     for slots in (1, args.slots):
-        xl, lcp = rows[("xllamacpp", False, slots)], rows[("llama-cpp-python", False, slots)]
-        cached = rows[("xllamacpp", True, slots)]
+        xl, lcp = rows[("xllamacpp", True, slots)], rows[("llama-cpp-python", True, slots)]
+        anew = rows[("xllamacpp", False, slots)]
         print(
             f"RESULT slots={slots}: xllamacpp / llama-cpp-python: load {xl['load_s'] / lcp['load_s']:.2f}x, "
             f"rationale {xl['rationale_s'] / lcp['rationale_s']:.2f}x, score step "
             f"{xl['score_step_s'] / lcp['score_step_s']:.2f}x, "
             f"essays/min {xl['essays_per_min'] / lcp['essays_per_min']:.2f}x; "
-            f"reuse_prompt on / off: essays/min {cached['essays_per_min'] / xl['essays_per_min']:.2f}x"
+            f"xllamacpp reuse on / off: essays/min {xl['essays_per_min'] / anew['essays_per_min']:.2f}x"
         )
     print(f"hardware at the end: {hardware()}")
 

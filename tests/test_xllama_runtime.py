@@ -255,3 +255,34 @@ async def test_loading_and_generating_write_nothing_to_stdout_or_stderr(capfd: p
     assert out.text
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+@pytest.mark.integration
+async def test_an_aligned_prompt_prefix_is_reused_and_changes_no_number(
+    xl: LlamaCppProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from madrag.providers.xllama import XLlamaEngine
+
+    fresh = XLlamaEngine(smollm2_gguf_path(), 1024, 2, 512)
+    fresh.reuse_prompt = False
+    engine = xl._engines[0]
+    assert isinstance(engine, XLlamaEngine) and engine.reuse_prompt
+    reused: list[bool] = []
+    probe = engine._aligned_reuse
+
+    def spy(ids: list[int]) -> bool:
+        reused.append(probe(ids))
+        return reused[-1]
+
+    monkeypatch.setattr(engine, "_aligned_reuse", spy)
+    essay = "The essay tells of a long day at the fair and of waiting patiently. " * 45  # > 512 tokens
+    first, second = (
+        ChatRequest(messages=[Message(role="user", content=essay + ask)], max_tokens=3, logprobs=True, top_logprobs=2)
+        for ask in ("Score it.", "Now score its organization, please.")
+    )
+    await xl.complete(first)
+    after = await xl.complete(second)
+    assert reused[-1] is True  # the first 512 tokens came from the first request's cache
+    alone = fresh.generate(second)
+    fresh.close()
+    assert after.tokens == alone.tokens and after.text == alone.text

@@ -13,9 +13,12 @@ compile at install, unlike ``llama-cpp-python``). Same engine, same GGUF file, s
 * ``choices``: the distribution after the prompt in full (``n_probs`` = the vocabulary) gives each
   single-token choice its log-probability; a longer choice is generated under a grammar of its exact token ids
   (``<[id]>``), whose reported logprobs stay the unconstrained ones: their sum is its log-probability;
-* every request evaluates its prompt from scratch (``cache_prompt`` off), so that the same request gives the
-  same numbers whatever ran before (measured: the server's prefix reuse gave identical numbers with SmolLM2
-  on this CPU, but llama.cpp does not promise results independent of how a prompt is split into batches).
+* prompt-prefix reuse, restricted as the other runtime restricts it, so that the same request gives the same
+  numbers whatever ran before: llama.cpp's results may depend on how a prompt is split into batches, so only
+  a prefix of whole ``n_batch`` chunks that an earlier prompt evaluated as a fresh evaluation would is reused
+  (the server is first made to drop the rest of its cache by a one-token request, whose reported reuse is
+  checked; the rest is then evaluated in the same aligned chunks as from scratch). ``reuse_prompt = False``
+  evaluates every prompt anew (bench/embedded_runtimes.py measures the difference).
 
 Token ids come from the in-process server's ``/tokenize`` (on its loopback port): xllamacpp exposes no
 tokenizer call, and the choices must be split into exactly the tokens the model reads.
@@ -75,9 +78,8 @@ class XLlamaEngine:
         self.n_threads = n_threads
         self.n_threads_batch = n_threads_batch or os.cpu_count() or 1  # as llama-cpp-python's default
         self.n_batch = n_batch
-        # llama.cpp's own prompt-prefix reuse: off, so that a result never depends on what ran before (on,
-        # results were identical on the CPUs tried, but llama.cpp does not promise it); bench/embedded_runtimes.py
-        self.reuse_prompt = False
+        self.reuse_prompt = True  # aligned prefix reuse (see the module's docstring)
+        self._cached: list[int] | None = None  # the prompt whose KV cache the server holds, evaluated aligned
         self._server: Any = None
         self._vocab: GgufVocab | None = None
         self._thread_lock = threading.Lock()  # a timed-out await does not stop its worker thread
@@ -141,6 +143,7 @@ class XLlamaEngine:
         """Free the model context (waiting for a generation still running in a worker thread)."""
         with self._thread_lock:
             self._server = None
+            self._cached = None
 
     # -- generation (runs in a worker thread, under the lock) ----------------------------------------
     def generate(self, request: ChatRequest) -> Generated:
@@ -156,9 +159,40 @@ class XLlamaEngine:
                 return self._choose(ids, request.choices, request.top_logprobs)
             return self._sample(ids, request)
 
-    def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _aligned_reuse(self, ids: list[int]) -> bool:
+        """Leave the server's cache holding at most the aligned prefix of ``ids`` an earlier prompt evaluated;
+        whether the request may reuse it (False: evaluate it anew)."""
+        if not self.reuse_prompt or not self._cached:
+            return False
+        common = 0
+        for a, b in zip(self._cached, ids, strict=False):
+            if a != b:
+                break
+            common += 1
+        keep = min(common, len(ids) - 1)
+        keep -= keep % self.n_batch
+        if keep == 0:
+            return False
         server, _ = self._load()
-        out = server.handle_completions({**_NEUTRAL, "cache_prompt": self.reuse_prompt, **body})
+        other = ids[keep] - 1 if ids[keep] > 0 else ids[keep] + 1  # any token but the next one
+        probe = {"prompt": [*ids[:keep], other], "max_tokens": 1, "temperature": 0.0, "cache_prompt": True}
+        out = server.handle_completions({**_NEUTRAL, **probe})
+        reused = ((out.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
+        return bool(reused == keep)
+
+    def _send(self, body: dict[str, Any], callback: Any = None) -> Any:
+        """One request to the server, reusing what :meth:`_aligned_reuse` allows."""
+        ids: list[int] = body["prompt"]
+        full = {**_NEUTRAL, **body, "cache_prompt": self._aligned_reuse(ids)}
+        self._cached = None
+        server, _ = self._load()
+        out = server.handle_completions(full) if callback is None else server.handle_completions(full, callback)
+        if not (isinstance(out, dict) and "error" in out):
+            self._cached = list(ids)
+        return out
+
+    def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        out = self._send(body)
         if "error" in out:
             error = out["error"]
             raise ProviderError(f"llama.cpp refused the request: {error.get('message', error)}")
@@ -179,8 +213,7 @@ class XLlamaEngine:
         if request.seed is not None:
             body["seed"] = request.seed
         run = _StopScan(request.stop, request.top_logprobs)
-        server, _ = self._load()
-        server.handle_completions({**_NEUTRAL, "cache_prompt": self.reuse_prompt, **body}, run.chunk)
+        self._send(body, run.chunk)
         return run.result(len(ids))
 
     def _choose(self, ids: list[int], choices: list[str], top_k: int) -> Generated:
