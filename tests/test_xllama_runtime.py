@@ -21,7 +21,7 @@ from madrag.providers.embedded import ChatTemplate, read_gguf_metadata, read_ggu
 from madrag.providers.llamacpp import LlamaCppProvider
 from madrag.providers.models import smollm2_gguf_path
 from madrag.providers.spec import ADDED_LATER, OPERATIONAL, ProviderSpec, spec_from_identity, spec_identity
-from madrag.run_config import differences
+from madrag.run_config import differences, runtime_hint
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 needs_llama_cpp = pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed")
@@ -107,13 +107,60 @@ def _recorded_before_the_runtime(spec: ProviderSpec) -> dict[str, Any]:
 
 def test_a_run_recorded_before_the_runtime_resumes_only_with_llama_cpp_python() -> None:
     old = _recorded_before_the_runtime(ProviderSpec(slots=1))
-    assert differences({"provider": old}, {"provider": spec_identity(ProviderSpec())}) == ["provider"]
+    diff = differences({"provider": old}, {"provider": spec_identity(ProviderSpec())})
+    assert diff == ["provider.runtime"]
+    assert runtime_hint({"provider": old}, diff) == (
+        "; it was answered by the llama-cpp-python runtime: resume it with --runtime llama-cpp-python"
+    )
     assert spec_identity(ProviderSpec(runtime="llama-cpp-python")) == old
     # the backend an audit rebuilds from the stored identity is the one that answered the run
     assert spec_from_identity(old).runtime == "llama-cpp-python"
     assert spec_from_identity(spec_identity(ProviderSpec())).runtime == "xllamacpp"
     openai = _recorded_before_the_runtime(ProviderSpec(kind="openai", model="m", base_url="http://h/v1"))
     assert spec_identity(spec_from_identity(openai)) == openai == spec_identity(ProviderSpec.model_validate(openai))
+
+
+def test_a_stored_embedded_run_from_before_the_runtime_resumes_with_llama_cpp_python(tmp_path: Path) -> None:
+    """The previous release's fixture run, as if made on the embedded model: refused with the default runtime
+    (with the way to resume), resumed with llama-cpp-python (its two scored essays: no model call)."""
+    import shutil
+
+    from madrag.api.scoring import run_job
+    from madrag.data.essay import Essay
+    from madrag.errors import ConfigError
+    from madrag.pipeline.job import ScoreJob
+    from madrag.store import RunStore
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "previous_release" / "run", run)
+    store = RunStore(run / "store.sqlite")
+    config = store.get_meta("config")
+    assert config is not None
+    store.set_meta("config", {**config, "provider": _recorded_before_the_runtime(ProviderSpec())})
+    store.close()
+    lines = (run / "inputs" / "essays.jsonl").read_text("utf-8").splitlines()
+
+    def job(spec: ProviderSpec) -> ScoreJob:
+        return ScoreJob(
+            essays=[Essay.model_validate_json(line) for line in lines],
+            limit=2,  # the two essays the old run scored
+            pool=[Essay.model_validate_json(x) for x in (run / "inputs" / "pool.jsonl").read_text().splitlines()],
+            rubric=run / "inputs" / "rubric.json",
+            run_dir=run,
+            protocols=["MADRAG", "SA"],
+            provider=spec,
+            cache_dir=tmp_path / "cache",
+            response_cache=False,
+            embedder="hashing",
+        )
+
+    with pytest.raises(ConfigError, match=r"\(provider\.runtime\).*resume it with --runtime llama-cpp-python"):
+        run_job(job(ProviderSpec()), progress=False)
+    if not HAS_LLAMA_CPP:
+        pytest.skip("refused as it should be; resuming it needs llama-cpp-python, which is not installed")
+    resumed = run_job(job(ProviderSpec(runtime="llama-cpp-python")), progress=False)
+    assert resumed.resumed and resumed.stats.made == 0 and resumed.stats.reused == 26
+    assert all(s.score is not None for s in resumed.trait_scores)  # read back from the old run
 
 
 def _flags(**update: Any) -> ProviderFlags:
