@@ -83,11 +83,18 @@ def test_the_gguf_header_reads_as_the_gguf_package_reads_it() -> None:
     assert ours["tokenizer.ggml.tokens"][:50] == tokens.contents()[:50]
 
 
-def test_a_file_that_is_no_gguf_is_a_provider_error(tmp_path: Path) -> None:
+def test_a_file_that_is_no_model_is_a_provider_error(tmp_path: Path) -> None:
     bad = tmp_path / "model.gguf"
     bad.write_bytes(b"not a model at all")
     with pytest.raises(ProviderError, match=r"cannot read model .*not a GGUF file"):
         read_gguf_vocab(bad)
+    from madrag.providers.xllama import XLlamaEngine
+
+    cut = tmp_path / "cut.gguf"  # the metadata whole, the weights cut short
+    with smollm2_gguf_path().open("rb") as whole:
+        cut.write_bytes(whole.read(3_000_000))
+    with pytest.raises(ProviderError, match=r"cannot load model .*cut\.gguf"):
+        XLlamaEngine(cut, 512, 1, 512).generate(ChatRequest(messages=MESSAGES[0], max_tokens=1))
 
 
 def test_the_runtime_is_identity_of_the_embedded_backend_only() -> None:

@@ -96,7 +96,7 @@ class XLlamaEngine:
         params.cpuparams.n_threads = self.n_threads
         params.cpuparams_batch.n_threads = self.n_threads_batch
         params.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        params.cache_ram_mib = 0  # no host-memory prompt cache (prompts are evaluated anew anyway)
+        params.cache_ram_mib = 0  # no host-memory prompt cache: only the context's own, reused aligned
         params.n_threads_http = 1
         params.warmup = False
         params.verbosity = -1
