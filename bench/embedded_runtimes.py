@@ -68,8 +68,14 @@ async def measure(runtime: str, reuse: bool, slots: int, reqs: list[ChatRequest]
     started = time.monotonic()
     await asyncio.gather(*(asyncio.to_thread(e._load) for e in provider._engines))  # type: ignore[attr-defined]
     load = time.monotonic() - started
+    lanes = asyncio.Semaphore(slots)  # as many essays in flight as slots: a call's seconds are its own, not a queue's
+
+    async def lane(request: ChatRequest) -> tuple[float, float, int]:
+        async with lanes:
+            return await judge_pair(provider, request)
+
     started = time.monotonic()
-    pairs = await asyncio.gather(*(judge_pair(provider, r) for r in reqs))
+    pairs = await asyncio.gather(*(lane(r) for r in reqs))
     wall = time.monotonic() - started
     await provider.aclose()
     return {

@@ -118,10 +118,12 @@ class LlamaCppProvider(Provider):
         return self.slots
 
     def describe(self) -> dict[str, Any]:
-        """The base description plus the runtime, model file, context size and slots."""
+        """The base description plus the runtime (left out for llama-cpp-python, as every description made
+        before there was a choice: a run recorded with such an instance still resumes with it), model file,
+        context size and slots."""
         return {
             **super().describe(),
-            "runtime": self.runtime,
+            **self._runtime_field(),
             "model_path": str(self.model_path),
             "n_ctx": self.n_ctx,
             "slots": self.slots,
@@ -132,14 +134,16 @@ class LlamaCppProvider(Provider):
         file replaced, is another model); and the runtime, except llama-cpp-python's, which answered every
         response cached before there was a choice (so those stay its own)."""
         stat = self.model_path.stat()
-        runtime = {} if self.runtime == "llama-cpp-python" else {"runtime": self.runtime}
         return {
             **super().cache_identity(),
-            **runtime,
+            **self._runtime_field(),
             "model_path": str(self.model_path.resolve()),
             "size": stat.st_size,
             "mtime_ns": stat.st_mtime_ns,
         }
+
+    def _runtime_field(self) -> dict[str, str]:
+        return {} if self.runtime == "llama-cpp-python" else {"runtime": self.runtime}
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         if self._free is None:
