@@ -94,19 +94,30 @@ def identity(config: Config, settings_model: type[BaseModel] = ScoringSettings, 
 
 
 def differences(stored: Any, current: Any) -> list[str]:
-    """What differs between two identities, by key (``settings.<name>`` for a setting)."""
+    """What differs between two identities, by key (``settings.<name>`` for a setting, ``provider.<field>`` for
+    a field of the backend)."""
     out: list[str] = []
     if not isinstance(stored, dict) or not isinstance(current, dict):
         return ["config"]
     for key in sorted(set(stored) | set(current)):
         if stored.get(key) == current.get(key):
             continue
-        if key == "settings":
-            mine, theirs = stored.get(key) or {}, current.get(key) or {}
-            out += [f"settings.{k}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
+        mine, theirs = stored.get(key), current.get(key)
+        if key in ("settings", "provider") and isinstance(mine, dict) and isinstance(theirs, dict):
+            out += [f"{key}.{k}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
         else:
             out.append(key)
     return out
+
+
+def runtime_hint(stored: Config, diff: list[str]) -> str:
+    """When the embedded model's runtime is what differs: how to resume (a run recorded without a runtime was
+    answered by llama-cpp-python, the only runtime then); else ""."""
+    provider = stored.get("provider")
+    if "provider.runtime" not in diff or not isinstance(provider, dict):
+        return ""
+    runtime = provider.get("runtime", "llama-cpp-python")
+    return f"; it was answered by the {runtime} runtime: resume it with --runtime {runtime}"
 
 
 def changed_templates(stored: Config, current: Config) -> list[str]:

@@ -38,7 +38,7 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.records import AgentRecord
-from madrag.run_config import changed_templates, differences
+from madrag.run_config import changed_templates, differences, runtime_hint
 from madrag.store_schema import migrate, open_read_only
 
 _INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
@@ -282,6 +282,7 @@ class RunStore:
             diff = differences(old, new)
             changed = changed_templates(stored, config) if "prompt_texts_sha256" in diff else []
             texts = f"; prompt templates changed since: {', '.join(changed)}" if changed else ""
+            texts += runtime_hint(old, diff) if isinstance(old, dict) else ""
             raise ConfigError(
                 f"run at {self.path.parent} was made with different settings ({', '.join(diff)}){texts}; "
                 "use another --run-dir to start a new run"

@@ -28,7 +28,7 @@ from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, fingerprint_file
 from madrag.providers.base import Provider
-from madrag.providers.spec import ProviderSpec, make_provider, spec_identity
+from madrag.providers.spec import ProviderSpec, make_provider, spec_from_identity, spec_identity
 from madrag.retrieval.embedder import Embedder
 from madrag.settings import ScoringSettings
 
@@ -101,7 +101,7 @@ def stored_backend(run: RunData) -> ProviderSpec:
     stored = run.config.get("provider")
     if not isinstance(stored, dict) or "instance" in stored:
         raise InputError("the run was scored with a provider instance: give the audit a provider (--provider)")
-    return ProviderSpec.model_validate(stored)
+    return spec_from_identity(stored)
 
 
 def same_backend(run: RunData, spec: ProviderSpec | None, instance: Provider | None) -> bool:

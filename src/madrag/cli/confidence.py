@@ -36,6 +36,7 @@ from madrag.cli.options import (
     ProviderOpt,
     RetriesOpt,
     RunArg,
+    RuntimeOpt,
     TimeoutOpt,
     comma_list,
     need_run_dir,
@@ -68,6 +69,7 @@ def meta_eval_command(
     provider: ProviderOpt = "llamacpp",
     model: ModelOpt = None,
     model_path: ModelPathOpt = None,
+    runtime: RuntimeOpt = "xllamacpp",
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     concurrency: MetaConcurrencyOpt = None,
@@ -96,6 +98,7 @@ def meta_eval_command(
         timeout=timeout,
         retries=retries,
         slots=slots,
+        runtime=runtime,
     )
     job = MetaJob(
         run_dir=run_dir,

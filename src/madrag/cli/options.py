@@ -22,7 +22,7 @@ from rich.markup import escape
 from madrag.errors import InputError
 from madrag.protocols import available
 from madrag.providers.adapt import SAMPLING_PARAMS, TOKEN_PARAMS
-from madrag.providers.spec import ProviderSpec, backend_kinds
+from madrag.providers.spec import LLAMA_RUNTIMES, ProviderSpec, backend_kinds
 
 C = TypeVar("C", bound=str)
 
@@ -62,6 +62,14 @@ def comma_list(value: str) -> list[str]:
 ProviderOpt = Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")]
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (openai provider).")]
 ModelPathOpt = Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")]
+RuntimeOpt = Annotated[
+    str,
+    typer.Option(
+        help="llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel) or llama-cpp-python (pip "
+        "install 'madrag\\[llama-cpp-python]'; what answered every run made before this option, which resumes "
+        "only with it). Same greedy tokens and logprobs; sampled texts differ."
+    ),
+]
 BaseUrlOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -114,6 +122,7 @@ class ProviderFlags:
     fake_latency: float = 0.0
     token_param: str = "auto"
     sampling_params: str = "auto"
+    runtime: str = "xllamacpp"
 
 
 def provider_spec(flags: ProviderFlags) -> ProviderSpec:
@@ -134,6 +143,7 @@ def provider_spec(flags: ProviderFlags) -> ProviderSpec:
         retries=flags.retries,
         fake_latency_s=flags.fake_latency,
         slots=flags.slots,
+        runtime=choice("--runtime", flags.runtime, LLAMA_RUNTIMES),
     )
 
 

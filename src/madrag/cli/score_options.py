@@ -39,6 +39,7 @@ from madrag.cli.options import (
     RetriesOpt,
     RoleProviderOpt,
     RubricOpt,
+    RuntimeOpt,
     SamplingParamsOpt,
     ScoreRunDirOpt,
     SlotsOpt,
@@ -97,6 +98,7 @@ def backend_options(
     provider: ProviderOpt = "llamacpp",
     model: ModelOpt = None,
     model_path: ModelPathOpt = None,
+    runtime: RuntimeOpt = "xllamacpp",
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
     logprobs: LogprobsOpt = True,
@@ -124,6 +126,7 @@ def backend_options(
         fake_latency=fake_latency,
         token_param=token_param,
         sampling_params=sampling_params,
+        runtime=runtime,
     )
     spec = provider_spec(flags)
     roles = dict(parse_role_provider(text, spec) for text in role_provider or [])

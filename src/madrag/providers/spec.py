@@ -9,9 +9,10 @@ built-in kinds are ``llamacpp`` (the embedded default), ``openai`` (any OpenAI-c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -20,6 +21,11 @@ from madrag.providers.adapt import ClientKind, SamplingParams, TokenParam
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
+
+LlamaRuntime = Literal["xllamacpp", "llama-cpp-python"]
+LLAMA_RUNTIMES: tuple[LlamaRuntime, ...] = ("xllamacpp", "llama-cpp-python")
+"""What runs the embedded (llamacpp) model in-process: xllamacpp, a prebuilt wheel (the default), or
+llama-cpp-python, which compiles llama.cpp at install (every run before there was a choice used it)."""
 
 
 class ProviderSpec(BaseModel):
@@ -48,6 +54,8 @@ class ProviderSpec(BaseModel):
     # llamacpp: parallel model contexts (requests served at once; the CPU threads are split between them).
     # 2 measured 1.42x the calls/s of 1 on 2 cores (bench/embedded_slots.py)
     slots: int = Field(default=2, ge=1)
+    # llamacpp: the runtime (same engine; same greedy tokens, logprobs within ~1e-3; sampled texts differ)
+    runtime: LlamaRuntime = "xllamacpp"
     fake_latency_s: float = 0.0  # fake: seconds per call (for tests of interrupted runs)
 
     @field_validator("kind")
@@ -62,18 +70,32 @@ OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s"
 """Spec fields that change how calls are made, not what a backend answers (a resumed run may change them)."""
 
 
-ADDED_LATER = {"token_param": "auto", "sampling_params": "auto"}
-"""Spec fields added after runs were recorded, with their defaults: part of a run's identity only when set
-otherwise, so that a run recorded before them still resumes."""
+ADDED_LATER: dict[str, Any] = {"token_param": "auto", "sampling_params": "auto", "runtime": "llama-cpp-python"}
+"""Spec fields added after runs were recorded, with the value every run recorded before them had (the
+runtime: llama-cpp-python, the only one then; no longer the default): part of a run's identity only when set
+otherwise, so that a run recorded before them still resumes with that value, and only with it."""
+
+KIND_FIELDS = {"runtime": "llamacpp"}
+"""Spec fields that only one backend kind reads: part of the identity of that kind's specs only."""
 
 
 def spec_identity(spec: ProviderSpec) -> dict[str, object]:
     """The settings that change what a backend answers (a resumed run must match them)."""
     identity = spec.model_dump(mode="json", exclude=set(OPERATIONAL))
+    for name, kind in KIND_FIELDS.items():
+        if spec.kind != kind:
+            del identity[name]
     for name, default in ADDED_LATER.items():
         if identity.get(name) == default:
             del identity[name]
     return identity
+
+
+def spec_from_identity(stored: Mapping[str, Any]) -> ProviderSpec:
+    """The spec a recorded identity describes (:func:`spec_identity`): a field it leaves out that was added
+    later takes the value of the runs recorded before it (a run of the embedded model recorded without a
+    runtime was answered by llama-cpp-python), the others their defaults."""
+    return ProviderSpec.model_validate({**ADDED_LATER, **stored})
 
 
 ProviderFactory = Callable[[ProviderSpec], Provider]
@@ -169,7 +191,7 @@ def _no_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) ->
 def _llamacpp(spec: ProviderSpec) -> Provider:
     from madrag.providers.llamacpp import LlamaCppProvider
 
-    return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, slots=spec.slots)
+    return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, slots=spec.slots, runtime=spec.runtime)
 
 
 def _llamacpp_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:

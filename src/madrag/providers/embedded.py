@@ -1,0 +1,187 @@
+"""What the embedded runtimes share: a generation's result, trimming at a stop sequence, and the GGUF chat
+template rendered the way llama-cpp-python's ``Jinja2ChatFormatter`` renders it (without importing it), so that
+both runtimes send a model the same prompt text."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from madrag.errors import ProviderError
+from madrag.providers.base import TokenLogprob
+
+
+@dataclass
+class Generated:
+    """One completion as an engine produced it (the provider wraps it in a ChatResponse)."""
+
+    text: str
+    tokens: list[TokenLogprob]
+    n_prompt: int
+    finish_reason: str
+    choice_logprobs: dict[str, float] | None = None
+
+
+def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:
+    """Keep the tokens that make up the first ``n_chars`` characters (drop the stop sequence's)."""
+    kept, length = [], 0
+    for tok in tokens:
+        if length >= n_chars:
+            break
+        kept.append(tok)
+        length += len(tok.token)
+    return kept
+
+
+class _IgnoreGenerationTags(jinja2.ext.Extension):
+    """Pass-through for HuggingFace's ``{% generation %}`` chat-template tag."""
+
+    tags = {"generation"}  # noqa: RUF012 - as jinja2.ext.Extension declares it
+
+    def parse(self, parser: Any) -> Any:
+        parser.stream.skip(1)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+
+def _tojson(
+    x: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _raise_exception(message: str) -> None:
+    raise ValueError(message)
+
+
+class ChatTemplate:
+    """A model's Jinja chat template with its BOS and EOS token texts, rendered as llama-cpp-python 0.3's
+    ``Jinja2ChatFormatter`` does: a sandboxed environment with ``trim_blocks`` and ``lstrip_blocks``, the
+    ``generation`` tag ignored, ``loopcontrols``, Transformers' ``tojson``, ``raise_exception``,
+    ``strftime_now`` and ``add_generation_prompt=True``."""
+
+    def __init__(self, template: str, bos_token: str, eos_token: str) -> None:
+        env = ImmutableSandboxedEnvironment(
+            loader=jinja2.BaseLoader(),
+            trim_blocks=True,
+            lstrip_blocks=True,
+            extensions=[_IgnoreGenerationTags, jinja2.ext.loopcontrols],
+        )
+        env.filters["tojson"] = _tojson
+        self._template = env.from_string(template)
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """The prompt text of ``messages``, ending with the assistant turn's opening."""
+        try:
+            return self._template.render(
+                messages=messages,
+                eos_token=self.eos_token,
+                bos_token=self.bos_token,
+                raise_exception=_raise_exception,
+                add_generation_prompt=True,
+                functions=None,
+                function_call=None,
+                tools=None,
+                tool_choice=None,
+                strftime_now=_strftime_now,
+            )
+        except (ValueError, jinja2.TemplateError) as exc:
+            raise ProviderError(f"the model's chat template refused the messages: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class GgufVocab:
+    """What a runtime reads of a GGUF file's tokenizer: the chat template, the BOS/EOS texts, the vocabulary
+    size."""
+
+    template: ChatTemplate
+    n_vocab: int
+
+
+def read_gguf_vocab(path: Path) -> GgufVocab:
+    """The chat template (with the texts of the BOS and EOS tokens) and the vocabulary size of a GGUF file."""
+    try:
+        meta = read_gguf_metadata(path, ("tokenizer.",))
+    except (OSError, ValueError, struct.error) as exc:
+        raise ProviderError(f"cannot read model {path}: {exc}") from exc
+    template = meta.get("tokenizer.chat_template")
+    if not template:
+        raise ProviderError(f"{path.name} has no chat template in its metadata")
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or not tokens:
+        raise ProviderError(f"{path.name} has no tokenizer vocabulary in its metadata")
+
+    def text(key: str) -> str:
+        token_id = meta.get(f"tokenizer.ggml.{key}_token_id")
+        return str(tokens[token_id]) if isinstance(token_id, int) and 0 <= token_id < len(tokens) else ""
+
+    return GgufVocab(template=ChatTemplate(str(template), text("bos"), text("eos")), n_vocab=len(tokens))
+
+
+# GGUF value types (gguf.GGUFValueType) of fixed size: struct format per type
+_FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+
+
+def read_gguf_metadata(path: Path, prefixes: tuple[str, ...]) -> dict[str, Any]:
+    """The metadata values of a little-endian GGUF file (v2, v3) whose keys start with one of ``prefixes``.
+
+    A direct scan of the header: the ``gguf`` package's ``GGUFReader`` maps every value of every array as its
+    own numpy view and takes seconds on a vocabulary of 50k tokens (longer than llama.cpp's model load)."""
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        if buf[:4] != b"GGUF":
+            raise ValueError("not a GGUF file")
+        version, _n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
+        if version not in (2, 3):
+            raise ValueError(f"GGUF version {version} is not supported")
+        pos, out = 24, {}
+        for _ in range(n_kv):
+            key, pos = _string(buf, pos)
+            (kind,) = struct.unpack_from("<I", buf, pos)
+            value, pos = _value(buf, pos + 4, kind)
+            if key.startswith(prefixes):
+                out[key] = value
+        return out
+
+
+def _string(buf: Any, pos: int) -> tuple[str, int]:
+    (n,) = struct.unpack_from("<Q", buf, pos)
+    return bytes(buf[pos + 8 : pos + 8 + n]).decode("utf-8", "replace"), pos + 8 + n
+
+
+def _value(buf: Any, pos: int, kind: int) -> tuple[Any, int]:
+    if kind in _FIXED:
+        fmt = "<" + _FIXED[kind]
+        return struct.unpack_from(fmt, buf, pos)[0], pos + struct.calcsize(fmt)
+    if kind == _STRING:
+        return _string(buf, pos)
+    if kind != _ARRAY:
+        raise ValueError(f"unknown GGUF value type {kind}")
+    item, count = struct.unpack_from("<IQ", buf, pos)
+    pos += 12
+    if item in _FIXED:
+        fmt = f"<{count}{_FIXED[item]}"
+        return list(struct.unpack_from(fmt, buf, pos)), pos + struct.calcsize(fmt)
+    values = []
+    for _ in range(count):
+        value, pos = _value(buf, pos, item)
+        values.append(value)
+    return values, pos
