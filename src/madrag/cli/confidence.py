@@ -113,7 +113,10 @@ def meta_eval_command(
         prompts_dir=prompts_dir,
         cache_dir=cache_dir,
     )
-    result = _judge(job)
+    _print_judged(_judge(job), run_dir)
+
+
+def _print_judged(result: MetaJobResult, run_dir: Path) -> None:
     s = result.summary
     console.print(
         f"{result.selected} responses: {s.made} judged now, {s.reused} already judged, {s.failed} unusable; "

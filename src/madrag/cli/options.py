@@ -22,7 +22,8 @@ from rich.markup import escape
 from madrag.errors import InputError
 from madrag.protocols import available
 from madrag.providers.adapt import SAMPLING_PARAMS, TOKEN_PARAMS
-from madrag.providers.spec import LLAMA_RUNTIMES, ProviderSpec, backend_kinds
+from madrag.providers.runtimes import LLAMA_RUNTIMES
+from madrag.providers.spec import ProviderSpec, backend_kinds
 
 C = TypeVar("C", bound=str)
 

@@ -42,7 +42,7 @@ from madrag.providers.base import (
     Usage,
 )
 from madrag.providers.embedded import Generated, trim_tokens
-from madrag.providers.spec import LLAMA_RUNTIMES, LlamaRuntime
+from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

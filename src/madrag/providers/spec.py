@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -21,11 +21,7 @@ from madrag.providers.adapt import ClientKind, SamplingParams, TokenParam
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
-
-LlamaRuntime = Literal["xllamacpp", "llama-cpp-python"]
-LLAMA_RUNTIMES: tuple[LlamaRuntime, ...] = ("xllamacpp", "llama-cpp-python")
-"""What runs the embedded (llamacpp) model in-process: xllamacpp, a prebuilt wheel (the default), or
-llama-cpp-python, which compiles llama.cpp at install (every run before there was a choice used it)."""
+from madrag.providers.runtimes import LlamaRuntime
 
 
 class ProviderSpec(BaseModel):
