@@ -349,6 +349,34 @@ def test_serve_command_generates_and_prints_a_token_off_loopback(
     assert local.exit_code == 0 and "token" not in local.output and started[1][1] == "127.0.0.1"
 
 
+def test_serve_command_passes_the_runtime_to_embedded_runs_and_refuses_an_unknown_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    import uvicorn
+    from typer.testing import CliRunner
+
+    import madrag.server
+    from madrag.cli.app import app
+    from madrag.server.runs import RunManager
+
+    configs: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda web, **_kw: None)
+    monkeypatch.setattr(madrag.server, "create_app", lambda config: configs.append(config))
+    base = ["serve", "--data-dir", str(tmp_path / "d")]
+    bad = CliRunner().invoke(app, [*base, "--runtime", "llama.cpp"])
+    assert bad.exit_code != 0 and "--runtime must be one of xllamacpp, llama-cpp-python" in str(bad.exception)
+    assert not configs
+    for runtime in ("llama-cpp-python", None):
+        ok = CliRunner().invoke(app, base + (["--runtime", runtime] if runtime else []))
+        assert ok.exit_code == 0, ok.output
+    assert [c.runtime for c in configs] == ["llama-cpp-python", "xllamacpp"]
+    backend = SimpleNamespace(kind="llamacpp", model=None, base_url=None, concurrency=None)
+    spec = RunManager._spec(SimpleNamespace(config=configs[0]), SimpleNamespace(backend=backend, key_env=None))  # type: ignore[arg-type]
+    assert spec.kind == "llamacpp" and spec.runtime == "llama-cpp-python"
+
+
 @pytest.mark.parametrize("embedder", ["hashing", pytest.param("minilm", marks=pytest.mark.integration)])
 def test_madrag_run_shows_the_exemplars_the_judge_saw(tmp_path: Path, embedder: str) -> None:
     """MADRAG with the scored essays themselves as the pool: the index is built (with progress) and each Judge's

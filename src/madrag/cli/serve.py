@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from madrag.cli.options import RuntimeOpt
 from madrag.errors import ConfigError
-from madrag.retrieval.embedder import EMBEDDERS
+from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
+from madrag.retrieval.embedder import EMBEDDERS, EmbedderName
 
 if TYPE_CHECKING:
     from madrag.server import ServerConfig
@@ -33,6 +35,7 @@ def serve_command(
     cache_dir: Annotated[Path | None, typer.Option(help="Exemplar indexes and response cache.")] = None,
     model_path: Annotated[Path | None, typer.Option(help="A GGUF file for the embedded backend.")] = None,
     slots: Annotated[int, typer.Option(help="Embedded backend: parallel model contexts.")] = 2,
+    runtime: RuntimeOpt = "xllamacpp",
     backend_concurrency: Annotated[
         int, typer.Option(help="Requests in flight to one backend, shared by every run on it.")
     ] = 8,
@@ -53,8 +56,7 @@ def serve_command(
     from madrag.server import Limits, ServerConfig
     from madrag.server.config import default_data_dir
 
-    if embedder not in EMBEDDERS:
-        raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
+    chosen_embedder, chosen_runtime = _check_choices(embedder=embedder, runtime=runtime, port=port)
     given, generated = _token(token, host)
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_rows=max_essays)
     config = ServerConfig(
@@ -67,14 +69,26 @@ def serve_command(
         cache_dir=cache_dir,
         model_path=str(model_path) if model_path else None,
         slots=slots,
+        runtime=chosen_runtime,
         backend_concurrency=backend_concurrency,
         api_key_env=api_key_env,
-        embedder=embedder,
+        embedder=chosen_embedder,
         auto_resume=resume,
     )
+    _run(config, generated)
+
+
+def _check_choices(*, embedder: str, runtime: str, port: int) -> tuple[EmbedderName, LlamaRuntime]:
+    """The options with a fixed set of values, checked (a one-line error names the option and its choices)."""
     if port < 1 or port > 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {port}")
-    _run(config, generated)
+    chosen_embedder = next((e for e in EMBEDDERS if e == embedder), None)
+    if chosen_embedder is None:
+        raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
+    chosen_runtime = next((r for r in LLAMA_RUNTIMES if r == runtime), None)
+    if chosen_runtime is None:
+        raise ConfigError(f"--runtime must be one of {', '.join(LLAMA_RUNTIMES)}; got {runtime!r}")
+    return chosen_embedder, chosen_runtime
 
 
 def _token(token: str | None, host: str) -> tuple[str | None, bool]:

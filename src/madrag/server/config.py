@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.data import shipped
+from madrag.providers.runtimes import LlamaRuntime
 from madrag.retrieval.embedder import EmbedderName
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -68,6 +69,7 @@ class ServerConfig(BaseModel):
     cache_dir: Path | None = None
     model_path: str | None = None  # the embedded backend's GGUF (chosen by whoever starts the server)
     slots: int = Field(default=2, ge=1)
+    runtime: LlamaRuntime = "xllamacpp"  # what runs the embedded backend's model (see madrag.providers.runtimes)
     backend_concurrency: int = Field(default=8, ge=1)
     api_key_env: str = "OPENAI_API_KEY"
     auto_resume: bool = False

@@ -195,8 +195,10 @@ class RunManager:
         """The library's description of the run's backend (the name of its key, never the key)."""
         b = meta.backend
         extra: dict[str, object] = {"slots": self.config.slots}
-        if b.kind == "llamacpp" and self.config.model_path:
-            extra["model_path"] = self.config.model_path
+        if b.kind == "llamacpp":
+            extra["runtime"] = self.config.runtime
+            if self.config.model_path:
+                extra["model_path"] = self.config.model_path
         if b.kind == "fake":
             extra["fake_latency_s"] = b.fake_latency_s
         if b.kind == "openai":
