@@ -342,3 +342,22 @@ async def test_an_aligned_prompt_prefix_is_reused_and_changes_no_number(
     alone = fresh.generate(second)
     fresh.close()
     assert after.tokens == alone.tokens and after.text == alone.text
+
+
+@pytest.mark.integration
+async def test_the_engines_loopback_port_answers_only_with_its_own_key(xl: LlamaCppProvider) -> None:
+    import urllib.error
+    import urllib.request
+
+    await xl.complete(ChatRequest(messages=MESSAGES[0], max_tokens=2))  # the engine is loaded
+    engine = xl._engines[0]
+    address = engine._server.listening_address
+    assert address.startswith("http://127.0.0.1:")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    body = b'{"prompt": "Hi", "max_tokens": 2}'
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}):
+        req = urllib.request.Request(f"{address}/completion", data=body, headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            opener.open(req, timeout=30)
+        assert refused.value.code == 401
+    assert engine.tokenize("Hi", special=False)  # madrag's own calls carry the key

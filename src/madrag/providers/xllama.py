@@ -20,14 +20,16 @@ compile at install, unlike ``llama-cpp-python``). Same engine, same GGUF file, s
   checked; the rest is then evaluated in the same aligned chunks as from scratch). ``reuse_prompt = False``
   evaluates every prompt anew (bench/embedded_runtimes.py measures the difference).
 
-Token ids come from the in-process server's ``/tokenize`` (on its loopback port): xllamacpp exposes no
-tokenizer call, and the choices must be split into exactly the tokens the model reads.
+Token ids come from the in-process server's ``/tokenize`` (on its loopback port, behind a key of the engine's
+own): xllamacpp exposes no tokenizer call, and the choices must be split into exactly the tokens the model
+reads.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import urllib.request
 from pathlib import Path
@@ -83,6 +85,9 @@ class XLlamaEngine:
         self._server: Any = None
         self._vocab: GgufVocab | None = None
         self._thread_lock = threading.Lock()  # a timed-out await does not stop its worker thread
+        # the in-process server also listens on a loopback port (madrag uses it to tokenize): a key of this
+        # engine's own keeps other local processes and web pages from using the model through it
+        self._key = secrets.token_urlsafe(24)
 
     # -- model ---------------------------------------------------------------------------------------
     def _params(self, xllamacpp: Any) -> Any:
@@ -101,6 +106,7 @@ class XLlamaEngine:
         params.warmup = False
         params.verbosity = -1
         params.no_extra_bufts = xllamacpp_needs_amx_workaround()
+        params.api_keys = [self._key]
         return params
 
     def _load(self) -> tuple[Any, GgufVocab]:
@@ -131,7 +137,9 @@ class XLlamaEngine:
         server, _ = self._load()
         body = json.dumps({"content": text, "add_special": False, "parse_special": special}).encode()
         req = urllib.request.Request(
-            f"{server.listening_address}/tokenize", data=body, headers={"Content-Type": "application/json"}
+            f"{server.listening_address}/tokenize",
+            data=body,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"},
         )
         try:
             with _LOCAL.open(req, timeout=60) as resp:
