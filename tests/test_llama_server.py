@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from madrag.errors import InputError
+from madrag.providers.models import amx_rule
 from madrag.testing import llama_server as ls
 
 try:
@@ -36,7 +37,7 @@ PLAIN_INFO = "CPU : SSE3 = 1 | AVX2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 
     [(AMX_INFO, True, True), (PLAIN_INFO, True, False), (AMX_INFO, False, False), (PLAIN_INFO, False, False)],
 )
 def test_amx_workaround_only_where_cpu_and_build_both_have_amx(info: str, cpu_amx: bool, expected: bool) -> None:
-    assert ls.needs_amx_workaround(info, cpu_amx) is expected
+    assert amx_rule(info, cpu_amx) is expected
 
 
 @pytest.mark.parametrize("amx", [True, False])

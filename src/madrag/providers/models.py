@@ -62,9 +62,15 @@ def llama_needs_amx_workaround() -> bool:
     return b"AMX" in bytes(llama_cpp.llama_print_system_info())
 
 
+def amx_rule(system_info: str, cpu_amx: bool) -> bool:
+    """True when the CPU has AMX and llama.cpp's loaded CPU backend uses it (``AMX`` in its system info): then
+    quantized weights go to the AMX buffer type, whose matmul segfaulted on the first decode with SmolLM2 Q4_1."""
+    return cpu_amx and "AMX" in system_info
+
+
 def xllamacpp_needs_amx_workaround() -> bool:
-    """The same test for the xllamacpp runtime: an AMX CPU and an xllamacpp build with AMX kernels (its
-    ``get_system_info()``). When True the runtime loads with ``no_extra_bufts`` (what
+    """The same test for the xllamacpp runtime (and llama.cpp's C++ server from it): an AMX CPU and an xllamacpp
+    build with AMX kernels (its ``get_system_info()``). When True it loads with ``no_extra_bufts`` (what
     :func:`disable_llama_extra_buffers` does for llama-cpp-python)."""
     if not cpu_has_amx():
         return False
@@ -72,7 +78,7 @@ def xllamacpp_needs_amx_workaround() -> bool:
         import xllamacpp  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
         return False
-    return "AMX" in str(xllamacpp.get_system_info())
+    return amx_rule(str(xllamacpp.get_system_info()), True)
 
 
 def disable_llama_extra_buffers() -> None:

@@ -16,7 +16,7 @@ Two settings differ from ``llama-server``'s defaults, both for reproducible numb
 cache (``--cache-ram``, MiB) is 0, so a request reuses only its slot's own previous prompt (the slot's KV cache
 is still reused, and every answer reports ``usage.prompt_tokens_details.cached_tokens``). On an AMX CPU with a
 llama.cpp build that uses AMX, the weights are loaded without llama.cpp's extra buffer types (see
-:func:`needs_amx_workaround`).
+:func:`madrag.providers.models.amx_rule`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.errors import InputError, MadragError, ProviderError
-from madrag.providers.models import cpu_has_amx
+from madrag.providers.models import amx_rule, cpu_has_amx
 
 HOST = "127.0.0.1"
 READY = "madrag llama-server ready at {url}"
@@ -57,13 +57,6 @@ class ServerOptions:
     flash_attn: str = "off"
     cache_ram_mib: int = 0
     verbose: bool = False
-
-
-def needs_amx_workaround(system_info: str, cpu_amx: bool) -> bool:
-    """True when the CPU has AMX and llama.cpp's loaded CPU backend uses it (``AMX_INT8 = 1`` in its system
-    info): then quantized weights go to the AMX buffer type, whose matmul segfaulted on the first decode with
-    SmolLM2 Q4_1 (see :func:`madrag.providers.models.disable_llama_extra_buffers`)."""
-    return cpu_amx and "AMX" in system_info
 
 
 def check_options(opts: ServerOptions) -> None:
@@ -113,7 +106,7 @@ def build_params(opts: ServerOptions, xllamacpp: Any) -> Any:
     }[opts.flash_attn]
     params.cache_ram_mib = opts.cache_ram_mib
     params.verbosity = 0 if opts.verbose else -1
-    if needs_amx_workaround(str(xllamacpp.get_system_info()), cpu_has_amx()):
+    if amx_rule(str(xllamacpp.get_system_info()), cpu_has_amx()):
         params.no_extra_bufts = True
     return params
 
