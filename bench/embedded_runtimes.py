@@ -6,7 +6,8 @@ top-5 logprobs) on a prompt of about --prompt-tokens tokens (the Advocate prompt
 exemplars), then the score step (the rationale as prefill, choices 0-3). Both runtimes reuse the aligned
 prompt prefix an earlier call evaluated; xllamacpp is also run with ``reuse_prompt = False`` (every prompt
 evaluated anew), to show what the reuse saves. Runtimes alternate so that they see the same machine load;
-compare the ratios. Usage: python bench/embedded_runtimes.py [--slots 2] [--n 4] [--prompt-tokens 2000]
+compare the ratios. Usage (from the repository root):
+    python -m bench.embedded_runtimes [--slots 2] [--n 4] [--prompt-tokens 2000]
 """
 
 from __future__ import annotations

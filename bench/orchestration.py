@@ -9,8 +9,8 @@ server generates within its latency); requests beyond capacity wait in its queue
 
 * madrag: ``run_scoring`` with its default essay concurrency (derived from the provider's concurrency and the
   number of traits), or ``--essay-concurrency``; once per HTTP client (``--clients``, default all three, side
-  by side: ``httpx``, the lean default, ``aiohttp``, the lean client on aiohttp's transport, and ``openai``,
-  the openai package's client).
+  by side: ``httpx``, the lean client on httpx2, ``aiohttp``, the same on aiohttp's transport (the default),
+  and ``openai``, the openai package's client).
 * seed A.1 baseline: ``run_scoring(essay_concurrency=1)``: one essay at a time, its traits in parallel through
   ``asyncio.gather`` inside the protocol - the seed's orchestration (000, Appendix A.1) on the same code path
   (with the first client).

@@ -257,6 +257,26 @@ def test_an_httpx_client_given_to_the_aiohttp_client_is_refused() -> None:
         OpenAICompatProvider("m", http_client=httpx.AsyncClient(), shape=RequestShape(client="aiohttp"))
 
 
+def test_aiohttp_is_the_default_client_and_an_httpx_client_given_alone_is_used() -> None:
+    import httpx
+
+    from madrag.providers.openai_aiohttp import AiohttpClient
+    from madrag.providers.openai_http import HttpxClient
+    from madrag.providers.spec import ProviderSpec, make_provider
+
+    plain = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1")
+    assert plain.client == "aiohttp" and isinstance(plain._client, AiohttpClient)
+    assert plain.describe()["client"] == "aiohttp"
+    spec = ProviderSpec(kind="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    assert spec.client == "aiohttp"
+    built = make_provider(spec)
+    assert isinstance(built, OpenAICompatProvider) and built.client == "aiohttp"
+    given = httpx.AsyncClient()
+    with_client = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1", http_client=given)
+    assert with_client.client == "httpx" and isinstance(with_client._client, HttpxClient)
+    assert with_client._client._client is given
+
+
 def test_the_environment_proxy_is_read_once_as_httpx_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)

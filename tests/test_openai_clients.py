@@ -90,8 +90,8 @@ async def test_each_client_records_the_same_run(tmp_path: Path, scenario: str, o
 
 
 async def test_both_httpx_clients_fail_the_same_way_on_a_closed_port() -> None:
-    """A refused connection: the same transient 'unreachable' error from the default client and the package's
-    (the aiohttp client's names its own exception: tests/test_openai_aiohttp.py)."""
+    """A refused connection: the same transient 'unreachable' error from the httpx client and the package's
+    (the aiohttp client's, the default, names its own exception: tests/test_openai_aiohttp.py)."""
     pytest.importorskip("openai")
     request = ChatRequest(messages=[Message(role="user", content="Score it.")])
     errors = []

@@ -1,12 +1,13 @@
 """A provider for any OpenAI-compatible chat endpoint: OpenAI, OpenRouter, vLLM, llama.cpp server, Ollama.
 
-Requests go out through a lean HTTP client (``httpx``, JSON by ``orjson``; :mod:`madrag.providers.openai_http`),
-the same over aiohttp's transport with ``RequestShape(client="aiohttp")`` (less CPU per call), or through the
-``openai`` package's client with ``RequestShape(client="openai")`` (the same requests and records, ~1.5-2 ms more
-CPU per call). No client retries: madrag's middleware retries :class:`TransientProviderError` (429,
-5xx, timeouts, dropped connections). Everything else is a :class:`ProviderError` with a one-line message. The
-API key is read from an environment variable and never appears in :meth:`describe`, in ``repr`` or in an error
-message.
+Requests go out through a lean HTTP client on aiohttp's transport (JSON by ``orjson``;
+:mod:`madrag.providers.openai_aiohttp`, the default), the same over httpx with ``RequestShape(client="httpx")``
+(about twice the client CPU per call; the client an ``httpx.AsyncClient`` given to the provider is used with), or
+through the ``openai`` package's client with ``RequestShape(client="openai")`` (the same requests and records,
+~1.5-2 ms more CPU per call than httpx). No client retries: madrag's middleware retries
+:class:`TransientProviderError` (429, 5xx, timeouts, dropped connections). Everything else is a
+:class:`ProviderError` with a one-line message. The API key is read from an environment variable and never appears
+in :meth:`describe`, in ``repr`` or in an error message.
 
 The answer's JSON is parsed (``orjson``) and checked here: every field madrag uses is checked (tokens must be
 strings, logprobs finite numbers) and anything else is "server answered garbage". The generated tokens are
@@ -77,7 +78,7 @@ class RequestShape:
     json_schema_style: JsonSchemaStyle = "json_schema"
     token_param: TokenParam = "auto"
     sampling_params: SamplingParams = "auto"
-    client: ClientKind = "httpx"
+    client: ClientKind = "aiohttp"
 
 
 def make_client(
@@ -120,9 +121,10 @@ class OpenAICompatProvider(Provider):
     OpenAI's reasoning models do, then adapted once for the rest of the run. Each response's ``sent`` holds
     the parameters its request was actually sent with.
 
-    Its ``client`` picks the HTTP client (:data:`~madrag.providers.openai_http.ClientKind`): ``httpx`` (lean, the
-    default), ``aiohttp`` (the lean client on aiohttp's transport) or ``openai`` (the ``openai`` package); all
-    send the same requests and give the same responses.
+    Its ``client`` picks the HTTP client (:data:`~madrag.providers.openai_http.ClientKind`): ``aiohttp`` (the
+    lean client on aiohttp's transport, the default), ``httpx`` (the same on httpx; the default when an
+    ``http_client`` is given and no ``shape``) or ``openai`` (the ``openai`` package); all send the same requests
+    and give the same responses.
     """
 
     def __init__(
@@ -147,7 +149,7 @@ class OpenAICompatProvider(Provider):
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self._max_concurrency = max_concurrency
-        shape = shape or RequestShape()
+        shape = shape or RequestShape(client="httpx" if http_client is not None else "aiohttp")
         self.json_schema_style: JsonSchemaStyle = shape.json_schema_style
         self.adapter = RequestAdapter(shape.token_param, shape.sampling_params)
         self.capabilities = Capabilities(

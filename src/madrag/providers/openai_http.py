@@ -5,15 +5,15 @@ answer's bytes; a failure is a :class:`ClientFailure` (timeout, unreachable) or 
 HTTP error answer, with the message its body gives). The provider turns those into madrag's errors, so all
 clients fail with the same one-line messages.
 
-* :class:`HttpxClient` (the default): ``httpx2`` (httpx's API with a connection pool that stays cheap under
+* :class:`HttpxClient` (``client="httpx"``): ``httpx2`` (httpx's API with a connection pool that stays cheap under
   many concurrent requests: 6.0 vs 8.2 ms of client CPU per call for the openai package's client in one run of
   ``bench/orchestration.py``), else ``httpx`` (and any ``httpx.AsyncClient`` given to it), with the body
   serialised by ``orjson``. It sends what the
   ``openai`` package sends for madrag's calls: ``Authorization: Bearer <key>``, and ``OpenAI-Organization`` /
   ``OpenAI-Project`` from ``$OPENAI_ORG_ID`` / ``$OPENAI_PROJECT_ID`` when set; the base URL defaults to
   ``$OPENAI_BASE_URL``, else OpenAI's.
-* :class:`~madrag.providers.openai_aiohttp.AiohttpClient` (``client="aiohttp"``): the same requests, answers
-  and failures over aiohttp's transport, which costs about half the client CPU per call of httpx2's.
+* :class:`~madrag.providers.openai_aiohttp.AiohttpClient` (``client="aiohttp"``, the default): the same requests,
+  answers and failures over aiohttp's transport, which costs about half the client CPU per call of httpx2's.
 * :class:`OpenAIPackageClient`: the ``openai`` package's generic ``post`` / ``get`` (its own retries off). It
   costs 1.5-2 ms more CPU per call (``bench/orchestration.py``) and brings nothing madrag uses (its other
   authentication variants, Azure among them, are not reachable from madrag's options), so it is not a
