@@ -6,9 +6,9 @@ come from llama.cpp's own timings (prompt tokens per second of evaluation, gener
 
 With ``--run-dir`` the run's own requests (their recorded prompt and completion tokens) are priced at these rates:
 the time the model alone needs for that run, whatever the rest of madrag does (``madrag demo`` writes
-``runs/demo``). Each request's prompt is counted as evaluated in full (the embedded runtimes reuse only whole
-aligned blocks an earlier request of the same context evaluated: few here), so this is the model's time for the
-run as recorded, not a lower bound on any machine.
+``runs/demo``). A request's prompt tokens that its record says were reused from the context's cache (the aligned
+prefix an earlier request of the same context evaluated) are not priced; a record that does not say (made before
+the embedded runtimes reported it) is priced in full and counted.
 
 What-ifs, each measured in the same run:
 
@@ -157,20 +157,29 @@ def rate_at(rates: dict[int, float], n: float) -> float:
 
 
 def run_requests(run_dir: Path) -> list[tuple[float, float]]:
-    """(prompt tokens, completion tokens) per request of the run's records (a record's sums split evenly over
-    its requests); records without usage are left out, and counted."""
+    """(prompt tokens evaluated, completion tokens) per request of the run's records (a record's sums split evenly
+    over its requests; its reused prompt tokens left out where it says); records without usage are left out, and
+    counted."""
     from madrag.store import RunStore
 
     store = RunStore(run_dir / "store.sqlite", read_only=True)
     out: list[tuple[float, float]] = []
-    unknown = 0
+    unknown = unsaid = reused = 0
     for record in store.records():
         usage, n = record.usage, max(1, record.requests)
         if usage.prompt_tokens is None or usage.completion_tokens is None:
             unknown += 1
             continue
-        out.extend([(usage.prompt_tokens / n, usage.completion_tokens / n)] * n)
+        cached = usage.cached_prompt_tokens
+        if cached is None:
+            unsaid += 1
+            cached = 0
+        reused += cached
+        out.extend([((usage.prompt_tokens - cached) / n, usage.completion_tokens / n)] * n)
     store.close()
+    print(f"  prompt tokens reused from the context's cache (not priced): {reused:,}")
+    if unsaid:
+        print(f"  {unsaid} records do not say how many prompt tokens were reused: priced in full")
     if unknown:
         print(f"  {unknown} records without token counts left out")
     return out
@@ -205,7 +214,10 @@ def main() -> None:
     if args.run_dir:
         requests = run_requests(args.run_dir)
         prompt, done = sum(r[0] for r in requests), sum(r[1] for r in requests)
-        print(f"run {args.run_dir}: {len(requests)} requests, {prompt:,.0f} prompt and {done:,.0f} completion tokens")
+        print(
+            f"run {args.run_dir}: {len(requests)} requests, "
+            f"{prompt:,.0f} prompt tokens to evaluate, {done:,.0f} generated"
+        )
     report(f"xllamacpp {model.name}", *llama_rates(model, args.threads, args.reps), requests)
     for kind in [k for k in args.formats.split(",") if k]:
         if kind not in ("f16", "q8_0"):

@@ -323,10 +323,10 @@ async def test_an_aligned_prompt_prefix_is_reused_and_changes_no_number(
     fresh.reuse_prompt = False
     engine = xl._engines[0]
     assert isinstance(engine, XLlamaEngine) and engine.reuse_prompt
-    reused: list[bool] = []
+    reused: list[int] = []
     probe = engine._aligned_reuse
 
-    def spy(ids: list[int]) -> bool:
+    def spy(ids: list[int]) -> int:
         reused.append(probe(ids))
         return reused[-1]
 
@@ -338,10 +338,39 @@ async def test_an_aligned_prompt_prefix_is_reused_and_changes_no_number(
     )
     await xl.complete(first)
     after = await xl.complete(second)
-    assert reused[-1] is True  # the first 512 tokens came from the first request's cache
+    assert reused[-1] == 512  # the first 512 tokens came from the first request's cache
+    assert after.usage.cached_prompt_tokens == 512  # and the response says so
     alone = fresh.generate(second)
     fresh.close()
     assert after.tokens == alone.tokens and after.text == alone.text
+    assert alone.n_cached == 0  # reuse off: the whole prompt evaluated
+
+
+@pytest.mark.integration
+async def test_both_runtimes_report_the_prompt_tokens_they_reused(xl: LlamaCppProvider, lcp: LlamaCppProvider) -> None:
+    """Two requests sharing a long prefix, then a choice request on it: each runtime reports as cached exactly the
+    whole n_batch chunks it took from the context (0 for an unrelated prompt), the same on both."""
+    story = "A story of a lost dog who waited at the station for his friend through every season. " * 30
+    requests = [
+        ChatRequest(messages=[Message(role="user", content=story + ask)], max_tokens=2, logprobs=True, top_logprobs=1)
+        for ask in ("Summarise it.", "What is its main idea?")
+    ]
+    choose = ChatRequest(
+        messages=[Message(role="user", content=story + "Score it 0-3.")], choices=["0", "1", "2", "3"], max_tokens=1
+    )
+    unrelated = ChatRequest(messages=[Message(role="user", content="Name a colour.")], max_tokens=2)
+    seen: dict[str, list[int | None]] = {}
+    for name, provider in (("xllamacpp", xl), ("llama-cpp-python", lcp)):
+        await provider.complete(unrelated)
+        answers = [await provider.complete(r) for r in (*requests, choose, unrelated)]
+        seen[name] = [a.usage.cached_prompt_tokens for a in answers]
+        prompts = [a.usage.prompt_tokens for a in answers]
+        assert all(p is not None and p > 0 for p in prompts)
+    assert seen["xllamacpp"] == seen["llama-cpp-python"]
+    first, second, choice, other = seen["xllamacpp"]
+    assert first == 0 and other == 0
+    assert second is not None and second >= 512 and second % 512 == 0
+    assert choice == second  # the same story prefix, reused from the request before
 
 
 @pytest.mark.integration

@@ -16,7 +16,8 @@ The llama-cpp-python generation loop is written here (on llama.cpp's decode and 
   (before temperature), the same quantity OpenAI-style ``logprobs`` report;
 * ``prefill``: the assistant turn continues from given text;
 * ``choices``: the next token(s) restricted to a set of strings, with the model's log-probability of each;
-* prompt-prefix reuse of the KV cache between calls, restricted so that it never changes a result.
+* prompt-prefix reuse of the KV cache between calls, restricted so that it never changes a result; the tokens
+  reused are reported as the response's cached prompt tokens (``usage.cached_prompt_tokens``).
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ class LlamaCppProvider(Provider):
             tokens=out.tokens if request.logprobs or request.choices is not None else None,
             choice_logprobs=out.choice_logprobs,
             finish_reason=out.finish_reason,
-            usage=Usage(prompt_tokens=out.n_prompt, completion_tokens=len(out.tokens)),
+            usage=Usage(
+                prompt_tokens=out.n_prompt, completion_tokens=len(out.tokens), cached_prompt_tokens=out.n_cached
+            ),
             latency_s=latency,
             model=self.model,
             raw={
@@ -249,8 +252,9 @@ class LlamaCppEngine:
                 self._aligned_upto = 0
 
     # -- generation (runs in a worker thread, under the lock) ----------------------------------------
-    def _prepare(self, tokens: list[int]) -> None:
-        """Evaluate ``tokens``, reusing a prefix of the KV cache only where that changes no number.
+    def _prepare(self, tokens: list[int]) -> int:
+        """Evaluate ``tokens``, reusing a prefix of the KV cache only where that changes no number; how many
+        leading tokens were reused (not evaluated).
 
         llama.cpp's results depend slightly on how tokens are batched, so a reused prefix would make the same
         request give different logprobs (and samples) depending on what ran before. Only whole ``n_batch``
@@ -269,8 +273,10 @@ class LlamaCppEngine:
             llm.n_tokens = reuse
         else:
             llm.reset()
-        llm.eval(tokens[llm.n_tokens :])
+        reused = int(llm.n_tokens)
+        llm.eval(tokens[reused:])
         self._aligned_upto = len(tokens) - len(tokens) % self.n_batch
+        return reused
 
     def _logprobs(self) -> np.ndarray:
         import llama_cpp
@@ -307,10 +313,13 @@ class LlamaCppEngine:
                 f"prompt of {len(tokens)} tokens + max_tokens {request.max_tokens} exceeds the context "
                 f"window of {self.n_ctx} tokens of {self.model}"
             )
-        self._prepare(tokens)
+        cached = self._prepare(tokens)
         if request.choices is not None:
-            return self._choose(request.choices, len(tokens), request.top_logprobs)
-        return self._sample(request, len(tokens))
+            out = self._choose(request.choices, len(tokens), request.top_logprobs)
+        else:
+            out = self._sample(request, len(tokens))
+        out.n_cached = cached
+        return out
 
     def _choose(self, choices: list[str], n_prompt: int, top_k: int) -> Generated:
         """Score every choice's token sequence; the most probable one is the output (greedy)."""

@@ -18,7 +18,8 @@ compile at install, unlike ``llama-cpp-python``). Same engine, same GGUF file, s
   a prefix of whole ``n_batch`` chunks that an earlier prompt evaluated as a fresh evaluation would is reused
   (the server is first made to drop the rest of its cache by a one-token request, whose reported reuse is
   checked; the rest is then evaluated in the same aligned chunks as from scratch). ``reuse_prompt = False``
-  evaluates every prompt anew (bench/embedded_runtimes.py measures the difference).
+  evaluates every prompt anew (bench/embedded_runtimes.py measures the difference). The tokens reused are the
+  response's cached prompt tokens (``usage.cached_prompt_tokens``), as an OpenAI-compatible server reports its own.
 
 Token ids come from the in-process server's ``/tokenize`` (on its loopback port, behind a key of the engine's
 own): xllamacpp exposes no tokenizer call, and the choices must be split into exactly the tokens the model
@@ -82,6 +83,7 @@ class XLlamaEngine:
         self.n_batch = n_batch
         self.reuse_prompt = True  # aligned prefix reuse (see the module's docstring)
         self._cached: list[int] | None = None  # the prompt whose KV cache the server holds, evaluated aligned
+        self._prompt_reused: int | None = None  # leading prompt tokens the current request took from that cache
         self._server: Any = None
         self._vocab: GgufVocab | None = None
         self._thread_lock = threading.Lock()  # a timed-out await does not stop its worker thread
@@ -163,15 +165,19 @@ class XLlamaEngine:
                     f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} exceeds the context "
                     f"window of {self.n_ctx} tokens of {self.model}"
                 )
+            self._prompt_reused = None
             if request.choices is not None:
-                return self._choose(ids, request.choices, request.top_logprobs)
-            return self._sample(ids, request)
+                out = self._choose(ids, request.choices, request.top_logprobs)
+            else:
+                out = self._sample(ids, request)
+            out.n_cached = self._prompt_reused or 0
+            return out
 
-    def _aligned_reuse(self, ids: list[int]) -> bool:
+    def _aligned_reuse(self, ids: list[int]) -> int:
         """Leave the server's cache holding at most the aligned prefix of ``ids`` an earlier prompt evaluated;
-        whether the request may reuse it (False: evaluate it anew)."""
+        how many leading tokens the request may reuse (0: evaluate it anew)."""
         if not self.reuse_prompt or not self._cached:
-            return False
+            return 0
         common = 0
         for a, b in zip(self._cached, ids, strict=False):
             if a != b:
@@ -180,18 +186,21 @@ class XLlamaEngine:
         keep = min(common, len(ids) - 1)
         keep -= keep % self.n_batch
         if keep == 0:
-            return False
+            return 0
         server, _ = self._load()
         other = ids[keep] - 1 if ids[keep] > 0 else ids[keep] + 1  # any token but the next one
         probe = {"prompt": [*ids[:keep], other], "max_tokens": 1, "temperature": 0.0, "cache_prompt": True}
         out = server.handle_completions({**_NEUTRAL, **probe})
         reused = ((out.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
-        return bool(reused == keep)
+        return keep if reused == keep else 0
 
     def _send(self, body: dict[str, Any], callback: Any = None) -> Any:
         """One request to the server, reusing what :meth:`_aligned_reuse` allows."""
         ids: list[int] = body["prompt"]
-        full = {**_NEUTRAL, **body, "cache_prompt": self._aligned_reuse(ids)}
+        reuse = self._aligned_reuse(ids)
+        if self._prompt_reused is None:  # the request's first evaluation of its prompt (a choice's are extra)
+            self._prompt_reused = reuse
+        full = {**_NEUTRAL, **body, "cache_prompt": reuse > 0}
         self._cached = None
         server, _ = self._load()
         out = server.handle_completions(full) if callback is None else server.handle_completions(full, callback)
