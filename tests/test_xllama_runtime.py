@@ -390,3 +390,37 @@ async def test_the_engines_loopback_port_answers_only_with_its_own_key(xl: Llama
             opener.open(req, timeout=30)
         assert refused.value.code == 401
     assert engine.tokenize("Hi", special=False)  # madrag's own calls carry the key
+
+
+def test_the_shared_start_of_two_texts_is_found_by_halving() -> None:
+    import random
+
+    from madrag.providers.llamacpp import _shared_start
+
+    rng = random.Random(3)
+    for _ in range(300):
+        a = "".join(rng.choice("ab") for _ in range(rng.randrange(0, 40)))
+        b = a[: rng.randrange(0, len(a) + 1)] + "".join(rng.choice("ab") for _ in range(rng.randrange(0, 5)))
+        by_char = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        assert _shared_start(a, b) == by_char
+
+
+@pytest.mark.integration
+async def test_a_free_slot_that_answered_the_prompt_before_takes_its_continuation() -> None:
+    """Two slots, both free: a request continuing the previous one (a Judge's score step: the same messages, the
+    rationale as prefill) goes to the slot that answered it and reuses its prompt; the queue's order alone would
+    hand it the other slot, which evaluates it all."""
+    two = LlamaCppProvider(n_ctx=1024, slots=2)
+    essay = "The essay tells of a garden the class planted and of waiting for the first beans to grow. " * 30
+    messages = [Message(role="user", content=essay + "Explain its score.")]
+    first = await two.complete(ChatRequest(messages=messages, max_tokens=4, logprobs=True, top_logprobs=1))
+    step = ChatRequest(
+        messages=messages, prefill=first.text + " Final score:", choices=["0", "1", "2", "3"], max_tokens=1
+    )
+    then = await two.complete(step)
+    other = await two.complete(ChatRequest(messages=[Message(role="user", content="Name a colour.")], max_tokens=2))
+    for engine in two._engines:
+        engine.close()
+    assert first.usage.cached_prompt_tokens == 0
+    assert then.usage.cached_prompt_tokens is not None and then.usage.cached_prompt_tokens >= 512
+    assert other.usage.cached_prompt_tokens == 0

@@ -52,6 +52,24 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return out
 
 
+def _request_text(request: ChatRequest) -> str:
+    """The messages and prefill of ``request`` as one string, in the order the prompt renders them."""
+    parts = [f"{m.role}\x1f{m.content}" for m in request.messages]
+    return "\x1e".join(parts) + "\x1d" + (request.prefill or "")
+
+
+def _shared_start(a: str, b: str) -> int:
+    """The length of the longest common start of ``a`` and ``b`` (by halving: slices compare in C)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class Engine(Protocol):
     """One model context of a runtime: one request at a time."""
 
@@ -112,6 +130,7 @@ class LlamaCppProvider(Provider):
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
         self._engines: list[Engine] = [engine_class(path, n_ctx, threads, n_batch) for _ in range(slots)]
         self._free: asyncio.Queue[Engine] | None = None
+        self._last: dict[int, str] = {}  # id(engine) -> the text of the last request it answered
 
     @property
     def max_concurrency(self) -> int:
@@ -143,6 +162,24 @@ class LlamaCppProvider(Provider):
             "mtime_ns": stat.st_mtime_ns,
         }
 
+    def _best_free(self, engine: Engine, request: ChatRequest) -> Engine:
+        """Of the free engines (``engine``, just taken from the queue, and any others free now), the one whose last
+        request shares the longest start with ``request``: its context can reuse that prompt prefix (an aligned
+        part of it: :meth:`LlamaCppEngine._prepare`), as a Judge's score step reuses its rationale's prompt. Ties
+        keep the queue's order. Which engine answers changes no number, only how much is evaluated."""
+        assert self._free is not None
+        text = _request_text(request)
+        if self._free.empty():
+            self._last[id(engine)] = text
+            return engine
+        free = [engine, *(self._free.get_nowait() for _ in range(self._free.qsize()))]
+        best = max(free, key=lambda e: _shared_start(self._last.get(id(e), ""), text))
+        for other in free:
+            if other is not best:
+                self._free.put_nowait(other)
+        self._last[id(best)] = text
+        return best
+
     def _runtime_field(self) -> dict[str, str]:
         return {} if self.runtime == "llama-cpp-python" else {"runtime": self.runtime}
 
@@ -151,7 +188,7 @@ class LlamaCppProvider(Provider):
             self._free = asyncio.Queue()
             for engine in self._engines:
                 self._free.put_nowait(engine)
-        engine = await self._free.get()
+        engine = self._best_free(await self._free.get(), request)
         try:
             started = time.monotonic()
             out = await asyncio.to_thread(engine.generate, request)
