@@ -31,35 +31,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from bench.embedded_slots import hardware
 
 from madrag.providers.embedded import read_gguf_metadata
-from madrag.providers.models import smollm2_gguf_path, xllamacpp_needs_amx_workaround
+from madrag.providers.models import smollm2_gguf_path
+from madrag.providers.xllama import XLlamaEngine
 
 LENGTHS = (256, 512, 1024, 2048)
 GENERATED = 128
 N_BATCH = 512  # madrag's (LlamaCppProvider's n_batch)
 
 
-def _server(path: Path, threads: int) -> Any:
-    import xllamacpp  # type: ignore[import-untyped,unused-ignore]
-
-    p = xllamacpp.CommonParams()
-    p.model.path = str(path)
-    p.n_ctx, p.n_parallel = 8192, 1
-    p.n_batch = p.n_ubatch = N_BATCH
-    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads
-    p.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
-    p.cache_ram_mib, p.warmup, p.verbosity = 0, False, -1
-    p.no_extra_bufts = xllamacpp_needs_amx_workaround()
-    return xllamacpp.Server(p)
-
-
 def llama_rates(path: Path, threads: int, reps: int) -> tuple[dict[int, float], float]:
-    """Prompt tokens/s per prompt length (best of ``reps``) and generated tokens/s, by llama.cpp's timings."""
-    server = _server(path, threads)
+    """Prompt tokens/s per prompt length (best of ``reps``) and generated tokens/s, by llama.cpp's timings, on the
+    in-process server madrag's xllamacpp engine loads (its settings, all ``threads`` for one context)."""
+    engine = XLlamaEngine(path, n_ctx=8192, n_threads=threads, n_batch=N_BATCH, n_threads_batch=threads)
+    server, _ = engine._load()
     rng = random.Random(0)
     rates: dict[int, float] = {}
     for n in LENGTHS:
@@ -70,6 +58,7 @@ def llama_rates(path: Path, threads: int, reps: int) -> tuple[dict[int, float], 
     body = {"prompt": ids, "max_tokens": GENERATED, "temperature": 0.0, "cache_prompt": False, "ignore_eos": True}
     generation = float(server.handle_completions(body)["timings"]["predicted_per_second"])
     del server
+    engine.close()
     return rates, generation
 
 
@@ -113,8 +102,8 @@ def torch_rates(path: Path, threads: int) -> tuple[dict[int, float], float]:
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # past_key_values' rename, not this bench's concern
 
-    meta = read_gguf_metadata(path, ("llama.",))
-    vocab = len(read_gguf_metadata(path, ("tokenizer.ggml.tokens",))["tokenizer.ggml.tokens"])
+    meta = read_gguf_metadata(path, ("llama.", "tokenizer.ggml.tokens"))
+    vocab = len(meta["tokenizer.ggml.tokens"])
     torch.set_num_threads(threads)
     config = LlamaConfig(
         vocab_size=vocab,

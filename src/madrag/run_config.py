@@ -116,7 +116,9 @@ def runtime_hint(stored: Config, diff: list[str]) -> str:
     provider = stored.get("provider")
     if "provider.runtime" not in diff or not isinstance(provider, dict):
         return ""
-    runtime = provider.get("runtime", "llama-cpp-python")
+    from madrag.providers.spec import ADDED_LATER
+
+    runtime = provider.get("runtime", ADDED_LATER["runtime"])
     return f"; it was answered by the {runtime} runtime: resume it with --runtime {runtime}"
 
 

@@ -40,8 +40,6 @@ from madrag.errors import ProviderError
 from madrag.providers.base import ChatRequest, TokenLogprob, TopLogprob
 from madrag.providers.embedded import Generated, GgufVocab, read_gguf_vocab, trim_tokens
 
-RUNTIME = "xllamacpp"
-
 # every sampler but temperature and top-p out of the chain
 _NEUTRAL: dict[str, Any] = {
     "samplers": ["temperature", "top_p"],
