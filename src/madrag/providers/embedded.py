@@ -30,8 +30,9 @@ class Generated:
     finish_reason: str
     choice_logprobs: dict[str, float] | None = None
     # of the n_prompt tokens, those taken from the context's KV cache (an aligned prefix an earlier request of the
-    # same context evaluated) rather than evaluated: reported as the response's cached prompt tokens
-    n_cached: int = 0
+    # same context evaluated) rather than evaluated: reported as the response's cached prompt tokens; None (unknown)
+    # until the engine sets it
+    n_cached: int | None = None
 
 
 def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:

@@ -168,7 +168,7 @@ class XLlamaEngine:
                 out = self._choose(ids, request.choices, request.top_logprobs)
             else:
                 out = self._sample(ids, request)
-            out.n_cached = self._prompt_reused or 0
+            out.n_cached = self._prompt_reused
             return out
 
     def _aligned_reuse(self, ids: list[int]) -> int:
