@@ -70,7 +70,7 @@ def _essays_source(essays: EssaysLike | str | Path, rubric: Rubric) -> tuple[Pat
     in-memory essays."""
     if isinstance(essays, str | Path):
         path = Path(essays)
-        if not path.is_file():
+        if not path.exists():  # a file, or a folder of submissions
             raise InputError(f"data file not found: {path} (to score one essay text, pass a list: [text])")
         return path, load_essays(path, rubric)
     return None, to_essays(essays, rubric)

@@ -183,7 +183,11 @@ def need_run_dir(positional: Path | None, option: Path | None = None) -> Path:
 
 # --- score, ablate, ablate-consensus ---
 DataOpt = Annotated[
-    Path, typer.Option(help="Essays: ASAP .tsv, .csv / .jsonl with id,text[,scores], or SummEval's paired .jsonl.")
+    Path,
+    typer.Option(
+        help="Essays: ASAP .tsv, .csv / .xlsx / .jsonl with id,text[,scores], SummEval's paired .jsonl, or a folder "
+        "or .zip of submissions (.docx, .pdf, .txt; one per student)."
+    ),
 ]
 RubricOpt = Annotated[Path, typer.Option(help="Rubric JSON or YAML (traits, min, max, levels).")]
 ScoreRunDirOpt = Annotated[Path, typer.Option(help="Run folder; an existing run is resumed.")]

@@ -1,5 +1,6 @@
-"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL files of ``id, text[, trait scores]``; SummEval
-is read by :mod:`madrag.data.summeval`.
+"""Loaders for the Kaggle ASAP layout and for generic CSV / JSONL / Excel files of ``id, text[, trait scores]``
+(a CSV in any common encoding, detected); a folder or ZIP of submitted documents, one per student
+(:func:`load_submissions`); SummEval is read by :mod:`madrag.data.summeval`.
 
 Every problem with the input is raised as a one-line :class:`InputError`. A trait's scores are read from the
 columns named by its rubric ``column`` field (or, in CSV / JSONL, by its name): ``<column>`` for one rater,
@@ -17,18 +18,23 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from madrag.data.class_files import read_class_path
 from madrag.data.essay import Essay, essay_id
 from madrag.data.nikl import load_nikl, sample_nikl
 from madrag.data.reading import (
     MAX_FIELD_CHARS,
     check_range,
     check_unique,
+    decode_text,
+    encoding_name,
     jsonl_rows,
     parse_score,
     read_text,
     report_once,
     too_long,
 )
+from madrag.data.spreadsheets import XLSX_SUFFIXES
+from madrag.data.submissions import ArchiveLimits
 from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
 from madrag.errors import InputError
 from madrag.rubric import Rubric
@@ -38,10 +44,11 @@ _RATER_COL = re.compile(r"^rater(\d+)_(.+)$")
 TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
 """The CSV / JSONL columns every data file may have besides trait scores (``source``: a text the essay is
 written from, e.g. the article a summary summarises, which the prompts show)."""
-DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval", "summeval-sample", "nikl", "nikl-all")
-"""The values of ``--format``. ``summeval-sample`` is seed 002 B.2's 100 articles (seed 42) x every system, or
-``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is seed 002 B.1's 100 essays per prompt (seed
-42) of the NIKL layout, ``nikl-all`` every essay of it."""
+DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval", "summeval-sample", "nikl", "nikl-all", "submissions")
+"""The values of ``--format`` (``submissions``: a folder or ZIP of documents, one per student; ``auto`` picks it
+for a folder, a ``.zip``, ``.docx`` or ``.pdf``). ``summeval-sample`` is seed 002 B.2's 100 articles (seed 42) x
+every system, or ``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is seed 002 B.1's 100 essays
+per prompt (seed 42) of the NIKL layout, ``nikl-all`` every essay of it."""
 
 
 def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
@@ -244,22 +251,24 @@ def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[
 
 
 def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
-    """Load a generic CSV or JSONL of ``id, text[, prompt, fold, essay_set, <column>, rater<i>_<column>...]``.
+    """Load a generic CSV, JSONL or Excel workbook of ``id, text[, prompt, fold, essay_set, <column>,
+    rater<i>_<column>...]``.
 
     ``<column>`` is a trait's rubric ``column`` field or its name (either matches, case-insensitively): one
-    score per essay; ``rater1_<column>``, ``rater2_<column>`` are several raters' scores.
+    score per essay; ``rater1_<column>``, ``rater2_<column>`` are several raters' scores. A CSV is read in the
+    encoding detected in it (UTF-8 with or without a BOM, UTF-16, Windows-1252 ...; one not UTF-8 is reported
+    once); a workbook's first sheet with data is read with every cell as text.
     """
     p = Path(path)
-    text = read_text(p, ("utf-8",))
     columns = trait_columns(rubric)
-    if p.suffix.lower() in {".jsonl", ".ndjson"}:
-        rows = jsonl_rows(text, p)
+    suffix = p.suffix.lower()
+    if suffix in {".jsonl", ".ndjson"}:
+        rows = jsonl_rows(read_text(p, ("utf-8",)), p)
         keys = [k for _, raw in rows for k in raw]
     else:
-        keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")
+        keys, rows = _xlsx_rows(p) if suffix in XLSX_SUFFIXES else _csv_rows(p)
         if "id" not in keys or "text" not in keys:
             raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
-        rows = [(f"{p}:{line}", dict(r)) for line, r in lines]
     _report_columns(p, keys, rubric, columns)
     essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
     if not essays:
@@ -268,15 +277,61 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     return essays
 
 
+def _csv_rows(p: Path) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+    """The header and ``(path:line, row)`` pairs of a CSV in the encoding detected in its bytes."""
+    if not p.is_file():
+        raise InputError(f"data file not found: {p}")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {p}: {exc}") from exc
+    text, codec = decode_text(data, str(p))
+    if codec not in ("utf-8", "utf-8-sig", "ascii"):
+        report_once(p, f"read as {encoding_name(codec)} (detected)")
+    keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")
+    return keys, [(f"{p}:{line}", dict(r)) for line, r in lines]
+
+
+def _xlsx_rows(p: Path) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+    """The header and ``(path row N, row)`` pairs of a workbook's first sheet with data."""
+    table = read_class_path(p)
+    return table.header, [(f"{p} row {i}", dict(r)) for i, r in enumerate(table.rows, 2)]
+
+
+def load_submissions(path: str | Path, rubric: Rubric, limits: ArchiveLimits | None = None) -> list[Essay]:
+    """Load a folder or ZIP of submitted documents (``.docx``, ``.pdf``, ``.txt``), one essay per student, the
+    student read from the file names as Canvas and Google Classroom name them (``docs/data-and-rubric-formats.md``).
+    An essay's id is the student's Canvas user id, else their name; the name, file and late flag are its
+    metadata. A file that cannot be read (a scanned PDF) is reported, with what to do, and left out."""
+    p = Path(path)
+    table = read_class_path(p, limits=limits)
+    for file, why in table.refused:
+        report_once(p, f"{file}: {why} (left out)")
+    if not table.rows:
+        raise InputError(f"{p}: no essay could be read: {table.refused[0][0]}: {table.refused[0][1]}")
+    essays = []
+    for row in table.rows:
+        metadata = {k: v for k, v in row.items() if k not in ("ID", "Essay") and v}
+        raw = {"id": row.get("ID") or row["Student"], "text": row["Essay"], **metadata}
+        essays.append(_generic_essay(raw, rubric, {}, f"{p}: {row['File']}"))
+    check_unique(essays, p)
+    return essays
+
+
 def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
     """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
-    SummEval's = SummEval; other .csv / .jsonl = the generic table)."""
+    SummEval's = SummEval; a folder, .zip, .docx or .pdf = submissions; other .csv / .jsonl / .xlsx = the generic
+    table)."""
     p = Path(path)
     kind = fmt
     if fmt == "auto":
         suffix = p.suffix.lower()
         jsonl = suffix in {".jsonl", ".ndjson"}
         kind = "asap" if suffix == ".tsv" else "summeval" if jsonl and looks_like_summeval(p) else "table"
+        if p.is_dir() or suffix in {".zip", ".docx", ".pdf"}:
+            kind = "submissions"
+    if kind == "submissions":
+        return load_submissions(p, rubric)
     if kind == "asap":
         return load_asap(p, rubric)
     if kind == "summeval":

@@ -1,16 +1,21 @@
 """Reading data files, shared by every loader (:mod:`madrag.data.loaders`, :mod:`madrag.data.summeval`,
-:mod:`madrag.data.nikl`): text in the first encoding that fits, JSON lines, score cells, the field-size limit, the
-checks every loaded set passes (unique ids, scores in the trait's range) and warnings logged once per file.
-Every problem is a one-line :class:`InputError` naming the file and line.
+:mod:`madrag.data.nikl`, :mod:`madrag.data.class_files`): text in the first encoding that fits, or in the encoding
+detected in its bytes (:func:`decode_text`: a BOM, UTF-8, else charset-normalizer's guess, named for the user),
+JSON lines, score cells, the field-size limit, the checks every loaded set passes (unique ids, scores in the
+trait's range) and warnings logged once per file. Every problem is a one-line :class:`InputError` naming the file
+and line.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import charset_normalizer
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
@@ -50,6 +55,102 @@ def read_text(path: Path, encodings: Iterable[str]) -> str:
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc}") from exc
     raise InputError(f"{path} is not valid text in any of {list(encodings)}: {last}")
+
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+ENCODING_NAMES = {
+    "utf-8": "UTF-8",
+    "utf-8-sig": "UTF-8 with a byte-order mark",
+    "utf-16": "UTF-16",
+    "utf-16-le": "UTF-16 (little-endian)",
+    "utf-16-be": "UTF-16 (big-endian)",
+    "utf-32": "UTF-32",
+    "cp1252": "Windows-1252 (Western European)",
+    "cp1250": "Windows-1250 (Central European)",
+    "cp1251": "Windows-1251 (Cyrillic)",
+    "iso8859-1": "Latin-1 (ISO-8859-1)",
+    "iso8859-15": "Latin-9 (ISO-8859-15)",
+    "mac-roman": "Mac Roman",
+    "cp437": "DOS (code page 437)",
+    "cp850": "DOS (code page 850)",
+    "ascii": "ASCII",
+}
+"""Python's codec names (as :func:`codecs.lookup` spells them) as a teacher knows the encodings: a page says which
+one a file was read in."""
+
+
+def encoding_name(codec: str) -> str:
+    """A codec's name as a user knows it (``cp1252`` -> ``Windows-1252 (Western European)``)."""
+    try:
+        key = codecs.lookup(codec).name
+    except LookupError:
+        return codec
+    return ENCODING_NAMES.get(key, key)
+
+
+def decode_text(data: bytes, where: str) -> tuple[str, str]:
+    """``(text, codec)`` of bytes in whatever common encoding they are in: a byte-order mark decides first
+    (UTF-8, UTF-16, UTF-32), then strict UTF-8, else charset-normalizer's best guess (Windows-1252, Latin-1,
+    UTF-16 without a mark ...). The text never starts with a BOM. Bytes that are no text at all are a one-line
+    :class:`InputError` saying what to do."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec).lstrip("\ufeff"), codec
+            except UnicodeDecodeError:
+                break
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    found = _likeliest(list(charset_normalizer.from_bytes(data)))
+    if found is None:
+        raise InputError(
+            f"{where}: not text in any encoding madrag recognises: save it from Excel or Google Sheets as "
+            "CSV UTF-8 (or upload the .xlsx itself)"
+        )
+    return found[0].lstrip("\ufeff"), found[1]
+
+
+PREFERRED = ("cp1252", "latin_1", "iso8859_15", "mac_roman", "cp1250", "cp1251")
+"""Among the encodings charset-normalizer finds equally likely (a short text in Windows-1252 decodes as well in
+Windows-1250, which turns ``ñ`` into ``ń``), the one chosen: Windows-1252 first, what Excel on a US or
+Western-European Windows saves a CSV in."""
+
+
+def _likeliest(matches: list[Any]) -> tuple[str, str] | None:
+    """``(text, codec)`` of charset-normalizer's best match, a tie broken by :data:`PREFERRED` (a match stands
+    for every codec in its ``could_be_from_charset``: they decode the bytes alike)."""
+    if not matches:
+        return None
+    best = matches[0]
+    tied = [m for m in matches if abs(m.chaos - best.chaos) < 0.01 and abs(m.coherence - best.coherence) < 0.01]
+    for codec in PREFERRED:
+        for match in tied:
+            if codec == match.encoding or codec in match.could_be_from_charset:
+                return str(match), codec
+    return str(best), str(best.encoding)
+
+
+def unique_header(cells: list[str]) -> list[str]:
+    """Column names from a header row: trimmed, an empty one named by its place (``Column 3``), a repeated one
+    numbered (``Score (2)``); trailing empty ones (a spreadsheet's stray commas) left out."""
+    out: list[str] = []
+    for i, cell in enumerate(cells, 1):
+        name = str(cell).strip() or f"Column {i}"
+        base, n = name, 2
+        while name in out:
+            name, n = f"{base} ({n})", n + 1
+        out.append(name)
+    while out and out[-1] == f"Column {len(out)}":
+        out.pop()
+    return out
 
 
 def parse_score(raw: str, where: str) -> float | None:

@@ -190,11 +190,16 @@ def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essa
 
 
 def fingerprint_file(path: Path) -> str:
-    """A short SHA-256 of a file's bytes (how a run recognises its data file)."""
+    """A short SHA-256 of a file's bytes (how a run recognises its data file); of a folder of submissions, of
+    each file's name and bytes, in name order."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with file.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
     return digest.hexdigest()[:16]
 
 
