@@ -1,35 +1,80 @@
-"""The column-mapping step of an essay import: a CSV without madrag's ``id`` and ``text`` columns (a Google
-Forms or LMS export) is kept in the draft's folder until the teacher says which column holds what; then it is
-read as madrag's layout by the library's loaders, and the students' identifiers become the draft's roster."""
+"""An essay import's reading step and its column-mapping step. Reading: the uploaded bytes become a table of
+rows (:func:`madrag.data.class_files.read_class_file`: a CSV in any common encoding, an Excel workbook, a ZIP of
+submissions), said on the page as what they were read as. A table in madrag's own layout (``id`` and ``text``)
+goes straight to the library's loaders; any other (a Google Forms or LMS export, the submissions of a ZIP) is
+kept in the draft's folder, as a UTF-8 CSV, until the teacher says which column holds what; then it is read as
+madrag's layout by the library's loaders, and the students' identifiers become the draft's roster."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from madrag.data.class_files import ClassTable, read_class_file
 from madrag.errors import InputError
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.gradebook import save_roster
+from madrag.server.refusals import Refusals, check_count
 from madrag.teacher import columns
 
 PENDING = "pending-import.csv"
+READ_NOTE = "pending-import.json"
+"""What the held upload was read as, and its files that could not be read, for the mapping page."""
+_AS_IS = (".jsonl", ".ndjson", ".tsv")
 
 
-def needs_mapping(data: bytes, filename: str, fmt: str) -> bool:
-    """A CSV upload whose header is not madrag's own layout."""
-    if fmt not in ("auto", "csv") or (fmt == "auto" and not filename.lower().endswith(".csv")):
-        return False
-    try:
-        header, _rows = columns.read_table(data.decode("utf-8"))
-    except (UnicodeDecodeError, InputError):
-        return False
-    return not columns.is_native(header)
+@dataclass(frozen=True)
+class Direct:
+    """An upload the library's loaders read without a mapping step: its bytes (UTF-8 for a table read here), a
+    file name whose suffix says its format, and what it was read as (empty when handed on as it came)."""
+
+    data: bytes
+    filename: str
+    read_as: str = ""
 
 
-def keep(folder: Path, data: bytes) -> None:
-    """Hold an upload for the mapping step."""
+def take(folder: Path, data: bytes, filename: str, fmt: str, max_rows: int) -> Direct | None:
+    """The reading step of an essay upload (bytes -> a table of rows): a JSONL or ASAP TSV goes on as it came; a
+    CSV, workbook, ZIP of submissions or single document is read as a table, which goes on as a UTF-8 CSV when it
+    is in madrag's layout, else is held for the mapping step (None). Over ``max_rows`` rows is refused (413)."""
+    if fmt in ("jsonl", "asap") or (fmt == "auto" and Path(filename).suffix.lower() in _AS_IS):
+        return Direct(data, filename)
+    table = read_class_file(data, filename, max_rows)
+    check_count(len(table.rows), max_rows, "data")
+    if not table.rows and table.refused:
+        file, why = table.refused[0]
+        more = f" (and {len(table.refused) - 1} more files)" if len(table.refused) > 1 else ""
+        raise InputError(f"no essay could be read: {file}: {why}{more}")
+    if columns.is_native(table.header) and not table.refused:
+        text = table.text if table.text is not None else table.csv_text()
+        return Direct(text.encode("utf-8"), f"{Path(filename).stem or 'essays'}.csv", table.read_as)
+    keep(folder, table)
+    return None
+
+
+def keep(folder: Path, table: ClassTable) -> None:
+    """Hold a table for the mapping step, with what it was read as."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / PENDING).write_bytes(data)
+    (folder / PENDING).write_text(table.csv_text(), encoding="utf-8")
+    note = {"read_as": table.read_as, "refused": [list(r) for r in table.refused]}
+    (folder / READ_NOTE).write_text(json.dumps(note, ensure_ascii=False), encoding="utf-8")
+
+
+def held(folder: Path) -> dict[str, Any]:
+    """What the held upload was read as (``read_as``) and its files refused (``refused``: ``[file, why]``)."""
+    path = folder / READ_NOTE
+    found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return {"read_as": str(found.get("read_as", "")), "refused": [tuple(r) for r in found.get("refused", [])]}
+
+
+def _file_refusals(folder: Path) -> Refusals:
+    refused = Refusals()
+    for file, why in held(folder)["refused"]:
+        refused.add(file, why)
+    return refused
 
 
 def pending(folder: Path) -> tuple[list[str], list[dict[str, str]]] | None:
@@ -51,5 +96,7 @@ def read_mapped(
     upload = library.essays_from_upload(text.encode("utf-8"), "mapped.csv", rubric, "csv", max_rows, max_chars)
     kept = {e.id for e in upload.essays}
     save_roster(folder, {k: v for k, v in roster.items() if k in kept})
+    upload = library.EssayUpload(upload.essays, _file_refusals(folder).extend(upload.refused))
     (folder / PENDING).unlink()
+    (folder / READ_NOTE).unlink(missing_ok=True)
     return upload

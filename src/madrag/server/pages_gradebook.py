@@ -67,6 +67,7 @@ def _mapping_page(request: Request, draft_id: str, error: str = "", status: int 
         guess=guess,
         traits=traits,
         error=error,
+        read=class_import.held(s.drafts.folder(draft_id)),
     )
 
 

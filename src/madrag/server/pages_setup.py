@@ -178,6 +178,7 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
     draft, rubric = _with_rubric(request, draft_id)
     form = await _form(request)
     limits = s.config.limits
+    read_as = ""
     try:
         if str(form.get("mode")) == "paste":
             fields = {
@@ -194,13 +195,14 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
         else:
             found = await _file(form, limits.max_upload_bytes)
             if found is None:
-                raise ApiError(400, "choose a CSV, JSONL or ASAP TSV file", "file")
+                raise ApiError(400, "choose a class file: CSV, Excel (.xlsx), a ZIP of submissions, JSONL", "file")
             fmt = str(form.get("format") or "auto")
-            if class_import.needs_mapping(found[0], found[1], fmt):  # a Forms / LMS export: which column is which
-                class_import.keep(s.drafts.folder(draft.id), found[0])
+            direct = class_import.take(s.drafts.folder(draft.id), found[0], found[1], fmt, limits.max_rows)
+            if direct is None:  # a Forms / LMS export or a ZIP of submissions: which column is which
                 return redirect(f"/drafts/{draft_id}/columns")
+            read_as = direct.read_as
             upload = library.essays_from_upload(
-                found[0], found[1], rubric, fmt, limits.max_rows, limits.max_essay_chars
+                direct.data, direct.filename, rubric, fmt, limits.max_rows, limits.max_essay_chars
             )
     except (ApiError, MadragError) as exc:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
@@ -208,7 +210,7 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
         typed = {k: str(v) for k, v in form.items() if isinstance(v, str)}  # a pasted essay is never wiped
         return _step(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
     draft = s.drafts.set_essays(draft, upload.essays, upload.refused)
-    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5], values={})
+    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5], values={}, read_as=read_as)
 
 
 # -- 3 exemplars ----------------------------------------------------------------------------------------------
