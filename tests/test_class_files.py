@@ -194,7 +194,7 @@ def test_canvas_download_of_five_docx_and_two_pdfs_gives_seven_students_with_the
     data, expected = canvas_zip()
     table = read_class_file(data, "eng101-persuasive-essay submissions.zip")
     assert table.header == list(COLUMNS) and not table.refused
-    assert table.read_as == "ZIP of submissions: 7 students, students named as Canvas names them"
+    assert table.read_as == "ZIP of submissions: 7 students, read from Canvas file names"
     assert {r["ID"]: (r["Student"], r["Essay"]) for r in table.rows} == expected
     assert [r["Late"] for r in sorted(table.rows, key=lambda r: r["ID"])] == ["", "", "late", "", "", "", ""]
     assert sum(r["File"].endswith(".pdf") for r in table.rows) == 2

@@ -53,7 +53,7 @@ def test_a_canvas_zip_of_five_docx_and_two_pdfs_reaches_scoring(tmp_path: Path) 
         sent = _upload(client, draft, token, "eng101-persuasive-essay submissions.zip", data)
         assert sent.status_code == 303 and sent.headers["location"] == f"/drafts/{draft}/columns"
         page = client.get(f"/drafts/{draft}/columns", headers=HTML).text
-        assert 'id="read-as">Read as ZIP of submissions: 7 students, students named as Canvas names them.' in page
+        assert 'id="read-as">Read as ZIP of submissions: 7 students, read from Canvas file names.' in page
         assert '<option value="Essay" selected>' in page and '<option value="Student" selected>' in page
         mapped = form_post(client, f"/drafts/{draft}/columns", token, **{"col-text": "Essay", "col-id": "ID"})
         assert mapped.status_code == 303
@@ -77,6 +77,40 @@ def test_an_xlsx_class_in_madrags_layout_is_read_directly_and_says_from_which_sh
         assert page.status_code == 200 and "Read 7 essays" in page.text
         assert "Read as Excel workbook, sheet &#39;Period 3&#39;." in page.text
         assert _stored(tmp_path, draft) == {f"s{i}": essay for i, essay in enumerate(ESSAYS.values())}
+
+
+ESSAY_WITH_TABS = "\tMy first paragraph.\n\tMy second.\n\tMy third.\n\tMy last."
+"""An answer whose paragraphs are indented with tabs: more tabs than commas in the file."""
+
+
+def test_an_xlsx_forms_export_goes_through_the_column_mapping(tmp_path: Path) -> None:
+    rows = [["Timestamp", "Email Address", "Essay"]]
+    rows += [[f"2026-11-30 09:0{i}", f"kid{i}@school.org", ESSAY_WITH_TABS] for i in range(3)]
+    with client_for(make_config(tmp_path)) as client:
+        draft, token = _draft(client)
+        assert (
+            _upload(client, draft, token, "Form Responses.xlsx", xlsx_bytes({"Form Responses 1": rows})).status_code
+            == 303
+        )
+        page = client.get(f"/drafts/{draft}/columns", headers=HTML).text
+        assert "Read as Excel workbook, sheet &#39;Form Responses 1&#39;." in page
+        assert "the columns Timestamp, Email Address, Essay" in page  # tabs in the answers do not split the columns
+        assert (
+            form_post(
+                client, f"/drafts/{draft}/columns", token, **{"col-text": "Essay", "col-email": "Email Address"}
+            ).status_code
+            == 303
+        )
+        assert _stored(tmp_path, draft)["kid2@school.org"] == ESSAY_WITH_TABS.strip()
+
+
+def test_a_semicolon_csv_in_madrags_layout_is_read_directly(tmp_path: Path) -> None:
+    data = "id;text;Ideas\r\nz1;\u201cPatience\u201d, my aunt said, \u2013 is bitter.;2\r\n".encode("cp1252")
+    with client_for(make_config(tmp_path)) as client:
+        draft, token = _draft(client)
+        page = _upload(client, draft, token, "europe.csv", data)
+        assert "Read 1 essay" in page.text and "Read as CSV in Windows-1252 (Western European)." in page.text
+        assert _stored(tmp_path, draft) == {"z1": "\u201cPatience\u201d, my aunt said, \u2013 is bitter."}
 
 
 def test_a_windows_1252_csv_with_curly_quotes_is_accepted_and_its_encoding_shown(tmp_path: Path) -> None:

@@ -36,7 +36,8 @@ class ClassTable:
     """A class file read as rows: ``header``, ``rows`` (every cell text; at most the ``max_rows`` asked for plus
     one, so the caller can refuse a file over its limit), ``read_as`` (what the file was read as, for the page:
     ``CSV in Windows-1252 (Western European)``), ``encoding`` (the codec of a text file), ``refused`` (``(file,
-    why)`` of each file of an archive that could not be read) and ``text`` (a CSV's decoded text)."""
+    why)`` of each file of an archive that could not be read) and ``text`` (a comma-separated CSV's decoded text,
+    as the library's loaders read it)."""
 
     header: list[str]
     rows: list[dict[str, str]]
@@ -101,7 +102,8 @@ def read_class_file(
         return _submissions_table(found, "ZIP of submissions" if kind == "zip" else "one document")
     text, codec = decode_text(data, name)
     header, rows = read_csv_text(text, name, max_rows)
-    return ClassTable(header, rows, f"CSV in {encoding_name(codec)}", encoding=codec, text=text)
+    comma = delimiter_of(text) == ","
+    return ClassTable(header, rows, f"CSV in {encoding_name(codec)}", encoding=codec, text=text if comma else None)
 
 
 def read_class_path(path: Path, max_rows: int = 1_000_000, limits: ArchiveLimits | None = None) -> ClassTable:
@@ -127,16 +129,23 @@ def _one_document(data: bytes, name: str) -> Submissions:
 
 def _submissions_table(found: Submissions, what: str) -> ClassTable:
     n = len(found.rows)
-    named = f", students named as {found.naming} names them" if found.naming else ""
+    named = f", read from {found.naming} file names" if found.naming else ""
     read_as = f"{what}: {n} student{'' if n == 1 else 's'}{named}"
     return ClassTable(list(COLUMNS), found.rows, read_as, refused=found.refused)
 
 
-def read_csv_text(text: str, name: str, max_rows: int = 1_000_000) -> tuple[list[str], list[dict[str, str]]]:
+def delimiter_of(text: str) -> str:
+    """``,``, ``;`` or a tab: the one the header line holds most of (a comma when it holds none)."""
+    first_line = text.lstrip("\ufeff").split("\n", 1)[0]
+    return max(",;\t", key=first_line.count) if any(c in first_line for c in ",;\t") else ","
+
+
+def read_csv_text(
+    text: str, name: str, max_rows: int = 1_000_000, delimiter: str | None = None
+) -> tuple[list[str], list[dict[str, str]]]:
     """The header and rows of a CSV text: comma-, semicolon- (a European Excel's CSV) or tab-separated, told by
     the header line; blank rows skipped, every header named and unique (``Column 3``, ``Name (2)``)."""
-    first_line = text.lstrip("\ufeff").split("\n", 1)[0]
-    delimiter = max(",;\t", key=first_line.count) if any(c in first_line for c in ",;\t") else ","
+    delimiter = delimiter or delimiter_of(text)
     csv.field_size_limit(MAX_FIELD_CHARS)
     reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""), delimiter=delimiter)
     try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madrag.data.class_files import ClassTable, read_class_file
+from madrag.data.class_files import ClassTable, read_class_file, read_csv_text
 from madrag.errors import InputError
 from madrag.rubric import Rubric
 from madrag.server import library
@@ -82,7 +82,7 @@ def pending(folder: Path) -> tuple[list[str], list[dict[str, str]]] | None:
     path = folder / PENDING
     if not path.is_file():
         return None
-    return columns.read_table(path.read_text(encoding="utf-8"))
+    return read_csv_text(path.read_text(encoding="utf-8"), "the class file", delimiter=",")  # as keep wrote it
 
 
 def read_mapped(

@@ -30,6 +30,7 @@ from pydantic import SecretStr
 import madrag
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
+from madrag.data.reading import decode_text
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
@@ -164,12 +165,7 @@ def essays_from_upload(
     than ``max_rows`` rows (before any is read); rows the loaders refuse, essays longer than ``max_chars`` and
     repeated ids are refused with the reason."""
     suffix = _suffix(filename, fmt)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1") if suffix == ".tsv" else ""
-        if not text:
-            raise InputError("the file is not UTF-8 text") from None
+    text = decode_text(data, filename or "the file")[0]  # UTF-8, else the encoding detected (the ASAP TSV's latin-1)
     check_count(count_rows(text, suffix), max_rows, "data")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"essays{suffix}"
