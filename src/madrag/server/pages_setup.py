@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import SecretStr, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
@@ -197,7 +198,8 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             if found is None:
                 raise ApiError(400, "choose a class file: CSV, Excel (.xlsx), a ZIP of submissions, JSONL", "file")
             fmt = str(form.get("format") or "auto")
-            direct = class_import.take(s.drafts.folder(draft.id), found[0], found[1], fmt, limits.max_rows)
+            held = s.drafts.folder(draft.id)  # reading a ZIP of documents takes seconds: off the event loop
+            direct = await run_in_threadpool(class_import.take, held, found[0], found[1], fmt, limits.max_rows)
             if direct is None:  # a Forms / LMS export or a ZIP of submissions: which column is which
                 return redirect(f"/drafts/{draft_id}/columns")
             read_as = direct.read_as
