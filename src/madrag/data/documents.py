@@ -57,9 +57,11 @@ def document_text(data: bytes, name: str) -> str:
         raise InputError(f"{name}: not a document madrag reads: use .docx, .pdf (with text) or .txt")
     text = _tidy(text)
     if not text:
-        raise InputError(f"{name}: the document is empty")
+        raise InputError(f"{name}: the document is empty: check it is the essay, or paste its text")
     if len(text) > MAX_FIELD_CHARS:
-        raise InputError(f"{name}: longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
+        raise InputError(
+            f"{name}: longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size: check it holds one essay"
+        )
     return text
 
 

@@ -42,6 +42,7 @@ _CANVAS = re.compile(
     r"_(?:(?P<fid>\d+)_(?P<original>.+)|(?P<entry>text|link)\.html?)$",
     re.IGNORECASE,
 )
+_TOO_BIG = "refused; save that essay without its pictures (or paste its text) and zip the class again"
 _CLASSROOM = re.compile(r"^(?P<name>[^\W\d_][\w.'\u2019-]*(?: [^\W\d_][\w.'\u2019-]*){1,4}) - (?P<title>.+)$")
 
 
@@ -153,7 +154,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Archiv
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
         raise InputError(f"{info.filename}: damaged in the ZIP ({exc}): zip the submissions again") from exc
     if len(data) > limits.max_file_bytes:
-        raise InputError(f"{info.filename}: over {limits.max_file_bytes:,} bytes once unzipped: refused")
+        raise InputError(f"{info.filename}: over {limits.max_file_bytes:,} bytes once unzipped: {_TOO_BIG}")
     return data
 
 
@@ -170,7 +171,7 @@ def _check_sizes(sizes: list[tuple[str, int]], limits: ArchiveLimits) -> None:
         )
     big = next((name for name, size in sizes if size > limits.max_file_bytes), None)
     if big is not None:
-        raise InputError(f"{big}: over {limits.max_file_bytes:,} bytes once unzipped: refused")
+        raise InputError(f"{big}: over {limits.max_file_bytes:,} bytes once unzipped: {_TOO_BIG}")
 
 
 def _folder_members(folder: Path, limits: ArchiveLimits) -> list[_Member]:
@@ -222,7 +223,9 @@ def _collect(members: list[_Member]) -> Submissions:
     out.rows = [_row(who, docs) for who, docs in found.values()]
     out.naming = " and ".join(sorted({who.lms for who, _ in found.values() if who.lms}))
     if not out.rows and not out.refused:
-        raise InputError("no submissions in the archive: it holds no .docx, .pdf or .txt files")
+        raise InputError(
+            "no submissions in the archive: it holds no .docx, .pdf or .txt files: zip the students' documents"
+        )
     return out
 
 
