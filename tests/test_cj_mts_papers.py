@@ -239,3 +239,23 @@ def test_mts_scores_quotes_then_0_to_10_and_scales_over_the_run(tmp_path: Path) 
 def test_mts_variant_madrag_v1_is_kept_and_named() -> None:
     old = get_protocol("MTS[variant=madrag-v1]")
     assert old.describe()["variant"] == "madrag-v1" and get_protocol("MTS").describe()["variant"] == "authors"
+
+
+def test_runs_of_the_earlier_cj_and_mts_are_read_as_they_were(tmp_path: Path) -> None:
+    """A run made by madrag's earlier CJ or MTS stored a derived Judge record per score under the name ``CJ`` /
+    ``MTS``: the current protocols of those names read it from there, unchanged."""
+    from madrag.protocols.mts_v1 import MTSv1Protocol
+    from madrag.records import AgentRecord, ScoreResult
+
+    answers = iter(["Final score: 7", "Final score: 10", "Final score: 4"])
+    ctx = make_ctx(tmp_path, FakeProvider(script=lambda r: next(answers), caps=TEXT_ONLY))
+    (old,) = asyncio.run(MTSv1Protocol("MTS").score_essay(ctx, ESSAYS[0], RUBRIC))
+    store = ctx.store
+    assert isinstance(store, RunStore)
+    old_cj = ScoreResult(parsed=1, reported=1, mode="parsed_text")
+    store.put(
+        AgentRecord(run_id="r", key="cj", essay_id="q0", trait="Ideas", protocol="CJ", role="judge", score=old_cj)
+    )
+    read = {s.protocol: s.score for s in trait_scores(store, RUBRIC, ["MTS", "CJ"])}
+    assert read == {"MTS": old.score, "CJ": 1} and old.score == 2
+    store.close()

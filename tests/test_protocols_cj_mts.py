@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import StubBank, make_ctx
+from tests.helpers import make_ctx
 
 from madrag.data.essay import Essay
-from madrag.errors import ConfigError
 from madrag.evaluation.run import trait_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.protocols.geval import GEvalProtocol, expected_result
 from madrag.protocols.mts_v1 import MTSv1Protocol, questions, scaled_score
-from madrag.providers.base import Capabilities, ChatRequest
+from madrag.providers.base import Capabilities
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
@@ -51,7 +50,7 @@ def _run(coro: Coroutine[Any, Any, list[TraitScore]]) -> list[TraitScore]:
     return asyncio.run(coro)
 
 
-# -- MTS[variant=madrag-v1] (madrag's earlier reading; the paper's MTS: tests/test_cj_mts_papers.py) -------------------------------------------------------------------------------------------------------
+# -- MTS[variant=madrag-v1] (madrag's earlier reading; the paper's MTS: tests/test_cj_mts_papers.py) ------
 
 
 def test_mts_questions_come_from_the_top_level_description() -> None:

@@ -41,24 +41,24 @@ def comparison_pairs(
     return pairs, anchor_scores
 
 
-def fit_trait(protocol: str, trait: Trait, marks: Sequence[AgentRecord], compares: Sequence[AgentRecord]) -> list[TraitScore]:
+def fit_trait(
+    protocol: str, trait: Trait, marks: Sequence[AgentRecord], compares: Sequence[AgentRecord]
+) -> list[TraitScore]:
     """One TraitScore per complete essay of ``trait``: step 1, Bradley-Terry strengths over every pair; step 2,
     the anchors' scores regressed on their strengths, read at the essay's strength, rounded half up and
     clamped (missing, with the reason, when the essay has no readable comparison or the anchors' strengths do
     not vary)."""
     pairs, anchor_scores = comparison_pairs(marks, compares)
-    ids = sorted({i for pair in pairs for i in pair} | set(anchor_scores))
+    ids = sorted({i for pair in pairs for i in pair})  # an item without a readable comparison has no strength
     index = {item: n for n, item in enumerate(ids)}
-    strengths = fit_strengths(len(ids), [(index[w], index[lo]) for w, lo in pairs]) if ids else []
-    anchors = sorted(anchor_scores)
+    strengths = fit_strengths(len(ids), [(index[w], index[lo]) for w, lo in pairs])
+    anchors = [a for a in sorted(anchor_scores) if a in index]
     xs = [float(strengths[index[a]]) for a in anchors]
-    compared = {i for pair in pairs for i in pair}
+    ys = [anchor_scores[a] for a in anchors]
     out: list[TraitScore] = []
     for mark in marks:
-        fine = score_at(float(strengths[index[mark.essay_id]]), xs, [anchor_scores[a] for a in anchors]) if (
-            mark.essay_id in compared
-        ) else None
-        if mark.essay_id not in compared:
+        fine = score_at(float(strengths[index[mark.essay_id]]), xs, ys) if mark.essay_id in index else None
+        if mark.essay_id not in index:
             result = ScoreResult(mode="failed", invalid_raw="no readable comparison")
         elif fine is None:
             result = ScoreResult(mode="failed", invalid_raw="the anchors' strengths do not vary: no line to read")

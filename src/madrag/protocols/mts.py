@@ -122,7 +122,9 @@ class MTSProtocol(ScoringProtocol):
         quotes = await debater(ctx, self._call(essay, trait, ctx, 1, [system, ask], values["ESSAY"]))
         turn = Message(role="user", content=ctx.prompts.render("mts_score", **values, **scale))
         history = [system, ask, Message(role="assistant", content=quotes.text), turn]
-        record = await judge_trait(ctx, self._call(essay, trait, ctx, 2, history, values["ESSAY"]), scale_trait(trait, MTS_SCALE))
+        record = await judge_trait(
+            ctx, self._call(essay, trait, ctx, 2, history, values["ESSAY"]), scale_trait(trait, MTS_SCALE)
+        )
         return _raw_score(self.name, trait, record).model_copy(update={"score": None})
 
     def _call(

@@ -133,4 +133,3 @@ class MTSv1Protocol(ScoringProtocol):
         context = {"answers": answers, "questions": asked, "n_usable": len(answers) - unread}
         result = derived_result(value, f"{unread} unreadable answer(s)")
         return await store_derived(ctx, Derived(self.name, essay.id, trait), result, said, context, records)
-
