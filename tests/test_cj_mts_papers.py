@@ -95,9 +95,12 @@ def test_cj_asks_each_pair_in_both_orders_and_the_swap_cancels_a_position_bias(t
     compares = list(store.records(role="compare"))
     assert len(compares) == 4 * 4 * 2  # 4 essays x 4 anchors x both orders
     assert {(r.round, r.context["essay_position"]) for r in compares} == {(1, "A"), (2, "B")}
-    # The fit on these comparisons, computed by hand: every essay-anchor pair one level apart or equal is
-    # split 1-1 by the bias (each wins when shown first), two or more apart the better one wins both.
+    # Every essay-anchor pair one level apart or equal is split 1-1 by the bias (each wins when shown first),
+    # two or more apart the better one wins both: essay q_n has exactly anchor p_n's record, so the fit gives
+    # them one strength (the fit is unique) and the essay is read at its own level's anchor on the line.
     assert scores == [0, 1, 2, 3]
+    fine = {s.essay_id: s.mean_score for s in trait_scores(store, RUBRIC, ["CJ"])}
+    assert all(abs(fine[f"q{n}"] - n) < 0.5 for n in range(4))  # type: ignore[operator]
     store.close()
 
 

@@ -40,6 +40,7 @@ from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.placeholders import mask_placeholders
 from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.bradley_terry import ALPHA
 from madrag.protocols.cj_fit import COMPARED_ROLE, fit_trait
 from madrag.protocols.derived import Derived, store_derived
 from madrag.protocols.registry import register_protocol
@@ -101,6 +102,7 @@ class CJProtocol(ScoringProtocol):
             "orders": "both",
             "ties": False,
             "fit": "bradley_terry",
+            "alpha": ALPHA,
             "rubric": "elaborated" if self.fine else "basic",
             "exemplars": True,
             "per_trait": True,
