@@ -13,8 +13,9 @@ better of two essays, a Bradley-Terry model is fitted over the comparisons, and 
   regressed on their strengths, each essay's score read on that line at its strength, rounded half up and
   clamped to the trait's range;
 * ``CJ_F`` (the paper's fine-grained variant): the comparison prompt carries the elaborated rubric (every
-  level's description) instead of the basic one (the trait's name and its top level's description), and the
-  unrounded score of step 2 is kept as ``mean_score`` (the fine-grained score) beside the rounded one.
+  level's description) instead of the basic one (the trait's name, range and top level's description); every
+  variant keeps the unrounded score of step 2 as the score's ``mean_score`` (the fine-grained score) beside
+  the rounded one (how the paper made its fine-grained scores could not be read: docs/protocols.md).
 
 Step 1 fits the run's comparisons together, so a score depends on the other essays of the run: the final
 scores are computed when a run is read (:meth:`CJProtocol.read_scores`), from the stored comparisons. An
