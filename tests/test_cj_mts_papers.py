@@ -95,6 +95,9 @@ def test_cj_asks_each_pair_in_both_orders_and_the_swap_cancels_a_position_bias(t
     compares = list(store.records(role="compare"))
     assert len(compares) == 4 * 4 * 2  # 4 essays x 4 anchors x both orders
     assert {(r.round, r.context["essay_position"]) for r in compares} == {(1, "A"), (2, "B")}
+    # the bias is measured: q0 (vs p0..p3) chose the first essay in 6 of its 8 comparisons (not when p2/p3 was B)
+    (q0,) = [r for r in store.records(role="compared") if r.essay_id == "q0"]
+    assert q0.context["chose_first"] == 6 and q0.context["n_usable"] == 8
     # Every essay-anchor pair one level apart or equal is split 1-1 by the bias (each wins when shown first),
     # two or more apart the better one wins both: essay q_n has exactly anchor p_n's record, so the fit gives
     # them one strength (the fit is unique) and the essay is read at its own level's anchor on the line.

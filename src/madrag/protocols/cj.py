@@ -130,6 +130,7 @@ class CJProtocol(ScoringProtocol):
         unread = sum(1 for r in records if r.context.get("winner") is None)
         said = "\n".join(_said(r) for r in records) or "no anchor essay to compare with"
         context: dict[str, Any] = {"n_usable": len(records) - unread, "n_comparisons": len(records)}
+        context["chose_first"] = sum(1 for r in records if r.context.get("choice") == "A")  # position bias
         context["exemplars"] = [lvl.model_dump(mode="json") for lvl in anchors]  # shown by the report
         of = Derived(self.name, essay.id, trait, role=COMPARED_ROLE)
         stored = await store_derived(ctx, of, None, said, context, records, not records)
