@@ -20,6 +20,7 @@ from madrag.protocols.cj import CJProtocol, parse_choice
 from madrag.protocols.mts import MTSProtocol, numpy_round, scale_over_essays
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider
+from madrag.retrieval.bank import Exemplar
 from madrag.rubric import Rubric, Trait
 from madrag.store import RunStore
 
@@ -157,13 +158,59 @@ def test_cj_resumes_an_interrupted_run(tmp_path: Path) -> None:
 
 
 def test_cj_options_and_cj_f() -> None:
-    assert get_protocol("CJ").describe()["orders"] == "both" and get_protocol("CJ").describe()["ties"] is False
-    assert get_protocol("CJ_F").describe()["rubric"] == "elaborated"
-    assert get_protocol("CJ[anchors=medoid]").describe()["anchors"] == "medoid"
     from madrag.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="unknown CJ anchors 'best'"):
-        get_protocol("CJ[anchors=best]")
+    assert get_protocol("CJ").describe()["orders"] == "both" and get_protocol("CJ").describe()["ties"] is False
+    assert get_protocol("CJ").describe()["comparisons"] == 1
+    assert get_protocol("CJ_F").describe()["rubric"] == "elaborated"
+    assert get_protocol("CJ[anchors=medoid]").describe()["anchors"] == "medoid"
+    both = get_protocol("CJ_F[comparisons=3,anchors=similar]").describe()
+    assert (both["comparisons"], both["anchors"], both["rubric"]) == (3, "similar", "elaborated")
+    for bad, message in [
+        ("CJ[anchors=best]", "unknown CJ anchors 'best'"),
+        ("CJ[rule=count]", "unknown CJ option 'rule'"),
+        ("CJ[comparisons=0]", "CJ comparisons must be a whole number"),
+        ("CJ[comparisons=2,anchors=medoid]", "needs anchors=similar"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            get_protocol(bad)
+
+
+class RankedBank(StubBank):
+    """A bank whose ``similar`` gives the whole pool, nearest first, with each essay's trait score."""
+
+    def similar(self, essay: Essay, k: int) -> list[Exemplar]:
+        """The pool (never ``essay``) in its order, with its Ideas scores."""
+        return [
+            Exemplar(
+                essay_id=e.id, text=e.text, scores={"Ideas": int(e.reference(IDEAS) or 0)}, distance=0.1, similarity=0.9
+            )
+            for e in self.pool[:k]
+            if e.id != essay.id
+        ]
+
+
+def test_cj_comparisons_n_compares_with_the_n_nearest_of_each_level(tmp_path: Path) -> None:
+    pool = [
+        *POOL,
+        *(Essay(id=f"r{s}", text=f"Anchor essay of level {s}.", rater_scores={"Ideas": [float(s)]}) for s in range(4)),
+    ]
+    provider = FakeProvider(script=_biased)
+    ctx = make_ctx(tmp_path, provider, bank=RankedBank(pool))
+    protocol = get_protocol("CJ[comparisons=2]")
+    for essay in ESSAYS:
+        asyncio.run(protocol.score_essay(ctx, essay, RUBRIC))
+    store = ctx.store
+    assert isinstance(store, RunStore)
+    q0 = [r for r in store.records(role="compare") if r.essay_id == "q0"]
+    assert len(q0) == 4 * 2 * 2  # 4 levels x 2 anchors x both orders
+    assert {(r.index, r.context["anchor"]) for r in q0 if r.round == 1} == {
+        *((s, f"p{s}") for s in range(4)),
+        *((s + 1000, f"r{s}") for s in range(4)),
+    }
+    read = {s.essay_id: s.score for s in trait_scores(store, RUBRIC, ["CJ[comparisons=2]"])}
+    assert [read[e.id] for e in ESSAYS] == [0, 1, 2, 3]  # each level's two anchors share its record: same line
+    store.close()
 
 
 def test_cj_prompts_carry_the_anonymization_note_and_cj_f_the_elaborated_rubric(tmp_path: Path) -> None:

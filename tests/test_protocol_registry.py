@@ -23,6 +23,7 @@ def test_available_lists_seed_000_then_variants_then_consensus() -> None:
         *CONSENSUS_ABLATION,
         "CJ_F",
         "CJ[anchors=medoid]",
+        "CJ[comparisons=2]",
         "MTS[variant=madrag-v1]",
     ]
 

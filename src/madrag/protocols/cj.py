@@ -1,9 +1,9 @@
 """CJ: comparative judgment (Kim & Jo 2024, arXiv 2407.05733, "the CJ paper"): per trait, the LLM chooses the
 better of two essays, a Bradley-Terry model is fitted over the comparisons, and its strengths become scores.
 
-* comparison essays (``CJ[anchors=...]``): the exemplar bank's essays of known score, one per score level of
-  the trait, never the essay itself: ``similar`` (default: the nearest pool essay of each level, procedure 2)
-  or ``medoid`` (each level's medoid, the same anchors for every essay);
+* comparison essays (``CJ[anchors=...,comparisons=N]``): the exemplar bank's essays of known score, never the
+  essay itself: ``similar`` (default: the nearest pool essay of each level, procedure 2; with ``comparisons=N``
+  the N nearest of each level) or ``medoid`` (each level's medoid, the same anchors for every essay);
 * each pair is asked in both orders (role ``compare``; round 1: the essay is Essay A, round 2: it is Essay B;
   index = the anchor's level), so a model's preference for one position is measured and cancels in the fit;
 * no tie: the answer ends ``Answer: A`` or ``Answer: B`` (the last such line counts); any other answer is an
@@ -49,7 +49,7 @@ from madrag.protocols.scores import judge_scores
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.retrieval.anchors import AnchorSource
-from madrag.retrieval.bank import LevelExemplar
+from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait
 
 Choice = Literal["A", "B"]
@@ -58,7 +58,9 @@ ANCHOR_CHOICES: tuple[AnchorChoice, ...] = ("similar", "medoid")
 POSITIONS: tuple[Choice, Choice] = ("A", "B")
 """The essay's position in round 1 and round 2 of a pair."""
 _ANSWER = re.compile(r"^\W*answer\W*\s*[:=-]\s*\**\s*(A|B)\b", re.IGNORECASE | re.MULTILINE)
-_OPTIONS = re.compile(r"^(CJ|CJ_F)\[anchors=([\w-]+)\]$")
+_OPTIONS = re.compile(r"^(CJ|CJ_F)\[(.+)\]$")
+INDEX_STRIDE = 1000
+"""A comparison's index: the anchor's level, plus ``INDEX_STRIDE`` x its rank among that level's anchors."""
 
 
 def parse_choice(text: str) -> Choice | None:
@@ -79,6 +81,7 @@ class CJProtocol(ScoringProtocol):
     name: str = "CJ"
     anchors: AnchorChoice = "similar"
     fine: bool = False
+    comparisons: int = 1  # anchors per score level
 
     @property
     def uses_bank(self) -> bool:
@@ -100,6 +103,7 @@ class CJProtocol(ScoringProtocol):
         return {
             "name": self.name,
             "anchors": self.anchors,
+            "comparisons": self.comparisons,
             "orders": "both",
             "ties": False,
             "fit": "bradley_terry",
@@ -125,7 +129,9 @@ class CJProtocol(ScoringProtocol):
         anchors = [lvl for lvl in levels if lvl.exemplar is not None and lvl.exemplar.essay_id != essay.id]
         values = essay_values(ctx.prompts, essay, trait, ctx.settings.placeholders, False, label)
         values["TRAIT_RUBRIC"] = values["TRAIT_JSON"] if self.fine else basic_rubric(trait)
-        calls = [self._call(ctx, essay, trait, values, a, pos) for a in anchors for pos in POSITIONS]
+        calls = [
+            self._call(ctx, essay, trait, values, a, pos, rank) for a, rank in ranked(anchors) for pos in POSITIONS
+        ]
         records = list(await gather_or_cancel(*(compare(ctx, call) for call in calls)))
         unread = sum(1 for r in records if r.context.get("winner") is None)
         said = "\n".join(_said(r) for r in records) or "no anchor essay to compare with"
@@ -153,6 +159,8 @@ class CJProtocol(ScoringProtocol):
     def _levels(self, ctx: CallContext, essay: Essay, trait: Trait) -> list[LevelExemplar]:
         bank = ctx.bank
         assert bank is not None
+        if self.anchors == "similar" and self.comparisons > 1:
+            return nearest_per_level(bank.similar(essay, 10**9), trait, self.comparisons)
         if self.anchors == "similar":
             return bank.per_level(essay, trait)
         if not isinstance(bank, AnchorSource):
@@ -160,7 +168,14 @@ class CJProtocol(ScoringProtocol):
         return bank.anchors(essay, trait)
 
     def _call(
-        self, ctx: CallContext, essay: Essay, trait: Trait, values: dict[str, str], anchor: LevelExemplar, pos: Choice
+        self,
+        ctx: CallContext,
+        essay: Essay,
+        trait: Trait,
+        values: dict[str, str],
+        anchor: LevelExemplar,
+        pos: Choice,
+        rank: int = 0,
     ) -> AgentCall:
         assert anchor.exemplar is not None
         text = shorten(anchor.exemplar.text, ctx.settings.exemplar_max_words)
@@ -178,12 +193,31 @@ class CJProtocol(ScoringProtocol):
             trait=trait.name,
             role="compare",
             round=1 if pos == "A" else 2,
-            index=anchor.score,
+            index=anchor.score + INDEX_STRIDE * rank,
             messages=messages,
             temperature=ctx.settings.judge_temperature,
             max_tokens=ctx.settings.judge_max_tokens,
             context={"anchor": anchor.exemplar.essay_id, "anchor_score": anchor.score, "essay_position": pos},
         )
+
+
+def nearest_per_level(pool: list[Exemplar], trait: Trait, n: int) -> list[LevelExemplar]:
+    """The ``n`` nearest essays of each score level of ``trait`` among ``pool`` (nearest first), lowest level first."""
+    out: list[LevelExemplar] = []
+    for score in trait.scores:
+        found = [e for e in pool if e.scores.get(trait.name) == score][:n]
+        out += [LevelExemplar(trait=trait.name, score=score, exemplar=e) for e in found]
+    return out
+
+
+def ranked(anchors: list[LevelExemplar]) -> list[tuple[LevelExemplar, int]]:
+    """Each anchor with its rank among the anchors of its level (0: the first)."""
+    seen: dict[int, int] = {}
+    out = []
+    for anchor in anchors:
+        out.append((anchor, seen.get(anchor.score, 0)))
+        seen[anchor.score] = seen.get(anchor.score, 0) + 1
+    return out
 
 
 def _said(record: AgentRecord) -> str:
@@ -216,15 +250,25 @@ async def _compare(ctx: CallContext, call: AgentCall) -> AgentRecord:
     return await finish_record(ctx, record)
 
 
-@register_protocol("CJ", "CJ_F", options=True, listed=("CJ_F", "CJ[anchors=medoid]"))
+@register_protocol("CJ", "CJ_F", options=True, listed=("CJ_F", "CJ[anchors=medoid]", "CJ[comparisons=2]"))
 def parse_name(name: str) -> CJProtocol | None:
-    """``CJ``, ``CJ_F`` (fine-grained), or either with ``[anchors=similar|medoid]``; None for other names."""
+    """``CJ``, ``CJ_F`` (fine-grained), or either with options ``[anchors=similar|medoid,comparisons=N]`` (N
+    anchors per level, with ``similar`` only); None for other names."""
     if name in ("CJ", "CJ_F"):
         return CJProtocol(name, fine=name == "CJ_F")
     m = _OPTIONS.match(name)
     if m is None:
         return None
-    choice = next((c for c in ANCHOR_CHOICES if c == m.group(2)), None)
+    options = dict(item.partition("=")[::2] for item in m.group(2).split(","))
+    unknown = set(options) - {"anchors", "comparisons"}
+    if unknown:
+        raise ConfigError(f"unknown CJ option {sorted(unknown)[0]!r}; choose from anchors, comparisons")
+    choice = next((c for c in ANCHOR_CHOICES if c == options.get("anchors", "similar")), None)
     if choice is None:
-        raise ConfigError(f"unknown CJ anchors {m.group(2)!r}; choose from {', '.join(ANCHOR_CHOICES)}")
-    return CJProtocol(name, anchors=choice, fine=m.group(1) == "CJ_F")
+        raise ConfigError(f"unknown CJ anchors {options['anchors']!r}; choose from {', '.join(ANCHOR_CHOICES)}")
+    count = options.get("comparisons", "1")
+    if not count.isdigit() or int(count) < 1:
+        raise ConfigError(f"CJ comparisons must be a whole number of anchors per level >= 1, got {count!r}")
+    if int(count) > 1 and choice != "similar":
+        raise ConfigError("CJ comparisons > 1 needs anchors=similar (a level has one medoid)")
+    return CJProtocol(name, anchors=choice, fine=m.group(1) == "CJ_F", comparisons=int(count))
