@@ -216,3 +216,6 @@ def test_five_teacher_scored_papers_are_exported_as_the_teacher_gave_them(tmp_pa
             "",
         )
         assert len(plain) == 8 and [r["email"] for r in plain].count("kid7@school.org") == 1  # one essay per student
+        scores = client.get(f"/api/runs/{run_id}/scores").json()["rows"]
+        kid0 = {r["trait"]: (r["grade"], r["graded_by"]) for r in scores if r["essay_id"] == "kid0@school.org"}
+        assert kid0 == {"Ideas": (2, "teacher"), "Style": (2, "teacher")}  # the scores export says it too
