@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.web_helpers import FAKE, HTML, RUBRIC, client_for, essays_json, make_config, token_in, wait_status
 
 from madrag.teacher.gradebook import Criterion, student_row
+from madrag.teacher.grades import grade_of
 from madrag.teacher.overview import overview
 
 CRITERIA = [Criterion("Ideas", 0, 3), Criterion("Style", 1, 4)]
@@ -16,10 +17,12 @@ CRITERIA = [Criterion("Ideas", 0, 3), Criterion("Style", 1, 4)]
 
 def test_heat_distribution_and_weakest() -> None:
     rows = [
-        student_row("a", {}, CRITERIA, {"Ideas": 3, "Style": 2}, False, ""),
-        student_row("b", {}, CRITERIA, {"Ideas": 0, "Style": 4}, False, ""),
-        student_row("c", {}, CRITERIA, {"Ideas": None, "Style": 1}, False, ""),
-        student_row("d", {}, CRITERIA, {"Ideas": 2, "Style": 3}, False, ""),  # the same place on both scales
+        student_row("a", {}, CRITERIA, {"Ideas": grade_of(3), "Style": grade_of(2)}, ""),
+        student_row("b", {}, CRITERIA, {"Ideas": grade_of(0), "Style": grade_of(4)}, ""),
+        student_row("c", {}, CRITERIA, {"Ideas": grade_of(None), "Style": grade_of(1)}, ""),
+        student_row(
+            "d", {}, CRITERIA, {"Ideas": grade_of(2), "Style": grade_of(3)}, ""
+        ),  # the same place on both scales
     ]
     found = overview(rows, CRITERIA)
     assert found.heat[0] == {"Ideas": 4, "Style": 1} and found.heat[2]["Ideas"] is None
@@ -29,7 +32,8 @@ def test_heat_distribution_and_weakest() -> None:
 
 def test_the_overview_page_applies_overrides(tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
-        body = {"rubric": RUBRIC, "essays": essays_json(3), "protocols": ["MAD"], "backend": FAKE}
+        essays = [{"id": e["id"], "text": e["text"]} for e in essays_json(3)]  # no teacher scores: the AI's stand
+        body = {"rubric": RUBRIC, "essays": essays, "protocols": ["MAD"], "backend": FAKE}
         run_id = client.post("/api/runs", json=body).json()["id"]
         assert wait_status(client, run_id)["status"] == "finished"
         before = client.get(f"/runs/{run_id}/overview", headers=HTML).text

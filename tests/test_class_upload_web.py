@@ -26,6 +26,7 @@ from tests.web_helpers import HTML, RUBRIC, client_for, csrf, form_post, make_co
 
 from madrag.data.documents import SCANNED
 from madrag.server.class_import import PENDING, READ_NOTE
+from madrag.server.gradebook import ROSTER
 
 
 def _draft(client: TestClient) -> tuple[str, str]:
@@ -138,10 +139,18 @@ def test_a_forms_export_with_first_and_last_name_columns_reaches_scoring(tmp_pat
         page = client.get(f"/drafts/{draft}/columns", headers=HTML).text
         assert '<option value="First name"' in page and '<option value="Last name"' in page
         assert '<option value="Your essay" selected>' in page
-        fields = {"col-text": "Your essay", "col-email": "Email Address"}
+        assert '<option value="First name" selected>' in page and '<option value="Last name" selected>' in page
+        fields = {
+            "col-text": "Your essay",
+            "col-email": "Email Address",
+            "col-first_name": "First name",
+            "col-last_name": "Last name",
+        }
         assert form_post(client, f"/drafts/{draft}/columns", token, **fields).status_code == 303
         expected = {f"{name.split()[0].lower()}@school.org": essay for name, essay in ESSAYS.items()}
         assert _stored(tmp_path, draft) == expected
+        roster = json.loads((tmp_path / "server" / "drafts" / draft / ROSTER).read_text(encoding="utf-8"))
+        assert (roster["cy@school.org"]["first_name"], roster["cy@school.org"]["last_name"]) == ("Cy", "Diaz")
 
 
 def test_a_scanned_pdf_is_refused_alone_saying_what_to_do(tmp_path: Path) -> None:

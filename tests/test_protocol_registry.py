@@ -17,7 +17,15 @@ from madrag.protocols.trait_judge import TraitJudgeProtocol
 def test_available_lists_seed_000_then_variants_then_consensus() -> None:
     fixed = [*ABLATION, *TRAINING_FREE]  # every base name first, then the listed (parameterised) ones
     own = [n for n in available() if type(get_protocol(n)).__module__.startswith("madrag.")]  # not test plugins
-    assert own == [*fixed, *(f"MADRAG[{v}]" for v in VARIANTS), *CONSENSUS_ABLATION, "CJ[rule=count]"]
+    assert own == [
+        *fixed,
+        *(f"MADRAG[{v}]" for v in VARIANTS),
+        *CONSENSUS_ABLATION,
+        "CJ_F",
+        "CJ[anchors=medoid]",
+        "CJ[comparisons=2]",
+        "MTS[variant=madrag-v1]",
+    ]
 
 
 def test_every_available_name_resolves_to_a_protocol_of_that_name() -> None:

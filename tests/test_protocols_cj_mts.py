@@ -14,17 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import StubBank, make_ctx
+from tests.helpers import make_ctx
 
 from madrag.data.essay import Essay
-from madrag.errors import ConfigError
 from madrag.evaluation.run import trait_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
-from madrag.protocols.cj import CJProtocol, parse_comparison, score_from_comparisons
 from madrag.protocols.geval import GEvalProtocol, expected_result
-from madrag.protocols.mts import MTSProtocol, questions, scaled_score
-from madrag.providers.base import Capabilities, ChatRequest
+from madrag.protocols.mts_v1 import MTSv1Protocol, questions, scaled_score
+from madrag.providers.base import Capabilities
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
@@ -52,79 +50,7 @@ def _run(coro: Coroutine[Any, Any, list[TraitScore]]) -> list[TraitScore]:
     return asyncio.run(coro)
 
 
-# -- CJ --------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "outcome"),
-    [
-        ("A is vivid.\nAnswer: A", "win"),
-        ("**Answer:** B", "loss"),
-        ("answer = Tie", "tie"),
-        ("Answer: B\nOn reflection...\nAnswer: A", "win"),  # the last line counts
-        ("Essay A is better.", None),  # no Answer line: unreadable, never guessed
-        ("Answer: C", None),
-    ],
-)
-def test_a_comparison_answer_is_read_from_its_last_answer_line(text: str, outcome: str | None) -> None:
-    assert parse_comparison(text) == outcome
-
-
-def test_cj_score_rules() -> None:
-    consistent = {0: "win", 1: "win", 2: "tie", 3: "loss"}
-    assert score_from_comparisons(consistent, IDEAS, "highest") == 2  # type: ignore[arg-type]
-    assert score_from_comparisons(consistent, IDEAS, "count") == 2  # type: ignore[arg-type]
-    inconsistent = {0: "loss", 1: "loss", 2: "loss", 3: "win"}  # beats only the best anchor
-    assert score_from_comparisons(inconsistent, IDEAS, "highest") == 3  # type: ignore[arg-type]
-    assert score_from_comparisons(inconsistent, IDEAS, "count") == 0  # type: ignore[arg-type]
-    assert score_from_comparisons({0: "loss", 1: "loss"}, IDEAS) == 0
-    assert score_from_comparisons({0: "win", 1: None}, IDEAS) is None  # an unreadable comparison: missing
-    assert score_from_comparisons({}, IDEAS) is None  # nothing compared: missing
-
-
-def _cj_script(request: ChatRequest) -> str:
-    """The essay beats the anchors of levels 0 and 1, ties level 2 and loses to level 3."""
-    level = int(re.findall(r"Anchor essay of level (\d)", request.messages[-1].content)[0])
-    return f"Compared.\nAnswer: {['A', 'A', 'tie', 'B'][level]}"
-
-
-def test_cj_compares_with_each_level_anchor_and_stores_the_implied_score(tmp_path: Path) -> None:
-    provider = FakeProvider(script=_cj_script)
-    ctx = make_ctx(tmp_path, provider, bank=StubBank([*POOL, ESSAY]))
-    (score,) = _run(CJProtocol().score_essay(ctx, ESSAY, RUBRIC))
-    assert score.score == 2 and score.n_usable == 4
-    assert [r.role for r in provider.calls] == ["compare"] * 4
-    assert all("query essay" in r.messages[-1].content for r in provider.calls)
-    store = ctx.store
-    assert isinstance(store, RunStore)
-    judge = store.get(score.record_key)
-    assert judge is not None and judge.requests == 0 and judge.context["outcomes"] == {
-        "0": "win", "1": "win", "2": "tie", "3": "loss",
-    }  # fmt: skip
-    (read,) = trait_scores(store, RUBRIC, ["CJ"])  # what madrag eval reads back
-    assert read.protocol == "CJ" and read.score == 2
-    again = make_ctx(tmp_path / "again", FakeProvider(script=["never asked"]), bank=StubBank(POOL))
-    again.store = store
-    (resumed,) = _run(CJProtocol().score_essay(again, ESSAY, RUBRIC))
-    assert resumed.score == 2 and again.stats.made == 0
-
-
-def test_cj_an_unreadable_comparison_leaves_the_score_missing_and_counted(tmp_path: Path) -> None:
-    provider = FakeProvider(script=lambda r: "B" if "level 1" in r.messages[-1].content else _cj_script(r))
-    ctx = make_ctx(tmp_path, provider, bank=StubBank(POOL))
-    (score,) = _run(CJProtocol().score_essay(ctx, ESSAY, RUBRIC))
-    assert score.score is None and score.n_usable == 3 and ctx.stats.failed_scores == 1
-    assert score.result is not None and score.result.mode == "failed"
-
-
-def test_cj_needs_a_bank_and_parses_its_rule() -> None:
-    assert get_protocol("CJ").uses_bank
-    assert get_protocol("CJ[rule=count]").describe()["rule"] == "count"
-    with pytest.raises(ConfigError, match="unknown CJ score rule 'best'; choose from highest, count"):
-        get_protocol("CJ[rule=best]")
-
-
-# -- MTS -------------------------------------------------------------------------------------------------------
+# -- MTS[variant=madrag-v1] (madrag's earlier reading; the paper's MTS: tests/test_cj_mts_papers.py) ------
 
 
 def test_mts_questions_come_from_the_top_level_description() -> None:
@@ -147,14 +73,14 @@ def test_mts_asks_its_questions_in_one_conversation_and_averages_them(tmp_path: 
     answers = iter(["Quote: 'bus'.\nFinal score: 7", "Final score: 10", "Final score: 4"])
     provider = FakeProvider(script=lambda r: next(answers), caps=TEXT_ONLY)
     ctx = make_ctx(tmp_path, provider)
-    (score,) = _run(MTSProtocol().score_essay(ctx, ESSAY, RUBRIC))
+    (score,) = _run(MTSv1Protocol().score_essay(ctx, ESSAY, RUBRIC))
     assert score.score == 2 and score.n_usable == 3
     third = provider.calls[2]
     assert third.role == "mts" and [m.role for m in third.messages] == [
         "system", "user", "assistant", "user", "assistant", "user",
     ]  # fmt: skip
     assert "Final score: 10" in third.messages[4].content and "clear purpose" in third.messages[5].content
-    (read,) = trait_scores(ctx.store, RUBRIC, ["MTS"])  # type: ignore[arg-type]
+    (read,) = trait_scores(ctx.store, RUBRIC, ["MTS[variant=madrag-v1]"])  # type: ignore[arg-type]
     assert read.score == 2
 
 
@@ -163,7 +89,7 @@ def test_mts_an_unreadable_answer_leaves_the_score_missing(tmp_path: Path) -> No
     provider = FakeProvider(script=lambda r: next(answers), caps=TEXT_ONLY)
     ctx = make_ctx(tmp_path, provider)
     ctx.settings = ctx.settings.model_copy(update={"score_followup": False})
-    (score,) = _run(MTSProtocol().score_essay(ctx, ESSAY, RUBRIC))
+    (score,) = _run(MTSv1Protocol().score_essay(ctx, ESSAY, RUBRIC))
     assert score.score is None and score.n_usable == 2 and ctx.stats.failed_scores == 1
 
 
@@ -223,12 +149,12 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     protocols = ["-p", "MADRAG", "-p", "CJ", "-p", "MTS", "-p", "GEval"]
     proc = _cli("ablate", *protocols, *common)
     assert proc.returncode == 0, proc.stderr
-    # per essay x 4 traits: MADRAG 3 (debate 2 + judge), CJ 4 comparisons, MTS 1 question, GEval 1
-    assert "72 agent calls made" in proc.stdout.replace("\n", " ")
+    # per essay x 4 traits: MADRAG 3 (debate 2 + judge), CJ 4 anchors x 2 orders, MTS 2 turns, GEval 1
+    assert "112 agent calls made" in proc.stdout.replace("\n", " ")
     costs = _cli("costs", "--run-dir", str(run_dir))
     assert costs.returncode == 0, costs.stderr
-    # the derived final records are no calls: CJ's 32 comparisons (2 essays x 4 traits x 4 anchors) only
-    assert re.search(r"^\s*compare\s+calls\s+32\s+requests\s+32\b", costs.stdout, re.MULTILINE)
+    # the derived records are no calls: CJ's 64 comparisons (2 essays x 4 traits x 4 anchors x 2 orders) only
+    assert re.search(r"^\s*compare\s+calls\s+64\s+requests\s+64\b", costs.stdout, re.MULTILINE)
     assert re.search(r"^\s*judge\s+calls\s+8\s+requests\s+16\b", costs.stdout, re.MULTILINE)  # MADRAG's
     again = _cli("ablate", *protocols, *common)
     assert again.returncode == 0 and "0 agent calls made" in again.stdout.replace("\n", " ")
@@ -242,10 +168,21 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     store = RunStore(run_dir / "store.sqlite", read_only=True)
     try:
         read = trait_scores(store, rubric7)
+        raw = {
+            (r.essay_id, r.trait): r.score.reported for r in store.records(protocol="MTS", role="mts") if r.round == 2
+        }
     finally:
         store.close()
-    for name in ("CJ", "MTS", "GEval"):
+    for name in ("CJ", "GEval"):
         assert sorted(s.score is not None for s in read if s.protocol == name) == [True] * 8
+    for trait in rubric7.traits:  # MTS over two essays: the lower raw score gets the minimum, the higher the maximum
+        mts = {s.essay_id: s.score for s in read if s.protocol == "MTS" and s.trait == trait.name}
+        assert all(raw[(e, trait.name)] is not None for e in mts)  # the fake's constrained answers are read
+        low, high = sorted(mts, key=lambda e: raw[(e, trait.name)] or 0)
+        if raw[(low, trait.name)] == raw[(high, trait.name)]:
+            assert mts == {low: None, high: None}  # no range: missing
+        else:
+            assert (mts[low], mts[high]) == (trait.min, trait.max)
 
 
 # -- Ray (in-process workers) ------------------------------------------------------------------------------------
@@ -290,6 +227,6 @@ def test_cj_and_mts_templates_are_part_of_the_runs_identity() -> None:
     from madrag.pipeline.job import prompt_names
     from madrag.protocols import get_protocol
 
-    assert set(TRAINING_FREE_PROMPT_NAMES) <= set(prompt_names([get_protocol("CJ[rule=count]")]))
+    assert set(TRAINING_FREE_PROMPT_NAMES) <= set(prompt_names([get_protocol("CJ[anchors=medoid]")]))
     assert set(TRAINING_FREE_PROMPT_NAMES) <= set(prompt_names([get_protocol("MTS")]))
     assert not set(TRAINING_FREE_PROMPT_NAMES) & set(prompt_names([get_protocol("MADRAG")]))

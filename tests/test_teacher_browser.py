@@ -1,5 +1,7 @@
 """The teacher's workflow in real Chromium (Debian's package, driven by Playwright): from a Google Forms export
-of 25 ASAP set-7 essays to an approved, exported Canvas gradebook, counting every click (at most 15); the
+of 25 ASAP set-7 essays, 5 of them scored by the teacher, to an approved, exported Canvas gradebook that keeps
+the teacher's 5 grades exactly and imports as one assignment by Canvas's rules, counting every click (at most
+15); the
 review queue, the column-mapping step and the gradebook saved as screenshots ``t1-...`` to ``t6-...`` into
 ``$MADRAG_SCREENSHOTS`` (``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the README's pictures)."""
 
@@ -11,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tests.lms_readers import CanvasUser, read_canvas
 from tests.test_server_browser import (  # noqa: F401 (fixtures, skip mark)
     Server,
     page,
@@ -26,19 +29,26 @@ from madrag.rubric import load_rubric
 
 N_ESSAYS = 25
 MAX_CLICKS = 15
+TRAITS = ["Ideas", "Organization", "Style", "Conventions"]
+# the teacher's own scores on 5 papers (the first: 2/2/2/1 = 7, the tester's example), by row
+TEACHER = {0: (2, 2, 2, 1), 3: (3, 3, 2, 3), 7: (0, 1, 0, 0), 12: (1, 2, 1, 2), 20: (3, 3, 3, 3)}
 
 
 def forms_export(path: Path) -> list[str]:
-    """The class file: a Google Forms response sheet (Timestamp, Email Address, Name, the essay question),
-    holding 25 real set-7 essays; returns the students' emails."""
+    """The class file: a Google Forms response sheet (Timestamp, Email Address, First Name, Last Name, the essay
+    question, the teacher's own score per trait, filled on 5 papers), holding 25 real set-7 essays; returns the
+    students' emails."""
     rubric = load_rubric(asap_rubric_file(7))
     essays = load_asap(asap_data_file(), rubric, essay_set=7)[:N_ESSAYS]
     emails = [f"student{i + 1:02d}@school.example" for i in range(N_ESSAYS)]
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["Timestamp", "Email Address", "Name", "Write about a time you were patient."])
+    writer.writerow(
+        ["Timestamp", "Email Address", "First Name", "Last Name", "Write about a time you were patient.", *TRAITS]
+    )
     for i, (essay, email) in enumerate(zip(essays, emails, strict=True)):
-        writer.writerow([f"2026/11/30 9:{i:02d}:00", email, f"Student Number{i + 1:02d}", essay.text])
+        mine = TEACHER.get(i, ("", "", "", ""))
+        writer.writerow([f"2026/11/30 9:{i:02d}:00", email, "Student", f"Number{i + 1:02d}", essay.text, *mine])
     path.write_text(buf.getvalue(), encoding="utf-8")
     return emails
 
@@ -71,7 +81,8 @@ def test_class_file_to_approved_canvas_gradebook_in_at_most_15_clicks(
     clicks.choose_file("#upload-essays input[name=file]", tmp_path / "Essay responses.csv")
     clicks.click("button:text-is('Read essays')")
     assert page.input_value("#col-text") == "Write about a time you were patient."  # guessed from the column
-    assert page.input_value("#col-email") == "Email Address" and page.input_value("#col-name") == "Name"
+    assert page.input_value("#col-email") == "Email Address" and page.input_value("#col-first_name") == "First Name"
+    assert page.input_value("#col-last_name") == "Last Name" and page.input_value("select[name=score-0]") == "Ideas"
     small_shot(page, "t1-column-mapping")
     clicks.click("#use-columns")
     assert f"Read {N_ESSAYS} essays" in page.inner_text("#read-summary")
@@ -95,10 +106,16 @@ def test_class_file_to_approved_canvas_gradebook_in_at_most_15_clicks(
     small_shot(page, "t4-gradebook")
     with page.expect_download() as download:
         clicks.click("#download-canvas")
-    table = list(csv.reader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8"))))
+    text = Path(download.value.path()).read_text(encoding="utf-8")
+    table = list(csv.reader(io.StringIO(text)))
     assert table[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-    assert table[1][0] == "Points Possible" and table[1][5] == "12"  # 4 traits, 0-3 each
-    assert [r[3] for r in table[2:]] == emails and all(r[5].isdigit() for r in table[2:])
+    assert [r[3] for r in table[2:]] == emails and table[2][0] == "Number01, Student"
+    users = [CanvasUser(str(i), "", email, f"Student Number{i + 1:02d}") for i, email in enumerate(emails)]
+    found = read_canvas(text, users)  # as Canvas's importer reads it
+    assert len(found.assignments) == 1 and list(found.points.values()) == [12.0]  # one assignment, 4 traits 0-3
+    assert len(found.grades) == N_ESSAYS and all(None not in g.values() for g in found.grades.values())
+    for i, mine in TEACHER.items():
+        assert list(found.grades[str(i)].values()) == [sum(mine)], i  # the teacher's grade, exactly
     print(f"clicks from the class file to the exported gradebook: {clicks.count}")
     assert clicks.count <= MAX_CLICKS
     page.click("#overview-link")  # (after the count) the class at a glance

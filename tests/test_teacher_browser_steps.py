@@ -135,7 +135,8 @@ def test_step6_class_overview_applies_an_override(
     server: Server,  # noqa: F811
     page: Any,  # noqa: F811
 ) -> None:
-    run_id = _api_run(server, page, 3)
+    essays = [{"id": e["id"], "text": e["text"]} for e in essays_json(3)]  # no teacher scores: the AI's stand
+    run_id = _api_run(server, page, 3, essays=essays)
     page.goto(f"{server.url}/runs/{run_id}/overview")
     assert page.locator("#heatmap tbody tr").count() == 3
     style_row = page.locator("#distribution tr[data-criterion='Style']")

@@ -69,6 +69,9 @@ TRAINING_FREE_PROMPT_NAMES: tuple[str, ...] = (
     "mts_system",
     "mts_first",
     "mts_question",
+    "mts_trait_system",
+    "mts_retrieval",
+    "mts_score",
 )
 """Templates of CJ and MTS (:mod:`madrag.protocols.cj`, :mod:`madrag.protocols.mts`); GEval uses MA's."""
 

@@ -461,6 +461,18 @@ async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[lis
     return done
 
 
+def scores_over_run(scores: list[TraitScore], store: RunStore, run: _Prepared) -> list[TraitScore]:
+    """``scores`` with those of the protocols scored over the run (MTS, CJ: a score depends on the run's other
+    essays) replaced by the protocol's scores read from the store, for the job's essays."""
+    later = [p for p in run.protocols if p.scored_over_run]
+    if not later:
+        return scores
+    names = {p.name for p in later}
+    wanted = {e.id for e in run.essays}
+    read = [s for p in later for s in p.read_scores(store, run.rubric) if s.essay_id in wanted]
+    return [s for s in scores if s.protocol not in names] + read
+
+
 async def execute(
     job: ScoreJob,
     hooks: RunHooks | None = None,
@@ -491,9 +503,8 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
         if done is not None:
             stage("nothing left to do: every score of this job is in the run store")
             elapsed = time.monotonic() - started
-            return JobResult(
-                run.run_id, run.resumed, run.essays, done[0], done[1], elapsed, store.get_meta("bank") or {}
-            )
+            final = scores_over_run(done[0], store, run)
+            return JobResult(run.run_id, run.resumed, run.essays, final, done[1], elapsed, store.get_meta("bank") or {})
         bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
         provider, role_providers = _backends(job, store, backend)
         ctx = CallContext(
@@ -523,6 +534,7 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             for managed_backend in owned:
                 await managed_backend.aclose()
         elapsed = time.monotonic() - started
-        return JobResult(run.run_id, run.resumed, run.essays, scores, ctx.stats, elapsed, bank_info)
+        final = scores_over_run(scores, store, run)
+        return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info)
     finally:
         store.close()

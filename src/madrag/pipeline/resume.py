@@ -41,6 +41,12 @@ class _StoreOnlyBackend:
 
     capabilities = Capabilities(logprobs=True, prefill=True, choices=True, grammar=True, json_schema=True, seed=True)
 
+    @property
+    def provider(self) -> ManagedProvider:
+        """Asked for by a record about to be made (a derived one, e.g. CJ's or GEval's final record, sends no
+        request): it is not in the store, so the job has work left."""
+        raise WorkLeft("a record not stored yet")
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """Never answers: the call asking is not stored, so the job has work left."""
         raise WorkLeft(request.messages[-1].content[:40] if request.messages else "")

@@ -63,6 +63,13 @@ class ScoringProtocol(ABC):
         every run records): a run records their sources and texts, and refuses to resume when they change."""
         return ()
 
+    @property
+    def scored_over_run(self) -> bool:
+        """Whether a final score depends on the run's other essays (MTS's min-max, CJ's Bradley-Terry fit): then
+        :meth:`score_essay` returns provisional scores and the final ones are :meth:`read_scores`' over the
+        run's stored records (default: no)."""
+        return False
+
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it (a resumed run must match)."""

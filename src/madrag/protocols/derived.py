@@ -32,25 +32,27 @@ class Derived:
     protocol: str
     essay_id: str
     trait: Trait
+    role: str = "judge"  # another role: a record that a protocol's calls are done, no score (CJ's ``compared``)
 
 
 async def store_derived(
     ctx: CallContext,
     of: Derived,
-    score: ScoreResult,
+    score: ScoreResult | None,
     rationale: str,
     context: dict[str, Any],
     sources: list[AgentRecord],
     count_missing: bool = False,
 ) -> TraitScore:
-    """Store (or find already stored) the derived Judge record ``of`` one protocol, essay and trait; its TraitScore.
+    """Store (or find already stored) the derived Judge record ``of`` one protocol, essay and trait (or, with
+    ``of.role`` another role and ``score`` None, the record that its calls are done); its TraitScore.
     ``count_missing``: a missing score counts as an unusable score in the run's statistics (when its sources'
     own unusable answers were not counted already)."""
     call = AgentCall(
         protocol=of.protocol,
         essay_id=of.essay_id,
         trait=of.trait.name,
-        role="judge",
+        role=of.role,
         messages=[],
         temperature=0.0,
         max_tokens=0,
@@ -68,10 +70,10 @@ async def store_derived(
             attempts=0,
             evidence=None,
             truncated=any(r.truncated for r in sources),
-            error=None if score.reported is not None else f"unusable score: {score.invalid_raw}",
+            error=None if score is None or score.reported is not None else f"unusable score: {score.invalid_raw}",
         )
         await ctx.store.aput(record)
-        if count_missing and score.reported is None:
+        if count_missing and (score is None or score.reported is None):
             ctx.stats.failed_scores += 1
         if ctx.on_record is not None:
             ctx.on_record(record)

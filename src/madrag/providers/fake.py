@@ -92,6 +92,8 @@ def default_script(request: ChatRequest) -> FakeReply:
     role = request_role(request)
     if role == "meta_evaluator":
         return _meta_reply(request)
+    if request.choices is not None and role == "mts":
+        return _spread_choice(request)
     if request.choices is not None:
         # prefer the middle choice, with a spread over the others
         mid = len(request.choices) // 2
@@ -110,9 +112,18 @@ def default_script(request: ChatRequest) -> FakeReply:
     return FakeReply(text=f"Weighing both arguments against the rubric.\nFinal score: {score}")
 
 
+def _spread_choice(request: ChatRequest) -> FakeReply:
+    """A constrained choice that varies with the conversation (MTS's 0-10 scores must vary over a run's essays
+    for its min-max scaling to have a range)."""
+    assert request.choices is not None
+    pick = zlib.crc32("\n".join(m.content for m in request.messages).encode("utf-8")) % len(request.choices)
+    lps = {c: -0.2 - abs(i - pick) for i, c in enumerate(request.choices)}
+    return FakeReply(text=request.choices[pick], choice_logprobs=lps)
+
+
 def _compare_reply(request: ChatRequest) -> FakeReply:
-    """A comparative judgment's answer (CJ): A, B or tie, varying with the pair compared."""
-    pick = ("A", "B", "tie")[zlib.crc32(request.messages[-1].content.encode("utf-8")) % 3]
+    """A comparative judgment's answer (CJ): A or B, varying with the pair compared."""
+    pick = ("A", "B")[zlib.crc32(request.messages[-1].content.encode("utf-8")) % 2]
     return FakeReply(text=f"Both essays address the trait; weighing them against the rubric.\nAnswer: {pick}")
 
 

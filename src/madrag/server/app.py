@@ -47,13 +47,13 @@ PREPARED_RUNS = 3
 def prepare_recent(state: State) -> None:
     """Read the scores and build the results grid of the most recent finished runs, so the first page a teacher
     opens after a restart is served at once."""
-    from madrag.server.pages_runs import grid_html
+    from madrag.server.pages_runs import prepared_grid
 
     finished = [m for m in state.runs.all() if m.status == "finished" and m.kind != "estimate"][:PREPARED_RUNS]
     for meta in finished:
         try:
             table = results.grid(state, meta.id)
-            state.memo("grid-html", meta.id, lambda: grid_html(meta.id, table))  # noqa: B023 - used at once
+            prepared_grid(state, meta.id, table)
         except Exception as exc:  # a damaged run must not stop the server; opening it reports the problem
             log.warning("could not prepare run %s: %s", meta.id, type(exc).__name__)
 

@@ -87,16 +87,17 @@ def pending(folder: Path) -> tuple[list[str], list[dict[str, str]]] | None:
 
 def read_mapped(
     folder: Path, rubric: Rubric, mapping: columns.Mapping, max_rows: int, max_chars: int
-) -> library.EssayUpload:
-    """The held upload read under ``mapping``; its roster saved beside the draft, the upload let go."""
+) -> tuple[library.EssayUpload, list[tuple[str, int, int]]]:
+    """The held upload read under ``mapping``, and each resubmission replaced (essay id, row replaced, row kept);
+    its roster saved beside the draft, the upload let go."""
     found = pending(folder)
     if found is None:
         raise InputError("upload the class file again: the file to map is gone")
-    text, roster = columns.apply(found[1], mapping)
-    upload = library.essays_from_upload(text.encode("utf-8"), "mapped.csv", rubric, "csv", max_rows, max_chars)
+    mapped = columns.apply(found[1], mapping)
+    upload = library.essays_from_upload(mapped.text.encode("utf-8"), "mapped.csv", rubric, "csv", max_rows, max_chars)
     kept = {e.id for e in upload.essays}
-    save_roster(folder, {k: v for k, v in roster.items() if k in kept})
+    save_roster(folder, {k: v for k, v in mapped.roster.items() if k in kept})
     upload = library.EssayUpload(upload.essays, _file_refusals(folder).extend(upload.refused))
     (folder / PENDING).unlink()
     (folder / READ_NOTE).unlink(missing_ok=True)
-    return upload
+    return upload, mapped.replaced

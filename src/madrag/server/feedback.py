@@ -1,5 +1,7 @@
 """Student feedback for the pages: drafted per essay and criterion by :mod:`madrag.teacher.feedback` from the
-run's first protocol, the teacher's edits kept in ``feedback.json`` beside the run, and its CSV export."""
+run's first protocol, the teacher's edits kept in ``feedback.json`` beside the run, and its CSV export. The score
+shown is the grade in force (the teacher's, else the AI's); where it is the teacher's, the teacher's comment is
+shown and the AI's reasoning for its own score is not."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
         item = feedback.draft(trait.name, _latest(turns, "advocate"), _latest(turns, "skeptic"), judged, essay.text)
         if trait.name in edits:
             item.works, item.next, item.edited = edits[trait.name]["works"], edits[trait.name]["next"], True
-        traits.append({**asdict(item), "score": row.points[trait.name], "max": trait.max})
+        traits.append(feedback.with_grade(asdict(item), row.grades[trait.name], trait.max))
     quotes = [q for t in traits for q in t["quotes"]]
     return {
         "essay_id": essay_id,
@@ -73,7 +75,8 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
 
 
 def export_csv(state: State, run_id: str) -> str:
-    """One row per student and criterion: who, the score in force, what works, what next, why, edited."""
+    """One row per student and criterion: who, the grade in force, what works, what next, the AI's reasoning
+    (only where the AI's score stands), who graded it, the teacher's comment, edited."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(
@@ -88,6 +91,8 @@ def export_csv(state: State, run_id: str) -> str:
             "what_works",
             "work_on_next",
             "why_this_score",
+            "graded_by",
+            "teacher_comment",
             "edited_by_teacher",
         ]
     )
@@ -107,6 +112,8 @@ def export_csv(state: State, run_id: str) -> str:
                 t["works"],
                 t["next"],
                 t["why"],
+                "teacher" if t["teacher"] else "AI",
+                t["comment"],
                 "yes" if t["edited"] else "no",
             ]
             writer.writerow([gradebook.safe_cell(c) for c in cells])

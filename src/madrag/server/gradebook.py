@@ -1,5 +1,7 @@
-"""A run's gradebook for the pages: one row per student from the run's first protocol with the teacher's
-reviews in force, the roster carried from the import (``roster.json`` beside the run), and its downloads."""
+"""A run's gradebook for the pages: one row per student from the run's first protocol, each grade the
+teacher's (their score in the class file, or their override on review) else the AI's
+(:func:`madrag.teacher.grades.grade_of`), the roster carried from the import (``roster.json`` beside the run),
+how each student is shown, and its downloads."""
 
 from __future__ import annotations
 
@@ -13,10 +15,17 @@ from madrag.server.results import view_scores
 from madrag.server.reviews import all_reviews, latest
 from madrag.server.service import State
 from madrag.teacher import gradebook
+from madrag.teacher.columns import student_label
+from madrag.teacher.grades import Grade, grade_of
 from madrag.teacher.scored_by import scored_by
 
 ROSTER = "roster.json"
-LAYOUTS = ("madrag", "canvas", "classroom")
+LAYOUTS = {
+    "madrag": "gradebook.csv",
+    "canvas": "canvas-gradebook.csv",
+    "classroom": "classroom-grades.csv",
+    "moodle": "moodle-grades.csv",
+}
 
 
 def save_roster(folder: Path, roster: dict[str, dict[str, str]]) -> None:
@@ -37,27 +46,58 @@ def load_roster(folder: Path) -> dict[str, dict[str, str]]:
     return found
 
 
-def book(state: State, run_id: str) -> dict[str, Any]:
-    """The gradebook's criteria and rows (overrides applied), and how many students are fully reviewed."""
+def grades(state: State, run_id: str) -> dict[tuple[str, str], Grade]:
+    """The grade in force per (essay id, trait) of the run's first protocol: the teacher's override, else the
+    teacher's own score from the class file (the essay's human reference), else the AI's score."""
     view = state.runs.view(run_id)
-    meta = state.runs.describe(run_id)
     first = view.protocols[0] if view.protocols else ""
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
     scores = view_scores(view)
+    out: dict[tuple[str, str], Grade] = {}
+    for essay in view.essays:
+        for trait in view.rubric.traits:
+            found = scores.get((first, essay.id, trait.name))
+            review = reviews.get((essay.id, trait.name, first))
+            override = review is not None and review.action == "override"
+            out[(essay.id, trait.name)] = grade_of(
+                None if found is None else found.score,
+                upload=essay.reference(trait),
+                override=review.new_score if review is not None and override else None,
+                comment=review.comment if review is not None and override else "",
+                accepted=review is not None and not override,
+            )
+    return out
+
+
+def names(state: State, run_id: str) -> dict[str, str]:
+    """How each student is shown on the teacher's pages, by essay id (the mapped name, else the email or SIS
+    id, else the essay id)."""
+    roster = load_roster(state.runs.run_dir(run_id))
+    return {e.id: student_label(roster.get(e.id, {}), e.id) for e in state.runs.view(run_id).essays}
+
+
+def book(state: State, run_id: str) -> dict[str, Any]:
+    """The gradebook's criteria and rows (the teacher's grades first), how many students are fully reviewed and
+    how many grades are the teacher's own."""
+    view = state.runs.view(run_id)
+    meta = state.runs.describe(run_id)
     roster = load_roster(state.runs.run_dir(run_id))
     criteria = [gradebook.Criterion(t.name, t.min, t.max) for t in view.rubric.traits]
     label = scored_by(meta["backend"])
-    rows = []
-    for essay in view.essays:
-        finals: dict[str, int | None] = {}
-        reviewed = True
-        for c in criteria:
-            found = scores.get((first, essay.id, c.name))
-            review = reviews.get((essay.id, c.name, first))
-            reviewed = reviewed and review is not None
-            finals[c.name] = review.final if review is not None else (None if found is None else found.score)
-        rows.append(gradebook.student_row(essay.id, roster.get(essay.id, {}), criteria, finals, reviewed, label))
-    return {"criteria": criteria, "rows": rows, "reviewed": sum(r.reviewed for r in rows), "scored_by": label}
+    found = grades(state, run_id)
+    rows = [
+        gradebook.student_row(
+            essay.id, roster.get(essay.id, {}), criteria, {c.name: found[(essay.id, c.name)] for c in criteria}, label
+        )
+        for essay in view.essays
+    ]
+    return {
+        "criteria": criteria,
+        "rows": rows,
+        "reviewed": sum(r.reviewed for r in rows),
+        "teacher_grades": sum(g.teacher for r in rows for g in r.grades.values()),
+        "scored_by": label,
+    }
 
 
 def safe_cell(value: Any) -> Any:
@@ -65,15 +105,18 @@ def safe_cell(value: Any) -> Any:
     return gradebook.safe(value)
 
 
-def download(state: State, run_id: str, layout: str) -> tuple[str, str]:
-    """(CSV text, file name) of the gradebook in one of :data:`LAYOUTS`."""
+def download(state: State, run_id: str, layout: str, by_criterion: bool = False) -> tuple[str, str]:
+    """(CSV text, file name) of the gradebook in one of :data:`LAYOUTS`: one assignment (the total), or one
+    per criterion when ``by_criterion``."""
     if layout not in LAYOUTS:
         raise ApiError(422, f"layout must be one of {', '.join(LAYOUTS)}", "layout")
     found = book(state, run_id)
-    name = state.runs.describe(run_id)["name"] or "essay"
+    name = state.runs.describe(run_id)["name"] or "Essay"
     criteria, rows = found["criteria"], found["rows"]
     if layout == "canvas":
-        return gradebook.canvas_csv(rows, criteria, name), "canvas-gradebook.csv"
+        return gradebook.canvas_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
     if layout == "classroom":
-        return gradebook.classroom_csv(rows, criteria, name), "classroom-grades.csv"
-    return gradebook.plain_csv(rows, criteria), "gradebook.csv"
+        return gradebook.classroom_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
+    if layout == "moodle":
+        return gradebook.moodle_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
+    return gradebook.plain_csv(rows, criteria), LAYOUTS[layout]

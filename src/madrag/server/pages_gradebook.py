@@ -1,5 +1,6 @@
-"""The gradebook pages: a run's gradebook (one row per student) with its downloads (madrag, Canvas and Google
-Classroom layouts), and the column-mapping step of an essay import."""
+"""The gradebook pages: a run's gradebook (one row per student, the teacher's grades first) with its downloads
+(madrag, Canvas, Google Classroom and Moodle layouts, one assignment or one per criterion), and the
+column-mapping step of an essay import."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ FIELDS = [
     ("text", "The essay"),
     ("email", "Student email"),
     ("sis_id", "Student id (SIS)"),
-    ("name", "Student name"),
+    ("name", "Student full name"),
+    ("first_name", "First name"),
+    ("last_name", "Last name"),
+    ("section", "Section or class period"),
     ("id", "Essay id (optional)"),
 ]
 
@@ -39,8 +43,8 @@ def overview_page(run_id: str, request: Request) -> Response:
 
 
 @router.get("/runs/{run_id}/gradebook.csv")
-def gradebook_file(run_id: str, request: Request, layout: str = "madrag") -> Response:
-    text, filename = gradebook.download(state_of(request), run_id, layout)
+def gradebook_file(run_id: str, request: Request, layout: str = "madrag", criteria: bool = False) -> Response:
+    text, filename = gradebook.download(state_of(request), run_id, layout, criteria)
     headers = {"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"}
     return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
 
@@ -90,10 +94,11 @@ async def columns_submit(draft_id: str, request: Request) -> Response:
     mapping = columns.Mapping(scores=scores, **chosen)
     limits = s.config.limits
     try:
-        upload = class_import.read_mapped(
+        upload, replaced = class_import.read_mapped(
             s.drafts.folder(draft_id), rubric, mapping, limits.max_rows, limits.max_essay_chars
         )
     except MadragError as exc:
         return _mapping_page(request, draft_id, str(exc), 400)
     s.drafts.set_essays(draft, upload.essays, upload.refused)
-    return redirect(f"/drafts/{draft_id}/essays")
+    rows = ",".join(f"{old}-{new}" for _essay_id, old, new in replaced[:20])
+    return redirect(f"/drafts/{draft_id}/essays" + (f"?replaced={rows}" if replaced else ""))

@@ -8,7 +8,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.server import review_queue
+from madrag.server import gradebook, review_queue
 from madrag.server.rendering import redirect, render, state_of
 from madrag.server.security import check_csrf
 
@@ -25,7 +25,8 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
     s = state_of(request)
     run = s.runs.describe(run_id)
     found = review_queue.queue(s, run_id)
-    return render(request, "review.html", run=run, queue=found, approved=approved)
+    names = gradebook.names(s, run_id)
+    return render(request, "review.html", run=run, queue=found, approved=approved, names=names)
 
 
 @router.post("/runs/{run_id}/approve")

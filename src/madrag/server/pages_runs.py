@@ -13,11 +13,12 @@ from pydantic import SecretStr
 
 from madrag.audit.report import audit_html
 from madrag.errors import MadragError
-from madrag.server import library, library_runs, results, run_list
+from madrag.server import gradebook, library, library_runs, results, run_list
 from madrag.server.errors import ApiError
 from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import OverrideIn
 from madrag.server.security import check_csrf
+from madrag.server.service import State
 
 router = APIRouter(include_in_schema=False)
 RESUMABLE = ("interrupted", "cancelled", "failed")
@@ -81,7 +82,7 @@ def results_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     table = results.grid(s, run_id)
-    cells = s.memo("grid-html", run_id, lambda: grid_html(run_id, table))
+    cells = prepared_grid(s, run_id, table)
     first = table["protocols"][0] if table["protocols"] else ""
     unreviewed = sum(
         1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["scored"] and not c["review"]
@@ -97,7 +98,12 @@ def _cell(c: dict[str, Any]) -> str:
     return f'<td class="cell {kind}" title="{escape(c["protocol"])} {escape(c["trait"])}">{text}{mark}{ref}</td>'
 
 
-def grid_html(run_id: str, grid: dict[str, Any]) -> str:
+def prepared_grid(s: State, run_id: str, table: dict[str, Any]) -> str:
+    """The results table of a run, built once (students shown as on every teacher page)."""
+    return s.memo("grid-html", run_id, lambda: grid_html(run_id, table, gradebook.names(s, run_id)))  # type: ignore[no-any-return]
+
+
+def grid_html(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> str:
     """The results table (thousands of cells: built directly, every text escaped, rather than by the template
     engine, which takes ten times as long)."""
     head = ""
@@ -108,7 +114,8 @@ def grid_html(run_id: str, grid: dict[str, Any]) -> str:
     head += "<tr><th>essay</th>" + traits * len(grid["protocols"]) + "</tr>"
     rows = []
     for row in grid["rows"]:
-        link = f'<a href="/runs/{run_id}/essays/{quote(row["essay_id"], safe="")}">{escape(row["essay_id"])}</a>'
+        shown = (names or {}).get(row["essay_id"], row["essay_id"])
+        link = f'<a href="/runs/{run_id}/essays/{quote(row["essay_id"], safe="")}">{escape(shown)}</a>'
         rows.append(f"<tr><th>{link}</th>" + "".join(_cell(c) for c in row["cells"]) + "</tr>")
     body = "".join(rows)
     return f'<table class="grid" id="results-grid"><thead>{head}</thead><tbody>{body}</tbody></table>'
@@ -158,6 +165,7 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", ap
         "essay.html",
         run=run,
         detail=detail,
+        student=gradebook.names(s, run_id).get(essay_id, essay_id),
         nav=neighbours,
         saved=saved,
         approved=approved,

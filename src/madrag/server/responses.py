@@ -90,6 +90,10 @@ class ScoreRow(BaseModel):
     review_comment: str | None = None
     reviewer: str | None = None
     reviewed_at: float | None = None
+    grade: int | None = None
+    """The grade in force: the teacher's override, else the teacher's own score from the class file, else the AI's."""
+    graded_by: str | None = None
+    """``teacher`` or ``ai`` (None: no grade)."""
 
 
 class RunScores(BaseModel):

@@ -14,6 +14,7 @@ from madrag.server.faults import InvalidRequest, NotFound, WrongState
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.schemas import OverrideIn
 from madrag.server.service import State
+from madrag.teacher.grades import grade_of
 from madrag.teacher.scored_by import scored_by, warning
 
 
@@ -196,6 +197,13 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     rows = []
     for row in library_runs.export_rows(view):
         review = reviews.get((row["essay_id"], row["trait"], row["protocol"]))
+        override = review is not None and review.action == "override"
+        grade = grade_of(
+            row["score"],
+            upload=row["reference"],  # the teacher's own score from the class file
+            override=review.new_score if review is not None and override else None,
+            accepted=review is not None and not override,
+        )
         rows.append(
             {
                 **row,
@@ -205,6 +213,8 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
                 "review_comment": None if review is None else review.comment,
                 "reviewer": None if review is None else review.reviewer,
                 "reviewed_at": None if review is None else review.created_at,
+                "grade": grade.points,
+                "graded_by": grade.by,
                 "scored_by": label,
                 "valid_scores": valid,
             }

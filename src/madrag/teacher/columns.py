@@ -1,7 +1,9 @@
 """Reading a class file whatever its columns are called: a Google Forms or LMS export ("Email Address",
 "Response", "SIS User ID", ...) is mapped onto madrag's essay layout (``id``, ``text`` and a column per trait
 score) by a column-mapping step, and the student identifiers are kept apart, as the class roster the gradebook
-carries (email, SIS id, name per essay id)."""
+carries (email, SIS id, name or first and last name, section per essay id). A student who sent the form twice
+(the same id, email, SIS id or name) has one essay: the later row of the file (a Forms export lists answers in
+the order they came), and the replacement is reported."""
 
 from __future__ import annotations
 
@@ -12,14 +14,18 @@ from dataclasses import dataclass, field
 
 from madrag.errors import InputError
 
-ROSTER_FIELDS = ("email", "sis_id", "name")
+ROSTER_FIELDS = ("email", "sis_id", "name", "first_name", "last_name", "section")
 GUESSES: dict[str, tuple[str, ...]] = {
     "text": (r"^(essay|response|answer|text|submission|your essay)\b", r"essay|response|answer"),
     "email": (r"^e-?mail( address)?$", r"e-?mail"),
     "sis_id": (r"^(sis( user)? id|student id|student number|id number)$", r"\bsis\b|student (id|number)"),
-    "name": (r"^(student( name)?|name|full name)$", r"\bname\b"),
     "id": (r"^id$", r"^(essay[ _]?id)$"),
+    "first_name": (r"^(student'?s? )?(first|given)[ _]?name$", r"\b(first|given) ?name\b|forename"),
+    "last_name": (r"^(student'?s? )?(last|family|sur)[ _]?name$", r"\b(last|family) ?name\b|surname"),
+    "name": (r"^(student( name)?|(your |full |student'?s? )?name)$", r"\bname\b"),
+    "section": (r"^(section|period|class period|course section)$", r"\bsection\b|\bperiod\b"),
 }
+GUESS_ORDER = ("email", "sis_id", "id", "text", "first_name", "last_name", "name", "section")
 
 
 @dataclass
@@ -32,7 +38,42 @@ class Mapping:
     email: str | None = None
     sis_id: str | None = None
     name: str | None = None
+    first_name: str | None = None
+    last_name: str | None = None
+    section: str | None = None
     scores: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Mapped:
+    """The rows read under a mapping: madrag's CSV, the roster by essay id, and each resubmission (the essay
+    id, the row replaced, the row kept)."""
+
+    text: str
+    roster: dict[str, dict[str, str]]
+    replaced: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def split_name(who: dict[str, str]) -> tuple[str, str]:
+    """(first, last) name of a roster entry: its own first and last name, else its full name split (``Last,
+    First``; else the last word is the last name; a single word is a first name)."""
+    first, last = who.get("first_name", "").strip(), who.get("last_name", "").strip()
+    if first or last:
+        return first, last
+    name = " ".join(who.get("name", "").split())
+    if "," in name:
+        last, _, first = name.partition(",")
+        return first.strip(), last.strip()
+    head, _, tail = name.rpartition(" ")
+    return (head, tail) if head else (tail, "")
+
+
+def student_label(who: dict[str, str], fallback: str) -> str:
+    """How a student is shown on every teacher page: the mapped name (or first and last name), else the email,
+    else the SIS id, else ``fallback`` (the essay id)."""
+    first, last = who.get("first_name", "").strip(), who.get("last_name", "").strip()
+    name = who.get("name", "").strip() or " ".join(p for p in (first, last) if p)
+    return name or who.get("email", "").strip() or who.get("sis_id", "").strip() or fallback
 
 
 def read_table(data: str) -> tuple[list[str], list[dict[str, str]]]:
@@ -68,7 +109,7 @@ def guess(header: list[str], traits: list[str], rows: list[dict[str, str]] | Non
     change it)."""
     taken: set[str] = set()
     found: dict[str, str | None] = {}
-    for name in ("email", "sis_id", "id", "text", "name"):
+    for name in GUESS_ORDER:
         found[name] = _find(header, GUESSES[name], taken)
         if found[name]:
             taken.add(found[name])  # type: ignore[arg-type]
@@ -84,26 +125,30 @@ def is_native(header: list[str]) -> bool:
     return "id" in header and "text" in header
 
 
-def apply(rows: list[dict[str, str]], mapping: Mapping) -> tuple[str, dict[str, dict[str, str]]]:
-    """(madrag CSV, roster by essay id) of the rows under ``mapping``. An essay's id is its id column, else
-    the student's email, SIS id or name, else its row number."""
+def _essay_id(row: dict[str, str], mapping: Mapping, who: dict[str, str], number: int) -> str:
+    full = " ".join(p for p in (who["first_name"], who["last_name"]) if p)
+    chosen = [row.get(mapping.id or "", "").strip(), who["email"], who["sis_id"], who["name"], full]
+    return next((c for c in chosen if c), f"row {number}")
+
+
+def apply(rows: list[dict[str, str]], mapping: Mapping) -> Mapped:
+    """The rows under ``mapping``. An essay's id is its id column, else the student's email, SIS id or name,
+    else its row number; a later row with the same id replaces the earlier one."""
     if mapping.text is None:
         raise InputError("choose the column that holds the essays")
-    buf = io.StringIO()
-    traits = list(mapping.scores)
-    writer = csv.DictWriter(buf, fieldnames=["id", "text", *traits])
-    writer.writeheader()
+    kept: dict[str, tuple[int, dict[str, str]]] = {}
     roster: dict[str, dict[str, str]] = {}
+    replaced: list[tuple[str, int, int]] = []
     for number, row in enumerate(rows, 2):
         who = {f: row.get(getattr(mapping, f) or "", "").strip() for f in ROSTER_FIELDS}
-        chosen = [row.get(mapping.id or "", "").strip(), who["email"], who["sis_id"], who["name"]]
-        essay_id = next((c for c in chosen if c), f"row {number}")
-        writer.writerow(
-            {
-                "id": essay_id,
-                "text": row.get(mapping.text, ""),
-                **{t: row.get(c, "") for t, c in mapping.scores.items()},
-            }
-        )
+        essay_id = _essay_id(row, mapping, who, number)
+        if essay_id in kept:
+            replaced.append((essay_id, kept[essay_id][0], number))
+        essay = {"id": essay_id, "text": row.get(mapping.text, "")}
+        kept[essay_id] = (number, {**essay, **{t: row.get(c, "") for t, c in mapping.scores.items()}})
         roster[essay_id] = {k: v for k, v in who.items() if v}
-    return buf.getvalue(), roster
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["id", "text", *mapping.scores])
+    writer.writeheader()
+    writer.writerows(essay for _number, essay in kept.values())
+    return Mapped(buf.getvalue(), roster, replaced)

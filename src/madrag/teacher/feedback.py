@@ -1,14 +1,18 @@
 """Feedback a student can read, per criterion: "what works" (from the Advocate), "what to work on next"
 (from the Skeptic) and "why this score" (from the Judge), addressed to the student, with the essay's own
 sentences that the agents quoted highlighted (verified quotes only: a quote not found in the essay is never
-shown). The teacher edits any of it; an edit replaces the drafted text."""
+shown). The teacher edits any of it; an edit replaces the drafted text. Where the grade is the teacher's, the
+feedback carries the teacher's score and comment, and the Judge's reasoning (for a score that no longer stands)
+is left out."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from madrag.agents.evidence import extract_quotes, normalise, verify_quote
+from madrag.teacher.grades import Grade
 
 _SCORE_LINE = re.compile(r"^\s*(final score|score|confidence)\s*[:=].*$", re.IGNORECASE | re.MULTILINE)
 _SCORE_INLINE = re.compile(r"\b(final score|confidence)\s*[:=]\s*[\d.]+%?", re.IGNORECASE)
@@ -95,3 +99,17 @@ def highlight(essay: str, quotes: list[str]) -> list[tuple[str, bool]]:
         flat = normalise(sentence)
         pieces.append((sentence, any(w and w in flat for w in wanted)))
     return pieces
+
+
+def with_grade(item: dict[str, Any], grade: Grade, max_points: int) -> dict[str, Any]:
+    """A criterion's feedback with the grade in force: the teacher's score and comment where the teacher graded
+    it (the AI's "why this score" dropped), else the AI's score and its reasoning."""
+    return {
+        **item,
+        "why": "" if grade.teacher else item.get("why", ""),
+        "score": grade.points,
+        "max": max_points,
+        "teacher": grade.teacher,
+        "comment": grade.comment,
+        "graded": grade.words,
+    }

@@ -1,27 +1,31 @@
-"""A class's gradebook: one row per student with a column per criterion and the total (points and percent),
-the student's identifiers carried from the import, whether a teacher reviewed every score, and which backend
-scored it; and the CSV layouts two gradebooks import.
+"""A class's gradebook: one row per student with the grade in force per criterion (the teacher's, else the AI's:
+:mod:`madrag.teacher.grades`), the total (points and percent), the student's identifiers carried from the
+class import, whether a teacher reviewed every score, and which backend scored it; and the files each LMS
+imports as they are, one assignment column (the total) unless the teacher asks for one per criterion.
 
-* **Canvas** (Grades > Import): ``Student``, ``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section``, then one
-  column per assignment, its second row ``Points Possible``, as Canvas's own gradebook export has them; a
-  student is matched by ID, SIS User ID or SIS Login ID (here the SIS id and the email), a new assignment
-  column (a name without Canvas's ``(id)``) creates the assignment.
-* **Google Classroom** (a grade import from a sheet, and Classroom's own grade download): ``Last Name``,
-  ``First Name``, ``Email Address``, then one column per assignment; a student is matched by email address.
-
-Both carry the total as the assignment's grade (one column, points) and the criteria as columns beside it,
-named ``<assignment>: <criterion>``. A score that is missing stays empty, and so does any total it is part of.
+The columns and matching rules each file follows, and where they come from, are in
+``docs/gradebook-formats.md``; ``tests/test_gradebook_formats.py`` reads every file back by those rules.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from madrag.teacher.columns import split_name, student_label
+from madrag.teacher.grades import Grade
+
 CANVAS_ID_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CLASSROOM_ID_COLUMNS = ("Last Name", "First Name", "Email Address")
+MOODLE_ID_COLUMNS = ("First name", "Last name", "ID number", "Email address")
+# Canvas's importer drops every column whose title holds one of these (case-sensitive) as read-only
+CANVAS_NOT_ASSIGNMENTS = re.compile(
+    "Current Score|Current Points|Current Grade|Final Score|Final Points|Final Grade|Override Score|"
+    "Override Grade|Override Status"
+)
 
 
 @dataclass(frozen=True)
@@ -37,41 +41,62 @@ class StudentRow:
 
     essay_id: str
     name: str
+    first: str
+    last: str
     email: str
     sis_id: str
-    points: dict[str, int | None]
+    section: str
+    grades: dict[str, Grade]
     total: int | None
     possible: int
     percent: float | None
     reviewed: bool
     scored_by: str
 
+    @property
+    def points(self) -> dict[str, int | None]:
+        return {c: g.points for c, g in self.grades.items()}
+
+    @property
+    def graded_by(self) -> str:
+        """``teacher``, ``AI``, or which criteria the teacher graded (``teacher: Ideas; AI: Style``)."""
+        mine = [c for c, g in self.grades.items() if g.teacher]
+        if len(mine) == len(self.grades):
+            return "teacher" if mine else "AI"
+        if not mine:
+            return "AI"
+        rest = [c for c in self.grades if c not in mine]
+        return f"teacher: {', '.join(mine)}; AI: {', '.join(rest)}"
+
 
 def student_row(
     essay_id: str,
     who: dict[str, str],
     criteria: list[Criterion],
-    finals: dict[str, int | None],
-    reviewed: bool,
+    grades: dict[str, Grade],
     scored_by: str,
 ) -> StudentRow:
-    """A student's row from the scores in force (overrides applied) per criterion."""
-    points = {c.name: finals.get(c.name) for c in criteria}
+    """A student's row from the grades in force per criterion (a criterion without one: missing)."""
+    chosen = {c.name: grades.get(c.name, Grade(None, None, "missing")) for c in criteria}
+    points = [g.points for g in chosen.values()]
     possible = sum(c.max for c in criteria)
-    known = [p for p in points.values() if p is not None]
-    total = sum(known) if len(known) == len(points) and points else None
+    total = sum(p for p in points if p is not None) if points and None not in points else None
     percent = None if total is None or possible <= 0 else round(100 * total / possible, 1)
+    first, last = split_name(who)
     return StudentRow(
-        essay_id,
-        who.get("name", ""),
-        who.get("email", ""),
-        who.get("sis_id", ""),
-        points,
-        total,
-        possible,
-        percent,
-        reviewed,
-        scored_by,
+        essay_id=essay_id,
+        name=student_label(who, essay_id),
+        first=first,
+        last=last,
+        email=who.get("email", ""),
+        sis_id=who.get("sis_id", ""),
+        section=who.get("section", ""),
+        grades=chosen,
+        total=total,
+        possible=possible,
+        percent=percent,
+        reviewed=bool(chosen) and all(g.reviewed for g in chosen.values()),
+        scored_by=scored_by,
     )
 
 
@@ -89,38 +114,81 @@ def _csv(rows: list[list[Any]]) -> str:
 
 
 def _tail(r: StudentRow) -> list[Any]:
-    return [r.total, r.possible, r.percent, "yes" if r.reviewed else "no", r.scored_by]
+    return [r.total, r.possible, r.percent, "yes" if r.reviewed else "no", r.graded_by, r.scored_by]
 
 
 def plain_csv(rows: list[StudentRow], criteria: list[Criterion]) -> str:
-    """madrag's gradebook: identifiers, a column per criterion, total points, possible, percent, reviewed."""
-    head = ["student", "email", "sis_id", "essay_id", *[c.name for c in criteria]]
-    head += ["total", "possible", "percent", "reviewed", "scored_by"]
-    body = [[r.name, r.email, r.sis_id, r.essay_id, *[r.points[c.name] for c in criteria], *_tail(r)] for r in rows]
+    """madrag's gradebook: identifiers, a column per criterion, total points, possible, percent, reviewed, who
+    graded it."""
+    head = ["student", "first_name", "last_name", "email", "sis_id", "section", "essay_id"]
+    head += [c.name for c in criteria] + ["total", "possible", "percent", "reviewed", "graded_by", "scored_by"]
+    body = [
+        [
+            r.name,
+            r.first,
+            r.last,
+            r.email,
+            r.sis_id,
+            r.section,
+            r.essay_id,
+            *[r.points[c.name] for c in criteria],
+            *_tail(r),
+        ]
+        for r in rows
+    ]
     return _csv([head, *body])
 
 
-def _split(name: str) -> tuple[str, str]:
-    first, _, last = name.strip().rpartition(" ")
-    return (last, first) if first else (name.strip(), "")
+def _assignments(
+    rows: list[StudentRow], criteria: list[Criterion], title: str, by_criterion: bool
+) -> tuple[list[str], list[int], list[list[int | None]]]:
+    """(column titles, points possible, each row's grades): the total as one assignment, or one per criterion."""
+    if by_criterion:
+        names = [f"{title}: {c.name}" for c in criteria]
+        return names, [c.max for c in criteria], [[r.points[c.name] for c in criteria] for r in rows]
+    return [title], [sum(c.max for c in criteria)], [[r.total] for r in rows]
 
 
-def canvas_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str) -> str:
-    """Canvas's gradebook import layout (see the module's docstring)."""
-    columns = [assignment, *[f"{assignment}: {c.name}" for c in criteria]]
-    possible = [rows[0].possible if rows else sum(c.max for c in criteria), *[c.max for c in criteria]]
-    out: list[list[Any]] = [[*CANVAS_ID_COLUMNS, *columns], ["Points Possible", "", "", "", "", *possible]]
-    for r in rows:
-        last, first = _split(r.name)
-        student = f"{last}, {first}" if first else last
-        out.append([student or r.essay_id, "", r.sis_id, r.email, "", r.total, *[r.points[c.name] for c in criteria]])
+def canvas_title(title: str) -> str:
+    """An assignment title Canvas's importer reads as a new assignment: none of the phrases of its read-only
+    columns (``Final Score`` ...; written in lower case, which it does not drop), and no trailing ``(digits)``
+    (which it reads as an existing assignment's id)."""
+    title = " ".join(title.split()) or "Essay"
+    title = CANVAS_NOT_ASSIGNMENTS.sub(lambda m: m.group(0).lower(), title)
+    return re.sub(r"\((\d+)\)$", r"[\1]", title)
+
+
+def canvas_student(r: StudentRow) -> str:
+    """Canvas's ``Student`` cell: the sortable name ``Last, First`` (just the name known, when only one is)."""
+    if r.last and r.first:
+        return f"{r.last}, {r.first}"
+    return r.last or r.first or r.name
+
+
+def canvas_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False) -> str:
+    """Canvas's gradebook import (see ``docs/gradebook-formats.md``)."""
+    names, possible, grades = _assignments(rows, criteria, canvas_title(assignment), by_criterion)
+    out: list[list[Any]] = [[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible]]
+    for r, points in zip(rows, grades, strict=True):
+        out.append([canvas_student(r), "", r.sis_id, r.email, r.section, *points])
     return _csv(out)
 
 
-def classroom_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str) -> str:
-    """Google Classroom's grade layout (see the module's docstring)."""
-    out: list[list[Any]] = [[*CLASSROOM_ID_COLUMNS, assignment, *[f"{assignment}: {c.name}" for c in criteria]]]
-    for r in rows:
-        last, first = _split(r.name)
-        out.append([last, first, r.email, r.total, *[r.points[c.name] for c in criteria]])
+def classroom_csv(
+    rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False
+) -> str:
+    """Google Classroom's grade sheet (see ``docs/gradebook-formats.md``)."""
+    names, _possible, grades = _assignments(rows, criteria, assignment, by_criterion)
+    out: list[list[Any]] = [[*CLASSROOM_ID_COLUMNS, *names]]
+    for r, points in zip(rows, grades, strict=True):
+        out.append([r.last, r.first, r.email, *points])
+    return _csv(out)
+
+
+def moodle_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False) -> str:
+    """Moodle's CSV grade import (see ``docs/gradebook-formats.md``)."""
+    names, _possible, grades = _assignments(rows, criteria, assignment, by_criterion)
+    out: list[list[Any]] = [[*MOODLE_ID_COLUMNS, *names]]
+    for r, points in zip(rows, grades, strict=True):
+        out.append([r.first, r.last, r.sis_id, r.email, *points])
     return _csv(out)

@@ -1,0 +1,68 @@
+"""The grade of a paper on one criterion: the teacher's decision, then the AI's. The one rule every surface
+(the gradebook page, its Canvas / Google Classroom / Moodle / spreadsheet files, the class overview, student
+feedback) reads a grade by.
+
+A teacher decides a score in two places: a score of their own in the class file (the human scores mapped at
+upload), and an override on the review pages. The later decision wins, so an override outranks the class
+file's score; either outranks the AI. Accepting the AI's score on the review pages keeps the AI's score where the
+teacher gave none, but never replaces a score the teacher gave in the class file (to change that, override it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+By = Literal["teacher", "ai"]
+How = Literal["override", "class file", "accepted", "ai", "missing"]
+HOW_WORDS: dict[str, str] = {
+    "override": "your score (changed on review)",
+    "class file": "your score (from the class file)",
+    "accepted": "AI's score, accepted by you",
+    "ai": "AI's score, not reviewed",
+    "missing": "no score",
+}
+
+
+@dataclass(frozen=True)
+class Grade:
+    """``points`` in force (None: no valid score from anyone), who decided it and how, the AI's own score
+    beside it, and the teacher's comment when the teacher overrode it."""
+
+    points: int | None
+    by: By | None
+    how: How
+    ai: int | None = None
+    comment: str = ""
+
+    @property
+    def teacher(self) -> bool:
+        """The teacher decided this grade (a score of their own, not the AI's)."""
+        return self.by == "teacher"
+
+    @property
+    def reviewed(self) -> bool:
+        """A teacher looked at it: their own score, or the AI's accepted."""
+        return self.how in ("override", "class file", "accepted")
+
+    @property
+    def words(self) -> str:
+        return HOW_WORDS[self.how]
+
+
+def grade_of(
+    ai: int | None,
+    upload: int | None = None,
+    override: int | None = None,
+    comment: str = "",
+    accepted: bool = False,
+) -> Grade:
+    """The grade in force: the teacher's override, else the teacher's class-file score, else the AI's score
+    (``accepted`` when the teacher accepted it on review); None points when nobody gave a valid score."""
+    if override is not None:
+        return Grade(override, "teacher", "override", ai, comment)
+    if upload is not None:
+        return Grade(upload, "teacher", "class file", ai)
+    if ai is None:
+        return Grade(None, None, "missing")
+    return Grade(ai, "ai", "accepted" if accepted else "ai", ai)
