@@ -60,7 +60,7 @@ def test_the_same_texts_from_a_prompts_dir_resume_and_a_changed_text_is_named(tm
     run_job(_job(tmp_path), progress=False)
     same = run_job(_job(tmp_path, _copy(tmp_path, "same")), progress=False)
     assert same.resumed and same.stats.made == 0  # the texts are the run's; their folder is provenance
-    with pytest.raises(ConfigError, match=r"prompt_texts_sha256.*prompt templates changed since: judge_system"):
+    with pytest.raises(ConfigError, match=r"prompt_texts_sha256.*prompt templates differ from the run.s: judge_system"):
         run_job(_job(tmp_path, _copy(tmp_path, "changed", " Be brief.")), progress=False)
 
 

@@ -3,13 +3,12 @@ run's first protocol, the teacher's edits kept in ``feedback.json`` beside the r
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from madrag.csv_safe import csv_text
 from madrag.records import AgentRecord
 from madrag.server import gradebook, library_runs
 from madrag.server.errors import ApiError
@@ -74,9 +73,7 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
 
 def export_csv(state: State, run_id: str) -> str:
     """One row per student and criterion: who, the score in force, what works, what next, why, edited."""
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(
+    rows: list[list[Any]] = [
         [
             "student",
             "email",
@@ -90,7 +87,7 @@ def export_csv(state: State, run_id: str) -> str:
             "why_this_score",
             "edited_by_teacher",
         ]
-    )
+    ]
     book = gradebook.book(state, run_id)
     for essay in state.runs.view(run_id).essays:
         found = student(state, run_id, essay.id, book)
@@ -109,5 +106,5 @@ def export_csv(state: State, run_id: str) -> str:
                 t["why"],
                 "yes" if t["edited"] else "no",
             ]
-            writer.writerow([gradebook.safe_cell(c) for c in cells])
-    return buf.getvalue()
+            rows.append(cells)
+    return csv_text(rows)

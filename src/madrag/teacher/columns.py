@@ -10,6 +10,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
+from madrag.csv_safe import raw_csv_text
 from madrag.errors import InputError
 
 ROSTER_FIELDS = ("email", "sis_id", "name")
@@ -89,21 +90,13 @@ def apply(rows: list[dict[str, str]], mapping: Mapping) -> tuple[str, dict[str, 
     the student's email, SIS id or name, else its row number."""
     if mapping.text is None:
         raise InputError("choose the column that holds the essays")
-    buf = io.StringIO()
     traits = list(mapping.scores)
-    writer = csv.DictWriter(buf, fieldnames=["id", "text", *traits])
-    writer.writeheader()
+    table: list[list[str]] = [["id", "text", *traits]]
     roster: dict[str, dict[str, str]] = {}
     for number, row in enumerate(rows, 2):
         who = {f: row.get(getattr(mapping, f) or "", "").strip() for f in ROSTER_FIELDS}
         chosen = [row.get(mapping.id or "", "").strip(), who["email"], who["sis_id"], who["name"]]
         essay_id = next((c for c in chosen if c), f"row {number}")
-        writer.writerow(
-            {
-                "id": essay_id,
-                "text": row.get(mapping.text, ""),
-                **{t: row.get(c, "") for t, c in mapping.scores.items()},
-            }
-        )
+        table.append([essay_id, row.get(mapping.text, ""), *(row.get(c, "") for c in mapping.scores.values())])
         roster[essay_id] = {k: v for k, v in who.items() if v}
-    return buf.getvalue(), roster
+    return raw_csv_text(table), roster  # madrag's own upload format, read back as it is

@@ -15,10 +15,10 @@ named ``<assignment>: <criterion>``. A score that is missing stays empty, and so
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from typing import Any
+
+from madrag.csv_safe import csv_text
 
 CANVAS_ID_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CLASSROOM_ID_COLUMNS = ("Last Name", "First Name", "Email Address")
@@ -75,17 +75,8 @@ def student_row(
     )
 
 
-def safe(value: Any) -> Any:
-    """A text cell a spreadsheet would run as a formula, prefixed with a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return "" if value is None else value
-
-
 def _csv(rows: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    csv.writer(buf).writerows([[safe(v) for v in row] for row in rows])
-    return buf.getvalue()
+    return csv_text(rows)
 
 
 def _tail(r: StudentRow) -> list[Any]:
