@@ -1,12 +1,12 @@
 """A run made by the release at commit b8ea291 (``tests/data/release_b8ea291/run``, made by ``make_run.py`` beside
-it), before runs kept their prompt templates and when ``placeholders`` defaulted to ``none``, continues with
-``madrag resume``: with the settings it recorded, and - since it keeps no copy of its templates - with
-``--prompts-dir`` holding that release's texts (recovered from git when the fixture was made; madrag reads no git).
-Without them the refusal names exactly the templates that differ and says how to resume."""
+it), before runs kept their prompt templates and when ``placeholders`` defaulted to ``none``: ``madrag resume``
+continues it with the settings it recorded. It is finished, so its scores are read with 0 new calls (its prompts are
+not used, and the note says they are not this release's). A job with calls left is refused in one line naming the
+template this release uses that b8ea291 did not (debater_turn: the debaters read the turns through it since), even
+with that release's texts (``prompts/``, recovered from git when the fixture was made; madrag reads no git)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from madrag.agents.prompts import PromptLibrary
+from madrag.api.scoring import run_job
+from madrag.errors import ConfigError
 from madrag.evaluation.run import open_store
+from madrag.pipeline.recorded import recorded_job
 
 FIXTURE = Path(__file__).parent / "data" / "release_b8ea291"
 
@@ -52,27 +55,30 @@ def test_the_fixture_is_an_old_finished_run_without_its_templates() -> None:
     assert _differing()  # the packaged texts changed since: what made the run refused
 
 
-def test_without_its_templates_the_refusal_names_them_and_how(old_run: Path, tmp_path: Path) -> None:
+def test_resume_reads_its_finished_scores_with_zero_new_calls(old_run: Path, tmp_path: Path) -> None:
     proc = resume(old_run, tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    named = re.search(r"prompt templates differ from the run's: ([\w, ]+) \(", errors[0])
-    assert named is not None, errors[0]
-    assert sorted(named.group(1).split(", ")) == _differing()
-    assert "--prompts-dir" in errors[0] and "settings." not in errors[0]  # the recorded settings are used
-    assert not (old_run / "prompts").exists()  # nothing written by the refused command
-
-
-def test_it_resumes_with_zero_new_calls_and_keeps_its_templates(old_run: Path, tmp_path: Path) -> None:
-    proc = resume(old_run, tmp_path, "--prompts-dir", str(FIXTURE / "prompts"))
     assert proc.returncode == 0, proc.stderr
     assert "0 agent calls made" in " ".join(proc.stdout.split())
+    note = " ".join(proc.stderr.split())
+    assert "debater_turn" in note and "none was used" in note  # said, not hidden: its prompts are not this release's
     store = open_store(old_run)
-    assert store.count() == 13
+    assert store.count() == 13 and len(store.essays()) == 1
     store.close()
-    kept = sorted(p.stem for p in (old_run / "prompts").glob("*.txt"))
-    assert kept == sorted(p.stem for p in (FIXTURE / "prompts").glob("*.txt"))
-    again = resume(old_run, tmp_path)  # its own copy now: no --prompts-dir needed
-    assert again.returncode == 0, again.stderr
-    assert "0 agent calls made" in " ".join(again.stdout.split())
+    assert not (old_run / "prompts").exists()  # never a copy of texts the run was not made with
+
+
+@pytest.mark.parametrize("with_old_texts", [False, True])
+def test_calls_left_are_refused_naming_the_templates(old_run: Path, tmp_path: Path, with_old_texts: bool) -> None:
+    """The run's second essay would need new calls: this release's debaters read the turns through a template
+    (debater_turn) b8ea291 did not have, so no call can be made as that run made its own, even with that release's
+    texts (--prompts-dir): the refusal says so in one line and writes nothing."""
+    job = recorded_job(old_run, tmp_path / "cache", FIXTURE / "prompts" if with_old_texts else None)
+    with pytest.raises(ConfigError) as caught:
+        run_job(job.model_copy(update={"ids": None}), progress=False)
+    message = str(caught.value)
+    assert "\n" not in message and "settings." not in message  # its recorded settings (placeholders none) match
+    assert "templates the run's release did not have: debater_turn" in message
+    assert "continue it with the release that made it" in message
+    store = open_store(old_run)
+    assert store.count() == 13 and len(store.essays()) == 1  # nothing written
+    store.close()

@@ -43,6 +43,9 @@ from madrag.run_config import changed_templates, differences, runtime_hint
 from madrag.store_schema import migrate, open_read_only
 from madrag.writer_lock import WriterLock
 
+PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
+"""The keys of a run's identity that are its prompt templates."""
+
 _INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
 _VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_RECORD = f"{_INSERT_HEAD} VALUES {_VALUES}"
@@ -281,6 +284,7 @@ class RunStore:
         self._writer: _Writer | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
+        self.prompt_drift: str | None = None  # set by bind_config
 
     def _writable(self) -> None:
         if self.read_only:
@@ -298,11 +302,19 @@ class RunStore:
         blob = json.dumps(value, sort_keys=True, default=str)
         self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, blob))
 
-    def bind_config(self, config: dict[str, Any], identity: Callable[[dict[str, Any]], Any] | None = None) -> bool:
+    def bind_config(
+        self,
+        config: dict[str, Any],
+        identity: Callable[[dict[str, Any]], Any] | None = None,
+        *,
+        prompts_may_differ: bool = False,
+    ) -> bool:
         """Store the run's configuration, or check it matches the stored one. True when resuming; the stored
         configuration is kept as it was written. ``identity``: what of a configuration must match (a scoring
         run's: :func:`madrag.run_config.identity`, which reads an older configuration as the latest version);
-        default: all of it, as JSON."""
+        default: all of it, as JSON. ``prompts_may_differ``: when only the prompt templates differ, resume and
+        say why in :attr:`prompt_drift` (the caller makes no call with them: a finished run's scores are read)."""
+        self.prompt_drift = None
         stored = self.get_meta("config")
         if stored is None:
             self.set_meta("config", config)
@@ -311,8 +323,10 @@ class RunStore:
         old, new = read(stored), read(config)
         if old != new:
             diff = differences(old, new)
-            changed = changed_templates(stored, config) if "prompt_texts_sha256" in diff else []
-            texts = self._templates_hint(changed) if changed else ""
+            texts = self._templates_hint(stored, config, old, new) if set(diff) & set(PROMPT_KEYS) else ""
+            if prompts_may_differ and set(diff) <= set(PROMPT_KEYS):
+                self.prompt_drift = f"run at {self.path.parent} was made with other prompt templates{texts}"
+                return True
             texts += runtime_hint(old, diff) if isinstance(old, dict) else ""
             raise ConfigError(
                 f"run at {self.path.parent} was made with different settings ({', '.join(diff)}){texts}; "
@@ -320,16 +334,29 @@ class RunStore:
             )
         return True
 
-    def _templates_hint(self, changed: list[str]) -> str:
-        """Which prompt templates differ from the run's, and how to continue it with its own."""
+    def _templates_hint(self, stored: dict[str, Any], config: dict[str, Any], old: Any, new: Any) -> str:
+        """Which prompt templates differ from the run's, and how to continue it with its own: by name when
+        this release uses other templates, by per-template hash when the run recorded them, else as a whole."""
+        mine, theirs = set(old.get("prompts") or []), set(new.get("prompts") or [])
+        if mine != theirs:
+            added = f"templates the run's release did not have: {', '.join(sorted(theirs - mine))}"
+            dropped = f"not ones it used: {', '.join(sorted(mine - theirs))}"
+            parts = [p for p, n in ((added, theirs - mine), (dropped, mine - theirs)) if n]
+            return (
+                f"; this release's prompts use {'; '.join(parts)}, so no call can be made as the run made its "
+                "own: continue it with the release that made it"
+            )
         kept = self.path.parent / "prompts"
-        where = (
+        how = (
             f"its own copy is in {kept}: resume without --prompts-dir"
             if kept.is_dir()
             else "the run keeps no copy (made before runs kept their templates): resume with --prompts-dir DIR "
-            "holding those files as the release that made the run had them"
+            "holding the files of the release that made the run"
         )
-        return f"; prompt templates differ from the run's: {', '.join(changed)} ({where})"
+        changed = changed_templates(stored, config)
+        if not changed:
+            return f"; the texts of its templates differ (it recorded one hash of them all, not each one's; {how})"
+        return f"; prompt templates differ from the run's: {', '.join(changed)} ({how})"
 
     # -- the essays a run scores ----------------------------------------------------------------------
     def add_essays(self, essays: list[Essay]) -> None:

@@ -132,8 +132,8 @@ def _run(config: ServerConfig, generated: bool) -> None:
     from madrag.server import create_app
     from madrag.server.app import data_dir_lock
 
-    data_dir_lock(config).acquire()  # held until this process ends; a second server is refused here, in one line
-    app = create_app(config)
+    lock = data_dir_lock(config).acquire()  # held until the process ends; a second server is refused here, in one line
+    app = create_app(config, data_lock=lock)
     host, port = config.host, config.port
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"

@@ -41,7 +41,7 @@ from madrag.agents.prompts import (
 from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
-from madrag.errors import InputError
+from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import check_folders, keep_prompts, on_disk_errors, prompt_names_of, recorded_prompts
@@ -418,10 +418,12 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
 def _open_run(job: ScoreJob, store: RunStore, run: _Prepared) -> _Prepared:
     """Bind (or check) the run's configuration in its store, record the inputs and the prompt templates."""
     run.store = store
-    run.resumed = store.bind_config(run.config, run_identity(job))
+    run.resumed = store.bind_config(run.config, run_identity(job), prompts_may_differ=True)
+    run.run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+    if store.prompt_drift is not None:  # nothing written: its finished scores are read, or the job is refused
+        return run
     record_inputs(job)
     keep_prompts(job.run_dir, run.prompts, prompt_names_of(run.config))
-    run.run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     store.set_meta("run_id", run.run_id)
     store.add_essays(run.essays)
     return run
@@ -524,11 +526,15 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             try:
                 _open_run(job, store, run)
                 if run.resumed and (done := await _finished(job, run, hooks)) is not None:
+                    if store.prompt_drift is not None:  # no call is made: the prompts are not used
+                        hooks.on_stage(f"note: {store.prompt_drift}; nothing was left to do, so none was used")
                     hooks.on_stage("nothing left to do: every score of this job is in the run store")
                     elapsed = time.monotonic() - started
                     return JobResult(
                         run.run_id, True, run.essays, done[0], done[1], elapsed, store.get_meta("bank") or {}
                     )
+                if store.prompt_drift is not None:
+                    raise ConfigError(f"{store.prompt_drift}; use another --run-dir to start a new run")
                 backends = backends or _backends(job, backend)
                 return await _score(job, run, hooks, (backend, embedder, backends), started)
             finally:

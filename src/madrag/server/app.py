@@ -26,7 +26,7 @@ from madrag.server.errors import render_error
 from madrag.server.runs import RunManager
 from madrag.server.security import Guard, TooLarge
 from madrag.server.service import State
-from madrag.writer_lock import WriterLock, held_by
+from madrag.writer_lock import WriterLock
 
 log = logging.getLogger("madrag.server")
 DESCRIPTION = """Rubric-based analytic essay scoring with LLM agents (Advocate, Skeptic, Judge per trait).
@@ -77,8 +77,10 @@ async def _serving(state: State) -> AsyncIterator[None]:
         state.runs.close()
 
 
-def create_app(config: ServerConfig | None = None) -> FastAPI:
-    """The web app and API for ``config`` (defaults: loopback, the default data directory)."""
+def create_app(config: ServerConfig | None = None, *, data_lock: WriterLock | None = None) -> FastAPI:
+    """The web app and API for ``config`` (defaults: loopback, the default data directory). While it serves it
+    holds its data directory's lock (:func:`data_dir_lock`; ``data_lock``: the caller holds it already, as
+    ``madrag serve`` does from its start): a second app on the same data directory does not start."""
     config = config or ServerConfig()
     if config.token_required and not config.token:
         raise ValueError("a server on a non-loopback address needs a token")
@@ -89,7 +91,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # one server per data directory: its runs are this server's to resume (madrag serve holds it already)
-        lock = None if held_by(config.data_dir) == "this process" else data_dir_lock(config).acquire()
+        lock = None if data_lock is not None else data_dir_lock(config).acquire()
         try:
             async with _serving(state):
                 yield
