@@ -107,9 +107,9 @@ def files(asap: Path) -> tuple[Path, Path]:
 def test_a_real_full_disk_during_the_run(files: tuple[Path, Path], tmp_path: Path) -> None:
     data, rubric = files
     with _tmpfs(tmp_path / "small") as small:
-        filler = _fill(small, leave=400_000)
+        filler = _fill(small, leave=150_000)
         run = small / "run"
-        extra = ("--protocol", "MA", "--limit", "120")
+        extra = ("--protocol", "MA", "--limit", "20")
         line = _one_line(_score_cli(data, rubric, run, tmp_path / "cache", *extra), "the disk is full", "I/O error")
         assert "run the same command again" in line
         filler.unlink()
@@ -117,7 +117,7 @@ def test_a_real_full_disk_during_the_run(files: tuple[Path, Path], tmp_path: Pat
         assert again.returncode == 0, again.stderr[-2000:]
         _integrity(run)
         store = open_store(run)
-        assert store.count() == 120 * 4
+        assert store.count() == 20 * 4
         store.close()
 
 

@@ -44,7 +44,14 @@ from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.resume import stored_scores
-from madrag.pipeline.run_dir import check_folders, keep_prompts, on_disk_errors, prompt_names_of, recorded_prompts
+from madrag.pipeline.run_dir import (
+    check_folders,
+    keep_prompts,
+    on_disk_errors,
+    prompt_names_of,
+    recorded_prompts,
+    write_whole,
+)
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -308,13 +315,11 @@ def record_inputs(job: ScoreJob) -> None:
     in-memory rubric as ``inputs/rubric.json``."""
     folder = job.run_dir / "inputs"
     if isinstance(job.rubric, Rubric) and not (folder / "rubric.json").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "rubric.json").write_text(job.rubric.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_whole(folder / "rubric.json", job.rubric.model_dump_json(indent=2) + "\n")
     for name, essays in (("essays.jsonl", job.essays), ("pool.jsonl", job.pool)):
         target = folder / name
         if essays is not None and not target.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            target.write_text(essays_jsonl(essays), encoding="utf-8")
+            write_whole(target, essays_jsonl(essays))
 
 
 def check_pool(protocols: list[ScoringProtocol], pool: list[Essay]) -> None:
@@ -456,10 +461,12 @@ def _prepare_bank(
 
 
 def _backends(job: ScoreJob, backend: Provider | None) -> tuple[ManagedProvider, dict[str, ManagedProvider]]:
-    """The main backend and the per-role ones (built, nothing called yet)."""
+    """The main backend and the per-role ones (built, nothing called yet), with the response cache of the cache
+    directory."""
     cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
-    provider = _backend(job.provider, cache, backend)
-    role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
+    with on_disk_errors(f"cache directory {job.cache_dir}"):
+        provider = _backend(job.provider, cache, backend)
+        role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
     return provider, role_providers
 
 

@@ -6,6 +6,8 @@ was made with are kept in it (``<run dir>/prompts/``), so it continues with the 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,11 +54,30 @@ def prompt_names_of(config: dict[str, Any]) -> list[str]:
 
 
 def keep_prompts(run_dir: Path, prompts: PromptLibrary, names: list[str]) -> None:
-    """Write each template the run uses into ``<run dir>/prompts/`` (those already there are left as they are:
-    they are the texts the run was made with)."""
+    """Write each template the run uses into ``<run dir>/prompts/``, all or none: written into a folder of their
+    own, then renamed into place (a full disk never leaves a cut text that a resume would take for the run's).
+    A run that has the folder keeps it as it is: it holds the texts the run was made with."""
     folder = run_dir / PROMPTS
-    for name in names:
-        target = folder / f"{name}.txt"
-        if not target.is_file():
+    if folder.exists():
+        return
+    building = run_dir / f".{PROMPTS}-{os.getpid()}"
+    try:
+        for name in names:
+            target = building / f"{name}.txt"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(prompts.text(name) + "\n", encoding="utf-8")
+        building.rename(folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed into place): a full disk leaves no
+    cut file that a resume would read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}-{os.getpid()}")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
