@@ -132,14 +132,15 @@ def _run(config: ServerConfig, generated: bool) -> None:
     from madrag.server import create_app
     from madrag.server.app import data_dir_lock
 
-    lock = data_dir_lock(config).acquire()  # held until the process ends; a second server is refused here, in one line
-    app = create_app(config, data_lock=lock)
-    host, port = config.host, config.port
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/"
-    if generated:
-        typer.echo(f"madrag serve: open {url}?token={config.token}  (this token is shown once; keep it)")
-    else:
-        typer.echo(f"madrag serve: open {url}" + ("  (token required)" if config.token_required else ""))
-    typer.echo(f"runs are kept in {config.data_dir}")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    # held while it serves; a second server on the data directory is refused here, in one line
+    with data_dir_lock(config) as lock:
+        app = create_app(config, data_lock=lock)
+        host, port = config.host, config.port
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{port}/"
+        if generated:
+            typer.echo(f"madrag serve: open {url}?token={config.token}  (this token is shown once; keep it)")
+        else:
+            typer.echo(f"madrag serve: open {url}" + ("  (token required)" if config.token_required else ""))
+        typer.echo(f"runs are kept in {config.data_dir}")
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
