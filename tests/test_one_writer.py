@@ -39,7 +39,7 @@ WORKER = textwrap.dedent(
         while not (root / f"go-{r}").exists():
             time.sleep(0.0005)
         try:
-            madrag.score(essays, rubric, protocol="MAD", provider=madrag.ProviderSpec(kind="fake", fake_latency_s=0.01),
+            madrag.score(essays, rubric, protocol="MAD", provider=madrag.ProviderSpec(kind="fake", fake_latency_s=0.05),
                          run_dir=root / f"run-{r}", settings={"judge_temperature": temperature},
                          cache_dir=root / "cache", progress=False)
             outcome = {"round": r, "ok": True}
@@ -99,7 +99,8 @@ def test_two_writers_at_a_barrier_never_mix_a_run(tmp_path: Path) -> None:
         finally:
             store.close()
         assert temperatures == {config["settings"]["judge_temperature"]}, (r, temperatures)  # 0 mixed runs
-    assert busy >= 1  # the lock, not only the settings check, kept them apart
+    print(f"{busy} of {ROUNDS} rounds: the second writer refused at the lock; the rest by the settings check")
+    assert busy >= ROUNDS // 2  # the lock, not only the settings check, kept them apart (measured: 20 of 20)
 
 
 def test_the_lock_names_its_holder_and_dies_with_it(tmp_path: Path) -> None:

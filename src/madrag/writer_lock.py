@@ -24,7 +24,7 @@ from madrag.errors import WriterBusy
 LOCK_FILE = ".writer.lock"
 """The lock file a writer holds in the folder it writes."""
 
-_RETRY_S = 0.25
+_RETRY_S = 0.05
 """How long a writer retries before it is refused (a reader checking who holds the lock holds it a moment)."""
 
 _HELD: set[Path] = set()
