@@ -150,7 +150,7 @@ def test_ray_alone_is_a_local_instance(
     given: list[str], expected: RayOptions | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     jobs: list[ScoreJob] = []
-    monkeypatch.setattr(score_module, "_run_job", lambda job: jobs.append(job) or _DONE)
+    monkeypatch.setattr(score_module, "run_cli_job", lambda job: jobs.append(job) or _DONE)
     args = ["score", "--data", "d.csv", "--rubric", "r.json", "--run-dir", str(tmp_path), *given, "--limit", "2"]
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output

@@ -233,7 +233,7 @@ def test_error_export_of_any_protocol_or_another_is_an_option(run_dir: Path, tmp
     assert {(r["essay_id"], r["trait"], r["off_by_more_than_1"]) for r in rows} == expected
     assert result.n_rows == len(expected) == 3 and result.focus == "all" and "any protocol" in result.rule
     row = next(r for r in rows if r["essay_id"] == "e5")
-    assert row["n_placeholders"] == "3" and row["placeholder_kinds"] == "@CAPS @NUM"
+    assert row["n_placeholders"] == "3" and row["placeholder_kinds"] == "'@CAPS @NUM"  # @ starts a formula: as text
     assert row["MADRAG_mentions_placeholders"] == "True" and SCRIPT_TAG in row["essay_text"]
     assert "Advocate 1 (confidence 0.90)" in row["MADRAG_debate"] and "Skeptic 1" in row["MADRAG_debate"]
     mad = export_errors(run_dir, tmp_path / "mad.csv", focus="MAD")

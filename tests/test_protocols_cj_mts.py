@@ -154,8 +154,8 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     costs = _cli("costs", "--run-dir", str(run_dir))
     assert costs.returncode == 0, costs.stderr
     # the derived records are no calls: CJ's 64 comparisons (2 essays x 4 traits x 4 anchors x 2 orders) only
-    assert re.search(r"^\s*compare\s+calls\s+64\s+requests\s+64\b", costs.stdout, re.MULTILINE)
-    assert re.search(r"^\s*judge\s+calls\s+8\s+requests\s+16\b", costs.stdout, re.MULTILINE)  # MADRAG's
+    assert re.search(r"^\s*compare\s+calls\s+64\s+answers\s+64\b", costs.stdout, re.MULTILINE)
+    assert re.search(r"^\s*judge\s+calls\s+8\s+answers\s+16\b", costs.stdout, re.MULTILINE)  # MADRAG's
     again = _cli("ablate", *protocols, *common)
     assert again.returncode == 0 and "0 agent calls made" in again.stdout.replace("\n", " ")
     evaluated = _cli("eval", "--run-dir", str(run_dir), "--bootstrap", "0")

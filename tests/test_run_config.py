@@ -57,11 +57,19 @@ def test_a_run_records_the_current_version_and_where_each_template_came_from(tmp
 
 
 def test_the_same_texts_from_a_prompts_dir_resume_and_a_changed_text_is_named(tmp_path: Path) -> None:
-    run_job(_job(tmp_path), progress=False)
-    same = run_job(_job(tmp_path, _copy(tmp_path, "same")), progress=False)
+    two = [Essay(id="a", text="An essay."), Essay(id="b", text="Another essay.")]
+
+    def job(prompts_dir: Path | None = None, limit: int | None = 1) -> ScoreJob:
+        return _job(tmp_path, prompts_dir).model_copy(update={"essays": two, "limit": limit})
+
+    run_job(job(), progress=False)
+    same = run_job(job(_copy(tmp_path, "same")), progress=False)
     assert same.resumed and same.stats.made == 0  # the texts are the run's; their folder is provenance
-    with pytest.raises(ConfigError, match=r"prompt_texts_sha256.*prompt templates changed since: judge_system"):
-        run_job(_job(tmp_path, _copy(tmp_path, "changed", " Be brief.")), progress=False)
+    changed = _copy(tmp_path, "changed", " Be brief.")
+    finished = run_job(job(changed), progress=False)  # nothing left to do: its scores are read, no prompt used
+    assert finished.resumed and finished.stats.made == 0
+    with pytest.raises(ConfigError, match=r"other prompt templates; prompt templates differ from the run.s: judge_sys"):
+        run_job(job(changed, limit=None), progress=False)  # calls left: refused, naming the template
 
 
 def test_a_configuration_newer_than_this_code_is_refused(tmp_path: Path) -> None:

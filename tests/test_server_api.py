@@ -363,7 +363,7 @@ def test_serve_command_passes_the_runtime_to_embedded_runs_and_refuses_an_unknow
 
     configs: list[Any] = []
     monkeypatch.setattr(uvicorn, "run", lambda web, **_kw: None)
-    monkeypatch.setattr(madrag.server, "create_app", lambda config: configs.append(config))
+    monkeypatch.setattr(madrag.server, "create_app", lambda config, **_kw: configs.append(config))
     base = ["serve", "--data-dir", str(tmp_path / "d")]
     bad = CliRunner().invoke(app, [*base, "--runtime", "llama.cpp"])
     assert bad.exit_code != 0 and "--runtime must be one of xllamacpp, llama-cpp-python" in str(bad.exception)

@@ -1,4 +1,5 @@
-"""User-facing errors: each carries a one-line message the CLI prints before exiting non-zero."""
+"""User-facing errors: each carries a one-line message the CLI prints before exiting non-zero; :func:`clip` keeps
+what an error repeats of a value short."""
 
 from __future__ import annotations
 
@@ -51,3 +52,28 @@ class RunStopping(MadragError):
 
 class TooManyFailures(ProviderError):
     """A run stopped after ``--max-failures`` calls failed after their retries; what finished is kept."""
+
+
+class StorageError(MadragError):
+    """The disk refused a write or a read: full, read-only, no permission, or a path that is a file where a
+    folder belongs. What was committed before stays; the message says how to continue."""
+
+
+class WriterBusy(MadragError):
+    """A run directory (or a server's data directory) that another process is writing: one writer at a time."""
+
+
+MAX_ECHO = 300
+"""The most characters of a user's value an error message repeats (a bad value may be megabytes long)."""
+
+
+def clip(text: str, limit: int = MAX_ECHO) -> str:
+    """``text`` on one line and at most ``limit`` characters (what was cut is counted), for an error message.
+
+    >>> clip("a" * 400, 10)
+    'aaaaaaaaaa... (390 more characters)'
+    """
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from madrag.errors import RubricError
+from madrag.errors import MAX_ECHO, RubricError, clip
 
 
 class Trait(BaseModel):
@@ -57,9 +57,9 @@ class Trait(BaseModel):
         missing = sorted(expected - set(self.levels))
         extra = sorted(set(self.levels) - expected)
         if missing:
-            raise ValueError(f"trait {self.name!r}: no description for level(s) {missing}")
+            raise ValueError(f"trait {self.name!r}: no description for level(s) {_few(missing)}")
         if extra:
-            raise ValueError(f"trait {self.name!r}: level(s) {extra} outside [{self.min}, {self.max}]")
+            raise ValueError(f"trait {self.name!r}: level(s) {_few(extra)} outside [{self.min}, {self.max}]")
         return self
 
     @property
@@ -149,6 +149,12 @@ def load_rubric(path: str | Path) -> Rubric:
     return rubric_from_mapping(raw, f"rubric {p}: ")
 
 
+def _few(levels: list[int], shown: int = 10) -> str:
+    """Levels as a short list: the first ``shown``, then how many more (a scale may be huge by mistake)."""
+    head = ", ".join(str(n) for n in levels[:shown])
+    return f"[{head}]" if len(levels) <= shown else f"[{head}, ... ({len(levels):,} in all)]"
+
+
 def rubric_from_mapping(raw: Mapping[str, Any], prefix: str = "rubric: ") -> Rubric:
     """A rubric from a mapping (a parsed file, a dict given to the Python API, a web form); a RubricError names
     the first invalid field after ``prefix``."""
@@ -157,4 +163,4 @@ def rubric_from_mapping(raw: Mapping[str, Any], prefix: str = "rubric: ") -> Rub
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise RubricError(f"{prefix}{where}: {first['msg']}") from exc
+        raise RubricError(clip(f"{prefix}{where}: {first['msg']}", 2 * MAX_ECHO)) from exc

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import csv
 import json
 import sqlite3
 import threading
@@ -35,11 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
+from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import ConfigError
 from madrag.records import AgentRecord
 from madrag.run_config import changed_templates, differences, runtime_hint
 from madrag.store_schema import migrate, open_read_only
+from madrag.writer_lock import WriterLock
+
+PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
+"""The keys of a run's identity that are its prompt templates."""
 
 _INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
 _VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -53,6 +58,28 @@ def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connectio
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def _open_for_writing(path: Path) -> sqlite3.Connection:
+    """The main connection of a store opened for writing, migrated; what the disk refuses is one StorageError."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = _connect(path)
+    except (OSError, sqlite3.OperationalError) as exc:
+        if environment_kind(exc) is None:
+            raise
+        raise storage_error(exc, f"run store {path}") from exc
+    try:
+        migrate(conn, path)
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if environment_kind(exc) is None:
+            raise
+        raise storage_error(exc, f"run store {path}") from exc
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -110,6 +137,11 @@ def _settle_all(writes: list[_Write]) -> None:
             loop.call_soon_threadsafe(_settle, done)
         except RuntimeError:  # a loop already closed has nobody waiting
             pass
+
+
+def _retrieve(future: asyncio.Future[bool]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 _CHUNK = 400
@@ -232,24 +264,27 @@ class _Writer:
 
 class RunStore:
     """Records of one run directory (``<run dir>/store.sqlite``); ``read_only``: read an existing store without
-    changing its files (see the module docstring); writing to it is then an error."""
+    changing its files (see the module docstring); writing to it is then an error. ``lock``: hold the run
+    directory's writer lock (:class:`~madrag.writer_lock.WriterLock`) until :meth:`close`, for a writer that does
+    not take it itself (a scoring job takes it before it opens the store)."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, lock: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        self._dir_lock = WriterLock(self.path.parent).acquire() if lock and not read_only else None
         if read_only:
             self._conn = open_read_only(self.path)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = _connect(self.path)
             try:
-                migrate(self._conn, self.path)
+                self._conn = _open_for_writing(self.path)
             except BaseException:
-                self._conn.close()
+                if self._dir_lock is not None:
+                    self._dir_lock.release()
                 raise
         self._writer: _Writer | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
+        self.prompt_drift: str | None = None  # set by bind_config
 
     def _writable(self) -> None:
         if self.read_only:
@@ -267,11 +302,19 @@ class RunStore:
         blob = json.dumps(value, sort_keys=True, default=str)
         self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, blob))
 
-    def bind_config(self, config: dict[str, Any], identity: Callable[[dict[str, Any]], Any] | None = None) -> bool:
+    def bind_config(
+        self,
+        config: dict[str, Any],
+        identity: Callable[[dict[str, Any]], Any] | None = None,
+        *,
+        prompts_may_differ: bool = False,
+    ) -> bool:
         """Store the run's configuration, or check it matches the stored one. True when resuming; the stored
         configuration is kept as it was written. ``identity``: what of a configuration must match (a scoring
         run's: :func:`madrag.run_config.identity`, which reads an older configuration as the latest version);
-        default: all of it, as JSON."""
+        default: all of it, as JSON. ``prompts_may_differ``: when only the prompt templates differ, resume and
+        say why in :attr:`prompt_drift` (the caller makes no call with them: a finished run's scores are read)."""
+        self.prompt_drift = None
         stored = self.get_meta("config")
         if stored is None:
             self.set_meta("config", config)
@@ -280,14 +323,40 @@ class RunStore:
         old, new = read(stored), read(config)
         if old != new:
             diff = differences(old, new)
-            changed = changed_templates(stored, config) if "prompt_texts_sha256" in diff else []
-            texts = f"; prompt templates changed since: {', '.join(changed)}" if changed else ""
+            texts = self._templates_hint(stored, config, old, new) if set(diff) & set(PROMPT_KEYS) else ""
+            if prompts_may_differ and set(diff) <= set(PROMPT_KEYS):
+                self.prompt_drift = f"run at {self.path.parent} was made with other prompt templates{texts}"
+                return True
             texts += runtime_hint(old, diff) if isinstance(old, dict) else ""
             raise ConfigError(
                 f"run at {self.path.parent} was made with different settings ({', '.join(diff)}){texts}; "
                 "use another --run-dir to start a new run"
             )
         return True
+
+    def _templates_hint(self, stored: dict[str, Any], config: dict[str, Any], old: Any, new: Any) -> str:
+        """Which prompt templates differ from the run's, and how to continue it with its own: by name when
+        this release uses other templates, by per-template hash when the run recorded them, else as a whole."""
+        mine, theirs = set(old.get("prompts") or []), set(new.get("prompts") or [])
+        if mine != theirs:
+            added = f"templates the run's release did not have: {', '.join(sorted(theirs - mine))}"
+            dropped = f"not ones it used: {', '.join(sorted(mine - theirs))}"
+            parts = [p for p, n in ((added, theirs - mine), (dropped, mine - theirs)) if n]
+            return (
+                f"; this release's prompts use {'; '.join(parts)}, so no call can be made as the run made its "
+                "own: continue it with the release that made it"
+            )
+        kept = self.path.parent / "prompts"
+        how = (
+            f"its own copy is in {kept}: resume without --prompts-dir"
+            if kept.is_dir()
+            else "the run keeps no copy (made before runs kept their templates): resume with --prompts-dir DIR "
+            "holding the files of the release that made the run"
+        )
+        changed = changed_templates(stored, config)
+        if not changed:
+            return f"; the texts of its templates differ (it recorded one hash of them all, not each one's; {how})"
+        return f"; prompt templates differ from the run's: {', '.join(changed)} ({how})"
 
     # -- the essays a run scores ----------------------------------------------------------------------
     def add_essays(self, essays: list[Essay]) -> None:
@@ -334,9 +403,16 @@ class RunStore:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         writer = self._writer_thread()
+        # the outcome is always read, here or by the callback (no "exception was never retrieved" when the
+        # awaiting task was cancelled before a failed commit)
+        future.add_done_callback(_retrieve)
         writer.submit(_Write(row, loop, future))
         try:
             return await asyncio.shield(future)
+        except sqlite3.OperationalError as exc:  # disk full, read-only, I/O: one line, the store as committed
+            if environment_kind(exc) is None:
+                raise
+            raise storage_error(exc, f"run store {self.path}") from exc
         except asyncio.CancelledError:
             if not future.done():
                 with contextlib.suppress(Exception):
@@ -414,6 +490,8 @@ class RunStore:
         if writer is not None:
             writer.stop()
         self._conn.close()
+        if self._dir_lock is not None:
+            self._dir_lock.release()
 
     # -- export ------------------------------------------------------------------------------------
     def export_records_jsonl(self, path: str | Path) -> int:
@@ -431,8 +509,4 @@ def write_scores_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     if not rows:
         Path(path).write_text("", encoding="utf-8")
         return
-    fields = list(rows[0])
-    with Path(path).open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, dict_rows(rows))

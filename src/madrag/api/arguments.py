@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from madrag.data.essay import Essay
-from madrag.errors import ConfigError, InputError
+from madrag.errors import MAX_ECHO, ConfigError, InputError, clip
 from madrag.settings import ScoringSettings
 
 
@@ -70,3 +70,11 @@ def check_pool(essays: list[Essay], pool: list[Essay]) -> None:
             f"pool: essay id(s) {listed} are also essays to score (an essay would be its own exemplar); give the "
             "pool other essays, or leave pool out and split the essays by fold"
         )
+
+
+def validation_line(exc: ValidationError, prefix: str = "") -> str:
+    """A pydantic error as one line: its first problem's field and message (the value repeated, if at all,
+    clipped), e.g. ``invalid value for essay_concurrency: Input should be greater than or equal to 1``."""
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+    where = ".".join(str(x) for x in first.get("loc", ()))
+    return clip(f"{prefix}invalid value for {where or 'an argument'}: {first.get('msg', 'invalid')}", 2 * MAX_ECHO)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from madrag.data.essay import Essay, essay_id
 from madrag.data.loaders import essay_from_row
-from madrag.data.reading import check_range
+from madrag.data.reading import check_range, check_text
 from madrag.errors import InputError, RubricError
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 
@@ -62,6 +62,7 @@ def _item(item: EssayItem, position: int, rubric: Rubric, what: str) -> Essay:
     where = f"{what}[{position}]"
     if isinstance(item, Essay):  # checked as a loaded essay is: a usable id, scores in the rubric's ranges
         essay_id(item.id, where)
+        check_text(item.text, f"{where}: essay {item.id!r}")
         check_range(item, rubric, where)
         return item
     if isinstance(item, str):

@@ -17,7 +17,9 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
-from madrag.api.arguments import check_pool, to_settings
+from pydantic import ValidationError
+
+from madrag.api.arguments import check_pool, to_settings, validation_line
 from madrag.api.backend import ProviderLike, resolve_provider, resolve_role_providers
 from madrag.api.executors import ray_executor
 from madrag.api.inputs import EssaysLike, RubricLike, to_essays, to_rubric
@@ -119,13 +121,15 @@ async def ascore(
     roles = resolve_role_providers(role_providers, spec)
     scoring = to_settings(settings)
     temporary = run_dir is None  # a temporary run directory is made once every argument was accepted
-    folder = Path(tempfile.mkdtemp(prefix="madrag-run-")) if run_dir is None else Path(run_dir)
-    job = ScoreJob(
+    if not isinstance(protocol, str) and not protocol:
+        raise InputError("protocol: no protocol given; name at least one (e.g. 'MADRAG')")
+    job = _job(
+        temporary,
         data=data,
         essays=None if data is not None else loaded,
         pool=exemplars,
         rubric=Path(rubric) if isinstance(rubric, str | Path) else the_rubric,
-        run_dir=folder,
+        run_dir=None if run_dir is None else Path(run_dir),
         eval_fold=eval_fold,
         limit=limit,
         ids=list(ids) if ids is not None else None,
@@ -142,6 +146,18 @@ async def ascore(
         max_failures=max_failures,
     )
     return await arun_job(job, backend=backend, embedder=embedder, progress=progress, temporary=temporary)
+
+
+def _job(temporary: bool, **fields: Any) -> ScoreJob:
+    """The ScoreJob of :func:`ascore`'s arguments (a value it refuses is one InputError line); a temporary run
+    directory is made only once every argument was accepted."""
+    try:
+        ScoreJob.model_validate({**fields, "run_dir": fields["run_dir"] or Path(".")})
+    except ValidationError as exc:
+        raise InputError(validation_line(exc)) from None
+    if temporary:
+        fields["run_dir"] = Path(tempfile.mkdtemp(prefix="madrag-run-"))
+    return ScoreJob(**fields)
 
 
 async def arun_job(

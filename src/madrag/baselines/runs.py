@@ -100,7 +100,7 @@ def _open_run(run_dir: Path) -> tuple[RunStore, dict[str, Any]]:
     db = run_dir / "store.sqlite"
     if not db.is_file():
         raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    store = RunStore(db)
+    store = RunStore(db, lock=True)
     config = store.get_meta("config")
     if not isinstance(config, dict) or "rubric" not in config or "data" not in config:
         store.close()
@@ -267,7 +267,7 @@ def _cv_config(data: Path, rubric: Rubric, names: list[str], outcome: BaselineRu
 
 def _store_cv_run(run_dir: Path, config: dict[str, Any], essays: list[Essay], outcome: BaselineRun) -> None:
     """Bind the run's configuration, store its essays and the baselines' records."""
-    store = RunStore(run_dir / "store.sqlite")
+    store = RunStore(run_dir / "store.sqlite", lock=True)
     try:
         store.bind_config(config)
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]

@@ -15,6 +15,7 @@ import typer
 from madrag.cli.options import BootstrapOpt, RunArg, RunDirOpt, SeedOpt, choice, need_run_dir
 from madrag.cli.output import console
 from madrag.cli.paths import output_dir, output_file
+from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def _human_human(data: Path, rubric: Path, bootstrap: int, seed: int, out: Path 
     counts = ", ".join(f"{label} {n}" for label, n in zip(table["label"], table["n"], strict=True))
     console.print(f"essays with two raters: {counts}", markup=False)
     if out is not None:
-        table.to_csv(out / "human_human.csv", index=False)
+        write_frame(table, out / "human_human.csv", index=False)
         console.print(f"wrote {out / 'human_human.csv'}", markup=False)
 
 

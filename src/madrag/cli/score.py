@@ -50,7 +50,7 @@ def score_command(
         if dry_run:
             _dry_run(job, sample, prices)
         else:
-            _exit_on_failed_calls(_run_job(job))
+            exit_on_failed_calls(run_cli_job(job))
 
     command.__name__ = command.__qualname__ = name
     command.__doc__ = doc
@@ -89,7 +89,7 @@ FAILED_CALLS_EXIT = 3
 score; resuming retries them). A run stopped by ``--max-failures`` is an error (exit code 2)."""
 
 
-def _exit_on_failed_calls(result: ScoringResult) -> None:
+def exit_on_failed_calls(result: ScoringResult) -> None:
     """A warning on stderr and exit code 3 when calls of the run failed after their retries."""
     failed = result.stats.failed_calls
     if failed:
@@ -100,11 +100,11 @@ def _exit_on_failed_calls(result: ScoringResult) -> None:
         raise typer.Exit(FAILED_CALLS_EXIT)
 
 
-def _run_job(job: ScoreJob) -> ScoringResult:
+def run_cli_job(job: ScoreJob) -> ScoringResult:
     """Run a job through the Python API (the one scoring path) with progress bars on stderr (building the
     exemplar bank, then the trait scores; shown once the data is loaded and checked) and each finished essay's
     scores; Ctrl-C stops it cleanly (records so far are kept) with exit code 130. Calls that fail after their
-    retries are counted in the summary (the caller decides the exit code: :func:`_exit_on_failed_calls`)."""
+    retries are counted in the summary (the caller decides the exit code: :func:`exit_on_failed_calls`)."""
     progress = ScoreProgress(console=err, essay_lines=True)
     try:
         result = run_job(job, progress=progress)
@@ -158,10 +158,10 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     rubric = job_rubric(job)
     planned, _ = select_essays(job, rubric)
     sample_dir = job.run_dir / "dry-run"
-    done = _run_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))
+    done = run_cli_job(job.model_copy(update={"run_dir": sample_dir, "limit": min(sample, len(planned)), "ids": None}))
     if done.stats.failed_calls:
         err.print("no estimate from a sample with failed calls: they would be missing from it")
-    _exit_on_failed_calls(done)
+    exit_on_failed_calls(done)
     store = open_store(sample_dir)
     try:
         estimate = estimate_run(store, len(planned), len(rubric.traits), prices=table)
@@ -185,4 +185,4 @@ def demo(
         limit=n,
         settings=ScoringSettings(debater_max_tokens=max_tokens, judge_max_tokens=max_tokens),
     )
-    _exit_on_failed_calls(_run_job(job))
+    exit_on_failed_calls(run_cli_job(job))

@@ -19,18 +19,40 @@ if TYPE_CHECKING:
 
 TOKEN_ENV = "MADRAG_SERVER_TOKEN"
 
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        help="Address to bind. A loopback address (127.0.0.0/8, ::1, localhost) needs no token unless one is "
+        "given and answers only loopback host names; any other address requires a token."
+    ),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Where runs, rubrics and drafts live (default $MADRAG_SERVER_DIR or ~/.local/share); one server per "
+        "data directory (a second one is refused)."
+    ),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Token every page and API call must carry (or ${TOKEN_ENV}); on a non-loopback address one is "
+        "generated and printed once when none is given; on a loopback address none is needed unless given."
+    ),
+]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume", help="Resume runs a stopped server left unfinished (never one another process is writing)."
+    ),
+]
+
 
 def serve_command(
-    host: Annotated[str, typer.Option(help="Address to bind; anything but loopback requires a token.")] = "127.0.0.1",
+    host: HostOpt = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(help="Where runs, rubrics and drafts live (default $MADRAG_SERVER_DIR or ~/.local/share)."),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(help=f"Token every page and API call must carry (or ${TOKEN_ENV}); generated off loopback."),
-    ] = None,
+    data_dir: DataDirOpt = None,
+    token: TokenOpt = None,
     asap_dir: Annotated[Path | None, typer.Option(help="Folder with the shipped ASAP rubrics and data.")] = None,
     cache_dir: Annotated[Path | None, typer.Option(help="Exemplar indexes and response cache.")] = None,
     model_path: Annotated[Path | None, typer.Option(help="A GGUF file for the embedded backend.")] = None,
@@ -48,7 +70,7 @@ def serve_command(
             help="Exemplar pools' embedder: minilm (seed 000's), minilm-windows (whole essays) or hashing (checks)."
         ),
     ] = "minilm",
-    resume: Annotated[bool, typer.Option("--resume", help="Resume runs a stopped server left unfinished.")] = False,
+    resume: ResumeOpt = False,
     max_upload_mb: Annotated[float, typer.Option(help="Largest request body (upload), in MB.")] = 20.0,
     max_essays: Annotated[int, typer.Option(help="Most essays in one upload.")] = 20_000,
 ) -> None:
@@ -108,14 +130,17 @@ def _run(config: ServerConfig, generated: bool) -> None:
     import uvicorn
 
     from madrag.server import create_app
+    from madrag.server.app import data_dir_lock
 
-    app = create_app(config)
-    host, port = config.host, config.port
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/"
-    if generated:
-        typer.echo(f"madrag serve: open {url}?token={config.token}  (this token is shown once; keep it)")
-    else:
-        typer.echo(f"madrag serve: open {url}" + ("  (token required)" if config.token_required else ""))
-    typer.echo(f"runs are kept in {config.data_dir}")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    # held while it serves; a second server on the data directory is refused here, in one line
+    with data_dir_lock(config) as lock:
+        app = create_app(config, data_lock=lock)
+        host, port = config.host, config.port
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{port}/"
+        if generated:
+            typer.echo(f"madrag serve: open {url}?token={config.token}  (this token is shown once; keep it)")
+        else:
+            typer.echo(f"madrag serve: open {url}" + ("  (token required)" if config.token_required else ""))
+        typer.echo(f"runs are kept in {config.data_dir}")
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

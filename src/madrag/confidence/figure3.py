@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from madrag.confidence.judgment import RANGES, SCORE_FIELDS
+from madrag.csv_safe import write_frame
 
 PASS_MIN = 2
 """A dimension passes at this score or above (madrag's reading of Section 4.4's pass rates)."""
@@ -116,7 +117,7 @@ def save_figure3(judgments: pd.DataFrame, out_dir: Path, title: str | None = Non
     if distribution.empty or not distribution["count"].sum():
         return []
     paths = [out_dir / "figure3_distribution.csv", out_dir / "pass_rates.csv"]
-    distribution.to_csv(paths[0], index=False)
-    pass_rates(judgments).to_csv(paths[1], index=False)
+    write_frame(distribution, paths[0], index=False)
+    write_frame(pass_rates(judgments), paths[1], index=False)
     paths.append(plot_figure3(distribution, out_dir / "figure3.png", title))
     return paths

@@ -18,6 +18,7 @@ import pandas as pd
 from madrag.confidence.analysis import PAPER_RANK_BY, RankBy
 from madrag.confidence.figure3 import PASS_MIN, save_figure3
 from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_display
+from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 
 
@@ -103,7 +104,7 @@ def save_sets(result: SetsStudy, out_dir: Path) -> list[Path]:
     """Write ``table1.csv``, ``table1.md``, Figure 3 over all sets, and each set's study in ``<out>/<set>/``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "table1.csv", out_dir / "table1.md"]
-    result.table1.to_csv(written[0], index=False)
+    write_frame(result.table1, written[0], index=False)
     written[1].write_text(_markdown(result), encoding="utf-8")
     written += save_figure3(
         result.judgments, out_dir, "Meta-evaluator scores per dimension, " + ", ".join(result.studies)

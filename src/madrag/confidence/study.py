@@ -32,6 +32,7 @@ from madrag.confidence.job import debater_records, meta_records
 from madrag.confidence.judgment import SCORE_FIELDS
 from madrag.confidence.meta_eval import judgments_frame
 from madrag.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
+from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.records import AgentRecord
@@ -261,7 +262,7 @@ def save_study(study: ConfidenceStudy, out_dir: Path) -> list[Path]:
     tables["trajectory_bands.csv"] = pd.concat(bands, ignore_index=True) if bands else None
     for name, frame in tables.items():
         if frame is not None:
-            frame.to_csv(out_dir / name, index=False)
+            write_frame(frame, out_dir / name, index=False)
             written.append(out_dir / name)
     if study.judgments is not None:
         written += save_figure3(study.judgments, out_dir)

@@ -14,6 +14,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from madrag.csv_safe import raw_csv_text
 from madrag.data.documents import DOCUMENT_SUFFIXES
 from madrag.data.reading import MAX_FIELD_CHARS, decode_text, encoding_name, unique_header
 from madrag.data.spreadsheets import XLSX_SUFFIXES, read_xlsx
@@ -48,11 +49,7 @@ class ClassTable:
 
     def csv_text(self) -> str:
         """The table as a comma-separated CSV text (header first, RFC 4180 quoting), whatever it was read from."""
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=self.header, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.rows)
-        return buf.getvalue()
+        return raw_csv_text([self.header, *([row.get(h, "") for h in self.header] for row in self.rows)])
 
 
 def kind_of(data: bytes, filename: str) -> str:

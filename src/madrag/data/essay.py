@@ -56,6 +56,8 @@ def essay_id(value: Any, where: str) -> str:
     """
     if value is None:
         raise InputError(f"{where}: the essay id is missing")
+    if isinstance(value, dict | list | tuple | set):
+        raise InputError(f"{where}: the essay id must be a text or a number, not a {type(value).__name__}")
     text = str(value).strip()
     if not text:
         raise InputError(f"{where}: the essay id is empty")

@@ -24,6 +24,7 @@ from madrag.data.nikl import load_nikl, sample_nikl
 from madrag.data.reading import (
     MAX_FIELD_CHARS,
     check_range,
+    check_text,
     check_unique,
     decode_text,
     encoding_name,
@@ -206,9 +207,12 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str],
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
     the_id = essay_id(raw["id"], where)
+    if raw["text"] is not None and not isinstance(raw["text"], str):
+        raise InputError(f"{where}: essay {the_id!r}: the text must be a string, not a {type(raw['text']).__name__}")
     body = str(raw["text"] or "").strip()
     if not body:
         raise InputError(f"{where}: essay {the_id!r} is empty")
+    check_text(body, f"{where}: essay {the_id!r}")
     scores: dict[str, list[float]] = {}
     ids: dict[str, list[int]] = {}
     metadata: dict[str, Any] = {}

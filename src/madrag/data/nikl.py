@@ -55,6 +55,8 @@ def _documents(p: Path) -> list[tuple[str, dict[str, Any]]]:
         obj = json.loads(read_text(p, ("utf-8", "utf-8-sig")))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: not valid JSON: {exc.msg}") from exc
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply to be a NIKL document") from None
     items = obj if isinstance(obj, list) else [obj]
     if not all(isinstance(item, dict) for item in items):
         raise InputError(f"{p}: each NIKL document must be a JSON object")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,24 @@ def report_once(path: Path, message: str) -> None:
 def too_long(path: Path, line: int) -> InputError:
     """The error of a field over :data:`MAX_FIELD_CHARS` at ``path:line``."""
     return InputError(f"{path}:{line}: a field is longer than {MAX_FIELD_CHARS:,} characters, the maximum essay size")
+
+
+def check_text(text: str, where: str) -> None:
+    """An essay's text is at most :data:`MAX_FIELD_CHARS` characters and valid Unicode (a JSON ``\\ud800`` escape
+    or a Python string can hold a lone surrogate, which no file can store): a one-line InputError otherwise."""
+    if len(text) > MAX_FIELD_CHARS:
+        raise InputError(
+            f"{where}: the text has {len(text):,} characters, over the maximum essay size of {MAX_FIELD_CHARS:,}"
+        )
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        raise InputError(
+            f"{where}: the text holds a lone surrogate (U+{ord(bad.group()):04X}) at character {bad.start():,}, "
+            "which is not valid Unicode; fix its encoding"
+        )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def read_text(path: Path, encodings: Iterable[str]) -> str:
@@ -195,6 +214,8 @@ def jsonl_rows(text: str, p: Path) -> list[tuple[str, dict[str, Any]]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{p}:{line_no}: not valid JSON: {exc.msg}") from exc
+        except RecursionError:
+            raise InputError(f"{p}:{line_no}: JSON nested too deeply to be an essay row") from None
         if not isinstance(obj, dict):
             raise InputError(f"{p}:{line_no}: each line must be a JSON object")
         rows.append((f"{p}:{line_no}", obj))

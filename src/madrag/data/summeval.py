@@ -157,7 +157,7 @@ def looks_like_summeval(path: Path) -> bool:
         with path.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
         row = json.loads(first)
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False  # the table loader says what is wrong with the file
     if not isinstance(row, dict):
         return False

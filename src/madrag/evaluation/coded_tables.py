@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 
 CODES: dict[str, dict[str, str]] = {
@@ -178,7 +179,7 @@ def save_tables(result: CodedTables, out_dir: Path) -> list[Path]:
     written = []
     for name, frame in result.tables.items():
         target = out_dir / f"{name}.csv"
-        frame.to_csv(target)
+        write_frame(frame, target)
         written.append(target)
     text = out_dir / "tables.txt"
     text.write_text(render(result), encoding="utf-8")

@@ -16,7 +16,6 @@ Design failure mode C6 (anonymization distortion) is pre-measured: the number of
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run, open_store
@@ -238,10 +238,7 @@ def export_errors(
     target = out or Path(run_dir) / "eval" / "errors.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     columns = _columns(run, sources.debate_protocols)
-    with target.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(target, dict_rows(rows, columns))
     codebook = CODEBOOK.format(who=who_is_wrong(chosen), ties=rule)
     target.with_name(target.stem + "_codebook.md").write_text(codebook, encoding="utf-8")
     per_protocol = {p: sum(p in r["off_by_more_than_1"].split() for r in rows) for p in run.protocols}

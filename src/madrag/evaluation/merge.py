@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import Evaluation
 from madrag.evaluation.tables import markdown_table
 
@@ -45,9 +46,9 @@ def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> li
     """Write ``merged_qwk.csv`` (long), ``merged_qwk_table.csv`` (wide) and ``merged.md`` under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     long_path, wide_path, md_path = out_dir / "merged_qwk.csv", out_dir / "merged_qwk_table.csv", out_dir / "merged.md"
-    merged.to_csv(long_path, index=False)
+    write_frame(merged, long_path, index=False)
     table = merged_wide(merged)
-    table.to_csv(wide_path)
+    write_frame(table, wide_path)
     lines = [
         "# Merged QWK (seed 000 Figure 2: overlapping traits averaged over the runs)",
         "",

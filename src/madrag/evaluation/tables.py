@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.consensus import ALL, ConsensusEvaluation
 from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
@@ -75,7 +76,7 @@ def _write_csvs(frames: dict[str, pd.DataFrame], out_dir: Path, with_index: Iter
     """Each frame as ``out_dir/name``; the index written only for the names in ``with_index``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():
-        frame.to_csv(out_dir / name, index=name in set(with_index))
+        write_frame(frame, out_dir / name, index=name in set(with_index))
     return [out_dir / name for name in frames]
 
 

@@ -24,7 +24,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -41,9 +41,17 @@ from madrag.agents.prompts import (
 from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
-from madrag.errors import InputError
+from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.resume import stored_scores
+from madrag.pipeline.run_dir import (
+    check_folders,
+    keep_prompts,
+    on_disk_errors,
+    prompt_names_of,
+    recorded_prompts,
+    write_whole,
+)
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -56,6 +64,7 @@ from madrag.rubric import Rubric, load_rubric
 from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, prompt_identity
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
+from madrag.writer_lock import WriterLock
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import ExemplarBank
@@ -99,7 +108,7 @@ class ScoreJob(BaseModel):
     run_dir: Path
     data_format: str = "auto"
     eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
-    limit: int | None = None
+    limit: int | None = Field(default=None, ge=1)
     ids: list[str] | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
     provider: ProviderSpec = Field(default_factory=ProviderSpec)
@@ -279,17 +288,31 @@ def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
 
 
-def resumed_job(job: ScoreJob, store: RunStore) -> ScoreJob:
-    """The job with the embedder its stored run was made with: a run made before the paper's embedder became the
-    default (``minilm`` then meant the windows embedder) resumes with ``minilm-windows``, so with the same
-    exemplars (:func:`madrag.retrieval.stored_embedder`). A new run, or another embedder asked for, is unchanged
-    (another one is then refused by the stored config's check)."""
-    config = store.get_meta("config")
-    if config is None or job.embedder != "minilm":
+def resumed_job(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
+    """The job with the embedder its stored run was made with (``meta``: the run's stored ``config`` and ``bank``,
+    :func:`stored_meta`; None for a new run): a run made before the paper's embedder became the default
+    (``minilm`` then meant the windows embedder) resumes with ``minilm-windows``, so with the same exemplars
+    (:func:`madrag.retrieval.stored_embedder`). A new run, or another embedder asked for, is unchanged (another
+    one is then refused by the stored config's check)."""
+    if meta is None or job.embedder != "minilm":
         return job
-    if stored_embedder(config, store.get_meta("bank")) != "minilm-windows":
+    if stored_embedder(meta["config"], meta.get("bank")) != "minilm-windows":
         return job
     return job.model_copy(update={"embedder": "minilm-windows"})
+
+
+def stored_meta(run_dir: Path) -> dict[str, Any] | None:
+    """A run directory's stored ``config`` and ``bank`` (read-only, nothing written), or None when it holds no
+    configured run yet."""
+    path = run_dir / "store.sqlite"
+    if not path.is_file() or path.stat().st_size == 0:  # an empty file: a store never written
+        return None
+    store = RunStore(path, read_only=True)
+    try:
+        config = store.get_meta("config")
+        return None if config is None else {"config": config, "bank": store.get_meta("bank")}
+    finally:
+        store.close()
 
 
 def record_inputs(job: ScoreJob) -> None:
@@ -297,13 +320,11 @@ def record_inputs(job: ScoreJob) -> None:
     in-memory rubric as ``inputs/rubric.json``."""
     folder = job.run_dir / "inputs"
     if isinstance(job.rubric, Rubric) and not (folder / "rubric.json").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "rubric.json").write_text(job.rubric.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_whole(folder / "rubric.json", job.rubric.model_dump_json(indent=2) + "\n")
     for name, essays in (("essays.jsonl", job.essays), ("pool.jsonl", job.pool)):
         target = folder / name
         if essays is not None and not target.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            target.write_text(essays_jsonl(essays), encoding="utf-8")
+            write_whole(target, essays_jsonl(essays))
 
 
 def check_pool(protocols: list[ScoringProtocol], pool: list[Essay]) -> None:
@@ -374,33 +395,48 @@ def _backend(spec: ProviderSpec, cache: Path | None, instance: Provider | None) 
 
 @dataclass
 class _Prepared:
-    """A run opened for scoring: its store, identity, protocols and rubric, essays and pool."""
+    """A run checked before anything is written (rubric, protocols, prompts, essays, pool and the configuration
+    to bind), then opened for scoring: its store and identity."""
 
-    store: RunStore
-    run_id: str
-    resumed: bool
     rubric: Rubric
     protocols: list[ScoringProtocol]
     prompts: PromptLibrary
     essays: list[Essay]
     pool: list[Essay]
+    config: dict[str, Any]
+    store: RunStore = field(init=False)
+    run_id: str = ""
+    resumed: bool = False
 
 
-def _open_run(job: ScoreJob, store: RunStore, backend: Provider | None, stage: Callable[[str], None]) -> _Prepared:
-    """Load rubric, protocols, prompts and essays; bind (or check) the run's configuration; record inputs."""
+def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None]) -> _Prepared:
+    """Load rubric, protocols, prompts and essays and check them, writing nothing (a refused command leaves no
+    half-made run behind)."""
     rubric = job_rubric(job)
+    if not job.protocols:
+        raise InputError("no protocol given: name at least one (e.g. MADRAG)")
     protocols = [get_protocol(name) for name in job.protocols]
     prompts = PromptLibrary(job.prompts_dir)
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
     with_source = any(e.source for e in essays)
-    resumed = store.bind_config(job_config(job, rubric, protocols, prompts, backend, with_source), run_identity(job))
+    config = job_config(job, rubric, protocols, prompts, backend, with_source)
+    return _Prepared(rubric, protocols, prompts, essays, pool, config)
+
+
+def _open_run(job: ScoreJob, store: RunStore, run: _Prepared) -> _Prepared:
+    """Bind (or check) the run's configuration in its store, record the inputs and the prompt templates."""
+    run.store = store
+    run.resumed = store.bind_config(run.config, run_identity(job), prompts_may_differ=True)
+    run.run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+    if store.prompt_drift is not None:  # nothing written: its finished scores are read, or the job is refused
+        return run
     record_inputs(job)
-    run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
-    store.set_meta("run_id", run_id)
-    store.add_essays(essays)
-    return _Prepared(store, run_id, resumed, rubric, protocols, prompts, essays, pool)
+    keep_prompts(job.run_dir, run.prompts, prompt_names_of(run.config))
+    store.set_meta("run_id", run.run_id)
+    store.add_essays(run.essays)
+    return run
 
 
 def _prepare_bank(
@@ -429,17 +465,20 @@ def _prepare_bank(
     return bank, info
 
 
-def _backends(
-    job: ScoreJob, store: RunStore, backend: Provider | None
-) -> tuple[ManagedProvider, dict[str, ManagedProvider]]:
-    """The main backend and the per-role ones, recorded in the store."""
+def _backends(job: ScoreJob, backend: Provider | None) -> tuple[ManagedProvider, dict[str, ManagedProvider]]:
+    """The main backend and the per-role ones (built, nothing called yet), with the response cache of the cache
+    directory."""
     cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
-    provider = _backend(job.provider, cache, backend)
-    store.set_meta("provider", provider.provider.describe())
-    role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
-    if role_providers:
-        store.set_meta("role_providers", {r: p.provider.describe() for r, p in role_providers.items()})
+    with on_disk_errors(f"cache directory {job.cache_dir}"):
+        provider = _backend(job.provider, cache, backend)
+        role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
     return provider, role_providers
+
+
+def _record_backends(store: RunStore, provider: ManagedProvider, roles: dict[str, ManagedProvider]) -> None:
+    store.set_meta("provider", provider.provider.describe())
+    if roles:
+        store.set_meta("role_providers", {r: p.provider.describe() for r, p in roles.items()})
 
 
 async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[list[TraitScore], CallStats] | None:
@@ -494,47 +533,78 @@ async def execute(
 
 async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, embedder: Embedder | None) -> JobResult:
     started = time.monotonic()
-    stage = hooks.on_stage
-    store = RunStore(job.run_dir / "store.sqlite")
+    check_folders(job.run_dir, job.cache_dir)
+    job = resumed_job(job, stored_meta(job.run_dir))
+    if job.prompts_dir is None and (kept := recorded_prompts(job.run_dir)) is not None:
+        job = job.model_copy(update={"prompts_dir": kept})  # the run's own templates, for workers too
+    run = _plan(job, backend, hooks.on_stage)
+    # a new run's backend is built (and its settings checked) before anything is written; a resumed one's only
+    # when calls are left to make
+    backends = _backends(job, backend) if stored_meta(job.run_dir) is None else None
     try:
-        job = resumed_job(job, store)
-        run = _open_run(job, store, backend, stage)
-        done = await _finished(job, run, hooks) if run.resumed else None
-        if done is not None:
-            stage("nothing left to do: every score of this job is in the run store")
-            elapsed = time.monotonic() - started
-            final = scores_over_run(done[0], store, run)
-            return JobResult(run.run_id, run.resumed, run.essays, final, done[1], elapsed, store.get_meta("bank") or {})
-        bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
-        provider, role_providers = _backends(job, store, backend)
-        ctx = CallContext(
-            run_id=run.run_id,
-            provider=provider,
-            store=store,
-            prompts=run.prompts,
-            settings=job.settings,
-            bank=bank,
-            on_record=hooks.on_record,
-            on_failed=hooks.on_failed,
-            role_providers=role_providers,
-            failures=FailureBudget(job.max_failures),
-        )
-        hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
-        stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
-        try:
-            if job.executor is None:
-                scores = await run_scoring(
-                    ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, hooks.on_essay_done
-                )
-            else:
-                parts = (job, store, ctx, run.essays, run.rubric, run.protocols, hooks)
-                scores = await job.executor(ScoringRun(*parts, ready_backend=backend is not None))
-        finally:
-            owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
+        with (
+            WriterLock(job.run_dir),
+            on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"),
+        ):
+            store = RunStore(job.run_dir / "store.sqlite")
+            try:
+                _open_run(job, store, run)
+                if run.resumed and (done := await _finished(job, run, hooks)) is not None:
+                    if store.prompt_drift is not None:  # no call is made: the prompts are not used
+                        hooks.on_stage(f"note: {store.prompt_drift}; nothing was left to do, so none was used")
+                    hooks.on_stage("nothing left to do: every score of this job is in the run store")
+                    elapsed = time.monotonic() - started
+                    final = scores_over_run(done[0], store, run)
+                    return JobResult(
+                        run.run_id, True, run.essays, final, done[1], elapsed, store.get_meta("bank") or {}
+                    )
+                if store.prompt_drift is not None:
+                    raise ConfigError(f"{store.prompt_drift}; use another --run-dir to start a new run")
+                backends = backends or _backends(job, backend)
+                return await _score(job, run, hooks, (backend, embedder, backends), started)
+            finally:
+                store.close()
+    finally:
+        if backends is not None:
+            owned = backends[1].values() if backend is not None else (backends[0], *backends[1].values())
             for managed_backend in owned:
                 await managed_backend.aclose()
-        elapsed = time.monotonic() - started
-        final = scores_over_run(scores, store, run)
-        return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info)
-    finally:
-        store.close()
+
+
+async def _score(
+    job: ScoreJob,
+    run: _Prepared,
+    hooks: RunHooks,
+    given: tuple[Provider | None, Embedder | None, tuple[ManagedProvider, dict[str, ManagedProvider]]],
+    started: float,
+) -> JobResult:
+    """Build the bank, then score the run's essays (here or on the job's executor)."""
+    backend, embedder, (provider, role_providers) = given
+    stage = hooks.on_stage
+    with on_disk_errors(f"cache directory {job.cache_dir}"):
+        bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
+    _record_backends(run.store, provider, role_providers)
+    ctx = CallContext(
+        run_id=run.run_id,
+        provider=provider,
+        store=run.store,
+        prompts=run.prompts,
+        settings=job.settings,
+        bank=bank,
+        on_record=hooks.on_record,
+        on_failed=hooks.on_failed,
+        role_providers=role_providers,
+        failures=FailureBudget(job.max_failures),
+    )
+    hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
+    stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
+    if job.executor is None:
+        scores = await run_scoring(
+            ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, hooks.on_essay_done
+        )
+    else:
+        parts = (job, run.store, ctx, run.essays, run.rubric, run.protocols, hooks)
+        scores = await job.executor(ScoringRun(*parts, ready_backend=backend is not None))
+    elapsed = time.monotonic() - started
+    final = scores_over_run(scores, run.store, run)
+    return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info)

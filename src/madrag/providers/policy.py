@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from madrag.errors import ProviderError, RetriesExhausted, TransientProviderError
+from madrag.errors import ConfigError, ProviderError, RetriesExhausted, TransientProviderError
 from madrag.providers.accounting import CallTally, current_tally
 from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Provider
 from madrag.providers.cache import ResponseCache
@@ -59,6 +59,12 @@ class RetryPolicy:
     base_delay_s: float = 1.0
     max_delay_s: float = 30.0
     timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"retries must be a whole number >= 0 (got {self.retries!r})")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"the timeout must be more than 0 seconds (got {self.timeout_s!r})")
 
     def delay(self, attempt: int) -> float:
         """Exponential backoff with full jitter."""

@@ -44,9 +44,9 @@ class ProviderSpec(BaseModel):
     # openai: the HTTP client (aiohttp: lean, the default; httpx: the same on httpx, about twice the client CPU per
     # call; openai: the openai package, if installed); same requests and answers
     client: ClientKind = "aiohttp"
-    concurrency: int | None = None
-    timeout_s: float = 300.0
-    retries: int = 4
+    concurrency: int | None = Field(default=None, ge=1)  # None: the backend's own
+    timeout_s: float = Field(default=300.0, gt=0)
+    retries: int = Field(default=4, ge=0)
     n_ctx: int = 8192
     # llamacpp: parallel model contexts (requests served at once; the CPU threads are split between them).
     # 2 measured 1.42x the calls/s of 1 on 2 cores (bench/embedded_slots.py)

@@ -26,6 +26,7 @@ from madrag.server.errors import render_error
 from madrag.server.runs import RunManager
 from madrag.server.security import Guard, TooLarge
 from madrag.server.service import State
+from madrag.writer_lock import WriterLock
 
 log = logging.getLogger("madrag.server")
 DESCRIPTION = """Rubric-based analytic essay scoring with LLM agents (Advocate, Skeptic, Judge per trait).
@@ -58,8 +59,28 @@ def prepare_recent(state: State) -> None:
             log.warning("could not prepare run %s: %s", meta.id, type(exc).__name__)
 
 
-def create_app(config: ServerConfig | None = None) -> FastAPI:
-    """The web app and API for ``config`` (defaults: loopback, the default data directory)."""
+def data_dir_lock(config: ServerConfig) -> WriterLock:
+    """The lock a server holds on its data directory while it serves (one server per data directory)."""
+    hint = "another madrag serve uses it: stop that one, or give this one another --data-dir"
+    return WriterLock(config.data_dir, "data directory", hint)
+
+
+@asynccontextmanager
+async def _serving(state: State) -> AsyncIterator[None]:
+    """Runs a stopped server left active listed as interrupted (resumed with ``auto_resume``), recent results
+    prepared; on shutdown the runs in flight stopped."""
+    state.runs.recover()
+    threading.Thread(target=prepare_recent, args=(state,), name="madrag-prepare", daemon=True).start()
+    try:
+        yield
+    finally:
+        state.runs.close()
+
+
+def create_app(config: ServerConfig | None = None, *, data_lock: WriterLock | None = None) -> FastAPI:
+    """The web app and API for ``config`` (defaults: loopback, the default data directory). While it serves it
+    holds its data directory's lock (:func:`data_dir_lock`; ``data_lock``: the caller holds it already, as
+    ``madrag serve`` does from its start): a second app on the same data directory does not start."""
     config = config or ServerConfig()
     if config.token_required and not config.token:
         raise ValueError("a server on a non-loopback address needs a token")
@@ -69,12 +90,14 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        state.runs.recover()
-        threading.Thread(target=prepare_recent, args=(state,), name="madrag-prepare", daemon=True).start()
+        # one server per data directory: its runs are this server's to resume (madrag serve holds it already)
+        lock = None if data_lock is not None else data_dir_lock(config).acquire()
         try:
-            yield
+            async with _serving(state):
+                yield
         finally:
-            state.runs.close()
+            if lock is not None:
+                lock.release()
 
     app = FastAPI(
         title="madrag",

@@ -3,7 +3,7 @@
 Every error body of the API is ``{"error": {"status": 404, "message": "...", "field": "..."?}}``. Domain errors
 (:mod:`madrag.server.faults`, the library's :mod:`madrag.errors`) carry no status code: :func:`http_status` maps
 each kind to one here, at the edge, and one handler renders them all. The library's kinds: bad input or rubric
-400, a settings conflict 409, a backend failure 503.
+400, a settings conflict or a run another process is writing 409, a backend failure or a full disk 503.
 """
 
 from __future__ import annotations
@@ -16,7 +16,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from madrag.errors import ConfigError, InputError, MadragError, ProviderError, RubricError
+from madrag.errors import (
+    ConfigError,
+    InputError,
+    MadragError,
+    ProviderError,
+    RubricError,
+    StorageError,
+    WriterBusy,
+    clip,
+)
 from madrag.server.faults import BadInput, InvalidRequest, NotFound, OverLimit, ServerError, Unavailable, WrongState
 
 log = logging.getLogger("madrag.server")
@@ -54,9 +63,9 @@ def http_status(exc: MadragError) -> int:
 
 def library_status(exc: MadragError) -> int:
     """The status code of a library error."""
-    if isinstance(exc, ProviderError):
+    if isinstance(exc, ProviderError | StorageError):
         return 503
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError | WriterBusy):
         return 409
     if isinstance(exc, InputError | RubricError):
         return 400
@@ -64,8 +73,9 @@ def library_status(exc: MadragError) -> int:
 
 
 def error_body(status: int, message: str, field: str | None = None) -> dict[str, Any]:
-    """The JSON body of an error."""
-    inner: dict[str, Any] = {"status": status, "message": message}
+    """The JSON body of an error; the message on one line, at most :data:`~madrag.errors.MAX_ECHO` characters
+    (what an error repeats of a request is capped: a bad value may be megabytes long)."""
+    inner: dict[str, Any] = {"status": status, "message": clip(message)}
     if field is not None:
         inner["field"] = field
     return {"error": inner}
@@ -81,7 +91,7 @@ def render_error(request: Request, status: int, message: str, field: str | None 
     if wants_html(request):
         render = getattr(request.app.state, "render_error_page", None)
         if render is not None:
-            page: Response = render(request, status, message)
+            page: Response = render(request, status, clip(message))
             return page
         return HTMLResponse(f"<h1>{status}</h1>", status_code=status)
     headers = {"Retry-After": "5"} if status == 503 else None

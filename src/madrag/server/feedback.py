@@ -5,13 +5,12 @@ shown and the AI's reasoning for its own score is not."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from madrag.csv_safe import csv_text
 from madrag.records import AgentRecord
 from madrag.server import gradebook, library_runs
 from madrag.server.errors import ApiError
@@ -77,9 +76,7 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
 def export_csv(state: State, run_id: str) -> str:
     """One row per student and criterion: who, the grade in force, what works, what next, the AI's reasoning
     (only where the AI's score stands), who graded it, the teacher's comment, edited."""
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(
+    rows: list[list[Any]] = [
         [
             "student",
             "email",
@@ -95,7 +92,7 @@ def export_csv(state: State, run_id: str) -> str:
             "teacher_comment",
             "edited_by_teacher",
         ]
-    )
+    ]
     book = gradebook.book(state, run_id)
     for essay in state.runs.view(run_id).essays:
         found = student(state, run_id, essay.id, book)
@@ -116,5 +113,5 @@ def export_csv(state: State, run_id: str) -> str:
                 t["comment"],
                 "yes" if t["edited"] else "no",
             ]
-            writer.writerow([gradebook.safe_cell(c) for c in cells])
-    return buf.getvalue()
+            rows.append(cells)
+    return csv_text(rows)

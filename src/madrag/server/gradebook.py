@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from madrag import csv_safe
 from madrag.server.errors import ApiError
 from madrag.server.results import view_scores
 from madrag.server.reviews import all_reviews, latest
@@ -102,7 +103,7 @@ def book(state: State, run_id: str) -> dict[str, Any]:
 
 def safe_cell(value: Any) -> Any:
     """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
-    return gradebook.safe(value)
+    return csv_safe.safe_cell(value)
 
 
 def download(state: State, run_id: str, layout: str, by_criterion: bool = False) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 import madrag
+from madrag.csv_safe import raw_csv_text
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
@@ -125,9 +126,7 @@ def _rows(data: str, suffix: str) -> tuple[list[str], list[tuple[str, str]]]:
     header = next(reader, [])
     out = []
     for i, row in enumerate(reader, 2):
-        buf = io.StringIO()
-        csv.writer(buf).writerows([header, row])
-        out.append((f"row {i}", buf.getvalue()))
+        out.append((f"row {i}", raw_csv_text([header, row])))  # read back by the loader, cells kept exactly
     return header, out
 
 

@@ -3,11 +3,10 @@ teacher's reviews, and the export with both (built once per change of scores or 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
+from madrag.csv_safe import csv_text, dict_rows
 from madrag.errors import MadragError
 from madrag.server import library_runs
 from madrag.server.faults import InvalidRequest, NotFound, WrongState
@@ -177,13 +176,6 @@ def override_in_force(state: State, run_id: str, essay_id: str, trait: str, prot
     return found if found is not None and found.action == "override" else None
 
 
-def _safe_cell(value: Any) -> Any:
-    """A text cell that a spreadsheet would run as a formula, prefixed with a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     """The library's score rows with the review in force beside each agent score."""
     return state.memo("export", run_id, lambda: _export_rows(state, run_id))  # type: ignore[no-any-return]
@@ -229,13 +221,7 @@ def export(state: State, run_id: str, fmt: str) -> tuple[str, str]:
         return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "application/x-ndjson"
     if fmt != "csv":
         raise InvalidRequest("format must be csv or jsonl", "format")
-    buf = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        writer.writeheader()
-        for row in rows:
-            flat = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in row.items()}
-            writer.writerow(
-                {k: _safe_cell(v) if k in ("rationale", "review_comment", "reviewer") else v for k, v in flat.items()}
-            )
-    return buf.getvalue(), "text/csv"
+    if not rows:
+        return "", "text/csv"
+    flat = [{k: json.dumps(v) if isinstance(v, dict) else v for k, v in row.items()} for row in rows]
+    return csv_text(dict_rows(flat)), "text/csv"

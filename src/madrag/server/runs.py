@@ -40,6 +40,7 @@ from madrag.server.run_repo import ACTIVE, KeySource, RunBackend, RunMeta, RunRe
 from madrag.server.run_views import RunViews
 from madrag.server.schemas import BackendSettings, RunKind, RunStatus
 from madrag.settings import ScoringSettings
+from madrag.writer_lock import held_by
 
 log = logging.getLogger("madrag.server")
 CANCEL_WAIT_S = 5.0
@@ -133,7 +134,7 @@ class RunManager:
     def recover(self) -> list[str]:
         """Mark runs left queued or running by a stopped server as interrupted; resume them with
         ``auto_resume``. Returns their ids."""
-        found = [m.id for m in self.repo.all() if m.status in ACTIVE]
+        found = [m.id for m in self.repo.all() if m.status in ACTIVE and not self._written_elsewhere(m.id)]
         for run_id in found:
             self._set(run_id, status="interrupted", error="the server stopped while this run was active")
         if self.config.auto_resume:
@@ -143,6 +144,15 @@ class RunManager:
                 except MadragError as exc:
                     log.warning("run %s not resumed: %s", run_id, exc)
         return found
+
+    def _written_elsewhere(self, run_id: str) -> bool:
+        """Another process holds the run directory's writer lock (it is scoring the run): never taken for an
+        interrupted run of this server's."""
+        holder = held_by(self.repo.folder(run_id))
+        if holder is not None and holder != "this process":
+            log.warning("run %s is being written by %s; left as it is", run_id, holder)
+            return True
+        return False
 
     def close(self) -> None:
         """Stop every run (they become interrupted: resumable at the next start) and the scoring thread."""

@@ -12,6 +12,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
+from madrag.csv_safe import raw_csv_text
 from madrag.errors import InputError
 
 ROSTER_FIELDS = ("email", "sis_id", "name", "first_name", "last_name", "section")
@@ -147,8 +148,6 @@ def apply(rows: list[dict[str, str]], mapping: Mapping) -> Mapped:
         essay = {"id": essay_id, "text": row.get(mapping.text, "")}
         kept[essay_id] = (number, {**essay, **{t: row.get(c, "") for t, c in mapping.scores.items()}})
         roster[essay_id] = {k: v for k, v in who.items() if v}
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["id", "text", *mapping.scores])
-    writer.writeheader()
-    writer.writerows(essay for _number, essay in kept.values())
-    return Mapped(buf.getvalue(), roster, replaced)
+    table = [["id", "text", *mapping.scores]]
+    table += [[essay[k] for k in table[0]] for _number, essay in kept.values()]
+    return Mapped(raw_csv_text(table), roster, replaced)  # madrag's own upload format, read back as it is

@@ -9,12 +9,11 @@ The columns and matching rules each file follows, and where they come from, are 
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from madrag.csv_safe import csv_text
 from madrag.teacher.columns import split_name, student_label
 from madrag.teacher.grades import Grade
 
@@ -100,17 +99,8 @@ def student_row(
     )
 
 
-def safe(value: Any) -> Any:
-    """A text cell a spreadsheet would run as a formula, prefixed with a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return "" if value is None else value
-
-
 def _csv(rows: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    csv.writer(buf).writerows([[safe(v) for v in row] for row in rows])
-    return buf.getvalue()
+    return csv_text(rows)
 
 
 def _tail(r: StudentRow) -> list[Any]:

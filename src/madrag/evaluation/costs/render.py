@@ -19,9 +19,10 @@ def _num(value: float) -> str:
 
 
 def _line(label: str, t: Tally, priced: bool) -> str:
-    """One tally on one line: calls, requests, tokens and (``priced``) the spend."""
+    """One tally on one line: agent calls, the answers they used (a two-step Judge call uses 2; the HTTP requests
+    sent are on the ``requests sent`` line), tokens and (``priced``) the spend."""
     text = (
-        f"{label:<36} calls {_num(t.calls):>9}  requests {_num(t.requests):>9}  "
+        f"{label:<36} calls {_num(t.calls):>9}  answers {_num(t.requests):>9}  "
         f"prompt tok {_num(t.prompt_tokens):>13}  completion tok {_num(t.completion_tokens):>11}"
     )
     if priced:
