@@ -12,7 +12,7 @@ import pytest
 from madrag.cli.evaluate import eval_command, report_command
 from madrag.errors import InputError
 from madrag.evaluation.agreement import HH_FULL
-from madrag.evaluation.beside_paper import paper_model
+from madrag.evaluation.beside_paper import paper_model, qwk_index
 from madrag.evaluation.reported import Paper, figures, reported
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers import ProviderSpec
@@ -114,6 +114,7 @@ def test_eval_paper_prints_table_1_beside_the_measured(
     assert float(got["MADRAG", "all", "agree_at_1"]["reported"]) == 0.795
     assert got["MADRAG", "all", "n"]["reported"] == "2474.0"
     assert "the MADRAG paper" in printed and "ProTACT" in printed and "CSR-J (gpt-4)" in printed
+    assert "FeatEng-RF" in printed and "MADRAG (gpt-5)" in printed and "MADRAG (gpt-4o-mini)" not in printed
     assert "0.43" in printed and "not one of the paper's" in printed
     assert "Table 1 (not run here)" in (run / "eval" / "paper.md").read_text(encoding="utf-8")
     report_command(run, bootstrap=0, paper=True)
@@ -124,3 +125,14 @@ def test_eval_paper_prints_table_1_beside_the_measured(
 def test_eval_paper_needs_a_run(asap: Path) -> None:
     with pytest.raises(InputError, match="--paper"):
         eval_command(data=asap / "training_set_rel3_sets7_8.tsv", rubric=asap / "rubric_set7.json", paper=True)
+
+
+def test_each_protocol_is_matched_with_its_table() -> None:
+    set7 = qwk_index("7", "gpt-4o-mini")
+    assert set7["MADRAG", "Sty."].value == 0.47 and set7["MADRAG", "Sty."].table == "Table 1"
+    assert set7["MADRAG[adv_r1]", "Sty."].value == 0.45 and set7["MADRAG[adv_r1]", "Sty."].table == "Table 7"
+    assert set7["MADRAG[skp_r2]", "Cnv."].value == 0.01 and set7["SARAG", "Cnv."].table == "Table 9"
+    assert set7["FeatEng-RF", "Sty."].value == 0.65 and set7[HH_FULL, "Idea"].value == 0.69
+    set8 = qwk_index("8", "gpt-5")
+    assert set8["MADRAG", "Word"].value == 0.32 and set8["MADRAG[both_r2]", "Word"].table == "Table 8"
+    assert set8["MA", "Idea"].value == 0.47 and ("MADRAG[skponly_r1]", "Idea") not in set8  # no paper row

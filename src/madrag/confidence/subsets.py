@@ -38,9 +38,7 @@ def _ranges(rubric: Rubric) -> str:
 
 def _raters(essays: list[Essay], rubric: Rubric) -> str:
     """How many raters scored each essay-trait: ``2`` or e.g. ``2 (3 on 128 essays)``."""
-    per_essay = Counter(
-        max((len(e.rater_scores.get(t.name, [])) for t in rubric.traits), default=0) for e in essays
-    )
+    per_essay = Counter(max((len(e.rater_scores.get(t.name, [])) for t in rubric.traits), default=0) for e in essays)
     if not per_essay:
         return "—"
     common = per_essay.most_common(1)[0][0]

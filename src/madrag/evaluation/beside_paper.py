@@ -6,7 +6,8 @@ with the paper's figure for the same protocol, set and trait:
 * ``MADRAG``: Table 1's row of the run's model when it is one of the paper's backbones (GPT-3.5-turbo, GPT-4o-mini,
   GPT-4o, GPT-5-mini, GPT-5), else the GPT-4o-mini row (the model of the paper's ablation tables), with a note;
 * ``SA`` ... ``MARAG``: Table 9 (its MADRAG row is Table 1's GPT-4o-mini row; the table names no model);
-* ``MADRAG[adv_r2]``, ``[both_r1]`` ...: Tables 7 and 8 (``skp_*`` read as the paper's "Skp." rows);
+* ``MADRAG[adv_r1]``, ``[adv_r2]``, ``[both_r1]`` ...: Tables 7 and 8 (``skp_*`` read as the paper's "Skp."
+  rows; their Adv. (R1) is MADRAG itself, but on set 7 its Style differs from Table 1's: 0.45, 0.47);
 * ``FeatEng-RF`` (``madrag baseline``) and the Human-Human row on the full data file: Table 1;
 * the extreme subset's pooled rows: Table 2.
 
@@ -57,7 +58,7 @@ def paper_model(run_model: str | None) -> tuple[str, str | None]:
 
 def _reference_table(protocol: str, model: str) -> tuple[str, str]:
     """(table, model) of the paper where ``protocol``'s reported row stands."""
-    if protocol in ("MADRAG", "MADRAG[adv_r1]"):
+    if protocol == "MADRAG":
         return "Table 1", model
     if protocol in ABLATIONS:
         return "Table 9", ABLATION_MODEL
@@ -66,7 +67,7 @@ def _reference_table(protocol: str, model: str) -> tuple[str, str]:
     return "Table 1", ""  # FeatEng-RF, Human-Human
 
 
-def _qwk_index(essay_set: str, model: str) -> dict[tuple[str, str], Reported]:
+def qwk_index(essay_set: str, model: str) -> dict[tuple[str, str], Reported]:
     """(madrag protocol, trait label) -> the paper's QWK figure for ``essay_set``."""
     index: dict[tuple[str, str], Reported] = {}
     for fig in figures("madrag", set_=essay_set):
@@ -78,8 +79,6 @@ def _qwk_index(essay_set: str, model: str) -> dict[tuple[str, str], Reported]:
             index[protocol, fig.trait] = fig
         elif fig.table == table and (not wanted or fig.model == wanted):
             index[protocol, fig.trait] = fig
-    if ("MADRAG", "Idea") in index:  # MADRAG[adv_r1] is MADRAG
-        index |= {("MADRAG[adv_r1]", t): f for (p, t), f in list(index.items()) if p == "MADRAG"}
     return index
 
 
@@ -92,7 +91,7 @@ def _row(protocol: str, trait: str, metric: str, measured: Any, fig: Reported, n
 
 
 def _qwk_rows(evaluation: Evaluation, essay_set: str, model: str) -> list[dict[str, Any]]:
-    index = _qwk_index(essay_set, model)
+    index = qwk_index(essay_set, model)
     rows = []
     for cell in evaluation.qwk.to_dict(orient="records"):
         fig = index.get((str(cell["protocol"]), str(cell["label"])))
@@ -114,12 +113,14 @@ def _extreme_rows(evaluation: Evaluation, essay_set: str) -> list[dict[str, Any]
     return rows
 
 
-def _reported_only(essay_set: str, model: str) -> pd.DataFrame:
-    """Table 1's rows madrag does not measure here: published systems and MADRAG with the other backbones."""
+def _reported_only(essay_set: str, model: str, measured: set[str]) -> pd.DataFrame:
+    """Table 1's rows this run does not measure: the published systems (FeatEng-RF unless the run holds
+    ``madrag baseline``'s), MADRAG with the other backbones, Human-Human when the run has no two raters."""
     rows = [
         {"paper_row": f.row, "model": f.model, "trait": f.trait, "qwk": f.value, "where": f.where, "note": f.note}
         for f in figures("madrag", table="Table 1", set_=essay_set)
-        if f.protocol not in ("Human-Human", "FeatEng-RF") and not (f.protocol == "MADRAG" and f.model == model)
+        if (HH_FULL if f.protocol == "Human-Human" else f.protocol) not in measured
+        or (f.protocol == "MADRAG" and f.model != model)
     ]
     return pd.DataFrame(rows, columns=["paper_row", "model", "trait", "qwk", "where", "note"])
 
@@ -131,16 +132,17 @@ def beside_paper(evaluation: Evaluation) -> BesidePaper:
     if essay_set not in (7, 8, "7", "8"):
         empty = pd.DataFrame(columns=BESIDE_COLUMNS)
         line = f"the MADRAG paper reports ASAP sets 7 and 8 only; this run's essay set is {essay_set}"
-        return BesidePaper(None, model, empty, _reported_only("none", model), [line])
+        return BesidePaper(None, model, empty, _reported_only("none", model, set()), [line])
     key = str(essay_set)
     rows = _qwk_rows(evaluation, key, model) + _extreme_rows(evaluation, key)
+    measured = {str(r["protocol"]) for r in rows}
     notes = [note] if note and "MADRAG" in evaluation.protocols else []
     notes.append(
         "the paper's figures come from its whole sets (every fold; `madrag ablate --fold each`); a run on one fold "
         "or a --limit sample measures fewer essays (column n)"
     )
     beside = pd.DataFrame(rows, columns=BESIDE_COLUMNS)
-    return BesidePaper(key, model, beside, _reported_only(key, model), notes)
+    return BesidePaper(key, model, beside, _reported_only(key, model, measured), notes)
 
 
 def beside_display(result: BesidePaper) -> dict[str, pd.DataFrame]:
@@ -158,7 +160,7 @@ def beside_display(result: BesidePaper) -> dict[str, pd.DataFrame]:
         )
         wide = cells.pivot(index="protocol", columns="trait", values="cell")
         wide = wide.reindex(index=list(dict.fromkeys(cells["protocol"])), columns=list(dict.fromkeys(cells["trait"])))
-        title = f"{titles.get(str(metric), metric)}: measured / the MADRAG paper (measured - paper), set {result.essay_set}"
+        title = f"{titles.get(str(metric), metric)}, set {result.essay_set}: measured / the MADRAG paper (difference)"
         tables[title] = wide.fillna("—")
     if not result.reported_only.empty:
         frame = result.reported_only

@@ -264,9 +264,7 @@ def paper_section(evaluation: Evaluation) -> str:
     return f"<h2>Beside the MADRAG paper</h2>{tables}{notes}"
 
 
-def render_html(
-    run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: bool = False
-) -> str:
+def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: bool = False) -> str:
     """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices;
     ``paper``: the paper's figures beside the measured ones, after the agreement tables."""
     meta = evaluation.meta

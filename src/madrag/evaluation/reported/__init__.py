@@ -65,7 +65,8 @@ class Reported:
     @property
     def where(self) -> str:
         """``"the MADRAG paper, Table 1 (4.2)"``: what a display cites."""
-        return f"the {self.paper.upper() if self.paper == 'madrag' else self.paper} paper, {self.table} ({self.section})"
+        name = "MADRAG" if self.paper == "madrag" else self.paper
+        return f"the {name} paper, {self.table} ({self.section})"
 
 
 @cache
