@@ -136,3 +136,26 @@ def test_each_protocol_is_matched_with_its_table() -> None:
     set8 = qwk_index("8", "gpt-5")
     assert set8["MADRAG", "Word"].value == 0.32 and set8["MADRAG[both_r2]", "Word"].table == "Table 8"
     assert set8["MA", "Idea"].value == 0.47 and ("MADRAG[skponly_r1]", "Idea") not in set8  # no paper row
+
+
+def test_the_coded_tables_agree_with_each_other() -> None:
+    """Tables 3, 4, 10 and 11 count the same coded cases (4.4): each mechanism's total in Table 3 is its row sum in
+    Tables 10 (C x D) and 11 (B x C) and its column sum in Table 4 (A x C); a transcription slip in any cell
+    breaks this (the paper's one inconsistency is kept as printed)."""
+
+    def counts(table: str) -> dict[tuple[str, str], float]:
+        return {(f.row, f.trait): f.value for f in figures("madrag", table=table) if f.metric == "count"}
+
+    table3, table4, table10, table11 = (counts(t) for t in ("Table 3", "Table 4", "Table 10", "Table 11"))
+    for code in ("C1", "C2", "C3", "C4", "C5", "C6"):
+        total = table3[code, "all"]
+        assert sum(v for (r, _), v in table10.items() if r == code) == total
+        # the paper's own slip, kept as printed: Table 11's C4 row (0, 7, 6; E.2's "46.2% within C4" is 6/13)
+        # sums to 13 where Table 3 counts 12
+        assert sum(v for (r, _), v in table11.items() if r == code) == total + (code == "C4")
+        assert sum(v for (_, c), v in table4.items() if c == code) == total
+    assert table3["C2", "all"] == 56 and table10["C6", "D3"] == 29 and table4["A1", "C6"] == 46
+    percent = {(f.table, f.row, f.trait): f.value for f in figures("madrag") if f.metric == "percent"}
+    assert percent["Table 3", "C6", "all"] == 26.9 and percent["Table 10", "C6", "D3"] == 63.0
+    conventions = {(f.metric, f.trait): f.value for f in figures("madrag", table="Table 5") if f.row == "Conventions"}
+    assert conventions == {("n", "all"): 49, ("count", "B0"): 6, ("count", "B1"): 41, ("count", "B2"): 2}

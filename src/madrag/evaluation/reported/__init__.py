@@ -13,10 +13,11 @@ one number with where it stands:
   paper's short column label, "all" when pooled), ``value``, and a ``note`` (e.g. a model the table does not name
   but the paper's other tables imply).
 
-The MADRAG paper: Tables 1, 2, 6 (sets 7 and 8), 7, 8 and 9, every cell (its coded Tables 3-5, 10, 11 are not
-here yet). The confidence paper prints Tables 1-4 as images, so only the figures its text states are here (4.2,
-4.4); its Table 2 (the ASAP subsets) is computed by ``madrag confidence sets`` (``table2.csv``). The consensus
-paper's tables are images too: the averages its text states (4.1, 4.2, G.1).
+The MADRAG paper: Tables 1, 2, 6 (sets 7 and 8), 7, 8 and 9, and the coded Tables 3, 4, 5, 10 and 11, every
+cell as printed (Table 11's C4 row sums to 13 where Table 3 counts 12: the paper's own slip, kept). The
+confidence paper prints Tables 1-4 as images, so only the figures its text states are here (4.2, 4.4); its
+Table 2 (the ASAP subsets) is computed by ``madrag confidence sets`` (``table2.csv``). The consensus paper's
+tables are images too: the averages its text states (4.1, 4.2, G.1).
 """
 
 from __future__ import annotations
