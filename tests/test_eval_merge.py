@@ -54,6 +54,7 @@ def test_eval_merges_runs_by_protocol_and_trait_label(asap: Path, tmp_path: Path
     values = [float(v) for k, v in ma.items() if k not in ("protocol", "mean") and v]
     assert float(ma["mean"]) == pytest.approx(sum(values) / len(values))
     assert "Figure 2" in (out / "merged.md").read_text()
+    assert (out / "figure2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # Figure 2 drawn, as the paper shows it
 
 
 def test_eval_of_one_positional_run_and_bad_merges(asap: Path, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ REPRODUCE = REPO / "docs" / "reproduce.md"
 SEED_ITEMS = {
     "000": ["Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 9",
             "Table 10", "Table 11", "Tables 12-14", "Figure 2"],
-    "001": ["Table 1", "Tables 3 and 4", "Figure 2", "Figure 3"],
+    "001": ["Table 1", "Table 2", "Tables 3 and 4", "Figure 2", "Figure 3"],
     "002": ["Tables 1, 2, 8 and 9", "Table 3", "Figure 2", "Figures 3 and 4"],
 }  # fmt: skip
 

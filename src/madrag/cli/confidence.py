@@ -220,8 +220,9 @@ def sets_command(
     top: Annotated[int, typer.Option(min=1, help="Features listed per set, role and target.")] = 3,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("confidence-sets"),
 ) -> None:
-    """Seed 001 Table 1 over several sets (each set's top features, side by side, never pooled) and Figure 3
-    (the meta-evaluator's scores per dimension, pass rates per role) over all of them."""
+    """Seed 001 Table 1 over several sets (each set's top features, side by side, never pooled), Figure 3
+    (the meta-evaluator's scores per dimension, pass rates per role) over all of them, and Table 2 (the sets:
+    essays, traits, score ranges, raters, length)."""
     from madrag.confidence.sets import run_sets, save_sets
 
     if rank_by not in ("signed", "abs"):
@@ -237,6 +238,7 @@ def sets_command(
     )
     written = save_sets(result, output_dir(out))
     _print_top_sets(result.table1, top)
+    console.print(result.table2.to_string(index=False), markup=False)
     console.print(f"wrote {len(written)} files and folders to {out}", markup=False)
 
 

@@ -7,6 +7,7 @@ and tests can call them directly. Bad input raises :class:`~madrag.errors.InputE
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,6 +20,7 @@ from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 
 if TYPE_CHECKING:
+    from madrag.evaluation.agreement import Evaluation
     from madrag.metrics import TieRule
 
 
@@ -64,16 +66,24 @@ def eval_command(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for the tables (default: <run-dir>/eval).")] = None,
     reference_ties: ReferenceTiesOpt = None,
+    paper: Annotated[
+        bool,
+        typer.Option(
+            "--paper",
+            help="Also show the MADRAG paper's reported figure beside each measured one (Tables 1, 2, 7-9), with "
+            "the difference, and Table 1's published systems as reported; saved as paper.csv and paper.md.",
+        ),
+    ] = False,
 ) -> None:
     """QWK per protocol and trait with bootstrap CIs, Human-Human agreement, the extreme-score subset
     (Agree@1, MAE) and paired comparisons; printed and saved as CSV, JSON and markdown. With several runs,
-    also their merged QWK table (seed 000 Figure 2)."""
+    also their merged QWK table and plot (the MADRAG paper's Figure 2). --paper: the paper's figures beside."""
     ties = ties_option(reference_ties)
     given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
     if len(given) > 1:
         if data is not None or rubric is not None:
             raise InputError("--data and --rubric apply to one run; give them without merging runs")
-        _merge_runs(given, bootstrap, seed, baseline, out, ties)
+        _merge_runs(given, EvalOptions(bootstrap, seed, baseline, ties, paper), out)
         return
     run_dir = given[0] if given else None
     if run_dir is None:
@@ -82,22 +92,40 @@ def eval_command(
                 "give the run folder (RUN_DIR or --run-dir), or --data and --rubric for Human-Human agreement of a "
                 "data file"
             )
+        if paper:
+            raise InputError("--paper compares a run: give the run folder")
         _human_human(data, rubric, bootstrap, seed, out)
         return
     if rubric is not None:
         raise InputError("--rubric applies only without --run-dir (a run is evaluated with its own rubric)")
-    _one_run(run_dir, data, bootstrap, seed, baseline, out, ties)
+    _one_run(run_dir, data, EvalOptions(bootstrap, seed, baseline, ties, paper), out)
 
 
-def _one_run(
-    run_dir: Path,
-    data: Path | None,
-    bootstrap: int,
-    seed: int,
-    baseline: str | None,
-    out: Path | None,
-    ties: TieRule | None,
-) -> None:
+@dataclass(frozen=True)
+class EvalOptions:
+    """What every evaluated run of one ``madrag eval`` shares."""
+
+    bootstrap: int
+    seed: int
+    baseline: str | None
+    ties: TieRule | None
+    paper: bool = False
+
+
+def _beside_paper(evaluation: Evaluation, folder: Path) -> None:
+    """Print the run's figures beside the MADRAG paper's and save paper.csv / paper.md in ``folder``."""
+    from madrag.evaluation.beside_paper import beside_display, beside_paper, save_beside
+    from madrag.evaluation.tables import rich_frame
+
+    result = beside_paper(evaluation)
+    for title, frame in beside_display(result).items():
+        console.print(rich_frame(title, frame))
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False)
+    save_beside(result, folder)
+
+
+def _one_run(run_dir: Path, data: Path | None, options: EvalOptions, out: Path | None) -> None:
     """Evaluate one run (``data``: the full data file for the Human-Human row), print its tables and save them
     (default folder: ``<run>/eval``)."""
     from madrag.evaluation.agreement import evaluate
@@ -106,7 +134,9 @@ def _one_run(
 
     require_run(run_dir)  # before anything is written in its folder
     target = output_dir(out or run_dir / "eval")
-    evaluation = evaluate(run_dir, bootstrap=bootstrap, seed=seed, baseline=baseline, data=data, ties=ties)
+    evaluation = evaluate(
+        run_dir, bootstrap=options.bootstrap, seed=options.seed, baseline=options.baseline, data=data, ties=options.ties
+    )
     console.print(summary_line(evaluation), markup=False)
     console.print(f"reference: {evaluation.meta['reference']}", markup=False)
     for table in rich_tables(evaluation):
@@ -114,12 +144,12 @@ def _one_run(
     for note in evaluation.notes:
         console.print(f"note: {note}", markup=False)
     paths = save(evaluation, target)
+    if options.paper:
+        _beside_paper(evaluation, target)
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
 
 
-def _merge_runs(
-    runs: list[Path], bootstrap: int, seed: int, baseline: str | None, out: Path | None, ties: TieRule | None
-) -> None:
+def _merge_runs(runs: list[Path], options: EvalOptions, out: Path | None) -> None:
     """Evaluate each run (tables saved in ``<run>/eval``), then print and save their merged QWK table
     (default folder: ``<first run>/eval-merged``)."""
     from madrag.evaluation.agreement import evaluate
@@ -132,10 +162,14 @@ def _merge_runs(
     merged_dir = output_dir(out or runs[0] / "eval-merged")
     evaluations = []
     for run, folder in zip(runs, folders, strict=True):
-        evaluation = evaluate(run, bootstrap=bootstrap, seed=seed, baseline=baseline, ties=ties)
+        evaluation = evaluate(
+            run, bootstrap=options.bootstrap, seed=options.seed, baseline=options.baseline, ties=options.ties
+        )
         save(evaluation, folder)
         ties_used = evaluation.meta["reference_ties"]
         console.print(f"{run}: {summary_line(evaluation)}; reference ties {ties_used}", markup=False)
+        if options.paper:
+            _beside_paper(evaluation, folder)
         evaluations.append(evaluation)
     merged = merge_qwk(evaluations)
     console.print("merged QWK (mean over the runs per protocol and trait; seed 000 Figure 2):", markup=False)
@@ -226,9 +260,13 @@ def report_command(
     seed: SeedOpt = 0,
     out: Annotated[Path | None, typer.Option(help="HTML file to write (default: <run-dir>/report.html).")] = None,
     reference_ties: ReferenceTiesOpt = None,
+    paper: Annotated[
+        bool, typer.Option("--paper", help="Also show the MADRAG paper's reported figures beside the measured ones.")
+    ] = False,
 ) -> None:
     """Write one self-contained HTML report: QWK plots, confusion matrices, score distributions, the
-    extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars."""
+    extreme-score subset and every essay's debate transcript with the Judge's rationale and exemplars
+    (--paper: the MADRAG paper's figures beside the measured ones)."""
     from madrag.audit.report import audit_html
     from madrag.evaluation.report import write_report
     from madrag.evaluation.run import require_run
@@ -236,5 +274,7 @@ def report_command(
     folder = require_run(need_run_dir(run, run_dir))
     target = output_file(out or folder / "report.html")
     ties = ties_option(reference_ties)
-    path = write_report(folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties, extra=audit_html(folder))
+    path = write_report(
+        folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties, extra=audit_html(folder), paper=paper
+    )
     console.print(f"wrote {path}", markup=False)

@@ -1,5 +1,6 @@
 """Seed 001 Table 1 over several essay sets: the confidence study of one run per set (each with its own
-meta-evaluation), its top features per role and target side by side, and Figure 3 over all of them.
+meta-evaluation), its top features per role and target side by side, Figure 3 over all of them, and Table 2
+(the sets themselves: :mod:`madrag.confidence.subsets`).
 
 Table 1 reports its top-3 features per role-target pair *for each* of Essay Sets 7 and 8 ("In Essay Set 7, the
 strongest predictors are ... In contrast, Essay Set 8 shows ..."), never pooled: each set is ranked on its own
@@ -18,6 +19,7 @@ import pandas as pd
 from madrag.confidence.analysis import PAPER_RANK_BY, RankBy
 from madrag.confidence.figure3 import PASS_MIN, save_figure3
 from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_display
+from madrag.confidence.subsets import subsets_markdown, subsets_table
 from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 
@@ -29,6 +31,7 @@ class SetsStudy:
     studies: dict[str, ConfidenceStudy]
     table1: pd.DataFrame
     judgments: pd.DataFrame
+    table2: pd.DataFrame
 
 
 def _labels(runs: list[Path], labels: list[str] | None) -> list[str]:
@@ -68,7 +71,9 @@ def run_sets(
         judged.append(study.judgments.assign(set=name))
     table1 = pd.concat(tables, ignore_index=True)
     table1 = table1[["set", *[c for c in table1.columns if c != "set"]]]
-    return SetsStudy(studies=studies, table1=table1, judgments=pd.concat(judged, ignore_index=True))
+    judgments = pd.concat(judged, ignore_index=True)
+    table2 = subsets_table(dict(zip(names, runs, strict=True)))
+    return SetsStudy(studies=studies, table1=table1, judgments=judgments, table2=table2)
 
 
 def _slug(name: str) -> str:
@@ -101,11 +106,14 @@ def _markdown(result: SetsStudy) -> str:
 
 
 def save_sets(result: SetsStudy, out_dir: Path) -> list[Path]:
-    """Write ``table1.csv``, ``table1.md``, Figure 3 over all sets, and each set's study in ``<out>/<set>/``."""
+    """Write ``table1.csv``, ``table1.md``, ``table2.csv``, ``table2.md``, Figure 3 over all sets, and each set's
+    study in ``<out>/<set>/``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [out_dir / "table1.csv", out_dir / "table1.md"]
+    written = [out_dir / "table1.csv", out_dir / "table1.md", out_dir / "table2.csv", out_dir / "table2.md"]
     write_frame(result.table1, written[0], index=False)
     written[1].write_text(_markdown(result), encoding="utf-8")
+    write_frame(result.table2, written[2], index=False)
+    written[3].write_text(subsets_markdown(result.table2), encoding="utf-8")
     written += save_figure3(
         result.judgments, out_dir, "Meta-evaluator scores per dimension, " + ", ".join(result.studies)
     )

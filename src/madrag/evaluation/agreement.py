@@ -278,6 +278,13 @@ def ties_note(rule: TieRule, recorded: TieRule) -> str | None:
     )
 
 
+def run_model(config: dict[str, Any]) -> str | None:
+    """The model a run's configuration names for its backend (None when it names none)."""
+    provider = config.get("provider")
+    model = provider.get("model") if isinstance(provider, dict) else None
+    return str(model) if model else None
+
+
 def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None, rule: TieRule) -> Evaluation:
     full, note = load_full_data(run.data_path, run.rubric)
     notes = [n for n in (note, ties_note(rule, run.reference_ties)) if n]
@@ -293,6 +300,7 @@ def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None,
         "seed": seed,
         "reference": reference_line(rule),
         "reference_ties": rule,
+        "model": run_model(run.config),
     }
     return Evaluation(
         rubric=run.rubric,

@@ -42,8 +42,37 @@ def merged_wide(merged: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def plot_merged(merged: pd.DataFrame, path: Path) -> Path:
+    """Figure 2 as the paper draws it: grouped bars of the merged QWK, one group per trait label, one bar per
+    protocol (first-seen order). A cell without QWK has no bar. Agg canvas, no pyplot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    table = merged_wide(merged).drop(columns="mean")
+    protocols, labels = list(table.index), list(table.columns)
+    fig = Figure(figsize=(max(6.0, 1.3 * len(labels) + 2), 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    width = 0.8 / max(len(protocols), 1)
+    for i, protocol in enumerate(protocols):
+        values = table.loc[protocol].astype(float).tolist()
+        shift = (i - (len(protocols) - 1) / 2) * width
+        kept = [(j + shift, v) for j, v in enumerate(values) if pd.notna(v)]
+        ax.bar([x for x, _ in kept], [v for _, v in kept], width, label=str(protocol))
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("QWK (mean over the runs)")
+    ax.set_title("Merged ablation (QWK): overlapping traits averaged")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small", ncols=min(len(protocols), 6))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=120)
+    return path
+
+
 def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> list[Path]:
-    """Write ``merged_qwk.csv`` (long), ``merged_qwk_table.csv`` (wide) and ``merged.md`` under ``out_dir``."""
+    """Write ``merged_qwk.csv`` (long), ``merged_qwk_table.csv`` (wide), ``merged.md`` and, when there is a QWK,
+    ``figure2.png`` (the bars of Figure 2) under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     long_path, wide_path, md_path = out_dir / "merged_qwk.csv", out_dir / "merged_qwk_table.csv", out_dir / "merged.md"
     write_frame(merged, long_path, index=False)
@@ -58,4 +87,7 @@ def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> li
         "",
     ]
     md_path.write_text("\n".join(lines), encoding="utf-8")
-    return [long_path, wide_path, md_path]
+    written = [long_path, wide_path, md_path]
+    if not table.empty:
+        written.append(plot_merged(merged, out_dir / "figure2.png"))
+    return written

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from madrag.data.essay import Essay, reference_ties
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
+from madrag.evaluation.beside_paper import beside_display, beside_paper
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.tables import display_tables, fmt
@@ -255,8 +256,17 @@ def _appendix(shown: dict[str, str]) -> str:
     return f"<h2>Exemplar essays</h2><details><summary>{len(shown)} essays shown to Judges</summary>{items}</details>"
 
 
-def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "") -> str:
-    """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices."""
+def paper_section(evaluation: Evaluation) -> str:
+    """The run's figures beside the MADRAG paper's reported ones (``--paper``), as HTML."""
+    result = beside_paper(evaluation)
+    tables = "".join(f"<h3>{esc(t)}</h3>{html_table(f)}" for t, f in beside_display(result).items())
+    notes = "".join(f"<p class='muted'>note: {esc(n)}</p>" for n in result.notes)
+    return f"<h2>Beside the MADRAG paper</h2>{tables}{notes}"
+
+
+def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: bool = False) -> str:
+    """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices;
+    ``paper``: the paper's figures beside the measured ones, after the agreement tables."""
     meta = evaluation.meta
     shown: dict[str, str] = {}
     essays = "".join(essay_block(run, e, sources, shown) for e in run.essays)
@@ -269,6 +279,7 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: s
         f"</head><body><h1>{esc(title)}</h1><p class='muted'>run {esc(run.run_dir)} · protocols "
         f"{esc(', '.join(run.protocols))} · {esc(meta.get('reference'))}</p>{notes}"
         f"<h2>Agreement with the human reference</h2>{qwk_plot(evaluation)}{tables}"
+        f"{paper_section(evaluation) if paper else ''}"
         f"<h2>Extreme-score subset</h2>{extreme_plot(evaluation)}"
         f"<h2>Score distributions</h2>{distribution_plot(run)}"
         f"<h2>Confusion matrices</h2>{confusion}{extra}"
@@ -283,14 +294,15 @@ def write_report(
     out: Path | None = None,
     ties: TieRule | None = None,
     extra: str = "",
+    paper: bool = False,
 ) -> Path:
     """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written. Reference labels
     round ties by ``ties`` (default: the run's own rule); ``extra``: sections of higher layers, as HTML (the
-    run's audit: :func:`madrag.audit.report.audit_html`)."""
+    run's audit: :func:`madrag.audit.report.audit_html`); ``paper``: the MADRAG paper's figures beside the run's."""
     run = load_run(run_dir)
     with reference_ties(ties or run.reference_ties) as rule:
         evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
-        page = render_html(run, evaluation, load_sources(run), extra)
+        page = render_html(run, evaluation, load_sources(run), extra, paper)
     target = out or Path(run_dir) / "report.html"
     target.write_text(page, encoding="utf-8")
     return target

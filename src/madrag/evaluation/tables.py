@@ -138,21 +138,23 @@ def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     return {title: frame for title, frame in tables.items() if not frame.empty}
 
 
-def rich_tables(evaluation: Evaluation) -> list[Any]:
-    """The display tables as rich Tables (for a terminal)."""
+def rich_frame(title: str, frame: pd.DataFrame) -> Any:
+    """One display table as a rich Table (for a terminal); Text, not markup: "MADRAG[both_r1]" is a name."""
     from rich.table import Table
     from rich.text import Text
 
-    out = []
-    for title, frame in display_tables(evaluation).items():  # Text, not markup: "MADRAG[both_r1]" is a name
-        table = Table(title=Text(title), title_justify="left")
-        table.add_column("")
-        for col in frame.columns:
-            table.add_column(Text(str(col)), justify="right")
-        for index, row in frame.iterrows():
-            table.add_row(Text(str(index)), *(Text(fmt(v)) for v in row.tolist()))
-        out.append(table)
-    return out
+    table = Table(title=Text(title), title_justify="left")
+    table.add_column("")
+    for col in frame.columns:
+        table.add_column(Text(str(col)), justify="right")
+    for index, row in frame.iterrows():
+        table.add_row(Text(str(index)), *(Text(fmt(v)) for v in row.tolist()))
+    return table
+
+
+def rich_tables(evaluation: Evaluation) -> list[Any]:
+    """The display tables as rich Tables (for a terminal)."""
+    return [rich_frame(title, frame) for title, frame in display_tables(evaluation).items()]
 
 
 def summary_line(evaluation: Evaluation) -> str:

@@ -1,0 +1,192 @@
+"""A run's measured figures beside the MADRAG paper's reported ones: ``madrag eval RUN --paper`` and the report.
+
+For a run on ASAP set 7 or 8 each measured QWK (and each pooled Agree@1 / MAE of the extreme subset) is matched
+with the paper's figure for the same protocol, set and trait:
+
+* ``MADRAG``: Table 1's row of the run's model when it is one of the paper's backbones (GPT-3.5-turbo, GPT-4o-mini,
+  GPT-4o, GPT-5-mini, GPT-5), else the GPT-4o-mini row (the model of the paper's ablation tables), with a note;
+* ``SA`` ... ``MARAG``: Table 9 (its MADRAG row is Table 1's GPT-4o-mini row; the table names no model);
+* ``MADRAG[adv_r1]``, ``[adv_r2]``, ``[both_r1]`` ...: Tables 7 and 8 (``skp_*`` read as the paper's "Skp."
+  rows; their Adv. (R1) is MADRAG itself, but on set 7 its Style differs from Table 1's: 0.45, 0.47);
+* ``FeatEng-RF`` (``madrag baseline``) and the Human-Human row on the full data file: Table 1;
+* the extreme subset's pooled rows: Table 2.
+
+The published systems madrag does not run (ProTACT, ZS-LLM, CSR-J) and Table 1's MADRAG rows of the other
+models are listed as reported only. A difference is measured minus reported; a figure the paper does not report
+for a cell is left out, never shown as 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from madrag.csv_safe import write_frame
+from madrag.evaluation.agreement import HH_FULL, Evaluation
+from madrag.evaluation.reported import Reported, figures
+from madrag.evaluation.tables import fmt, markdown_document
+
+PAPER_MODELS = ("gpt-3.5-turbo", "gpt-4o-mini", "gpt-4o", "gpt-5-mini", "gpt-5")
+"""The backbones of the MADRAG paper's Table 1 MADRAG rows."""
+ABLATION_MODEL = "gpt-4o-mini"
+"""The model of Tables 2, 7, 8 and 9 (none names one; their MADRAG rows are Table 1's GPT-4o-mini row)."""
+ABLATIONS = ("SA", "SARAG", "MA", "MAD", "MARAG")
+BESIDE_COLUMNS = ["protocol", "trait", "metric", "measured", "reported", "diff", "where", "paper_row", "model", "n"]
+
+
+@dataclass
+class BesidePaper:
+    """The measured figures beside the reported ones (long form), the reported-only rows and notes."""
+
+    essay_set: str | None
+    model: str
+    beside: pd.DataFrame
+    reported_only: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def paper_model(run_model: str | None) -> tuple[str, str | None]:
+    """The paper's backbone to compare a run's MADRAG with, and a note when it is not the run's own model."""
+    name = (run_model or "").strip().lower().rsplit("/", 1)[-1]
+    if name in PAPER_MODELS:
+        return name, None
+    shown = run_model or "an unrecorded model"
+    return ABLATION_MODEL, f"the run's model ({shown}) is not one of the paper's; MADRAG is compared with GPT-4o-mini"
+
+
+def _reference_table(protocol: str, model: str) -> tuple[str, str]:
+    """(table, model) of the paper where ``protocol``'s reported row stands."""
+    if protocol == "MADRAG":
+        return "Table 1", model
+    if protocol in ABLATIONS:
+        return "Table 9", ABLATION_MODEL
+    if protocol.startswith("MADRAG["):
+        return "Table 7/8", ABLATION_MODEL
+    return "Table 1", ""  # FeatEng-RF, Human-Human
+
+
+def qwk_index(essay_set: str, model: str) -> dict[tuple[str, str], Reported]:
+    """(madrag protocol, trait label) -> the paper's QWK figure for ``essay_set``."""
+    index: dict[tuple[str, str], Reported] = {}
+    for fig in figures("madrag", set_=essay_set):
+        if fig.metric != "qwk" or not fig.protocol:
+            continue
+        protocol = HH_FULL if fig.protocol == "Human-Human" else fig.protocol
+        table, wanted = _reference_table(protocol, model)
+        if table.startswith("Table 7") and fig.table in ("Table 7", "Table 8"):
+            index[protocol, fig.trait] = fig
+        elif fig.table == table and (not wanted or fig.model == wanted):
+            index[protocol, fig.trait] = fig
+    return index
+
+
+def _row(protocol: str, trait: str, metric: str, measured: Any, fig: Reported, n: Any) -> dict[str, Any]:
+    value = None if measured is None or pd.isna(measured) else float(measured)
+    diff = None if value is None else value - fig.value
+    row = {"protocol": protocol, "trait": trait, "metric": metric, "measured": value, "reported": fig.value}
+    row |= {"diff": diff, "where": fig.where, "paper_row": fig.row, "model": fig.model, "n": n}
+    return row
+
+
+def _qwk_rows(evaluation: Evaluation, essay_set: str, model: str) -> list[dict[str, Any]]:
+    index = qwk_index(essay_set, model)
+    rows = []
+    for cell in evaluation.qwk.to_dict(orient="records"):
+        fig = index.get((str(cell["protocol"]), str(cell["label"])))
+        if fig is not None:
+            rows.append(_row(str(cell["protocol"]), str(cell["label"]), "qwk", cell["qwk"], fig, cell["n"]))
+    return rows
+
+
+def _extreme_rows(evaluation: Evaluation, essay_set: str) -> list[dict[str, Any]]:
+    table2 = {(f.protocol, f.metric): f for f in figures("madrag", table="Table 2", set_=essay_set)}
+    rows = []
+    for cell in evaluation.extreme.to_dict(orient="records"):
+        if cell["trait"] != "all":
+            continue
+        for metric in ("n", "agree_at_1", "mae"):
+            fig = table2.get((str(cell["protocol"]), metric))
+            if fig is not None:
+                rows.append(_row(str(cell["protocol"]), "all", metric, cell[metric], fig, cell["n"]))
+    return rows
+
+
+def _reported_only(essay_set: str, model: str, measured: set[str]) -> pd.DataFrame:
+    """Table 1's rows this run does not measure: the published systems (FeatEng-RF unless the run holds
+    ``madrag baseline``'s), MADRAG with the other backbones, Human-Human when the run has no two raters."""
+    rows = [
+        {"paper_row": f.row, "model": f.model, "trait": f.trait, "qwk": f.value, "where": f.where, "note": f.note}
+        for f in figures("madrag", table="Table 1", set_=essay_set)
+        if (HH_FULL if f.protocol == "Human-Human" else f.protocol) not in measured
+        or (f.protocol == "MADRAG" and f.model != model)
+    ]
+    return pd.DataFrame(rows, columns=["paper_row", "model", "trait", "qwk", "where", "note"])
+
+
+def beside_paper(evaluation: Evaluation) -> BesidePaper:
+    """The run's figures beside the MADRAG paper's (see the module docstring)."""
+    essay_set = evaluation.meta.get("essay_set")
+    model, note = paper_model(evaluation.meta.get("model"))
+    if essay_set not in (7, 8, "7", "8"):
+        empty = pd.DataFrame(columns=BESIDE_COLUMNS)
+        line = f"the MADRAG paper reports ASAP sets 7 and 8 only; this run's essay set is {essay_set}"
+        return BesidePaper(None, model, empty, _reported_only("none", model, set()), [line])
+    key = str(essay_set)
+    rows = _qwk_rows(evaluation, key, model) + _extreme_rows(evaluation, key)
+    measured = {str(r["protocol"]) for r in rows}
+    notes = [note] if note and "MADRAG" in evaluation.protocols else []
+    notes.append(
+        "the paper's figures come from its whole sets (every fold; `madrag ablate --fold each`); a run on one fold "
+        "or a --limit sample measures fewer essays (column n)"
+    )
+    beside = pd.DataFrame(rows, columns=BESIDE_COLUMNS)
+    return BesidePaper(key, model, beside, _reported_only(key, model, measured), notes)
+
+
+def beside_display(result: BesidePaper) -> dict[str, pd.DataFrame]:
+    """Display tables: per metric, protocols x traits with ``measured / reported (diff)`` cells; then the
+    reported-only rows of Table 1 (protocols x traits)."""
+    tables: dict[str, pd.DataFrame] = {}
+    titles = {"qwk": "QWK", "agree_at_1": "Agree@1 (Table 2)", "mae": "MAE (Table 2)", "n": "N (Table 2)"}
+    for metric, rows in result.beside.groupby("metric", sort=False):
+        digits = 0 if metric == "n" else 3
+        cells = rows.assign(
+            cell=[
+                f"{fmt(m, digits)} / {fmt(r, 2 if metric == 'qwk' else digits)} ({fmt(d, digits)})"
+                for m, r, d in zip(rows["measured"], rows["reported"], rows["diff"], strict=True)
+            ]
+        )
+        wide = cells.pivot(index="protocol", columns="trait", values="cell")
+        wide = wide.reindex(index=list(dict.fromkeys(cells["protocol"])), columns=list(dict.fromkeys(cells["trait"])))
+        title = f"{titles.get(str(metric), metric)}, set {result.essay_set}: measured / the MADRAG paper (difference)"
+        tables[title] = wide.fillna("—")
+    if not result.reported_only.empty:
+        frame = result.reported_only
+        names = [f"{r} ({m})" if m else r for r, m in zip(frame["paper_row"], frame["model"], strict=True)]
+        wide = frame.assign(name=names).pivot(index="name", columns="trait", values="qwk")
+        wide = wide.reindex(index=list(dict.fromkeys(names)), columns=list(dict.fromkeys(frame["trait"])))
+        tables[f"reported by the MADRAG paper, Table 1 (not run here), set {result.essay_set}"] = wide
+    return tables
+
+
+def beside_markdown(result: BesidePaper) -> str:
+    """paper.md: the display tables, then where each figure stands and the notes."""
+    wheres = sorted(set(result.beside["where"])) + sorted(set(result.reported_only["where"]))
+    definitions = [
+        "measured: this run's figure; the paper's: the figure it reports for the same protocol, set and trait; "
+        "in brackets measured minus the paper's. A cell the paper does not report is left out.",
+        "Figures from: " + "; ".join(dict.fromkeys(wheres)) + " (src/madrag/evaluation/reported/madrag_paper.csv).",
+    ]
+    return markdown_document("The run beside the MADRAG paper", beside_display(result), definitions, result.notes)
+
+
+def save_beside(result: BesidePaper, out_dir: Path) -> list[Path]:
+    """Write ``paper.csv`` (long: measured, reported, diff, where) and ``paper.md`` under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out_dir / "paper.csv", out_dir / "paper.md"
+    write_frame(result.beside, csv_path, index=False)
+    md_path.write_text(beside_markdown(result), encoding="utf-8")
+    return [csv_path, md_path]
