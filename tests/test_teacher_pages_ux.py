@@ -104,7 +104,7 @@ def test_calibration_page_states_its_threshold_and_starts_the_class(tmp_path: Pa
         assert f"at least {EXACT_AT:.0%}" in page and f"at least {WITHIN_AT:.0%}" in page
         rows = client.get(f"/api/runs/{calibration_run}/scores").json()["rows"]
         wrong = {r["essay_id"] for r in rows if r["score"] != r["reference"]}
-        named = set(re.findall(r'<li data-essay="([^"]+)">paper', page))
+        named = set(re.findall(r'<li data-trait="\w+" data-essay="([^"]+)">', page))
         assert named == wrong
         verdict = re.search(r'id="calibration-verdict"><b>([^<]+)</b>', page)
         assert verdict is not None and (verdict.group(1) == "Looks right") == (
