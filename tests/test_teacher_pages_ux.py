@@ -188,3 +188,27 @@ def test_a_balanced_debate_is_a_note_not_a_reason_to_look() -> None:
     assert balanced.notes == ["the Advocate and the Skeptic were equally sure (alone, no reason to look)"]
     quotes = assess(ItemSignals("e1", "Ideas", 2, 0, 3, unverified_quotes=1))
     assert quotes.flagged and quotes.reasons == ["1 quote not found in the essay"]
+
+
+def test_a_slow_run_shows_the_time_left_from_its_calls_so_far(tmp_path: Path) -> None:
+    import time
+
+    with client_for(make_config(tmp_path)) as client:
+        token = csrf(client)
+        draft = _draft_at_backend(client, token, n=6, pool="none")
+        slow = {"kind": "fake", "fake_latency_s": "0.3", "protocols": "MAD", "action": "start"}
+        started = form_post(client, f"/drafts/{draft}/backend", token, **slow)
+        run_id = started.headers["location"].split("/")[2]
+        deadline = time.monotonic() + 60
+        progress: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            body = client.get(f"/api/runs/{run_id}").json()
+            progress = body.get("progress") or {}
+            if body["status"] == "running" and progress.get("done") and progress["done"] < progress["total"]:
+                break
+            time.sleep(0.05)
+        page = client.get(f"/runs/{run_id}", headers=HTML).text
+        assert progress["per_call_s"] > 0.0 and progress["calls_left"] > 0 and progress["eta_s"] > 0.0
+        assert re.search(r'Time left: <b id="run-eta">about \d+ (s|min)</b>', page), page
+        assert "s per call so far" in page
+        client.post(f"/api/runs/{run_id}/cancel")
