@@ -4,7 +4,9 @@
 #   bash scripts/setup.sh         madrag, its web app and the embedded model: what `madrag demo` and `madrag serve`
 #                                 need; nothing is compiled (llama.cpp comes as xllamacpp's prebuilt wheel)
 #   bash scripts/setup.sh --dev   also the tests' and benches' tools (pytest, mypy, ruff, Playwright, Ray, the
-#                                 openai package) and the optional llama-cpp-python runtime, which compiles
+#                                 openai package), the optional llama-cpp-python runtime, which compiles, and
+#                                 axe-core from the npm registry (the accessibility checker the browser tests
+#                                 inject into each page) into .venv/axe
 #
 # - torch==2.13.0 is the CPU build these machines keep on local disk (no multi-GB CUDA download).
 # - llama-cpp-python (--dev only) compiles from source (~10 min on 2 cores the first time; pip caches the wheel).
@@ -48,5 +50,12 @@ if [ "$EXTRAS" = "dev" ]; then
   # its pins (it validates with jsonschema 4 all the same), after the rest of its dependencies
   .venv/bin/python -m pip install -q "pykwalify>=1.6" "ruamel.yaml>=0.16" "requests>=2.20,<3"
   .venv/bin/python -m pip install -q --no-deps "cffconvert==2.0.0"
+  # axe-core (Deque's accessibility engine, MPL-2.0) for tests/test_pages_a11y.py: from the npm registry, never a
+  # copy in the repository; without npm the tests skip (unless MADRAG_REQUIRE_BROWSER=1 makes that a failure)
+  if command -v npm >/dev/null 2>&1; then
+    npm install --silent --no-audit --no-fund --prefix .venv/axe "axe-core@${AXE_CORE_VERSION:-4.14.1}"
+  else
+    echo "npm not found: axe-core not installed, the accessibility tests will skip" >&2
+  fi
 fi
 echo "madrag installed in .venv ($(.venv/bin/python -c 'import madrag; print(madrag.__version__)'))"

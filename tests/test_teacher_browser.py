@@ -181,5 +181,5 @@ def test_calibration_on_anchor_papers_with_the_teachers_own_rubric(
     assert [line.split(":")[0] for line in lines] == ["Ideas", "Style"]
     assert all(re.search(r"exactly on \d of 5, within one point on \d of 5", line) for line in lines)
     small_shot(page, "t9-calibration")
-    page.click("#score-class")
-    assert "/backend" in page.url
+    page.click("#score-class")  # starts the class run with the backend and method just calibrated
+    assert re.search(r"/runs/\w+$", page.url) and "9 \u00d7 2" in page.inner_text("main")

@@ -76,7 +76,7 @@ def test_step1_a_fake_run_says_not_real_grades_and_presets_fill_the_server(
         ("fake backend (canned answers)", "False")
     }
     _to_backend(server, page, tmp_path, 2)
-    assert not page.locator("#presets").is_visible()  # the server's fields show once a server is chosen
+    assert page.locator("#presets").is_visible()  # no model is chosen for the teacher: the page asks for a server
     page.check("input[name=kind][value=openai]")
     page.click("#preset-ollama")
     ollama = PRESETS["ollama"]

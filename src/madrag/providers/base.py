@@ -166,6 +166,9 @@ class Provider(ABC):
     name: str = "provider"
     model: str = ""
     capabilities: Capabilities = Capabilities()
+    # computed in this process (the embedded model): a call cut off by a timeout would throw away its work
+    # and start again from nothing, so the call policy gives it none (a remote call keeps its timeout)
+    in_process: bool = False
 
     @property
     def max_concurrency(self) -> int:

@@ -123,6 +123,7 @@ class LlamaCppProvider(Provider):
         self.model_path = path
         self.name = "llamacpp"
         self.model = path.name
+        self.in_process = True
         self.n_ctx = n_ctx
         self.slots = slots
         self.runtime = runtime

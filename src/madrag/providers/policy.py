@@ -1,6 +1,10 @@
 """Call policy around any provider: bounded concurrency, a per-request timeout, retries with backoff on
 transient failures (429, 5xx, timeouts, dropped connections) and the opt-out response cache.
 
+A provider computed in this process (:attr:`Provider.in_process`: the embedded model) gets no timeout: on a
+loaded machine its calls are slow, not lost, and cutting one off would throw its work away and start it again
+from nothing (its thread would even keep computing the abandoned answer). A remote call keeps its timeout.
+
 Every retry's reason travels with the answer (:attr:`ChatResponse.retries`), so each agent record keeps the
 attempts its call needed and ``madrag costs`` counts them by kind (:func:`retry_kind`). Every request sent is
 counted into the agent call's tally (:mod:`madrag.providers.accounting`), failed ones included; a request whose
@@ -98,6 +102,11 @@ class ManagedProvider:
         """Requests in flight at once: the configured limit, else the backend's."""
         return self.concurrency or self.provider.max_concurrency
 
+    @property
+    def timeout_s(self) -> float | None:
+        """How long one attempt may take: the policy's timeout, None (no limit) for an in-process provider."""
+        return None if self.provider.in_process else self.policy.timeout_s
+
     def _semaphore(self) -> asyncio.Semaphore:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.max_concurrency)
@@ -161,7 +170,7 @@ class ManagedProvider:
                 self.requests_sent += 1
                 if tally is not None:
                     tally.attempts += 1
-                response = await asyncio.wait_for(self.provider.complete(request), self.policy.timeout_s)
+                response = await asyncio.wait_for(self.provider.complete(request), self.timeout_s)
                 return response.model_copy(update={"retries": reasons}) if reasons else response
             except (TransientProviderError, TimeoutError) as exc:
                 reasons.append(failure_reason(exc, self.policy.timeout_s))

@@ -27,6 +27,7 @@ class SharedBackend(Provider):
         self.name = inner.name
         self.model = inner.model
         self.capabilities = inner.capabilities
+        self.in_process = inner.in_process
         self.limit = limit
         self.in_flight = 0
         self.peak = 0

@@ -35,7 +35,7 @@ class Draft(RefusedFields):
     pool: str | None = None
     eval_fold: int = 0
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
-    backend: dict[str, Any] = Field(default_factory=lambda: {"kind": "llamacpp"})
+    backend: dict[str, Any] = Field(default_factory=dict)  # no model chosen for the teacher: the step asks
     estimate_run: str | None = None
     probe: dict[str, Any] | None = None  # the last "Test connection" result
     name: str = ""
@@ -99,5 +99,7 @@ class Drafts:
             return self._keys.get(draft_id)
 
     def backend(self, draft: Draft) -> BackendSettings:
-        """The draft's backend with its typed key (if any)."""
+        """The draft's backend with its typed key (if any); an error when no model was chosen yet."""
+        if not draft.backend.get("kind"):
+            raise ApiError(400, "choose which model scores first (step 4)", "kind")
         return BackendSettings.model_validate({**draft.backend, "api_key": self.key(draft.id)})

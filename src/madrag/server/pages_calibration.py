@@ -45,11 +45,22 @@ def calibration_page(run_id: str, request: Request, draft: str = "") -> Response
     run = s.runs.describe(run_id)
     done = run["status"] == "finished"
     view = s.runs.view(run_id) if done else None
-    agreement, empty = [], {}
+    agreement: list[calibration.TraitAgreement] = []
+    empty: dict[str, list[int]] = {}
     if view is not None:
         first = view.protocols[0] if view.protocols else ""
         scores = {(x.essay_id, x.trait): x.score for x in view.scores if x.protocol == first}
         marked = calibration.anchors(view.essays)
         agreement = calibration.agreement(view.rubric, marked, scores)
         empty = calibration.empty_levels(view.rubric, marked)
-    return render(request, "calibration.html", run=run, done=done, agreement=agreement, empty=empty, draft_id=draft)
+    return render(
+        request,
+        "calibration.html",
+        run=run,
+        done=done,
+        agreement=agreement,
+        empty=empty,
+        draft_id=draft,
+        looks_right=calibration.looks_right(agreement),
+        threshold=calibration.THRESHOLD_WORDS,
+    )

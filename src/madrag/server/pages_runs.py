@@ -19,6 +19,7 @@ from madrag.server.rendering import redirect, render, state_of
 from madrag.server.schemas import OverrideIn
 from madrag.server.security import check_csrf
 from madrag.server.service import State
+from madrag.teacher.feedback import verified_quotes
 
 router = APIRouter(include_in_schema=False)
 RESUMABLE = ("interrupted", "cancelled", "failed")
@@ -152,7 +153,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
 def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", approved: int | None = None) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    detail = results.essay_detail(s, run_id, essay_id)
+    detail = _with_quotes(results.essay_detail(s, run_id, essay_id))
     essays = [e.id for e in s.runs.view(run_id).essays]
     index = essays.index(essay_id)
     neighbours = {
@@ -172,6 +173,16 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", ap
         reviewer=reviewer,
         pool_prefix=library.POOL_PREFIX,
     )
+
+
+def _with_quotes(detail: dict[str, Any]) -> dict[str, Any]:
+    """Each score's quotes of the essay that the Judge and the debaters gave as evidence (verified ones only)."""
+    text = detail["essay"]["text"]
+    for trait in detail["traits"]:
+        for entry in trait["protocols"]:
+            answers = [entry["rationale"], *(turn["text"] for turn in entry["debate"])]
+            entry["quotes"] = verified_quotes(answers, text)
+    return detail
 
 
 @router.get("/runs/{run_id}/evaluation")

@@ -8,21 +8,17 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import SecretStr, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import class_import, gradebook, library, pages_calibration, run_list, service
+from madrag.server import class_import, library
 from madrag.server.drafts import Draft
-from madrag.server.errors import ApiError, http_status
-from madrag.server.faults import ServerError
+from madrag.server.errors import ApiError
 from madrag.server.refusals import Refusals
 from madrag.server.rendering import redirect, render, state_of
-from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.security import check_csrf
-from madrag.teacher import plain_words, presets
 
 router = APIRouter(include_in_schema=False)
 STEPS = [("rubric", "1 Rubric"), ("essays", "2 Essays"), ("exemplars", "3 Exemplars"), ("backend", "4 Backend")]
@@ -31,13 +27,13 @@ MAX_TRAIT_SLOTS = 20
 _LOC = re.compile(r"traits\.(\d+)(?:\.(\w+))?")
 
 
-def _step(request: Request, draft: Draft, step: str, **context: Any) -> Response:
+def step_page(request: Request, draft: Draft, step: str, **context: Any) -> Response:
     s = state_of(request)
     rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
     return render(request, f"{step}.html", draft=draft, rubric=rubric, steps=STEPS, step=step, **context)
 
 
-async def _form(request: Request) -> Any:
+async def read_form(request: Request) -> Any:
     await check_csrf(request)
     return await request.form()
 
@@ -54,7 +50,7 @@ async def _file(form: Any, limit: int) -> tuple[bytes, str] | None:
 
 @router.post("/new")
 async def new_draft(request: Request) -> Response:
-    await _form(request)
+    await read_form(request)
     draft = state_of(request).drafts.new()
     return redirect(f"/drafts/{draft.id}/rubric")
 
@@ -65,7 +61,7 @@ async def new_draft(request: Request) -> Response:
 @router.get("/drafts/{draft_id}/rubric")
 def rubric_page(draft_id: str, request: Request) -> Response:
     s = state_of(request)
-    return _step(
+    return step_page(
         request, s.drafts.get(draft_id), "rubric", rubrics=s.catalog.all(), errors={}, values={}, slots=TRAIT_SLOTS
     )
 
@@ -98,17 +94,34 @@ def _slots(form: Any) -> int:
     return min(MAX_TRAIT_SLOTS, max(TRAIT_SLOTS, int(raw))) if raw.isdigit() else TRAIT_SLOTS
 
 
+def _scale(form: Any, slot: int, index: int, levels: dict[str, str]) -> tuple[int, int]:
+    """A written criterion's own scale: its lowest and highest score as typed, else read from its levels (a
+    criterion with levels 1 to 6 is scored 1 to 6); never a default scale."""
+    typed = [str(form.get(f"trait-{slot}-{end}") or "").strip() for end in ("min", "max")]
+    scores = sorted(int(k) for k in levels)
+    found = []
+    for text, end, fallback in zip(typed, ("min", "max"), (scores[:1], scores[-1:]), strict=True):
+        if text and not text.lstrip("-").isdigit():
+            raise ApiError(400, "the lowest and highest scores must be whole numbers", f"trait-{index}-{end}")
+        if not text and not fallback:
+            raise ApiError(
+                400,
+                "give this criterion's lowest and highest score, or its levels (one per score)",
+                f"trait-{index}-{end}",
+            )
+        found.append(int(text) if text else fallback[0])
+    return found[0], found[1]
+
+
 def _rubric_from_form(form: Any) -> Rubric:
     traits: list[dict[str, Any]] = []
     for i in range(_slots(form)):
         name = str(form.get(f"trait-{i}-name") or "").strip()
         if not name:
             continue
-        lo, hi = str(form.get(f"trait-{i}-min") or ""), str(form.get(f"trait-{i}-max") or "")
-        if not lo.lstrip("-").isdigit() or not hi.lstrip("-").isdigit():
-            raise ApiError(400, "min and max must be whole numbers", f"trait-{len(traits)}-min")
         levels = _levels(str(form.get(f"trait-{i}-levels") or ""), len(traits))
-        traits.append({"name": name, "min": int(lo), "max": int(hi), "levels": levels})
+        lo, hi = _scale(form, i, len(traits), levels)
+        traits.append({"name": name, "min": lo, "max": hi, "levels": levels})
     if not traits:
         raise ApiError(400, "give at least one trait", "trait-0-name")
     raw = {"name": str(form.get("name") or "my rubric"), "prompt": str(form.get("prompt") or ""), "traits": traits}
@@ -119,12 +132,12 @@ def _rubric_from_form(form: Any) -> Rubric:
 async def rubric_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft = s.drafts.get(draft_id)
-    form = await _form(request)
+    form = await read_form(request)
     mode = str(form.get("mode") or "")
     if mode == "form" and str(form.get("action")) == "add_trait":  # one more trait box, what was typed kept
         values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
         slots = min(MAX_TRAIT_SLOTS, _slots(form) + 1)
-        return _step(request, draft, "rubric", rubrics=s.catalog.all(), errors={}, values=values, slots=slots)
+        return step_page(request, draft, "rubric", rubrics=s.catalog.all(), errors={}, values=values, slots=slots)
     try:
         if mode == "shipped":
             rubric_id = str(form.get("rubric_id") or "")
@@ -141,7 +154,7 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
         field = exc.field if isinstance(exc, ApiError) and exc.field else _field_of(message)
         field = "file" if mode == "upload" and field.startswith(("trait", "rubric")) else field
         values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
-        return _step(
+        return step_page(
             request,
             draft,
             "rubric",
@@ -155,7 +168,7 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
     return redirect(f"/drafts/{draft_id}/essays")
 
 
-def _with_rubric(request: Request, draft_id: str) -> tuple[Draft, Rubric]:
+def with_rubric(request: Request, draft_id: str) -> tuple[Draft, Rubric]:
     s = state_of(request)
     draft = s.drafts.get(draft_id)
     if draft.rubric_id is None:
@@ -168,16 +181,16 @@ def _with_rubric(request: Request, draft_id: str) -> tuple[Draft, Rubric]:
 
 @router.get("/drafts/{draft_id}/essays")
 def essays_page(draft_id: str, request: Request) -> Response:
-    draft, rubric = _with_rubric(request, draft_id)
+    draft, rubric = with_rubric(request, draft_id)
     essays = state_of(request).drafts.essays(draft, rubric)
-    return _step(request, draft, "essays", errors={}, preview=essays[:5], values={})
+    return step_page(request, draft, "essays", errors={}, preview=essays[:5], values={})
 
 
 @router.post("/drafts/{draft_id}/essays")
 async def essays_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
-    draft, rubric = _with_rubric(request, draft_id)
-    form = await _form(request)
+    draft, rubric = with_rubric(request, draft_id)
+    form = await read_form(request)
     limits = s.config.limits
     read_as = ""
     try:
@@ -210,12 +223,18 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         field = "essay_text" if str(form.get("mode")) == "paste" else "file"
         typed = {k: str(v) for k, v in form.items() if isinstance(v, str)}  # a pasted essay is never wiped
-        return _step(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
+        return step_page(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
     draft = s.drafts.set_essays(draft, upload.essays, upload.refused)
-    return _step(request, draft, "essays", errors={}, preview=upload.essays[:5], values={}, read_as=read_as)
+    return step_page(request, draft, "essays", errors={}, preview=upload.essays[:5], values={}, read_as=read_as)
 
 
 # -- 3 exemplars ----------------------------------------------------------------------------------------------
+
+
+def _asap_label(rubric: Rubric) -> str:
+    """The shipped pool's option, naming the ASAP set only when the rubric has one."""
+    which = f" set {rubric.essay_set}" if rubric.essay_set is not None else ""
+    return f"the shipped ASAP{which} essays (scored by ASAP's raters)"
 
 
 def _pool_options(request: Request, draft: Draft, rubric: Rubric) -> list[tuple[str, str, bool]]:
@@ -227,24 +246,24 @@ def _pool_options(request: Request, draft: Draft, rubric: Rubric) -> list[tuple[
             draft.has_folds and draft.has_scores,
         ),
         ("same", "your scored essays themselves (an essay never retrieves itself)", draft.has_scores),
-        ("asap", f"the shipped ASAP set {rubric.essay_set} essays", s.catalog.pool_available(rubric)),
+        ("asap", _asap_label(rubric), s.catalog.pool_available(rubric)),
         ("none", "no example essays (the Quick way, or a debate without examples)", True),
     ]
 
 
 @router.get("/drafts/{draft_id}/exemplars")
 def exemplars_page(draft_id: str, request: Request) -> Response:
-    draft, rubric = _with_rubric(request, draft_id)
+    draft, rubric = with_rubric(request, draft_id)
     options = _pool_options(request, draft, rubric)
     default = next(key for key, _, ok in options if ok)
-    return _step(request, draft, "exemplars", options=options, default=default, errors={})
+    return step_page(request, draft, "exemplars", options=options, default=default, errors={})
 
 
 @router.post("/drafts/{draft_id}/exemplars")
 async def exemplars_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
-    draft, rubric = _with_rubric(request, draft_id)
-    form = await _form(request)
+    draft, rubric = with_rubric(request, draft_id)
+    form = await read_form(request)
     pool = str(form.get("pool") or "none")
     options = {key: ok for key, _, ok in _pool_options(request, draft, rubric)}
     fold = str(form.get("eval_fold") or "0").strip()
@@ -252,7 +271,7 @@ async def exemplars_submit(draft_id: str, request: Request) -> Response:
         error = (
             {"pool": "choose one of the pools offered"} if not options.get(pool) else {"eval_fold": "a whole number"}
         )
-        return _step(
+        return step_page(
             request,
             draft,
             "exemplars",
@@ -264,128 +283,3 @@ async def exemplars_submit(draft_id: str, request: Request) -> Response:
     protocols = draft.protocols if pool != "none" else ["MAD"]
     s.drafts.save(draft.model_copy(update={"pool": pool, "eval_fold": int(fold), "protocols": protocols}))
     return redirect(f"/drafts/{draft_id}/backend")
-
-
-# -- 4 backend, estimate, start -------------------------------------------------------------------------------
-
-
-def _protocol_options(draft: Draft) -> list[tuple[str, bool]]:
-    return [(name, draft.pool != "none" or not library.uses_retrieval(name)) for name in library.protocol_names()]
-
-
-@router.get("/drafts/{draft_id}/backend")
-def backend_page(draft_id: str, request: Request) -> Response:
-    draft, _rubric = _with_rubric(request, draft_id)
-    return _backend_page(request, draft, {})
-
-
-def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status: int = 200) -> Response:
-    s = state_of(request)
-    estimate = s.runs.describe(draft.estimate_run) if draft.estimate_run else None
-    return _step(
-        request,
-        draft,
-        "backend",
-        status=status,
-        errors=errors,
-        protocols=_protocol_options(draft),
-        estimate=estimate,
-        note=library.TINY_MODEL_NOTE,
-        has_key=s.drafts.key(draft.id) is not None,
-        probe=draft.probe,
-        presets=presets.PRESETS,
-        teacher_protocols=plain_words.TEACHER_PROTOCOLS,
-    )
-
-
-def _backend_from_form(form: Any) -> dict[str, Any]:
-    raw: dict[str, Any] = {"kind": str(form.get("kind") or "llamacpp")}
-    for name in ("model", "base_url"):
-        if value := str(form.get(name) or "").strip():
-            raw[name] = value
-    for name, cast in (("concurrency", int), ("max_tokens", int), ("fake_latency_s", float)):
-        if value := str(form.get(name) or "").strip():
-            try:
-                raw[name] = cast(value)
-            except ValueError:
-                raise ApiError(400, "must be a number", name) from None
-    logprobs = {"yes": True, "no": False}.get(str(form.get("logprobs") or "auto"))
-    if logprobs is not None:
-        raw["logprobs"] = logprobs
-    return raw
-
-
-async def _test_connection(request: Request, draft: Draft) -> Response:
-    """Send the test request; when the server answered, its logprobs answer becomes the draft's setting."""
-    s = state_of(request)
-    found = await service.try_backend(s, s.drafts.backend(draft))
-    backend = {**draft.backend, "logprobs": found.logprobs} if found.answered else draft.backend
-    draft = draft.model_copy(update={"backend": backend, "probe": found.model_dump()})
-    s.drafts.save(draft)
-    return _backend_page(request, draft, {})
-
-
-@router.post("/drafts/{draft_id}/backend")
-async def backend_submit(draft_id: str, request: Request) -> Response:
-    s = state_of(request)
-    draft, rubric = _with_rubric(request, draft_id)
-    form = await _form(request)
-    try:
-        raw = _backend_from_form(form)
-        BackendSettings.model_validate(raw)
-        key = str(form.get("api_key") or "")
-        if key:
-            s.drafts.set_key(draft.id, SecretStr(key))
-        protocols = [str(p) for p in form.getlist("protocols")] or draft.protocols
-        draft = draft.model_copy(update={"backend": raw, "protocols": protocols, "name": str(form.get("name") or "")})
-        s.drafts.save(draft)
-        if str(form.get("action")) == "test":
-            return await _test_connection(request, draft)
-        if str(form.get("action")).startswith("preset-"):  # fill in a known server, to test before a run
-            preset = str(form.get("action"))[len("preset-") :]
-            draft = draft.model_copy(update={"backend": presets.apply(raw, preset), "probe": None})
-            s.drafts.save(draft)
-            return _backend_page(request, draft, {})
-        if draft.pool is None or not draft.n_essays:
-            raise ApiError(409, "add essays (step 2) and choose exemplars (step 3) first", "protocols")
-        if str(form.get("action")) == "calibrate":  # the anchor papers first, with this backend
-            return pages_calibration.start(s, draft, rubric)
-        request_body = _run_request(draft, s.drafts.backend(draft), form, str(form.get("action")) == "estimate")
-        upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
-        service.check_protocols(protocols, draft.pool)  # type: ignore[arg-type]
-        meta = service.create_run(s, rubric, upload, draft.pool, request_body)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return _backend_page(request, draft, {str(first["loc"][0]): first["msg"]}, 400)
-    except ServerError as exc:  # the pages' own checks and the run's (madrag.server.faults)
-        return _backend_page(request, draft, {exc.field or "kind": exc.message}, http_status(exc))
-    except MadragError as exc:
-        return _backend_page(request, draft, {"kind": str(exc)}, 400)
-    gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
-    run_list.mark_from_pages(s.runs.run_dir(meta.id))
-    if request_body.dry_run:
-        s.drafts.save(draft.model_copy(update={"estimate_run": meta.id}))
-        return redirect(f"/drafts/{draft_id}/backend#estimate")
-    return redirect(f"/runs/{meta.id}")
-
-
-def _run_request(draft: Draft, backend: BackendSettings, form: Any, dry_run: bool) -> RunCreate:
-    price = None
-    prompt, completion = str(form.get("price_prompt") or "").strip(), str(form.get("price_completion") or "").strip()
-    if prompt or completion:
-        try:
-            price = PriceIn(prompt=float(prompt or 0), completion=float(completion or 0))
-        except ValueError:
-            raise ApiError(
-                400, "prices are dollars per million tokens: numbers, not negative", "price_prompt"
-            ) from None
-    return RunCreate(
-        name=draft.name,
-        rubric_id=draft.rubric_id,
-        essays=[],
-        protocols=draft.protocols,
-        eval_fold=draft.eval_fold,
-        backend=backend,
-        dry_run=dry_run,
-        price=price,
-    )

@@ -137,6 +137,19 @@ class _Listener:
     queue: asyncio.Queue[Event]
 
 
+def pace(since: float | None, calls: int, done: int, total: int | None) -> dict[str, Any]:
+    """How fast a run goes, from the ``calls`` made since ``since`` (monotonic seconds): seconds per call, and
+    once a trait score is finished, the calls left (calls per finished score times the scores left) and the time
+    left (seconds per call times the calls left). What cannot be measured yet is None."""
+    elapsed = None if since is None else max(0.0, time.monotonic() - since)
+    per_call = elapsed / calls if elapsed is not None and calls else None
+    calls_left = eta = None
+    if per_call is not None and done and total:
+        calls_left = round(calls / done * max(0, total - done))
+        eta = per_call * calls_left
+    return {"elapsed_s": elapsed, "per_call_s": per_call, "calls_left": calls_left, "eta_s": eta}
+
+
 @dataclass
 class Progress:
     """What a run has done so far: scores done of the total, records seen, the current stage, and the last
@@ -149,6 +162,7 @@ class Progress:
     failed: int = 0  # calls that failed after their retries
     stage: str = ""
     seq: int = 0
+    scoring_since: float | None = None  # time.monotonic() when the scoring calls began (after the set-up)
     done: set[tuple[str, str, str]] = field(default_factory=set)
     recent: deque[Event] = field(default_factory=lambda: deque(maxlen=200))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -168,6 +182,7 @@ class Progress:
             "failed_calls": self.failed,
             "stage": self.stage,
             "seq": self.seq,
+            **pace(self.scoring_since, self.records, len(self.done), self.total),
         }
 
     def emit(self, event: Event, done: list[tuple[str, str, str]] | None = None) -> None:

@@ -18,7 +18,16 @@ from madrag.server.service import State
 from madrag.teacher.plain_words import protocol_label, score_read
 from madrag.teacher.scored_by import scored_by, warning
 
-ENV = Environment(loader=PackageLoader("madrag.server", "templates"), autoescape=select_autoescape(default=True))
+
+def _shown(value: Any) -> Any:
+    """What a page prints for a value: never Python's ``None`` (a template that shows a missing value says so in
+    words; this only keeps a forgotten one from reading "None")."""
+    return "—" if value is None else value
+
+
+ENV = Environment(
+    loader=PackageLoader("madrag.server", "templates"), autoescape=select_autoescape(default=True), finalize=_shown
+)
 
 
 def _when(value: float | None) -> str:
@@ -29,7 +38,18 @@ def _score(value: Any) -> str:
     return "missing" if value is None else str(value)
 
 
+def duration(seconds: float | None) -> str:
+    """A time span in words: "about 40 s", "about 12 min", "about 2 h 5 min" ("" when unknown)."""
+    if seconds is None:
+        return ""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"about {minutes} min" if minutes < 90 else f"about {minutes // 60} h {minutes % 60} min"
+
+
 ENV.filters["when"] = _when
+ENV.filters["duration"] = duration
 ENV.filters["score"] = _score
 ENV.filters["scored_by"] = scored_by
 ENV.filters["scores_not_valid"] = warning

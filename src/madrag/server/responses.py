@@ -47,7 +47,10 @@ class RubricOut(BaseModel):
 
 class ProgressOut(BaseModel):
     """A run's progress in this server process: trait scores ``done`` of ``total``, agent calls stored
-    (``records``) and failed after their retries, the current stage, and the last event's number (``seq``)."""
+    (``records``) and failed after their retries, the current stage, and the last event's number (``seq``).
+    The pace, from the calls stored so far: seconds of scoring (``elapsed_s``), seconds per call (``per_call_s``),
+    the calls still to make (``calls_left``: calls per finished trait score times the trait scores left) and the
+    time left (``eta_s``); each None until it can be measured."""
 
     status: RunStatus
     total: int | None = None
@@ -56,6 +59,10 @@ class ProgressOut(BaseModel):
     failed_calls: int = 0
     stage: str = ""
     seq: int = 0
+    elapsed_s: float | None = None
+    per_call_s: float | None = None
+    calls_left: int | None = None
+    eta_s: float | None = None
 
 
 class RunOut(RunMeta):

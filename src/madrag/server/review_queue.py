@@ -68,6 +68,7 @@ def _row(item: QueueItem, review: Review | None) -> dict[str, Any]:
         "score": item.score,
         "doubt": item.doubt,
         "reasons": item.reasons,
+        "notes": item.notes,
         "flagged": item.flagged,
         "review": None if review is None else review.action,
         "final": item.score if review is None else review.final,

@@ -79,7 +79,7 @@ class RunEvents:
 
     def _start(self, run_id: str, prog: Progress, total: int) -> None:
         self.scoring_from[run_id] = time.monotonic()
-        prog.change({"type": "start", "total": total}, total=total)
+        prog.change({"type": "start", "total": total}, total=total, scoring_since=self.scoring_from[run_id])
 
     def _essay(self, run_id: str, prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
         with self._lock:

@@ -1,13 +1,32 @@
 """Calibration on the teacher's anchor papers: how madrag's scores of the essays the teacher scored agree with
-the teacher, per trait in plain words ("exactly on 4 of 5, within one point on 5 of 5"), and which score levels
-no anchor shows (the Judge then sees no example of them)."""
+the teacher, per trait in plain words ("exactly on 4 of 5, within one point on 5 of 5"), the papers it scored
+otherwise than the teacher, whether that is close enough to go on (:data:`EXACT_AT`, :data:`WITHIN_AT`), and which
+score levels no anchor shows (the Judge then sees no example of them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
+
+EXACT_AT = 0.6
+"""The share of the teacher's papers madrag must score exactly as the teacher did, on every trait, to look right."""
+WITHIN_AT = 0.9
+"""The share it must score within one point of the teacher, on every trait."""
+THRESHOLD_WORDS = (
+    f"madrag says it looks right only when, on every criterion, it gave your score exactly on at least "
+    f"{EXACT_AT:.0%} of your papers and within one point on at least {WITHIN_AT:.0%}, with every paper scored"
+)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """An anchor paper madrag scored otherwise than the teacher (``madrag`` None: no valid score)."""
+
+    essay_id: str
+    teacher: int
+    madrag: int | None
 
 
 @dataclass(frozen=True)
@@ -17,6 +36,17 @@ class TraitAgreement:
     exact: int
     within_one: int
     unscored: int  # anchors madrag gave no valid score
+    disagreed: tuple[Disagreement, ...] = field(default=())
+
+    @property
+    def looks_right(self) -> bool:
+        """At or above both thresholds, every anchor scored."""
+        return (
+            bool(self.n)
+            and not self.unscored
+            and self.exact >= EXACT_AT * self.n
+            and self.within_one >= WITHIN_AT * self.n
+        )
 
     def sentence(self) -> str:
         """The agreement in words."""
@@ -38,19 +68,28 @@ def agreement(rubric: Rubric, essays: list[Essay], scores: dict[tuple[str, str],
     out = []
     for trait in rubric.traits:
         n = exact = within = unscored = 0
+        disagreed = []
         for essay in essays:
             teacher = essay.reference(trait)
             if teacher is None or (essay.id, trait.name) not in scores:
                 continue
             mine = scores[(essay.id, trait.name)]
+            if mine != teacher:
+                disagreed.append(Disagreement(essay.id, teacher, mine))
             if mine is None:
                 unscored += 1
                 continue
             n += 1
             exact += mine == teacher
             within += abs(mine - teacher) <= 1
-        out.append(TraitAgreement(trait.name, n, exact, within, unscored))
+        out.append(TraitAgreement(trait.name, n, exact, within, unscored, tuple(disagreed)))
     return out
+
+
+def looks_right(agreements: list[TraitAgreement]) -> bool:
+    """Whether madrag agreed with the teacher well enough, on every trait, to score the class (:data:`EXACT_AT`,
+    :data:`WITHIN_AT`)."""
+    return bool(agreements) and all(a.looks_right for a in agreements)
 
 
 def empty_levels(rubric: Rubric, essays: list[Essay]) -> dict[str, list[int]]:

@@ -47,3 +47,11 @@ def apply(backend: dict[str, Any], name: str) -> dict[str, Any]:
         return backend
     out = {k: v for k, v in backend.items() if k != "logprobs"}
     return {**out, "kind": "openai", "base_url": preset.base_url, "model": preset.model}
+
+
+TRY_ONLY: dict[str, str] = {
+    "llamacpp": "The tiny embedded model (offline, no key): it shows the pipeline working, its scores are not grades",
+    "fake": "The fake backend (canned answers, to try the app): its scores are not grades",
+}
+"""Backends offered only to try the pipeline: never chosen for the teacher, and their runs say they are not
+grades (:mod:`madrag.teacher.scored_by`)."""

@@ -13,7 +13,9 @@ A score that could not be read at all ranks first. A signal that could not be re
 confidences) is left out rather than counted as certain; the doubt is the weighted mean of the signals known.
 An item is *flagged* when the spread or the unverified quotes reach :data:`FLAG_AT`, when protocols disagree at
 all, or when it has no score; a balanced debate alone raises the doubt but flags nothing (every debate of a
-well-matched pair is balanced). The others are *agreeing* and can be approved in one click.
+well-matched pair is balanced), so it is a *note*, not a reason: an item is flagged exactly when it has a reason
+to look, and the queue's count of the items that need a look is the count of the items listing one. The others
+are *agreeing* and can be approved in one click.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ class QueueItem:
     score: int | None
     doubt: float | None
     signals: dict[str, float]
-    reasons: list[str]
+    reasons: list[str]  # why to look (non-empty exactly when flagged)
     flagged: bool
+    notes: list[str] = field(default_factory=list)  # what raised the doubt without being a reason to look
 
 
 def spread(distribution: dict[int, float] | None, lo: int, hi: int) -> float | None:
@@ -91,8 +94,6 @@ def _reasons(item: ItemSignals, signals: dict[str, float]) -> list[str]:
     if signals.get("spread", 0) >= FLAG_AT and item.distribution:
         top = sorted(item.distribution, key=lambda s: -item.distribution[s])[:2]  # type: ignore[index]
         reasons.append(f"the Judge was torn between {min(top)} and {max(top)}")
-    if signals.get("debate", 0) >= 1 - 0.1:
-        reasons.append("the Advocate and the Skeptic were equally sure")
     if item.unverified_quotes:
         n = item.unverified_quotes
         reasons.append(f"{n} quote{'s' if n != 1 else ''} not found in the essay")
@@ -100,6 +101,12 @@ def _reasons(item: ItemSignals, signals: dict[str, float]) -> list[str]:
         others = ", ".join(str(s) for s in sorted(set(item.other_scores)))
         reasons.append(f"another method scored it {others}, not {item.score}")
     return reasons
+
+
+def _notes(signals: dict[str, float]) -> list[str]:
+    if signals.get("debate", 0) >= 1 - 0.1:
+        return ["the Advocate and the Skeptic were equally sure (alone, no reason to look)"]
+    return []
 
 
 def assess(item: ItemSignals) -> QueueItem:
@@ -115,7 +122,7 @@ def assess(item: ItemSignals) -> QueueItem:
     reasons = _reasons(item, signals)
     high = any(signals.get(k, 0.0) >= FLAG_AT for k in FLAGGING)
     flagged = item.score is None or high or signals.get("protocols", 0.0) > 0
-    return QueueItem(item.essay_id, item.trait, item.score, doubt, signals, reasons, flagged)
+    return QueueItem(item.essay_id, item.trait, item.score, doubt, signals, reasons, flagged, _notes(signals))
 
 
 def rank(items: list[ItemSignals]) -> list[QueueItem]:

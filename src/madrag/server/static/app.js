@@ -16,6 +16,36 @@
     var status = byId("run-status");
     status.textContent = p.status;
     status.className = "status " + p.status;
+    showPace(p);
+  }
+
+  function words(seconds) {
+    if (seconds < 90) { return "about " + Math.max(1, Math.round(seconds)) + " s"; }
+    var minutes = Math.round(seconds / 60);
+    return minutes < 90 ? "about " + minutes + " min" : "about " + Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  }
+
+  function showPace(p) {
+    var box = byId("run-pace");
+    if (!box) { return; }
+    if (p.eta_s !== null && p.eta_s !== undefined) {
+      box.textContent = "Time left: " + words(p.eta_s) + " (" + p.per_call_s.toFixed(1) + " s per call so far, about " + p.calls_left + " calls to go)";
+    } else if (p.per_call_s !== null && p.per_call_s !== undefined) {
+      box.textContent = p.per_call_s.toFixed(1) + " s per call so far; the time left shows once the first trait score is done";
+    } else if (p.status === "queued" || p.status === "running") {
+      box.textContent = "waiting for the first answer: the time left shows once calls come back";
+    } else { box.textContent = ""; }
+  }
+
+  function watchRefresh(box) {
+    // a page waiting for a run (calibration): reload it once the run has ended, without a meta refresh
+    fetch("/api/runs/" + encodeURIComponent(box.dataset.waitFor), { headers: { Accept: "application/json" } })
+      .then(function (r) { return r.json(); })
+      .then(function (run) {
+        if (run.status === "queued" || run.status === "running") { window.setTimeout(function () { watchRefresh(box); }, 2000); }
+        else { window.location.reload(); }
+      })
+      .catch(function () { window.setTimeout(function () { watchRefresh(box); }, 4000); });
   }
 
   function logLine(text) {
@@ -84,7 +114,7 @@
     var fields = form.querySelector(".openai-fields");
     function sync() {
       var chosen = form.querySelector("input[name=kind]:checked");
-      fields.hidden = !(chosen && chosen.value === "openai");
+      fields.hidden = Boolean(chosen && chosen.value !== "openai");
     }
     form.querySelectorAll("input[name=kind]").forEach(function (r) { r.addEventListener("change", sync); });
     sync();
@@ -96,5 +126,7 @@
     var estimate = byId("estimate");
     if (estimate && estimate.dataset.run) { watchEstimate(estimate); }
     backendFields();
+    var waiting = document.querySelector("[data-wait-for]");
+    if (waiting) { watchRefresh(waiting); }
   });
 })();

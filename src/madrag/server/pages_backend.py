@@ -1,0 +1,189 @@
+"""Step 4 of a run's set-up: which model scores (a real one asked for, by preset, and tested; the embedded model
+and the fake backend only offered to try the pipeline, never chosen for the teacher), how to score, the dry-run
+estimate, calibration on the teacher's own papers, and the start (also from the calibration page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import SecretStr, ValidationError
+
+from madrag.errors import MadragError
+from madrag.rubric import Rubric
+from madrag.server import gradebook, library, pages_calibration, run_list, service
+from madrag.server.drafts import Draft
+from madrag.server.errors import ApiError, http_status
+from madrag.server.faults import ServerError
+from madrag.server.pages_setup import read_form, step_page, with_rubric
+from madrag.server.refusals import Refusals
+from madrag.server.rendering import redirect, state_of
+from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
+from madrag.teacher import plain_words, presets
+
+router = APIRouter(include_in_schema=False)
+CHOOSE_A_MODEL = (
+    "choose which model scores: a model server (a preset fills it in), or, to try the pipeline only, the embedded model"
+)
+
+
+def _protocol_options(draft: Draft) -> list[tuple[str, bool]]:
+    return [(name, draft.pool != "none" or not library.uses_retrieval(name)) for name in library.protocol_names()]
+
+
+@router.get("/drafts/{draft_id}/backend")
+def backend_page(draft_id: str, request: Request) -> Response:
+    draft, _rubric = with_rubric(request, draft_id)
+    return _backend_page(request, draft, {})
+
+
+def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status: int = 200) -> Response:
+    s = state_of(request)
+    estimate = s.runs.describe(draft.estimate_run) if draft.estimate_run else None
+    return step_page(
+        request,
+        draft,
+        "backend",
+        status=status,
+        errors=errors,
+        protocols=_protocol_options(draft),
+        estimate=estimate,
+        note=library.TINY_MODEL_NOTE,
+        has_key=s.drafts.key(draft.id) is not None,
+        probe=draft.probe,
+        presets=presets.PRESETS,
+        teacher_protocols=plain_words.TEACHER_PROTOCOLS,
+        try_kinds=presets.TRY_ONLY,
+    )
+
+
+def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
+    """The backend fields typed; without a model chosen, :data:`CHOOSE_A_MODEL` (none is chosen for the teacher)."""
+    kind = str(form.get("kind") or "")
+    if not kind and kind_needed:
+        raise ApiError(400, CHOOSE_A_MODEL, "kind")
+    raw: dict[str, Any] = {"kind": kind or "openai"}
+    for name in ("model", "base_url"):
+        if value := str(form.get(name) or "").strip():
+            raw[name] = value
+    for name, cast in (("concurrency", int), ("max_tokens", int), ("fake_latency_s", float)):
+        if value := str(form.get(name) or "").strip():
+            try:
+                raw[name] = cast(value)
+            except ValueError:
+                raise ApiError(400, "must be a number", name) from None
+    logprobs = {"yes": True, "no": False}.get(str(form.get("logprobs") or "auto"))
+    if logprobs is not None:
+        raw["logprobs"] = logprobs
+    return raw
+
+
+async def _test_connection(request: Request, draft: Draft) -> Response:
+    """Send the test request; when the server answered, its logprobs answer becomes the draft's setting."""
+    s = state_of(request)
+    found = await service.try_backend(s, s.drafts.backend(draft))
+    backend = {**draft.backend, "logprobs": found.logprobs} if found.answered else draft.backend
+    draft = draft.model_copy(update={"backend": backend, "probe": found.model_dump()})
+    s.drafts.save(draft)
+    return _backend_page(request, draft, {})
+
+
+def _preset(request: Request, draft: Draft, form: Any, name: str) -> Response:
+    """Fill in a known server (to test before a run): what else was typed is kept."""
+    s = state_of(request)
+    raw = _backend_from_form(form, kind_needed=False)
+    draft = draft.model_copy(update={"backend": presets.apply(raw, name), "probe": None})
+    s.drafts.save(draft)
+    return _backend_page(request, draft, {})
+
+
+@router.post("/drafts/{draft_id}/backend")
+async def backend_submit(draft_id: str, request: Request) -> Response:
+    s = state_of(request)
+    draft, rubric = with_rubric(request, draft_id)
+    form = await read_form(request)
+    action = str(form.get("action") or "")
+    protocols = [str(p) for p in form.getlist("protocols")] or draft.protocols
+    draft = draft.model_copy(update={"protocols": protocols, "name": str(form.get("name") or "")})
+    try:
+        if action.startswith("preset-"):
+            return _preset(request, draft, form, action[len("preset-") :])
+        raw = _backend_from_form(form)
+        BackendSettings.model_validate(raw)
+        if key := str(form.get("api_key") or ""):
+            s.drafts.set_key(draft.id, SecretStr(key))
+        draft = draft.model_copy(update={"backend": raw})
+        s.drafts.save(draft)
+        if action == "test":
+            return await _test_connection(request, draft)
+        if action == "calibrate":  # the anchor papers first, with this backend
+            _ready(draft)
+            return pages_calibration.start(s, draft, rubric)
+        return _start(request, draft, rubric, _run_request(draft, s.drafts.backend(draft), form, action == "estimate"))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return _backend_page(request, draft, {str(first["loc"][0]): first["msg"]}, 400)
+    except ServerError as exc:  # the pages' own checks and the run's (madrag.server.faults)
+        return _backend_page(request, draft, {exc.field or "kind": exc.message}, http_status(exc))
+    except MadragError as exc:
+        return _backend_page(request, draft, {"kind": str(exc)}, 400)
+
+
+@router.post("/drafts/{draft_id}/start")
+async def start_saved(draft_id: str, request: Request) -> Response:
+    """Start the class run with what the draft holds (the calibration page's "Looks right: score the whole
+    class"): its backend, protocols and name, as last saved on the backend step."""
+    s = state_of(request)
+    draft, rubric = with_rubric(request, draft_id)
+    await read_form(request)
+    try:
+        return _start(request, draft, rubric, _run_request(draft, s.drafts.backend(draft), {}, False))
+    except ServerError as exc:
+        return _backend_page(request, draft, {exc.field or "kind": exc.message}, http_status(exc))
+    except MadragError as exc:
+        return _backend_page(request, draft, {"kind": str(exc)}, 400)
+
+
+def _ready(draft: Draft) -> None:
+    if draft.pool is None or not draft.n_essays:
+        raise ApiError(409, "add essays (step 2) and choose exemplars (step 3) first", "protocols")
+    if not draft.backend.get("kind"):
+        raise ApiError(400, CHOOSE_A_MODEL, "kind")
+
+
+def _start(request: Request, draft: Draft, rubric: Rubric, body: RunCreate) -> Response:
+    """Create the run (or the dry run) of the draft's essays and go to its page."""
+    s = state_of(request)
+    _ready(draft)
+    upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
+    service.check_protocols(draft.protocols, draft.pool)  # type: ignore[arg-type]
+    meta = service.create_run(s, rubric, upload, draft.pool, body)  # type: ignore[arg-type]
+    gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
+    run_list.mark_from_pages(s.runs.run_dir(meta.id))
+    if body.dry_run:
+        s.drafts.save(draft.model_copy(update={"estimate_run": meta.id}))
+        return redirect(f"/drafts/{draft.id}/backend#estimate")
+    return redirect(f"/runs/{meta.id}")
+
+
+def _run_request(draft: Draft, backend: BackendSettings, form: Any, dry_run: bool) -> RunCreate:
+    price = None
+    prompt, completion = str(form.get("price_prompt") or "").strip(), str(form.get("price_completion") or "").strip()
+    if prompt or completion:
+        try:
+            price = PriceIn(prompt=float(prompt or 0), completion=float(completion or 0))
+        except ValueError:
+            raise ApiError(
+                400, "prices are dollars per million tokens: numbers, not negative", "price_prompt"
+            ) from None
+    return RunCreate(
+        name=draft.name,
+        rubric_id=draft.rubric_id,
+        essays=[],
+        protocols=draft.protocols,
+        eval_fold=draft.eval_fold,
+        backend=backend,
+        dry_run=dry_run,
+        price=price,
+    )
