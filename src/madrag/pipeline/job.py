@@ -43,6 +43,7 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
+from madrag.pipeline.preflight import preflight
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -437,6 +438,15 @@ def _backends(
     return provider, role_providers
 
 
+async def _close(
+    provider: ManagedProvider, role_providers: dict[str, ManagedProvider], backend: Provider | None
+) -> None:
+    """Close the backends this job built (a ``backend`` handed in is the caller's)."""
+    owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
+    for managed_backend in owned:
+        await managed_backend.aclose()
+
+
 async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[list[TraitScore], CallStats] | None:
     """The scores of a resumed job that has nothing left to do (``hooks.on_essay_done`` called per essay), read
     without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
@@ -489,7 +499,6 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             return JobResult(
                 run.run_id, run.resumed, run.essays, done[0], done[1], elapsed, store.get_meta("bank") or {}
             )
-        bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
         provider, role_providers = _backends(job, store, backend)
         ctx = CallContext(
             run_id=run.run_id,
@@ -497,13 +506,18 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             store=store,
             prompts=run.prompts,
             settings=job.settings,
-            bank=bank,
             on_record=hooks.on_record,
             on_failed=hooks.on_failed,
             role_providers=role_providers,
             failures=FailureBudget(job.max_failures),
         )
-        hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
+        try:  # a backend that cannot serve the run stops it before the bank is built or a call is made
+            store.set_meta("preflight", await preflight(ctx))
+            ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
+            hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
+        except BaseException:
+            await _close(provider, role_providers, backend)
+            raise
         stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
         try:
             if job.executor is None:
@@ -514,9 +528,7 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
                 parts = (job, store, ctx, run.essays, run.rubric, run.protocols, hooks)
                 scores = await job.executor(ScoringRun(*parts, ready_backend=backend is not None))
         finally:
-            owned = role_providers.values() if backend is not None else (provider, *role_providers.values())
-            for managed_backend in owned:
-                await managed_backend.aclose()
+            await _close(provider, role_providers, backend)
         elapsed = time.monotonic() - started
         return JobResult(run.run_id, run.resumed, run.essays, scores, ctx.stats, elapsed, bank_info)
     finally:
