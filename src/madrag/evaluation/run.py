@@ -225,3 +225,21 @@ def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) ->
             }
         )
     return rows
+
+
+def distinct_runs(folders: list[Path]) -> list[Path]:
+    """``folders``, each a run (:func:`require_run`) given once; an InputError naming a run given twice: the same
+    folder under two spellings, or a copy of it (the same run id), which would count one run's scores twice."""
+    seen: dict[object, Path] = {}
+    for folder in folders:
+        store = open_store(folder)
+        try:
+            run_id = store.get_meta("run_id")
+        finally:
+            store.close()
+        for key in (("path", Path(folder).resolve()), ("run", run_id)):
+            if key[1] is not None and key in seen:
+                how = "the same folder" if key[0] == "path" else f"the same run (run id {run_id})"
+                raise InputError(f"{seen[key]} and {folder} are {how}: give each run once")
+            seen[key] = Path(folder)
+    return list(folders)
