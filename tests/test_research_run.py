@@ -169,12 +169,13 @@ def test_the_summary_tells_cache_hits_apart(asap: Path, tmp_path: Path) -> None:
     common += ["--limit", "1", "--provider", "fake", "--protocol", "MA", "--cache-dir", str(tmp_path / "cache")]
     first = _cli(*common, "--run-dir", str(tmp_path / "a"))
     assert first.returncode == 0, first.stderr
-    assert "4 agent calls made: 4 answered by the backend" in _said(first.stdout)
+    assert "4 agent calls made, 0 reused from the run store; of those made, 4 answered by the backend;" in _said(
+        first.stdout
+    )
     second = _cli(*common, "--run-dir", str(tmp_path / "b"))  # a new run, the same requests
     assert second.returncode == 0, second.stderr
     said = _said(second.stdout)
-    assert "4 agent calls made (4 of them answered from the response cache, no request sent)" in said
-    assert "0 answered by the backend" in said
+    assert "0 answered by the backend, 4 from the response cache (no request sent)" in said
 
 
 def test_missing_scores_are_counted_per_essay_trait() -> None:

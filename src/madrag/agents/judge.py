@@ -248,14 +248,14 @@ def read_schema_answer(text: str, traits: list[Trait], all_traits: bool) -> dict
     """Per trait name, the valid score of a score step's JSON answer, or what is wrong with it (a string); a
     score outside the trait's range is never taken."""
     try:
-        data = json.loads(text)
+        data: Any = json.loads(text)
     except json.JSONDecodeError:
         data = None
     if not isinstance(data, dict):
         return {t.name: f"score step gave no JSON object (got {text[:60]!r})" for t in traits}
     found: dict[str, int | str] = {}
     for trait in traits:
-        value = data.get(trait.name if all_traits else "score")
+        value: Any = data.get(trait.name if all_traits else "score")
         valid = isinstance(value, int) and not isinstance(value, bool) and value in trait.scores
         found[trait.name] = value if valid else f"score step gave no valid score (got {value!r})"
     return found

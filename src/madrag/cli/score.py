@@ -148,15 +148,14 @@ def _summary(result: ScoringResult) -> None:
 
 
 def _calls_line(result: ScoringResult) -> str:
-    """The job's calls: made now (answered by the server, or from the response cache), failed after their
-    retries, reused from the run store; and its time."""
+    """The job's calls: made now, reused from the run store, and of those made, the ones the backend answered and
+    the ones answered from the response cache (no request sent), those that failed after their retries; its time."""
     stats = result.stats
-    sent = stats.made - stats.cached
-    cache = f" ({stats.cached} of them answered from the response cache, no request sent)" if stats.cached else ""
+    cache = f", {stats.cached} from the response cache (no request sent)" if stats.cached else ""
     failed = f", {stats.failed_calls} failed after retries" if stats.failed_calls else ""
     return (
-        f"{stats.made} agent calls made{cache}: {sent} answered by the backend{failed}; {stats.reused} reused "
-        f"from the run store; {result.elapsed_s:.0f}s"
+        f"{stats.made} agent calls made, {stats.reused} reused from the run store; of those made, "
+        f"{stats.made - stats.cached} answered by the backend{cache}{failed}; {result.elapsed_s:.0f}s"
     )
 
 

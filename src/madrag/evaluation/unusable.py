@@ -85,13 +85,12 @@ class Unusable:
         """The run's closing line on its scores (empty when every score was read)."""
         if not self.unusable and not self.missing:
             return ""
-        causes = "; ".join(f"{n} {cause}" for cause, n in self.causes.most_common())
-        parts = [f"{self.unusable} of {self.given} judge scores unusable" + (f" ({causes})" if causes else "")]
-        parts.append(f"{self.missing} of {self.expected} essay-trait scores missing")
-        hint = ""
+        causes = ", ".join(f"{n} {cause}" for cause, n in self.causes.most_common())
+        said = f"{self.unusable} of {self.given} judge scores unusable" + (f": {causes}" if causes else "")
+        said += f". {self.missing} of {self.expected} essay-trait scores missing."
         if any(c.startswith("cut off") for c in self.causes):
-            hint = " (a larger --judge-max-tokens, or --score-method constrained where the server takes a schema)"
-        return "; ".join(parts) + hint
+            said += " Try a larger --judge-max-tokens, or --score-method constrained where the server takes a schema."
+        return said
 
 
 def unusable_scores(records: Iterable[AgentRecord], scores: list[TraitScore], expected: int) -> Unusable:
