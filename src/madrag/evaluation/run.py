@@ -4,6 +4,7 @@ agent scores of seed 002's consensus protocols (``load_consensus_run``), and fla
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,18 +229,11 @@ def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) ->
 
 
 def distinct_runs(folders: list[Path]) -> list[Path]:
-    """``folders``, each a run (:func:`require_run`) given once; an InputError naming a run given twice: the same
-    folder under two spellings, or a copy of it (the same run id), which would count one run's scores twice."""
-    seen: dict[object, Path] = {}
-    for folder in folders:
-        store = open_store(folder)
-        try:
-            run_id = store.get_meta("run_id")
-        finally:
-            store.close()
-        for key in (("path", Path(folder).resolve()), ("run", run_id)):
-            if key[1] is not None and key in seen:
-                how = "the same folder" if key[0] == "path" else f"the same run (run id {run_id})"
-                raise InputError(f"{seen[key]} and {folder} are {how}: give each run once")
-            seen[key] = Path(folder)
+    """``folders``, each a run (:func:`require_run`) given once; an InputError naming a run given twice (the same
+    folder under two spellings or through a link), which would count one run's scores twice."""
+    for i, folder in enumerate(folders):
+        store = require_run(folder) / "store.sqlite"
+        for earlier in folders[:i]:
+            if os.path.samefile(earlier / "store.sqlite", store):
+                raise InputError(f"{earlier} and {folder} are the same run: give each run once")
     return list(folders)
