@@ -12,6 +12,7 @@ from tests.helpers import stored_records
 from tests.servers import free_port
 
 from madrag.data import Essay
+from madrag.errors import ProviderError
 from madrag.evaluation.costs.render import render_text
 from madrag.evaluation.costs.tally import cost_report
 from madrag.pipeline.job import JobResult, ScoreJob, execute
@@ -84,8 +85,11 @@ async def test_a_dead_server_gets_no_cached_answers(tmp_path: Path, asap: Path, 
     essays, cache = essays7[:1], tmp_path / "cache"
     with StubServer(latency_s=0.0) as live:
         await _run(_job(asap, essays, tmp_path / "live", cache, live.base_url))
-    dead = f"http://127.0.0.1:{free_port()}/v1"
-    result, records = await _run(_job(asap, essays, tmp_path / "dead", cache, dead))
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: the run stops before any call
+    with pytest.raises(ProviderError, match="cannot reach the openai-compatible server"):
+        await _run(_job(asap, essays, tmp_path / "dead", cache, dead))
+    with StubServer(latency_s=0.0, fault_rate=1.0) as failing:  # up, but refuses every call
+        result, records = await _run(_job(asap, essays, tmp_path / "failing", cache, failing.base_url))
     assert result.scores == [] and result.stats.failed_calls == 4  # each trait's first call (the Advocate)
     assert len(records) == 4 and all(r.failed and r.text == "" and not r.cached for r in records)
     assert all(r.attempts == 2 and r.role == "advocate" for r in records)  # 1 + --retries 1, both refused

@@ -76,13 +76,13 @@ def test_bad_input_is_one_line_and_exit_2(base: list[str], change: list[str], ne
 
 
 def test_server_down_stops_cleanly(base: list[str], tmp_path: Path) -> None:
-    """With --fail-fast: one line and exit 2 (without it the run records the failed calls and exits 3:
-    tests/test_run_failures.py)."""
+    """An unreachable server: one line and exit 2 before any call (a server that is up but fails calls: the run
+    records the failed calls and exits 3, tests/test_run_failures.py)."""
     proc = madrag(
         *base, "--provider", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
         "--retries", "1", "--timeout", "5", "--limit", "1", "--fail-fast",
     )  # fmt: skip
-    _one_line_error(proc, "failed after 2 attempts")
+    _one_line_error(proc, "cannot reach the openai-compatible server")  # before any call (preflight)
     assert (tmp_path / "run" / "store.sqlite").is_file()
 
 

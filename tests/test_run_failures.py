@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from tests.helpers import make_ctx, stored_records
-from tests.servers import free_port
 
 from madrag.agents.calls import AgentCall, CallContext, debater
 from madrag.data import Essay
@@ -215,7 +214,13 @@ def _madrag(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_finishes_with_failures_exit_3_and_fail_fast_exit_2(asap: Path, tmp_path: Path) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+    # a server that is up (it passes the run's check before its first call) and fails every call; an unreachable
+    # one stops the run before any call (tests/test_research_run.py)
+    with StubServer(fault_rate=1.0, latency_s=0.0) as stub:
+        _failing_run(asap, tmp_path, stub.base_url)
+
+
+def _failing_run(asap: Path, tmp_path: Path, dead: str) -> None:
     base = [
         "score", "--data", str(asap / "training_set_rel3_sets7_8.tsv"), "--rubric", str(asap / "rubric_set7.json"),
         "--cache-dir", str(tmp_path / "cache"), "--protocol", "MAD", "--provider", "openai", "--model", "m",

@@ -361,3 +361,21 @@ def paired_bootstrap(
     tail = min(int(np.sum(diffs <= 0)), int(np.sum(diffs >= 0)))
     p_value = min(1.0, 2 * (1 + tail) / (1 + diffs.size))
     return PairedComparison(m_a, m_b, diff, low, high, p_value, int(ref.size), n)
+
+
+MIN_CI_N = 30
+"""Below this many essays a table's bootstrap intervals get a warning: a percentile bootstrap over a handful of
+essays resamples the same few values, so its interval is too narrow (or a single point) and its coverage falls
+short of its level; 30 is the usual rule of thumb for resampling methods."""
+
+
+def small_n_warning(ns: Iterable[float], what: str) -> str | None:
+    """A warning when the smallest ``n`` of a table with bootstrap intervals (``what``) is below
+    :data:`MIN_CI_N`; None when there is none (or no ``n``)."""
+    found = [int(n) for n in ns if not math.isnan(n) and n > 0]
+    if not found or min(found) >= MIN_CI_N:
+        return None
+    return (
+        f"warning: {what} rest on as few as {min(found)} essays (fewer than {MIN_CI_N}): such bootstrap "
+        "intervals are too narrow to trust; score more essays before reading them"
+    )

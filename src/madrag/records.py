@@ -12,7 +12,9 @@ from pydantic import BaseModel, Field
 from madrag.providers.base import Message, TokenLogprob, Usage
 
 ConfidenceSource = Literal["first_token_logprob", "self_reported", "none"]
-ScoreMode = Literal["constrained_distribution", "parsed_text", "parsed_followup", "baseline", "failed"]
+ScoreMode = Literal[
+    "constrained_distribution", "constrained_schema", "parsed_text", "parsed_followup", "baseline", "failed"
+]
 """How a score was read: from a Judge (constrained, parsed text or a follow-up), or set by an LLM-free baseline."""
 
 BASELINE_ROLE = "baseline"

@@ -66,12 +66,15 @@ class ScoringSettings(BaseModel):
         description="Quotes in debater and Judge answers checked against the essay: record (counts per call, no "
         "extra call; default), feedback (also tells the Judge which debate quotes are not in the essay) or off.",
     )
-    # "constrained" needs prefill+choices; "auto": constrained when the backend supports it
+    # "constrained" needs prefill+choices or a server that honours a JSON schema; "auto": constrained when the
+    # backend has prefill+choices (the embedded model), else the text (seed 000 A.5's parse-or-missing)
     score_method: ScoreMethod = Field(
         default="auto",
         description="How the Judge's score is read: constrained (rationale, then the score token restricted to "
-        "valid scores with their probabilities), text (the Final score line) or auto (constrained when the backend "
-        "supports it).",
+        "valid scores with their probabilities; on an OpenAI-compatible server that honours a JSON schema, such as "
+        "llama.cpp's or vLLM's, the score asked for in a second request limited to the valid integers), text (the "
+        "Final score line) or auto (constrained on backends with prefill and choices, such as the embedded model, "
+        "else text).",
     )
     report: ReportFrom = Field(default="parsed", description="Reported judge score: parsed, argmax or expected.")
     # off by default: seed 000 A.5 records such a score as missing

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ScoreReading = Literal["choices", "schema", "text"]
+"""How a Judge's score is read (:meth:`CallContext.score_reading`); recorded in each Judge record's settings."""
 SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNORECASE)
 """A debater's stated confidence (``Confidence: 0.8``), read when the backend gives no logprobs."""
 
@@ -53,10 +55,12 @@ class RecordStore(Protocol):
 
 @dataclass
 class CallStats:
-    """Counts over a run's calls: made now, reused from the store, scores that could not be read, and calls that
-    got no answer after their retries (recorded as failed)."""
+    """Counts over a run's calls: made now (of them, ``cached``: answered wholly from the response cache, no
+    request sent), reused from the store, scores that could not be read, and calls that got no answer after their
+    retries (recorded as failed)."""
 
     made: int = 0
+    cached: int = 0
     reused: int = 0
     failed_scores: int = 0
     failed_calls: int = 0
@@ -126,18 +130,27 @@ class CallContext:
         """Without logprobs, debaters state their confidence (and records say so)."""
         return not self.provider.capabilities.logprobs
 
-    def constrained_scoring(self) -> bool:
-        """Whether Judge scores are read constrained (see :mod:`madrag.agents.judge`): the run's score method,
-        ``auto`` meaning whenever the backend has prefill and choices; ConfigError when ``constrained`` is asked
-        of a backend without them."""
+    def score_reading(self) -> ScoreReading:
+        """How Judge scores are read (see :mod:`madrag.agents.judge`): ``choices`` (prefill + choices, e.g. the
+        embedded model), ``schema`` (an OpenAI-compatible server that honours a JSON schema: the score asked
+        for in a second request restricted to the valid integers) or ``text``. The run's score method decides:
+        ``auto`` is ``choices`` where the backend has prefill and choices, else ``text`` (seed 000 A.5's
+        parse-or-missing); ``constrained`` is ``choices``, else ``schema`` where the backend takes a JSON schema
+        (a run checks the server honours it before its first call: :mod:`madrag.pipeline.preflight`), else a
+        ConfigError."""
         caps = self.provider.capabilities
         method = self.settings.score_method
-        if method == "constrained" and not (caps.prefill and caps.choices):
-            raise ConfigError(
-                f"score method 'constrained' needs a backend with prefill and choices; "
-                f"{self.provider.provider.name} has neither (use --score-method text)"
-            )
-        return method == "constrained" or (method == "auto" and caps.prefill and caps.choices)
+        choices = caps.prefill and caps.choices
+        if method == "text" or (method == "auto" and not choices):
+            return "text"
+        if choices:
+            return "choices"
+        if caps.json_schema:
+            return "schema"
+        raise ConfigError(
+            f"score method 'constrained' needs a backend with prefill and choices or one that takes a JSON "
+            f"schema; {self.provider.provider.name} has neither (use --score-method text)"
+        )
 
 
 @dataclass
@@ -197,6 +210,7 @@ async def finish_record(ctx: CallContext, record: AgentRecord) -> AgentRecord:
         record.attempts = tally.attempts
     await ctx.store.aput(record)
     ctx.stats.made += 1
+    ctx.stats.cached += int(record.cached)
     if ctx.on_record is not None:
         ctx.on_record(record)
     return record

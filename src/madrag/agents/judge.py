@@ -1,11 +1,16 @@
 """The Judge calls and how each reads its score: the per-trait ``Final score: N`` and the all-traits ``Scores:``
 block (the pure reading of a text, no call made, is in :mod:`madrag.agents.scores`).
 
-Two ways to read a score, chosen per backend (:meth:`CallContext.constrained_scoring`):
+Three ways to read a score, chosen per backend and the run's ``score_method`` (:meth:`CallContext.score_reading`,
+recorded in each Judge record's ``settings["score_reading"]``):
 
 * constrained (backends with prefill + choices, e.g. the embedded llama.cpp model): the rationale is generated
   up to the score marker, then each score token is generated restricted to the trait's valid scores, and the
   model's probability of each valid score at that position is recorded;
+* constrained by a JSON schema (``--score-method constrained`` on an OpenAI-compatible server that honours a
+  ``response_format`` JSON schema: llama.cpp's server, vLLM, OpenAI): the rationale is generated up to the score
+  marker, then a second request (the rationale as the Judge's turn, then :data:`SCHEMA_ASK`) is answered under a
+  schema whose score is one of the trait's valid integers (mode ``constrained_schema``; no distribution);
 * text: the score is the value of the Judge's last own ``Final score: N`` statement (:func:`parse_score`; what
   counts as one, and what is not the Judge's own, in :mod:`madrag.agents.final_score`), its distribution read
   from the top alternatives at that value when the backend gives logprobs; when it cannot be read and the run
@@ -17,6 +22,7 @@ in the record's ``error``), never turned into a number, whatever the run's ``rep
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -60,6 +66,10 @@ score marker however the model writes it, on any backend's (case-sensitive) stop
 _MARKUP_TAIL = re.compile(r"(?:(?<=\s)|^)(?:[#>*_`~|]+|[-+\u2022])[ \t]*\Z")
 """Markdown left at the end of a rationale cut at the score marker (``**`` of ``**Final Score``, a heading's
 ``###``, a list's ``-``)."""
+SCHEMA_ASK = "State your final score now as a JSON object: {fields}, each an integer between {lo} and {hi}."
+"""The score step of the JSON-schema reading: what the Judge is asked after its rationale."""
+SCORE_STEP_TOKENS = 32
+"""Token limit of the JSON-schema reading's score step, per trait (``{"score": 4}`` is about 6 tokens)."""
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
 
@@ -93,8 +103,10 @@ async def _made(
 ) -> AgentRecord:
     """Make a Judge call the way the backend allows, time it, count its unusable scores and store its record."""
     started = time.monotonic()
-    record = await (constrained() if ctx.constrained_scoring() else text())
+    reading = ctx.score_reading()
+    record = await (text() if reading == "text" else constrained())
     record.wall_s = time.monotonic() - started
+    record.settings["score_reading"] = reading
     ctx.stats.failed_scores += _unusable(record)
     return await finish_record(ctx, record)
 
@@ -110,6 +122,8 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
     first = build_request(ctx, call, stop=SCORE_STOPS)
     rationale_resp = await ctx.provider.complete(first)
     rationale = _MARKUP_TAIL.sub("", rationale_resp.text).rstrip()
+    if ctx.score_reading() == "schema":
+        return await _schema_scores(ctx, call, [trait], first, rationale_resp)
     prefill = f"{rationale}\nFinal score: " if rationale else "Final score: "
     choices = [str(s) for s in trait.scores]
     second = build_request(ctx, call, temperature=0.0, max_tokens=1, prefill=prefill, choices=choices)
@@ -165,6 +179,8 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
     first = build_request(ctx, call, stop=["Scores:", "scores:", "SCORES:"])
     rationale_resp = await ctx.provider.complete(first)
     rationale = rationale_resp.text.rstrip()
+    if ctx.score_reading() == "schema":
+        return await _schema_scores(ctx, call, rubric.traits, first, rationale_resp, all_traits=True)
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
     usage, latency = rationale_resp.usage, rationale_resp.latency_s
     steps: list[dict[str, Any]] = []
@@ -218,6 +234,74 @@ async def _all_text(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentR
     marker = text.lower().rfind("scores:")
     said = (text[:marker] if marker >= 0 else text).strip()
     return _text_record(ctx, call, request, responses, said, trait_scores=results, error=_traits_error(results))
+
+
+def score_schema(traits: list[Trait], all_traits: bool) -> dict[str, Any]:
+    """The JSON schema of the score step: one integer property per trait (``score`` for a per-trait Judge),
+    each restricted to the trait's valid scores."""
+    names = [t.name for t in traits] if all_traits else ["score"]
+    properties = {n: {"type": "integer", "enum": list(t.scores)} for n, t in zip(names, traits, strict=True)}
+    return {"type": "object", "properties": properties, "required": names, "additionalProperties": False}
+
+
+def read_schema_answer(text: str, traits: list[Trait], all_traits: bool) -> dict[str, int | str]:
+    """Per trait name, the valid score of a score step's JSON answer, or what is wrong with it (a string); a
+    score outside the trait's range is never taken."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        return {t.name: f"score step gave no JSON object (got {text[:60]!r})" for t in traits}
+    found: dict[str, int | str] = {}
+    for trait in traits:
+        value: Any = data.get(trait.name if all_traits else "score")
+        valid = isinstance(value, int) and not isinstance(value, bool) and value in trait.scores
+        found[trait.name] = value if valid else f"score step gave no valid score (got {value!r})"
+    return found
+
+
+async def _schema_scores(
+    ctx: CallContext,
+    call: AgentCall,
+    traits: list[Trait],
+    first: ChatRequest,
+    rationale_resp: ChatResponse,
+    all_traits: bool = False,
+) -> AgentRecord:
+    """The score step of the JSON-schema reading (see the module docstring) and the record of both requests."""
+    rationale = _MARKUP_TAIL.sub("", rationale_resp.text).rstrip()
+    lo, hi = min(min(t.scores) for t in traits), max(max(t.scores) for t in traits)
+    names = [t.name for t in traits] if all_traits else ["score"]
+    ask = SCHEMA_ASK.format(fields=", ".join(f'"{n}"' for n in names), lo=lo, hi=hi)
+    step = _followup(ctx, call, rationale, ask, max_tokens=SCORE_STEP_TOKENS * len(traits))
+    step = step.model_copy(update={"json_schema": score_schema(traits, all_traits), "logprobs": False})
+    step = step.model_copy(update={"top_logprobs": 0})
+    score_resp = await ctx.provider.complete(step)
+    cut = f", cut off at {step.max_tokens} tokens" if was_cut(score_resp) else ""
+    results: dict[str, ScoreResult] = {}
+    for name, got in read_schema_answer(score_resp.text, traits, all_traits).items():
+        parsed, problem = (got, None) if isinstance(got, int) else (None, got + cut)
+        results[name] = summarise(None, parsed, "constrained_schema", "parsed", problem)
+    fields: dict[str, Any] = {"trait_scores": results} if all_traits else {"score": results[traits[0].name]}
+    only = results[traits[0].name].invalid_raw
+    error = _traits_error(results) if all_traits else (f"unusable score: {only}" if only else None)
+    return new_record(
+        ctx,
+        call,
+        settings={**request_settings(first, rationale_resp), "score_step": request_settings(step, score_resp)},
+        text=f"{rationale}\n\n[score]\n{score_resp.text}",
+        rationale=rationale,
+        tokens=rationale_resp.tokens,
+        usage=rationale_resp.usage + score_resp.usage,
+        latency_s=rationale_resp.latency_s + score_resp.latency_s,
+        requests=2,
+        retries=[*rationale_resp.retries, *score_resp.retries],
+        cached=rationale_resp.cached and score_resp.cached,
+        truncated=was_cut(rationale_resp),
+        error=error,
+        **fields,
+    )
 
 
 def _followup(ctx: CallContext, call: AgentCall, answer: str, ask: str, max_tokens: int) -> ChatRequest:

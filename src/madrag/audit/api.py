@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,61 @@ def _run_calls_per_essay(run: RunData) -> float | None:
     finally:
         store.close()
     return calls / len(run.essays) if run.essays else None
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """What an audit would score, with no call made (``madrag audit --dry-run``): the sampled essays, each
+    condition's essays, and the calls expected at the run's own rate (its calls per scored essay)."""
+
+    sample: list[str]
+    conditions: list[tuple[str, str, int]]  # (name, kind, essays scored)
+    run_calls_per_essay: float | None
+    protocols: list[str]
+
+    @property
+    def essays_scored(self) -> int:
+        """Essays scored over every condition."""
+        return sum(n for _, _, n in self.conditions)
+
+    def text(self) -> str:
+        """The plan in lines."""
+        lines = [f"audit plan (dry run, no call made): {len(self.sample)} sampled essays: {', '.join(self.sample)}"]
+        lines += [f"  {name} ({kind}): {n} essays" for name, kind, n in self.conditions]
+        rate = self.run_calls_per_essay
+        calls = "unknown" if rate is None else f"about {round(rate * self.essays_scored)}"
+        lines.append(
+            f"{len(self.conditions)} conditions, {self.essays_scored} essays scored with {', '.join(self.protocols)}: "
+            f"{calls} agent calls at the run's rate"
+            + ("" if rate is None else f" ({rate:.1f} calls per essay, every protocol of the run)")
+            + "; calls already in <run>/audit are not made again"
+        )
+        return "\n".join(lines)
+
+
+def plan_audit(
+    run_dir: str | Path,
+    *,
+    sample: int = 8,
+    seed: int = 0,
+    perturbations: Sequence[str] | None = None,
+    repeats: int = 2,
+    debater_temperature: float | None = 1.0,
+    protocols: Sequence[str] | None = None,
+    provider: ProviderLike | None = None,
+) -> AuditPlan:
+    """The :class:`AuditPlan` of :func:`audit` with the same options: nothing is scored, no backend is opened."""
+    if sample < 1 or repeats < 0:
+        raise InputError("sample must be >= 1 and repeats >= 0")
+    run = load_run(Path(run_dir))
+    chosen = protocols_of(run, list(protocols) if protocols else None)
+    essays = draw_sample(run, sample, seed)
+    spec, instance = resolve_provider(provider) if provider is not None else (None, None)
+    rescore = not same_backend(run, spec, instance)
+    names = list(perturbations) if perturbations else None
+    plan = conditions(run, essays, names, repeats, debater_temperature, rescore, seed)
+    rows = [(c.name, c.kind, len(c.essays)) for c in plan]
+    return AuditPlan([e.id for e in essays], rows, _run_calls_per_essay(run), chosen)
 
 
 def _figures(

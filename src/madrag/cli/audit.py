@@ -4,11 +4,11 @@ the scorer (:mod:`madrag.audit`). Registered by :mod:`madrag.cli.app`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from madrag.audit.api import audit
+from madrag.audit.api import audit, plan_audit
 from madrag.audit.perturbations import PERTURBATIONS
 from madrag.audit.report import markdown, text
 from madrag.cli.options import RunArg, comma_list, need_run_dir
@@ -41,23 +41,27 @@ def audit_command(
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples of each interval.")] = 1000,
     out: Annotated[Path | None, typer.Option(help="Also write the report as markdown to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON report instead of text.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the sample, the conditions and the calls expected; call nothing.")
+    ] = False,
 ) -> None:
     """Re-score a sample of the run's essays with other seeds and with perturbed texts (injected instructions,
     off-topic, padding, placeholders, names, spelling) and report stability, score shifts, compression and
     evidence per protocol and trait; written to <run>/audit/audit.json. Running it again resumes."""
     folder = need_run_dir(run, run_dir)
-    report = audit(
-        folder,
-        sample=sample,
-        seed=seed,
-        perturbations=comma_list(perturbations) if perturbations else None,
-        repeats=repeats,
-        debater_temperature=debater_temperature,
-        protocols=comma_list(protocol) if protocol else None,
-        provider=provider,
-        bootstrap=bootstrap,
-        on_stage=lambda line: typer.echo(line, err=True),
-    )
+    options: dict[str, Any] = {
+        "sample": sample,
+        "seed": seed,
+        "perturbations": comma_list(perturbations) if perturbations else None,
+        "repeats": repeats,
+        "debater_temperature": debater_temperature,
+        "protocols": comma_list(protocol) if protocol else None,
+        "provider": provider,
+    }
+    if dry_run:
+        typer.echo(plan_audit(folder, **options).text())
+        return
+    report = audit(folder, **options, bootstrap=bootstrap, on_stage=lambda line: typer.echo(line, err=True))
     if out is not None:
         out.write_text(markdown(report), encoding="utf-8")
     typer.echo(report.model_dump_json(indent=2) if as_json else text(report))

@@ -123,6 +123,8 @@ def _print_judged(result: MetaJobResult, run_dir: Path) -> None:
         f"{result.elapsed_s:.0f}s; store {result.meta_dir / 'store.sqlite'}",
         markup=False,
     )
+    if advice := s.advice():
+        console.print(advice, markup=False)
     console.print(f"next: madrag confidence analyze --run-dir {run_dir} --meta-dir {result.meta_dir}", markup=False)
 
 

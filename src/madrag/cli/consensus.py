@@ -64,14 +64,14 @@ def eval_consensus_command(
 ) -> None:
     """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002); with
     several runs also their averages over the judge models and the cross-model grid."""
-    from madrag.evaluation.run import require_run
+    from madrag.evaluation.run import distinct_runs, require_run
 
     given = [*(runs or []), *([run_dir] if run_dir is not None else [])]
     if not given:
         raise InputError("give the run folder: RUN_DIR or --run-dir (a folder made by 'madrag score')")
     chosen = choice("--reference", reference, REFERENCES)
     metric = choice("--grid-metric", grid_metric, GRID_METRICS)
-    folders = [require_run(run) for run in dict.fromkeys(given)]
+    folders = distinct_runs([require_run(run) for run in given])
     if len(folders) == 1:
         _evaluate_one(folders[0], out or folders[0] / "consensus", bootstrap, seed, baseline, chosen)
         return

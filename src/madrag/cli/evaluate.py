@@ -242,6 +242,8 @@ def errors_command(
         console.print(f"note: {PAPER_FOCUS} is not in this run: the rows are {result.focus}'s errors", markup=False)
     console.print(f"rule: {result.rule} ({result.n_one_rater} of the rows with one rater)", markup=False)
     console.print(f"reference column: ties rounded {result.ties}", markup=False)
+    if kept := result.kept.line(result.path):
+        console.print(kept, markup=False)
 
 
 def _tabulate(coded: Path, out: Path | None) -> None:

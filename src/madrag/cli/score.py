@@ -23,6 +23,7 @@ from madrag.cli.output import console, err
 from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
 from madrag.data.shipped import find_asap_dir
 from madrag.evaluation.run import open_store
+from madrag.evaluation.unusable import unusable_scores
 from madrag.pipeline.job import ScoreJob
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.settings import ScoringSettings
@@ -138,11 +139,23 @@ def _summary(result: ScoringResult) -> None:
                 cells.append(got if ref is None else f"{got} (human {ref})")
             table.add_row(essay.id, protocol, *cells)
     console.print(table)
+    console.print(_calls_line(result), markup=False)
+    ids = {e.id for e in result.essays}
+    expected = len(result.essays) * len(traits) * len(result.protocols)
+    found = unusable_scores((r for r in result.records if r.essay_id in ids), result.trait_scores, expected)
+    if line := found.line():
+        console.print(line, markup=False)
+
+
+def _calls_line(result: ScoringResult) -> str:
+    """The job's calls: made now, reused from the run store, and of those made, the ones the backend answered and
+    the ones answered from the response cache (no request sent), those that failed after their retries; its time."""
     stats = result.stats
+    cache = f", {stats.cached} from the response cache (no request sent)" if stats.cached else ""
     failed = f", {stats.failed_calls} failed after retries" if stats.failed_calls else ""
-    console.print(
-        f"{stats.made} agent calls made{failed}, {stats.reused} reused from the run store, "
-        f"{stats.failed_scores} judge scores unusable; {result.elapsed_s:.0f}s"
+    return (
+        f"{stats.made} agent calls made, {stats.reused} reused from the run store; of those made, "
+        f"{stats.made - stats.cached} answered by the backend{cache}{failed}; {result.elapsed_s:.0f}s"
     )
 
 

@@ -138,6 +138,7 @@ async def execute_meta(
         # by default as many judgments in flight as the backend serves at once (its slots or concurrency limit)
         concurrency = job.concurrency or provider_slots(ctx)
         try:
+            await provider.provider.check_reachable()  # an unreachable server stops the job before any call
             summary = await run_meta_evaluation(
                 ctx, records, method=job.method, max_tokens=job.max_tokens, concurrency=concurrency
             )

@@ -184,10 +184,20 @@ def _record(
         requests=len(responses),
         retries=[reason for r in responses for reason in r.retries],
         cached=all(r.cached for r in responses),
-        error=None if judgment is not None else f"unusable judgment: {problem}",
+        truncated=any(r.finish_reason == "length" for r in responses),
+        error=None if judgment is not None else f"unusable judgment: {_cut(problem, responses)}",
     )
     record.context = {**call.context, "judgment": judgment.model_dump() if judgment is not None else None, **context}
     return record
+
+
+def _cut(problem: str | None, responses: list[ChatResponse]) -> str | None:
+    """The problem of an unusable judgment, saying when its answer was cut by the token limit (``--max-tokens``)."""
+    cut = [r for r in responses if r.finish_reason == "length"]
+    if not cut:
+        return problem
+    tokens = cut[-1].usage.completion_tokens
+    return f"{problem} (cut off at the token limit{f', {tokens} tokens' if tokens is not None else ''})"
 
 
 async def _json(ctx: CallContext, call: AgentCall) -> AgentRecord:
@@ -272,6 +282,18 @@ class MetaSummary:
     reused: int
     failed: int
     total: int
+    truncated: int = 0  # unusable judgments whose answer was cut by the token limit
+    max_tokens: int | None = None  # the token limit of the judgments
+
+    def advice(self) -> str:
+        """What to do about the unusable judgments that were cut by the token limit (empty when none was)."""
+        if not self.truncated:
+            return ""
+        limit = f" (now {self.max_tokens})" if self.max_tokens is not None else ""
+        return (
+            f"{self.truncated} of the {self.failed} unusable judgments were cut off at the token limit: run again "
+            f"with a larger --max-tokens{limit} and a new --out (a meta store is bound to its token limit)"
+        )
 
 
 async def run_meta_evaluation(
@@ -304,6 +326,8 @@ async def run_meta_evaluation(
         reused=ctx.stats.reused - reused,
         failed=sum(r.error is not None for r in results),
         total=len(records),
+        truncated=sum(r.error is not None and r.truncated for r in results),
+        max_tokens=max_tokens,
     )
 
 

@@ -22,6 +22,7 @@ from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_
 from madrag.confidence.subsets import subsets_markdown, subsets_table
 from madrag.csv_safe import write_frame
 from madrag.errors import InputError
+from madrag.evaluation.run import distinct_runs
 
 
 @dataclass
@@ -55,6 +56,7 @@ def run_sets(
     ``<run>/meta``), Table 1 (each set's top ``top_k`` per role and target) and the pooled judgments."""
     if len(runs) < 2:
         raise InputError("give two or more runs (one per essay set) to compare their Table 1")
+    distinct_runs(runs)  # one set's run given twice would be compared with itself
     names = _labels(runs, labels)
     metas = meta_dirs or [run / "meta" for run in runs]
     if len(metas) != len(runs):

@@ -158,6 +158,9 @@ def _add_judgments(study: ConfidenceStudy, meta_dir: Path, rank_by: RankBy, top_
     unusable = int((judgments["ok"] == False).sum())  # noqa: E712
     if unusable:
         notes.append(f"{unusable} judgments were unusable (unparseable or out of range) and are left out, not imputed")
+        cut = int(judgments["error"].fillna("").str.contains("cut off at the token limit", regex=False).sum())
+        if cut:
+            notes.append(f"{cut} of them were cut off at the token limit: meta-eval again with a larger --max-tokens")
     for (role, target), values in _judged_values(merged).items():
         if values.nunique() == 1:
             notes.append(
@@ -213,7 +216,16 @@ def render_markdown(study: ConfidenceStudy) -> str:
         f"{meta.get('with_logprobs')} of {meta.get('responses')} debater responses have token log-probabilities.",
         "",
     ]
-    if study.summary is not None:
+    judged = study.judgments is not None and bool(study.judgments["ok"].any())
+    if study.judgments is not None and not judged:
+        parts += [
+            "## Meta-evaluation",
+            "",
+            f"No usable judgment: all {len(study.judgments)} judgments of {meta.get('meta_dir')} were unusable "
+            "(`judgments.csv` says why), so no meta-evaluation table, top features, Figure 3 or pass rates.",
+            "",
+        ]
+    if judged and study.summary is not None:
         parts += [
             "## Meta-evaluation (means over usable judgments)",
             "",
@@ -222,7 +234,7 @@ def render_markdown(study: ConfidenceStudy) -> str:
             *_markdown(study.summary),
             "",
         ]
-    if study.top is not None:
+    if judged and study.top is not None:
         how = "|Spearman rho|" if meta.get("rank_by") == "abs" else "Spearman rho"
         parts += [
             f"## Top {meta.get('top_k')} confidence features per role and target",
@@ -233,10 +245,11 @@ def render_markdown(study: ConfidenceStudy) -> str:
             *_markdown(top_display(study.top)),
             "",
         ]
-    else:
+    elif study.judgments is None:
         parts += ["No meta-evaluation given: features and trajectories only (madrag confidence meta-eval).", ""]
-    parts += ["Trajectories: `trajectories.png` (mean, 25-75 and 10-90 percentile bands).", ""]
-    if study.summary is not None:
+    if study.bands:
+        parts += ["Trajectories: `trajectories.png` (mean, 25-75 and 10-90 percentile bands).", ""]
+    if judged:
         parts += [
             "Figure 3: `figure3.png` (the meta-evaluator's score shares per dimension), its numbers in "
             f"`figure3_distribution.csv`; pass rates per role in `pass_rates.csv` (a pass: a score of {PASS_MIN} "

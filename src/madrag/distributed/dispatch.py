@@ -49,6 +49,7 @@ class Progress:
 
     scores: dict[str, list[TraitScore]] = field(default_factory=dict)  # essay id -> its new scores
     reused: int = 0
+    cached: int = 0  # calls made by the workers answered from the response cache
     failed_scores: int = 0
     failed_calls: int = 0
     stopped_shards: int = 0  # shards that stopped early because the failure budget was spent
@@ -192,6 +193,7 @@ class Dispatcher:
                 self._essay_done(*payload)
             elif kind == "done":
                 self.progress.reused += int(payload.get("reused", 0))
+                self.progress.cached += int(payload.get("cached", 0))
                 self.progress.failed_scores += int(payload.get("failed_scores", 0))
                 self.progress.stopped_shards += bool(payload.get("stopped", False))
         await self._commit(pending)

@@ -227,6 +227,7 @@ class RayRun:
             finally:
                 disconnect(cluster)
         ctx.stats.reused += progress.reused
+        ctx.stats.cached += progress.cached
         ctx.stats.failed_scores += progress.failed_scores
         if ctx.failures is not None and ctx.failures.spent:
             raise stopped_error(ctx.failures)

@@ -229,6 +229,7 @@ class ShardWorker:
             stats = {
                 "made": ctx.stats.made,
                 "reused": ctx.stats.reused,
+                "cached": ctx.stats.cached,
                 "failed_scores": ctx.stats.failed_scores,
                 "failed_calls": ctx.stats.failed_calls,
                 "stopped": stopped,

@@ -23,7 +23,15 @@ from madrag.data.loaders import load_essays
 from madrag.errors import InputError
 from madrag.evaluation.evidence import evidence_table
 from madrag.evaluation.run import RunData, load_run
-from madrag.metrics import TieRule, bootstrap_ci, extreme_subset, paired_bootstrap, qwk_metric, rater_pairs
+from madrag.metrics import (
+    TieRule,
+    bootstrap_ci,
+    extreme_subset,
+    paired_bootstrap,
+    qwk_metric,
+    rater_pairs,
+    small_n_warning,
+)
 from madrag.protocols.base import TraitScore
 from madrag.rubric import Rubric, Trait
 
@@ -290,6 +298,9 @@ def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None,
     notes = [n for n in (note, ties_note(rule, run.reference_ties)) if n]
     notes += [no_scores_line(t) for t in traits_without_scores(full or run.essays, run.rubric)]
     qwk = qwk_long(run, full, bootstrap, seed, notes)
+    if bootstrap > 0 and not qwk.empty:
+        scored = qwk[qwk["protocol"].isin(run.protocols) & qwk["ci_low"].notna()]
+        notes += [w for w in [small_n_warning(scored["n"].astype(float), "the QWK confidence intervals")] if w]
     meta = {
         "run_dir": str(run.run_dir),
         "essay_set": run.rubric.essay_set,

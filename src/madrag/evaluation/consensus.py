@@ -38,7 +38,7 @@ from madrag.evaluation.consensus_frames import (
     require_columns,
     resolve_protocol,
 )
-from madrag.metrics import NAN, paired_bootstrap, rmse, spearman
+from madrag.metrics import NAN, paired_bootstrap, rmse, small_n_warning, spearman
 
 ALL = "all"
 """The trait label of rows pooled over every trait."""
@@ -353,11 +353,17 @@ def evaluate_consensus(
         "shift": f"mean(prediction - {resolved or baseline} prediction) on the essay-traits both scored",
         "shift_ref": "mean prediction - mean human reference on the same essay-traits (Appendix G.1)",
     }
+    compared = paired_rmse(preds, refs, baseline, n_boot=bootstrap, seed=seed)
+    if bootstrap > 0 and not compared.empty:
+        with_ci = compared[compared["ci_low"].notna()]
+        notes += [
+            w for w in [small_n_warning(with_ci["n"].astype(float), "the paired RMSE comparisons' intervals")] if w
+        ]
     return ConsensusEvaluation(
         alignment=alignment,
         trajectories=round_trajectories(preds, agent_scores, refs),
         dominance=dom,
-        comparisons=paired_rmse(preds, refs, baseline, n_boot=bootstrap, seed=seed),
+        comparisons=compared,
         notes=notes,
         meta=meta,
     )

@@ -310,9 +310,10 @@ def _roles_text(run: LoadedRun) -> str:
 
 def load_runs(run_dirs: Sequence[Path], reference: str = "mean") -> list[LoadedRun]:
     """Each run's consensus frames and role models; a run is named by its folder (its path when two folders
-    share a name)."""
-    from madrag.evaluation.run import load_consensus_run
+    share a name); a run given twice is refused (:func:`~madrag.evaluation.run.distinct_runs`)."""
+    from madrag.evaluation.run import distinct_runs, load_consensus_run
 
+    distinct_runs([Path(d) for d in run_dirs])
     names = [Path(d).name for d in run_dirs]
     out = []
     for run_dir, name in zip(run_dirs, names, strict=True):

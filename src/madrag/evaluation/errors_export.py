@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
+from madrag.evaluation.hand_codes import KeptCodes, keep_hand_codes
 from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.metrics import TieRule
 from madrag.placeholders import PLACEHOLDER, placeholders
@@ -139,6 +140,7 @@ class ErrorExport:
     n_one_rater: int = 0  # rows of essay-traits with one rater (ONE_RATER_RULE)
     focus: str = PAPER_FOCUS  # the protocol whose errors the rows are, or ANY_PROTOCOL
     ties: TieRule = "half_up"  # how the reference column rounds a raters' mean halfway between two scores
+    kept: KeptCodes = field(default_factory=KeptCodes)  # the hand codes carried over from the export written over
 
     @property
     def rule(self) -> str:
@@ -238,11 +240,13 @@ def export_errors(
     target = out or Path(run_dir) / "eval" / "errors.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     columns = _columns(run, sources.debate_protocols)
+    kept = keep_hand_codes(target, rows, columns, CODING_COLUMNS)  # a coded export is merged, never lost
     write_csv(target, dict_rows(rows, columns))
     codebook = CODEBOOK.format(who=who_is_wrong(chosen), ties=rule)
     target.with_name(target.stem + "_codebook.md").write_text(codebook, encoding="utf-8")
     per_protocol = {p: sum(p in r["off_by_more_than_1"].split() for r in rows) for p in run.protocols}
-    return ErrorExport(target, len(rows), per_protocol, sum(r["rater2"] == "" for r in rows), chosen, rule)
+    n_one = sum(r["rater2"] == "" for r in rows)
+    return ErrorExport(target, len(rows), per_protocol, n_one, chosen, rule, kept)
 
 
 def _columns(run: RunData, with_debate: set[str]) -> list[str]:

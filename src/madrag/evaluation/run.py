@@ -4,6 +4,7 @@ agent scores of seed 002's consensus protocols (``load_consensus_run``), and fla
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,3 +226,14 @@ def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) ->
             }
         )
     return rows
+
+
+def distinct_runs(folders: list[Path]) -> list[Path]:
+    """``folders``, each a run (:func:`require_run`) given once; an InputError naming a run given twice (the same
+    folder under two spellings or through a link), which would count one run's scores twice."""
+    for i, folder in enumerate(folders):
+        store = require_run(folder) / "store.sqlite"
+        for earlier in folders[:i]:
+            if os.path.samefile(earlier / "store.sqlite", store):
+                raise InputError(f"{earlier} and {folder} are the same run: give each run once")
+    return list(folders)

@@ -43,6 +43,7 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
+from madrag.pipeline.preflight import preflight
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -578,11 +579,10 @@ async def _score(
     given: tuple[Provider | None, Embedder | None, tuple[ManagedProvider, dict[str, ManagedProvider]]],
     started: float,
 ) -> JobResult:
-    """Build the bank, then score the run's essays (here or on the job's executor)."""
+    """Check the backends (:func:`preflight`), build the bank, then score the run's essays (here or on the job's
+    executor)."""
     backend, embedder, (provider, role_providers) = given
     stage = hooks.on_stage
-    with on_disk_errors(f"cache directory {job.cache_dir}"):
-        bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     _record_backends(run.store, provider, role_providers)
     ctx = CallContext(
         run_id=run.run_id,
@@ -590,12 +590,15 @@ async def _score(
         store=run.store,
         prompts=run.prompts,
         settings=job.settings,
-        bank=bank,
         on_record=hooks.on_record,
         on_failed=hooks.on_failed,
         role_providers=role_providers,
         failures=FailureBudget(job.max_failures),
     )
+    # a backend that cannot serve the run stops it before the bank is built or a call is made
+    run.store.set_meta("preflight", await preflight(ctx))
+    with on_disk_errors(f"cache directory {job.cache_dir}"):
+        ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
     stage(f"scoring {len(run.essays)} essays x {len(run.rubric.traits)} traits with {', '.join(job.protocols)}")
     if job.executor is None:

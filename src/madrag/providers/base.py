@@ -215,5 +215,9 @@ class Provider(ABC):
         :class:`~madrag.errors.TransientProviderError` when it could not be asked."""
         return None
 
+    async def check_reachable(self) -> None:  # noqa: B027 - optional hook
+        """A one-line :class:`~madrag.errors.ProviderError` when the backend cannot be reached at all (a run's
+        check before its first call); nothing to check for a backend in this process."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections or model memory."""

@@ -220,6 +220,20 @@ class OpenAICompatProvider(Provider):
         except ValueError:  # not JSON
             return None
 
+    async def check_reachable(self) -> None:
+        """A one-line :class:`ProviderError` when no HTTP answer comes from the server (nothing listening, a
+        wrong host, no answer within the timeout); any HTTP answer to ``GET /models``, an error status included,
+        means the server is there."""
+        try:
+            await self._client.get("/models")
+        except StatusFailure:
+            return
+        except ClientFailure as exc:
+            reason = f"no answer within {self.timeout_s:g}s" if exc.kind == "timeout" else self._scrub(exc.detail)
+            raise ProviderError(
+                f"cannot reach the {self._where()} ({reason}): is it running, and is --base-url right?"
+            ) from None
+
     # -- request -------------------------------------------------------------------------------------------
 
     def request_kwargs(self, request: ChatRequest) -> dict[str, Any]:

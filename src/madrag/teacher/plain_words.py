@@ -9,6 +9,7 @@ TEACHER_PROTOCOLS = {
 }
 SCORE_READ = {
     "constrained_distribution": "from the Judge's score probabilities",
+    "constrained_schema": "from the score the Judge gave, limited to the valid scores",
     "parsed_text": "from the score the Judge wrote",
     "parsed_followup": "from the score the Judge gave when asked again",
     "baseline": "by a baseline without a language model",
