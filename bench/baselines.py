@@ -1,4 +1,4 @@
-"""LLM-free baselines of seed 000's Table 1 on ASAP sets 7 and 8, 5-fold CV on the standard folds.
+"""LLM-free baselines of the MADRAG paper's Table 1 on ASAP sets 7 and 8, 5-fold CV on the standard folds.
 
 Prints, per set and trait, the QWK of the FeatEng-RF-style feature baseline (pooled out-of-fold predictions
 and mean over the five folds) beside the paper's FeatEng-RF row, and the QWK of the retrieval-only scorer
@@ -33,7 +33,7 @@ from madrag.rubric import Rubric, Trait, load_rubric
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = find_asap_dir()  # $MADRAG_ASAP_DIR, else the copy shipped in the package
-PAPER_FEATENG_RF = {  # seed 000, Table 1, row "Train - FeatEng-RF"
+PAPER_FEATENG_RF = {  # the MADRAG paper, Table 1, row "Train - FeatEng-RF"
     7: {"Ideas": 0.77, "Organization": 0.67, "Style": 0.65, "Conventions": 0.62},
     8: {
         "Ideas and Content": 0.58,
@@ -78,7 +78,7 @@ def rater_sum_view(essays: list[Essay], rubric: Rubric) -> tuple[list[Essay], Ru
     """Essays and rubric relabelled as rater 1 + rater 2 on a doubled scale (set 7: 0-6, set 8: 2-12).
 
     A diagnostic: prior trait-scoring work on ASAP sets 7/8 scores that sum rather than the rounded mean of
-    seed 000 B.5 (rater 3 is ignored here; an essay missing rater 1 or 2 has no label for that trait).
+    the MADRAG paper's B.5 (rater 3 is ignored here; an essay missing rater 1 or 2 has no label for that trait).
     """
     traits = [
         Trait(name=t.name, min=2 * t.min, max=2 * t.max, levels={v: str(v) for v in range(2 * t.min, 2 * t.max + 1)})
@@ -142,7 +142,7 @@ def run_data(
     ASAP set whose paper row is shown, None for other data)."""
     if args.quick:
         essays = quick_subset(essays, QUICK_PER_FOLD)
-    label = "raters' mean rounded half up (seed 000 B.5)"
+    label = "raters' mean rounded half up (the MADRAG paper's B.5)"
     if args.label == "rater-sum":
         essays, rubric = rater_sum_view(essays, rubric)
         label = "rater 1 + rater 2 (diagnostic, prior work's scale)"
@@ -203,10 +203,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", default="auto", help="format of --essays: auto, asap, csv or jsonl")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    print("madrag LLM-free baselines (seed 000, Table 1): QWK per trait, 5-fold CV on the ASAP 'fold' column")
+    print("madrag LLM-free baselines (the MADRAG paper, Table 1): QWK per trait, 5-fold CV on the ASAP 'fold' column")
     print(f"hardware: {hardware()}")
     print(
-        "columns: paper = seed 000's FeatEng-RF row; RF = our feature baseline (pooled out-of-fold QWK, "
+        "columns: paper = the MADRAG paper's FeatEng-RF row; RF = our feature baseline (pooled out-of-fold QWK, "
         "mean±sd over folds); kNN = retrieval-only scorer"
     )
     if args.essays is not None or args.rubric is not None:

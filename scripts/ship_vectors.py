@@ -2,7 +2,7 @@
 embedder, so the demo and the web app's shipped exemplars need no embedding on first use.
 
     .venv/bin/python scripts/ship_vectors.py                          # both: minilm and minilm-windows
-    .venv/bin/python scripts/ship_vectors.py --embedder minilm        # the default (seed 000's) only
+    .venv/bin/python scripts/ship_vectors.py --embedder minilm        # the default (the MADRAG paper's) only
 
 Run it again whenever the shipped data or an embedder's settings change: each file is named by and holds the
 embedder's full name (model and every setting: ``all-MiniLM-L6-v2[truncate=256]``, or the windows embedder's

@@ -1,4 +1,4 @@
-"""Hand-built frames for the seed 002 evaluation tests: agent scores shaped like ``agent_scores_frame`` and
+"""Hand-built frames for the consensus paper evaluation tests: agent scores shaped like ``agent_scores_frame`` and
 human references, plus small helpers to edit and read them."""
 
 from __future__ import annotations

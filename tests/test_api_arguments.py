@@ -1,6 +1,6 @@
 """The Python API refuses what it cannot use, each time with one madrag error naming the argument: unknown or
 invalid settings, a missing rubric, a missing id, a single rater's score that is not a whole number (only the
-raters' mean is rounded, seed 000 B.5) and an essay that is also in its own exemplar pool."""
+raters' mean is rounded, the MADRAG paper's B.5) and an essay that is also in its own exemplar pool."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_the_mean_of_whole_rater_scores_is_still_rounded_half_up() -> None:
     essays = madrag.to_essays([{"id": "a", "text": "One.", "rater1_Ideas": 1, "rater2_Ideas": 2, "Ideas": 2.0}], RUBRIC)
     assert essays[0].rater_scores == {"Ideas": [1.0, 2.0, 2.0]}  # 2.0 is a whole score
     two = madrag.to_essays([{"id": "a", "text": "One.", "rater1_Ideas": 1, "rater2_Ideas": 2}], RUBRIC)
-    assert two[0].reference(RUBRIC.traits[0]) == 2  # the mean 1.5, rounded half up (seed 000 B.5)
+    assert two[0].reference(RUBRIC.traits[0]) == 2  # the mean 1.5, rounded half up (the MADRAG paper's B.5)
 
 
 def test_an_essay_in_its_own_pool_is_refused(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Confidence features vs judged quality (seed 001, Section 4.1 metrics, Appendix B rankings)."""
+"""Confidence features vs judged quality (the confidence paper, Section 4.1 metrics, Appendix B rankings)."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def corr_fixture() -> pd.DataFrame:
 
 
 def test_top_features_rank_by_the_metric_itself_by_default_as_seed_001() -> None:
-    # seed 001, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC"
+    # the confidence paper, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC"
     corr = corr_fixture()
 
     def order(top: pd.DataFrame, group: str, target: str) -> list[str]:

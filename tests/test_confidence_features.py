@@ -1,4 +1,4 @@
-"""Confidence features (seed 001, Section 3.3): windows, statistics, labels, the per-record frame."""
+"""Confidence features (the confidence paper, Section 3.3): windows, statistics, labels, the per-record frame."""
 
 from __future__ import annotations
 

@@ -144,12 +144,12 @@ async def test_meta_job_then_study(tmp_path: Path, fake_backend: FakeProvider) -
     assert top is not None
     best = top[(top["group"] == "advocate") & (top["target"] == "q") & (top["rank"] == 1)].iloc[0]
     pool = corr[(corr["group"] == "advocate") & (corr["target"] == "q")]["spearman"]
-    # seed 001 Appendix B: ranked by Spearman correlation itself, highest first
+    # the confidence paper's Appendix B: ranked by Spearman correlation itself, highest first
     assert study.meta["rank_by"] == "signed" and best["spearman"] == pytest.approx(pool.max())
     written = save_study(study, tmp_path / "out")
     names = {p.name for p in written}
     assert {"features.csv", "correlations.csv", "top_features.csv", "trajectories.png", "confidence.md"} <= names
-    assert {"figure3.png", "figure3_distribution.csv", "pass_rates.csv"} <= names  # seed 001 Figure 3
+    assert {"figure3.png", "figure3_distribution.csv", "pass_rates.csv"} <= names  # the confidence paper's Figure 3
     assert (tmp_path / "out" / "trajectories.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (tmp_path / "out" / "confidence.md").read_text()
     assert "Top 3 confidence features" in report and "ranked by Spearman rho" in report

@@ -1,4 +1,4 @@
-"""Normalised trajectories, percentile bands and the trajectory figure (seed 001, Section 4.3, Figure 2)."""
+"""Normalised trajectories, percentile bands and the trajectory figure (the confidence paper, Section 4.3, Figure 2)."""
 
 from __future__ import annotations
 

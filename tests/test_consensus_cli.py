@@ -1,4 +1,4 @@
-"""Seed 002 from the command line: ablate-consensus on real ASAP essays (fake backend), eval-consensus, eval."""
+"""The consensus paper from the command line: ablate-consensus on real ASAP essays (fake backend), eval-consensus, eval."""
 
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
     trajectories = list(csv.DictReader((run_dir / "consensus" / "trajectories.csv").open()))
     assert {int(r["round"]) for r in trajectories if r["protocol"] == "ConsensusMAD"} == {0, 1, 2, 3, 4}
     assert (run_dir / "consensus" / "trajectories.png").read_bytes()[:4] == b"\x89PNG"
-    assert "the raters' plain mean" in (run_dir / "consensus" / "consensus.md").read_text()  # seed 002's default
+    assert (
+        "the raters' plain mean" in (run_dir / "consensus" / "consensus.md").read_text()
+    )  # the consensus paper's default
     rounded_dir = tmp_path / "rounded"
     rounded = _cli("eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "0", "--reference", "rounded",
                    "--out", str(rounded_dir))  # fmt: skip
@@ -58,7 +60,7 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
 
 
 def test_runs_without_consensus_protocols_keep_their_recorded_prompt_set() -> None:
-    """A seed 000 run's configuration (checked on resume) is unchanged by seed 002's templates."""
+    """the MADRAG paper run's configuration (checked on resume) is unchanged by the consensus paper's templates."""
     from madrag.agents.prompts import CONSENSUS_PROMPT_NAMES as CJ
     from madrag.agents.prompts import PROMPT_NAMES
     from madrag.pipeline.job import prompt_names

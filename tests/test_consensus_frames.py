@@ -1,4 +1,4 @@
-"""Seed 002 evaluation inputs: protocol names, human references, per-round predictions, and loading them
+"""The consensus paper evaluation inputs: protocol names, human references, per-round predictions, and loading them
 from a run store."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_references_frame_uses_essay_reference_and_nan_when_unknown() -> None:
     assert got["a", "organization"] == 2.0
     assert math.isnan(got["a", "expression"]) and math.isnan(got["b", "content"])
     raw = references_frame(essays, rubric).set_index(["essay_id", "trait"])["reference"]
-    assert raw["a", "content"] == 3.5  # the default: the raters' plain mean (seed 002)
+    assert raw["a", "content"] == 3.5  # the default: the raters' plain mean (the consensus paper)
 
 
 def test_protocol_names_resolve_and_order() -> None:

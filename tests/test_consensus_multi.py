@@ -1,4 +1,4 @@
-"""Seed 002 over several judge models: averages of Tables 1, 2, 8, 9 over runs, the essays they share, the
+"""The consensus paper over several judge models: averages of Tables 1, 2, 8, 9 over runs, the essays they share, the
 cross-model grid of Table 3 and Figure 2, on hand-built agent-score frames checked against hand computations."""
 
 from __future__ import annotations

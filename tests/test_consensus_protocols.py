@@ -1,4 +1,4 @@
-"""Seed 002's consensus protocols (SingleJudge ... ScoreMaskedMAD) on the scripted fake provider."""
+"""The consensus paper's consensus protocols (SingleJudge ... ScoreMaskedMAD) on the scripted fake provider."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ def test_costs_command_text_json_and_errors(tmp_path: Path) -> None:
 
 
 async def test_consensus_round_zero_is_shared_among_the_protocols_that_read_it(tmp_path: Path) -> None:
-    """Seed 002: StrictJudge makes no call of its own; it and ConsensusMAD share the round-0 Strict call."""
+    """The consensus paper: StrictJudge makes no call of its own; it and ConsensusMAD share the round-0 Strict call."""
     ctx = make_ctx(tmp_path, FakeProvider())
     names = ["StrictJudge", "ConsensusMAD[rounds=1]"]
     await run_scoring(ctx, _essays(2, "c"), _rubric(), [get_protocol(n) for n in names])

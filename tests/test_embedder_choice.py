@@ -1,4 +1,4 @@
-"""--embedder: ``minilm`` is seed 000's embedding (truncated at 256 word pieces), ``minilm-windows`` the windows
+"""--embedder: ``minilm`` is the MADRAG paper's embedding (truncated at 256 word pieces), ``minilm-windows`` the windows
 option; a run made before the paper's embedder became the default (``minilm`` then meant windows) resumes with the
 windows embedder, so with the same exemplar bank."""
 
@@ -95,7 +95,7 @@ def _job(tmp_path: Path, **kwargs: Any) -> ScoreJob:
 
 def _current_prompt_identity(job: ScoreJob) -> dict[str, Any]:
     """The templates' part of a run's identity as this code computes it. The prompt templates changed after the
-    fixture was recorded (seed 001's anonymization context, the debaters' turn headers), and a template change
+    fixture was recorded (the confidence paper's anonymization context, the debaters' turn headers), and a template change
     stops any older run from resuming; that is not what these tests are about, so the fixture gets today's."""
     config = job_config(job, load_rubric(job.rubric), [get_protocol("MADRAG")], PromptLibrary())
     return {k: config[k] for k in ("prompts", "prompt_texts_sha256")}

@@ -1,4 +1,4 @@
-"""Seed 000's error-analysis tables (3, 4, 5, 10, 11) from a hand-coded error export
+"""The MADRAG paper's error-analysis tables (3, 4, 5, 10, 11) from a hand-coded error export
 (tests/data/coded_errors_sample.csv: 10 rows, some codes left empty, one cell with the code's label)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``madrag eval RUN_A RUN_B``: two runs (sets 7 and 8) merged as seed 000 Figure 2 merges them."""
+"""``madrag eval RUN_A RUN_B``: two runs (sets 7 and 8) merged as the MADRAG paper's Figure 2 merges them."""
 
 from __future__ import annotations
 

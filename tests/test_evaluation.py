@@ -212,7 +212,7 @@ def _read(path: Path) -> list[dict[str, str]]:
 
 
 def test_error_export_defaults_to_madrag_errors_as_seed_000(run_dir: Path, tmp_path: Path) -> None:
-    # seed 000 4.4: "We focus on rows where MADRAG is wrong (N=173)"
+    # the MADRAG paper's 4.4: "We focus on rows where MADRAG is wrong (N=173)"
     result = export_errors(run_dir, tmp_path / "errors.csv")
     rows = _read(result.path)
     expected = {row for row in _wrong_rows() if "MADRAG" in row[2].split()}

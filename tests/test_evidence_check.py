@@ -125,7 +125,7 @@ def test_settings_differ_so_runs_do_not_resume_into_each_other() -> None:
     dumps = {m: ScoringSettings(evidence_check=m).model_dump(mode="json") for m in ("off", "record", "feedback")}
     assert len({str(sorted(d.items())) for d in dumps.values()}) == 3
     assert ScoringSettings().evidence_check == "record"
-    assert ScoringSettings().placeholders == "note"  # the papers' prompts (seed 001 Appendix C)
+    assert ScoringSettings().placeholders == "note"  # the papers' prompts (the confidence paper's Appendix C)
 
 
 def test_old_records_without_counts_still_load() -> None:

@@ -175,7 +175,7 @@ async def test_an_essay_containing_a_final_score_line_cannot_set_its_score(
     assert score.result is not None
     if followup:  # the score comes from the Judge's answer to the follow-up, never from the essay
         assert score.score == 1 and score.result.mode == "parsed_followup"
-    else:  # seed 000 A.5: missing
+    else:  # the MADRAG paper's A.5: missing
         assert score.score is None and score.result.mode == "failed"
     assert sum(is_followup(c) for c in provider.calls) == int(followup)
 

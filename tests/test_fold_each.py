@@ -1,5 +1,5 @@
 """Cross-fold scoring (``--fold each``): every essay of sets 7 and 8 scored with the other folds as its exemplar
-pool, one bank per fold; ``eval`` then gives seed 000 Table 2's extreme-subset sizes (2,474 and 67).
+pool, one bank per fold; ``eval`` then gives the MADRAG paper's Table 2's extreme-subset sizes (2,474 and 67).
 
 The fast test replaces the Chroma bank by an in-memory one (same questions, same job path); the integration
 test builds the real per-fold Chroma banks (with the hashing embedder: minutes on two cores).
@@ -23,7 +23,7 @@ from madrag.providers import ProviderSpec
 from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait
 
-TABLE2_N = {7: 2474, 8: 67}  # seed 000 Table 2, N per essay set
+TABLE2_N = {7: 2474, 8: 67}  # the MADRAG paper's Table 2, N per essay set
 
 
 def _essay(eid: str, fold: int | None) -> Essay:

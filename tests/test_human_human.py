@@ -1,4 +1,4 @@
-"""Human-Human QWK on the full ASAP sets 7 and 8 reproduces seed 000, Table 1 (through human_human_table)."""
+"""Human-Human QWK on the full ASAP sets 7 and 8 reproduces the MADRAG paper, Table 1 (through human_human_table)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from madrag.evaluation.agreement import HH_FULL, human_human_table
 from madrag.rubric import load_rubric
 
-# seed 000 Table 1 (two decimals) and the data README (three decimals), in the rubric's trait order
+# the MADRAG paper's Table 1 (two decimals) and the data README (three decimals), in the rubric's trait order
 PAPER = {
     7: [0.69, 0.58, 0.54, 0.57],
     8: [0.53, 0.54, 0.47, 0.48, 0.51, 0.55],

@@ -2,7 +2,7 @@
 madrag.testing.llama_server``, SmolLM2-135M), through ``madrag score`` as a user runs it (issue 32, item 1).
 
 With small token limits the model's answers are cut before any ``Final score: N``: read from the text (the
-default, seed 000 A.5), those scores are missing, and the run's closing lines say why; with ``--score-method
+default, the MADRAG paper's A.5), those scores are missing, and the run's closing lines say why; with ``--score-method
 constrained`` the server restricts the score step under a JSON schema, so every Judge call of the same run gives
 a readable score, recorded as ``constrained_schema``."""
 

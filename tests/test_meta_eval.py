@@ -1,4 +1,4 @@
-"""The LLM-as-judge meta-evaluator (seed 001, 3.4 and Appendix C.4) on scripted fake backends."""
+"""The LLM-as-judge meta-evaluator (the confidence paper, 3.4 and Appendix C.4) on scripted fake backends."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ async def test_claim_check_sentence_only_when_asked(
     for request in judges:
         text = "\n".join(m.content for m in request.messages)
         assert (CHECK in text) is verify
-        assert "Write a short rationale" not in text  # seed 001 Figure 6 sets no length
+        assert "Write a short rationale" not in text  # the confidence paper's Figure 6 sets no length
         assert text.endswith("Final score: N\nwhere N is an integer between 0 and 3.")
 
 

@@ -54,7 +54,7 @@ async def test_madrag_makes_one_record_per_role_and_isolates_exemplars(
     for lvl in shown:
         assert lvl["exemplar"]["essay_id"] != essays[0].id
         assert lvl["exemplar"]["text"].strip()[:80] in jdg.messages[1].content
-    # decoding per seed 000 A.2
+    # decoding per the MADRAG paper's A.2
     assert adv.settings["temperature"] == 0.7 and skp.settings["temperature"] == 0.7
     assert jdg.settings["temperature"] == 0.0
     # the fake supports prefill+choices: the score is read at the score position, with its distribution
@@ -112,7 +112,7 @@ def _judge_script(judge_texts: list[str]) -> object:
         (["Good essay.\nFinal score: 1\nI first thought of a final score: 2 here."], False, "parsed_text", 1, 1),
         # a revision in a later sentence is a second statement of the Judge's own: two values, no score
         (["Good essay.\nFinal score: 1\nOn reflection, Final score: 2"], False, "failed", None, 1),
-        # by default (seed 000 A.5) an unreadable score is missing: no follow-up request
+        # by default (the MADRAG paper's A.5) an unreadable score is missing: no follow-up request
         (["I cannot decide.", "Final score: 3"], False, "failed", None, 1),
         (["Final score: 1\nOn reflection:\nFinal score: 2"], False, "failed", None, 1),
         # with --score-followup: two different closing lines are neither score; the follow-up's is

@@ -1,6 +1,6 @@
 """Plain words on the teacher's pages: the protocols as "Recommended (debate + examples)" and "Quick (one judge
 per trait)", the research ones in an "advanced" fold; no research words ("folds", "QWK",
-"constrained_distribution", "seed 000") on any teacher page (they stay on the evaluation page and the report)."""
+"constrained_distribution", "madrag paper") on any teacher page (they stay on the evaluation page and the report)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.web_helpers import HTML, RUBRIC, client_for, csrf, essays_csv, form_post, make_config, wait_status
 
-RESEARCH_WORDS = ("folds", "qwk", "constrained_distribution", "seed 000", "b.5")
+RESEARCH_WORDS = ("folds", "qwk", "constrained_distribution", "madrag paper", "b.5")
 
 
 def _visible(html: str) -> str:

@@ -1,6 +1,6 @@
-"""The seeds' prompts by default: every role's system prompt ends with the anonymization context (seed 001
-Appendix C, "Anonymization $ANON_CONTEXT"), the debaters never see a confidence (seed 000 Algorithm 1: only the
-Judge gets c^A and c^K), and the Judge is not told how long its rationale should be (seed 001 Figure 6)."""
+"""The seeds' prompts by default: every role's system prompt ends with the anonymization context (the confidence paper
+Appendix C, "Anonymization $ANON_CONTEXT"), the debaters never see a confidence (the MADRAG paper Algorithm 1: only the
+Judge gets c^A and c^K), and the Judge is not told how long its rationale should be (the confidence paper's Figure 6)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,12 @@ async def test_every_role_system_prompt_ends_with_the_anonymization_context(
             system = request.messages[0]
             assert system.role == "system"
             last = system.content.splitlines()[-1]
-            assert last.startswith("Anonymization "), role  # seed 001 Appendix C: "Anonymization $ANON_CONTEXT"
-            assert "@CAPS1" in last and "ignore" in last.lower()  # what they are, and to ignore them (seed 001 4.4)
+            assert last.startswith("Anonymization "), (
+                role
+            )  # the confidence paper's Appendix C: "Anonymization $ANON_CONTEXT"
+            assert (
+                "@CAPS1" in last and "ignore" in last.lower()
+            )  # what they are, and to ignore them (the confidence paper's 4.4)
 
 
 async def test_placeholders_none_drops_the_label_and_the_context(

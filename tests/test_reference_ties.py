@@ -1,4 +1,4 @@
-"""Reference labels of raters' means halfway between two scores (seed 000 B.5 names no tie rule): half up by
+"""Reference labels of raters' means halfway between two scores (the MADRAG paper's B.5 names no tie rule): half up by
 default, half_even and half_down as the run's ``reference_ties`` setting or an evaluation's option, applied to
 the exemplar labels of a run and to every reference its evaluation computes."""
 

@@ -10,21 +10,21 @@ import pytest
 from tests.test_readme_commands import REPO, cli_options, readme_commands, rewrite, run_cli, user_files
 
 REPRODUCE = REPO / "docs" / "reproduce.md"
-SEED_ITEMS = {
-    "000": ["Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 9",
+PAPER_ITEMS = {
+    "MADRAG": ["Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 9",
             "Table 10", "Table 11", "Tables 12-14", "Figure 2"],
-    "001": ["Table 1", "Table 2", "Tables 3 and 4", "Figure 2", "Figure 3"],
-    "002": ["Tables 1, 2, 8 and 9", "Table 3", "Figure 2", "Figures 3 and 4"],
+    "confidence": ["Table 1", "Table 2", "Tables 3 and 4", "Figure 2", "Figure 3"],
+    "consensus": ["Tables 1, 2, 8 and 9", "Table 3", "Figure 2", "Figures 3 and 4"],
 }  # fmt: skip
 
 
-def test_every_seed_table_and_figure_has_its_place() -> None:
+def test_every_paper_table_and_figure_has_its_place() -> None:
     text = REPRODUCE.read_text(encoding="utf-8")
-    sections = dict(re.findall(r"^## Seed (\d{3}): .*?\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M))
-    for seed, items in SEED_ITEMS.items():
+    sections = dict(re.findall(r"^## The (\w+) paper: .*?\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M))
+    for paper, items in PAPER_ITEMS.items():
         for item in items:
             number = item.replace("Tables ", "Table ").split()[1].rstrip(",")
-            assert re.search(rf"\b{item.split()[0]}s?\b[^.]*\b{number}\b", sections[seed]), f"seed {seed}: {item}"
+            assert re.search(rf"\b{item.split()[0]}s?\b[^.]*\b{number}\b", sections[paper]), f"{paper}: {item}"
 
 
 def test_every_reproduce_option_exists(tmp_path: Path) -> None:

@@ -247,7 +247,7 @@ def test_confidence_sets_and_eval_consensus_refuse_the_same_run_twice(run_dir: P
 
 
 async def test_consensus_judges_ask_no_follow_up_by_default_as_the_paper(tmp_path: Path, asap: Path) -> None:
-    """Seed 002 describes no follow-up request (C.1 only turns on JSON output where a model supports it): an
+    """The consensus paper describes no follow-up request (C.1 only turns on JSON output where a model supports it): an
     unreadable consensus score is missing after one request, and the README says so."""
     from madrag.data.essay import Essay
     from madrag.protocols import get_protocol

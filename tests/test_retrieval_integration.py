@@ -28,7 +28,7 @@ def embedder() -> MiniLMWindowsEmbedder:
 
 @pytest.fixture(scope="module")
 def paper() -> MiniLMEmbedder:
-    """The real MiniLM embedder as seed 000 (``--embedder minilm``)."""
+    """The real MiniLM embedder as the MADRAG paper (``--embedder minilm``)."""
     return MiniLMEmbedder()
 
 

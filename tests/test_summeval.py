@@ -1,4 +1,4 @@
-"""Seed 002 on SummEval: the paired-annotations layout, a source text the prompts show, the six protocols end to end."""
+"""The consensus paper on SummEval: the paired-annotations layout, a source text the prompts show, the six protocols end to end."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_summeval_rows_become_summaries_with_their_article_and_averaged_experts(
         assert isinstance(experts, list)
         for trait in rubric.traits:
             assert essay.rater_scores[trait.name] == [float(a[trait.column]) for a in experts]
-            reference = mean(essay.rater_scores[trait.name])  # seed 002: the experts' arithmetic mean
+            reference = mean(essay.rater_scores[trait.name])  # the consensus paper: the experts' arithmetic mean
             assert reference == pytest.approx(mean(a[trait.column] for a in experts))
     assert [e.id for e in load_essays(SAMPLE, rubric)] == [e.id for e in essays]  # auto-detected
     assert [e.id for e in load_essays(SAMPLE, rubric, "summeval")] == [e.id for e in essays]

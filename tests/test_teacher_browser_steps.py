@@ -27,7 +27,7 @@ from tests.web_helpers import FAKE, RUBRIC, TEXTS, essays_csv, essays_json
 
 from madrag.teacher.presets import PRESETS
 
-RESEARCH_WORDS = ("folds", "qwk", "constrained_distribution", "seed 000")
+RESEARCH_WORDS = ("folds", "qwk", "constrained_distribution", "madrag paper")
 QUOTE = "kept calm because my sister was with me"  # in TEXTS[0]
 INVENTED = "I rode a dragon to school"  # in no essay
 

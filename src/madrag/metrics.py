@@ -38,7 +38,7 @@ TieRule = Literal["half_up", "half_even", "half_down"]
 rounding, unbiased over many ties) or down (2)."""
 TIE_RULES: tuple[TieRule, ...] = ("half_up", "half_even", "half_down")
 PAPER_TIES: TieRule = "half_up"
-"""Seed 000 B.5 rounds "to the nearest valid integer" and names no tie rule; half up is madrag's reading."""
+"""The MADRAG paper's B.5 rounds "to the nearest valid integer" and names no tie rule; half up is madrag's reading."""
 _TIE_TOLERANCE = 1e-9
 
 
@@ -68,7 +68,7 @@ def round_ties(value: float, ties: TieRule = PAPER_TIES) -> int:
 
 def round_to_scale(value: float, lo: int, hi: int, ties: TieRule = PAPER_TIES) -> int:
     """A mean score as a label on the integer scale ``[lo, hi]``: rounded to the nearest integer (halves by
-    ``ties``), then clamped to the scale (seed 000, Appendix B.5: "rounded to the nearest valid integer")."""
+    ``ties``), then clamped to the scale (the MADRAG paper, Appendix B.5: "rounded to the nearest valid integer")."""
     return min(max(round_ties(value, ties), lo), hi)
 
 
@@ -202,7 +202,7 @@ def kendall(a: ArrayLike, b: ArrayLike) -> float:
     return float(stats.kendalltau(x, y).statistic)
 
 
-# -- the extreme-score subset (seed 000, 4.3) -----------------------------------------------------------
+# -- the extreme-score subset (the MADRAG paper, 4.3) -----------------------------------------------------------
 
 
 def extreme_targets(rater_scores: Sequence[float], min_score: int, max_score: int) -> tuple[int, ...]:
@@ -239,7 +239,7 @@ class ExtremeSummary:
 def extreme_subset(
     rater_scores: Sequence[Sequence[float]], predictions: Sequence[float | None], min_score: int, max_score: int
 ) -> ExtremeSummary:
-    """Seed 000, 4.3: instances where at least one rater gave the trait's min or max score.
+    """The MADRAG paper, 4.3: instances where at least one rater gave the trait's min or max score.
 
     ``rater_scores[i]`` are all raters' scores of instance i, ``predictions[i]`` the model's score or None
     when unusable. Errors are measured from the extreme reference (see :func:`extreme_targets`).

@@ -1,4 +1,4 @@
-"""One record per agent call (seed 000 A.1 output logging, plus what makes a result traceable)."""
+"""One record per agent call (the MADRAG paper's A.1 output logging, plus what makes a result traceable)."""
 
 from __future__ import annotations
 

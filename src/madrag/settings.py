@@ -1,4 +1,4 @@
-"""Scoring settings shared by every protocol (seed 000 A.2 defaults). Recorded with each run.
+"""Scoring settings shared by every protocol (the MADRAG paper's A.2 defaults). Recorded with each run.
 
 :class:`ScoringSettings` is the one home of a setting: its type, default, bounds and description here are what
 ``madrag score``'s options are generated from (:mod:`madrag.cli.groups`), what the Python API and the web app
@@ -52,7 +52,7 @@ class ScoringSettings(BaseModel):
     top_logprobs: int = Field(
         default=5, ge=0, le=20, description="Alternatives per token asked for with logprobs (score probabilities)."
     )
-    # ASAP's anonymization placeholders: seed 001 Appendix C ends each role's system prompt with "Anonymization
+    # ASAP's anonymization placeholders: the confidence paper's Appendix C ends each role's system prompt with "Anonymization
     # $ANON_CONTEXT", instructions to ignore them (4.4); "none" is what madrag did before
     placeholders: Placeholders = Field(
         default="note",
@@ -60,14 +60,14 @@ class ScoringSettings(BaseModel):
         "ends with an anonymization note saying what they are and to ignore them), mask (shown as neutral words "
         "like [name], which the note explains) or none (no note).",
     )
-    # seed 000 C3; "record" makes no extra call
+    # the MADRAG paper C3; "record" makes no extra call
     evidence_check: EvidenceCheck = Field(
         default="record",
         description="Quotes in debater and Judge answers checked against the essay: record (counts per call, no "
         "extra call; default), feedback (also tells the Judge which debate quotes are not in the essay) or off.",
     )
     # "constrained" needs prefill+choices or a server that honours a JSON schema; "auto": constrained when the
-    # backend has prefill+choices (the embedded model), else the text (seed 000 A.5's parse-or-missing)
+    # backend has prefill+choices (the embedded model), else the text (the MADRAG paper's A.5's parse-or-missing)
     score_method: ScoreMethod = Field(
         default="auto",
         description="How the Judge's score is read: constrained (rationale, then the score token restricted to "
@@ -77,10 +77,10 @@ class ScoringSettings(BaseModel):
         "else text).",
     )
     report: ReportFrom = Field(default="parsed", description="Reported judge score: parsed, argmax or expected.")
-    # off by default: seed 000 A.5 records such a score as missing
+    # off by default: the MADRAG paper's A.5 records such a score as missing
     score_followup: bool = Field(
         default=False,
-        description="Text reading: ask once more when a Judge's score cannot be read (default: missing, seed 000 A.5).",
+        description="Text reading: ask once more when a Judge's score cannot be read (default: missing, the MADRAG paper's A.5).",
     )
     exemplar_max_words: int | None = Field(
         default=None, description="Shorten exemplars in prompts (default: shown whole)."
@@ -99,27 +99,27 @@ class ScoringSettings(BaseModel):
         description="seed (the papers' layout: the role's instructions are the system message; default) or "
         "shared_prefix (essay first, one system message for every role: a cost option for prefix caching).",
     )
-    # the remedy seed 000 E.3 leaves to future work
+    # the remedy the MADRAG paper's E.3 leaves to future work
     verify_claims: bool = Field(
         default=False,
-        description="Tell the Judge to check each claim against the essay text (seed 000 E.3's future work; off).",
+        description="Tell the Judge to check each claim against the essay text (the MADRAG paper's E.3's future work; off).",
     )
-    # "span": seed 000 D, one exemplar per level of the rubric's first trait, nearest first, each with all its scores
+    # "span": the MADRAG paper D, one exemplar per level of the rubric's first trait, nearest first, each with all its scores
     sarag_exemplars: SaragExemplars = Field(
         default="span",
-        description="SARAG's exemplars: span (one per score level, seed 000; default) or similar (the k most similar).",
+        description="SARAG's exemplars: span (one per score level, the MADRAG paper; default) or similar (the k most similar).",
     )
-    # a third of ASAP's set 7 and 8 labels are such ties; seed 000 B.5 names no tie rule
+    # a third of ASAP's set 7 and 8 labels are such ties; the MADRAG paper's B.5 names no tie rule
     reference_ties: TieRule = Field(
         default=PAPER_TIES,
         description="How a reference label rounds a raters' mean halfway between two scores (2.5), for the "
-        "exemplars' labels and the run's evaluation: half_up (default; seed 000 B.5 gives no tie rule), half_even "
+        "exemplars' labels and the run's evaluation: half_up (default; the MADRAG paper's B.5 gives no tie rule), half_even "
         "or half_down.",
     )
     judge_exemplars: JudgeExemplars = Field(
         default="nearest",
         description="MARAG/MADRAG Judge's exemplars: nearest (per score level the pool essay nearest the essay, "
-        "after it; seed 000, default) or anchors (one fixed pool essay per level, its medoid, recorded in the run "
+        "after it; the MADRAG paper, default) or anchors (one fixed pool essay per level, its medoid, recorded in the run "
         "and shown before the essay: every essay's Judge calls share the prompt prefix; a cost option).",
     )
     # None debates every trait (the papers); a threshold t: the debate-free Judge (MA's, MARAG's) scores first,

@@ -7,7 +7,7 @@ A call that uses up its retries (:class:`~madrag.errors.RetriesExhausted`) in a 
 :class:`FailureBudget` becomes a failed record (:func:`madrag.records.failed_key`) and raises
 :class:`~madrag.errors.CallFailed`: the pipeline goes on without it, and a resume makes it again. Once the budget
 is spent (``--max-failures``) no new call starts (:class:`~madrag.errors.RunStopping`); calls in flight finish.
-Debaters (Advocate, Skeptic) are called here, with a first-token confidence (seed 000 A.4); the Judge's calls
+Debaters (Advocate, Skeptic) are called here, with a first-token confidence (the MADRAG paper's A.4); the Judge's calls
 and the reading of its score are in :mod:`madrag.agents.judge`.
 """
 
@@ -113,7 +113,7 @@ class CallContext:
     # calls being made right now, by key: a second request for the same call (e.g. the debate that MAD and
     # MADRAG share) waits for the first instead of paying for, and reading, a second one
     inflight: dict[str, asyncio.Future[AgentRecord]] = field(default_factory=dict)
-    # backends for particular roles (seed 002's cross-model pairs: the Strict and Lenient judges on different
+    # backends for particular roles (the consensus paper's cross-model pairs: the Strict and Lenient judges on different
     # models); a role not named here uses ``provider``
     role_providers: dict[str, ManagedProvider] = field(default_factory=dict)
     # with a budget, a call that uses up its retries becomes a failed record and the run goes on (see the module
@@ -134,7 +134,7 @@ class CallContext:
         """How Judge scores are read (see :mod:`madrag.agents.judge`): ``choices`` (prefill + choices, e.g. the
         embedded model), ``schema`` (an OpenAI-compatible server that honours a JSON schema: the score asked
         for in a second request restricted to the valid integers) or ``text``. The run's score method decides:
-        ``auto`` is ``choices`` where the backend has prefill and choices, else ``text`` (seed 000 A.5's
+        ``auto`` is ``choices`` where the backend has prefill and choices, else ``text`` (the MADRAG paper's A.5's
         parse-or-missing); ``constrained`` is ``choices``, else ``schema`` where the backend takes a JSON schema
         (a run checks the server honours it before its first call: :mod:`madrag.pipeline.preflight`), else a
         ConfigError."""
@@ -332,7 +332,7 @@ def answer_fields(request: ChatRequest, response: ChatResponse, started: float) 
 
 
 def first_token_confidence(tokens: list[TokenLogprob] | None) -> float | None:
-    """c = exp(log p(first generated token)), seed 000 A.4."""
+    """c = exp(log p(first generated token)), the MADRAG paper's A.4."""
     if not tokens:
         return None
     return math.exp(tokens[0].logprob)

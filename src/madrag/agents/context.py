@@ -1,7 +1,7 @@
 """What the agents are shown: template values, role messages, exemplar blocks and debate transcripts.
 
-The per-trait values are the shared input context x_i(e) = <q, e, r_i, [m_i, M_i], alpha> of seed 000 (3.4);
-the all-traits values are those of a call that scores the whole rubric at once (SA, SARAG, seed 002's judges).
+The per-trait values are the shared input context x_i(e) = <q, e, r_i, [m_i, M_i], alpha> of the MADRAG paper (3.4);
+the all-traits values are those of a call that scores the whole rubric at once (SA, SARAG, the consensus paper's judges).
 :class:`ExemplarSource` is what the agents ask of an exemplar bank.
 """
 
@@ -29,7 +29,7 @@ class ExemplarSource(Protocol):
     """What the agents ask of an exemplar bank (the real one: :class:`madrag.retrieval.bank.ExemplarBank`)."""
 
     def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
-        """One exemplar (or none) per score level of ``trait``, never ``essay`` itself (seed 000 3.3.2)."""
+        """One exemplar (or none) per score level of ``trait``, never ``essay`` itself (the MADRAG paper's 3.3.2)."""
         ...
 
     def similar(self, essay: Essay, k: int) -> list[Exemplar]:
@@ -193,7 +193,7 @@ def without_stated_confidence(message: str) -> str:
 def render_debate(prompts: PromptLibrary, turns: list[Turn], confidences: bool = True) -> str:
     """The debate transcript block (empty when there are no turns yet), one rendered turn per message.
 
-    ``confidences``: the Judge's view, each turn headed with its confidence (seed 000 Algorithm 1: Judge(x, F,
+    ``confidences``: the Judge's view, each turn headed with its confidence (the MADRAG paper Algorithm 1: Judge(x, F,
     tau, c^A, c^K)). Without, a debater's view: headers without confidence and each message without its stated
     ``Confidence: X`` line, since a debater conditions on the essay and the arguments only (Skeptic(x, a)).
     """

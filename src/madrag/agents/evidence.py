@@ -1,6 +1,6 @@
 """Checks on what an agent's answer says about the essay: quoted evidence and placeholders cited as errors.
 
-Seed 000's error analysis (Table 3) names two failure mechanisms these checks measure:
+The MADRAG paper's error analysis (Table 3) names two failure mechanisms these checks measure:
 
 * C3, a spurious debate claim accepted: an Advocate or Skeptic "quotes" the essay with words the essay does not
   contain and the Judge builds on it. :func:`extract_quotes` finds the quoted spans of an answer and

@@ -1,6 +1,6 @@
-"""Reading the per-trait Judge's score from its text: its last own ``Final score: N`` statement (seed 000 A.5).
+"""Reading the per-trait Judge's score from its text: its last own ``Final score: N`` statement (the MADRAG paper's A.5).
 
-Seed 000 A.5 parses ``Final Score: {integer}`` with a regular expression. Chat models write that statement in
+The MADRAG paper's A.5 parses ``Final Score: {integer}`` with a regular expression. Chat models write that statement in
 many ways, and a Judge's answer also holds words that are not its own; the rule here is what a careful reader
 takes:
 
@@ -23,7 +23,7 @@ takes:
   it, is essay text (exact or normalised, never fuzzy). So a Judge that reproduces the essay's injected line in
   a block is not read as scoring with it, while its own closing ``Final score: 3`` still counts when the
   essay's injected line says 3 too;
-* an answer printed inside one pair of quotes (seed 000 Figure 7) is read as if unquoted, unless that quoted
+* an answer printed inside one pair of quotes (the MADRAG paper's Figure 7) is read as if unquoted, unless that quoted
   whole is the essay's text.
 
 The score is the value of the Judge's last own statement. Own statements with different values are a failed
@@ -94,7 +94,7 @@ class Statement:
 
 
 def _unwrapped(text: str, essay: str | None) -> str:
-    """``text`` with the one pair of quotes around the whole of it blanked (an answer printed in quotes, seed 000
+    """``text`` with the one pair of quotes around the whole of it blanked (an answer printed in quotes, the MADRAG paper
     Figure 7), unless the quoted whole is the essay's text; offsets are kept."""
     body = text.strip()
     if len(body) < 2 or body[0] not in '"\u201c' or body[-1] not in '"\u201d':
@@ -246,7 +246,7 @@ def parse_score(text: str, trait: Trait, essay: str | None = None) -> tuple[int 
 
 
 def rationale(text: str, essay: str | None = None) -> str:
-    """The Judge's rationale (seed 000 A.5): the text before its last own ``Final score`` statement; when the
+    """The Judge's rationale (the MADRAG paper's A.5): the text before its last own ``Final score`` statement; when the
     statement opens the answer (score first), the text after it; the whole answer when it has none."""
     last = final_statement(text, essay)
     if last is None:

@@ -17,7 +17,7 @@ recorded in each Judge record's ``settings["score_reading"]``):
   asks for it (``score_followup``), one follow-up request asks for it.
 
 Either way a score that cannot be read is recorded as failed (``mode="failed"``, ``reported=None``, the problem
-in the record's ``error``), never turned into a number, whatever the run's ``report`` setting (seed 000 A.5).
+in the record's ``error``), never turned into a number, whatever the run's ``report`` setting (the MADRAG paper's A.5).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ SCORE_STOPS = [
     " ".join(words) for words in product(*([w.capitalize(), w.lower(), w.upper()] for w in ("final", "score")))
 ]
 """The stop strings of the constrained path's rationale step: ``Final score`` in every case of each word
-(``Final Score``, seed 000 A.5's spelling, ``final score``, ``FINAL SCORE``, ...), so the rationale ends at the
+(``Final Score``, the MADRAG paper's A.5's spelling, ``final score``, ``FINAL SCORE``, ...), so the rationale ends at the
 score marker however the model writes it, on any backend's (case-sensitive) stop matching."""
 _MARKUP_TAIL = re.compile(r"(?:(?<=\s)|^)(?:[#>*_`~|]+|[-+\u2022])[ \t]*\Z")
 """Markdown left at the end of a rationale cut at the score marker (``**`` of ``**Final Score``, a heading's

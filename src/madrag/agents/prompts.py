@@ -45,7 +45,7 @@ PROMPT_NAMES: tuple[str, ...] = (
     "verify_note",
     "debater_turn",
 )
-"""Templates of seed 000's protocols (SA ... MADRAG), recorded by every scoring run."""
+"""Templates of the MADRAG paper's protocols (SA ... MADRAG), recorded by every scoring run."""
 
 CONSENSUS_PROMPT_NAMES: tuple[str, ...] = (
     "cj_single_system",
@@ -61,7 +61,7 @@ CONSENSUS_PROMPT_NAMES: tuple[str, ...] = (
     "cj_other_block",
     "cj_other_masked_block",
 )
-"""Templates of seed 002's consensus protocols (see :mod:`madrag.agents.roles`), recorded when one runs."""
+"""Templates of the consensus paper's consensus protocols (see :mod:`madrag.agents.roles`), recorded when one runs."""
 
 TRAINING_FREE_PROMPT_NAMES: tuple[str, ...] = (
     "compare_system",

@@ -1,4 +1,4 @@
-"""Prompts of the consensus-judging protocols (seed 002, "Beyond Consensus", Appendix A), and score masking (C.2).
+"""Prompts of the consensus-judging protocols (the consensus paper, "Beyond Consensus", Appendix A), and score masking (C.2).
 
 Templates (``madrag/prompts/cj_*.txt``, English translations of the Essay prompts):
 
@@ -133,7 +133,7 @@ _SCORES_HEADER = re.compile(r"^\W*(?:final\s+)?scores?\W*$", re.IGNORECASE)
 
 
 def mask_scores(text: str, rubric: Rubric) -> str:
-    """The other agent's rationale as Score-Masked MAD shares it (seed 002 C.2).
+    """The other agent's rationale as Score-Masked MAD shares it (the consensus paper's C.2).
 
     1. Lines that only state a score are dropped: a ``Scores:`` header (also ``Final scores``), and a line that
        is a trait name followed by ``:``, ``=`` or ``-`` and a number, optionally ``/ M``, ``out of M`` or

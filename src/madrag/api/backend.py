@@ -49,7 +49,7 @@ def resolve_provider(provider: ProviderLike) -> tuple[ProviderSpec, Provider | N
 def resolve_role_providers(
     roles: Mapping[str, str | ProviderSpec] | None, base: ProviderSpec
 ) -> dict[str, ProviderSpec]:
-    """Backends for single judge roles of the consensus protocols (seed 002), as ``--role-provider`` takes
+    """Backends for single judge roles of the consensus protocols (the consensus paper), as ``--role-provider`` takes
     them: ``{"lenient": "openai:gemma-3-4b@http://host/v1"}``."""
     out: dict[str, ProviderSpec] = {}
     for role, value in (roles or {}).items():

@@ -2,7 +2,7 @@
 
 The bar counts (essay, trait, protocol) scores as ``madrag score``'s does: a score when its first Judge record
 arrives (a Judge record of every trait, e.g. SA's: each trait it scored), any other score (a protocol without
-Judge records, e.g. seed 002's consensus judges) when its essay is done. A call that failed after its retries
+Judge records, e.g. the consensus paper's consensus judges) when its essay is done. A call that failed after its retries
 leaves its essay-traits without a score: they count as done when their essay finishes (so the bar reaches its
 total), and the bar shows how many calls failed.
 """

@@ -42,7 +42,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 Fold = int | Literal["all", "each"] | None
 """Which essays are scored: a fold (the other folds are the pool), ``"all"``, ``"each"`` (every fold, each with
-the other folds as its pool: seed 000 Table 2) or ``None`` (fold 0 when every essay has a fold, else all)."""
+the other folds as its pool: the MADRAG paper's Table 2) or ``None`` (fold 0 when every essay has a fold, else all)."""
 
 TINY_MODEL_NOTE = (
     "note: the embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give "
@@ -270,7 +270,7 @@ Args:
         .jsonl) as ``madrag score --data`` reads it.
     rubric: a :class:`Rubric`, a dict in the rubric file layout, or the path of a JSON/YAML rubric.
     protocol: a protocol name or a list of them (``MADRAG``, ``MAD``, ``MA``, ``SA``, ``SARAG``, ``MARAG``,
-        seed 002's ``SingleJudge`` ... ``ScoreMaskedMAD``); several share their common calls.
+        the consensus paper's ``SingleJudge`` ... ``ScoreMaskedMAD``); several share their common calls.
     provider: ``"llamacpp"`` (the embedded model, offline), ``"llamacpp:/path/model.gguf"``,
         ``"openai:MODEL"``, ``"openai:MODEL@http://host:8000/v1"`` (any OpenAI-compatible server; the key is
         read from ``$OPENAI_API_KEY``), ``"fake"`` (canned answers), a :class:`ProviderSpec` or a
@@ -286,7 +286,7 @@ Args:
         (``result.temporary`` is then True).
     settings: :class:`ScoringSettings` or a dict of them (token limits, seed, score method ...); an unknown key
         or an invalid value is a :class:`~madrag.errors.ConfigError` naming it.
-    role_providers: backends for single judge roles of seed 002's protocols, e.g.
+    role_providers: backends for single judge roles of the consensus paper's protocols, e.g.
         ``{"lenient": "openai:gemma-3-4b@http://host:8000/v1"}``.
     limit, ids: score only the first ``limit`` selected essays, or the essays with these ids.
     essay_concurrency: essays in flight at once (default: enough to keep the backend busy).

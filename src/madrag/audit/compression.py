@@ -1,7 +1,7 @@
-"""Compression (seed 000 4.3, middle-score bias): per protocol and trait, over every essay of the run with a score
+"""Compression (the MADRAG paper's 4.3, middle-score bias): per protocol and trait, over every essay of the run with a score
 and a human reference (no call is made): the predicted and human score distributions, the share of each at the
 scale's ends, the slope of the prediction on the reference (1: no compression, 0: one score for everything),
-and the extreme-subset figures of seed 000 Table 2 (:func:`madrag.metrics.extreme_subset`)."""
+and the extreme-subset figures of the MADRAG paper's Table 2 (:func:`madrag.metrics.extreme_subset`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The perturbations of an audit: generated variants of the sampled essays, each with the score shift a valid
-scorer should show (seed 000's failure mechanisms C2, C3 and C6 and the usual ways of gaming a grader).
+scorer should show (the MADRAG paper's failure mechanisms C2, C3 and C6 and the usual ways of gaming a grader).
 
 Every variant keeps the essay's id, prompt, fold and human scores (it is scored in an audit sub-run of its own),
 only its text changes. Each :class:`Perturbation` says which traits it is expected to move and how
 (:class:`Expectation`): an instruction injected into the essay should move nothing (shift 0); spelling noise
 should lower conventions-like traits and leave the others; an off-topic text of the same length should lower
 content-like traits; padding should not raise any trait; placeholders masked or filled in, and names swapped,
-should move nothing (placeholders are not errors, seed 000 C6). Which traits are "conventions-like" or
+should move nothing (placeholders are not errors, the MADRAG paper C6). Which traits are "conventions-like" or
 "content-like" is read from their names (:data:`CONVENTIONS_WORDS`, :data:`CONTENT_WORDS`).
 """
 

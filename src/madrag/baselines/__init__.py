@@ -1,4 +1,4 @@
-"""LLM-free baselines for seed 000's Table 1: a FeatEng-RF-style feature model and a retrieval-only scorer.
+"""LLM-free baselines for the MADRAG paper's Table 1: a FeatEng-RF-style feature model and a retrieval-only scorer.
 
 Both are evaluated with the same protocol: the ASAP ``fold`` column's five folds, train (or build the exemplar
 bank) on four, score the fifth, and report QWK per trait on the pooled out-of-fold predictions and as the mean

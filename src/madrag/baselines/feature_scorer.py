@@ -1,11 +1,11 @@
 """FeatEng-RF-style supervised baseline and the 5-fold cross-validation protocol shared by both baselines.
 
-Seed 000 (Table 1, Appendix C) compares MADRAG with FeatEng-RF (Mathias and Bhattacharyya 2020): a Random
+The MADRAG paper (Table 1, Appendix C) compares MADRAG with FeatEng-RF (Mathias and Bhattacharyya 2020): a Random
 Forest per trait over hand-crafted features, evaluated with five-fold cross-validation. Here:
 
 * features: :mod:`madrag.baselines.features`, computed once per essay and reused by every fold and trait;
 * model: one :class:`~sklearn.ensemble.RandomForestRegressor` per trait, trained on the reference labels
-  (raters' mean rounded half up, seed 000 B.5); predictions are rounded half up and clipped to the trait's
+  (raters' mean rounded half up, the MADRAG paper's B.5); predictions are rounded half up and clipped to the trait's
   range. A regressor, not a classifier, because trait scores are ordinal and QWK charges squared distance:
   averaging the trees keeps the order of the scale and moves a borderline essay to the neighbouring score,
   where a classifier treats 0..3 as unrelated classes and predicts the majority class's mode. ``model=

@@ -1,4 +1,4 @@
-"""Hand-crafted essay features for the supervised FeatEng-RF-style baseline (seed 000, Appendix C).
+"""Hand-crafted essay features for the supervised FeatEng-RF-style baseline (the MADRAG paper, Appendix C).
 
 Mathias and Bhattacharyya (2020) score ASAP traits with a Random Forest over length, punctuation, syntax,
 style and cohesion features. This module computes a comparable, dependency-light set (no parser, no tagger):

@@ -41,7 +41,7 @@ from madrag.rubric import Rubric
 from madrag.store import RunStore
 
 FOREST_NAME = "FeatEng-RF"
-"""The feature random forest's protocol name in a run (seed 000's Table 1 row it reproduces)."""
+"""The feature random forest's protocol name in a run (the MADRAG paper's Table 1 row it reproduces)."""
 
 DEFAULT_K = 10
 """Neighbours of the kNN baseline by default."""

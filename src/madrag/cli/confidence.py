@@ -1,4 +1,4 @@
-"""``madrag confidence ...``: the confidence vs reasoning-quality study of seed 001 on a finished debate run.
+"""``madrag confidence ...``: the confidence vs reasoning-quality study of the confidence paper on a finished debate run.
 
 * ``meta-eval``: the LLM meta-evaluator judges every Advocate / Skeptic response (resumable, own run store).
 * ``analyze``: window features of the debaters' token log-probabilities, trajectories with percentile bands,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from madrag.confidence.job import MetaJob, MetaJobResult
 
 confidence_app = typer.Typer(
-    help="Confidence vs reasoning quality (seed 001): meta-evaluate debaters, correlate token confidence.",
+    help="Confidence vs reasoning quality (the confidence paper): meta-evaluate debaters, correlate token confidence.",
     no_args_is_help=True,
 )
 
@@ -82,7 +82,7 @@ def meta_eval_command(
     cache_dir: MetaCacheDirOpt = None,
 ) -> None:
     """Judge each Advocate / Skeptic response of RUN_DIR on instruction following, justification quality and
-    evidence grounding (1-3) plus a critical flag; Q = the sum, 0 when critical (seed 001, 3.4)."""
+    evidence grounding (1-3) plus a critical flag; Q = the sum, 0 when critical (the confidence paper, 3.4)."""
     from madrag.confidence.job import MetaJob
 
     if method not in ("auto", "json", "constrained"):
@@ -164,13 +164,15 @@ def analyze_command(
     roles: Annotated[str, typer.Option(help="Debater roles, comma-separated.")] = "advocate,skeptic",
     rank_by: Annotated[
         str,
-        typer.Option(help="signed (rho, AUROC, highest first: seed 001, Appendix B) or abs (|rho|, |AUROC-0.5|)."),
+        typer.Option(
+            help="signed (rho, AUROC, highest first: the confidence paper, Appendix B) or abs (|rho|, |AUROC-0.5|)."
+        ),
     ] = "signed",
     top: Annotated[int, typer.Option(min=1, help="Features listed per role and target.")] = 3,
     out: Annotated[Path | None, typer.Option(help="Output folder (default <run-dir>/confidence).")] = None,
 ) -> None:
     """Window features of the debaters' token log-probabilities, their trajectories (mean, 25-75 and 10-90
-    percentile bands) and, with a meta-evaluation, the top features per role and target (seed 001, 4)."""
+    percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4)."""
     from madrag.confidence.study import run_study, save_study
     from madrag.evaluation.run import require_run
 
@@ -218,11 +220,11 @@ def sets_command(
     ] = None,
     labels: Annotated[str | None, typer.Option(help="The sets' names, comma-separated (default the folders').")] = None,
     roles: Annotated[str, typer.Option(help="Debater roles, comma-separated.")] = "advocate,skeptic",
-    rank_by: Annotated[str, typer.Option(help="signed (seed 001, Appendix B) or abs.")] = "signed",
+    rank_by: Annotated[str, typer.Option(help="signed (the confidence paper, Appendix B) or abs.")] = "signed",
     top: Annotated[int, typer.Option(min=1, help="Features listed per set, role and target.")] = 3,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("confidence-sets"),
 ) -> None:
-    """Seed 001 Table 1 over several sets (each set's top features, side by side, never pooled), Figure 3
+    """The confidence paper's Table 1 over several sets (each set's top features, side by side, never pooled), Figure 3
     (the meta-evaluator's scores per dimension, pass rates per role) over all of them, and Table 2 (the sets:
     essays, traits, score ranges, raters, length)."""
     from madrag.confidence.sets import run_sets, save_sets

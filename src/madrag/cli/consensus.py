@@ -1,4 +1,4 @@
-"""``madrag eval-consensus``: the evaluation of seed 002 on a run of its judge protocols.
+"""``madrag eval-consensus``: the evaluation of the consensus paper on a run of its judge protocols.
 
 Single Judge vs Strict / Lenient role judges vs Consensus, Symmetric and Score-Masked MAD: RMSE and Spearman
 against the human reference, mean predicted score and its shift from the Single Judge, round-by-round
@@ -31,7 +31,7 @@ def eval_consensus_command(
         typer.Argument(
             help="Run folder(s) of the consensus protocols. Several runs (one judge model each, or strict and "
             "lenient roles on different models via --role-provider) are each evaluated, then averaged per "
-            "protocol and trait (seed 002 Tables 1, 2, 8, 9) with the cross-model grid (Table 3).",
+            "protocol and trait (the consensus paper's Tables 1, 2, 8, 9) with the cross-model grid (Table 3).",
             show_default=False,
         ),
     ] = None,
@@ -51,7 +51,7 @@ def eval_consensus_command(
     reference: Annotated[
         str,
         typer.Option(
-            help="Human reference: mean (the raters' plain mean, seed 002; default) or rounded (the mean rounded "
+            help="Human reference: mean (the raters' plain mean, the consensus paper; default) or rounded (the mean rounded "
             "half up to a valid score, madrag's label)."
         ),
     ] = "mean",
@@ -62,7 +62,7 @@ def eval_consensus_command(
         str, typer.Option(help=f"Several runs: the grid's metric, one of {', '.join(GRID_METRICS)}.")
     ] = "rmse",
 ) -> None:
-    """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (seed 002); with
+    """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (the consensus paper); with
     several runs also their averages over the judge models and the cross-model grid."""
     from madrag.evaluation.run import distinct_runs, require_run
 

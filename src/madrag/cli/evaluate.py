@@ -45,7 +45,7 @@ def eval_command(
         list[Path] | None,
         typer.Argument(
             help="Run folder(s). Several runs (e.g. set 7 and set 8) are each evaluated, then merged: per protocol "
-            "and trait, the mean QWK over the runs (seed 000 Figure 2)."
+            "and trait, the mean QWK over the runs (the MADRAG paper's Figure 2)."
         ),
     ] = None,
     run_dir: RunDirOpt = None,
@@ -172,7 +172,7 @@ def _merge_runs(runs: list[Path], options: EvalOptions, out: Path | None) -> Non
             _beside_paper(evaluation, folder)
         evaluations.append(evaluation)
     merged = merge_qwk(evaluations)
-    console.print("merged QWK (mean over the runs per protocol and trait; seed 000 Figure 2):", markup=False)
+    console.print("merged QWK (mean over the runs per protocol and trait; the MADRAG paper's Figure 2):", markup=False)
     console.print(merged_wide(merged).round(3).to_string(), markup=False)
     paths = save_merged(merged, runs, merged_dir)
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
@@ -208,7 +208,7 @@ def errors_command(
     protocol: Annotated[
         str | None,
         typer.Option(
-            help="Rows where this protocol is off by more than 1. Default: MADRAG, as seed 000 (a run without "
+            help="Rows where this protocol is off by more than 1. Default: MADRAG, as the MADRAG paper (a run without "
             "MADRAG: its first protocol); 'all': rows where any protocol is."
         ),
     ] = None,
@@ -216,14 +216,14 @@ def errors_command(
     tabulate: Annotated[
         Path | None,
         typer.Option(
-            help="A coded export (B, C, D columns filled in): print and save seed 000's Tables 3, 4, 5, 10 and 11 "
+            help="A coded export (B, C, D columns filled in): print and save the MADRAG paper's Tables 3, 4, 5, 10 and 11 "
             "instead of exporting."
         ),
     ] = None,
 ) -> None:
     """Export high-disagreement essay-traits (raters within 1 point, MADRAG - or --protocol - off by more than
     1 from their mean; with one rater, off by more than 1 from that rater's score) with essays, scores,
-    rationales and debates, ready for qualitative coding (seed 000, 4.4); --tabulate turns a coded export into
+    rationales and debates, ready for qualitative coding (the MADRAG paper, 4.4); --tabulate turns a coded export into
     the paper's tables."""
     if tabulate is not None:
         if run is not None or run_dir is not None or protocol is not None or reference_ties is not None:

@@ -199,7 +199,7 @@ FoldOpt = Annotated[
     str,
     typer.Option(
         help="Evaluation fold (the rest is the exemplar pool); 'each': every fold, each with the other folds as "
-        "its pool (cross-fold, seed 000 Table 2's whole sets); 'all': every essay, one pool."
+        "its pool (cross-fold, the MADRAG paper's Table 2's whole sets); 'all': every essay, one pool."
     ),
 ]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
@@ -238,7 +238,7 @@ CacheDirOpt = Annotated[
 EmbedderOpt = Annotated[
     str,
     typer.Option(
-        help="Embedder of the exemplar pool: minilm (seed 000's all-MiniLM-L6-v2, which reads an essay's first 256 "
+        help="Embedder of the exemplar pool: minilm (the MADRAG paper's all-MiniLM-L6-v2, which reads an essay's first 256 "
         "word pieces), minilm-windows (MiniLM over overlapping windows: the whole essay) or hashing (a fast "
         "bag-of-words test embedder for quick checks, e.g. with --provider fake; not for real scoring). A resumed "
         "run keeps its own."

@@ -72,14 +72,14 @@ score = score_command(
 ablate = score_command(
     "ablate",
     list(ABLATION),
-    "Run several protocols on the same essays in one run (default: the six ablation protocols of seed 000, "
+    "Run several protocols on the same essays in one run (default: the six ablation protocols of the MADRAG paper, "
     "SA SARAG MA MAD MARAG MADRAG); debates are shared between MAD and MADRAG. Then: madrag eval RUN_DIR.",
 )
 
 ablate_consensus = score_command(
     "ablate_consensus",
     list(CONSENSUS_ABLATION),
-    "Seed 002's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, "
+    "The consensus paper's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, "
     "ScoreMaskedMAD (4 rounds; NAME\\[rounds=N] for others); round-0 calls are shared. Then: madrag "
     "eval-consensus --run-dir RUN_DIR (and madrag eval for QWK).",
 )

@@ -1,4 +1,4 @@
-"""Confidence vs reasoning quality (seed 001): token log-probability window features and trajectories of the
+"""Confidence vs reasoning quality (the confidence paper): token log-probability window features and trajectories of the
 debaters, the LLM meta-evaluator of their reasoning, and the correlation study.
 
 * :mod:`~madrag.confidence.features`: windows (first/last k tokens, first/last fraction, full) and statistics.

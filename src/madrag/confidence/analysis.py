@@ -1,4 +1,4 @@
-"""Confidence features vs judged reasoning quality (seed 001, Section 4.1 metrics, Section 4.2, Appendix B).
+"""Confidence features vs judged reasoning quality (the confidence paper, Section 4.1 metrics, Section 4.2, Appendix B).
 
 For every role (or other group), every judge target and every confidence feature this computes the
 paper's association metrics: Spearman's rho and Kendall's tau for the ordinal targets (the three 1-3
@@ -131,7 +131,7 @@ def correlations(
 RankBy = Literal["signed", "abs"]
 RANK_BY: tuple[RankBy, ...] = ("signed", "abs")
 PAPER_RANK_BY: RankBy = "signed"
-"""Seed 001, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC", highest first."""
+"""The confidence paper, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC", highest first."""
 
 
 def top_features(corr: pd.DataFrame, k: int = 3, rank_by: RankBy = PAPER_RANK_BY) -> pd.DataFrame:

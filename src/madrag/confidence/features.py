@@ -1,4 +1,4 @@
-"""Token log-probability confidence features (seed 001, Section 3.3).
+"""Token log-probability confidence features (the confidence paper, Section 3.3).
 
 A response of ``T`` tokens gives the trajectory ``L = (l_1, ..., l_T)`` of its token log-probabilities.
 Section 3.3.1 cuts it into windows: the full response, the first / last ``k`` tokens (fixed-length windows)

@@ -1,4 +1,4 @@
-"""Seed 001 Figure 3 and Section 4.4: the meta-evaluator's score distribution per dimension, and the pass rates
+"""The confidence paper's Figure 3 and Section 4.4: the meta-evaluator's score distribution per dimension, and the pass rates
 per role.
 
 The seed reports, over its judged responses, the share of each dimension at its maximum (3): "76.5% for
@@ -106,7 +106,7 @@ def plot_figure3(distribution: pd.DataFrame, path: Path, title: str | None = Non
             startangle=90,
         )
         ax.set_title(f"{dim.replace('_', ' ')} (n={int(part['count'].sum())})")
-    fig.suptitle(title or "Meta-evaluator scores per dimension (seed 001, Figure 3)")
+    fig.suptitle(title or "Meta-evaluator scores per dimension (the confidence paper, Figure 3)")
     fig.savefig(path, dpi=120)
     return path
 

@@ -1,4 +1,4 @@
-"""A meta-evaluation job (seed 001, 3.4): judge every Advocate / Skeptic response of a finished debate run.
+"""A meta-evaluation job (the confidence paper, 3.4): judge every Advocate / Skeptic response of a finished debate run.
 
 The judgments go to their own run store (default ``<run-dir>/meta/store.sqlite``), bound to the evaluator's
 settings: re-running the same job resumes it (finished judgments are never asked again), while a job with another

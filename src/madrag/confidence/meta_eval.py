@@ -1,4 +1,4 @@
-"""The LLM-as-judge meta-evaluator (seed 001, Section 3.4 and Appendix C.4, Figures 7 and 8).
+"""The LLM-as-judge meta-evaluator (the confidence paper, Section 3.4 and Appendix C.4, Figures 7 and 8).
 
 Each Advocate / Skeptic response of a finished debate run is shown to a separate evaluator together with the
 prompt its agent received (3.4.1) and scored on instruction following, justification quality and evidence

@@ -1,4 +1,4 @@
-"""Seed 001 Table 1 over several essay sets: the confidence study of one run per set (each with its own
+"""The confidence paper's Table 1 over several essay sets: the confidence study of one run per set (each with its own
 meta-evaluation), its top features per role and target side by side, Figure 3 over all of them, and Table 2
 (the sets themselves: :mod:`madrag.confidence.subsets`).
 
@@ -84,7 +84,7 @@ def _slug(name: str) -> str:
 
 def _markdown(result: SetsStudy) -> str:
     lines = [
-        "# Seed 001 Table 1 over " + ", ".join(result.studies),
+        "# The confidence paper's Table 1 over " + ", ".join(result.studies),
         "",
         "Each set's top features per role and target, ranked on its own run (the seed reports them per set).",
         "",

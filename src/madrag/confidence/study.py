@@ -1,4 +1,4 @@
-"""The confidence study of a debate run (seed 001, Sections 3.3-4.3): window features of every Advocate / Skeptic
+"""The confidence study of a debate run (the confidence paper, Sections 3.3-4.3): window features of every Advocate / Skeptic
 token log-probability trajectory, joined with the meta-evaluator's judgments, correlated, ranked and plotted.
 
 Outputs (``save_study``): ``features.csv`` (one row per debater response), ``judgments.csv``, ``correlations.csv``
@@ -253,7 +253,7 @@ def render_markdown(study: ConfidenceStudy) -> str:
         parts += [
             "Figure 3: `figure3.png` (the meta-evaluator's score shares per dimension), its numbers in "
             f"`figure3_distribution.csv`; pass rates per role in `pass_rates.csv` (a pass: a score of {PASS_MIN} "
-            "or more, madrag's reading of seed 001 Section 4.4).",
+            "or more, madrag's reading of the confidence paper's Section 4.4).",
             "",
         ]
     parts += [f"- Note: {n}" for n in study.notes]

@@ -37,7 +37,7 @@ def reference_ties(rule: TieRule) -> Iterator[TieRule]:
 
 
 def reference_label(rater_scores: list[float], trait: Trait, ties: TieRule | None = None) -> int | None:
-    """Seed 000, Appendix B.5: the mean of the available raters, rounded to the nearest valid integer; a mean
+    """The MADRAG paper, Appendix B.5: the mean of the available raters, rounded to the nearest valid integer; a mean
     halfway between two scores by ``ties`` (default: :func:`current_reference_ties`, half up)."""
     if not rater_scores:
         return None

@@ -47,8 +47,8 @@ TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
 written from, e.g. the article a summary summarises, which the prompts show)."""
 DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval", "summeval-sample", "nikl", "nikl-all", "submissions")
 """The values of ``--format`` (``submissions``: a folder or ZIP of documents, one per student; ``auto`` picks it
-for a folder, a ``.zip``, ``.docx`` or ``.pdf``). ``summeval-sample`` is seed 002 B.2's 100 articles (seed 42) x
-every system, or ``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is seed 002 B.1's 100 essays
+for a folder, a ``.zip``, ``.docx`` or ``.pdf``). ``summeval-sample`` is the consensus paper's B.2's 100 articles (seed 42) x
+every system, or ``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is the consensus paper's B.1's 100 essays
 per prompt (seed 42) of the NIKL layout, ``nikl-all`` every essay of it."""
 
 
@@ -81,7 +81,7 @@ def _csv_table(lines: list[str], path: Path, delimiter: str) -> tuple[list[str],
 
 def _rater_score(raw: str, essay: str, column: str, where: str) -> float | None:
     """One rater's score from a cell (None when empty): a number, and a whole one - a point of the trait's
-    integer scale. Only the reference label (the raters' mean, seed 000 B.5) is rounded; a single score of
+    integer scale. Only the reference label (the raters' mean, the MADRAG paper's B.5) is rounded; a single score of
     ``1.5`` is an error, never silently rounded."""
     score = parse_score(raw, f"{where} {column}")
     if score is not None and math.isfinite(score) and not score.is_integer():

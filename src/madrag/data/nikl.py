@@ -1,6 +1,6 @@
-"""The NIKL Grading Writing Data 2024 (seed 002's Korean essay task, Appendix B.1) as essays.
+"""The NIKL Grading Writing Data 2024 (the consensus paper's Korean essay task, Appendix B.1) as essays.
 
-Seed 002 describes the corpus as "structured JSON documents in which each essay is recorded at the paragraph
+The consensus paper describes the corpus as "structured JSON documents in which each essay is recorded at the paragraph
 level, accompanied by rubric-based holistic scores assigned independently by two trained human annotators";
 content is scored out of 25, organization and expression out of 10. The data is not on these machines and the
 seed gives no field names, so madrag reads this layout (one JSON object per essay, in one file: a ``.jsonl`` of
@@ -31,7 +31,7 @@ from madrag.errors import InputError
 from madrag.rubric import Rubric
 
 NIKL_RAW_MAX = {"content": 25.0, "organization": 10.0, "expression": 10.0}
-"""Seed 002 B.1: each criterion's maximum raw score (the corpus' scale); a rubric trait's ``column`` (else
+"""The consensus paper's B.1: each criterion's maximum raw score (the corpus' scale); a rubric trait's ``column`` (else
 name, case-insensitive) picks its criterion."""
 
 NIKL_SAMPLE_SIZE = 100
@@ -143,7 +143,7 @@ def load_nikl(path: str | Path, rubric: Rubric) -> list[Essay]:
 
 
 def sample_nikl(essays: list[Essay], size: int = NIKL_SAMPLE_SIZE, seed: int = NIKL_SAMPLE_SEED) -> list[Essay]:
-    """Seed 002 B.1's sample: ``size`` essays per prompt without replacement (:data:`NIKL_SAMPLE_RULE`), in
+    """The consensus paper's B.1's sample: ``size`` essays per prompt without replacement (:data:`NIKL_SAMPLE_RULE`), in
     sorted prompt order, each prompt's in drawn order; each essay's metadata records the rule. A prompt with
     fewer than ``size`` essays is an error (use ``--format nikl-all`` to score every essay)."""
     by_prompt: dict[str, list[Essay]] = {}

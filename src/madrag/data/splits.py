@@ -43,7 +43,7 @@ EvalFold = int | str | None
 
 def fold_pools(essays: list[Essay]) -> dict[int, list[Essay]]:
     """Cross-fold scoring (``--fold each``): for every fold, the essays of all the *other* folds, so an essay is
-    only ever given exemplars from outside its own fold (seed 000 B: training split only)."""
+    only ever given exemplars from outside its own fold (the MADRAG paper B: training split only)."""
     if any(e.fold is None for e in essays):
         raise InputError("data has no 'fold' for some essays; --fold each needs a fold column")
     folds = sorted({e.fold for e in essays if e.fold is not None})

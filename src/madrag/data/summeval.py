@@ -1,8 +1,8 @@
-"""SummEval (seed 002's summarization task) as essays: each system summary is an essay whose ``source`` is its
+"""SummEval (the consensus paper's summarization task) as essays: each system summary is an essay whose ``source`` is its
 news article, scored on coherence, consistency, fluency and relevance (``docs/rubrics/rubric_summeval.json``).
 
 :func:`load_summeval` reads both layouts the data comes in (SummEval's paired annotations, and the
-``mteb/summeval`` copy seed 002 sampled); :func:`madrag.data.loaders.load_essays` calls it for
+``mteb/summeval`` copy the consensus paper sampled); :func:`madrag.data.loaders.load_essays` calls it for
 ``--format summeval`` and for a JSONL file :func:`looks_like_summeval` recognises. Problems are one-line
 :class:`InputError` s, as for every loader.
 """
@@ -130,8 +130,8 @@ def load_summeval(path: str | Path, rubric: Rubric) -> list[Essay]:
       summary) with ``id`` (the article), ``text`` (the article), ``decoded`` (the summary), ``model_id`` and
       ``expert_annotations`` (one object per expert: ``coherence``, ``consistency``, ``fluency``,
       ``relevance``; other fields are ignored). The essay id is ``<id>_<model_id>``; every expert's score is
-      one rater's, so the human reference (the raters' mean) is the experts' average, as seed 002 uses it.
-    * ``mteb/summeval`` (the HuggingFace copy seed 002 sampled, written as JSONL): one row per article with
+      one rater's, so the human reference (the raters' mean) is the experts' average, as the consensus paper uses it.
+    * ``mteb/summeval`` (the HuggingFace copy the consensus paper sampled, written as JSONL): one row per article with
       ``id``, ``text``, ``machine_summaries`` and per criterion the list of each summary's experts' average.
       The essay id is ``<id>_<index>``.
 
@@ -170,7 +170,7 @@ SUMMEVAL_SAMPLE_RULE = (
     "articles in file order, numpy.random.default_rng(42).permutation(n)[:100] "
     "(HuggingFace datasets' shuffle(seed=42).select(range(100)))"
 )
-"""How :func:`sample_summeval` draws (seed 002 B.2: 'seed=42, using HuggingFace's shuffle().select()'; the
+"""How :func:`sample_summeval` draws (the consensus paper's B.2: 'seed=42, using HuggingFace's shuffle().select()'; the
 ``datasets`` library shuffles a table by ``np.random.default_rng(seed).permutation(len)``), recorded in each
 sampled summary's metadata."""
 
@@ -186,7 +186,7 @@ def sample_summeval(
     seed: int = SUMMEVAL_SAMPLE_SEED,
     systems: list[str] | None = None,
 ) -> list[Essay]:
-    """Seed 002 B.2's sample: ``articles`` news articles (:data:`SUMMEVAL_SAMPLE_RULE`), each expanded across
+    """The consensus paper's B.2's sample: ``articles`` news articles (:data:`SUMMEVAL_SAMPLE_RULE`), each expanded across
     its summaries (only ``systems``' when given: model ids, or summary indices in the ``mteb/summeval``
     layout), in drawn article order. Fewer articles than ``articles``, or a named system absent from a drawn
     article, is an error."""

@@ -1,9 +1,9 @@
 """Reading a finished run and measuring it, one module per concept:
 
 * :mod:`~madrag.evaluation.run`: the one reader of a run (store, stored configuration, final trait scores,
-  seed 002's agent scores);
-* :mod:`~madrag.evaluation.agreement`: seed 000's QWK tables, Human-Human rows, extreme subset, comparisons;
-* :mod:`~madrag.evaluation.consensus_frames` and :mod:`~madrag.evaluation.consensus`: seed 002's inputs
+  the consensus paper's agent scores);
+* :mod:`~madrag.evaluation.agreement`: the MADRAG paper's QWK tables, Human-Human rows, extreme subset, comparisons;
+* :mod:`~madrag.evaluation.consensus_frames` and :mod:`~madrag.evaluation.consensus`: the consensus paper's inputs
   (references, per-round predictions) and metrics;
 * :mod:`~madrag.evaluation.tables`: every table, markdown page and file the eval commands write;
 * :mod:`~madrag.evaluation.report`: the HTML report; :mod:`~madrag.evaluation.errors_export`: the error export;

@@ -1,4 +1,4 @@
-"""The paper's evaluation tables from a run store (seed 000, Tables 1, 2 and 9).
+"""The paper's evaluation tables from a run store (the MADRAG paper, Tables 1, 2 and 9).
 
 * QWK per protocol and trait (rows = protocols, columns = the paper's short trait labels) with bootstrap CIs,
   the number of essays per cell and the valid-score rate. Unusable scores are excluded and counted, never
@@ -273,7 +273,9 @@ def evaluate_run(
 def reference_line(rule: TieRule) -> str:
     """How the reference label is made, for the evaluation's metadata and printed summaries."""
     tie = {"half_up": "halves up", "half_even": "halves to the even score", "half_down": "halves down"}[rule]
-    return f"mean of the available raters rounded to a valid score, {tie} (reference_ties {rule}; seed 000, B.5)"
+    return (
+        f"mean of the available raters rounded to a valid score, {tie} (reference_ties {rule}; the MADRAG paper, B.5)"
+    )
 
 
 def ties_note(rule: TieRule, recorded: TieRule) -> str | None:

@@ -1,4 +1,4 @@
-"""Seed 000's error-analysis tables from a hand-coded error export (``madrag errors --tabulate``).
+"""The MADRAG paper's error-analysis tables from a hand-coded error export (``madrag errors --tabulate``).
 
 The export (:mod:`madrag.evaluation.errors_export`) has one row per wrong essay-trait, the computed direction
 (A1 under-scoring, A2 over-scoring) and empty coding columns for reasoning quality B, failure mechanism C and

@@ -1,4 +1,4 @@
-"""The long frames every consensus metric works on (seed 002, "Beyond Consensus"): protocol names in the
+"""The long frames every consensus metric works on (the consensus paper, "Beyond Consensus"): protocol names in the
 paper's order, the human references and the protocols' per-round predictions.
 
 * :func:`references_frame`: one human reference per essay and trait (NaN when unknown).
@@ -66,7 +66,7 @@ def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> N
 
 
 HumanReference = Literal["mean", "rounded"]
-"""Seed 002's human reference: the raters' plain mean (the paper's "average of two human evaluators") or
+"""The consensus paper's human reference: the raters' plain mean (the paper's "average of two human evaluators") or
 madrag's rounded label (:meth:`Essay.reference`)."""
 
 
@@ -82,7 +82,7 @@ def _reference(essay: Essay, trait: Trait, reference: HumanReference) -> float:
 def references_frame(essays: Sequence[Essay], rubric: Rubric, reference: HumanReference = "mean") -> pd.DataFrame:
     """One row per essay and rubric trait: ``essay_id``, ``trait``, ``reference`` (NaN when unknown).
 
-    By default the reference is the raters' plain mean, as seed 002's ("the average of two human evaluators",
+    By default the reference is the raters' plain mean, as the consensus paper's ("the average of two human evaluators",
     Section 3.1); ``reference="rounded"`` uses madrag's label, :meth:`Essay.reference` (the raters' mean
     rounded half up to a valid score).
     """

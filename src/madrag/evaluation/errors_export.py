@@ -1,7 +1,7 @@
-"""High-disagreement error export for qualitative coding (seed 000, 4.4 and Appendix E).
+"""High-disagreement error export for qualitative coding (the MADRAG paper, 4.4 and Appendix E).
 
 A row is one essay-trait where the two human raters (raters 1 and 2; a third rater, as on some set-8
-essays, is not used) agree within 1 point but the selected protocol - MADRAG by default, as seed 000 ("We focus
+essays, is not used) agree within 1 point but the selected protocol - MADRAG by default, as the MADRAG paper ("We focus
 on rows where MADRAG is wrong (N=173)"); another one, or ``"all"`` for any protocol of the run - is off by more
 than 1 point from their mean.
 With one rater (data with a single score per trait) the rule is :data:`ONE_RATER_RULE`: a protocol off by more
@@ -41,13 +41,13 @@ MENTION = re.compile(
     re.IGNORECASE,
 )
 PAPER_FOCUS = "MADRAG"
-"""Seed 000 4.4 codes the rows where MADRAG is wrong."""
+"""The MADRAG paper's 4.4 codes the rows where MADRAG is wrong."""
 ANY_PROTOCOL = "all"
 """``focus`` for the rows where any protocol of the run is wrong."""
 TWO_RATER_RULE = "raters 1 and 2 within 1 point, {who} off by more than 1 from their mean"
 ONE_RATER_RULE = "one rater: {who} off by more than 1 from that rater's score"
 CODING_COLUMNS = ["code_B_grounding (B0-B2)", "code_C_mechanism (C1-C6)", "code_D_component (D1-D4)", "memo"]
-CODEBOOK = """# Coding scheme (seed 000, section 4.4)
+CODEBOOK = """# Coding scheme (the MADRAG paper, section 4.4)
 
 B reasoning quality: B2 rubric-aligned and text-grounded; B1 partially grounded; B0 misaligned / ungrounded.
 C primary failure mechanism: C1 trait-boundary confusion; C2 debate framing capture; C3 spurious debate claim
@@ -59,7 +59,7 @@ Rows: two raters within 1 point of each other and {who} off by more than 1 from 
   essay-trait has one rater, {who} off by more than 1 from that rater's score (rater2 empty).
   Reference column: the raters' mean rounded to a valid score, ties {ties}.
 Treat anonymization markers (@CAPS1, @PERSON1, @DATE1 ...) as placeholders, not as the writer's errors.
-Code one value per cell (e.g. C2); `madrag errors --tabulate FILE` turns the coded file into seed 000's
+Code one value per cell (e.g. C2); `madrag errors --tabulate FILE` turns the coded file into the MADRAG paper's
   Tables 3, 4, 5, 10 and 11.
 """
 
@@ -216,7 +216,7 @@ def _direction(row: dict[str, Any], protocol: str, mean: float) -> str:
 
 def resolve_focus(run: RunData, focus: str | None) -> str:
     """The protocol whose errors are exported: ``focus`` (a protocol of the run, or :data:`ANY_PROTOCOL`),
-    else MADRAG (seed 000), else - a run without MADRAG - the run's first protocol."""
+    else MADRAG (the MADRAG paper), else - a run without MADRAG - the run's first protocol."""
     if focus is None:
         return PAPER_FOCUS if PAPER_FOCUS in run.protocols or not run.protocols else run.protocols[0]
     if focus != ANY_PROTOCOL and focus not in run.protocols:

@@ -1,5 +1,5 @@
 """The evidence table of a run: quoted evidence not found in the essay, and placeholders cited as errors, per
-protocol and role (seed 000's failure mechanisms C3 and C6; the per-call counts are made by
+protocol and role (the MADRAG paper's failure mechanisms C3 and C6; the per-call counts are made by
 :mod:`madrag.agents.evidence` and kept in each record's ``evidence``).
 
 Debate calls are shared by the protocols that read the same transcript (MAD and MADRAG): a debater's record

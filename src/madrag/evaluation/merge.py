@@ -1,4 +1,4 @@
-"""Several runs' QWK tables merged into one, as seed 000 Figure 2 merges essay sets 7 and 8.
+"""Several runs' QWK tables merged into one, as the MADRAG paper's Figure 2 merges essay sets 7 and 8.
 
 Figure 2 reports the ablation "on the merged ASAP Sets 7 and 8, averaging results for overlapping traits":
 per protocol and trait (matched by the paper's short label, so set 7's "Ideas" and set 8's "Ideas and
@@ -79,7 +79,7 @@ def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> li
     table = merged_wide(merged)
     write_frame(table, wide_path)
     lines = [
-        "# Merged QWK (seed 000 Figure 2: overlapping traits averaged over the runs)",
+        "# Merged QWK (the MADRAG paper's Figure 2: overlapping traits averaged over the runs)",
         "",
         "Runs: " + ", ".join(str(r) for r in runs),
         "",

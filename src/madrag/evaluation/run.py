@@ -1,6 +1,6 @@
 """The one reader of a run: its store (``open_store``), its stored configuration (``run_config``,
 ``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``), the
-agent scores of seed 002's consensus protocols (``load_consensus_run``), and flat score rows for export."""
+agent scores of the consensus paper's consensus protocols (``load_consensus_run``), and flat score rows for export."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from madrag.rubric import Rubric
 from madrag.store import RunStore
 
 PAPER_ORDER = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
-"""Seed 000's ablation order: how a run's protocols are listed when its configuration does not order them."""
+"""The MADRAG paper's ablation order: how a run's protocols are listed when its configuration does not order them."""
 
 
 @dataclass
@@ -131,7 +131,7 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
         essays = store.essays()
         judges = [r for r in store.records(role="judge") if not r.failed]
         # Judge records already read are served from memory (parsing dominates a large run); the consensus
-        # protocols' agent records (seed 002) are read from the store by their namespaces
+        # protocols' agent records (the consensus paper) are read from the store by their namespaces
         scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
     finally:
         store.close()
@@ -144,7 +144,7 @@ def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
     """One TraitScore per (protocol, essay, trait) from the stored records: each configured protocol's scores
     as the protocol reads them back (:meth:`~madrag.protocols.base.ScoringProtocol.read_scores`: its Judge
-    records, or seed 002's final-round agent records), then the Judge records no configured protocol claims
+    records, or the consensus paper's final-round agent records), then the Judge records no configured protocol claims
     (a protocol not registered now, a run without configuration) by the Judge-record rule, then the records of
     the LLM-free baselines (role ``baseline``). The configured names are ``protocols``, else those of the
     store's configuration. Failed calls (no answer after their retries) give no score: their (protocol, essay,
@@ -177,7 +177,7 @@ def load_consensus_run(
     run_dir: Path, reference: HumanReference = "mean"
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """(agent scores, references, stored config) of a run's consensus protocols, read from its store; the
-    reference is the raters' plain mean (seed 002) or, with ``reference="rounded"``, the rounded label.
+    reference is the raters' plain mean (the consensus paper) or, with ``reference="rounded"``, the rounded label.
 
     InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
     """

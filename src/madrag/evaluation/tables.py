@@ -1,9 +1,9 @@
 """The evaluations for people: display tables, markdown, plain text and the files the eval commands write.
 
 * Shared formatting: :func:`fmt` (one number in a cell), :func:`markdown_table`, :func:`markdown_document`.
-* Seed 000 (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text rendering,
+* The MADRAG paper (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text rendering,
   evaluation.md and :func:`save` (CSVs, evaluation.json, evaluation.md).
-* Seed 002 (:class:`~madrag.evaluation.consensus.ConsensusEvaluation`): display tables titled after the
+* The consensus paper (:class:`~madrag.evaluation.consensus.ConsensusEvaluation`): display tables titled after the
   paper's Tables 1, 2, 8, 9, consensus.md, the round-wise figures (RMSE by round, Figure 2; mean score and gap,
   Figures 3-4) and :func:`save_consensus`.
 """
@@ -80,7 +80,7 @@ def _write_csvs(frames: dict[str, pd.DataFrame], out_dir: Path, with_index: Iter
     return [out_dir / name for name in frames]
 
 
-# -- seed 000: agreement tables -------------------------------------------------------------------------
+# -- the MADRAG paper: agreement tables -------------------------------------------------------------------------
 
 
 def _qwk_cell(r: dict[str, Any]) -> str:
@@ -221,7 +221,7 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
     return [*written, out_dir / "evaluation.json", out_dir / "evaluation.md"]
 
 
-# -- seed 002: consensus tables -------------------------------------------------------------------------
+# -- the consensus paper: consensus tables -------------------------------------------------------------------------
 
 
 def _value_cells(frame: pd.DataFrame, value: str) -> pd.DataFrame:

@@ -23,9 +23,9 @@ from madrag.protocols.trait_judge import TraitJudgeProtocol  # noqa: E402
 from madrag.protocols.whole_essay import WholeEssayProtocol  # noqa: E402
 
 ABLATION = ["SA", "SARAG", "MA", "MAD", "MARAG", "MADRAG"]
-"""Seed 000's ablation, in the paper's order."""
+"""The MADRAG paper's ablation, in the paper's order."""
 CONSENSUS_ABLATION = list(CONSENSUS_PROTOCOLS)
-"""Seed 002's protocols, in the paper's order."""
+"""The consensus paper's protocols, in the paper's order."""
 TRAINING_FREE = ["GEval", "CJ", "MTS"]
 """The other training-free scorers beside MADRAG (docs/protocols.md)."""
 

@@ -1,7 +1,7 @@
 """Adaptive debate (``adaptive_debate=t``): MAD and MADRAG debate only the traits where the debate-free Judge is
 uncertain.
 
-A deliberate difference from seed 000, which debates every trait. The debate-free Judge of the same exemplars
+A deliberate difference from the MADRAG paper, which debates every trait. The debate-free Judge of the same exemplars
 (MA's Judge for MAD, MARAG's for MADRAG: the same call, shared with those protocols when they are in the run)
 scores the trait first. When its score distribution's top probability is at least ``t``, its score is the
 protocol's score, stored as a derived Judge record (no request; :mod:`madrag.protocols.derived`) whose

@@ -5,7 +5,7 @@ A protocol owns everything that makes it a method, so no caller asks what kind o
 * how it scores (:meth:`ScoringProtocol.score_essay`) and what it is recorded as (``describe``);
 * what it needs: an exemplar bank (``uses_bank``), one call chain per trait or one for the whole essay
   (``per_trait``), the chains it shares with other protocols (``chains``: MAD and MADRAG wait on one debate);
-* its prompt templates beyond seed 000's, which every run records (``templates``);
+* its prompt templates beyond the MADRAG paper's, which every run records (``templates``);
 * how its final scores are read back from a run's stored records (``read_scores``, from ``record_groups``),
   when a stored score is finished (``judges_needed``), and the shared calls it reads without linking them in
   its own records (``shared_calls``, for cost attribution).
@@ -59,7 +59,7 @@ class ScoringProtocol(ABC):
 
     @property
     def templates(self) -> tuple[str, ...]:
-        """Prompt templates it renders beyond seed 000's (:data:`madrag.agents.prompts.PROMPT_NAMES`, which
+        """Prompt templates it renders beyond the MADRAG paper's (:data:`madrag.agents.prompts.PROMPT_NAMES`, which
         every run records): a run records their sources and texts, and refuses to resume when they change."""
         return ()
 

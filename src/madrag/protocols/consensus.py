@@ -1,7 +1,7 @@
-"""Single judge vs strict / lenient consensus multi-agent judging (seed 002, "Beyond Consensus", Section 2).
+"""Single judge vs strict / lenient consensus multi-agent judging (the consensus paper, "Beyond Consensus", Section 2).
 
 ==================  ===========================  ===========  =====================================================
-name                agents (roles)               rounds       seed 002
+name                agents (roles)               rounds       the consensus paper
 ==================  ===========================  ===========  =====================================================
 SingleJudge         single                       0            2.1 Single Judge, neutral prompt A.2
 StrictJudge         strict                       0            2.2 Strict Role Judge: A.3 strict prompt, no interaction
@@ -76,7 +76,7 @@ CONSENSUS_PROTOCOLS: tuple[str, ...] = (
     "SymmetricMAD",
     "ScoreMaskedMAD",
 )
-"""Seed 002's protocol names (without options), in the paper's order."""
+"""The consensus paper's protocol names (without options), in the paper's order."""
 INIT_NAMESPACE = "consensus/init"
 """Protocol field of the shared round-0 Strict and Lenient calls."""
 DEFAULT_ROUNDS = 4
@@ -121,7 +121,7 @@ class ConsensusProtocol(ScoringProtocol):
 
     @property
     def templates(self) -> tuple[str, ...]:
-        """The consensus judges' templates (seed 002, :mod:`madrag.agents.roles`)."""
+        """The consensus judges' templates (the consensus paper, :mod:`madrag.agents.roles`)."""
         return CONSENSUS_PROMPT_NAMES
 
     def describe(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Advocate / Skeptic debate transcripts (seed 000 3.4, Algorithm 1; transcript variants of Appendix C.1).
+"""Advocate / Skeptic debate transcripts (the MADRAG paper's 3.4, Algorithm 1; transcript variants of Appendix C.1).
 
-Variants (what the Judge is fed), as seed 000 C.1 reads them ("advocate-first" vs "skeptic-first" exchanges,
+Variants (what the Judge is fed), as the MADRAG paper's C.1 reads them ("advocate-first" vs "skeptic-first" exchanges,
 "concatenating both full threads"):
 
 * ``adv_r1`` (MADRAG default): Advocate opens on strengths; the Skeptic reads it and rebuts on weaknesses.
@@ -16,11 +16,11 @@ Variants (what the Judge is fed), as seed 000 C.1 reads them ("advocate-first" v
 Further variants (not in the paper's reading; kept because they isolate one side's framing):
 
 * ``skponly_r1`` / ``skponly_r2``: the Skeptic alone, 1 or 2 turns (the second reads the first) - the
-  "Skeptic-only" of the caption of seed 000 Tables 7-8. Judge sees only the Skeptic's turns.
+  "Skeptic-only" of the caption of the MADRAG paper's Tables 7-8. Judge sees only the Skeptic's turns.
 * ``split_r1`` / ``split_r2``: two independent one-sided threads, the Advocate's and the Skeptic's, each of 1 or
   2 turns; the Judge sees the Advocate thread, then the Skeptic thread.
 
-A debater reads the turns before it without their confidences (seed 000 Algorithm 1: Skeptic(x, a)); only the
+A debater reads the turns before it without their confidences (the MADRAG paper Algorithm 1: Skeptic(x, a)); only the
 Judge is shown them.
 
 Debate calls are keyed by variant, not by protocol, so MAD and MADRAG share one debate per essay-trait.

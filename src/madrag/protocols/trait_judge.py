@@ -1,7 +1,7 @@
 """Per-trait protocols: one Judge per trait, with or without a debate, with or without exemplars.
 
 =========  ==========  =========  ==========================================================
-name       debate      exemplars  seed 000
+name       debate      exemplars  the MADRAG paper
 =========  ==========  =========  ==========================================================
 MA         none        no         one independent judge per trait (n judges averaged: option)
 MAD        adv_r1      no         Advocate -> Skeptic, Judge reads the transcript
@@ -184,7 +184,7 @@ class TraitJudgeProtocol(ScoringProtocol):
 
 
 def judge_levels(ctx: CallContext, essay: Essay, trait: Trait) -> list[LevelExemplar]:
-    """The Judge's exemplars: seed 000's procedure 2 (the nearest pool essay per score level), or the run's
+    """The Judge's exemplars: the MADRAG paper's procedure 2 (the nearest pool essay per score level), or the run's
     anchors (one fixed pool essay per level, :mod:`madrag.retrieval.anchors`) under ``judge_exemplars=anchors``."""
     bank = ctx.bank
     assert bank is not None

@@ -1,10 +1,10 @@
-"""Single-agent protocols: one Judge call scores every trait at once (seed 000 Appendix D).
+"""Single-agent protocols: one Judge call scores every trait at once (the MADRAG paper's Appendix D).
 
 * ``SA``: the rubric (all traits) and the essay; no decomposition, no debate, no exemplars.
-* ``SARAG``: SA plus retrieved exemplars "spanning the score range" (seed 000 D). With all traits in one call,
+* ``SARAG``: SA plus retrieved exemplars "spanning the score range" (the MADRAG paper D). With all traits in one call,
   one exemplar per score level *per trait* would be traits x levels essays; by default (``sarag_exemplars=
   "span"``) SARAG takes one exemplar per score level of the rubric's first trait (the nearest pool essay with
-  that score, seed 000's second procedure), each shown with all its human trait scores. The option
+  that score, the MADRAG paper's second procedure), each shown with all its human trait scores. The option
   ``sarag_exemplars="similar"`` uses the first procedure instead: the k most similar pool essays (k = the
   number of score levels of the first trait), whatever their scores.
 

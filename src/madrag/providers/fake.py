@@ -56,7 +56,7 @@ ROLE_MARKERS = (
     ("judge", "You are the Synthesizer-Judge"),
     ("judge", "You are an impartial Judge"),
     ("meta_evaluator", "You are a meta-evaluator"),
-    # seed 002's consensus judges (madrag/prompts/cj_*_system.txt); both Symmetric MAD agents read "neutral"
+    # the consensus paper's consensus judges (madrag/prompts/cj_*_system.txt); both Symmetric MAD agents read "neutral"
     ("single", "You are an evaluator who directly and consistently scores"),
     ("strict", "You are an evaluator who directly scores student essays very strictly"),
     ("lenient", "You are an evaluator who directly scores student essays while fairly recognizing"),
@@ -69,7 +69,7 @@ ROLE_MARKERS = (
 the roles apart. The fake provider does not use them: it reads the request's ``role`` label."""
 
 CONSENSUS_ROLES = frozenset({"single", "strict", "lenient", "neutral"})
-"""The consensus judges of seed 002, as :func:`request_role` names them."""
+"""The consensus judges of the consensus paper, as :func:`request_role` names them."""
 
 NEUTRAL_ROLES = frozenset({"neutral_a", "neutral_b"})
 """The two Symmetric MAD agents: one role for a scripted answer (they read the same instructions)."""
@@ -128,7 +128,7 @@ def _compare_reply(request: ChatRequest) -> FakeReply:
 
 
 def _consensus_reply(request: ChatRequest, role: str) -> FakeReply:
-    """A consensus judge's answer (seed 002): a rationale, then a ``Scores:`` block filling in the prompt's
+    """A consensus judge's answer (the consensus paper): a rationale, then a ``Scores:`` block filling in the prompt's
     ``<Trait>: N (an integer from a to b)`` lines - the middle of each range, the upper middle for the lenient
     judge (0-3: strict 1, lenient 2)."""
     lines = [
@@ -140,7 +140,7 @@ def _consensus_reply(request: ChatRequest, role: str) -> FakeReply:
 
 
 def _meta_reply(request: ChatRequest) -> FakeReply:
-    """A meta-evaluator's answer (seed 001) that varies with the response judged: the JSON object, or in
+    """A meta-evaluator's answer (the confidence paper) that varies with the response judged: the JSON object, or in
     constrained mode the chosen value of the field being filled (scores 1-3, the critical flag mostly 0)."""
     seed = zlib.crc32(request.messages[-1].content.encode("utf-8"))
     if request.choices is not None:

@@ -155,7 +155,7 @@ def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
 
 
 ROUTABLE_ROLES = ("single", "strict", "lenient", "neutral_a", "neutral_b")
-"""Roles whose calls can go to their own backend (``--role-provider``): the judges of seed 002."""
+"""Roles whose calls can go to their own backend (``--role-provider``): the judges of the consensus paper."""
 
 
 def parse_role_provider(text: str, base: ProviderSpec) -> tuple[str, ProviderSpec]:

@@ -1,4 +1,4 @@
-"""Exemplar retrieval (seed 000, 3.3): essay embeddings and the Chroma-backed exemplar bank."""
+"""Exemplar retrieval (the MADRAG paper, 3.3): essay embeddings and the Chroma-backed exemplar bank."""
 
 from madrag.retrieval.bank import (
     SCORE_PREFIX,

@@ -1,7 +1,7 @@
 """Anchor exemplars (``judge_exemplars="anchors"``): one fixed pool essay per score level, as teachers use anchor
 papers.
 
-A deliberate difference from seed 000, whose procedure 2 retrieves for every essay the pool essay nearest to it
+A deliberate difference from the MADRAG paper, whose procedure 2 retrieves for every essay the pool essay nearest to it
 at each score level. Here each level's exemplar is chosen once, from the pool alone: the level's *medoid*, the
 pool essay with that reference score whose summed cosine similarity to the level's other essays is the largest
 (ties: the smaller essay id), so the choice does not depend on the pool's order. Every essay scored on a trait

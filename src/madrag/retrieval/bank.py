@@ -1,6 +1,6 @@
-"""The exemplar bank: scored pool essays in a persistent Chroma collection, and seed 000's two retrievals.
+"""The exemplar bank: scored pool essays in a persistent Chroma collection, and the MADRAG paper's two retrievals.
 
-Seed 000, 3.3: every pool essay (the training split only) is stored with its vector, its text and one
+The MADRAG paper, 3.3: every pool essay (the training split only) is stored with its vector, its text and one
 reference score per rubric trait (metadata key ``score::<trait name>``; absent when the essay has no rater for
 the trait).
 Procedure 1 (:meth:`ExemplarBank.similar`) returns the top-k nearest essays; procedure 2
@@ -110,7 +110,7 @@ class _Target:
 
 
 class ExemplarBank:
-    """Scored pool essays (cosine space) answering seed 000's two retrieval procedures from memory.
+    """Scored pool essays (cosine space) answering the MADRAG paper's two retrieval procedures from memory.
 
     Use :meth:`build_or_load`; a Ray worker builds one over a restored snapshot. Query vectors are cached per
     essay (id and text) in memory, so scoring every trait of an essay embeds it once. ``lease`` keeps the

@@ -1,7 +1,7 @@
 """Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 embedders and a fast hashing
 embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for scoring).
 
-Seed 000 (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2 ("It maps the full essay text into a
+The MADRAG paper (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2 ("It maps the full essay text into a
 fixed-dimensional vector"). That model reads at most 256 word pieces (``[CLS]`` + 254 + ``[SEP]``:
 its ``max_seq_length``) and sentence-transformers silently drops everything after that, so a long essay is
 represented by its opening. Two embedders follow from it:
@@ -179,7 +179,7 @@ def _dimension(model: SentenceTransformer, name: str) -> int:
 
 
 class MiniLMEmbedder:
-    """Seed 000's embedding: all-MiniLM-L6-v2's plain ``encode`` of the whole text, which reads its first 256
+    """The MADRAG paper's embedding: all-MiniLM-L6-v2's plain ``encode`` of the whole text, which reads its first 256
     word pieces (the model's ``max_seq_length``) and drops the rest (see the module docstring)."""
 
     def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 32, device: str | None = None) -> None:
@@ -310,7 +310,7 @@ class MiniLMWindowsEmbedder:
 
 EmbedderName = Literal["minilm", "minilm-windows", "hashing"]
 EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "minilm-windows", "hashing")
-"""The embedders ``--embedder`` names: all-MiniLM-L6-v2 as seed 000 (truncated at 256 word pieces), MiniLM over
+"""The embedders ``--embedder`` names: all-MiniLM-L6-v2 as the MADRAG paper (truncated at 256 word pieces), MiniLM over
 overlapping windows (the option) and the hashing test embedder."""
 
 
@@ -348,7 +348,7 @@ class HashingEmbedder:
 
 
 def make_embedder(kind: str) -> Embedder:
-    """The embedder ``--embedder`` names: ``minilm`` (the default, seed 000's), ``minilm-windows`` (the option)
+    """The embedder ``--embedder`` names: ``minilm`` (the default, the MADRAG paper's), ``minilm-windows`` (the option)
     or ``hashing`` (quick checks)."""
     if kind == "minilm":
         return MiniLMEmbedder()

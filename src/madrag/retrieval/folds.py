@@ -1,6 +1,6 @@
 """Cross-fold exemplar banks (``--fold each``): one bank per fold, built from the other folds' essays.
 
-Seed 000 reports its extreme-score subset (Table 2) over whole essay sets while retrieval draws exemplars from
+The MADRAG paper reports its extreme-score subset (Table 2) over whole essay sets while retrieval draws exemplars from
 the training split only. Scoring every fold with the other folds as its pool, in one run, gives both: each
 essay is scored, and no essay ever sees an exemplar from its own fold. :class:`FoldBanks` answers the
 agents' exemplar questions by routing each essay to the bank of its fold.

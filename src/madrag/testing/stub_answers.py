@@ -91,7 +91,7 @@ def _words(n: int, seed: int) -> str:
 def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tuple[str, int | None]:
     """(answer text, the score it states or None)."""
     seed = _digest(messages)
-    if role == "meta_evaluator":  # seed 001's meta-evaluator: its JSON judgment
+    if role == "meta_evaluator":  # the confidence paper's meta-evaluator: its JSON judgment
         return meta_judgment_json(seed, _words(20, seed)), None
     if role in ("judge", "followup", "other"):
         lo, hi = score_range(messages)

@@ -1,7 +1,7 @@
 """What a run cost, from its records: per group, protocol, model, role and essay-trait.
 
 Groups. Every record belongs to the group named by its ``protocol`` field: a Judge's protocol (``MAD``,
-``MADRAG``, ``MA`` ...), a debate (``debate/adv_r1`` ...) or seed 002's shared round 0 (``consensus/init``).
+``MADRAG``, ``MA`` ...), a debate (``debate/adv_r1`` ...) or the consensus paper's shared round 0 (``consensus/init``).
 Debate calls are keyed by transcript variant, not by protocol, so MAD and MADRAG read the same debate; the
 round-0 Strict and Lenient calls are read by StrictJudge, LenientJudge, ConsensusMAD and ScoreMaskedMAD. Groups
 with those prefixes (:data:`SHARED_PREFIXES`) are *shared*; the others are protocols.
@@ -53,7 +53,7 @@ from madrag.store import RunStore
 
 DEBATE_PREFIX = "debate/"
 SHARED_PREFIXES = (DEBATE_PREFIX, "consensus/")
-"""Groups of calls made once and read by several protocols (debates; seed 002's shared round 0)."""
+"""Groups of calls made once and read by several protocols (debates; the consensus paper's shared round 0)."""
 WHOLE_ESSAY = "*"
 """The trait of a call that scores every trait at once."""
 
