@@ -1,4 +1,5 @@
-"""The confidence paper's Figure 3 (the meta-evaluator's score distribution per dimension, pass rates per role) and Table 1
+"""The confidence paper's Figure 3 (the meta-evaluator's score distribution per dimension, pass rates per role) and
+Table 1
 over two sets (one run each, ranked per set, never pooled), on synthetic judgments and fake-provider runs."""
 
 from __future__ import annotations

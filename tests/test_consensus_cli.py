@@ -1,4 +1,5 @@
-"""The consensus paper from the command line: ablate-consensus on real ASAP essays (fake backend), eval-consensus, eval."""
+"""The consensus paper from the command line: ablate-consensus on real ASAP essays (fake backend), eval-consensus,
+eval."""
 
 from __future__ import annotations
 

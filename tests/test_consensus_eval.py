@@ -1,4 +1,5 @@
-"""The consensus paper evaluation (single judge vs strict / lenient consensus MAD): the metrics, the whole evaluation and
+"""The consensus paper evaluation (single judge vs strict / lenient consensus MAD): the metrics, the whole
+evaluation and
 its files, on hand-built agent-score frames."""
 
 from __future__ import annotations

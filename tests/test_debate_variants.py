@@ -1,4 +1,5 @@
-"""Transcript variants of the MADRAG paper's Appendix C.1: which debater speaks when, what each turn reads, and the order
+"""Transcript variants of the MADRAG paper's Appendix C.1: which debater speaks when, what each turn reads, and the
+order
 in which the Judge sees the turns."""
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ def _job(tmp_path: Path, **kwargs: Any) -> ScoreJob:
 
 def _current_prompt_identity(job: ScoreJob) -> dict[str, Any]:
     """The templates' part of a run's identity as this code computes it. The prompt templates changed after the
-    fixture was recorded (the confidence paper's anonymization context, the debaters' turn headers), and a template change
+    fixture was recorded (the confidence paper's anonymization context, the debaters' turn headers), and a template
+    change
     stops any older run from resuming; that is not what these tests are about, so the fixture gets today's."""
     config = job_config(job, load_rubric(job.rubric), [get_protocol("MADRAG")], PromptLibrary())
     return {k: config[k] for k in ("prompts", "prompt_texts_sha256")}

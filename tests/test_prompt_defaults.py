@@ -1,6 +1,7 @@
 """The seeds' prompts by default: every role's system prompt ends with the anonymization context (the confidence paper
 Appendix C, "Anonymization $ANON_CONTEXT"), the debaters never see a confidence (the MADRAG paper Algorithm 1: only the
-Judge gets c^A and c^K), and the Judge is not told how long its rationale should be (the confidence paper's Figure 6)."""
+Judge gets c^A and c^K), and the Judge is not told how long its rationale should be (the confidence paper's Figure
+6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``--role-provider``: one judge role of the consensus protocols on its own backend (the consensus paper cross-model pairs)."""
+"""``--role-provider``: one judge role of the consensus protocols on its own backend (the consensus paper
+cross-model pairs)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Constrained Judge scoring on OpenAI-compatible servers (issue 32, item 1): with ``--score-method constrained``
 a backend that takes a JSON schema but has no prefill / choices gets the rationale, then the score asked for under
 a schema limited to the trait's valid integers; each record says which reading it used; ``auto`` (the default)
-still reads the text (the MADRAG paper's A.5); the run checks before its first call that the server honours a schema, and a
+still reads the text (the MADRAG paper's A.5); the run checks before its first call that the server honours a
+schema, and a
 server that ignores it is refused in one line. The summary names why scores were unusable."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The consensus paper's samples: SummEval's 100 articles (B.2, seed 42), the NIKL Korean essay layout with its raw/max x 5
+"""The consensus paper's samples: SummEval's 100 articles (B.2, seed 42), the NIKL Korean essay layout with its
+raw/max x 5
 normalisation and 100-per-prompt sample (B.1, seed 42), and the Korean prompt templates."""
 
 from __future__ import annotations

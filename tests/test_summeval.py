@@ -1,4 +1,5 @@
-"""The consensus paper on SummEval: the paired-annotations layout, a source text the prompts show, the six protocols end to end."""
+"""The consensus paper on SummEval: the paired-annotations layout, a source text the prompts show, the six
+protocols end to end."""
 
 from __future__ import annotations
 

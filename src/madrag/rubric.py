@@ -72,7 +72,8 @@ class Trait(BaseModel):
         return self.min <= score <= self.max
 
     def as_prompt_json(self) -> str:
-        """The trait serialised as JSON for prompts (the MADRAG paper's A.6: 'the full rubric trait serialized as JSON')."""
+        """The trait serialised as JSON for prompts (the MADRAG paper's A.6: 'the full rubric trait serialized as
+        JSON')."""
         payload = {
             "name": self.name,
             "description": self.description,

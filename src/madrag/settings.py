@@ -52,7 +52,8 @@ class ScoringSettings(BaseModel):
     top_logprobs: int = Field(
         default=5, ge=0, le=20, description="Alternatives per token asked for with logprobs (score probabilities)."
     )
-    # ASAP's anonymization placeholders: the confidence paper's Appendix C ends each role's system prompt with "Anonymization
+    # ASAP's anonymization placeholders: the confidence paper's Appendix C ends each role's system prompt with
+    # "Anonymization
     # $ANON_CONTEXT", instructions to ignore them (4.4); "none" is what madrag did before
     placeholders: Placeholders = Field(
         default="note",
@@ -80,7 +81,8 @@ class ScoringSettings(BaseModel):
     # off by default: the MADRAG paper's A.5 records such a score as missing
     score_followup: bool = Field(
         default=False,
-        description="Text reading: ask once more when a Judge's score cannot be read (default: missing, the MADRAG paper's A.5).",
+        description="Text reading: ask once more when a Judge's score cannot be read (default: missing, the MADRAG "
+        "paper's A.5).",
     )
     exemplar_max_words: int | None = Field(
         default=None, description="Shorten exemplars in prompts (default: shown whole)."
@@ -102,24 +104,29 @@ class ScoringSettings(BaseModel):
     # the remedy the MADRAG paper's E.3 leaves to future work
     verify_claims: bool = Field(
         default=False,
-        description="Tell the Judge to check each claim against the essay text (the MADRAG paper's E.3's future work; off).",
+        description="Tell the Judge to check each claim against the essay text (the MADRAG paper's E.3's future "
+        "work; off).",
     )
-    # "span": the MADRAG paper D, one exemplar per level of the rubric's first trait, nearest first, each with all its scores
+    # "span": the MADRAG paper D, one exemplar per level of the rubric's first trait, nearest first, each with all
+    # its scores
     sarag_exemplars: SaragExemplars = Field(
         default="span",
-        description="SARAG's exemplars: span (one per score level, the MADRAG paper; default) or similar (the k most similar).",
+        description="SARAG's exemplars: span (one per score level, the MADRAG paper; default) or similar (the k "
+        "most similar).",
     )
     # a third of ASAP's set 7 and 8 labels are such ties; the MADRAG paper's B.5 names no tie rule
     reference_ties: TieRule = Field(
         default=PAPER_TIES,
         description="How a reference label rounds a raters' mean halfway between two scores (2.5), for the "
-        "exemplars' labels and the run's evaluation: half_up (default; the MADRAG paper's B.5 gives no tie rule), half_even "
+        "exemplars' labels and the run's evaluation: half_up (default; the MADRAG paper's B.5 gives no tie rule), "
+        "half_even "
         "or half_down.",
     )
     judge_exemplars: JudgeExemplars = Field(
         default="nearest",
         description="MARAG/MADRAG Judge's exemplars: nearest (per score level the pool essay nearest the essay, "
-        "after it; the MADRAG paper, default) or anchors (one fixed pool essay per level, its medoid, recorded in the run "
+        "after it; the MADRAG paper, default) or anchors (one fixed pool essay per level, its medoid, recorded in "
+        "the run "
         "and shown before the essay: every essay's Judge calls share the prompt prefix; a cost option).",
     )
     # None debates every trait (the papers); a threshold t: the debate-free Judge (MA's, MARAG's) scores first,

@@ -1,7 +1,8 @@
 """What the agents are shown: template values, role messages, exemplar blocks and debate transcripts.
 
 The per-trait values are the shared input context x_i(e) = <q, e, r_i, [m_i, M_i], alpha> of the MADRAG paper (3.4);
-the all-traits values are those of a call that scores the whole rubric at once (SA, SARAG, the consensus paper's judges).
+the all-traits values are those of a call that scores the whole rubric at once (SA, SARAG, the consensus paper's
+judges).
 :class:`ExemplarSource` is what the agents ask of an exemplar bank.
 """
 

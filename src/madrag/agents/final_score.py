@@ -1,4 +1,5 @@
-"""Reading the per-trait Judge's score from its text: its last own ``Final score: N`` statement (the MADRAG paper's A.5).
+"""Reading the per-trait Judge's score from its text: its last own ``Final score: N`` statement (the MADRAG paper's
+A.5).
 
 The MADRAG paper's A.5 parses ``Final Score: {integer}`` with a regular expression. Chat models write that statement in
 many ways, and a Judge's answer also holds words that are not its own; the rule here is what a careful reader
@@ -94,7 +95,8 @@ class Statement:
 
 
 def _unwrapped(text: str, essay: str | None) -> str:
-    """``text`` with the one pair of quotes around the whole of it blanked (an answer printed in quotes, the MADRAG paper
+    """``text`` with the one pair of quotes around the whole of it blanked (an answer printed in quotes, the MADRAG
+    paper
     Figure 7), unless the quoted whole is the essay's text; offsets are kept."""
     body = text.strip()
     if len(body) < 2 or body[0] not in '"\u201c' or body[-1] not in '"\u201d':

@@ -61,7 +61,8 @@ SCORE_STOPS = [
     " ".join(words) for words in product(*([w.capitalize(), w.lower(), w.upper()] for w in ("final", "score")))
 ]
 """The stop strings of the constrained path's rationale step: ``Final score`` in every case of each word
-(``Final Score``, the MADRAG paper's A.5's spelling, ``final score``, ``FINAL SCORE``, ...), so the rationale ends at the
+(``Final Score``, the MADRAG paper's A.5's spelling, ``final score``, ``FINAL SCORE``, ...), so the rationale ends
+at the
 score marker however the model writes it, on any backend's (case-sensitive) stop matching."""
 _MARKUP_TAIL = re.compile(r"(?:(?<=\s)|^)(?:[#>*_`~|]+|[-+\u2022])[ \t]*\Z")
 """Markdown left at the end of a rationale cut at the score marker (``**`` of ``**Final Score``, a heading's

@@ -1,4 +1,5 @@
-"""Prompts of the consensus-judging protocols (the consensus paper, "Beyond Consensus", Appendix A), and score masking (C.2).
+"""Prompts of the consensus-judging protocols (the consensus paper, "Beyond Consensus", Appendix A), and score
+masking (C.2).
 
 Templates (``madrag/prompts/cj_*.txt``, English translations of the Essay prompts):
 

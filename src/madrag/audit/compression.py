@@ -1,4 +1,5 @@
-"""Compression (the MADRAG paper's 4.3, middle-score bias): per protocol and trait, over every essay of the run with a score
+"""Compression (the MADRAG paper's 4.3, middle-score bias): per protocol and trait, over every essay of the run
+with a score
 and a human reference (no call is made): the predicted and human score distributions, the share of each at the
 scale's ends, the slope of the prediction on the reference (1: no compression, 0: one score for everything),
 and the extreme-subset figures of the MADRAG paper's Table 2 (:func:`madrag.metrics.extreme_subset`)."""

@@ -1,4 +1,5 @@
-"""``madrag confidence ...``: the confidence vs reasoning-quality study of the confidence paper on a finished debate run.
+"""``madrag confidence ...``: the confidence vs reasoning-quality study of the confidence paper on a finished
+debate run.
 
 * ``meta-eval``: the LLM meta-evaluator judges every Advocate / Skeptic response (resumable, own run store).
 * ``analyze``: window features of the debaters' token log-probabilities, trajectories with percentile bands,

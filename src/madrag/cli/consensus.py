@@ -51,7 +51,8 @@ def eval_consensus_command(
     reference: Annotated[
         str,
         typer.Option(
-            help="Human reference: mean (the raters' plain mean, the consensus paper; default) or rounded (the mean rounded "
+            help="Human reference: mean (the raters' plain mean, the consensus paper; default) or rounded (the mean "
+            "rounded "
             "half up to a valid score, madrag's label)."
         ),
     ] = "mean",

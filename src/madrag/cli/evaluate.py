@@ -216,7 +216,8 @@ def errors_command(
     tabulate: Annotated[
         Path | None,
         typer.Option(
-            help="A coded export (B, C, D columns filled in): print and save the MADRAG paper's Tables 3, 4, 5, 10 and 11 "
+            help="A coded export (B, C, D columns filled in): print and save the MADRAG paper's Tables 3, 4, 5, 10 "
+            "and 11 "
             "instead of exporting."
         ),
     ] = None,

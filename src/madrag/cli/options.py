@@ -238,7 +238,8 @@ CacheDirOpt = Annotated[
 EmbedderOpt = Annotated[
     str,
     typer.Option(
-        help="Embedder of the exemplar pool: minilm (the MADRAG paper's all-MiniLM-L6-v2, which reads an essay's first 256 "
+        help="Embedder of the exemplar pool: minilm (the MADRAG paper's all-MiniLM-L6-v2, which reads an essay's "
+        "first 256 "
         "word pieces), minilm-windows (MiniLM over overlapping windows: the whole essay) or hashing (a fast "
         "bag-of-words test embedder for quick checks, e.g. with --provider fake; not for real scoring). A resumed "
         "run keeps its own."

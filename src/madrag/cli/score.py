@@ -79,7 +79,8 @@ ablate = score_command(
 ablate_consensus = score_command(
     "ablate_consensus",
     list(CONSENSUS_ABLATION),
-    "The consensus paper's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, SymmetricMAD, "
+    "The consensus paper's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, "
+    "SymmetricMAD, "
     "ScoreMaskedMAD (4 rounds; NAME\\[rounds=N] for others); round-0 calls are shared. Then: madrag "
     "eval-consensus --run-dir RUN_DIR (and madrag eval for QWK).",
 )

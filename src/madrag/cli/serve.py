@@ -67,7 +67,8 @@ def serve_command(
     embedder: Annotated[
         str,
         typer.Option(
-            help="Exemplar pools' embedder: minilm (the MADRAG paper's), minilm-windows (whole essays) or hashing (checks)."
+            help="Exemplar pools' embedder: minilm (the MADRAG paper's), minilm-windows (whole essays) or hashing "
+            "(checks)."
         ),
     ] = "minilm",
     resume: ResumeOpt = False,

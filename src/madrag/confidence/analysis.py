@@ -131,7 +131,8 @@ def correlations(
 RankBy = Literal["signed", "abs"]
 RANK_BY: tuple[RankBy, ...] = ("signed", "abs")
 PAPER_RANK_BY: RankBy = "signed"
-"""The confidence paper, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC", highest first."""
+"""The confidence paper, Appendix B: "features are ranked by Spearman correlation ... ranked by AUROC", highest
+first."""
 
 
 def top_features(corr: pd.DataFrame, k: int = 3, rank_by: RankBy = PAPER_RANK_BY) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""The confidence paper's Figure 3 and Section 4.4: the meta-evaluator's score distribution per dimension, and the pass rates
+"""The confidence paper's Figure 3 and Section 4.4: the meta-evaluator's score distribution per dimension, and the
+pass rates
 per role.
 
 The seed reports, over its judged responses, the share of each dimension at its maximum (3): "76.5% for

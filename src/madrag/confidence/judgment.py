@@ -1,4 +1,5 @@
-"""The meta-evaluator's judgment (the confidence paper, 3.4.2-3.4.3, Figure 7's output object): its fields and ranges, the
+"""The meta-evaluator's judgment (the confidence paper, 3.4.2-3.4.3, Figure 7's output object): its fields and
+ranges, the
 JSON schema a backend may be held to, and the reading of an evaluator's answer into a :class:`MetaJudgment`.
 
 Three scores of 1-3 (instruction following, justification quality, evidence grounding) and a critical-issue

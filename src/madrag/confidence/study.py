@@ -1,4 +1,5 @@
-"""The confidence study of a debate run (the confidence paper, Sections 3.3-4.3): window features of every Advocate / Skeptic
+"""The confidence study of a debate run (the confidence paper, Sections 3.3-4.3): window features of every Advocate
+/ Skeptic
 token log-probability trajectory, joined with the meta-evaluator's judgments, correlated, ranked and plotted.
 
 Outputs (``save_study``): ``features.csv`` (one row per debater response), ``judgments.csv``, ``correlations.csv``

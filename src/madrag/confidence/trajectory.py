@@ -1,4 +1,5 @@
-"""Length-normalised log-probability trajectories and their percentile bands (the confidence paper, Section 4.3, Figure 2).
+"""Length-normalised log-probability trajectories and their percentile bands (the confidence paper, Section 4.3,
+Figure 2).
 
 Responses differ in length, so each trajectory is resampled onto a 0-100% position scale by linear
 interpolation; per role, the mean trajectory and the 25-75 and 10-90 percentile bands across responses

@@ -47,8 +47,10 @@ TABLE_KNOWN = ("id", "text", "prompt", "fold", "essay_set", "source")
 written from, e.g. the article a summary summarises, which the prompts show)."""
 DATA_FORMATS = ("auto", "asap", "csv", "jsonl", "summeval", "summeval-sample", "nikl", "nikl-all", "submissions")
 """The values of ``--format`` (``submissions``: a folder or ZIP of documents, one per student; ``auto`` picks it
-for a folder, a ``.zip``, ``.docx`` or ``.pdf``). ``summeval-sample`` is the consensus paper's B.2's 100 articles (seed 42) x
-every system, or ``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is the consensus paper's B.1's 100 essays
+for a folder, a ``.zip``, ``.docx`` or ``.pdf``). ``summeval-sample`` is the consensus paper's B.2's 100 articles
+(seed 42) x
+every system, or ``summeval-sample:<system>,<system>...`` x those systems; ``nikl`` is the consensus paper's B.1's
+100 essays
 per prompt (seed 42) of the NIKL layout, ``nikl-all`` every essay of it."""
 
 

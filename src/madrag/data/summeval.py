@@ -1,4 +1,5 @@
-"""SummEval (the consensus paper's summarization task) as essays: each system summary is an essay whose ``source`` is its
+"""SummEval (the consensus paper's summarization task) as essays: each system summary is an essay whose ``source``
+is its
 news article, scored on coherence, consistency, fluency and relevance (``docs/rubrics/rubric_summeval.json``).
 
 :func:`load_summeval` reads both layouts the data comes in (SummEval's paired annotations, and the
@@ -186,7 +187,8 @@ def sample_summeval(
     seed: int = SUMMEVAL_SAMPLE_SEED,
     systems: list[str] | None = None,
 ) -> list[Essay]:
-    """The consensus paper's B.2's sample: ``articles`` news articles (:data:`SUMMEVAL_SAMPLE_RULE`), each expanded across
+    """The consensus paper's B.2's sample: ``articles`` news articles (:data:`SUMMEVAL_SAMPLE_RULE`), each expanded
+    across
     its summaries (only ``systems``' when given: model ids, or summary indices in the ``mteb/summeval``
     layout), in drawn article order. Fewer articles than ``articles``, or a named system absent from a drawn
     article, is an error."""

@@ -1,4 +1,5 @@
-"""Single judge vs strict / lenient consensus multi-agent judging (the consensus paper, "Beyond Consensus"): the metrics.
+"""Single judge vs strict / lenient consensus multi-agent judging (the consensus paper, "Beyond Consensus"): the
+metrics.
 
 Each works on the frames of :mod:`madrag.evaluation.consensus_frames` (the protocols' per-round
 predictions and the human references) and is computed on essay-traits with a known reference:

@@ -1,4 +1,5 @@
-"""The consensus paper over several judge models: the averages of Tables 1, 2, 8 and 9, Table 3's cross-model grid and the
+"""The consensus paper over several judge models: the averages of Tables 1, 2, 8 and 9, Table 3's cross-model grid
+and the
 runs behind them.
 
 The paper's Tables 1, 2, 8 and 9 are "averaged over six judge models": every metric is computed per run (one

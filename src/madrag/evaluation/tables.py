@@ -1,7 +1,8 @@
 """The evaluations for people: display tables, markdown, plain text and the files the eval commands write.
 
 * Shared formatting: :func:`fmt` (one number in a cell), :func:`markdown_table`, :func:`markdown_document`.
-* The MADRAG paper (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text rendering,
+* The MADRAG paper (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text
+rendering,
   evaluation.md and :func:`save` (CSVs, evaluation.json, evaluation.md).
 * The consensus paper (:class:`~madrag.evaluation.consensus.ConsensusEvaluation`): display tables titled after the
   paper's Tables 1, 2, 8, 9, consensus.md, the round-wise figures (RMSE by round, Figure 2; mean score and gap,

@@ -120,7 +120,8 @@ class ScoreJob(BaseModel):
     prompts_dir: Path | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     response_cache: bool = True
-    # the pool's embedder: the MADRAG paper's MiniLM (truncated at 256 word pieces), MiniLM over windows (the option, the
+    # the pool's embedder: the MADRAG paper's MiniLM (truncated at 256 word pieces), MiniLM over windows (the
+    # option, the
     # default of runs made before: a resumed one keeps it, see resumed_job) or the hashing embedder for quick checks
     embedder: EmbedderName = "minilm"
     # where the essays are scored (None: in this process; e.g. a Ray cluster, madrag.distributed); how a run
@@ -247,7 +248,8 @@ PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_
 
 
 def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
-    """The templates a run's protocols use: the MADRAG paper's always (as runs made before the consensus paper recorded them),
+    """The templates a run's protocols use: the MADRAG paper's always (as runs made before the consensus paper
+    recorded them),
     plus each protocol's own (:attr:`~madrag.protocols.base.ScoringProtocol.templates`: packaged ones in
     :data:`PACKAGED_ORDER`, others in the protocols' order), plus the source block when the essays carry a
     source text (``with_source``)."""
