@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.web_helpers import HTML, RUBRIC, TEXTS, client_for, csrf, form_post, make_config, wait_status
 
+from madrag.data.class_files import read_csv_text
 from madrag.teacher import columns, gradebook
 from madrag.teacher.grades import grade_of
 
@@ -73,7 +74,7 @@ def forms_export(n: int) -> str:
 
 
 def test_forms_columns_are_guessed_and_carry_the_students() -> None:
-    header, rows = columns.read_table(forms_export(2))
+    header, rows = read_csv_text(forms_export(2), "forms.csv")
     mapping = columns.guess(header, ["Ideas"])
     assert (mapping.text, mapping.email, mapping.name, mapping.id) == (
         "Response",

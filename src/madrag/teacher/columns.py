@@ -7,8 +7,6 @@ the order they came), and the replacement is reported."""
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass, field
 
@@ -75,17 +73,6 @@ def student_label(who: dict[str, str], fallback: str) -> str:
     first, last = who.get("first_name", "").strip(), who.get("last_name", "").strip()
     name = who.get("name", "").strip() or " ".join(p for p in (first, last) if p)
     return name or who.get("email", "").strip() or who.get("sis_id", "").strip() or fallback
-
-
-def read_table(data: str) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of a CSV (or tab-separated) export."""
-    sample = data[:4096]
-    delimiter = "\t" if sample.count("\t") > sample.count(",") else ","
-    reader = csv.DictReader(io.StringIO(data.lstrip("\ufeff")), delimiter=delimiter)
-    header = [h for h in reader.fieldnames or [] if h is not None]
-    if not header:
-        raise InputError("the file has no header row")
-    return header, [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
 
 
 def _find(header: list[str], patterns: tuple[str, ...], taken: set[str]) -> str | None:
