@@ -1,14 +1,16 @@
-"""Every shell command of the README, run through the real CLI, so that none can rot.
+"""Every shell command of the README and of the docs site's pages, run through the real CLI, so that none can rot.
 
-Every line of every fenced ```bash block (``\\`` continuations joined, ``#`` comments set aside, ``&&`` chains
+The pages are those of ``mkdocs.yml``'s nav, in its order, then README.md (whose few commands repeat the pages'
+and are run once); :data:`NOT_RUN` names the pages whose commands run elsewhere or not, and why. Every line of
+every fenced ```bash block (``\\`` continuations joined, ``#`` comments set aside, ``&&`` chains
 split) is either a ``madrag`` command, which is run, or one of the setup and development lines in :data:`SETUP`,
-which are not. Any other line fails the test, so a new README command is run or explicitly excused.
+which are not. Any other line fails the test, so a new documented command is run or explicitly excused.
 
-The commands run in README order in one temporary folder (later ones read the runs earlier ones made), each as
+The commands run in that order in one temporary folder (later ones read the runs earlier ones made), each as
 ``python -m madrag.cli ...`` in a subprocess (the console entry point, with its one-line errors and exit codes),
 and each must exit 0. Every ``runs/...`` path a command's comment names must exist after it ran. The only
 changes, so that each runs offline in seconds, are the rewrite table :data:`REWRITES` (applied by
-:func:`rewrite`) and the files the README leaves to the user, written into the folder (:func:`user_files`).
+:func:`rewrite`) and the files the docs leave to the user, written into the folder (:func:`user_files`).
 ``madrag demo`` (the embedded model and MiniLM) and ``madrag serve`` (a server that runs until stopped) have
 their own tests below.
 """
@@ -31,12 +33,14 @@ from typing import Any
 import httpx
 import pytest
 import typer.main
+import yaml
 from tests.servers import free_port
 
 from madrag.cli.app import app
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+MKDOCS = REPO / "mkdocs.yml"
 CLI = [sys.executable, "-m", "madrag.cli"]
 
 SETUP = {
@@ -48,6 +52,14 @@ SETUP = {
 }
 """Lines (by how they start) that are not madrag commands, and why they are not run."""
 
+NOT_RUN = {
+    "docs/reproduce.md": "every command of it runs in its own tests (tests/test_reproduce_commands.py)",
+    "docs/scaling.md": "a Ray cluster and several GPU servers, with `...` for the options given above them",
+    "docs/protocols.md": "an example whose `runs/<id>` stands for the run folder the command before it made",
+    "docs/data-and-rubric-formats.md": "a quick check that writes to /tmp/check, outside the test's folder",
+}
+"""Pages of the site whose ```bash blocks this test does not run, and why (none came from the README)."""
+
 REWRITES = {
     '"$(madrag data asap FILE)"': "the path that `madrag data asap FILE` prints (run through the CLI as well)",
     "--provider openai": "--provider fake (canned answers, no network)",
@@ -57,7 +69,7 @@ REWRITES = {
     "baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
     "eval, report, eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
 }
-"""The rewrite table, as documentation: what is changed in a README command before it runs, and into what."""
+"""The rewrite table, as documentation: what is changed in a documented command before it runs, and into what."""
 
 BACKEND_COMMANDS = {"score", "ablate", "ablate-consensus", "confidence meta-eval"}
 BANK_COMMANDS = {"score", "ablate", "ablate-consensus"}
@@ -73,7 +85,7 @@ OWN_TESTS = {
 
 @dataclass(frozen=True)
 class Command:
-    """One README command: its words after ``madrag``, its comment, and where it stands in the README."""
+    """One documented command: its words after ``madrag``, its comment, and the page and line it stands on."""
 
     args: tuple[str, ...]
     comment: str
@@ -139,6 +151,40 @@ def readme_commands(doc: Path = README) -> tuple[list[Command], list[str]]:
     return commands, setup
 
 
+def nav_pages(nav: list[Any]) -> list[str]:
+    """Every page of a mkdocs nav, in order (sections flattened)."""
+    pages: list[str] = []
+    for item in nav:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        pages += nav_pages(value) if isinstance(value, list) else [str(value)]
+    return pages
+
+
+def documented_pages() -> list[Path]:
+    """The pages whose commands run, in the order they run: the site's nav (less :data:`NOT_RUN`), then the README."""
+    config = yaml.safe_load(MKDOCS.read_text(encoding="utf-8"))
+    docs = REPO / config.get("docs_dir", "docs")
+    pages = [docs / page for page in nav_pages(config["nav"])]
+    return [p for p in pages if p.relative_to(REPO).as_posix() not in NOT_RUN] + [README]
+
+
+def documented_commands() -> tuple[list[Command], list[str]]:
+    """(the madrag commands of every page of :func:`documented_pages`, in order; the setup lines left out)."""
+    commands, setup = [], []
+    for page in documented_pages():
+        found, skipped = readme_commands(page)
+        commands += found
+        setup += skipped
+    return commands, setup
+
+
+def the_command(name: str) -> Command:
+    """The one documented ``madrag NAME`` (written the same way wherever the docs give it)."""
+    found = [c for c in documented_commands()[0] if c.name == name]
+    assert found and len({c.args for c in found}) == 1, f"madrag {name}: {[str(c) for c in found]}"
+    return found[0]
+
+
 def run_cli(
     args: list[str], cwd: Path, timeout: float = 300, own_cache: bool = True
 ) -> subprocess.CompletedProcess[str]:
@@ -194,8 +240,8 @@ def rewrite(command: Command, cwd: Path, seen: dict[str, str]) -> list[str]:
 
 
 def user_files(folder: Path) -> None:
-    """The files the README's commands leave to the user, written into ``folder``, and the repository's ``docs``
-    (the README's commands run from the repository root)."""
+    """The files the documented commands leave to the user, written into ``folder``, and the repository's ``docs``
+    (the commands run from the repository root)."""
     (folder / "essays.csv").write_text(
         "id,text,Ideas,Style,fold\n"
         + "".join(
@@ -225,10 +271,22 @@ def named_outputs(comment: str) -> list[str]:
 
 
 def test_the_readme_has_its_commands() -> None:
-    commands, setup = readme_commands()
+    commands, setup = documented_commands()
     names = {c.name for c in commands}
     assert {"score", "ablate", "eval", "report", "costs", "baseline", "runs export", "serve", "demo"} <= names
-    assert "bash scripts/setup.sh" in setup and len(commands) >= 25
+    assert "bash scripts/setup.sh" in setup and len({c.args for c in commands}) >= 25
+    own, own_setup = readme_commands()  # the front page: the two commands and the most common ones
+    assert "demo" in {c.name for c in own} and "bash scripts/setup.sh" in own_setup and "bash .ci/run" in own_setup
+
+
+def test_every_page_with_commands_is_run_or_excused() -> None:
+    """A page of docs/ with a ```bash block is in the nav (so its commands run) or in :data:`NOT_RUN`."""
+    run = {p.relative_to(REPO).as_posix() for p in documented_pages()}
+    for page in sorted((REPO / "docs").glob("*.md")):
+        name = page.relative_to(REPO).as_posix()
+        if "```bash" in page.read_text(encoding="utf-8"):
+            assert name in run or name in NOT_RUN, f"{name} has commands, but neither runs them nor says why"
+    assert not set(NOT_RUN) & run and all((REPO / name).is_file() for name in NOT_RUN)
 
 
 def test_the_line_parser() -> None:
@@ -256,8 +314,8 @@ def cli_options(args: tuple[str, ...]) -> tuple[str, set[str]]:
 
 
 def test_every_readme_option_exists() -> None:
-    """Fast (no command runs): every README command names a real command and only options it has."""
-    for command in readme_commands()[0]:
+    """Fast (no command runs): every documented command names a real command and only options it has."""
+    for command in documented_commands()[0]:
         path, options = cli_options(command.args)
         given = {word.split("=", 1)[0] for word in command.args if word.startswith("-")}
         assert given <= options, f"{command}: madrag {path} has no {', '.join(sorted(given - options))}"
@@ -267,7 +325,7 @@ def test_every_readme_command_is_covered(tmp_path: Path) -> None:
     """Fast: the rewrite table covers every command (no placeholder, variable or unknown backend is left), and
     every option it adds exists."""
     seen: dict[str, str] = {}
-    for command in readme_commands()[0]:
+    for command in documented_commands()[0]:
         if command.name not in OWN_TESTS:
             args = tuple(rewrite(command, tmp_path, seen))
             _, options = cli_options(args)
@@ -277,13 +335,15 @@ def test_every_readme_command_is_covered(tmp_path: Path) -> None:
 
 @pytest.mark.integration  # some 30 commands, each its own process: 1.5 to 3.5 minutes on 2 cores
 def test_every_readme_command_runs(tmp_path: Path) -> None:
+    """Every documented command, in order; one the README repeats from a page runs once, where the page has it."""
     user_files(tmp_path)
-    commands, _ = readme_commands()
+    commands, _ = documented_commands()
     seen: dict[str, str] = {}
-    timings = []
+    timings, ran = [], set()
     for command in commands:
-        if command.name in OWN_TESTS:
+        if command.name in OWN_TESTS or command.args in ran:
             continue
+        ran.add(command.args)
         args = rewrite(command, tmp_path, seen)
         started = time.monotonic()
         done = run_cli(args, tmp_path)
@@ -296,7 +356,7 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
 
 
 def test_readme_serve_answers(tmp_path: Path) -> None:
-    (serve,) = [c for c in readme_commands()[0] if c.name == "serve"]
+    serve = the_command("serve")
     port = free_port()
     args = [*serve.args, "--port", str(port), "--data-dir", str(tmp_path / "server"), "--embedder", "hashing"]
     env = {**os.environ, "MADRAG_CACHE": str(tmp_path / "cache")}
@@ -324,7 +384,7 @@ def test_readme_serve_answers(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.timeout(1800)  # MiniLM over set 7's pool and the embedded model: ~14 minutes on 2 busy cores
 def test_readme_demo_runs(tmp_path: Path) -> None:
-    (demo,) = [c for c in readme_commands()[0] if c.name == "demo"]
+    demo = the_command("demo")
     done = run_cli([*demo.args, "--n", "1", "--max-tokens", "16"], tmp_path, timeout=1500, own_cache=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "human" in done.stdout and (tmp_path / "runs/demo/store.sqlite").is_file()

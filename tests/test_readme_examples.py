@@ -1,4 +1,5 @@
-"""The README's "Python API" examples, executed as they are (fake provider, no network), so they cannot rot.
+"""The "Python API" page's examples (docs/python-api.md), executed as they are (fake provider, no network), so
+they cannot rot.
 
 The blocks run in order in one namespace, as cells of a notebook, in a temporary working directory. The one
 substitution: the exemplar bank embeds with a fast bag-of-words embedder instead of MiniLM (the real embedder
@@ -16,13 +17,13 @@ from tests.helpers import BagOfWordsEmbedder
 
 import madrag.retrieval
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
 
 def python_api_blocks() -> list[str]:
-    """Every fenced ```python block of the README's "## Python API" section."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
+    """Every fenced ```python block of the "Python API" page (its title up to its next section)."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("# Python API\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^```python\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
 
 
@@ -40,7 +41,7 @@ def test_readme_python_api_examples_run(
     monkeypatch.setattr(madrag.retrieval.embedder, "MiniLMEmbedder", BagOfWordsEmbedder)
     namespace: dict[str, object] = {"__name__": "readme"}
     for number, block in enumerate(python_api_blocks(), start=1):
-        exec(compile(block, f"README.md Python API block {number}", "exec"), namespace)
+        exec(compile(block, f"docs/python-api.md block {number}", "exec"), namespace)
     out = capsys.readouterr().out
     assert "essay" in out and "rationale" in out and "MADRAG" in out  # the printed tables
     assert (tmp_path / "runs" / "nb" / "store.sqlite").is_file()

@@ -1,5 +1,5 @@
-"""A backend that returns no logprobs: what the README promises (``--no-logprobs``: the debaters then state their
-confidence) and what the error says when the flag is missing, end to end against the local stub server in its
+"""A backend that returns no logprobs: what docs/scoring.md promises (``--no-logprobs``: the debaters then state
+their confidence) and what the error says when the flag is missing, end to end against the local stub server in its
 no-logprobs mode (an OpenAI-compatible server that silently ignores the logprobs request, as several do).
 
 The CLI runs as a user runs it (a subprocess of ``python -m madrag.cli``, so the one-line error and exit code 2

@@ -1,5 +1,5 @@
 """Every command of docs/reproduce.md (the index of the three papers' tables and figures) runs, through the
-README's rewrite table (fake backend, three essays per run): none of them can rot."""
+rewrite table of tests/test_readme_commands.py (fake backend, three essays per run): none of them can rot."""
 
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ def test_confidence_sets_and_eval_consensus_refuse_the_same_run_twice(run_dir: P
 
 async def test_consensus_judges_ask_no_follow_up_by_default_as_the_paper(tmp_path: Path, asap: Path) -> None:
     """The consensus paper describes no follow-up request (C.1 only turns on JSON output where a model supports it): an
-    unreadable consensus score is missing after one request, and the README says so."""
+    unreadable consensus score is missing after one request, and the consensus page says so."""
     from madrag.data.essay import Essay
     from madrag.protocols import get_protocol
     from madrag.providers.base import Capabilities
@@ -259,6 +259,6 @@ async def test_consensus_judges_ask_no_follow_up_by_default_as_the_paper(tmp_pat
     rubric = load_rubric(asap / "rubric_set7.json")
     scores = await get_protocol("SingleJudge").score_essay(ctx, Essay(id="e1", text="I waited."), rubric)
     assert len(fake.calls) == 1 and all(s.score is None for s in scores)
-    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8").split())
-    section = readme[readme.index("## Consensus multi-agent judging") :]
+    page = " ".join((Path(__file__).parents[1] / "docs" / "consensus.md").read_text(encoding="utf-8").split())
+    section = page[page.index("# Consensus multi-agent judging") :]
     assert "one follow-up on chat APIs" not in section and "with no follow-up request" in section

@@ -104,7 +104,7 @@ async def test_a_run_with_work_left_still_builds_and_scores(tmp_path: Path) -> N
 
 
 def test_every_run_reading_command_takes_the_run_folder_as_an_argument(tmp_path: Path) -> None:
-    """``madrag eval RUN_DIR`` (and report, errors, costs, runs export) as the README writes them."""
+    """``madrag eval RUN_DIR`` (and report, errors, costs, runs export) as the docs write them."""
     from typer.testing import CliRunner
 
     from madrag.cli.app import app

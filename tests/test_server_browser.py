@@ -3,7 +3,7 @@ starts a run on the fake backend, watches it finish, opens an essay, overrides a
 script payloads render as text and fire nothing; a run killed with its server resumes after a restart.
 
 Each page is saved as a screenshot into ``$MADRAG_SCREENSHOTS`` (default: a folder in the system's temporary
-directory, so a test run leaves the checkout clean; ``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the README's
+directory, so a test run leaves the checkout clean; ``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the docs'
 pictures). Without Chromium
 or Playwright the tests skip, unless ``MADRAG_REQUIRE_BROWSER=1`` (as ``.ci/run`` sets) makes that a failure.
 """

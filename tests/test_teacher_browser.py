@@ -3,7 +3,7 @@ of 25 ASAP set-7 essays, 5 of them scored by the teacher, to an approved, export
 the teacher's 5 grades exactly and imports as one assignment by Canvas's rules, counting every click (at most
 15); the
 review queue, the column-mapping step and the gradebook saved as screenshots ``t1-...`` to ``t6-...`` into
-``$MADRAG_SCREENSHOTS`` (``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the README's pictures)."""
+``$MADRAG_SCREENSHOTS`` (``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the docs' pictures)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ the backend presets; the student feedback page (verified quotes highlighted, an 
 student); the class overview with an override applied; plain words; forms that keep input, a fifth trait, a
 shipped rubric's preview, renaming and archiving a run; the estimate's one-time set-up apart from the time per
 essay. One screenshot per step, ``t10-...`` onward, into ``$MADRAG_SCREENSHOTS``
-(``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the README's pictures)."""
+(``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the docs' pictures)."""
 
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ class ScoringSettings(BaseModel):
     """Sampling, score reading, prompt layout and every other scoring choice of a run, recorded in its
     configuration (a run resumes only with the same settings).
 
-    Defaults are the papers' behaviour; each deliberate difference is an option (README, "Differences from the
-    papers"). Each field's description is its ``madrag score`` option's help.
+    Defaults are the papers' behaviour; each deliberate difference is an option (the docs' "Differences from the
+    papers" page, ``docs/differences.md``). Each field's description is its ``madrag score`` option's help.
     """
 
     model_config = ConfigDict(frozen=True)

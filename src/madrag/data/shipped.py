@@ -1,7 +1,7 @@
 """The ASAP data shipped inside the package: sets 7 and 8 with every rater's trait scores, the standard folds and
 the official rubrics (provenance and terms in ``madrag/datasets/asap/README.md``).
 
-Every caller that needs "the ASAP data" (``madrag demo``, the web app's shipped rubrics and exemplars, the README's
+Every caller that needs "the ASAP data" (``madrag demo``, the web app's shipped rubrics and exemplars, the docs'
 examples, the benches, the tests) finds it here: ``$MADRAG_ASAP_DIR`` when set (a folder with the same file names),
 else the package's own copy, so a fresh install needs nothing beside it.
 """
