@@ -98,4 +98,6 @@ def needs_ray() -> ModuleType:
         import ray
 
         return ray
-    return pytest.importorskip("ray", reason="Ray is not installed (pip install 'madrag[ray]'); CI runs this test")
+    reason = "Ray is not installed (pip install 'madrag[ray]'); CI runs this test"
+    module: ModuleType = pytest.importorskip("ray", reason=reason)
+    return module
