@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
@@ -85,3 +89,15 @@ def stored_records(run_dir: Path) -> list[AgentRecord]:
         return list(store.records())
     finally:
         store.close()
+
+
+def needs_ray() -> ModuleType:
+    """The ``ray`` module; without it (madrag's ``ray`` extra not installed) the calling test is skipped, saying
+    so. In CI (``CI=true``) Ray is installed: a missing ``ray`` there fails the test instead of skipping it."""
+    if os.environ.get("CI") == "true":
+        import ray
+
+        return ray
+    reason = "Ray is not installed (pip install 'madrag[ray]'); CI runs this test"
+    module: ModuleType = pytest.importorskip("ray", reason=reason)
+    return module

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from tests.helpers import make_ctx
 from tests.test_ray_unit import ESSAYS, PROTOCOLS, RUBRIC, LocalActor, Method, collect, dispatcher, worker
 
@@ -63,7 +62,6 @@ async def test_a_worker_records_failed_calls_and_goes_on_with_its_shard() -> Non
 
 
 async def test_the_driver_counts_failed_calls_and_a_resume_plan_retries_them(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
     ctx = make_ctx(tmp_path, FakeProvider())
     ctx.failures = FailureBudget(None)
     job = dispatcher(ctx, [failing_actor(), failing_actor()], done := list[str]())
@@ -79,7 +77,6 @@ async def test_the_driver_counts_failed_calls_and_a_resume_plan_retries_them(tmp
 
 
 async def test_max_failures_is_cluster_wide_and_stops_handing_out_shards(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
     ctx = make_ctx(tmp_path, FakeProvider())
     ctx.failures = FailureBudget(1)
     actor = failing_actor()

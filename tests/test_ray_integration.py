@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.helpers import needs_ray
 from tests.servers import free_port
 
 from madrag.data import Essay, load_asap, split_by_fold
@@ -32,7 +33,7 @@ from madrag.rubric import Rubric, load_rubric
 from madrag.testing.stub_server import MODEL, StubServer
 
 pytestmark = [pytest.mark.integration]
-ray = pytest.importorskip("ray")
+ray = needs_ray()
 
 START_TIMEOUT_S = 240.0
 RUN_TIMEOUT_S = 300.0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import BagOfWordsEmbedder, make_ctx
+from tests.helpers import BagOfWordsEmbedder, make_ctx, needs_ray
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
@@ -269,6 +269,7 @@ class LocalActor:
 def dispatcher(
     ctx: CallContext, actors: list[LocalActor], done: list[str], protocols: list[str] = PROTOCOLS
 ) -> Dispatcher:
+    needs_ray()  # the dispatcher reads Ray's exceptions (a lost worker) from the ray module: skipped without Ray
     plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols], ScoringSettings(), trait_scores)  # type: ignore[arg-type]
 
     async def prepare(shard: Shard) -> None:
@@ -292,7 +293,6 @@ def dispatcher(
 
 
 async def test_a_lost_workers_shard_is_redone_and_every_record_is_stored_once(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
     ctx = make_ctx(tmp_path, FakeProvider())
     actors, done = [LocalActor(die_after=1), LocalActor()], list[str]()
     job = dispatcher(ctx, actors, done)
@@ -311,7 +311,6 @@ async def test_a_lost_workers_shard_is_redone_and_every_record_is_stored_once(tm
 
 
 async def test_a_scoring_error_in_a_worker_stops_the_run(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
     ctx = make_ctx(tmp_path, FakeProvider())
     broken = LocalActor()
     broken.worker.setup = WorkerSetup(

@@ -307,8 +307,9 @@ def cli_options(args: tuple[str, ...]) -> tuple[str, set[str]]:
     for word in args:
         if not hasattr(command, "commands"):
             break
-        assert word in command.commands, f"madrag {' '.join([*path, word])}: no such command"
-        command, path = command.commands[word], [*path, word]
+        found = command.get_command(typer.Context(command), word)  # the top group builds its commands when asked
+        assert found is not None, f"madrag {' '.join([*path, word])}: no such command"
+        command, path = found, [*path, word]
     options = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
     return " ".join(path), options
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers import needs_ray
 from typer.testing import CliRunner
 
 import madrag
@@ -173,7 +174,7 @@ def test_the_web_app_lists_the_toy_and_runs_it(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_a_local_ray_instance_scores_with_the_toy(asap: Path, tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+    needs_ray()
     run_dir = tmp_path / "ray-run"
     proc = madrag_cli(*score_args(asap, run_dir, "--limit", "3", "--ray", "--ray-workers", "1"), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

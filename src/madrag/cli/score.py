@@ -9,24 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from madrag.api.progress import ScoreProgress
-from madrag.api.result import ScoringResult
-from madrag.api.scoring import run_job
 from madrag.cli.groups import OptionGroup, with_groups
 from madrag.cli.options import DryRunOpt, DryRunPricesOpt, ProtocolOpt, SampleOpt, at_least_one
 from madrag.cli.output import console, err
 from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
 from madrag.data.shipped import find_asap_dir
-from madrag.evaluation.run import open_store
-from madrag.evaluation.unusable import unusable_scores
 from madrag.pipeline.job import ScoreJob
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.settings import ScoringSettings
+
+if TYPE_CHECKING:
+    from madrag.api.result import ScoringResult
+
+# The scoring stack (madrag.api: pandas, the run store, the evaluation) is imported inside the commands that
+# run a job, so that building the commands' options (madrag score --help) does not import it.
 
 
 def score_command(
@@ -61,7 +62,7 @@ def score_command(
 score = score_command(
     "score",
     ["MADRAG"],
-    """Score essays trait by trait and store one record per agent call in RUN_DIR.
+    doc="""Score essays trait by trait and store one record per agent call in RUN_DIR.
 
     Exit code 0: every call answered. 2: an error, or --max-failures reached.
 
@@ -72,14 +73,14 @@ score = score_command(
 ablate = score_command(
     "ablate",
     list(ABLATION),
-    "Run several protocols on the same essays in one run (default: the six ablation protocols of the MADRAG paper, "
+    doc="Run several protocols on the same essays in one run (default: the six ablation protocols of the MADRAG paper, "
     "SA SARAG MA MAD MARAG MADRAG); debates are shared between MAD and MADRAG. Then: madrag eval RUN_DIR.",
 )
 
 ablate_consensus = score_command(
     "ablate_consensus",
     list(CONSENSUS_ABLATION),
-    "The consensus paper's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, "
+    doc="The consensus paper's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, "
     "SymmetricMAD, "
     "ScoreMaskedMAD (4 rounds; NAME\\[rounds=N] for others); round-0 calls are shared. Then: madrag "
     "eval-consensus --run-dir RUN_DIR (and madrag eval for QWK).",
@@ -107,6 +108,9 @@ def run_cli_job(job: ScoreJob) -> ScoringResult:
     exemplar bank, then the trait scores; shown once the data is loaded and checked) and each finished essay's
     scores; Ctrl-C stops it cleanly (records so far are kept) with exit code 130. Calls that fail after their
     retries are counted in the summary (the caller decides the exit code: :func:`exit_on_failed_calls`)."""
+    from madrag.api.progress import ScoreProgress
+    from madrag.api.scoring import run_job
+
     progress = ScoreProgress(console=err, essay_lines=True)
     try:
         result = run_job(job, progress=progress)
@@ -122,6 +126,8 @@ def run_cli_job(job: ScoreJob) -> ScoringResult:
 
 def _summary(result: ScoringResult) -> None:
     """The table of trait scores (with the human reference) and the call counts of a finished job."""
+    from madrag.evaluation.unusable import unusable_scores
+
     traits = result.rubric.trait_names
     protocols = sorted({s.protocol for s in result.trait_scores})
     table = Table(title=f"trait scores (run {result.run_id}{', resumed' if result.resumed else ''})")
@@ -165,6 +171,7 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     from madrag.evaluation.costs.estimate import estimate_run
     from madrag.evaluation.costs.prices import load_prices
     from madrag.evaluation.costs.render import render_text
+    from madrag.evaluation.run import open_store
     from madrag.pipeline.job import job_rubric, select_essays
 
     at_least_one("--sample", sample)

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from madrag.api.executors import ray_executor
 from madrag.cli.groups import ImpliedValueCommand, group, model_group
 from madrag.cli.options import (
     ApiKeyEnvOpt,
@@ -146,6 +145,8 @@ def run_options(
     ray_workers: RayWorkersOpt = None,
 ) -> JobFields:
     """Where the run is kept, its caches and prompts, and how it executes (here or on Ray)."""
+    from madrag.api.executors import ray_executor  # here: it imports the evaluation (pandas), not --help's cost
+
     return {
         "run_dir": run_dir,
         "essay_concurrency": essay_concurrency,

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 
 ALPHA = 0.01
 """The prior's weight: small enough that it barely moves strengths backed by comparisons."""
@@ -48,6 +47,8 @@ def fit_strengths(n_items: int, comparisons: Sequence[tuple[int, int]], alpha: f
         return np.zeros(0)
     pairs = np.asarray(comparisons, dtype=np.intp).reshape(-1, 2)
     wins, losses = pairs[:, 0], pairs[:, 1]
+    from scipy.optimize import minimize  # here, not at the top: scipy.optimize takes ~0.5 s to import
+
     found = minimize(
         _objective,
         np.zeros(n_items),
