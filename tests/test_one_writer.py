@@ -36,7 +36,10 @@ WORKER = textwrap.dedent(
     essays = [f"Essay number {i} about a day at the lake." for i in range(6)]
     for r in range(rounds):
         (root / f"ready-{r}-{name}").touch()
+        deadline = time.monotonic() + 300  # a worker whose test is gone stops by itself
         while not (root / f"go-{r}").exists():
+            if time.monotonic() > deadline:
+                sys.exit("the test gave no start signal")
             time.sleep(0.0005)
         try:
             madrag.score(essays, rubric, protocol="MAD", provider=madrag.ProviderSpec(kind="fake", fake_latency_s=0.05),
@@ -73,7 +76,12 @@ def test_two_writers_at_a_barrier_never_mix_a_run(tmp_path: Path) -> None:
         )
         for name, temp in (("a", "0.0"), ("b", "0.5"))
     ]
-    _barrier_rounds(tmp_path, procs)
+    try:
+        _barrier_rounds(tmp_path, procs)
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+        raise
     outcomes = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
