@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -229,7 +230,11 @@ def test_wide_tables_scroll_in_a_box_the_keyboard_reaches(site: tuple[Server, li
     )
     box.focus()
     tab.keyboard.press("ArrowRight")
-    tab.wait_for_function("document.querySelector('.table-scroll').scrollLeft > 0")
+    # polled from here: the page's CSP (script-src 'self') refuses the string eval of Playwright's wait_for_function
+    deadline = time.monotonic() + 10
+    while tab.evaluate("document.querySelector('.table-scroll').scrollLeft") <= 0:
+        assert time.monotonic() < deadline, "the arrow key did not scroll the table's box"
+        time.sleep(0.05)
     tab.context.close()
 
 
