@@ -149,8 +149,16 @@ def page(tmp_path: Path) -> Iterator[Any]:
 
 
 def shot(page: Any, name: str) -> None:
+    """A full-page screenshot; a page that reloads itself while it is taken (a finished run's page does, 0.3 s
+    after the end) is taken again once the reload has loaded."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    try:
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True, timeout=15_000)
+    except PlaywrightTimeout:
+        page.wait_for_load_state("load")
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def small_shot(tab: Any, name: str, element: str | None = None, height: int = 720) -> None:
