@@ -33,6 +33,8 @@ from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
 from madrag.evaluation.evidence import evidence_frame
 from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.providers.base import Provider
+from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import Embedder
 
 TINY_NOTE = "the embedded SmolLM2-135M model: a pipeline check, its figures are not findings"
@@ -114,15 +116,43 @@ def plan_audit(
     """The :class:`AuditPlan` of :func:`audit` with the same options: nothing is scored, no backend is opened."""
     if sample < 1 or repeats < 0:
         raise InputError("sample must be >= 1 and repeats >= 0")
-    run = load_run(Path(run_dir))
+    planned = _planned(Path(run_dir), sample, seed, perturbations, repeats, debater_temperature, protocols, provider)
+    rows = [(c.name, c.kind, len(c.essays)) for c in planned.plan]
+    return AuditPlan([e.id for e in planned.essays], rows, _run_calls_per_essay(planned.run), planned.chosen)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """What :func:`plan_audit` and :func:`aaudit` both decide before anything is scored."""
+
+    run: RunData
+    chosen: list[str]
+    essays: list[Essay]
+    spec: ProviderSpec | None
+    instance: Provider | None
+    rescore: bool
+    plan: list[Condition]
+
+
+def _planned(
+    run_dir: Path,
+    sample: int,
+    seed: int,
+    perturbations: Sequence[str] | None,
+    repeats: int,
+    debater_temperature: float | None,
+    protocols: Sequence[str] | None,
+    provider: ProviderLike | None,
+) -> _Planned:
+    """The run, its protocols, the sample drawn and the conditions to score it under."""
+    run = load_run(run_dir)
     chosen = protocols_of(run, list(protocols) if protocols else None)
     essays = draw_sample(run, sample, seed)
     spec, instance = resolve_provider(provider) if provider is not None else (None, None)
     rescore = not same_backend(run, spec, instance)
     names = list(perturbations) if perturbations else None
     plan = conditions(run, essays, names, repeats, debater_temperature, rescore, seed)
-    rows = [(c.name, c.kind, len(c.essays)) for c in plan]
-    return AuditPlan([e.id for e in essays], rows, _run_calls_per_essay(run), chosen)
+    return _Planned(run, chosen, essays, spec, instance, rescore, plan)
 
 
 def _figures(
@@ -162,16 +192,18 @@ async def aaudit(
     if sample < 1 or repeats < 0 or bootstrap < 0:
         raise InputError("sample must be >= 1, repeats and bootstrap >= 0")
     stage = on_stage or (lambda _m: None)
-    run = load_run(Path(run_dir))
-    chosen = protocols_of(run, list(protocols) if protocols else None)
-    essays = draw_sample(run, sample, seed)
+    planned = _planned(Path(run_dir), sample, seed, perturbations, repeats, debater_temperature, protocols, provider)
+    run, chosen, essays, spec, instance, rescore, plan = (
+        planned.run,
+        planned.chosen,
+        planned.essays,
+        planned.spec,
+        planned.instance,
+        planned.rescore,
+        planned.plan,
+    )
     every, pool = run_sources(run)
     groups = pool_groups(run, essays, every, pool)
-    spec, instance = resolve_provider(provider) if provider is not None else (None, None)
-    rescore = not same_backend(run, spec, instance)
-    plan = conditions(
-        run, essays, list(perturbations) if perturbations else None, repeats, debater_temperature, rescore, seed
-    )
     write_rubric(run)
     backend = open_backend(run, spec, instance)
     scored: dict[str, tuple[Condition, Scores]] = {}
