@@ -143,12 +143,7 @@ async def _judge_constrained(ctx: CallContext, call: AgentCall, trait: Trait) ->
         rationale=rationale,
         tokens=tokens,
         score=score,
-        usage=rationale_resp.usage + score_resp.usage,
-        latency_s=rationale_resp.latency_s + score_resp.latency_s,
-        requests=2,
-        retries=[*rationale_resp.retries, *score_resp.retries],
-        cached=rationale_resp.cached and score_resp.cached,
-        truncated=was_cut(rationale_resp),
+        **_rationale_then_score(rationale_resp, score_resp),
         error=None if score.reported is not None else f"unusable score: {problem}",
     )
 
@@ -294,12 +289,7 @@ async def _schema_scores(
         text=f"{rationale}\n\n[score]\n{score_resp.text}",
         rationale=rationale,
         tokens=rationale_resp.tokens,
-        usage=rationale_resp.usage + score_resp.usage,
-        latency_s=rationale_resp.latency_s + score_resp.latency_s,
-        requests=2,
-        retries=[*rationale_resp.retries, *score_resp.retries],
-        cached=rationale_resp.cached and score_resp.cached,
-        truncated=was_cut(rationale_resp),
+        **_rationale_then_score(rationale_resp, score_resp),
         error=error,
         **fields,
     )
@@ -314,6 +304,19 @@ def _followup(ctx: CallContext, call: AgentCall, answer: str, ask: str, max_toke
 def _traits_error(results: dict[str, ScoreResult]) -> str | None:
     failed = [name for name, r in results.items() if r.reported is None]
     return f"unusable score for {', '.join(failed)}" if failed else None
+
+
+def _rationale_then_score(rationale_resp: ChatResponse, score_resp: ChatResponse) -> dict[str, Any]:
+    """A two-request Judge record's usage, latency, retries and cache state, summed over its rationale and its
+    score step; truncated when the rationale was cut (a cut score step is the score's own problem)."""
+    return {
+        "usage": rationale_resp.usage + score_resp.usage,
+        "latency_s": rationale_resp.latency_s + score_resp.latency_s,
+        "requests": 2,
+        "retries": [*rationale_resp.retries, *score_resp.retries],
+        "cached": rationale_resp.cached and score_resp.cached,
+        "truncated": was_cut(rationale_resp),
+    }
 
 
 def was_cut(response: ChatResponse) -> bool:
