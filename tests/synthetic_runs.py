@@ -18,8 +18,8 @@ from madrag.providers.base import Message, TokenLogprob, TopLogprob, Usage
 from madrag.records import AgentRecord, ScoreResult, call_key
 from madrag.rubric import Rubric, Trait
 from madrag.server import library
-from madrag.server.run_repo import RunBackend, RunMeta
-from madrag.server.schemas import BackendSettings
+from madrag.server.http.schemas import BackendSettings
+from madrag.server.runs.repo import RunBackend, RunMeta
 from madrag.store import RunStore
 
 WORDS = (

@@ -20,7 +20,7 @@ from madrag.evaluation.run import load_run
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.rubric import Rubric
-from madrag.server.library_runs import write_report as web_report
+from madrag.server.runs.library_runs import write_report as web_report
 
 RUBRIC = {
     "traits": [

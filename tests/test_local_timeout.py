@@ -12,7 +12,7 @@ from madrag.errors import ProviderError, RetriesExhausted
 from madrag.providers import ChatRequest, Message, RetryPolicy
 from madrag.providers.fake import FakeProvider
 from madrag.providers.policy import ManagedProvider
-from madrag.server.backends import SharedBackend
+from madrag.server.runs.backends import SharedBackend
 
 LATENCY_S = 0.12
 TIMEOUT_S = 0.2  # longer than one call, shorter than a call waiting behind two others

@@ -204,7 +204,7 @@ def test_a_second_app_on_the_same_data_dir_does_not_start(tmp_path: Path) -> Non
 def test_a_run_another_process_writes_is_never_taken_for_interrupted(tmp_path: Path) -> None:
     from tests.web_helpers import FAKE, RUBRIC, client_for, make_config, wait_status
 
-    from madrag.server.run_repo import RunRepository
+    from madrag.server.runs.repo import RunRepository
 
     config = make_config(tmp_path, auto_resume=True)
     with client_for(config) as client:

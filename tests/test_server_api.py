@@ -359,7 +359,7 @@ def test_serve_command_passes_the_runtime_to_embedded_runs_and_refuses_an_unknow
 
     import madrag.server
     from madrag.cli.app import app
-    from madrag.server.runs import RunManager
+    from madrag.server.runs.scheduler import RunManager
 
     configs: list[Any] = []
     monkeypatch.setattr(uvicorn, "run", lambda web, **_kw: None)
@@ -398,7 +398,7 @@ def test_madrag_run_shows_the_exemplars_the_judge_saw(tmp_path: Path, embedder: 
 
 async def test_shared_backend_limits_requests_of_every_run_together() -> None:
     from madrag.providers import ChatRequest, FakeProvider, Message
-    from madrag.server.backends import SharedBackend
+    from madrag.server.runs.backends import SharedBackend
 
     shared = SharedBackend(FakeProvider(latency_s=0.05), limit=2)
     request = ChatRequest(messages=[Message(role="user", content="You are an Advocate Agent.")])

@@ -58,7 +58,7 @@ def test_refused_rows_are_counted_by_reason_and_kept_bounded(tmp_path: Path) -> 
 
 
 def test_a_description_written_with_every_refused_row_reads_as_a_summary() -> None:
-    from madrag.server.runs import RunMeta
+    from madrag.server.runs.scheduler import RunMeta
 
     old = {"id": "abcdef123456", "protocols": ["MAD"], "pool": "none", "eval_fold": None, "backend": FAKE}
     rows = [{"where": f"row {i}", "reason": f"row {i}: text is empty"} for i in range(2, 60)]

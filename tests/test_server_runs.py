@@ -19,12 +19,12 @@ from tests.web_helpers import RUBRIC, client_for, essays_json, make_config, wait
 from madrag.data.essay import Essay
 from madrag.rubric import rubric_from_mapping
 from madrag.server import create_app
-from madrag.server.errors import http_status
-from madrag.server.faults import BadInput, InvalidRequest, NotFound, OverLimit, Unavailable, WrongState
-from madrag.server.refusals import Refusals
-from madrag.server.run_repo import RunMeta
-from madrag.server.runs import NewRun, RunManager
-from madrag.server.schemas import BackendSettings
+from madrag.server.http.errors import http_status
+from madrag.server.http.faults import BadInput, InvalidRequest, NotFound, OverLimit, Unavailable, WrongState
+from madrag.server.http.refusals import Refusals
+from madrag.server.http.schemas import BackendSettings
+from madrag.server.runs.repo import RunMeta
+from madrag.server.runs.scheduler import NewRun, RunManager
 from madrag.testing.stub_server import MODEL, StubServer
 
 SECRET = "sk-test-DO-NOT-STORE-9876543210"
@@ -241,7 +241,7 @@ def test_a_run_cancelled_before_it_starts_is_recorded_as_cancelled(tmp_path: Pat
 
 
 def test_keys_are_typed_in_memory_and_never_printed() -> None:
-    from madrag.server.keys import KeyStore
+    from madrag.server.runs.keys import KeyStore
 
     store = KeyStore()
     store.put("K", SecretStr(SECRET))

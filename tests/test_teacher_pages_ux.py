@@ -15,8 +15,8 @@ from tests.web_helpers import HTML, RUBRIC, client_for, csrf, essays_csv, form_p
 
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
-from madrag.server.pages_backend import CHOOSE_A_MODEL
-from madrag.server.progress import pace
+from madrag.server.pages.backend import CHOOSE_A_MODEL
+from madrag.server.runs.progress import pace
 from madrag.teacher.calibration import EXACT_AT, WITHIN_AT, agreement, anchors, looks_right
 
 

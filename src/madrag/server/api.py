@@ -12,22 +12,23 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from madrag import __version__
-from madrag.server import library, library_runs, results, service
-from madrag.server.faults import WrongState
-from madrag.server.probe import ProbeResult
-from madrag.server.responses import (
+from madrag.server import library, results, service
+from madrag.server.http.faults import WrongState
+from madrag.server.http.responses import (
     EssayRecords,
     EvaluationOut,
     Health,
     ProtocolInfo,
     RubricOut,
     RubricSummary,
-    RunOut,
     RunScores,
     SingleScore,
 )
+from madrag.server.http.schemas import BackendSettings, OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
 from madrag.server.reviews import Review, all_reviews
-from madrag.server.schemas import BackendSettings, OverrideIn, ResumeIn, RubricCreate, RunCreate, SingleScoreIn
+from madrag.server.runs import library_runs
+from madrag.server.runs.probe import ProbeResult
+from madrag.server.runs.responses import RunOut
 from madrag.server.service import State
 
 router = APIRouter(prefix="/api")

@@ -1,6 +1,6 @@
 """The application factory: the JSON API, the teacher's pages, static files from the package, ``/docs``.
 
-``create_app(config)`` builds a FastAPI app around one :class:`~madrag.server.runs.RunManager`; on start-up it
+``create_app(config)`` builds a FastAPI app around one :class:`~madrag.server.runs.scheduler.RunManager`; on start-up it
 lists runs a stopped server left unfinished (as ``interrupted``, resumable), on shutdown it stops the runs in
 flight (their finished calls are in their run stores).
 """
@@ -18,13 +18,14 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from madrag import __version__
-from madrag.server import api, errors, pages, results
+from madrag.server import api, pages, results
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig, find_asap_dir
 from madrag.server.drafts import Drafts
-from madrag.server.errors import render_error
-from madrag.server.runs import RunManager
-from madrag.server.security import Guard, TooLarge
+from madrag.server.http import errors
+from madrag.server.http.errors import render_error
+from madrag.server.http.security import Guard, TooLarge
+from madrag.server.runs.scheduler import RunManager
 from madrag.server.service import State
 from madrag.writer_lock import WriterLock
 
@@ -48,7 +49,7 @@ PREPARED_RUNS = 3
 def prepare_recent(state: State) -> None:
     """Read the scores and build the results grid of the most recent finished runs, so the first page a teacher
     opens after a restart is served at once."""
-    from madrag.server.pages_runs import prepared_grid
+    from madrag.server.pages.runs import prepared_grid
 
     finished = [m for m in state.runs.all() if m.status == "finished" and m.kind != "estimate"][:PREPARED_RUNS]
     for meta in finished:

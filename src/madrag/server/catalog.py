@@ -12,7 +12,7 @@ from pathlib import Path
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.server import library
-from madrag.server.errors import ApiError
+from madrag.server.http.errors import ApiError
 
 _RUBRIC_ID = re.compile(r"^[a-z0-9-]{1,40}$")
 

@@ -17,7 +17,7 @@ from madrag.errors import InputError
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.gradebook import save_roster
-from madrag.server.refusals import Refusals, check_count
+from madrag.server.http.refusals import Refusals, check_count
 from madrag.teacher import columns
 
 PENDING = "pending-import.csv"

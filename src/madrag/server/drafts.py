@@ -17,9 +17,9 @@ from pydantic import Field, SecretStr
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.server import library
-from madrag.server.errors import ApiError
-from madrag.server.refusals import Refusals, RefusedFields
-from madrag.server.schemas import BackendSettings
+from madrag.server.http.errors import ApiError
+from madrag.server.http.refusals import Refusals, RefusedFields
+from madrag.server.http.schemas import BackendSettings
 
 _DRAFT_ID = re.compile(r"^[a-f0-9]{12}$")
 

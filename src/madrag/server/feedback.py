@@ -12,8 +12,9 @@ from typing import Any
 
 from madrag.csv_safe import csv_text
 from madrag.records import AgentRecord
-from madrag.server import gradebook, library_runs
-from madrag.server.errors import ApiError
+from madrag.server import gradebook
+from madrag.server.http.errors import ApiError
+from madrag.server.runs import library_runs
 from madrag.server.service import State
 from madrag.teacher import feedback
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag import csv_safe
-from madrag.server.errors import ApiError
+from madrag.server.http.errors import ApiError
 from madrag.server.results import view_scores
 from madrag.server.reviews import all_reviews, latest
 from madrag.server.service import State

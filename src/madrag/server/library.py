@@ -1,7 +1,7 @@
 """The one place the server calls the madrag library: rubrics, essays, the scoring job, and reading a run.
 
 Everything the web layer needs from the pipeline goes through these functions (and, for reading runs,
-:mod:`madrag.server.library_runs`), so the server has no scoring
+:mod:`madrag.server.runs.library_runs`), so the server has no scoring
 path of its own: a run started here is the same ``ScoreJob`` run by the same ``execute`` into the same run store
 as ``madrag score``, and is read back by the same ``evaluation.run`` reader.
 
@@ -44,7 +44,7 @@ from madrag.providers import Provider, ProviderSpec, make_provider, spec_identit
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
-from madrag.server.refusals import Refusals, check_count, count_rows, row_id
+from madrag.server.http.refusals import Refusals, check_count, count_rows, row_id
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from madrag.csv_safe import csv_text, dict_rows
 from madrag.errors import MadragError
-from madrag.server import library_runs
-from madrag.server.faults import InvalidRequest, NotFound, WrongState
+from madrag.server.http.faults import InvalidRequest, NotFound, WrongState
+from madrag.server.http.schemas import OverrideIn
 from madrag.server.reviews import Review, add_review, all_reviews, latest
-from madrag.server.schemas import OverrideIn
+from madrag.server.runs import library_runs
 from madrag.server.service import State
 from madrag.teacher.grades import grade_of
 from madrag.teacher.scored_by import scored_by, warning

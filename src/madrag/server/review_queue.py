@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from madrag.records import AgentRecord
-from madrag.server import library_runs
 from madrag.server.results import view_scores
 from madrag.server.reviews import Review, add_review, all_reviews, latest
+from madrag.server.runs import library_runs
 from madrag.server.service import State
 from madrag.teacher.review_queue import ItemSignals, QueueItem, rank
 

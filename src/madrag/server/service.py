@@ -15,13 +15,21 @@ from madrag.server import library
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
-from madrag.server.faults import BadInput, InvalidRequest, Unavailable, WrongState
-from madrag.server.probe import ProbeResult, probe
-from madrag.server.refusals import Refusals, check_count
-from madrag.server.responses import SingleScore, TraitResult
+from madrag.server.http.faults import BadInput, InvalidRequest, Unavailable, WrongState
+from madrag.server.http.refusals import Refusals, check_count
+from madrag.server.http.responses import SingleScore, TraitResult
+from madrag.server.http.schemas import (
+    BackendSettings,
+    DataUpload,
+    EssayIn,
+    PoolChoice,
+    RunCreate,
+    RunKind,
+    SingleScoreIn,
+)
 from madrag.server.reviews import review_version
-from madrag.server.runs import NewRun, RunManager, RunMeta
-from madrag.server.schemas import BackendSettings, DataUpload, EssayIn, PoolChoice, RunCreate, RunKind, SingleScoreIn
+from madrag.server.runs.probe import ProbeResult, probe
+from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from madrag.server.faults import OverLimit
+from madrag.server.http.faults import OverLimit
 
 MAX_EXAMPLES = 20
 """Refused rows kept with where and why (the first ones)."""

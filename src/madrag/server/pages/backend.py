@@ -12,14 +12,16 @@ from pydantic import SecretStr, ValidationError
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import gradebook, library, pages_calibration, run_list, service
+from madrag.server import gradebook, library, service
 from madrag.server.drafts import Draft
-from madrag.server.errors import ApiError, http_status
-from madrag.server.faults import ServerError
-from madrag.server.pages_setup import read_form, step_page, with_rubric
-from madrag.server.refusals import Refusals
-from madrag.server.rendering import redirect, state_of
-from madrag.server.schemas import BackendSettings, PriceIn, RunCreate
+from madrag.server.http.errors import ApiError, http_status
+from madrag.server.http.faults import ServerError
+from madrag.server.http.refusals import Refusals
+from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
+from madrag.server.pages import calibration as pages_calibration
+from madrag.server.pages.rendering import redirect, state_of
+from madrag.server.pages.setup import read_form, step_page, with_rubric
+from madrag.server.runs import archive as run_list
 from madrag.teacher import plain_words, presets
 
 router = APIRouter(include_in_schema=False)
@@ -124,7 +126,7 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
     except ValidationError as exc:
         first = exc.errors()[0]
         return _backend_page(request, draft, {str(first["loc"][0]): first["msg"]}, 400)
-    except ServerError as exc:  # the pages' own checks and the run's (madrag.server.faults)
+    except ServerError as exc:  # the pages' own checks and the run's (madrag.server.http.faults)
         return _backend_page(request, draft, {exc.field or "kind": exc.message}, http_status(exc))
     except MadragError as exc:
         return _backend_page(request, draft, {"kind": str(exc)}, 400)

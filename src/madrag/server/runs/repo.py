@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from madrag.server.faults import NotFound
-from madrag.server.refusals import RefusedFields
-from madrag.server.schemas import BackendKind, BackendSettings, RunKind, RunStatus
+from madrag.server.http.faults import NotFound
+from madrag.server.http.refusals import RefusedFields
+from madrag.server.http.schemas import BackendKind, BackendSettings, RunKind, RunStatus
 
 log = logging.getLogger("madrag.server")
 _RUN_ID = re.compile(r"^[a-z0-9]{6,40}$")

@@ -1,5 +1,6 @@
 """The JSON shapes the HTTP API returns, as pydantic models: FastAPI checks every answer against them and
-``/docs`` (OpenAPI) shows them, endpoint by endpoint. The requests are in :mod:`madrag.server.schemas`."""
+``/docs`` (OpenAPI) shows them, endpoint by endpoint. The requests are in :mod:`madrag.server.http.schemas`;
+a run and its progress in :mod:`madrag.server.runs.responses`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.server.reviews import Review
-from madrag.server.run_repo import RunMeta
-from madrag.server.schemas import RunStatus
 
 
 class Health(BaseModel):
@@ -43,33 +42,6 @@ class RubricOut(BaseModel):
 
     id: str
     rubric: dict[str, Any]
-
-
-class ProgressOut(BaseModel):
-    """A run's progress in this server process: trait scores ``done`` of ``total``, agent calls stored
-    (``records``) and failed after their retries, the current stage, and the last event's number (``seq``).
-    The pace, from the calls stored so far: seconds of scoring (``elapsed_s``), seconds per call (``per_call_s``),
-    the calls still to make (``calls_left``: calls per finished trait score times the trait scores left) and the
-    time left (``eta_s``); each None until it can be measured."""
-
-    status: RunStatus
-    total: int | None = None
-    done: int = 0
-    records: int = 0
-    failed_calls: int = 0
-    stage: str = ""
-    seq: int = 0
-    elapsed_s: float | None = None
-    per_call_s: float | None = None
-    calls_left: int | None = None
-    eta_s: float | None = None
-
-
-class RunOut(RunMeta):
-    """A run: its description (as ``run.json`` keeps it: never a key) and, when it has run in this server
-    process, its live ``progress``."""
-
-    progress: ProgressOut | None = None
 
 
 class ScoreRow(BaseModel):

@@ -15,10 +15,10 @@ from madrag.errors import MadragError
 from madrag.rubric import Rubric
 from madrag.server import class_import, library
 from madrag.server.drafts import Draft
-from madrag.server.errors import ApiError
-from madrag.server.refusals import Refusals
-from madrag.server.rendering import redirect, render, state_of
-from madrag.server.security import check_csrf
+from madrag.server.http.errors import ApiError
+from madrag.server.http.refusals import Refusals
+from madrag.server.http.security import check_csrf
+from madrag.server.pages.rendering import redirect, render, state_of
 
 router = APIRouter(include_in_schema=False)
 STEPS = [("rubric", "1 Rubric"), ("essays", "2 Essays"), ("exemplars", "3 Exemplars"), ("backend", "4 Backend")]

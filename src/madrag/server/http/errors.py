@@ -1,7 +1,7 @@
 """Errors as JSON (API) or as a page (browser), with the right status code and never a traceback.
 
 Every error body of the API is ``{"error": {"status": 404, "message": "...", "field": "..."?}}``. Domain errors
-(:mod:`madrag.server.faults`, the library's :mod:`madrag.errors`) carry no status code: :func:`http_status` maps
+(:mod:`madrag.server.http.faults`, the library's :mod:`madrag.errors`) carry no status code: :func:`http_status` maps
 each kind to one here, at the edge, and one handler renders them all. The library's kinds: bad input or rubric
 400, a settings conflict or a run another process is writing 409, a backend failure or a full disk 503.
 """
@@ -26,14 +26,22 @@ from madrag.errors import (
     WriterBusy,
     clip,
 )
-from madrag.server.faults import BadInput, InvalidRequest, NotFound, OverLimit, ServerError, Unavailable, WrongState
+from madrag.server.http.faults import (
+    BadInput,
+    InvalidRequest,
+    NotFound,
+    OverLimit,
+    ServerError,
+    Unavailable,
+    WrongState,
+)
 
 log = logging.getLogger("madrag.server")
 
 
 class ApiError(ServerError):
     """An error with its status code chosen where it is raised (the pages' form and upload checks); the
-    server's operations raise the kinds of :mod:`madrag.server.faults` instead."""
+    server's operations raise the kinds of :mod:`madrag.server.http.faults` instead."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
         super().__init__(message, field)

@@ -7,12 +7,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag.rubric import Rubric
-from madrag.server import library, run_list, service
+from madrag.server import library, service
 from madrag.server.drafts import Draft
-from madrag.server.errors import ApiError
-from madrag.server.refusals import Refusals
-from madrag.server.rendering import redirect, render, state_of
-from madrag.server.schemas import RunCreate
+from madrag.server.http.errors import ApiError
+from madrag.server.http.refusals import Refusals
+from madrag.server.http.schemas import RunCreate
+from madrag.server.pages.rendering import redirect, render, state_of
+from madrag.server.runs import archive as run_list
 from madrag.server.service import State
 from madrag.teacher import calibration
 

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from madrag import __version__
-from madrag.server.security import CSRF_COOKIE, csrf_cookie, csrf_token
+from madrag.server.http.security import CSRF_COOKIE, csrf_cookie, csrf_token
 from madrag.server.service import State
 from madrag.teacher.plain_words import protocol_label, score_read
 from madrag.teacher.scored_by import scored_by, warning

@@ -19,7 +19,7 @@ from pydantic import BaseModel, SecretStr
 
 from madrag.errors import MadragError, ProviderError, TransientProviderError
 from madrag.providers import ChatRequest, ChatResponse, Message
-from madrag.server.run_repo import RunBackend
+from madrag.server.runs.repo import RunBackend
 
 if TYPE_CHECKING:
     from madrag.providers.openai_compat import OpenAICompatProvider
@@ -116,7 +116,7 @@ async def probe(
 
 def needs_probe(backend: RunBackend) -> bool:
     """Whether a run's backend is an OpenAI-compatible server whose logprobs were never tested (a run recorded
-    before the setting existed ran with them: see :class:`~madrag.server.run_repo.RunBackend`)."""
+    before the setting existed ran with them: see :class:`~madrag.server.runs.repo.RunBackend`)."""
     return backend.kind == "openai" and backend.logprobs is None
 
 

@@ -1,9 +1,9 @@
 """The server's runs scheduled: created, started on the scoring thread, cancelled and resumed here.
 
 :class:`RunManager` ties the parts together: the record of each run (``run.json``,
-:class:`~madrag.server.run_repo.RunRepository`), its live progress (:class:`~madrag.server.run_events.RunEvents`),
-its scores as read back (:class:`~madrag.server.run_views.RunViews`) and the keys typed in
-(:class:`~madrag.server.keys.KeyStore`). A run is the library's scoring job, run on the scoring thread's loop
+:class:`~madrag.server.runs.repo.RunRepository`), its live progress (:class:`~madrag.server.runs.events.RunEvents`),
+its scores as read back (:class:`~madrag.server.runs.views.RunViews`) and the keys typed in
+(:class:`~madrag.server.runs.keys.KeyStore`). A run is the library's scoring job, run on the scoring thread's loop
 on the server's shared backend. A run that was queued or running when the server stopped is listed as
 ``interrupted`` at the next start and can be resumed: the run store gives back every finished call.
 
@@ -27,18 +27,19 @@ from madrag.errors import MadragError
 from madrag.pipeline.job import ScoreJob
 from madrag.providers import ProviderSpec
 from madrag.rubric import Rubric
-from madrag.server import library, library_runs, probe
-from madrag.server.backends import BackendPool, SharedBackend
+from madrag.server import library
 from madrag.server.config import ServerConfig
-from madrag.server.faults import BadInput, WrongState
-from madrag.server.keys import KeyStore, key_name
-from madrag.server.progress import Progress, ScheduledTask, ScoringThread
-from madrag.server.refusals import Refusals
-from madrag.server.responses import ProgressOut, RunOut
-from madrag.server.run_events import RunEvents
-from madrag.server.run_repo import ACTIVE, KeySource, RunBackend, RunMeta, RunRepository
-from madrag.server.run_views import RunViews
-from madrag.server.schemas import BackendSettings, RunKind, RunStatus
+from madrag.server.http.faults import BadInput, WrongState
+from madrag.server.http.refusals import Refusals
+from madrag.server.http.schemas import BackendSettings, RunKind, RunStatus
+from madrag.server.runs import library_runs, probe
+from madrag.server.runs.backends import BackendPool, SharedBackend
+from madrag.server.runs.events import RunEvents
+from madrag.server.runs.keys import KeyStore, key_name
+from madrag.server.runs.progress import Progress, ScheduledTask, ScoringThread
+from madrag.server.runs.repo import ACTIVE, KeySource, RunBackend, RunMeta, RunRepository
+from madrag.server.runs.responses import ProgressOut, RunOut
+from madrag.server.runs.views import RunViews
 from madrag.settings import ScoringSettings
 from madrag.writer_lock import held_by
 
@@ -92,7 +93,7 @@ class RunManager:
         return self.events.progress
 
     def run_dir(self, run_id: str) -> Path:
-        """The run's directory; :class:`~madrag.server.faults.NotFound` for an unknown or malformed id."""
+        """The run's directory; :class:`~madrag.server.http.faults.NotFound` for an unknown or malformed id."""
         return self.repo.run_dir(run_id)
 
     def meta(self, run_id: str) -> RunMeta:
@@ -110,7 +111,7 @@ class RunManager:
         return self.events.of(run_id)
 
     def view(self, run_id: str) -> library_runs.RunView:
-        """The run's scores (:class:`~madrag.server.run_views.RunViews`)."""
+        """The run's scores (:class:`~madrag.server.runs.views.RunViews`)."""
         return self.views.view(run_id)
 
     def describe_run(self, run_id: str) -> RunOut:

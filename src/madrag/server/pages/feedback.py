@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag.server import feedback, gradebook
-from madrag.server.rendering import redirect, render, state_of
-from madrag.server.security import check_csrf
+from madrag.server.http.security import check_csrf
+from madrag.server.pages.rendering import redirect, render, state_of
 
 router = APIRouter(include_in_schema=False)
 

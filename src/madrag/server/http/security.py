@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 from fastapi import Request
 
 from madrag.server.config import ServerConfig, is_loopback
-from madrag.server.errors import ApiError, error_body
+from madrag.server.http.errors import ApiError, error_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

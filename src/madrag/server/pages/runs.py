@@ -13,11 +13,13 @@ from pydantic import SecretStr
 
 from madrag.audit.report import audit_html
 from madrag.errors import MadragError
-from madrag.server import gradebook, library, library_runs, results, run_list
-from madrag.server.errors import ApiError
-from madrag.server.rendering import redirect, render, state_of
-from madrag.server.schemas import OverrideIn
-from madrag.server.security import check_csrf
+from madrag.server import gradebook, library, results
+from madrag.server.http.errors import ApiError
+from madrag.server.http.schemas import OverrideIn
+from madrag.server.http.security import check_csrf
+from madrag.server.pages.rendering import redirect, render, state_of
+from madrag.server.runs import archive as run_list
+from madrag.server.runs import library_runs
 from madrag.server.service import State
 from madrag.teacher.feedback import verified_quotes
 

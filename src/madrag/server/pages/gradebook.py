@@ -9,8 +9,8 @@ from fastapi.responses import Response
 
 from madrag.errors import MadragError
 from madrag.server import class_import, gradebook
-from madrag.server.rendering import redirect, render, state_of
-from madrag.server.security import check_csrf
+from madrag.server.http.security import check_csrf
+from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.teacher import columns, overview
 
 router = APIRouter(include_in_schema=False)

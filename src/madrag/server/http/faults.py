@@ -1,7 +1,7 @@
 """The server's domain errors: what went wrong, in the server's own words, with no HTTP in them.
 
 Run, rubric and request code raises these (or the library's :mod:`madrag.errors` kinds); the web edge
-(:mod:`madrag.server.errors`) maps each kind to a status code in one exception handler. Each carries a one-line
+(:mod:`madrag.server.http.errors`) maps each kind to a status code in one exception handler. Each carries a one-line
 message and, where it concerns one input field, that field's name.
 """
 

@@ -1,4 +1,4 @@
-"""What a run does, as it does it: each run's :class:`~madrag.server.progress.Progress` (counts, stage, recent
+"""What a run does, as it does it: each run's :class:`~madrag.server.runs.progress.Progress` (counts, stage, recent
 events for subscribers), the library's callbacks that feed it from the scoring thread, and the scores of the
 essays a run in this process has finished (its live results)."""
 
@@ -12,8 +12,8 @@ from madrag.data.essay import Essay
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 from madrag.server import library
-from madrag.server.progress import Progress
-from madrag.server.schemas import RunStatus
+from madrag.server.http.schemas import RunStatus
+from madrag.server.runs.progress import Progress
 
 LiveKey = tuple[str, str, str]
 """(protocol, essay id, trait) of a trait score."""

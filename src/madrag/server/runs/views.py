@@ -6,14 +6,14 @@ missing or stale."""
 
 from __future__ import annotations
 
-from madrag.server import library_runs
-from madrag.server.faults import WrongState
-from madrag.server.run_events import RunEvents
-from madrag.server.run_repo import ACTIVE, RunRepository
+from madrag.server.http.faults import WrongState
+from madrag.server.runs import library_runs
+from madrag.server.runs.events import RunEvents
+from madrag.server.runs.repo import ACTIVE, RunRepository
 
 
 class RunViews:
-    """Each run's :class:`~madrag.server.library_runs.RunView`, cached by what it was built from."""
+    """Each run's :class:`~madrag.server.runs.library_runs.RunView`, cached by what it was built from."""
 
     def __init__(self, repo: RunRepository, events: RunEvents) -> None:
         self.repo = repo
