@@ -12,13 +12,14 @@ from pydantic import SecretStr, ValidationError
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import gradebook, library, service
+from madrag.server import library, service
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError, http_status
 from madrag.server.http.faults import ServerError
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.pages import calibration as pages_calibration
+from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import redirect, state_of
 from madrag.server.pages.setup import read_form, step_page, with_rubric
 from madrag.server.runs import archive as run_list

@@ -1,104 +1,154 @@
-"""The gradebook pages: a run's gradebook (one row per student, the teacher's grades first) with its downloads
-(madrag, Canvas, Google Classroom and Moodle layouts, one assignment or one per criterion), and the
-column-mapping step of an essay import."""
+"""The gradebook pages: a run's gradebook, one row per student from the run's first protocol, each grade the
+teacher's (their score in the class file, or their override on review) else the AI's
+(:func:`madrag.teacher.grades.grade_of`), the roster carried from the import (``roster.json`` beside the run),
+how each student is shown; the class overview; and the downloads (madrag, Canvas, Google Classroom and Moodle
+layouts, one assignment or one per criterion)."""
 
 from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.errors import MadragError
-from madrag.server import class_import, gradebook
-from madrag.server.http.security import check_csrf
-from madrag.server.pages.rendering import redirect, render, state_of
-from madrag.teacher import columns, overview
+from madrag import csv_safe
+from madrag.server.http.errors import ApiError
+from madrag.server.pages.rendering import render, state_of
+from madrag.server.results import view_scores
+from madrag.server.reviews import all_reviews, latest
+from madrag.server.service import State
+from madrag.teacher import gradebook, overview
+from madrag.teacher.columns import student_label
+from madrag.teacher.grades import Grade, grade_of
+from madrag.teacher.scored_by import scored_by
+
+ROSTER = "roster.json"
+LAYOUTS = {
+    "madrag": "gradebook.csv",
+    "canvas": "canvas-gradebook.csv",
+    "classroom": "classroom-grades.csv",
+    "moodle": "moodle-grades.csv",
+}
+
+
+def save_roster(folder: Path, roster: dict[str, dict[str, str]]) -> None:
+    """Keep the students' identifiers (by essay id) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ROSTER).write_text(json.dumps(roster, ensure_ascii=False), encoding="utf-8")
+
+
+def carry_roster(draft_dir: Path, run_dir: Path) -> None:
+    """A draft's roster goes with the run made from it (nothing when the import had none)."""
+    if (draft_dir / ROSTER).is_file() and run_dir.is_dir():
+        shutil.copyfile(draft_dir / ROSTER, run_dir / ROSTER)
+
+
+def load_roster(folder: Path) -> dict[str, dict[str, str]]:
+    path = folder / ROSTER
+    found: dict[str, dict[str, str]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return found
+
+
+def grades(state: State, run_id: str) -> dict[tuple[str, str], Grade]:
+    """The grade in force per (essay id, trait) of the run's first protocol: the teacher's override, else the
+    teacher's own score from the class file (the essay's human reference), else the AI's score."""
+    view = state.runs.view(run_id)
+    first = view.protocols[0] if view.protocols else ""
+    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    scores = view_scores(view)
+    out: dict[tuple[str, str], Grade] = {}
+    for essay in view.essays:
+        for trait in view.rubric.traits:
+            found = scores.get((first, essay.id, trait.name))
+            review = reviews.get((essay.id, trait.name, first))
+            override = review is not None and review.action == "override"
+            out[(essay.id, trait.name)] = grade_of(
+                None if found is None else found.score,
+                upload=essay.reference(trait),
+                override=review.new_score if review is not None and override else None,
+                comment=review.comment if review is not None and override else "",
+                accepted=review is not None and not override,
+            )
+    return out
+
+
+def names(state: State, run_id: str) -> dict[str, str]:
+    """How each student is shown on the teacher's pages, by essay id (the mapped name, else the email or SIS
+    id, else the essay id)."""
+    roster = load_roster(state.runs.run_dir(run_id))
+    return {e.id: student_label(roster.get(e.id, {}), e.id) for e in state.runs.view(run_id).essays}
+
+
+def book(state: State, run_id: str) -> dict[str, Any]:
+    """The gradebook's criteria and rows (the teacher's grades first), how many students are fully reviewed and
+    how many grades are the teacher's own."""
+    view = state.runs.view(run_id)
+    meta = state.runs.describe(run_id)
+    roster = load_roster(state.runs.run_dir(run_id))
+    criteria = [gradebook.Criterion(t.name, t.min, t.max) for t in view.rubric.traits]
+    label = scored_by(meta["backend"])
+    found = grades(state, run_id)
+    rows = [
+        gradebook.student_row(
+            essay.id, roster.get(essay.id, {}), criteria, {c.name: found[(essay.id, c.name)] for c in criteria}, label
+        )
+        for essay in view.essays
+    ]
+    return {
+        "criteria": criteria,
+        "rows": rows,
+        "reviewed": sum(r.reviewed for r in rows),
+        "teacher_grades": sum(g.teacher for r in rows for g in r.grades.values()),
+        "scored_by": label,
+    }
+
+
+def safe_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
+    return csv_safe.safe_cell(value)
+
+
+def download(state: State, run_id: str, layout: str, by_criterion: bool = False) -> tuple[str, str]:
+    """(CSV text, file name) of the gradebook in one of :data:`LAYOUTS`: one assignment (the total), or one
+    per criterion when ``by_criterion``."""
+    if layout not in LAYOUTS:
+        raise ApiError(422, f"layout must be one of {', '.join(LAYOUTS)}", "layout")
+    found = book(state, run_id)
+    name = state.runs.describe(run_id)["name"] or "Essay"
+    criteria, rows = found["criteria"], found["rows"]
+    if layout == "canvas":
+        return gradebook.canvas_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
+    if layout == "classroom":
+        return gradebook.classroom_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
+    if layout == "moodle":
+        return gradebook.moodle_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
+    return gradebook.plain_csv(rows, criteria), LAYOUTS[layout]
+
 
 router = APIRouter(include_in_schema=False)
-FIELDS = [
-    ("text", "The essay"),
-    ("email", "Student email"),
-    ("sis_id", "Student id (SIS)"),
-    ("name", "Student full name"),
-    ("first_name", "First name"),
-    ("last_name", "Last name"),
-    ("section", "Section or class period"),
-    ("id", "Essay id (optional)"),
-]
 
 
 @router.get("/runs/{run_id}/gradebook")
 def gradebook_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    return render(request, "gradebook.html", run=run, book=gradebook.book(s, run_id))
+    return render(request, "gradebook.html", run=run, book=book(s, run_id))
 
 
 @router.get("/runs/{run_id}/overview")
 def overview_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    found = gradebook.book(s, run_id)
+    found = book(s, run_id)
     summary = overview.overview(found["rows"], found["criteria"])
     return render(request, "overview.html", run=run, book=found, view=summary)
 
 
 @router.get("/runs/{run_id}/gradebook.csv")
 def gradebook_file(run_id: str, request: Request, layout: str = "madrag", criteria: bool = False) -> Response:
-    text, filename = gradebook.download(state_of(request), run_id, layout, criteria)
+    text, filename = download(state_of(request), run_id, layout, criteria)
     headers = {"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"}
     return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
-
-
-def _mapping_page(request: Request, draft_id: str, error: str = "", status: int = 200) -> Response:
-    s = state_of(request)
-    draft = s.drafts.get(draft_id)
-    rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
-    found = class_import.pending(s.drafts.folder(draft_id))
-    if found is None or rubric is None:
-        return redirect(f"/drafts/{draft_id}/essays")
-    header, rows = found
-    traits = [t.name for t in rubric.traits]
-    guess = columns.guess(header, traits, rows)
-    return render(
-        request,
-        "columns.html",
-        status=status,
-        draft=draft,
-        header=header,
-        sample=rows[:3],
-        n_rows=len(rows),
-        fields=FIELDS,
-        guess=guess,
-        traits=traits,
-        error=error,
-        read=class_import.held(s.drafts.folder(draft_id)),
-    )
-
-
-@router.get("/drafts/{draft_id}/columns")
-def columns_page(draft_id: str, request: Request) -> Response:
-    return _mapping_page(request, draft_id)
-
-
-@router.post("/drafts/{draft_id}/columns")
-async def columns_submit(draft_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
-    s = state_of(request)
-    draft = s.drafts.get(draft_id)
-    rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
-    if rubric is None:
-        return redirect(f"/drafts/{draft_id}/rubric")
-    chosen = {name: str(form.get(f"col-{name}") or "") or None for name, _label in FIELDS}
-    scores = {t.name: str(form.get(f"score-{i}")) for i, t in enumerate(rubric.traits) if form.get(f"score-{i}")}
-    mapping = columns.Mapping(scores=scores, **chosen)
-    limits = s.config.limits
-    try:
-        upload, replaced = class_import.read_mapped(
-            s.drafts.folder(draft_id), rubric, mapping, limits.max_rows, limits.max_essay_chars
-        )
-    except MadragError as exc:
-        return _mapping_page(request, draft_id, str(exc), 400)
-    s.drafts.set_essays(draft, upload.essays, upload.refused)
-    rows = ",".join(f"{old}-{new}" for _essay_id, old, new in replaced[:20])
-    return redirect(f"/drafts/{draft_id}/essays" + (f"?replaced={rows}" if replaced else ""))

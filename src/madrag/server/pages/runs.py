@@ -13,10 +13,11 @@ from pydantic import SecretStr
 
 from madrag.audit.report import audit_html
 from madrag.errors import MadragError
-from madrag.server import gradebook, library, results
+from madrag.server import library, results
 from madrag.server.http.errors import ApiError
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
+from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.server.runs import archive as run_list
 from madrag.server.runs import library_runs

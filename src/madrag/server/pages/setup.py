@@ -13,11 +13,12 @@ from starlette.datastructures import UploadFile
 
 from madrag.errors import MadragError
 from madrag.rubric import Rubric
-from madrag.server import class_import, library
+from madrag.server import library
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.security import check_csrf
+from madrag.server.pages import class_import
 from madrag.server.pages.rendering import redirect, render, state_of
 
 router = APIRouter(include_in_schema=False)

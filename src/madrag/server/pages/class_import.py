@@ -1,9 +1,10 @@
-"""An essay import's reading step and its column-mapping step. Reading: the uploaded bytes become a table of
+"""An essay import's reading step and its column-mapping page. Reading: the uploaded bytes become a table of
 rows (:func:`madrag.data.class_files.read_class_file`: a CSV in any common encoding, an Excel workbook, a ZIP of
 submissions), said on the page as what they were read as. A table in madrag's own layout (``id`` and ``text``)
 goes straight to the library's loaders; any other (a Google Forms or LMS export, the submissions of a ZIP) is
-kept in the draft's folder, as a UTF-8 CSV, until the teacher says which column holds what; then it is read as
-madrag's layout by the library's loaders, and the students' identifiers become the draft's roster."""
+kept in the draft's folder, as a UTF-8 CSV, until the teacher says on the mapping page which column holds what;
+then it is read as madrag's layout by the library's loaders, and the students' identifiers become the draft's
+roster."""
 
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
 from madrag.data.class_files import ClassTable, read_class_file, read_csv_text
-from madrag.errors import InputError
+from madrag.errors import InputError, MadragError
 from madrag.rubric import Rubric
 from madrag.server import library
-from madrag.server.gradebook import save_roster
 from madrag.server.http.refusals import Refusals, check_count
+from madrag.server.http.security import check_csrf
+from madrag.server.pages.gradebook import save_roster
+from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.teacher import columns
 
 PENDING = "pending-import.csv"
@@ -101,3 +107,71 @@ def read_mapped(
     (folder / PENDING).unlink()
     (folder / READ_NOTE).unlink(missing_ok=True)
     return upload, mapped.replaced
+
+
+router = APIRouter(include_in_schema=False)
+FIELDS = [
+    ("text", "The essay"),
+    ("email", "Student email"),
+    ("sis_id", "Student id (SIS)"),
+    ("name", "Student full name"),
+    ("first_name", "First name"),
+    ("last_name", "Last name"),
+    ("section", "Section or class period"),
+    ("id", "Essay id (optional)"),
+]
+
+
+def _mapping_page(request: Request, draft_id: str, error: str = "", status: int = 200) -> Response:
+    s = state_of(request)
+    draft = s.drafts.get(draft_id)
+    rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
+    found = pending(s.drafts.folder(draft_id))
+    if found is None or rubric is None:
+        return redirect(f"/drafts/{draft_id}/essays")
+    header, rows = found
+    traits = [t.name for t in rubric.traits]
+    guess = columns.guess(header, traits, rows)
+    return render(
+        request,
+        "columns.html",
+        status=status,
+        draft=draft,
+        header=header,
+        sample=rows[:3],
+        n_rows=len(rows),
+        fields=FIELDS,
+        guess=guess,
+        traits=traits,
+        error=error,
+        read=held(s.drafts.folder(draft_id)),
+    )
+
+
+@router.get("/drafts/{draft_id}/columns")
+def columns_page(draft_id: str, request: Request) -> Response:
+    return _mapping_page(request, draft_id)
+
+
+@router.post("/drafts/{draft_id}/columns")
+async def columns_submit(draft_id: str, request: Request) -> Response:
+    await check_csrf(request)
+    form = await request.form()
+    s = state_of(request)
+    draft = s.drafts.get(draft_id)
+    rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
+    if rubric is None:
+        return redirect(f"/drafts/{draft_id}/rubric")
+    chosen = {name: str(form.get(f"col-{name}") or "") or None for name, _label in FIELDS}
+    scores = {t.name: str(form.get(f"score-{i}")) for i, t in enumerate(rubric.traits) if form.get(f"score-{i}")}
+    mapping = columns.Mapping(scores=scores, **chosen)
+    limits = s.config.limits
+    try:
+        upload, replaced = read_mapped(
+            s.drafts.folder(draft_id), rubric, mapping, limits.max_rows, limits.max_essay_chars
+        )
+    except MadragError as exc:
+        return _mapping_page(request, draft_id, str(exc), 400)
+    s.drafts.set_essays(draft, upload.essays, upload.refused)
+    rows = ",".join(f"{old}-{new}" for _essay_id, old, new in replaced[:20])
+    return redirect(f"/drafts/{draft_id}/essays" + (f"?replaced={rows}" if replaced else ""))
