@@ -15,7 +15,11 @@ from fastapi.testclient import TestClient
 from tests.synthetic_runs import rubric_of, synthesize_run
 from tests.web_helpers import FAKE, RUBRIC, client_for, essays_csv, essays_json, make_config, wait_status
 
+from madrag.evaluation.run import open_store, stored_config
 from madrag.server import Limits
+from madrag.server.runs import scoring
+from madrag.server.runs.repo import RunMeta
+from madrag.settings import ScoringSettings
 
 
 @pytest.fixture
@@ -101,6 +105,68 @@ def test_run_to_the_end_with_progress_scores_and_essay_records(client: TestClien
     assert all(t["confidence"] is not None for t in ideas["debate"])
     assert detail["traits"][0]["reference"] == 0
     assert run["id"] in {r["id"] for r in client.get("/api/runs").json()}
+
+
+def _stored_settings(run_dir: Path) -> dict[str, Any]:
+    """The scoring settings the library recorded in the run's store when it started."""
+    store = open_store(run_dir)
+    try:
+        config, _rubric, _names = stored_config(store, run_dir)
+    finally:
+        store.close()
+    found: dict[str, Any] = config["settings"]
+    return found
+
+
+def test_a_run_takes_scoring_settings_and_records_them(tmp_path: Path) -> None:
+    """``settings`` is madrag score's settings: the run records them in run.json and the library's stored
+    configuration, what it leaves out is the library's default, and a resume scores with the same ones."""
+    config = make_config(tmp_path)
+    with client_for(config) as client:
+        given = {"report": "expected", "judge_max_tokens": 300, "debater_temperature": 0.2}
+        run = finished(client, settings=given)
+        stored = _stored_settings(config.runs_dir / run["id"])
+        assert {k: stored[k] for k in given} == given and run["settings"] == stored
+        defaults = ScoringSettings().model_dump(mode="json")
+        assert stored["debater_max_tokens"] == defaults["debater_max_tokens"]
+        assert {k: v for k, v in stored.items() if k not in given} == {
+            k: v for k, v in defaults.items() if k not in given
+        }
+        # no settings: madrag score's defaults (not the web app's former 400-token limit)
+        plain = finished(client)
+        assert _stored_settings(config.runs_dir / plain["id"]) == defaults
+        # the backend's one token limit (the backend page's field) sets both limits
+        page_like = finished(client, backend={**FAKE, "max_tokens": 64})
+        assert {k: page_like["settings"][k] for k in ("debater_max_tokens", "judge_max_tokens")} == {
+            "debater_max_tokens": 64,
+            "judge_max_tokens": 64,
+        }
+
+
+def test_a_run_recorded_before_settings_resumes_with_its_token_limit() -> None:
+    """run.json written before the web app took settings has none: the run resumes as it began, its backend's
+    max_tokens (400, then the web app's own default) as both token limits, the library's defaults for the rest."""
+    old = {"id": "abcdef123456", "protocols": ["MAD"], "pool": "none", "eval_fold": None, "n_essays": 1}
+    meta = RunMeta.model_validate({**old, "n_traits": 2, "backend": {"kind": "fake", "max_tokens": 400}})
+    assert meta.settings is None
+    found = scoring.of_run(meta).model_dump()
+    assert found == {**ScoringSettings().model_dump(), "debater_max_tokens": 400, "judge_max_tokens": 400}
+
+
+def test_a_bad_scoring_setting_is_one_line_422(client: TestClient) -> None:
+    for settings, field in (
+        ({"report": "median"}, "settings.report"),
+        ({"judge_max_tokens": 0}, "settings.judge_max_tokens"),
+        ({"max_tokens": 300}, "settings.max_tokens"),
+    ):
+        body = error_of(
+            client.post("/api/runs", json={"rubric": RUBRIC, "essays": essays_json(), "settings": settings}), 422
+        )
+        assert body["field"] == field and "\n" not in body["message"], body
+    clash = {"backend": {**FAKE, "max_tokens": 64}, "settings": {"judge_max_tokens": 300}}
+    body = error_of(client.post("/api/runs", json={"rubric": RUBRIC, "essays": essays_json(), **clash}), 422)
+    assert "give the token limits once" in body["message"] and "\n" not in body["message"]
+    assert client.get("/api/runs").json() == []
 
 
 def test_essay_ids_with_slashes_and_markup_are_reachable_and_unusable_ids_refused(client: TestClient) -> None:

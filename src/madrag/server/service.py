@@ -28,6 +28,7 @@ from madrag.server.http.schemas import (
     SingleScoreIn,
 )
 from madrag.server.reviews import review_version
+from madrag.server.runs import scoring
 from madrag.server.runs.probe import ProbeResult, probe
 from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
 
@@ -175,6 +176,7 @@ def create_run(
         limit=min(req.sample, planned) if req.dry_run else req.limit,
         planned=planned,
         price=price,
+        settings=scoring.for_request(req.settings, req.backend.max_tokens),
     )
     return state.runs.create(new)
 

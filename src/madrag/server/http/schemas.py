@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from madrag.settings import ScoringSettings
+
 PoolChoice = Literal["auto", "none", "folds", "same", "asap"]
 BackendKind = Literal["llamacpp", "openai", "fake"]
 RunKind = Literal["run", "estimate", "single"]
@@ -69,7 +71,8 @@ class BackendSettings(TextRequest):
     base_url: str | None = Field(default=None, max_length=500)
     api_key: SecretStr | None = Field(default=None, max_length=500)
     concurrency: int | None = Field(default=None, ge=1, le=256)
-    max_tokens: int = Field(default=400, ge=16, le=4096)
+    # the token limit of every agent message (both of settings' token limits); unset, settings' own (the library's)
+    max_tokens: int | None = Field(default=None, ge=16, le=4096)
     fake_latency_s: float = Field(default=0.0, ge=0.0, le=10.0)
     logprobs: bool | None = None
 
@@ -108,10 +111,18 @@ class PriceIn(BaseModel):
     completion: float = Field(ge=0)
 
 
+class SettingsIn(ScoringSettings):
+    """A run's scoring settings as a request gives them: :class:`~madrag.settings.ScoringSettings` (each field as
+    ``madrag score``'s option of that name), an unknown field refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
 class RunCreate(TextRequest):
     """Start a run: a rubric (by id or inline), essays (a list or a data file), protocols, the exemplar pool and
     the backend. ``pool``: ``auto`` picks ``folds`` when the essays have folds and scores, else the shipped ASAP
-    pool for ASAP rubrics, else ``none``. ``dry_run`` scores ``sample`` essays and estimates the whole run."""
+    pool for ASAP rubrics, else ``none``. ``dry_run`` scores ``sample`` essays and estimates the whole run.
+    ``settings``: the scoring settings; what it leaves out is the library's default, as ``madrag score``'s."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -128,6 +139,7 @@ class RunCreate(TextRequest):
     dry_run: bool = False
     sample: int = Field(default=2, ge=1, le=20)
     price: PriceIn | None = None
+    settings: SettingsIn | None = None
 
 
 class OverrideIn(TextRequest):

@@ -39,7 +39,7 @@ class RunBackend(BaseModel):
     model: str | None = None
     base_url: str | None = None
     concurrency: int | None = None
-    max_tokens: int = 400
+    max_tokens: int | None = 400  # None: not given (the run's settings hold its token limits)
     fake_latency_s: float = 0.0
     logprobs: bool | None = None
     key_source: KeySource | None = None
@@ -85,6 +85,9 @@ class RunMeta(RefusedFields):
     # calls of the last session that got no answer after their retries (failed records; their essay-traits have
     # no score): a finished run with some can be resumed, which retries exactly those
     failed_calls: int = 0
+    # the run's scoring settings (ScoringSettings as JSON; runs/scoring.py); None: recorded before the web app
+    # took settings (its backend's max_tokens was both token limits)
+    settings: dict[str, Any] | None = None
 
 
 class RunRepository:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from madrag.data.essay import Essay
 from madrag.errors import MadragError
@@ -32,7 +32,7 @@ from madrag.server.config import ServerConfig
 from madrag.server.http.faults import BadInput, WrongState
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, RunKind, RunStatus
-from madrag.server.runs import library_runs, probe
+from madrag.server.runs import library_runs, probe, scoring
 from madrag.server.runs.backends import BackendPool, SharedBackend
 from madrag.server.runs.events import RunEvents
 from madrag.server.runs.keys import KeyStore, key_name
@@ -70,6 +70,7 @@ class NewRun(BaseModel):
     limit: int | None = None
     planned: int | None = None
     price: tuple[float, float] | None = None
+    settings: ScoringSettings = Field(default_factory=ScoringSettings)
 
 
 class RunManager:
@@ -187,6 +188,7 @@ class RunManager:
             limit=new.limit,
             planned_essays=new.planned,
             price=new.price,
+            settings=scoring.recorded(new.settings),
         )
         self.repo.save(meta)
         self._start(meta)
@@ -223,8 +225,7 @@ class RunManager:
         inputs = library.JobInputs(
             run_dir / "inputs" / "essays.jsonl", run_dir / "inputs" / "rubric.json", meta.eval_fold
         )
-        tokens = meta.backend.max_tokens
-        settings = ScoringSettings(debater_max_tokens=tokens, judge_max_tokens=tokens)
+        settings = scoring.of_run(meta)
         cache, embedder = self.config.cache_dir, self.config.embedder
         return library.make_job(
             run_dir, inputs, meta.protocols, self._spec(meta), settings, cache, meta.limit, embedder
