@@ -13,7 +13,7 @@ from madrag.server.http.errors import ApiError
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import RunCreate
 from madrag.server.pages.rendering import redirect, render, state_of
-from madrag.server.runs import archive as run_list
+from madrag.server.runs import archive
 from madrag.server.service import State
 from madrag.teacher import calibration
 
@@ -36,7 +36,7 @@ def start(s: State, draft: Draft, rubric: Rubric) -> Response:
         backend=s.drafts.backend(draft),
     )
     meta = service.create_run(s, rubric, library.EssayUpload(marked, Refusals()), pool, body)  # type: ignore[arg-type]
-    run_list.mark_from_pages(s.runs.run_dir(meta.id))
+    archive.mark_from_pages(s.runs.run_dir(meta.id))
     return redirect(f"/runs/{meta.id}/calibration?draft={draft.id}")
 
 

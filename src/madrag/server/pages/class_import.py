@@ -109,6 +109,8 @@ def read_mapped(
     return upload, mapped.replaced
 
 
+# -- the pages ---------------------------------------------------------------------------------------------------------
+
 router = APIRouter(include_in_schema=False)
 FIELDS = [
     ("text", "The essay"),

@@ -125,6 +125,8 @@ def export_csv(state: State, run_id: str) -> str:
     return csv_text(rows)
 
 
+# -- the pages ---------------------------------------------------------------------------------------------------------
+
 router = APIRouter(include_in_schema=False)
 
 

@@ -128,6 +128,8 @@ def download(state: State, run_id: str, layout: str, by_criterion: bool = False)
     return gradebook.plain_csv(rows, criteria), LAYOUTS[layout]
 
 
+# -- the pages ---------------------------------------------------------------------------------------------------------
+
 router = APIRouter(include_in_schema=False)
 
 

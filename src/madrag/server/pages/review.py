@@ -134,6 +134,8 @@ def approve(state: State, run_id: str, reviewer: str, essay_id: str | None = Non
     return len(chosen)
 
 
+# -- the pages ---------------------------------------------------------------------------------------------------------
+
 router = APIRouter(include_in_schema=False)
 
 

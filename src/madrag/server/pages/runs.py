@@ -19,8 +19,7 @@ from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import redirect, render, state_of
-from madrag.server.runs import archive as run_list
-from madrag.server.runs import library_runs
+from madrag.server.runs import archive, library_runs
 from madrag.server.service import State
 from madrag.teacher.feedback import verified_quotes
 
@@ -33,7 +32,7 @@ def home(request: Request, show: str = "") -> Response:
     s = state_of(request)
     runs = [s.runs.describe(m.id) for m in s.runs.all() if m.kind != "estimate"]
     unfinished = [r for r in runs if r["status"] in RESUMABLE]
-    parts = run_list.split(runs, s.runs.root)
+    parts = archive.split(runs, s.runs.root)
     listed = runs if show == "all" else parts["shown"]
     return render(request, "home.html", runs=listed, unfinished=unfinished, resumable=RESUMABLE, parts=parts, show=show)
 
@@ -47,12 +46,12 @@ async def rename(run_id: str, request: Request) -> Response:
 
 
 @router.post("/runs/{run_id}/archive")
-async def archive(run_id: str, request: Request) -> Response:
+async def archive_submit(run_id: str, request: Request) -> Response:
     await check_csrf(request)
     form = await request.form()
     s = state_of(request)
     s.runs.meta(run_id)  # 404 for an unknown run
-    run_list.set_archived(s.runs.run_dir(run_id), str(form.get("archived") or "yes") == "yes")
+    archive.set_archived(s.runs.run_dir(run_id), str(form.get("archived") or "yes") == "yes")
     return redirect("/")
 
 
