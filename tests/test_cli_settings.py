@@ -58,7 +58,12 @@ def test_every_setting_is_an_option_with_the_models_default(command: Any) -> Non
 def test_the_variants_differ_only_in_their_default_protocols(monkeypatch: pytest.MonkeyPatch, asap: Path) -> None:
     assert list(_options(score)) == list(_options(ablate)) == list(_options(ablate_consensus))
     jobs: list[ScoreJob] = []
-    monkeypatch.setattr(score_module, "run_cli_job", lambda job: jobs.append(job) or _DONE)
+
+    def record(job: ScoreJob) -> SimpleNamespace:
+        jobs.append(job)
+        return _DONE
+
+    monkeypatch.setattr(score_module, "run_cli_job", record)
     args = ["--data", str(asap / "training_set_rel3_sets7_8.tsv"), "--rubric", str(asap / "rubric_set7.json")]
     for name in ("score", "ablate", "ablate-consensus"):
         done = CliRunner().invoke(app, [name, *args])

@@ -18,7 +18,8 @@ from madrag.errors import InputError
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION, TRAINING_FREE, available
 
 TRANSCRIPT_VARIANTS = ("adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2")
-"""The transcript configurations of the MADRAG paper's Tables 7 and 8 (Adv., Both, Skp. x 1 and 2 rounds), in the tables' row order."""
+"""The transcript configurations of the MADRAG paper's Tables 7 and 8 (Adv., Both, Skp. x 1 and 2 rounds), in the
+tables' row order."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,12 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "paper-ablation": Preset(tuple(ABLATION), "the MADRAG paper's ablation (Tables 1, 2 and 9)"),
+    "paper-ablation": Preset(tuple(ABLATION), "the MADRAG paper's ablation, Tables 1, 2 and 9"),
     "transcript-variants": Preset(
-        tuple(f"MADRAG[{v}]" for v in TRANSCRIPT_VARIANTS), "the MADRAG paper's transcript configurations (Tables 7, 8)"
+        tuple(f"MADRAG[{v}]" for v in TRANSCRIPT_VARIANTS),
+        "the MADRAG paper's transcript configurations, Tables 7 and 8",
     ),
-    "consensus-ablation": Preset(tuple(CONSENSUS_ABLATION), "the consensus paper's judges (Tables 1-3, 8, 9)"),
+    "consensus-ablation": Preset(tuple(CONSENSUS_ABLATION), "the consensus paper's judges, Tables 1-3, 8 and 9"),
     "training-free": Preset(("MADRAG", *TRAINING_FREE), "MADRAG beside the other training-free scorers"),
 }
 """Every preset, in the order ``--help`` lists them."""
@@ -58,6 +60,7 @@ ProtocolListOpt = Annotated[
     typer.Option(
         "--protocol",
         "-p",
+        metavar="NAME",
         help=escape(
             f"Scoring protocol (repeat for several; after --protocols' list, or instead of the default): "
             f"{', '.join(available())}."

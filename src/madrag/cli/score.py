@@ -72,8 +72,9 @@ score = score_command(
     doc="""Score essays trait by trait (MADRAG, or the protocols of -p / --protocols) and store one record per
     agent call in RUN_DIR.
 
-    --protocols paper-ablation: the MADRAG paper's six protocols on the same essays (debates shared between MAD
-    and MADRAG); consensus-ablation: the consensus paper's judges (round-0 calls shared). Then: madrag eval RUN_DIR.
+    --protocols PRESET: a paper's protocols on the same essays (paper-ablation, consensus-ablation ...).
+
+    Then: madrag eval RUN_DIR (the agreement tables), madrag report RUN_DIR (the HTML report).
 
     Exit code 0: every call answered. 2: an error, or --max-failures reached.
 
