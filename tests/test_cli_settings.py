@@ -55,11 +55,24 @@ def test_every_setting_is_an_option_with_the_models_default(command: Any) -> Non
         assert info.help and info.help.split()[0] in (field.description or "")
 
 
-def test_the_variants_differ_only_in_their_default_protocols() -> None:
-    assert _options(score)["protocol"].default == ["MADRAG"]
-    assert _options(ablate)["protocol"].default == list(ABLATION)
-    assert _options(ablate_consensus)["protocol"].default == list(CONSENSUS_ABLATION)
+def test_the_variants_differ_only_in_their_default_protocols(monkeypatch: pytest.MonkeyPatch, asap: Path) -> None:
     assert list(_options(score)) == list(_options(ablate)) == list(_options(ablate_consensus))
+    jobs: list[ScoreJob] = []
+
+    def record(job: ScoreJob) -> SimpleNamespace:
+        jobs.append(job)
+        return _DONE
+
+    monkeypatch.setattr(score_module, "run_cli_job", record)
+    args = ["--data", str(asap / "training_set_rel3_sets7_8.tsv"), "--rubric", str(asap / "rubric_set7.json")]
+    for name in ("score", "ablate", "ablate-consensus"):
+        done = CliRunner().invoke(app, [name, *args])
+        assert done.exit_code == 0, done.output
+    assert [(j.protocols, j.protocol_preset) for j in jobs] == [
+        (["MADRAG"], None),
+        (list(ABLATION), "paper-ablation"),
+        (list(CONSENSUS_ABLATION), "consensus-ablation"),
+    ]
 
 
 def test_a_literal_setting_is_checked_by_the_flag_that_names_its_values() -> None:

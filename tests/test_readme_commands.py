@@ -63,19 +63,19 @@ NOT_RUN = {
 REWRITES = {
     '"$(madrag data asap FILE)"': "the path that `madrag data asap FILE` prints (run through the CLI as well)",
     "--provider openai": "--provider fake (canned answers, no network)",
-    "no --provider (score, ablate, ablate-consensus, confidence meta-eval)": "--provider fake added",
-    "score, ablate, ablate-consensus, baseline --data": "--embedder hashing added (no MiniLM model loaded)",
-    "score, ablate, ablate-consensus: --limit N, or none": "--limit 3",
-    "baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
-    "eval, report, eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
+    "no --provider (score, paper confidence meta-eval)": "--provider fake added",
+    "score, paper baseline --data": "--embedder hashing added (no MiniLM model loaded)",
+    "score: --limit N, or none": "--limit 3",
+    "paper baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
+    "eval, report, paper eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
 }
 """The rewrite table, as documentation: what is changed in a documented command before it runs, and into what."""
 
-BACKEND_COMMANDS = {"score", "ablate", "ablate-consensus", "confidence meta-eval"}
-BANK_COMMANDS = {"score", "ablate", "ablate-consensus"}
-BOOTSTRAP_COMMANDS = {"eval", "report", "eval-consensus"}
+BACKEND_COMMANDS = {"score", "paper confidence meta-eval"}
+BANK_COMMANDS = {"score"}
+BOOTSTRAP_COMMANDS = {"eval", "report", "paper eval-consensus"}
 LIMIT = "3"
-GROUPS = {"runs", "confidence", "data"}  # command groups: the command is the group and its subcommand
+GROUPS = {"runs", "paper", "confidence", "data"}  # command groups: the command is the group and its subcommand
 OWN_TESTS = {
     "demo": "the embedded SmolLM2 model and MiniLM, minutes on 2 cores: test_readme_demo_runs (integration) runs "
     "it with --n 1 --max-tokens 16",
@@ -94,8 +94,11 @@ class Command:
 
     @property
     def name(self) -> str:
-        """``score``, ``runs export``, ``confidence meta-eval`` ..."""
-        return " ".join(self.args[:2]) if self.args[0] in GROUPS else self.args[0]
+        """``score``, ``runs export``, ``paper confidence meta-eval`` ..."""
+        path = [self.args[0]]
+        while path[-1] in GROUPS and len(path) < len(self.args):
+            path.append(self.args[len(path)])
+        return " ".join(path)
 
     def __str__(self) -> str:
         return f"{self.doc}:{self.line}: madrag {shlex.join(self.args)}"
@@ -226,13 +229,13 @@ def rewrite(command: Command, cwd: Path, seen: dict[str, str]) -> list[str]:
         args[at] = "fake"
     elif name in BACKEND_COMMANDS:
         args += ["--provider", "fake"]
-    if name in BANK_COMMANDS or (name == "baseline" and "--data" in args):
+    if name in BANK_COMMANDS or (name == "paper baseline" and "--data" in args):
         args += ["--embedder", "hashing"]
     if name in BANK_COMMANDS:
         if "--limit" in args:
             del args[args.index("--limit") : args.index("--limit") + 2]
         args += ["--limit", LIMIT]
-    if name == "baseline":
+    if name == "paper baseline":
         args += ["--trees", "10"]
     if name in BOOTSTRAP_COMMANDS:
         args += ["--bootstrap", "20"]
@@ -273,7 +276,7 @@ def named_outputs(comment: str) -> list[str]:
 def test_the_readme_has_its_commands() -> None:
     commands, setup = documented_commands()
     names = {c.name for c in commands}
-    assert {"score", "ablate", "eval", "report", "costs", "baseline", "runs export", "serve", "demo"} <= names
+    assert {"score", "eval", "report", "costs", "paper baseline", "runs export", "serve", "demo"} <= names
     assert "bash scripts/setup.sh" in setup and len({c.args for c in commands}) >= 25
     own, own_setup = readme_commands()  # the front page: the two commands and the most common ones
     assert "demo" in {c.name for c in own} and "bash scripts/setup.sh" in own_setup and "bash .ci/run" in own_setup

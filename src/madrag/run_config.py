@@ -10,8 +10,8 @@ Two things need no upgrade function:
 
 - a scoring setting added to :class:`~madrag.settings.ScoringSettings` is filled in, in the stored settings of a
   run made before it, with the value that reproduces that run (:func:`madrag.settings.stored_settings`);
-- provenance (:data:`PROVENANCE`: where each prompt template came from, each template's hash) is recorded but is
-  not the run's identity.
+- provenance (:data:`PROVENANCE`: where each prompt template came from, each template's hash, the protocol
+  preset) is recorded but is not the run's identity.
 
 Prompt templates: a run's identity holds the names of the templates it uses and one hash of their texts
 (``prompt_texts_sha256``). A run is one set of prompts, so an older run whose packaged templates changed since
@@ -36,8 +36,9 @@ from madrag.settings import ScoringSettings, stored_settings
 Config = dict[str, Any]
 Upgrade = Callable[[Config], Config]
 VERSION_KEY = "config_version"
-PROVENANCE = ("prompt_sources", "prompt_sha256")
-"""Keys of a configuration that record where things came from, not what the run is."""
+PROVENANCE = ("prompt_sources", "prompt_sha256", "protocol_preset")
+"""Keys of a configuration that record where things came from, not what the run is (``protocol_preset``: the
+name of the list its protocols were given by, ``madrag score --protocols NAME``)."""
 
 
 def _v1_to_v2(config: Config) -> Config:

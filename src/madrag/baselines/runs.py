@@ -1,4 +1,4 @@
-"""LLM-free baselines stored in a run, scored like a protocol: ``madrag baseline``.
+"""LLM-free baselines stored in a run, scored like a protocol: ``madrag paper baseline``.
 
 Two ways, both writing one record per (baseline, essay, trait) with role ``baseline`` and the score as the
 record's parsed score, so that ``madrag eval`` and the report show the baselines as rows beside the LLM
@@ -197,7 +197,7 @@ def _knn_on_pool(
 
 def cv_cache_dir(cache_dir: Path, data: Path, rubric: Rubric) -> Path:
     """The folder of a data set's cross-validation fold banks and vectors under ``cache_dir`` (by the data
-    file's contents and the rubric), shared by ``madrag baseline`` and ``bench/baselines.py``."""
+    file's contents and the rubric), shared by ``madrag paper baseline`` and ``bench/baselines.py``."""
     blob = fingerprint_file(data) + json.dumps(rubric.model_dump(mode="json"), sort_keys=True)
     return cache_dir / "baselines" / f"cv-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 

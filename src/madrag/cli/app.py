@@ -1,10 +1,12 @@
 """The ``madrag`` typer app: every command registered in one place (:data:`COMMANDS`), and :func:`main`, the
 console entry point that turns a :class:`~madrag.errors.MadragError` into one line on stderr and exit code 2.
 
-The commands live in one module per group: :mod:`~madrag.cli.score` (score, ablate, ablate-consensus, demo),
-:mod:`~madrag.cli.runs`, :mod:`~madrag.cli.baseline`,
-:mod:`~madrag.cli.evaluate` (eval, errors, report), :mod:`~madrag.cli.costs`,
-:mod:`~madrag.cli.confidence` and :mod:`~madrag.cli.consensus` (eval-consensus).
+The commands live in one module per group: :mod:`~madrag.cli.score` (score, demo), :mod:`~madrag.cli.runs`,
+:mod:`~madrag.cli.evaluate` (eval, errors, report), :mod:`~madrag.cli.costs`, :mod:`~madrag.cli.serve`, and
+:mod:`~madrag.cli.paper`, the group of the commands only reproducing the papers needs (the confidence study,
+eval-consensus, the coded error tables, the baselines). ``madrag --help`` lists them by audience (:data:`PANELS`).
+Old names (``ablate``, ``ablate-consensus``, and the paper commands' top-level names) stay as hidden aliases
+that say their new form on stderr.
 
 A command's module is imported only when that command runs (or shows its own help): the scoring stack pulls
 pandas, scipy and the pydantic models, seconds that ``madrag --help`` or ``madrag data path`` should not pay.
@@ -19,30 +21,42 @@ import sys
 import typer
 
 from madrag.cli.lazy import LazyCommand, LazyGroup
+from madrag.cli.paper import PAPER_COMMANDS
 from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import MAX_ECHO, MadragError, clip
 
+SCORING, TEACHERS, PAPERS = "Scoring and results", "Teachers: web app and HTTP API", "Reproducing the papers"
+PANELS = (SCORING, TEACHERS, PAPERS)
+"""The help panels of ``madrag --help``: who each command is for."""
+
+
+def _alias(lazy: LazyCommand, renamed: str) -> LazyCommand:
+    return LazyCommand(lazy.module, lazy.attribute, lazy.command_class, renamed=renamed)
+
+
 # Every command, in the order ``madrag --help`` lists them: its module under madrag.cli, the function (or the
-# typer app of a command group) there, and the command class that parses its options, if not typer's own.
+# typer app of a command group) there, the command class that parses its options, if not typer's own, and its
+# help panel; then the hidden aliases, old names kept working.
 _SCORE_COMMAND = "madrag.cli.score_options:ScoreCommand"
 COMMANDS: dict[str, LazyCommand] = {
-    "score": LazyCommand("score", "score", _SCORE_COMMAND),
-    "resume": LazyCommand("resume", "resume_command"),
-    "ablate": LazyCommand("score", "ablate", _SCORE_COMMAND),
-    "ablate-consensus": LazyCommand("score", "ablate_consensus", _SCORE_COMMAND),
-    "baseline": LazyCommand("baseline", "baseline_command"),
-    "eval": LazyCommand("evaluate", "eval_command"),
-    "errors": LazyCommand("evaluate", "errors_command"),
-    "report": LazyCommand("evaluate", "report_command"),
-    "costs": LazyCommand("costs", "costs_command"),
-    "audit": LazyCommand("audit", "audit_command"),
-    "eval-consensus": LazyCommand("consensus", "eval_consensus_command"),
-    "demo": LazyCommand("score", "demo"),
-    "serve": LazyCommand("serve", "serve_command"),
-    "runs": LazyCommand("runs", "runs_app"),
-    "confidence": LazyCommand("confidence", "confidence_app"),
-    "data": LazyCommand("data", "data_app"),
-    "cache": LazyCommand("cache", "cache_app"),
+    "score": LazyCommand("score", "score", _SCORE_COMMAND, SCORING),
+    "resume": LazyCommand("resume", "resume_command", panel=SCORING),
+    "eval": LazyCommand("evaluate", "eval_command", panel=SCORING),
+    "errors": LazyCommand("evaluate", "errors_command", panel=SCORING),
+    "report": LazyCommand("evaluate", "report_command", panel=SCORING),
+    "costs": LazyCommand("costs", "costs_command", panel=SCORING),
+    "audit": LazyCommand("audit", "audit_command", panel=SCORING),
+    "runs": LazyCommand("runs", "runs_app", panel=SCORING),
+    "demo": LazyCommand("score", "demo", panel=SCORING),
+    "data": LazyCommand("data", "data_app", panel=SCORING),
+    "cache": LazyCommand("cache", "cache_app", panel=SCORING),
+    "serve": LazyCommand("serve", "serve_command", panel=TEACHERS),
+    "paper": LazyCommand("paper", "paper_app", panel=PAPERS),
+    "ablate": LazyCommand("score", "ablate", _SCORE_COMMAND, renamed="score --protocols paper-ablation"),
+    "ablate-consensus": LazyCommand(
+        "score", "ablate_consensus", _SCORE_COMMAND, renamed="score --protocols consensus-ablation"
+    ),
+    **{name: _alias(lazy, f"paper {name}") for name, lazy in PAPER_COMMANDS.items() if name != "error-tables"},
 }
 
 

@@ -1,4 +1,4 @@
-"""``madrag baseline``: the LLM-free baselines (feature random forest, retrieval kNN) stored in a run, so that
+"""``madrag paper baseline``: the LLM-free baselines (feature random forest, retrieval kNN) stored in a run, so that
 ``madrag eval`` and the report show them as rows beside the LLM protocols (registered by :mod:`madrag.cli.app`).
 
 In a run made by ``madrag score`` they are trained on the run's exemplar pool and score exactly its essays;
@@ -72,7 +72,7 @@ def baseline_command(
 
 
 def _is_baseline_run(folder: Path) -> bool:
-    """Whether the run in ``folder`` was made by ``madrag baseline --data`` (cross-validated baselines only)."""
+    """Whether the run in ``folder`` was made by ``madrag paper baseline --data`` (cross-validated baselines only)."""
     from madrag.store import RunStore
 
     store = RunStore(folder / "store.sqlite")

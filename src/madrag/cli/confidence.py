@@ -1,4 +1,4 @@
-"""``madrag confidence ...``: the confidence vs reasoning-quality study of the confidence paper on a finished
+"""``madrag paper confidence ...``: the confidence vs reasoning-quality study of the confidence paper on a finished
 debate run.
 
 * ``meta-eval``: the LLM meta-evaluator judges every Advocate / Skeptic response (resumable, own run store).
@@ -126,7 +126,9 @@ def _print_judged(result: MetaJobResult, run_dir: Path) -> None:
     )
     if advice := s.advice():
         console.print(advice, markup=False)
-    console.print(f"next: madrag confidence analyze --run-dir {run_dir} --meta-dir {result.meta_dir}", markup=False)
+    console.print(
+        f"next: madrag paper confidence analyze --run-dir {run_dir} --meta-dir {result.meta_dir}", markup=False
+    )
 
 
 def _judge(job: MetaJob) -> MetaJobResult:

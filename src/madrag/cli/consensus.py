@@ -1,4 +1,4 @@
-"""``madrag eval-consensus``: the evaluation of the consensus paper on a run of its judge protocols.
+"""``madrag paper eval-consensus``: the evaluation of the consensus paper on a run of its judge protocols.
 
 Single Judge vs Strict / Lenient role judges vs Consensus, Symmetric and Score-Masked MAD: RMSE and Spearman
 against the human reference, mean predicted score and its shift from the Single Judge, round-by-round

@@ -1,5 +1,6 @@
 """``madrag eval``, ``madrag errors`` and ``madrag report``: agreement tables, the error export and the HTML
-report of a run (registered by :mod:`madrag.cli.app`).
+report of a run, and ``madrag paper error-tables``, the MADRAG paper's tables of a coded error export
+(registered by :mod:`madrag.cli.app` and :mod:`madrag.cli.paper`).
 
 They are plain functions with typer annotations, so the CLI registers them with ``app.command("eval")(...)``
 and tests can call them directly. Bad input raises :class:`~madrag.errors.InputError`.
@@ -217,15 +218,15 @@ def errors_command(
         Path | None,
         typer.Option(
             help="A coded export (B, C, D columns filled in): print and save the MADRAG paper's Tables 3, 4, 5, 10 "
-            "and 11 "
-            "instead of exporting."
+            "and 11 instead of exporting (now: madrag paper error-tables CODED).",
+            hidden=True,
         ),
     ] = None,
 ) -> None:
     """Export high-disagreement essay-traits (raters within 1 point, MADRAG - or --protocol - off by more than
     1 from their mean; with one rater, off by more than 1 from that rater's score) with essays, scores,
-    rationales and debates, ready for qualitative coding (the MADRAG paper, 4.4); --tabulate turns a coded export into
-    the paper's tables."""
+    rationales and debates, ready for qualitative coding (the MADRAG paper, 4.4); 'madrag paper error-tables'
+    turns a coded export into the paper's tables."""
     if tabulate is not None:
         if run is not None or run_dir is not None or protocol is not None or reference_ties is not None:
             raise InputError("--tabulate reads a coded file only: give no run, --protocol or --reference-ties")
@@ -245,6 +246,19 @@ def errors_command(
     console.print(f"reference column: ties rounded {result.ties}", markup=False)
     if kept := result.kept.line(result.path):
         console.print(kept, markup=False)
+
+
+def error_tables_command(
+    coded: Annotated[
+        Path, typer.Argument(help="An error export of 'madrag errors' with its B, C and D columns coded by hand.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for the tables (default: <coded file>_tables beside it).")
+    ] = None,
+) -> None:
+    """The MADRAG paper's coded failure analysis (4.4): Tables 3, 4, 5, 10 and 11 from a coded error export,
+    printed and saved (one CSV per table and tables.txt)."""
+    _tabulate(coded, out)
 
 
 def _tabulate(coded: Path, out: Path | None) -> None:

@@ -7,6 +7,9 @@ The group's own ``--help`` imports none of them: each command is listed with the
 from its module's source without running it (the function's docstring, or the ``help=`` of the command
 group's ``typer.Typer(...)``), so that listing the commands costs milliseconds, not the seconds of importing
 pandas, scipy and the scoring stack. tests/test_cli_startup.py checks the two listings are the same.
+
+A command is listed under its help panel (``panel``: who it is for); a ``renamed`` one is an old name kept
+working but hidden from the listing, and running it says its new form on stderr.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,11 +29,19 @@ from typer.core import TyperCommand, TyperGroup
 @dataclass(frozen=True)
 class LazyCommand:
     """A command of ``madrag.cli.<module>``: ``attribute`` is its function or, for a command group, its typer
-    app; ``command_class`` (``module:Class``) parses its options when typer's own class is not enough."""
+    app; ``command_class`` (``module:Class``) parses its options when typer's own class is not enough;
+    ``panel``: the help panel ``--help`` lists it under; ``renamed``: its new form (``score --protocols X``),
+    for an old name kept as a hidden alias."""
 
     module: str
     attribute: str
     command_class: str | None = None
+    panel: str | None = None
+    renamed: str | None = None
+
+    @property
+    def hidden(self) -> bool:
+        return self.renamed is not None
 
     @property
     def module_name(self) -> str:
@@ -49,6 +61,7 @@ class LazyCommand:
             built = typer.main.get_command(parent)  # one command and no callback: typer builds it alone
         if not isinstance(built, TyperCommand | TyperGroup):
             raise TypeError(f"madrag {name}: typer built a {type(built).__name__}, not a command")
+        built.hidden, built.rich_help_panel = self.hidden, self.panel
         return built
 
     def help(self) -> str | None:
@@ -107,10 +120,17 @@ class LazyGroup(TyperGroup):
         if lazy is None:
             return None
         if self._listing:  # only the name and help are shown: no import
-            return TyperCommand(cmd_name, help=lazy.help())
+            return TyperCommand(cmd_name, help=lazy.help(), hidden=lazy.hidden, rich_help_panel=lazy.panel)
         if cmd_name not in self.loaded:
             self.loaded[cmd_name] = lazy.load(cmd_name)
         return self.loaded[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        lazy = self.lazy_commands.get(name or "")
+        if lazy is not None and lazy.renamed is not None:
+            print(f"note: 'madrag {name}' is now 'madrag {lazy.renamed}' (the old name still works)", file=sys.stderr)
+        return name, command, rest
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

@@ -1,8 +1,10 @@
-"""``madrag score`` and the commands that share its options: ``ablate`` and ``ablate-consensus`` (other default
-protocols), ``score --dry-run`` (a sample plus a cost estimate of the whole run) and ``demo`` (real ASAP essays
-on the embedded model). The commands are plain functions registered by :mod:`madrag.cli.app`; the scoring
-commands are one function with three default protocol lists (:func:`score_command`), whose options are the
-groups of :mod:`madrag.cli.score_options`.
+"""``madrag score`` and the commands that share its options: ``score --protocols PRESET`` (the papers' protocol
+lists, :mod:`madrag.cli.presets`), ``score --dry-run`` (a sample plus a cost estimate of the whole run) and
+``demo`` (real ASAP essays on the embedded model). ``ablate`` and ``ablate-consensus`` are the old names of
+``score --protocols paper-ablation`` and ``consensus-ablation``, kept as hidden aliases: the same command with
+that preset as its default. The commands are plain functions registered by :mod:`madrag.cli.app`; the scoring
+commands are one function (:func:`score_command`), whose options are the groups of
+:mod:`madrag.cli.score_options`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import typer
 from rich.table import Table
 
 from madrag.cli.groups import OptionGroup, with_groups
-from madrag.cli.options import DryRunOpt, DryRunPricesOpt, ProtocolOpt, SampleOpt, at_least_one
+from madrag.cli.options import DryRunOpt, DryRunPricesOpt, SampleOpt, at_least_one
 from madrag.cli.output import console, err
+from madrag.cli.presets import PresetOpt, ProtocolListOpt, choose_protocols
 from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
 from madrag.data.shipped import find_asap_dir
 from madrag.pipeline.job import ScoreJob
-from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.settings import ScoringSettings
 
 if TYPE_CHECKING:
@@ -31,16 +33,18 @@ if TYPE_CHECKING:
 
 
 def score_command(
-    name: str, protocols: list[str], doc: str, settings_group: OptionGroup[ScoringSettings] = SETTINGS
+    name: str, default: str | list[str], doc: str, settings_group: OptionGroup[ScoringSettings] = SETTINGS
 ) -> Callable[..., None]:
     """A scoring command: the option groups of :mod:`madrag.cli.score_options` (``settings_group``: the options
-    of the scoring settings, generated from their model), ``--protocol`` (default ``protocols``) and
-    ``--dry-run``; ``score``, ``ablate`` and ``ablate-consensus`` differ only in that default."""
+    of the scoring settings, generated from their model), ``--protocols`` / ``--protocol`` (default
+    ``default``: a preset's name or a list of protocols) and ``--dry-run``; ``score`` and its old aliases
+    ``ablate`` and ``ablate-consensus`` differ only in that default."""
 
     def command(
         *,
         source: JobFields,
-        protocol: ProtocolOpt = protocols,
+        protocols: PresetOpt = None,
+        protocol: ProtocolListOpt = None,
         backend: JobFields,
         settings: ScoringSettings,
         run: JobFields,
@@ -48,7 +52,10 @@ def score_command(
         sample: SampleOpt = 2,
         prices: DryRunPricesOpt = None,
     ) -> None:
-        job = ScoreJob(protocols=protocol, settings=settings, **source, **backend, **run)
+        chosen = choose_protocols(protocols, protocol, default)
+        job = ScoreJob(
+            protocols=chosen.protocols, protocol_preset=chosen.preset, settings=settings, **source, **backend, **run
+        )
         if dry_run:
             _dry_run(job, sample, prices)
         else:
@@ -62,7 +69,12 @@ def score_command(
 score = score_command(
     "score",
     ["MADRAG"],
-    doc="""Score essays trait by trait and store one record per agent call in RUN_DIR.
+    doc="""Score essays trait by trait (MADRAG, or the protocols of -p / --protocols) and store one record per
+    agent call in RUN_DIR.
+
+    --protocols PRESET: a paper's protocols on the same essays (paper-ablation, consensus-ablation ...).
+
+    Then: madrag eval RUN_DIR (the agreement tables), madrag report RUN_DIR (the HTML report).
 
     Exit code 0: every call answered. 2: an error, or --max-failures reached.
 
@@ -72,18 +84,17 @@ score = score_command(
 
 ablate = score_command(
     "ablate",
-    list(ABLATION),
-    doc="Run several protocols on the same essays in one run (default: the six ablation protocols of the MADRAG paper, "
-    "SA SARAG MA MAD MARAG MADRAG); debates are shared between MAD and MADRAG. Then: madrag eval RUN_DIR.",
+    "paper-ablation",
+    doc="The old name of 'madrag score --protocols paper-ablation': the MADRAG paper's six ablation protocols, "
+    "SA SARAG MA MAD MARAG MADRAG, on the same essays in one run. Then: madrag eval RUN_DIR.",
 )
 
 ablate_consensus = score_command(
     "ablate_consensus",
-    list(CONSENSUS_ABLATION),
-    doc="The consensus paper's judges on the same essays: SingleJudge, StrictJudge, LenientJudge, ConsensusMAD, "
-    "SymmetricMAD, "
-    "ScoreMaskedMAD (4 rounds; NAME\\[rounds=N] for others); round-0 calls are shared. Then: madrag "
-    "eval-consensus --run-dir RUN_DIR (and madrag eval for QWK).",
+    "consensus-ablation",
+    doc="The old name of 'madrag score --protocols consensus-ablation': the consensus paper's judges on the same "
+    "essays, SingleJudge StrictJudge LenientJudge ConsensusMAD SymmetricMAD ScoreMaskedMAD. Then: madrag paper "
+    "eval-consensus RUN_DIR.",
 )
 
 

@@ -33,7 +33,7 @@ META_PROMPTS = ["meta_system", "meta_user"]
 
 
 class MetaJob(BaseModel):
-    """What ``madrag confidence meta-eval`` runs."""
+    """What ``madrag paper confidence meta-eval`` runs."""
 
     model_config = ConfigDict(frozen=True)
 

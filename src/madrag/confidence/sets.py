@@ -64,7 +64,7 @@ def run_sets(
     studies: dict[str, ConfidenceStudy] = {}
     for name, run, meta in zip(names, runs, metas, strict=True):
         if not (meta / "store.sqlite").is_file():
-            raise InputError(f"{meta}: no meta-evaluation of {run} (run madrag confidence meta-eval first)")
+            raise InputError(f"{meta}: no meta-evaluation of {run} (run madrag paper confidence meta-eval first)")
         studies[name] = run_study(run, meta, roles, rank_by=rank_by, top_k=top_k)
     tables, judged = [], []
     for name, study in studies.items():

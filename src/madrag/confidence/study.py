@@ -247,7 +247,7 @@ def render_markdown(study: ConfidenceStudy) -> str:
             "",
         ]
     elif study.judgments is None:
-        parts += ["No meta-evaluation given: features and trajectories only (madrag confidence meta-eval).", ""]
+        parts += ["No meta-evaluation given: features and trajectories only (madrag paper confidence meta-eval).", ""]
     if study.bands:
         parts += ["Trajectories: `trajectories.png` (mean, 25-75 and 10-90 percentile bands).", ""]
     if judged:

@@ -8,7 +8,7 @@ with the paper's figure for the same protocol, set and trait:
 * ``SA`` ... ``MARAG``: Table 9 (its MADRAG row is Table 1's GPT-4o-mini row; the table names no model);
 * ``MADRAG[adv_r1]``, ``[adv_r2]``, ``[both_r1]`` ...: Tables 7 and 8 (``skp_*`` read as the paper's "Skp."
   rows; their Adv. (R1) is MADRAG itself, but on set 7 its Style differs from Table 1's: 0.45, 0.47);
-* ``FeatEng-RF`` (``madrag baseline``) and the Human-Human row on the full data file: Table 1;
+* ``FeatEng-RF`` (``madrag paper baseline``) and the Human-Human row on the full data file: Table 1;
 * the extreme subset's pooled rows: Table 2.
 
 The published systems madrag does not run (ProTACT, ZS-LLM, CSR-J) and Table 1's MADRAG rows of the other
@@ -116,7 +116,7 @@ def _extreme_rows(evaluation: Evaluation, essay_set: str) -> list[dict[str, Any]
 
 def _reported_only(essay_set: str, model: str, measured: set[str]) -> pd.DataFrame:
     """Table 1's rows this run does not measure: the published systems (FeatEng-RF unless the run holds
-    ``madrag baseline``'s), MADRAG with the other backbones, Human-Human when the run has no two raters."""
+    ``madrag paper baseline``'s), MADRAG with the other backbones, Human-Human when the run has no two raters."""
     rows = [
         {"paper_row": f.row, "model": f.model, "trait": f.trait, "qwk": f.value, "where": f.where, "note": f.note}
         for f in figures("madrag", table="Table 1", set_=essay_set)
@@ -139,8 +139,8 @@ def beside_paper(evaluation: Evaluation) -> BesidePaper:
     measured = {str(r["protocol"]) for r in rows}
     notes = [note] if note and "MADRAG" in evaluation.protocols else []
     notes.append(
-        "the paper's figures come from its whole sets (every fold; `madrag ablate --fold each`); a run on one fold "
-        "or a --limit sample measures fewer essays (column n)"
+        "the paper's figures come from its whole sets (every fold; `madrag score --protocols paper-ablation --fold "
+        "each`); a run on one fold or a --limit sample measures fewer essays (column n)"
     )
     beside = pd.DataFrame(rows, columns=BESIDE_COLUMNS)
     return BesidePaper(key, model, beside, _reported_only(key, model, measured), notes)

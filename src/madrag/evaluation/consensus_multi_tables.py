@@ -1,5 +1,5 @@
 """Several runs of the consensus paper for people: the averaged Tables 1, 2, 8, 9, Table 3's cross-model grid, Figure 2
-over the models, and the files ``madrag eval-consensus RUN_A RUN_B ...`` writes (:func:`save_multi`)."""
+over the models, and the files ``madrag paper eval-consensus RUN_A RUN_B ...`` writes (:func:`save_multi`)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ Rows: two raters within 1 point of each other and {who} off by more than 1 from 
   essay-trait has one rater, {who} off by more than 1 from that rater's score (rater2 empty).
   Reference column: the raters' mean rounded to a valid score, ties {ties}.
 Treat anonymization markers (@CAPS1, @PERSON1, @DATE1 ...) as placeholders, not as the writer's errors.
-Code one value per cell (e.g. C2); `madrag errors --tabulate FILE` turns the coded file into the MADRAG paper's
+Code one value per cell (e.g. C2); `madrag paper error-tables FILE` turns the coded file into the MADRAG paper's
   Tables 3, 4, 5, 10 and 11.
 """
 

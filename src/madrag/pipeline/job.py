@@ -112,6 +112,9 @@ class ScoreJob(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     ids: list[str] | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
+    # the named list the protocols came from (``madrag score --protocols paper-ablation``); recorded in the run's
+    # configuration, not part of its identity (the protocols are)
+    protocol_preset: str | None = None
     provider: ProviderSpec = Field(default_factory=ProviderSpec)
     # backends for particular roles (the consensus paper cross-model pairs); other roles use ``provider``
     role_providers: dict[str, ProviderSpec] = Field(default_factory=dict)
@@ -277,6 +280,7 @@ def job_config(
         "rubric": rubric.model_dump(mode="json"),
         "eval_fold": job.eval_fold,
         "protocols": [p.describe() for p in protocols],
+        **({"protocol_preset": job.protocol_preset} if job.protocol_preset is not None else {}),
         "provider": spec_identity(job.provider) if backend is None else {"instance": backend.describe()},
         "role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()},
         "settings": job.settings.model_dump(mode="json"),

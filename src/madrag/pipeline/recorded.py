@@ -42,6 +42,7 @@ def recorded_job(run_dir: Path, cache_dir: Path | None = None, prompts_dir: Path
         eval_fold=config.get("eval_fold"),
         ids=chosen or None,
         protocols=[_protocol_name(d) for d in config.get("protocols") or []],
+        protocol_preset=stored.get("protocol_preset"),
         provider=_provider(config.get("provider"), "provider"),
         role_providers={r: _provider(s, f"role provider {r}") for r, s in (config.get("role_providers") or {}).items()},
         settings=ScoringSettings.model_validate(
