@@ -181,7 +181,8 @@ def analyze_command(
     ] = False,
 ) -> None:
     """Window features of the debaters' token log-probabilities, their trajectories (mean, 25-75 and 10-90
-    percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4)."""
+    percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4);
+    --paper: the paper's stated figures beside the run's."""
     from madrag.confidence.study import run_study, save_study
     from madrag.evaluation.run import require_run
 
