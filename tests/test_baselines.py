@@ -26,7 +26,7 @@ from madrag.baselines import (
     fold_indices,
     weighted_score,
 )
-from madrag.baselines.features import mattr, mtld, paragraphs
+from madrag.baselines.features import feature_names, mattr, mtld, paragraphs
 from madrag.baselines.retrieval_scorer import SimilarBank, minilm_bank_factory
 from madrag.data.essay import Essay
 from madrag.retrieval import Exemplar
@@ -91,7 +91,7 @@ class StubBank:
 def test_feature_matrix_is_finite_for_odd_texts() -> None:
     texts = ["...", "@CAPS1 @NUM2", "One word", "A normal sentence. Another one!  New paragraph here?"]
     matrix = feature_matrix(texts, lexicon=LEXICON)
-    assert matrix.shape == (4, len(FEATURE_NAMES))
+    assert matrix.shape == (4, len(feature_names("paper")))
     assert np.isfinite(matrix).all()
     assert len(set(FEATURE_NAMES)) == len(FEATURE_NAMES)
 

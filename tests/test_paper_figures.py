@@ -62,7 +62,7 @@ def test_known_figures_of_the_other_papers() -> None:
     assert _values("consensus", "Table 1", "Korean Essay", "Consensus-based MAD") == {"rmse": 0.935, "spearman": 0.424}
     assert _values("consensus", "Table 2", "SummEval", "human reference") == {"mean_pred": 4.285}
     assert _values("consensus", "Table 8", "Korean Essay", "Strict Role Judge") == {"shift_ref": -0.754}
-    assert _values("confidence", "Table 1", "7", "Advocate: max of first 3 tokens") == {"auroc": 0.849}
+    assert _values("confidence", "Table 1", "7", "Advocate: max of first 3 tokens") == {"auroc": 0.849, "rank": 1}
     assert {f.trait: f.value for f in figures("confidence", table="Figure 3") if f.metric == "share_at_max"} == {
         "instruction_following": 0.765, "justification_quality": 0.793, "evidence_grounding": 0.931,
     }  # fmt: skip

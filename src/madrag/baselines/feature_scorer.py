@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from madrag.baselines.features import feature_matrix
+from madrag.baselines.features import PAPER_FEATURE_SET, FeatureSet, feature_matrix
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.metrics import qwk, round_half_up_clamped
@@ -141,6 +141,7 @@ class ForestSettings:
 
     model: Literal["regressor", "classifier"] = "regressor"
     n_estimators: int = 200
+    features: FeatureSet = PAPER_FEATURE_SET  # the MADRAG paper's (with the parsed ones); "light": parser-free
     max_features: float = 1 / 3
     min_samples_leaf: int = 1
     random_state: int = 0
@@ -187,7 +188,7 @@ class FeatureScorer:
 
     def features(self, essays: Sequence[Essay]) -> FloatMatrix:
         """The essays' feature rows (:func:`~madrag.baselines.features.feature_matrix`, with the rubric's prompt)."""
-        return feature_matrix([e.text for e in essays], prompt=self.rubric.prompt)
+        return feature_matrix([e.text for e in essays], prompt=self.rubric.prompt, feature_set=self.settings.features)
 
     def fit_matrix(self, x: FloatMatrix, essays: Sequence[Essay]) -> FeatureScorer:
         """Fit one model per trait on feature rows ``x`` (row i = ``essays[i]``) and their reference labels."""
@@ -234,11 +235,12 @@ def cross_validate_features(
     """
     start = time.perf_counter()
     folds = fold_indices([e.fold for e in essays])
-    x = features if features is not None else feature_matrix([e.text for e in essays], prompt=rubric.prompt)
+    chosen = settings or ForestSettings()
+    texts = [e.text for e in essays]
+    x = features if features is not None else feature_matrix(texts, prompt=rubric.prompt, feature_set=chosen.features)
     if x.shape[0] != len(essays):
         raise InputError(f"feature matrix has {x.shape[0]} rows for {len(essays)} essays")
     preds: dict[str, list[int | None]] = {t.name: [None] * len(essays) for t in rubric.traits}
-    chosen = settings or ForestSettings()
     for fold in folds:
         scorer = FeatureScorer(rubric, chosen, estimator_factory)
         scorer.fit_matrix(x[fold.train], [essays[i] for i in fold.train])
@@ -246,5 +248,6 @@ def cross_validate_features(
             for row, value in zip(fold.test, values, strict=True):
                 preds[name][int(row)] = value
     traits = {t.name: evaluate_trait(t, essays, preds[t.name], folds) for t in rubric.traits}
-    notes = {"model": chosen.model, "n_estimators": chosen.n_estimators, "n_features": int(x.shape[1])}
+    notes = {"model": chosen.model, "n_estimators": chosen.n_estimators, "features": chosen.features}
+    notes["n_features"] = int(x.shape[1])
     return CVResult("FeatEng-RF (ours)", traits, time.perf_counter() - start, notes)

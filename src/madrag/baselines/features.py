@@ -21,6 +21,10 @@ more spaces, which is what :func:`paragraphs` splits on (mid-sentence double spa
 
 Every feature depends on one essay (and the fixed word list / prompt) only, so a feature matrix is computed
 once per essay and reused across folds and traits.
+
+Feature sets: ``paper`` (the default) adds the syntax and entity-grid features the MADRAG paper's Appendix C names,
+from a part-of-speech tagger (:mod:`madrag.baselines.parsed_features`, the ``parse`` extra); ``light`` is the
+parser-free set above (:data:`FEATURE_NAMES`) alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,6 +97,19 @@ def _feature_names() -> tuple[str, ...]:
 
 
 FEATURE_NAMES: tuple[str, ...] = _feature_names()
+"""The parser-free features (the ``light`` set; the ``paper`` set adds the parsed ones after them)."""
+FeatureSet = Literal["paper", "light"]
+FEATURE_SETS: tuple[FeatureSet, ...] = ("paper", "light")
+PAPER_FEATURE_SET: FeatureSet = "paper"
+
+
+def feature_names(feature_set: FeatureSet = PAPER_FEATURE_SET) -> tuple[str, ...]:
+    """The columns of :func:`feature_matrix` for ``feature_set``."""
+    if feature_set == "light":
+        return FEATURE_NAMES
+    from madrag.baselines.parsed_features import PARSED_FEATURE_NAMES
+
+    return (*FEATURE_NAMES, *PARSED_FEATURE_NAMES)
 
 
 def normalize(text: str) -> str:
@@ -325,13 +343,21 @@ def essay_features(text: str, lexicon: Collection[str], prompt: str = "") -> dic
 
 
 def feature_matrix(
-    texts: Sequence[str], lexicon: Collection[str] | None = None, prompt: str = ""
+    texts: Sequence[str],
+    lexicon: Collection[str] | None = None,
+    prompt: str = "",
+    feature_set: FeatureSet = PAPER_FEATURE_SET,
 ) -> NDArray[np.float64]:
-    """A ``(len(texts), len(FEATURE_NAMES))`` matrix; ``lexicon`` defaults to :func:`english_lexicon`."""
+    """A ``(len(texts), len(feature_names(feature_set)))`` matrix; ``lexicon`` defaults to :func:`english_lexicon`."""
     vocab = english_lexicon() if lexicon is None else lexicon
+    names = feature_names(feature_set)
     rows = [essay_features(t, vocab, prompt) for t in texts]
-    matrix = np.array([[row[name] for name in FEATURE_NAMES] for row in rows], dtype=np.float64)
-    matrix = matrix.reshape(len(texts), len(FEATURE_NAMES))
+    if feature_set == "paper":
+        from madrag.baselines.parsed_features import parsed_features
+
+        rows = [row | parsed_features(t) for row, t in zip(rows, texts, strict=True)]
+    matrix = np.array([[row[name] for name in names] for row in rows], dtype=np.float64)
+    matrix = matrix.reshape(len(texts), len(names))
     if not np.isfinite(matrix).all():
         raise MadragError("a feature is not finite; this is a bug in madrag.baselines.features")
     return matrix

@@ -171,7 +171,12 @@ def score_run(
 
 
 def _forest_settings(settings: ForestSettings) -> dict[str, Any]:
-    return {"baseline": "feature random forest", "model": settings.model, "n_estimators": settings.n_estimators}
+    return {
+        "baseline": "feature random forest",
+        "model": settings.model,
+        "n_estimators": settings.n_estimators,
+        "features": settings.features,  # the paper's set (with the parsed features) or "light"
+    }
 
 
 def _by_essay(essays: list[Essay], predictions: dict[str, list[int]]) -> dict[tuple[str, str], int | None]:

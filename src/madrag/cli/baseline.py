@@ -35,6 +35,13 @@ def baseline_command(
     data_format: DataFormatOpt = "auto",
     k: Annotated[int, typer.Option(min=1, help="Neighbours of the retrieval kNN baseline.")] = 10,
     trees: Annotated[int, typer.Option(min=1, help="Trees of the feature random forest.")] = 200,
+    features: Annotated[
+        str,
+        typer.Option(
+            help="FeatEng-RF's features: paper (with the syntax and entity-grid features of the MADRAG paper's "
+            "Appendix C; needs the 'parse' extra) or light (madrag's parser-free set)."
+        ),
+    ] = "paper",
     no_retrieval: Annotated[bool, typer.Option("--no-retrieval", help="Only the feature random forest.")] = False,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     embedder: Annotated[
@@ -48,10 +55,11 @@ def baseline_command(
     features) and kNN-K (the similarity-weighted mean of the K nearest pool essays' scores) - and store them
     like a protocol's scores; then 'madrag eval RUN_DIR' shows them beside the LLM protocols."""
     from madrag.baselines.feature_scorer import ForestSettings
+    from madrag.baselines.features import FEATURE_SETS
     from madrag.baselines.runs import CVOptions, cross_validate_run, score_run
 
     folder = need_run_dir(run, run_dir)
-    forest = ForestSettings(n_estimators=trees)
+    forest = ForestSettings(n_estimators=trees, features=choice("--features", features, FEATURE_SETS))
     if (folder / "store.sqlite").is_file() and not _is_baseline_run(folder):
         if rubric is not None:
             raise InputError("--rubric applies only to a new cross-validated run (a run uses its own rubric)")

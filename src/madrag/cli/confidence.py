@@ -173,9 +173,18 @@ def analyze_command(
     ] = "signed",
     top: Annotated[int, typer.Option(min=1, help="Features listed per role and target.")] = 3,
     out: Annotated[Path | None, typer.Option(help="Output folder (default <run-dir>/confidence).")] = None,
+    paper: Annotated[
+        bool,
+        typer.Option(
+            "--paper",
+            help="Also show the confidence paper's reported figures beside the measured ones (Table 1's AUROCs, "
+            "rho and top features, Figure 3), with the difference; saved as paper.csv and paper.md.",
+        ),
+    ] = False,
 ) -> None:
     """Window features of the debaters' token log-probabilities, their trajectories (mean, 25-75 and 10-90
-    percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4)."""
+    percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4);
+    --paper: the paper's stated figures beside the run's."""
     from madrag.confidence.study import run_study, save_study
     from madrag.evaluation.run import require_run
 
@@ -199,6 +208,12 @@ def analyze_command(
         console.print("no meta-evaluation: features and trajectories only", markup=False)
     for note in study.notes:
         console.print(f"note: {note}", markup=False)
+    if paper:
+        from madrag.cli.output import show_beside
+        from madrag.confidence.beside_paper import beside_confidence
+
+        show_beside(beside_confidence(study, run_dir), target)
+        written += [target / "paper.csv", target / "paper.md"]
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
 
 

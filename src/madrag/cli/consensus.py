@@ -10,7 +10,7 @@ command is a plain function with typer annotations, registered by :mod:`madrag.c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,10 @@ from madrag.cli.paths import output_dir
 from madrag.errors import InputError
 from madrag.evaluation.consensus_frames import HumanReference
 from madrag.evaluation.consensus_multi import GRID_METRICS
+
+if TYPE_CHECKING:
+    from madrag.evaluation.consensus import ConsensusEvaluation
+    from madrag.evaluation.consensus_multi import MultiConsensus
 
 REFERENCES: tuple[HumanReference, ...] = ("mean", "rounded")
 """The values ``--reference`` accepts."""
@@ -62,6 +66,9 @@ def eval_consensus_command(
     grid_metric: Annotated[
         str, typer.Option(help=f"Several runs: the grid's metric, one of {', '.join(GRID_METRICS)}.")
     ] = "rmse",
+    paper: Annotated[
+        bool, typer.Option("--paper", help="Also the consensus paper's figures beside, with the difference (paper.md).")
+    ] = False,
 ) -> None:
     """RMSE / Spearman / mean shift per protocol and trait, round trajectories, dominance (the consensus paper); with
     several runs also their averages over the judge models and the cross-model grid."""
@@ -73,31 +80,53 @@ def eval_consensus_command(
     chosen = choice("--reference", reference, REFERENCES)
     metric = choice("--grid-metric", grid_metric, GRID_METRICS)
     folders = distinct_runs([require_run(run) for run in given])
-    if len(folders) == 1:
-        _evaluate_one(folders[0], out or folders[0] / "consensus", bootstrap, seed, baseline, chosen)
-        return
-    _evaluate_many(
-        folders, out or folders[0] / "consensus-models", bootstrap, seed, baseline, chosen, grid_protocol, metric
+    one = len(folders) == 1
+    target = out or folders[0] / ("consensus" if one else "consensus-models")
+    evaluated = (
+        _evaluate_one(folders[0], target, bootstrap, seed, baseline, chosen)
+        if one
+        else _evaluate_many(folders, target, bootstrap, seed, baseline, chosen, grid_protocol, metric)
     )
+    if paper:
+        _beside_paper(evaluated, target)
+
+
+def _beside_paper(evaluated: ConsensusEvaluation | MultiConsensus, folder: Path) -> None:
+    """``--paper``: one run's figures (its judge model's), or the runs' averaged over their models, beside the
+    consensus paper's; printed and saved in ``folder``."""
+    from madrag.cli.output import show_beside
+    from madrag.evaluation.beside_consensus import beside_consensus
+    from madrag.evaluation.consensus import ConsensusEvaluation
+
+    if isinstance(evaluated, ConsensusEvaluation):
+        result = beside_consensus(evaluated.alignment, evaluated.trajectories, evaluated.meta.get("model"))
+    else:
+        n_models = len(evaluated.meta["averaged_runs"])
+        result = beside_consensus(evaluated.alignment, evaluated.trajectories, None, n_models)
+    show_beside(result, folder)
 
 
 def _evaluate_one(
     run_dir: Path, out: Path, bootstrap: int, seed: int, baseline: str, reference: HumanReference, quiet: bool = False
-) -> None:
-    """One run's evaluation, printed (or, ``quiet``, one line) and saved in ``out``."""
+) -> ConsensusEvaluation:
+    """One run's evaluation (its meta naming the run's judge model), printed (or, ``quiet``, one line) and saved
+    in ``out``."""
     from madrag.evaluation.consensus import evaluate_consensus
+    from madrag.evaluation.consensus_multi import model_label
     from madrag.evaluation.run import load_consensus_run
     from madrag.evaluation.tables import render_consensus_markdown, save_consensus
 
     target = output_dir(out)
-    agent_scores, refs, _config = load_consensus_run(run_dir, reference)
+    agent_scores, refs, config = load_consensus_run(run_dir, reference)
     evaluation = evaluate_consensus(
         agent_scores, refs, bootstrap=bootstrap, seed=seed, baseline=baseline, reference=reference
     )
+    evaluation.meta["model"] = model_label(config.get("provider"))
     written = save_consensus(evaluation, target)
     if not quiet:
         typer.echo(render_consensus_markdown(evaluation))  # markdown tables: printed as they are, never wrapped
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
+    return evaluation
 
 
 def _evaluate_many(
@@ -109,7 +138,7 @@ def _evaluate_many(
     reference: HumanReference,
     grid_protocol: str,
     metric: str,
-) -> None:
+) -> MultiConsensus:
     """Each run's own tables (in ``<run>/consensus``), then the runs averaged over their judge models and the
     cross-model grid, printed and saved in ``out``; runs that cannot be averaged are refused before anything is
     written."""
@@ -123,3 +152,4 @@ def _evaluate_many(
     written = save_multi(multi, target)
     typer.echo(render_multi_markdown(multi))
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
+    return multi

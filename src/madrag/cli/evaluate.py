@@ -115,15 +115,10 @@ class EvalOptions:
 
 def _beside_paper(evaluation: Evaluation, folder: Path) -> None:
     """Print the run's figures beside the MADRAG paper's and save paper.csv / paper.md in ``folder``."""
-    from madrag.evaluation.beside_paper import beside_display, beside_paper, save_beside
-    from madrag.evaluation.tables import rich_frame
+    from madrag.cli.output import show_beside
+    from madrag.evaluation.beside_paper import beside_paper
 
-    result = beside_paper(evaluation)
-    for title, frame in beside_display(result).items():
-        console.print(rich_frame(title, frame))
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False)
-    save_beside(result, folder)
+    show_beside(beside_paper(evaluation), folder)
 
 
 def _one_run(run_dir: Path, data: Path | None, options: EvalOptions, out: Path | None) -> None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+if TYPE_CHECKING:
+    from madrag.evaluation.beside_paper import BesidePaper
 
 T = TypeVar("T")
 
@@ -36,3 +40,16 @@ def run_with_progress(progress: Progress, work: Coroutine[Any, Any, T], interrup
         raise typer.Exit(130) from None
     finally:
         progress.stop()
+
+
+def show_beside(result: BesidePaper, folder: Path) -> None:
+    """Print a run's figures beside a paper's (a ``BesidePaper``: its tables and notes, the missing figures
+    counted) and save ``paper.csv`` / ``paper.md`` in ``folder``."""
+    from madrag.evaluation.beside_paper import beside_display, save_beside
+    from madrag.evaluation.tables import rich_frame
+
+    for title, frame in beside_display(result).items():
+        console.print(rich_frame(title, frame))
+    for note in result.all_notes():
+        console.print(f"note: {note}", markup=False)
+    save_beside(result, folder)

@@ -14,6 +14,13 @@ with the paper's figure for the same protocol, set and trait:
 The published systems madrag does not run (ProTACT, ZS-LLM, CSR-J) and Table 1's MADRAG rows of the other
 models are listed as reported only. A difference is measured minus reported; a figure the paper does not report
 for a cell is left out, never shown as 0.
+
+The mechanism is every paper's: :class:`BesidePaper` (long rows of measured, reported, difference, where), its
+display tables, ``paper.md`` and ``paper.csv`` (:func:`beside_display`, :func:`beside_markdown`,
+:func:`save_beside`) serve the consensus paper (:mod:`madrag.evaluation.beside_consensus`) and the confidence paper
+(:mod:`madrag.confidence.beside_paper`) too; each paper only matches its figures with a run's (:func:`beside_row`).
+A figure the paper reports that the run cannot measure stands in the rows with its measured value missing (shown
+"—", counted in a note), never 0.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import pandas as pd
 
 from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_FULL, Evaluation
-from madrag.evaluation.reported import Reported, figures
+from madrag.evaluation.reported import FILES, PAPERS, Paper, Reported, figures
 from madrag.evaluation.tables import fmt, markdown_document
 
 PAPER_MODELS = ("gpt-3.5-turbo", "gpt-4o-mini", "gpt-4o", "gpt-5-mini", "gpt-5")
@@ -34,18 +41,66 @@ PAPER_MODELS = ("gpt-3.5-turbo", "gpt-4o-mini", "gpt-4o", "gpt-5-mini", "gpt-5")
 ABLATION_MODEL = "gpt-4o-mini"
 """The model of Tables 2, 7, 8 and 9 (none names one; their MADRAG rows are Table 1's GPT-4o-mini row)."""
 ABLATIONS = ("SA", "SARAG", "MA", "MAD", "MARAG")
-BESIDE_COLUMNS = ["protocol", "trait", "metric", "measured", "reported", "diff", "where", "paper_row", "model", "n"]
+BESIDE_COLUMNS = [
+    *["protocol", "trait", "metric", "measured", "reported", "diff", "table", "where", "paper_row", "model", "n"],
+]
+REPORTED_ONLY_COLUMNS = ["paper_row", "model", "set", "metric", "trait", "value", "where", "note"]
+METRIC_TITLES = {
+    "qwk": "QWK",
+    "agree_at_1": "Agree@1 (Table 2)",
+    "mae": "MAE (Table 2)",
+    "n": "N (Table 2)",
+    "rmse": "RMSE",
+    "spearman": "Spearman",
+    "mean_pred": "mean predicted score",
+    "shift_ref": "shift from the human reference",
+    "auroc": "AUROC",
+    "share_at_max": "share at the maximum score",
+    "pass_rate": "pass rate",
+    "pass_rate_gap": "pass-rate gap",
+}
+"""How a display names each metric the papers report."""
 
 
 @dataclass
 class BesidePaper:
-    """The measured figures beside the reported ones (long form), the reported-only rows and notes."""
+    """The measured figures beside the reported ones (long form), the reported-only rows and notes.
+
+    ``essay_set``: the data the figures are about (an ASAP set, the consensus paper's "Korean Essay"); ``layout``:
+    the display's panels, one per ``metric`` (columns: traits; the MADRAG paper's tables) or one per paper
+    ``table`` (columns: metrics; the consensus and confidence papers, whose figures are pooled)."""
 
     essay_set: str | None
     model: str
     beside: pd.DataFrame
     reported_only: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    paper: Paper = "madrag"
+    layout: str = "metric"
+
+    @property
+    def name(self) -> str:
+        """``the MADRAG paper``: how text names the paper."""
+        return PAPERS[self.paper].split(" (", 1)[0]
+
+    @property
+    def data_label(self) -> str:
+        """``set 7`` for an ASAP set, else the data's own name (``Korean Essay``)."""
+        return f"set {self.essay_set}" if str(self.essay_set).isdigit() else str(self.essay_set)
+
+    def all_notes(self) -> list[str]:
+        """The notes, then the count of figures the run could not measure."""
+        return [*self.notes, *([m] if (m := self.missing_note()) else [])]
+
+    def missing_note(self) -> str | None:
+        """How many of the paper's figures this run could not measure (shown as missing, never 0)."""
+        missing = int(self.beside["measured"].isna().sum()) if not self.beside.empty else 0
+        if not missing:
+            return None
+        return (
+            f"{missing} of the {len(self.beside)} figures of {self.name} beside this run could not be measured "
+            "from it: shown — (missing), not 0"
+        )
 
 
 def paper_model(run_model: str | None) -> tuple[str, str | None]:
@@ -83,12 +138,24 @@ def qwk_index(essay_set: str, model: str) -> dict[tuple[str, str], Reported]:
     return index
 
 
-def _row(protocol: str, trait: str, metric: str, measured: Any, fig: Reported, n: Any) -> dict[str, Any]:
+def beside_row(protocol: str, trait: str, metric: str, measured: Any, fig: Reported, n: Any) -> dict[str, Any]:
+    """One row of :data:`BESIDE_COLUMNS`: ``measured`` (None / NaN: missing, and so is the difference) beside
+    ``fig``, the difference measured minus reported."""
     value = None if measured is None or pd.isna(measured) else float(measured)
     diff = None if value is None else value - fig.value
     row = {"protocol": protocol, "trait": trait, "metric": metric, "measured": value, "reported": fig.value}
-    row |= {"diff": diff, "where": fig.where, "paper_row": fig.row, "model": fig.model, "n": n}
+    row |= {"diff": diff, "table": fig.table, "where": fig.where, "paper_row": fig.row, "model": fig.model, "n": n}
     return row
+
+
+def reported_only_frame(figs: list[Reported]) -> pd.DataFrame:
+    """Figures a run does not measure at all, as rows of :data:`REPORTED_ONLY_COLUMNS`."""
+    rows = [
+        {"paper_row": f.row, "model": f.model, "set": f.set, "metric": f.metric, "trait": f.trait, "value": f.value}
+        | {"where": f.where, "note": f.note}
+        for f in figs
+    ]
+    return pd.DataFrame(rows, columns=REPORTED_ONLY_COLUMNS)
 
 
 def _qwk_rows(evaluation: Evaluation, essay_set: str, model: str) -> list[dict[str, Any]]:
@@ -97,7 +164,7 @@ def _qwk_rows(evaluation: Evaluation, essay_set: str, model: str) -> list[dict[s
     for cell in evaluation.qwk.to_dict(orient="records"):
         fig = index.get((str(cell["protocol"]), str(cell["label"])))
         if fig is not None:
-            rows.append(_row(str(cell["protocol"]), str(cell["label"]), "qwk", cell["qwk"], fig, cell["n"]))
+            rows.append(beside_row(str(cell["protocol"]), str(cell["label"]), "qwk", cell["qwk"], fig, cell["n"]))
     return rows
 
 
@@ -110,20 +177,21 @@ def _extreme_rows(evaluation: Evaluation, essay_set: str) -> list[dict[str, Any]
         for metric in ("n", "agree_at_1", "mae"):
             fig = table2.get((str(cell["protocol"]), metric))
             if fig is not None:
-                rows.append(_row(str(cell["protocol"]), "all", metric, cell[metric], fig, cell["n"]))
+                rows.append(beside_row(str(cell["protocol"]), "all", metric, cell[metric], fig, cell["n"]))
     return rows
 
 
 def _reported_only(essay_set: str, model: str, measured: set[str]) -> pd.DataFrame:
     """Table 1's rows this run does not measure: the published systems (FeatEng-RF unless the run holds
     ``madrag paper baseline``'s), MADRAG with the other backbones, Human-Human when the run has no two raters."""
-    rows = [
-        {"paper_row": f.row, "model": f.model, "trait": f.trait, "qwk": f.value, "where": f.where, "note": f.note}
-        for f in figures("madrag", table="Table 1", set_=essay_set)
-        if (HH_FULL if f.protocol == "Human-Human" else f.protocol) not in measured
-        or (f.protocol == "MADRAG" and f.model != model)
-    ]
-    return pd.DataFrame(rows, columns=["paper_row", "model", "trait", "qwk", "where", "note"])
+    return reported_only_frame(
+        [
+            f
+            for f in figures("madrag", table="Table 1", set_=essay_set)
+            if (HH_FULL if f.protocol == "Human-Human" else f.protocol) not in measured
+            or (f.protocol == "MADRAG" and f.model != model)
+        ]
+    )
 
 
 def beside_paper(evaluation: Evaluation) -> BesidePaper:
@@ -146,29 +214,70 @@ def beside_paper(evaluation: Evaluation) -> BesidePaper:
     return BesidePaper(key, model, beside, _reported_only(key, model, measured), notes)
 
 
+COUNTS = frozenset({"n", "essays", "rank", "count"})
+"""Metrics shown whole."""
+
+
+def _digits(metric: str, reported: bool = False) -> int:
+    """Places a figure is shown with: counts whole, a reported QWK as the paper prints it (2), else 3."""
+    return 0 if metric in COUNTS else 2 if metric == "qwk" and reported else 3
+
+
+def _cell(measured: Any, reported: Any, diff: Any, metric: str) -> str:
+    """``measured / reported (difference)``."""
+    digits = _digits(metric)
+    return f"{fmt(measured, digits)} / {fmt(reported, _digits(metric, True))} ({fmt(diff, digits)})"
+
+
+def _panels(result: BesidePaper) -> list[tuple[str, pd.DataFrame, str]]:
+    """(title, rows, column key) of each display panel: per metric (columns: traits) or per paper table
+    (columns: metrics, with the trait when it is not pooled)."""
+    frame = result.beside.assign(
+        cell=[
+            _cell(m, r, d, str(k))
+            for m, r, d, k in zip(result.beside["measured"], result.beside["reported"], result.beside["diff"],
+                                  result.beside["metric"], strict=True)
+        ]
+    )  # fmt: skip
+    where = result.data_label
+    if result.layout == "metric":
+        return [
+            (f"{METRIC_TITLES.get(str(k), k)}, {where}: measured / {result.name} (difference)", rows, "trait")
+            for k, rows in frame.groupby("metric", sort=False)
+        ]
+    frame = frame.assign(
+        column=[
+            METRIC_TITLES.get(m, m) if t == "all" else f"{METRIC_TITLES.get(m, m)} ({t})"
+            for m, t in zip(frame["metric"], frame["trait"], strict=True)
+        ]
+    )
+    cited = frame["where"].str.rsplit(" (", n=1).str[0]  # "the consensus paper, Table 1"
+    return [
+        (f"{k}, {where}: measured / reported (difference)", rows, "column")
+        for k, rows in frame.groupby(cited, sort=False)
+    ]
+
+
 def beside_display(result: BesidePaper) -> dict[str, pd.DataFrame]:
-    """Display tables: per metric, protocols x traits with ``measured / reported (diff)`` cells; then the
-    reported-only rows of Table 1 (protocols x traits)."""
+    """Display tables: per panel (:attr:`BesidePaper.layout`), protocols x traits or metrics with
+    ``measured / reported (diff)`` cells; then the reported-only rows (rows x traits, per metric)."""
     tables: dict[str, pd.DataFrame] = {}
-    titles = {"qwk": "QWK", "agree_at_1": "Agree@1 (Table 2)", "mae": "MAE (Table 2)", "n": "N (Table 2)"}
-    for metric, rows in result.beside.groupby("metric", sort=False):
-        digits = 0 if metric == "n" else 3
-        cells = rows.assign(
-            cell=[
-                f"{fmt(m, digits)} / {fmt(r, 2 if metric == 'qwk' else digits)} ({fmt(d, digits)})"
-                for m, r, d in zip(rows["measured"], rows["reported"], rows["diff"], strict=True)
-            ]
-        )
-        wide = cells.pivot(index="protocol", columns="trait", values="cell")
-        wide = wide.reindex(index=list(dict.fromkeys(cells["protocol"])), columns=list(dict.fromkeys(cells["trait"])))
-        title = f"{titles.get(str(metric), metric)}, set {result.essay_set}: measured / the MADRAG paper (difference)"
+    for title, rows, column in _panels(result):
+        wide = rows.pivot(index="protocol", columns=column, values="cell")
+        wide = wide.reindex(index=list(dict.fromkeys(rows["protocol"])), columns=list(dict.fromkeys(rows[column])))
         tables[title] = wide.fillna("—")
-    if not result.reported_only.empty:
-        frame = result.reported_only
+    for metric, frame in result.reported_only.groupby("metric", sort=False):
         names = [f"{r} ({m})" if m else r for r, m in zip(frame["paper_row"], frame["model"], strict=True)]
-        wide = frame.assign(name=names).pivot(index="name", columns="trait", values="qwk")
+        sets = list(dict.fromkeys(frame["set"].astype(str)))
+        where = f"set {sets[0]}" if len(sets) == 1 and sets[0].isdigit() else ", ".join(sets)
+        if len(sets) > 1:  # figures of several data sets: each row names its own
+            names = [f"{n}, {s}" for n, s in zip(names, frame["set"], strict=True)]
+        cells = [fmt(float(v), _digits(str(metric), True)) for v in frame["value"]]
+        wide = frame.assign(name=names, cell=cells).pivot(index="name", columns="trait", values="cell")
         wide = wide.reindex(index=list(dict.fromkeys(names)), columns=list(dict.fromkeys(frame["trait"])))
-        tables[f"reported by the MADRAG paper, Table 1 (not run here), set {result.essay_set}"] = wide
+        tables_named = ", ".join(dict.fromkeys(w.rsplit(", ", 1)[-1].split(" (")[0] for w in frame["where"]))
+        label = "" if metric == "qwk" else f" ({METRIC_TITLES.get(str(metric), metric)})"
+        tables[f"reported by {result.name}, {tables_named}{label} (not run here), {where}"] = wide
     return tables
 
 
@@ -176,11 +285,16 @@ def beside_markdown(result: BesidePaper) -> str:
     """paper.md: the display tables, then where each figure stands and the notes."""
     wheres = sorted(set(result.beside["where"])) + sorted(set(result.reported_only["where"]))
     definitions = [
-        "measured: this run's figure; the paper's: the figure it reports for the same protocol, set and trait; "
-        "in brackets measured minus the paper's. A cell the paper does not report is left out.",
-        "Figures from: " + "; ".join(dict.fromkeys(wheres)) + " (src/madrag/evaluation/reported/madrag_paper.csv).",
+        f"measured: this run's figure; {result.name}'s: the figure it reports for the same protocol, data and "
+        "trait; in brackets measured minus the paper's. A cell the paper does not report is left out; a figure "
+        "the run cannot measure is — (missing), never 0.",
+        "Figures from: "
+        + "; ".join(dict.fromkeys(wheres))
+        + f" (src/madrag/evaluation/reported/{FILES[result.paper]}).",
     ]
-    return markdown_document("The run beside the MADRAG paper", beside_display(result), definitions, result.notes)
+    notes = result.all_notes()
+    heading = f"The run beside {result.name}"
+    return markdown_document(heading, beside_display(result), definitions, notes)
 
 
 def save_beside(result: BesidePaper, out_dir: Path) -> list[Path]:

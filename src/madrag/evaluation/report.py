@@ -260,8 +260,8 @@ def paper_section(evaluation: Evaluation) -> str:
     """The run's figures beside the MADRAG paper's reported ones (``--paper``), as HTML."""
     result = beside_paper(evaluation)
     tables = "".join(f"<h3>{esc(t)}</h3>{html_table(f)}" for t, f in beside_display(result).items())
-    notes = "".join(f"<p class='muted'>note: {esc(n)}</p>" for n in result.notes)
-    return f"<h2>Beside the MADRAG paper</h2>{tables}{notes}"
+    notes = "".join(f"<p class='muted'>note: {esc(n)}</p>" for n in result.all_notes())
+    return f"<h2>Beside {esc(result.name)}</h2>{tables}{notes}"
 
 
 def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: bool = False) -> str:

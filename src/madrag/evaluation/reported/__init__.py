@@ -15,9 +15,13 @@ one number with where it stands:
 
 The MADRAG paper: Tables 1, 2, 6 (sets 7 and 8), 7, 8 and 9, and the coded Tables 3, 4, 5, 10 and 11, every
 cell as printed (Table 11's C4 row sums to 13 where Table 3 counts 12: the paper's own slip, kept). The
-confidence paper prints Tables 1-4 as images, so only the figures its text states are here (4.2, 4.4); its
-Table 2 (the ASAP subsets) is computed by ``madrag paper confidence sets`` (``table2.csv``). The consensus paper's
-tables are images too: the averages its text states (4.1, 4.2, G.1).
+confidence paper prints Tables 1-4 as images, so only the figures its text states are here (4.2, 4.4): AUROCs
+and a Spearman rho (``row`` = "role: feature", "best feature" where the text names none), the features it
+calls the top one (``metric`` ``rank``, value 1), Figure 3's shares and pass rates; ``set`` "7 or 8" where the
+text does not say which. None of its Table 2 (the ASAP subsets) is in its text; ``madrag paper confidence sets``
+computes that table from the runs' data (``table2.csv``). The consensus paper's tables are images too: the
+six-model averages its text states (4.1, 4.2, G.1) and the per-model round-wise figures of E.1 (Figures 3-4;
+there ``trait`` names the round).
 """
 
 from __future__ import annotations
