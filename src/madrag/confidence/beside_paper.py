@@ -1,4 +1,4 @@
-"""A confidence study's measured figures beside the confidence paper's: ``madrag confidence analyze --paper``.
+"""A confidence study's measured figures beside the confidence paper's: ``madrag paper confidence analyze --paper``.
 
 The paper prints its Tables 1-4 as images; the figures its text states (:mod:`madrag.evaluation.reported`) are
 matched with the study of the run's ASAP set (its stored rubric's ``essay_set``):
@@ -124,11 +124,11 @@ def beside_confidence(study: ConfidenceStudy, run_dir: Path) -> BesidePaper:
         f"a pass is a score of {PASS_MIN} or more (madrag's reading: the paper does not define it); a rank is the "
         "feature's place among the run's features, ranked as the paper ranks them (Appendix B)",
         "the confidence paper's Table 2 (the ASAP subsets) is printed as an image: none of its figures is in its "
-        "text; the set's size stands beside the MADRAG paper's Table 6 (madrag confidence sets computes Table 2)",
+        "text; the set's size stands beside the MADRAG paper's Table 6 (madrag paper confidence sets computes Table 2)",
     ]
     if any(f.set == UNSTATED_SET for f in reported("confidence")):
         notes.append("rho 0.373 (4.4) is compared on either set: the paper does not say which set it is from")
     if study.judgments is None:
-        notes.append("no meta-evaluation: every judged figure is missing (madrag confidence meta-eval)")
+        notes.append("no meta-evaluation: every judged figure is missing (madrag paper confidence meta-eval)")
     beside = pd.DataFrame(rows, columns=BESIDE_COLUMNS)
     return BesidePaper(key, "", beside, reported_only_frame(only), notes, paper="confidence", layout="table")
