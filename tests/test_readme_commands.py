@@ -37,8 +37,8 @@ import httpx
 import pytest
 import typer.main
 import yaml
-from typer.testing import CliRunner
 from tests.servers import free_port
+from typer.testing import CliRunner
 
 from madrag.cli.app import app
 
