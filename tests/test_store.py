@@ -223,7 +223,8 @@ def test_put_many_writes_a_batch_in_one_transaction_keeping_stored_keys(tmp_path
         assert store.put(record("k1", text="first")) is True
         assert store.put_many([record("k0"), record("k1", text="second"), record("k2")]) == 2
         assert fresh_keys(store.path) == ["k1", "k0", "k2"]  # committed: a new connection sees them
-        assert store.get("k1") is not None and store.get("k1").text == "first"  # type: ignore[union-attr]
+        kept = store.get("k1")
+        assert kept is not None and kept.text == "first"  # the stored record is kept, not replaced
         with pytest.raises(OverflowError):  # a record SQLite refuses: none of the batch is written
             store.put_many([record("k3"), record("huge", round=2**70)])
         assert fresh_keys(store.path) == ["k1", "k0", "k2"]
