@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from tests.test_confidence_study import fake_backend, make_debate_run  # noqa: F401 (fake_backend: a fixture)
+from typer.testing import CliRunner
 
+from madrag.cli.app import app
 from madrag.confidence.figure3 import pass_rates, save_figure3, score_distribution
 from madrag.confidence.job import MetaJob, execute_meta
 from madrag.confidence.sets import run_sets, save_sets
@@ -115,10 +117,10 @@ async def test_table1_over_two_sets_ranks_each_set_on_its_own_run(
     got = pooled[pooled["dimension"] == "instruction_following"]["pass_rate"].iloc[0]
     assert got == pytest.approx(expected)
     assert "## Set 8" in (tmp_path / "out" / "table1.md").read_text()
-    cli_out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "madrag.cli", "confidence", "sets", *map(str, runs), "--labels", "Set 7,Set 8"]
-    proc = subprocess.run([*cmd, "--out", str(cli_out)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    cli_out = tmp_path / "cli"  # `madrag confidence sets` writes the same table (in process: its exit code and files)
+    args = ["confidence", "sets", *map(str, runs), "--labels", "Set 7,Set 8", "--out", str(cli_out)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, (done.output, done.exception)
     pd.testing.assert_frame_equal(pd.read_csv(cli_out / "table1.csv"), pd.read_csv(tmp_path / "out" / "table1.csv"))
 
 

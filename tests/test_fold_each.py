@@ -16,7 +16,7 @@ import madrag.retrieval.folds
 from madrag.data.essay import Essay
 from madrag.data.splits import fold_pools, split_essays
 from madrag.errors import InputError
-from madrag.evaluation.agreement import evaluate
+from madrag.evaluation.agreement import evaluate_run
 from madrag.evaluation.run import load_run
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers import ProviderSpec
@@ -117,7 +117,7 @@ def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path) -> None:
                 seen += 1
                 assert by_id[level["exemplar"]["essay_id"]].fold != own
     assert seen > 0
-    extreme = evaluate(job.run_dir, bootstrap=10).extreme
+    extreme = evaluate_run(run, bootstrap=10).extreme  # what `madrag eval` computes, from the run read above
     pooled = extreme[(extreme["protocol"] == "MARAG") & (extreme["trait"] == "all")].iloc[0]
     assert pooled["n"] == TABLE2_N[essay_set]
     assert pooled["n_unusable"] == 0

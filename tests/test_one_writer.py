@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from madrag.cli.app import app
 from madrag.errors import WriterBusy
 from madrag.evaluation.run import open_store
 from madrag.writer_lock import LOCK_FILE, WriterLock, held_by
@@ -143,10 +145,10 @@ def _madrag(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 def test_readers_read_while_a_writer_holds_the_run(asap: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     base = ["--data", str(asap / "training_set_rel3_sets7_8.tsv"), "--rubric", str(asap / "rubric_set7.json")]
-    made = _madrag("score", *base, "--run-dir", str(run), "--cache-dir", str(tmp_path / "c"), "--protocol", "MA",
-                   "--provider", "fake", "--limit", "1")  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    with WriterLock(run):  # this test process is the writer now
+    made = CliRunner().invoke(app, ["score", *base, "--run-dir", str(run), "--cache-dir", str(tmp_path / "c"),
+                                    "--protocol", "MA", "--provider", "fake", "--limit", "1"])  # fmt: skip
+    assert made.exit_code == 0, (made.output, made.exception)  # the run, made in this process (it let go of it)
+    with WriterLock(run):  # this test process is the writer now; the readers and the second writer are others
         for args in (["eval", str(run)], ["runs", "list", str(tmp_path)], ["costs", "--run-dir", str(run)]):
             read = _madrag(*args)
             assert read.returncode == 0, (args, read.stderr)

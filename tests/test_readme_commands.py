@@ -6,13 +6,15 @@ every fenced ```bash block (``\\`` continuations joined, ``#`` comments set asid
 split) is either a ``madrag`` command, which is run, or one of the setup and development lines in :data:`SETUP`,
 which are not. Any other line fails the test, so a new documented command is run or explicitly excused.
 
-The commands run in that order in one temporary folder (later ones read the runs earlier ones made), each as
-``python -m madrag.cli ...`` in a subprocess (the console entry point, with its one-line errors and exit codes),
-and each must exit 0. Every ``runs/...`` path a command's comment names must exist after it ran. The only
+The commands run in that order in one temporary folder (later ones read the runs earlier ones made), each
+through the CLI's own command tree in this process (:func:`in_process`: typer's test runner, working directory
+the folder; a fresh interpreter per command cost some 2 seconds of imports each, a minute or two in all), and
+each must exit 0. Every ``runs/...`` path a command's comment names must exist after it ran. The only
 changes, so that each runs offline in seconds, are the rewrite table :data:`REWRITES` (applied by
 :func:`rewrite`) and the files the docs leave to the user, written into the folder (:func:`user_files`).
-``madrag demo`` (the embedded model and MiniLM) and ``madrag serve`` (a server that runs until stopped) have
-their own tests below.
+The console entry point itself (``python -m madrag``, its one-line errors and exit codes) has its own tests
+(tests/test_cli_startup.py, tests/test_bad_inputs.py). ``madrag demo`` (the embedded model and MiniLM) and
+``madrag serve`` (a server that runs until stopped) run as their own processes in their own tests below.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,7 @@ import pytest
 import typer.main
 import yaml
 from tests.servers import free_port
+from typer.testing import CliRunner
 
 from madrag.cli.app import app
 
@@ -68,6 +72,8 @@ REWRITES = {
     "score: --limit N, or none": "--limit 3",
     "paper baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
     "eval, report, paper eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
+    "every command that takes --cache-dir": "--cache-dir cache added (the folder's own cache: in this process "
+    "the option's default was read from $MADRAG_CACHE when the CLI was imported, not per command)",
 }
 """The rewrite table, as documentation: what is changed in a documented command before it runs, and into what."""
 
@@ -199,6 +205,31 @@ def run_cli(
     return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a command run by :func:`in_process` gave: exit code, output, error output (with any traceback)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def in_process(args: list[str], cwd: Path) -> Ran:
+    """``madrag ARGS`` run by the CLI's command tree in this process (typer's test runner) from ``cwd``, with
+    the private server folder and cache of :func:`run_cli` in its environment."""
+    env = {"MADRAG_SERVER_DIR": str(cwd / "server"), "MADRAG_CACHE": str(cwd / "cache"), "COLUMNS": "200"}
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        done = CliRunner().invoke(app, args, env=env)
+    finally:
+        os.chdir(before)
+    error = done.stderr
+    if done.exc_info is not None and not isinstance(done.exception, SystemExit):
+        error += "".join(traceback.format_exception(*done.exc_info))
+    return Ran(done.exit_code, done.stdout, error)
+
+
 _DATA = re.compile(r"\$\(madrag (data asap(?: \w+)?)\)")
 
 
@@ -208,7 +239,7 @@ def shipped_path(word: str, cwd: Path, seen: dict[str, str]) -> str:
     def path(match: re.Match[str]) -> str:
         key = match.group(1)
         if key not in seen:
-            done = run_cli(key.split(), cwd)
+            done = in_process(key.split(), cwd)
             assert done.returncode == 0, f"madrag {key}: {done.stderr}"
             seen[key] = done.stdout.strip()
             assert Path(seen[key]).exists(), f"madrag {key} printed {seen[key]!r}, which does not exist"
@@ -239,6 +270,8 @@ def rewrite(command: Command, cwd: Path, seen: dict[str, str]) -> list[str]:
         args += ["--trees", "10"]
     if name in BOOTSTRAP_COMMANDS:
         args += ["--bootstrap", "20"]
+    if "--cache-dir" not in args and "--cache-dir" in cli_options(tuple(args))[1]:
+        args += ["--cache-dir", "cache"]
     return args
 
 
@@ -337,7 +370,7 @@ def test_every_readme_command_is_covered(tmp_path: Path) -> None:
     assert set(seen) == {"data asap essays", "data asap rubric7", "data asap rubric8"}
 
 
-@pytest.mark.integration  # some 30 commands, each its own process: 1.5 to 3.5 minutes on 2 cores
+@pytest.mark.integration  # some 25 commands: about a minute on 2 quiet cores
 def test_every_readme_command_runs(tmp_path: Path) -> None:
     """Every documented command, in order; one the README repeats from a page runs once, where the page has it."""
     user_files(tmp_path)
@@ -350,7 +383,7 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
         ran.add(command.args)
         args = rewrite(command, tmp_path, seen)
         started = time.monotonic()
-        done = run_cli(args, tmp_path)
+        done = in_process(args, tmp_path)
         timings.append((time.monotonic() - started, command.name))
         assert done.returncode == 0, f"{command}\nran as: madrag {shlex.join(args)}\n{done.stderr[-3000:]}"
         for output in named_outputs(command.comment):

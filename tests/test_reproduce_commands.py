@@ -1,5 +1,6 @@
 """Every command of docs/reproduce.md (the index of the three papers' tables and figures) runs, through the
-rewrite table of tests/test_readme_commands.py (fake backend, three essays per run): none of them can rot."""
+rewrite table of tests/test_readme_commands.py (fake backend, three essays per run), each in this process as that
+file runs the README's (its module docstring says why): none of them can rot."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.test_readme_commands import REPO, cli_options, readme_commands, rewrite, run_cli, user_files
+from tests.test_readme_commands import REPO, cli_options, in_process, readme_commands, rewrite, user_files
 
 REPRODUCE = REPO / "docs" / "reproduce.md"
 PAPER_ITEMS = {
@@ -39,11 +40,11 @@ def test_every_reproduce_option_exists(tmp_path: Path) -> None:
         assert {w for w in args if w.startswith("--")} <= cli_options(args)[1], f"{command}: rewritten to {args}"
 
 
-@pytest.mark.integration  # about 15 commands, each its own process
+@pytest.mark.integration  # about 20 commands
 def test_every_reproduce_command_runs(tmp_path: Path) -> None:
     user_files(tmp_path)
     seen: dict[str, str] = {}
     for command in readme_commands(REPRODUCE)[0]:
         args = rewrite(command, tmp_path, seen)
-        done = run_cli(args, tmp_path)
+        done = in_process(args, tmp_path)
         assert done.returncode == 0, f"{command}\nran as: madrag {' '.join(args)}\n{done.stderr[-3000:]}"

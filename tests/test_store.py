@@ -217,6 +217,22 @@ def test_sync_put_still_works(tmp_path: Path) -> None:
         store.close()
 
 
+def test_put_many_writes_a_batch_in_one_transaction_keeping_stored_keys(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "store.sqlite")
+    try:
+        assert store.put(record("k1", text="first")) is True
+        assert store.put_many([record("k0"), record("k1", text="second"), record("k2")]) == 2
+        assert fresh_keys(store.path) == ["k1", "k0", "k2"]  # committed: a new connection sees them
+        kept = store.get("k1")
+        assert kept is not None and kept.text == "first"  # the stored record is kept, not replaced
+        with pytest.raises(OverflowError):  # a record SQLite refuses: none of the batch is written
+            store.put_many([record("k3"), record("huge", round=2**70)])
+        assert fresh_keys(store.path) == ["k1", "k0", "k2"]
+        assert store.put_many([]) == 0 and store.put(record("k3")) is True  # the store is usable after
+    finally:
+        store.close()
+
+
 async def test_bulk_reads_include_writes_already_handed_over(store: RunStore) -> None:
     pending = [asyncio.ensure_future(store.aput(record(f"k{i}"))) for i in range(20)]
     await asyncio.sleep(0)  # handed to the writer, not necessarily committed

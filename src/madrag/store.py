@@ -1,7 +1,8 @@
 """The run store: SQLite, one row per agent call, written the moment the call completes.
 
-Durability: WAL journal with ``synchronous=FULL``; a record is committed in its own transaction (:meth:`put`)
-or together with the records that were waiting to be written at the same moment (:meth:`RunStore.aput`), so
+Durability: WAL journal with ``synchronous=FULL``; a record is committed in its own transaction (:meth:`put`),
+with the records that were waiting to be written at the same moment (:meth:`RunStore.aput`), or with the rest
+of a batch written at once (:meth:`RunStore.put_many`: the baselines' thousands of scores), so
 a process killed at any moment leaves every finished record and no partial one. The primary key is the call
 key, so resuming a run never duplicates a record.
 
@@ -29,7 +30,7 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -386,6 +387,21 @@ class RunStore:
         """Write a finished record; False (and nothing written) if its key is already stored."""
         self._writable()
         return self._conn.execute(_INSERT_RECORD, record_row(record)).rowcount == 1
+
+    def put_many(self, records: Iterable[AgentRecord]) -> int:
+        """:meth:`put` of every record in one transaction (one fsync: all of them on disk, or none); the number
+        written (a record whose key is already stored is kept, not counted)."""
+        self._writable()
+        rows = [record_row(record) for record in records]
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            written = sum(conn.execute(_INSERT_RECORD, row).rowcount for row in rows)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.execute("COMMIT")
+        return written
 
     async def aput(self, record: AgentRecord) -> bool:
         """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
