@@ -90,7 +90,8 @@ class BackendTraits:
     """What the rest of madrag asks of a backend instead of its name.
 
     ``label``: what it is, in a few words (``--provider``'s help, the web app's choice); ``offer``: how the web
-    app offers it, if not so (a backend that does not give valid grades: to try the pipeline). ``remote``: a server reached
+    app offers it, if not so (a backend that does not give valid grades: to try the pipeline); ``named``: who
+    scored a run, on its pages (a model server is named by its model and address). ``remote``: a server reached
     over the network (its concurrency is shared by Ray workers; the web app tests the connection and finds out
     about logprobs). ``needs_key``: it takes an API key. ``needs_model``: it needs ``model`` (the name the server
     serves). ``valid_grades``: its scores can be used as grades; if not, ``not_grades`` says why (``is for trying
@@ -98,6 +99,7 @@ class BackendTraits:
 
     label: str
     offer: str = ""
+    named: str = ""
     remote: bool = False
     needs_key: bool = False
     needs_model: bool = False

@@ -129,6 +129,7 @@ register_backend(
     BackendTraits(
         label="embedded, offline",
         offer="The tiny embedded model (offline, no key): it shows the pipeline working, its scores are not grades",
+        named="embedded model",
         valid_grades=False,
         not_grades="is a small offline model for trying madrag out",
     ),
@@ -153,6 +154,7 @@ register_backend(
     BackendTraits(
         label="canned answers, for tests",
         offer="The fake backend (canned answers, to try the app): its scores are not grades",
+        named="fake backend (canned answers)",
         valid_grades=False,
         not_grades="is for trying the app out",
     ),

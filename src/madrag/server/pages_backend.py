@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from pydantic import SecretStr, ValidationError
 
 from madrag.errors import MadragError
+from madrag.providers.spec import ProviderSpec
 from madrag.rubric import Rubric
 from madrag.server import gradebook, library, pages_calibration, run_list, service
 from madrag.server.drafts import Draft
@@ -54,7 +55,10 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         probe=draft.probe,
         presets=presets.PRESETS,
         teacher_protocols=plain_words.TEACHER_PROTOCOLS,
-        try_kinds=presets.TRY_ONLY,
+        server_kinds=presets.server_kinds(),
+        try_kinds=presets.try_only(),
+        tiny_kinds={k for k in presets.try_only() if ProviderSpec(kind=k).options.tiny_default()},
+        try_fields={k: set(ProviderSpec(kind=k).options.model_dump()) for k in presets.try_only()},
     )
 
 
@@ -63,7 +67,7 @@ def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
     kind = str(form.get("kind") or "")
     if not kind and kind_needed:
         raise ApiError(400, CHOOSE_A_MODEL, "kind")
-    raw: dict[str, Any] = {"kind": kind or "openai"}
+    raw: dict[str, Any] = {"kind": kind or presets.PRESET_KIND}
     for name in ("model", "base_url"):
         if value := str(form.get(name) or "").strip():
             raw[name] = value

@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from madrag.providers.backends import BackendTraits, traits_of
+from madrag.providers.spec import ProviderSpec
 from madrag.server.faults import NotFound
 from madrag.server.refusals import RefusedFields
 from madrag.server.schemas import BackendKind, BackendSettings, RunKind, RunStatus
@@ -26,6 +28,11 @@ log = logging.getLogger("madrag.server")
 _RUN_ID = re.compile(r"^[a-z0-9]{6,40}$")
 ACTIVE: tuple[RunStatus, ...] = ("queued", "running")
 KeySource = Literal["none", "memory", "server-env"]
+
+
+def _remote(kind: object) -> bool:
+    traits = traits_of(kind)
+    return traits is not None and traits.remote
 
 
 class RunBackend(BaseModel):
@@ -49,9 +56,19 @@ class RunBackend(BaseModel):
     @classmethod
     def _recorded_before_logprobs(cls, data: Any) -> Any:
         """A run recorded before the ``logprobs`` setting existed ran with them."""
-        if isinstance(data, dict) and "logprobs" not in data and data.get("kind") == "openai":
+        if isinstance(data, dict) and "logprobs" not in data and _remote(data.get("kind")):
             return {**data, "logprobs": True}
         return data
+
+    @property
+    def traits(self) -> BackendTraits | None:
+        """What its backend is (remote, needs a key, gives valid grades...); None for a kind not registered."""
+        return traits_of(self.kind)
+
+    @property
+    def tiny(self) -> bool:
+        """Whether it is the tiny model shipped to try madrag out (its scores are not valid)."""
+        return self.traits is not None and ProviderSpec(kind=self.kind).options.tiny_default()
 
     @classmethod
     def of(cls, backend: BackendSettings, key_source: KeySource) -> RunBackend:

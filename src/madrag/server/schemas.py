@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 PoolChoice = Literal["auto", "none", "folds", "same", "asap"]
-BackendKind = Literal["llamacpp", "openai", "fake"]
+
+
+def _registered_kind(kind: str) -> str:
+    from madrag.errors import ConfigError
+    from madrag.providers.backends import find_backend  # a plugin's kind too
+
+    try:
+        find_backend(kind)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None  # a 422 naming the kinds
+    return kind
+
+
+BackendKind = Annotated[str, AfterValidator(_registered_kind)]
 RunKind = Literal["run", "estimate", "single"]
 RunStatus = Literal["queued", "running", "finished", "failed", "cancelled", "interrupted"]
 _SURROGATE = re.compile("[\ud800-\udfff]")
