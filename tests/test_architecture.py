@@ -224,7 +224,9 @@ def test_no_code_outside_providers_branches_on_a_backend_name() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if BACKEND_HOME not in path.parents:
-            found += [f"{path.relative_to(PACKAGE)}:{n}: {name}" for n, name in backend_branches(path.read_text(), kinds)]
+            found += [
+                f"{path.relative_to(PACKAGE)}:{n}: {name}" for n, name in backend_branches(path.read_text(), kinds)
+            ]
     for path in sorted(PACKAGE.rglob("*.html")):
         found += [f"{path.relative_to(PACKAGE)}:{n}: {t}" for n, t in template_branches(path.read_text(), kinds)]
     assert found == [], "branch on a backend's traits (madrag.providers.backends.BackendTraits), not its name"

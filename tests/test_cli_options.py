@@ -4,7 +4,6 @@ a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer

@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from madrag.errors import ConfigError
 from madrag.providers import backends as registry
+from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, backend_kinds, register_backend
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.providers.openai_compat import OpenAICompatProvider
-from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, backend_kinds, register_backend
 from madrag.providers.spec import ProviderSpec, make_provider, managed, parse_role_provider, spec_identity
 
 ADVOCATE_WORDING = [Message(role="system", content="You are an Advocate Agent."), Message(role="user", content="Go.")]

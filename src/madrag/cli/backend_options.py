@@ -123,7 +123,6 @@ def backend_group(name: str, panel: str | None = None, roles: bool = False) -> O
     return OptionGroup(name, tuple(params), build)
 
 
-
 def spec_from_options(**given: Any) -> ProviderSpec:
     """The spec the backend options give, as a command builds it (by parameter name: ``provider``,
     ``base_url=[...]``, ``timeout``...; the options not given: their defaults)."""

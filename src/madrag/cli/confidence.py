@@ -17,6 +17,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from madrag.cli.backend_options import backend_group
+from madrag.cli.groups import with_groups
 from madrag.cli.options import (
     DebateRunOpt,
     MetaCacheDirOpt,
@@ -31,8 +33,6 @@ from madrag.cli.options import (
     comma_list,
     need_run_dir,
 )
-from madrag.cli.backend_options import backend_group
-from madrag.cli.groups import with_groups
 from madrag.cli.output import console, progress_bar, run_with_progress
 from madrag.cli.paths import output_dir
 from madrag.errors import InputError

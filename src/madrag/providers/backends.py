@@ -31,6 +31,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
 from madrag.errors import ConfigError
@@ -60,7 +61,7 @@ class BackendOptions(BaseModel):
 
 def option(
     default: Any,
-    help: str,  # noqa: A002 - typer's name for it
+    help: str,
     *,
     flag: str | None = None,
     hidden: bool = False,
@@ -73,7 +74,8 @@ def option(
     whether it is ``hidden``, and ``repeat_into``: the option may be given again, the first value is this field
     and the rest go to that field (``--base-url``). ``operational``: it changes how calls are made, not what
     the backend answers (not part of a run's identity; a resumed run may change it). ``cli=False``: no option."""
-    extra = {"flag": flag, "hidden": hidden, "operational": operational, "repeat_into": repeat_into, "cli": cli}
+    extra: JsonDict = {"flag": flag, "hidden": hidden, "operational": operational, "repeat_into": repeat_into}
+    extra["cli"] = cli
     if "default_factory" in constraints:  # a list, say: option(..., default_factory=list)
         return Field(description=help, json_schema_extra=extra, **constraints)
     return Field(default=default, description=help, json_schema_extra=extra, **constraints)
@@ -107,7 +109,7 @@ class BackendTraits:
     not_grades: str = ""
 
 
-O = TypeVar("O", bound=BackendOptions)
+Opts = TypeVar("Opts", bound=BackendOptions)
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ class CallLimits:
     timeout_s: float
 
 
-Factory = Callable[[str | None, O, CallLimits, SecretStr | None], Provider]
+Factory = Callable[[str | None, Opts, CallLimits, SecretStr | None], Provider]
 """``(model, options, limits, api_key) -> provider``; ``api_key`` is a key given in memory (only for a backend
 that ``needs_key``); raises :class:`ConfigError` for settings its backend cannot serve."""
 RoleFields = Callable[[str, str, str], dict[str, object]]
@@ -128,12 +130,12 @@ not given); raises :class:`ConfigError` for text its backend cannot use."""
 
 
 @dataclass(frozen=True)
-class Backend(Generic[O]):
+class Backend(Generic[Opts]):
     """A registered backend kind."""
 
     kind: str
-    options: type[O]
-    build: Factory[O]
+    options: type[Opts]
+    build: Factory[Opts]
     traits: BackendTraits
     role_fields: RoleFields
 
@@ -155,8 +157,8 @@ def _model_role_fields(role: str, model: str, url: str) -> dict[str, object]:
 
 def register_backend(
     kind: str,
-    options: type[O],
-    build: Factory[O],
+    options: type[Opts],
+    build: Factory[Opts],
     traits: BackendTraits,
     role_fields: RoleFields | None = None,
 ) -> None:
