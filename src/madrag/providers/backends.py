@@ -54,6 +54,11 @@ class BackendOptions(BaseModel):
         """Whether these options run the tiny model shipped to try madrag out (its scores are not valid)."""
         return False
 
+    def own_capacity(self) -> bool:
+        """Whether the backend's capacity is its own (the model contexts it runs in-process), not a server's
+        (a shared server's limit is the web app's ``backend_concurrency``)."""
+        return False
+
     def endpoints(self) -> int:
         """How many servers the calls are balanced over (each with the spec's concurrency)."""
         return 1

@@ -31,6 +31,9 @@ class LlamaCppOptions(BackendOptions):
     def tiny_default(self) -> bool:
         return self.model_path is None
 
+    def own_capacity(self) -> bool:
+        return True
+
 
 def _llamacpp(model: str | None, o: LlamaCppOptions, limits: CallLimits, api_key: SecretStr | None) -> Provider:
     from madrag.providers.llamacpp import LlamaCppProvider
