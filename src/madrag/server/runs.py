@@ -205,7 +205,11 @@ class RunManager:
     def _spec(self, meta: RunMeta) -> ProviderSpec:
         """The library's description of the run's backend (the name of its key, never the key)."""
         b, c = meta.backend, self.config
-        offered: dict[str, object] = {"slots": c.slots, "runtime": c.runtime, "model_path": c.model_path or None}  # the server's
+        offered: dict[str, object] = {
+            "slots": c.slots,
+            "runtime": c.runtime,
+            "model_path": c.model_path or None,
+        }  # the server's
         offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False}  # the run's
         extra = own_options(b.kind, offered)  # those its kind reads
         key_env = meta.key_env or c.api_key_env
