@@ -66,7 +66,7 @@ def test_provider_spec_from_the_generated_backend_options() -> None:
     plain = spec_from_options(provider="openai", model="m")
     assert plain.base_url is None and plain.logprobs is True and plain.api_key_env == "OPENAI_API_KEY"
     assert (plain.token_param, plain.sampling_params) == ("auto", "auto")
-    with pytest.raises(InputError, match="--provider must be one of llamacpp, openai, fake; got 'vllm'"):
+    with pytest.raises(InputError, match="--provider must be one of llamacpp, openai, fake, anthropic; got 'vllm'"):
         spec_from_options(provider="vllm")
     with pytest.raises(InputError, match="--token-param must be one of"):
         spec_from_options(provider="openai", token_param="x")

@@ -20,8 +20,8 @@ ADVOCATE_WORDING = [Message(role="system", content="You are an Advocate Agent.")
 
 
 def test_builtin_kinds_and_an_unknown_kind() -> None:
-    assert backend_kinds() == ("llamacpp", "openai", "fake")
-    with pytest.raises(ValidationError, match="unknown provider 'vllm'; choose llamacpp, openai or fake"):
+    assert backend_kinds() == ("llamacpp", "openai", "fake", "anthropic")
+    with pytest.raises(ValidationError, match="unknown provider 'vllm'; choose llamacpp, openai, fake or anthropic"):
         ProviderSpec(kind="vllm")
     with pytest.raises(ConfigError, match="unknown provider 'vllm'"):
         make_provider(ProviderSpec.model_construct(kind="vllm"))
@@ -50,7 +50,7 @@ def test_a_registered_backend_is_a_kind_a_spec_can_name(monkeypatch: pytest.Monk
     assert isinstance(provider, FakeProvider) and provider.model == "e1"
     role, routed = parse_role_provider("strict=echo:e2", ProviderSpec(kind="fake", retries=1))
     assert (role, routed.kind, routed.model, routed.retries) == ("strict", "echo", "e2", 1)
-    with pytest.raises(ConfigError, match="backend must be llamacpp, openai, fake or echo; got 'nope'"):
+    with pytest.raises(ConfigError, match="backend must be llamacpp, openai, fake, anthropic or echo; got 'nope'"):
         parse_role_provider("strict=nope", ProviderSpec())
 
 

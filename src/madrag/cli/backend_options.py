@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -37,13 +38,18 @@ class BackendOption:
     flag: str
     choices: tuple[str, ...] | None
     repeat_into: str | None
+    path: bool
+    default_is_own: bool
 
 
 def _flag(name: str, field: FieldInfo) -> str:
     return option_meta(field)["flag"] or "--" + name.replace("_", "-")
 
 
-def _option(name: str, field: FieldInfo, panel: str | None, help_text: str | None = None) -> BackendOption:
+def _option(
+    name: str, field: FieldInfo, panel: str | None, help_text: str | None = None, own_default: bool = False
+) -> BackendOption:
+    """The option of one field (``own_default``: None, which leaves each backend its own default)."""
     meta, flag = option_meta(field), _flag(name, field)
     choices = literal_values(field.annotation)
     decls = [f"{flag}/--no-{flag[2:]}"] if field.annotation is bool else []
@@ -56,9 +62,13 @@ def _option(name: str, field: FieldInfo, panel: str | None, help_text: str | Non
         metavar="URL" if repeat else None,
     )
     kind: Any = str if choices is not None else (list[str] | None if repeat else field.annotation)
-    default = None if repeat else field.get_default(call_default_factory=True)
+    kind = Path | None if meta["path"] else kind
+    default = None if repeat or own_default else field.get_default(call_default_factory=True)
+    if own_default:
+        info.help = f"{info.help} (default: the backend's own)"
+        kind = kind | None
     param = inspect.Parameter(flag[2:].replace("-", "_"), KEYWORD, default=default, annotation=Annotated[kind, info])
-    return BackendOption(param, name, flag, choices, repeat)
+    return BackendOption(param, name, flag, choices, repeat, meta["path"], own_default)
 
 
 def _provider_help() -> str:
@@ -67,21 +77,22 @@ def _provider_help() -> str:
 
 
 def backend_fields(panel: str | None) -> Iterator[BackendOption]:
-    """The options of every registered backend, the common ones first and last (one option per field name)."""
+    """The options of every registered backend, the common ones first and last (one option per field name: a
+    field two backends share, with other defaults, is one option whose default is each backend's own)."""
     common = ProviderSpec.model_fields
     yield _option("kind", common["kind"], panel, _provider_help())
     yield _option("model", common["model"], panel)
-    seen: dict[str, FieldInfo] = {}
+    shared: dict[str, list[FieldInfo]] = {}
     for backend in backends():
         for name, field in backend.option_fields().items():
-            if not option_meta(field)["cli"]:
-                continue
-            if name in seen:
-                if seen[name].annotation != field.annotation:
-                    raise TypeError(f"backend {backend.kind}: option {name} differs from another backend's")
-                continue
-            seen[name] = field
-            yield _option(name, field, panel)
+            if option_meta(field)["cli"]:
+                shared.setdefault(name, []).append(field)
+    for name, fields in shared.items():
+        if len({str(f.annotation) for f in fields}) > 1:
+            raise TypeError(f"backend option {name}: two backends give it different types")
+        defaults = {repr(f.get_default(call_default_factory=True)) for f in fields}
+        repeatable = [f for f in fields if option_meta(f)["repeat_into"]]  # repeatable for the backend that is
+        yield _option(name, (repeatable or fields)[0], panel, own_default=len(defaults) > 1)
     for name in COMMON_LAST:
         yield _option(name, common[name], panel)
 
@@ -91,8 +102,12 @@ def given_fields(options: list[BackendOption], values: dict[str, Any]) -> dict[s
     fields: dict[str, Any] = {}
     for o in options:
         value = values[o.param.name]
+        if value is None and o.default_is_own:
+            continue  # each backend's own default
         if o.choices is not None:
             value = choice(o.flag, value, o.choices)
+        if o.path and value is not None:
+            value = str(value)  # as the path reads (the CLI's form since the first release)
         if o.repeat_into is not None:
             given = list(value or [])
             fields[o.field], fields[o.repeat_into] = (given[0] if given else None), given[1:]

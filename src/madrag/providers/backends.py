@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.config import JsonDict
@@ -41,8 +41,8 @@ PLUGINS_ENV = "MADRAG_PLUGINS"
 """Environment variable naming plugin modules (comma- or space-separated); the same as the protocols'."""
 ENTRY_POINT_GROUP = "madrag.backends"
 """Entry point group of modules that register backends."""
-BUILTIN = "madrag.providers.builtin"
-"""The module of madrag's own backends (imported on the first look-up)."""
+BUILTIN = ("madrag.providers.builtin", "madrag.providers.anthropic")
+"""The modules of madrag's own backends, in the order they are listed (imported on the first look-up)."""
 
 
 class BackendOptions(BaseModel):
@@ -69,18 +69,20 @@ def option(
     help: str,
     *,
     flag: str | None = None,
-    hidden: bool = False,
     operational: bool = False,
     repeat_into: str | None = None,
-    cli: bool = True,
+    cli: bool | Literal["hidden"] = True,
+    path: bool = False,
     **constraints: Any,
 ) -> Any:
-    """A field of an options model: its default and help, and for the CLI its ``flag`` (default ``--name``),
-    whether it is ``hidden``, and ``repeat_into``: the option may be given again, the first value is this field
-    and the rest go to that field (``--base-url``). ``operational``: it changes how calls are made, not what
-    the backend answers (not part of a run's identity; a resumed run may change it). ``cli=False``: no option."""
-    extra: JsonDict = {"flag": flag, "hidden": hidden, "operational": operational, "repeat_into": repeat_into}
-    extra["cli"] = cli
+    """A field of an options model: its default and help, and for the CLI its ``flag`` (default ``--name``)
+    and ``repeat_into``: the option may be given again, the first value is this field
+    and the rest go to that field (``--base-url``); ``path``: a file, given on the CLI as a path (written as the
+    path reads, ``./m.gguf`` as ``m.gguf``). ``operational``: it changes how calls are made, not what
+    the backend answers (not part of a run's identity; a resumed run may change it). ``cli``: ``False``, no
+    option; ``"hidden"``, an option left out of ``--help``."""
+    extra: JsonDict = {"flag": flag, "hidden": cli == "hidden", "operational": operational}
+    extra["repeat_into"], extra["cli"], extra["path"] = repeat_into, cli is not False, path
     if "default_factory" in constraints:  # a list, say: option(..., default_factory=list)
         return Field(description=help, json_schema_extra=extra, **constraints)
     return Field(default=default, description=help, json_schema_extra=extra, **constraints)
@@ -89,7 +91,8 @@ def option(
 def option_meta(field: FieldInfo) -> dict[str, Any]:
     """What :func:`option` recorded about a field (defaults for a plain pydantic field)."""
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    return {"flag": None, "hidden": False, "operational": False, "repeat_into": None, "cli": True, **extra}
+    defaults = {"flag": None, "hidden": False, "operational": False, "repeat_into": None, "cli": True, "path": False}
+    return {**defaults, **extra}
 
 
 @dataclass(frozen=True)
@@ -99,15 +102,17 @@ class BackendTraits:
     ``label``: what it is, in a few words (``--provider``'s help, the web app's choice); ``offer``: how the web
     app offers it, if not so (a backend that does not give valid grades: to try the pipeline); ``named``: who
     scored a run, on its pages (a model server is named by its model and address). ``remote``: a server reached
-    over the network (its concurrency is shared by Ray workers; the web app tests the connection and finds out
-    about logprobs). ``needs_key``: it takes an API key. ``needs_model``: it needs ``model`` (the name the server
-    serves). ``valid_grades``: its scores can be used as grades; if not, ``not_grades`` says why (``is for trying
-    the app out``) and the web app offers it only to try the pipeline."""
+    over the network (its concurrency is shared by Ray workers). ``connection_test``: the web app's test request
+    (an OpenAI-compatible one) applies to it, and finds out about its logprobs. ``needs_key``: it takes an API
+    key. ``needs_model``: it needs ``model`` (the name the server serves). ``valid_grades``: its scores can be
+    used as grades; if not, ``not_grades`` says why (``is for trying the app out``) and the web app offers it
+    only to try the pipeline."""
 
     label: str
     offer: str = ""
     named: str = ""
     remote: bool = False
+    connection_test: bool = False
     needs_key: bool = False
     needs_model: bool = False
     valid_grades: bool = True
@@ -180,13 +185,13 @@ def _plugins() -> list[tuple[str, str]]:
 def load_backends(strict: bool = False) -> None:
     """Import madrag's backends and the plugin modules not imported yet; ``strict``: a plugin that cannot be
     imported is a ConfigError (else it is tried again next time)."""
-    for module, where in [(BUILTIN, "madrag"), *_plugins()]:
+    for module, where in [*((m, "madrag") for m in BUILTIN), *_plugins()]:
         if module in _LOADED:
             continue
         try:
             importlib.import_module(module)
         except Exception as exc:
-            if strict or module == BUILTIN:
+            if strict or module in BUILTIN:
                 raise ConfigError(f"backend plugin {module!r} ({where}) could not be imported: {exc}") from None
             continue
         _LOADED.add(module)
@@ -219,7 +224,7 @@ def backend_kinds() -> tuple[str, ...]:
 
 
 def backend_choices() -> str:
-    """The registered kinds as prose: ``llamacpp, openai or fake``."""
+    """The registered kinds as prose: ``llamacpp, openai, fake or anthropic``."""
     kinds = backend_kinds()
     return kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
 

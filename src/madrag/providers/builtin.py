@@ -17,7 +17,7 @@ from madrag.providers.runtimes import LlamaRuntime
 class LlamaCppOptions(BackendOptions):
     """The embedded model: a GGUF file run in-process."""
 
-    model_path: str | None = option(None, "A GGUF file for llamacpp.")
+    model_path: str | None = option(None, "A GGUF file for llamacpp.", path=True)
     runtime: LlamaRuntime = option(
         "xllamacpp",
         "llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel) or llama-cpp-python (pip "
@@ -111,7 +111,7 @@ class FakeOptions(BackendOptions):
     """Canned answers (for tests and trying madrag out)."""
 
     fake_latency_s: float = option(
-        0.0, "fake provider: seconds per call.", flag="--fake-latency", hidden=True, operational=True
+        0.0, "fake provider: seconds per call.", flag="--fake-latency", cli="hidden", operational=True
     )
 
 
@@ -145,6 +145,7 @@ register_backend(
     BackendTraits(
         label="OpenAI-compatible: OpenAI, Ollama, vLLM, llama.cpp",
         remote=True,
+        connection_test=True,
         needs_key=True,
         needs_model=True,
     ),

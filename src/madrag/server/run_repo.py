@@ -22,7 +22,7 @@ from madrag.providers.backends import BackendTraits, traits_of
 from madrag.providers.spec import ProviderSpec
 from madrag.server.faults import NotFound
 from madrag.server.refusals import RefusedFields
-from madrag.server.schemas import BackendKind, BackendSettings, RunKind, RunStatus
+from madrag.server.schemas import BackendSettings, RunKind, RunStatus
 
 log = logging.getLogger("madrag.server")
 _RUN_ID = re.compile(r"^[a-z0-9]{6,40}$")
@@ -30,9 +30,9 @@ ACTIVE: tuple[RunStatus, ...] = ("queued", "running")
 KeySource = Literal["none", "memory", "server-env"]
 
 
-def _remote(kind: object) -> bool:
+def _tested(kind: object) -> bool:
     traits = traits_of(kind)
-    return traits is not None and traits.remote
+    return traits is not None and traits.connection_test
 
 
 class RunBackend(BaseModel):
@@ -42,7 +42,7 @@ class RunBackend(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    kind: BackendKind = "llamacpp"
+    kind: str = "llamacpp"  # as recorded: a run of a plugin's backend lists after the plugin is gone
     model: str | None = None
     base_url: str | None = None
     concurrency: int | None = None
@@ -56,7 +56,7 @@ class RunBackend(BaseModel):
     @classmethod
     def _recorded_before_logprobs(cls, data: Any) -> Any:
         """A run recorded before the ``logprobs`` setting existed ran with them."""
-        if isinstance(data, dict) and "logprobs" not in data and _remote(data.get("kind")):
+        if isinstance(data, dict) and "logprobs" not in data and _tested(data.get("kind")):
             return {**data, "logprobs": True}
         return data
 

@@ -178,7 +178,7 @@ def create_run(
 async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
     """Send the test request to an OpenAI-compatible backend (an invalid request for another kind or without a
     model)."""
-    if not find_backend(backend.kind).traits.remote:
+    if not find_backend(backend.kind).traits.connection_test:
         raise InvalidRequest(f"only a model server is tested, not the {backend.kind} backend", "kind")
     if not backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
