@@ -35,7 +35,7 @@ RUBRIC = {"traits": [{"name": t, "min": 0, "max": 3, "levels": dict.fromkeys(ran
 class ToyOptions(BackendOptions):
     """The toy's one setting: part of what it answers (so of a run's identity)."""
 
-    toy_flavour: str = option("plain", "toy: the flavour of its answers (its model name).")
+    toy_flavour: str = option("plain", "toy: the flavour of its answers (its model name).", web=True)
 
 
 def build_toy(model: str | None, options: ToyOptions, limits: CallLimits, key: SecretStr | None) -> FakeProvider:
@@ -83,6 +83,13 @@ def called_models(run_dir: Path) -> set[str]:
     return {json.loads(r[0])["model"] for r in rows}
 
 
+def server_run(data_dir: Path, run_id: str) -> Path:
+    """The folder of the web app's run ``run_id``."""
+    found = [p.parent for p in data_dir.rglob("store.sqlite") if p.parent.name == run_id]
+    assert len(found) == 1, found
+    return found[0]
+
+
 # -- the registry and the Python API ---------------------------------------------------------------------------
 
 
@@ -127,11 +134,15 @@ def test_the_web_app_offers_the_toy_and_runs_it(tmp_path: Path) -> None:
     from tests.web_helpers import client_for, essays_json, make_config, wait_status
 
     with client_for(make_config(tmp_path)) as client:
-        body = {"rubric": WEB_RUBRIC, "essays": essays_json(), "protocols": ["MA"], "backend": {"kind": TOY}}
+        backend = {"kind": TOY, "options": {"toy_flavour": "mint"}}
+        body = {"rubric": WEB_RUBRIC, "essays": essays_json(), "protocols": ["MA"], "backend": backend}
         started = client.post("/api/runs", json=body)
         assert started.status_code == 201, started.text
         done = wait_status(client, started.json()["id"], timeout=60)
         assert done["status"] == "finished", done
+        assert called_models(server_run(tmp_path, done["id"])) == {"toy-mint"}
+        odd = client.post("/api/runs", json={**body, "backend": {"kind": TOY, "options": {"slots": 3}}})
+        assert odd.status_code == 422 and "offers no option slots" in odd.text
         refused = client.post("/api/runs", json={**body, "backend": {"kind": "no-such-backend"}})
         assert refused.status_code == 422 and "unknown provider 'no-such-backend'" in refused.text
 
@@ -151,11 +162,14 @@ def test_the_backend_page_offers_the_toy_to_try_and_starts_a_run_with_it(tmp_pat
         page = client.get(f"/drafts/{draft}/backend", headers=HTML).text
         offered = re.search(r'id="try-pipeline">(.*?)</fieldset>', page, re.S)
         assert offered is not None and 'value="toy"' in offered.group(1) and "a toy" in offered.group(1)
-        start = post(client, f"/drafts/{draft}/backend", token, kind=TOY, protocols="MA", action="start")
+        assert 'name="option-toy-toy_flavour"' in offered.group(1)  # its option, from its options model
+        fields = {"kind": TOY, "protocols": "MA", "action": "start", "option-toy-toy_flavour": "lemon"}
+        start = post(client, f"/drafts/{draft}/backend", token, **fields)
         assert start.status_code == 303, start.text
         run_id = start.headers["location"].rsplit("/", 1)[-1]
         done = wait_status(client, run_id, timeout=60)
         assert done["status"] == "finished" and done["backend"]["kind"] == TOY, done
+        assert called_models(server_run(tmp_path, run_id)) == {"toy-lemon"}
 
 
 # -- Ray ------------------------------------------------------------------------------------------------------

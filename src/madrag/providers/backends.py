@@ -72,17 +72,18 @@ def option(
     operational: bool = False,
     repeat_into: str | None = None,
     cli: bool | Literal["hidden"] = True,
-    path: bool = False,
     **constraints: Any,
 ) -> Any:
     """A field of an options model: its default and help, and for the CLI its ``flag`` (default ``--name``)
-    and ``repeat_into``: the option may be given again, the first value is this field
-    and the rest go to that field (``--base-url``); ``path``: a file, given on the CLI as a path (written as the
-    path reads, ``./m.gguf`` as ``m.gguf``). ``operational``: it changes how calls are made, not what
-    the backend answers (not part of a run's identity; a resumed run may change it). ``cli``: ``False``, no
-    option; ``"hidden"``, an option left out of ``--help``."""
+    and ``repeat_into``: the option may be given again, the first value is this field and the rest go to that
+    field (``--base-url``). ``operational``: it changes how calls are made, not what the backend answers (not
+    part of a run's identity; a resumed run may change it). ``cli``: ``False``, no option; ``"hidden"``, an
+    option left out of ``--help``. ``path=True``: a file, given on the CLI as a path (written as the path reads,
+    ``./m.gguf`` as ``m.gguf``); ``web=True``: the web app's form offers it (never an option that names a file
+    or a variable of the server's). Other keywords are pydantic's (``ge``, ``default_factory``...)."""
     extra: JsonDict = {"flag": flag, "hidden": cli == "hidden", "operational": operational}
-    extra["repeat_into"], extra["cli"], extra["path"] = repeat_into, cli is not False, path
+    extra["repeat_into"], extra["cli"] = repeat_into, cli is not False
+    extra["path"], extra["web"] = bool(constraints.pop("path", False)), bool(constraints.pop("web", False))
     if "default_factory" in constraints:  # a list, say: option(..., default_factory=list)
         return Field(description=help, json_schema_extra=extra, **constraints)
     return Field(default=default, description=help, json_schema_extra=extra, **constraints)
@@ -91,8 +92,8 @@ def option(
 def option_meta(field: FieldInfo) -> dict[str, Any]:
     """What :func:`option` recorded about a field (defaults for a plain pydantic field)."""
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    defaults = {"flag": None, "hidden": False, "operational": False, "repeat_into": None, "cli": True, "path": False}
-    return {**defaults, **extra}
+    defaults = {"flag": None, "hidden": False, "operational": False, "repeat_into": None, "cli": True}
+    return {**defaults, "path": False, "web": False, **extra}
 
 
 @dataclass(frozen=True)
@@ -243,3 +244,8 @@ def own_options(kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``values`` that are fields of ``kind``'s options (the rest belong to other kinds)."""
     fields = find_backend(kind).options.model_fields
     return {k: v for k, v in values.items() if k in fields}
+
+
+def web_options(kind: str) -> dict[str, FieldInfo]:
+    """The options of ``kind`` the web app's form offers (made with ``option(..., web=True)``)."""
+    return {n: f for n, f in find_backend(kind).option_fields().items() if option_meta(f)["web"]}

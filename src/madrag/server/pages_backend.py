@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from pydantic import SecretStr, ValidationError
 
 from madrag.errors import MadragError
+from madrag.providers.backends import web_options
 from madrag.providers.spec import ProviderSpec
 from madrag.rubric import Rubric
 from madrag.server import gradebook, library, pages_calibration, run_list, service
@@ -59,7 +60,16 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         try_kinds=presets.try_only(),
         tiny_kinds={k for k in presets.try_only() if ProviderSpec(kind=k).options.tiny_default()},
         try_fields={k: set(ProviderSpec(kind=k).options.model_dump()) for k in presets.try_only()},
+        kind_options={k: _web_fields(k) for k in [*presets.server_kinds(), *presets.try_only()]},
     )
+
+
+def _web_fields(kind: str) -> dict[str, str]:
+    """The options the kind's backend offers the web form, with their help (none for an unknown kind)."""
+    try:
+        return {n: f.description or n for n, f in web_options(kind).items()}
+    except MadragError:
+        return {}
 
 
 def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
@@ -77,6 +87,9 @@ def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
                 raw[name] = cast(value)
             except ValueError:
                 raise ApiError(400, "must be a number", name) from None
+    options = {n: v for n in _web_fields(kind) if (v := str(form.get(f"option-{kind}-{n}") or "").strip())}
+    if options:
+        raw["options"] = options  # checked by the kind's options model (BackendSettings)
     logprobs = {"yes": True, "no": False}.get(str(form.get("logprobs") or "auto"))
     if logprobs is not None:
         raw["logprobs"] = logprobs

@@ -49,6 +49,7 @@ class RunBackend(BaseModel):
     max_tokens: int = 400
     fake_latency_s: float = 0.0
     logprobs: bool | None = None
+    options: dict[str, Any] = Field(default_factory=dict)  # the kind's options the web form offers
     key_source: KeySource | None = None
     tested: str | None = Field(default=None, exclude_if=lambda v: v is None)
 

@@ -210,7 +210,7 @@ class RunManager:
             "runtime": c.runtime,
             "model_path": c.model_path or None,
         }  # the server's
-        offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False}  # the run's
+        offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False, **b.options}  # the run's
         extra = own_options(b.kind, offered)  # those its kind reads
         key_env = meta.key_env or c.api_key_env
         return library.provider_spec(b.kind, b.model, b.base_url, key_env, b.concurrency, **extra)

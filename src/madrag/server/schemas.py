@@ -85,6 +85,18 @@ class BackendSettings(TextRequest):
     max_tokens: int = Field(default=400, ge=16, le=4096)
     fake_latency_s: float = Field(default=0.0, ge=0.0, le=10.0)
     logprobs: bool | None = None
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=20)
+
+    @model_validator(mode="after")
+    def _web_options(self) -> BackendSettings:
+        """``options``: only those of the kind's options its backend offers the web app, each valid."""
+        from madrag.providers.backends import find_backend, web_options
+
+        offered = web_options(self.kind)
+        if refused := sorted(set(self.options) - set(offered)):
+            raise ValueError(f"the {self.kind} backend offers no option {', '.join(refused)} here")
+        find_backend(self.kind).options.model_validate(self.options)
+        return self
 
     @field_validator("base_url")
     @classmethod
