@@ -131,7 +131,7 @@ def test_rubric_from_rubric_dict_or_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("llamacpp", {"kind": "llamacpp", "model": None, "model_path": None, "base_url": None}),
+        ("llamacpp", {"kind": "llamacpp", "model": None, "model_path": None}),  # no server address: not its option
         ("llamacpp:/models/big.gguf", {"kind": "llamacpp", "model_path": "/models/big.gguf"}),
         ("fake", {"kind": "fake"}),
         ("openai:gpt-4o-mini", {"kind": "openai", "model": "gpt-4o-mini", "base_url": None}),

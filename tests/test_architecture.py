@@ -177,3 +177,72 @@ def test_the_size_rule_sees_a_long_function_and_many_parameters(tmp_path: Path) 
     assert _params(wide, cli=False) == MAX_PARAMS + 1
     command = ast.parse("def cmd(run: RunArg, k: Annotated[int, typer.Option()] = 1, plain: int = 0): pass")
     assert _params(next(_functions(command))[1], cli=True) == 1
+
+
+# -- backends are named in providers/ only (issue: "the backend as one contract") -----------------------------
+
+BACKEND_HOME = PACKAGE / "providers"
+TEMPLATE_BRANCH = r"""(==|!=|\bin)\s*\(?\s*['"]({names})['"]|['"]({names})['"]\s*(==|!=|\bin\b)"""
+
+
+def _builtin_kinds() -> tuple[str, ...]:
+    from madrag.providers.backends import backends
+
+    return tuple(b.kind for b in backends() if b.build.__module__.startswith("madrag.providers."))
+
+
+def _names_in(node: ast.expr, kinds: tuple[str, ...]) -> list[str]:
+    """The backend names a comparison operand spells: a string constant, or a tuple / list / set of them."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and i.value in kinds]
+
+
+def backend_branches(source: str, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, name) of each comparison (``==``, ``!=``, ``in``, ``not in``, a ``match`` case) of a value with
+    a backend's name in Python source: a branch on which backend it is."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                found += [(node.lineno, n) for n in _names_in(operand, kinds)]
+        elif isinstance(node, ast.match_case) and isinstance(node.pattern, ast.MatchValue):
+            found += [(node.pattern.lineno, n) for n in _names_in(node.pattern.value, kinds)]
+    return found
+
+
+def template_branches(text: str, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, text) of each comparison with a backend's name in a Jinja template."""
+    import re
+
+    pattern = re.compile(TEMPLATE_BRANCH.format(names="|".join(map(re.escape, kinds))))
+    return [(i, m.group(0)) for i, line in enumerate(text.splitlines(), 1) for m in pattern.finditer(line)]
+
+
+def test_no_code_outside_providers_branches_on_a_backend_name() -> None:
+    kinds = _builtin_kinds()
+    assert set(kinds) == {"llamacpp", "openai", "fake", "anthropic"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if BACKEND_HOME not in path.parents:
+            found += [
+                f"{path.relative_to(PACKAGE)}:{n}: {name}" for n, name in backend_branches(path.read_text(), kinds)
+            ]
+    for path in sorted(PACKAGE.rglob("*.html")):
+        found += [f"{path.relative_to(PACKAGE)}:{n}: {t}" for n, t in template_branches(path.read_text(), kinds)]
+    assert found == [], "branch on a backend's traits (madrag.providers.backends.BackendTraits), not its name"
+
+
+def test_the_branch_check_sees_each_form_of_a_backend_branch() -> None:
+    kinds = ("llamacpp", "openai", "fake")
+    code = (
+        "if spec.kind == 'openai': pass\n"
+        "if 'fake' != kind: pass\n"
+        "if kind in ('llamacpp', 'fake'): pass\n"
+        "x = d.get('kind') not in {'openai'}\n"
+        "match kind:\n    case 'llamacpp':\n        pass\n"
+        "y = {'kind': 'openai'}\n"  # naming one as data is not a branch
+    )
+    assert backend_branches(code, kinds) == [(1, "openai"), (2, "fake"), (3, "llamacpp"), (3, "fake"),
+                                             (4, "openai"), (6, "llamacpp")]  # fmt: skip
+    page = "{% if run.backend.kind == \"openai\" %}x{% endif %}\n{{ 'checked' if kind == 'fake' }}\n{{ kind }}"
+    assert [n for n, _ in template_branches(page, kinds)] == [1, 2]

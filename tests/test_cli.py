@@ -58,7 +58,7 @@ def test_resuming_with_other_settings_is_refused(base: list[str]) -> None:
     [
         (["--data", "/nonexistent/essays.tsv"], "data file not found"),
         (["--rubric", "/nonexistent/rubric.json"], "rubric file not found"),
-        (["--provider", "bogus"], "--provider must be one of llamacpp, openai, fake"),
+        (["--provider", "bogus"], "--provider must be one of llamacpp, openai, fake, anthropic"),
         (["--model-path", "/nonexistent/model.gguf"], "model file not found"),
         (["--protocol", "NOPE"], "unknown protocol 'NOPE'"),
         (["--fold", "x"], "--fold must be an integer, 'each' or 'all'"),

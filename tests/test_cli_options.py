@@ -4,12 +4,12 @@ a clean stop on Ctrl-C."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer
 
-from madrag.cli.options import ProviderFlags, at_least_one, choice, comma_list, need_run_dir, provider_spec
+from madrag.cli.backend_options import spec_from_options
+from madrag.cli.options import at_least_one, choice, comma_list, need_run_dir
 from madrag.cli.output import progress_bar, run_with_progress
 from madrag.errors import InputError
 
@@ -42,48 +42,34 @@ def test_need_run_dir() -> None:
         need_run_dir(Path("runs/x"), Path("runs/y"))
 
 
-def test_provider_spec_from_flags() -> None:
-    spec = provider_spec(
-        ProviderFlags(
-            provider="openai",
-            model="m",
-            model_path=Path("/models/big.gguf"),
-            base_url=["http://host/v1"],
-            api_key_env="KEY",
-            concurrency=3,
-            timeout=5.0,
-            retries=1,
-            slots=4,
-            logprobs=False,
-            fake_latency=0.5,
-        )
-    )
-    assert (spec.kind, spec.model, spec.model_path, spec.base_url, spec.api_key_env) == (
+def test_provider_spec_from_the_generated_backend_options() -> None:
+    spec = spec_from_options(
+        provider="openai", model="m", model_path="/models/big.gguf", base_url=["http://host/v1"], api_key_env="KEY",
+        concurrency=3, timeout=5.0, retries=1, slots=4, logprobs=False, fake_latency=0.5,
+    )  # fmt: skip
+    assert (spec.kind, spec.model, spec.options.base_url, spec.options.api_key_env) == (  # type: ignore[attr-defined]
         "openai",
         "m",
-        "/models/big.gguf",
         "http://host/v1",
         "KEY",
     )
-    assert (spec.concurrency, spec.timeout_s, spec.retries, spec.slots) == (3, 5.0, 1, 4)
-    assert spec.logprobs is False and spec.fake_latency_s == 0.5 and spec.extra_base_urls == []
+    assert (spec.concurrency, spec.timeout_s, spec.retries) == (3, 5.0, 1)
+    assert spec.logprobs is False and spec.extra_base_urls == []
+    assert "model_path" not in spec.flat() and "slots" not in spec.flat()  # the embedded model's, not openai's
+    local = spec_from_options(model_path="/models/big.gguf", slots=4, fake_latency=0.5)
+    assert (local.kind, local.model_path, local.slots) == ("llamacpp", "/models/big.gguf", 4)
+    slow = spec_from_options(provider="fake", fake_latency=0.5)
+    assert slow.fake_latency_s == 0.5
     urls = ["http://a/v1", "http://b/v1", "http://c/v1"]
-    pool = provider_spec(ProviderFlags(provider="openai", model="m", model_path=None, base_url=urls, api_key_env="K",
-                                       concurrency=4, timeout=5.0, retries=1, slots=1))  # fmt: skip
+    pool = spec_from_options(provider="openai", model="m", base_url=urls, concurrency=4)
     assert (pool.base_url, pool.extra_base_urls) == ("http://a/v1", ["http://b/v1", "http://c/v1"])
-    defaults: dict[str, Any] = {"model": None, "model_path": None, "base_url": None, "api_key_env": "K"}
-    plain = provider_spec(
-        ProviderFlags(provider="fake", concurrency=None, timeout=300.0, retries=4, slots=2, **defaults)
-    )
-    assert plain.model_path is None and plain.logprobs is True and plain.fake_latency_s == 0.0
+    plain = spec_from_options(provider="openai", model="m")
+    assert plain.base_url is None and plain.logprobs is True and plain.api_key_env == "OPENAI_API_KEY"
     assert (plain.token_param, plain.sampling_params) == ("auto", "auto")
-    with pytest.raises(InputError, match="--provider must be one of llamacpp, openai, fake; got 'vllm'"):
-        provider_spec(ProviderFlags(provider="vllm", concurrency=None, timeout=1.0, retries=0, slots=1, **defaults))
-    odd = ProviderFlags(
-        provider="openai", concurrency=None, timeout=1.0, retries=0, slots=1, token_param="x", **defaults
-    )
+    with pytest.raises(InputError, match="--provider must be one of llamacpp, openai, fake, anthropic; got 'vllm'"):
+        spec_from_options(provider="vllm")
     with pytest.raises(InputError, match="--token-param must be one of"):
-        provider_spec(odd)
+        spec_from_options(provider="openai", token_param="x")
 
 
 def test_run_with_progress_returns_the_result_and_exits_130_on_ctrl_c() -> None:

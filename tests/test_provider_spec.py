@@ -9,26 +9,19 @@ import pytest
 from pydantic import ValidationError
 
 from madrag.errors import ConfigError
-from madrag.providers import spec as spec_module
+from madrag.providers import backends as registry
+from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, backend_kinds, register_backend
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.providers.openai_compat import OpenAICompatProvider
-from madrag.providers.spec import (
-    ProviderSpec,
-    backend_kinds,
-    make_provider,
-    managed,
-    parse_role_provider,
-    register_backend,
-    spec_identity,
-)
+from madrag.providers.spec import ProviderSpec, make_provider, managed, parse_role_provider, spec_identity
 
 ADVOCATE_WORDING = [Message(role="system", content="You are an Advocate Agent."), Message(role="user", content="Go.")]
 
 
 def test_builtin_kinds_and_an_unknown_kind() -> None:
-    assert backend_kinds() == ("llamacpp", "openai", "fake")
-    with pytest.raises(ValidationError, match="unknown provider 'vllm'; choose llamacpp, openai or fake"):
+    assert backend_kinds() == ("llamacpp", "openai", "fake", "anthropic")
+    with pytest.raises(ValidationError, match="unknown provider 'vllm'; choose llamacpp, openai, fake or anthropic"):
         ProviderSpec(kind="vllm")
     with pytest.raises(ConfigError, match="unknown provider 'vllm'"):
         make_provider(ProviderSpec.model_construct(kind="vllm"))
@@ -46,21 +39,18 @@ def test_make_provider_builds_each_builtin_kind() -> None:
 
 
 def test_a_registered_backend_is_a_kind_a_spec_can_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spec_module, "_BACKENDS", dict(spec_module._BACKENDS))  # undone after the test
+    monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))  # undone after the test
 
-    def build(spec: ProviderSpec) -> FakeProvider:
-        return FakeProvider(model_name=spec.model or "echo-default", concurrency=5)
+    def build(model: str | None, options: BackendOptions, limits: CallLimits, key: object) -> FakeProvider:
+        return FakeProvider(model_name=model or "echo-default", concurrency=5)
 
-    def role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
-        return {"model": model or None}
-
-    register_backend("echo", build, role_fields)
+    register_backend("echo", BackendOptions, build, BackendTraits(label="echo"))
     assert backend_kinds()[-1] == "echo"
     provider = make_provider(ProviderSpec(kind="echo", model="e1"))
     assert isinstance(provider, FakeProvider) and provider.model == "e1"
     role, routed = parse_role_provider("strict=echo:e2", ProviderSpec(kind="fake", retries=1))
     assert (role, routed.kind, routed.model, routed.retries) == ("strict", "echo", "e2", 1)
-    with pytest.raises(ConfigError, match="backend must be llamacpp, openai, fake or echo; got 'nope'"):
+    with pytest.raises(ConfigError, match="backend must be llamacpp, openai, fake, anthropic or echo; got 'nope'"):
         parse_role_provider("strict=nope", ProviderSpec())
 
 

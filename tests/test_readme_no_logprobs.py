@@ -94,7 +94,10 @@ def test_the_python_api_argument_the_error_names_works(
     with pytest.raises(ProviderError, match="returned no logprobs") as info:
         madrag.score(ESSAYS, RUBRIC, protocol="MAD", provider=spec, cache_dir=tmp_path, progress=False)
     argument = re.search(r"Python API: ProviderSpec\(kind='openai', \.\.\., (\w+)=False\)", str(info.value))
-    assert argument is not None and argument.group(1) in ProviderSpec.model_fields
+    assert argument is not None and argument.group(1) in {
+        **ProviderSpec.model_fields,
+        **type(spec.options).model_fields,
+    }
 
     fixed = spec.model_copy(update={argument.group(1): False})
     result = madrag.score(ESSAYS, RUBRIC, protocol="MAD", provider=fixed, cache_dir=tmp_path, progress=False)

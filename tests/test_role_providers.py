@@ -17,7 +17,8 @@ def test_parse_role_provider_keeps_operational_settings_of_the_base() -> None:
     _, same_server = parse_role_provider("strict=openai:other", base)
     assert same_server.base_url == "http://a/v1" and same_server.model == "other"
     _, local = parse_role_provider("strict=llamacpp:/models/x.gguf", base)
-    assert (local.kind, local.model_path, local.model, local.base_url) == ("llamacpp", "/models/x.gguf", None, None)
+    assert (local.kind, local.model_path, local.model) == ("llamacpp", "/models/x.gguf", None)
+    assert "base_url" not in local.flat()  # the embedded model reads no server address
     _, embedded = parse_role_provider("neutral_b=llamacpp", base)
     assert embedded.model_path is None and spec_identity(embedded) != spec_identity(base)
 

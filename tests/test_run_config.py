@@ -81,3 +81,28 @@ def test_a_configuration_newer_than_this_code_is_refused(tmp_path: Path) -> None
         store.close()
     with pytest.raises(ConfigError, match=rf"newer madrag \(run configuration version {CONFIG_VERSION + 1}"):
         run_job(_job(tmp_path), progress=False)
+
+
+def test_version_2_flat_backend_records_read_as_the_kinds_own_fields() -> None:
+    """Version 2 recorded every kind's fields for any backend (what ``ProviderSpec`` was then, dumped); version
+    3 records the kind's own options. Upgraded, an old record is the identity this release computes."""
+    from madrag.providers.spec import spec_identity
+
+    flat = {"kind": "fake", "model": None, "model_path": None, "base_url": None, "api_key_env": "OPENAI_API_KEY",
+            "logprobs": True, "n_ctx": 8192}  # fmt: skip
+    local = {**flat, "kind": "llamacpp", "model_path": "/m.gguf"}
+    server = {**flat, "kind": "openai", "model": "m", "base_url": "http://h/v1", "token_param": "max_tokens"}
+    old = {VERSION_KEY: 2, "provider": flat, "role_providers": {"strict": local, "lenient": server}}
+    new = upgrade(old)
+    assert new[VERSION_KEY] == CONFIG_VERSION == 3
+    assert new["provider"] == {"kind": "fake", "model": None} == spec_identity(ProviderSpec(kind="fake"))
+    assert new["role_providers"]["strict"] == {"kind": "llamacpp", "model": None, "model_path": "/m.gguf",
+                                               "n_ctx": 8192}  # fmt: skip
+    assert new["role_providers"]["strict"] == spec_identity(
+        ProviderSpec(model_path="/m.gguf", runtime="llama-cpp-python")
+    )
+    assert new["role_providers"]["lenient"] == spec_identity(
+        ProviderSpec(kind="openai", model="m", base_url="http://h/v1", token_param="max_tokens")
+    )
+    instance = {VERSION_KEY: 2, "provider": {"instance": {"provider": "mine"}}, "role_providers": {}}
+    assert upgrade(instance)["provider"] == {"instance": {"provider": "mine"}}  # a ready provider: as recorded

@@ -425,6 +425,7 @@ def test_serve_command_passes_the_runtime_to_embedded_runs_and_refuses_an_unknow
 
     import madrag.server
     from madrag.cli.app import app
+    from madrag.server.runs.repo import RunBackend
     from madrag.server.runs.scheduler import RunManager
 
     configs: list[Any] = []
@@ -438,7 +439,7 @@ def test_serve_command_passes_the_runtime_to_embedded_runs_and_refuses_an_unknow
         ok = CliRunner().invoke(app, base + (["--runtime", runtime] if runtime else []))
         assert ok.exit_code == 0, ok.output
     assert [c.runtime for c in configs] == ["llama-cpp-python", "xllamacpp"]
-    backend = SimpleNamespace(kind="llamacpp", model=None, base_url=None, concurrency=None)
+    backend = RunBackend(kind="llamacpp")
     spec = RunManager._spec(SimpleNamespace(config=configs[0]), SimpleNamespace(backend=backend, key_env=None))  # type: ignore[arg-type]
     assert spec.kind == "llamacpp" and spec.runtime == "llama-cpp-python"
 

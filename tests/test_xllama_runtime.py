@@ -14,13 +14,20 @@ from typing import Any
 
 import pytest
 
-from madrag.cli.options import ProviderFlags, provider_spec
+from madrag.cli.backend_options import spec_from_options
 from madrag.errors import InputError, ProviderError
 from madrag.providers.base import ChatRequest, ChatResponse, Message
 from madrag.providers.embedded import ChatTemplate, read_gguf_metadata, read_gguf_vocab
 from madrag.providers.llamacpp import LlamaCppProvider
 from madrag.providers.models import smollm2_gguf_path
-from madrag.providers.spec import ADDED_LATER, OPERATIONAL, ProviderSpec, spec_from_identity, spec_identity
+from madrag.providers.spec import (
+    ADDED_LATER,
+    OPERATIONAL,
+    ProviderSpec,
+    spec_fields,
+    spec_from_identity,
+    spec_identity,
+)
 from madrag.run_config import differences, runtime_hint
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
@@ -108,7 +115,7 @@ def test_the_runtime_is_identity_of_the_embedded_backend_only() -> None:
 
 def _recorded_before_the_runtime(spec: ProviderSpec) -> dict[str, Any]:
     """The identity the previous release recorded for ``spec``: no runtime field at all."""
-    dumped = spec.model_dump(mode="json", exclude={*OPERATIONAL, "runtime"})
+    dumped = {k: v for k, v in spec_fields(spec).items() if k not in {*OPERATIONAL, "runtime"}}
     return {k: v for k, v in dumped.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 
@@ -170,26 +177,11 @@ def test_a_stored_embedded_run_from_before_the_runtime_resumes_with_llama_cpp_py
     assert all(s.score is not None for s in resumed.trait_scores)  # read back from the old run
 
 
-def _flags(**update: Any) -> ProviderFlags:
-    base: dict[str, Any] = {
-        "provider": "llamacpp",
-        "model": None,
-        "model_path": None,
-        "base_url": None,
-        "api_key_env": "K",
-        "concurrency": None,
-        "timeout": 1.0,
-        "retries": 0,
-        "slots": 1,
-    }
-    return ProviderFlags(**{**base, **update})
-
-
 def test_the_runtime_option_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert provider_spec(_flags()).runtime == "xllamacpp"
-    assert provider_spec(_flags(runtime="llama-cpp-python")).runtime == "llama-cpp-python"
+    assert spec_from_options().runtime == "xllamacpp"
+    assert spec_from_options(runtime="llama-cpp-python").runtime == "llama-cpp-python"
     with pytest.raises(InputError, match="--runtime must be one of xllamacpp, llama-cpp-python; got 'vllm'"):
-        provider_spec(_flags(runtime="vllm"))
+        spec_from_options(runtime="vllm")
     with pytest.raises(ProviderError, match=r"unknown llama\.cpp runtime 'vllm'; choose xllamacpp or llama-cpp-python"):
         LlamaCppProvider(runtime="vllm")  # type: ignore[arg-type]
     with pytest.raises(ProviderError, match="model file not found"):

@@ -56,7 +56,24 @@ def _v1_to_v2(config: Config) -> Config:
     return out
 
 
-UPGRADES: Sequence[Upgrade] = (_v1_to_v2,)
+def _v2_to_v3(config: Config) -> Config:
+    """Version 2 -> 3. Version 2 recorded a backend flat with every kind's fields (a fake backend's
+    ``base_url``, ``api_key_env``, ``n_ctx``...), which only the kind's own were ever read from; version 3
+    records the kind's own (:func:`madrag.providers.spec.upgrade_identity`)."""
+    from madrag.providers.spec import upgrade_identity
+
+    out = dict(config)
+    provider = out.get("provider")
+    if isinstance(provider, dict) and "kind" in provider:
+        out["provider"] = upgrade_identity(provider)
+    roles = out.get("role_providers")
+    if isinstance(roles, dict):
+        out["role_providers"] = {r: upgrade_identity(s) if isinstance(s, dict) else s for r, s in roles.items()}
+    out[VERSION_KEY] = 3
+    return out
+
+
+UPGRADES: Sequence[Upgrade] = (_v1_to_v2, _v2_to_v3)
 """``UPGRADES[i]`` takes a configuration from version ``i + 1`` to ``i + 2``, in order; append, never edit."""
 CONFIG_VERSION = len(UPGRADES) + 1
 """The version of the configurations this code writes."""

@@ -2,7 +2,8 @@
 
 Strings use the CLI's ``--role-provider`` syntax without the role (one parser for both): ``"llamacpp"`` (the
 embedded model), ``"llamacpp:/models/big.gguf"``, ``"openai:MODEL"``, ``"openai:MODEL@http://host:8000/v1"``,
-``"fake"`` (canned answers, for tests and trying the API out).
+``"fake"`` (canned answers, for tests and trying the API out), and ``"KIND[:MODEL]"`` of any backend registered
+with :func:`~madrag.providers.backends.register_backend` (a plugin's too: its ``role_fields`` reads the text).
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ async def arun_job(
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")
-        if backend is None and job.provider.kind == "llamacpp" and job.provider.model_path is None:
+        if backend is None and job.provider.options.tiny_default():
             bar.note(TINY_MODEL_NOTE)
         done = await execute(job, hooks, backend=backend, embedder=embedder)
     return ScoringResult(

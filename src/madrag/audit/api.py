@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from madrag.api.backend import ProviderLike, resolve_provider
 from madrag.audit.compression import compression_table
 from madrag.audit.report import AUDIT_FILE, AuditReport, ConditionCost, PerturbationInfo, condition_cost
@@ -30,11 +32,11 @@ from madrag.audit.shifts import shift_row
 from madrag.audit.stability import stability_tables
 from madrag.audit.stats import Scores
 from madrag.data.essay import Essay, reference_ties
-from madrag.errors import InputError
+from madrag.errors import ConfigError, InputError
 from madrag.evaluation.evidence import evidence_frame
 from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.providers.base import Provider
-from madrag.providers.spec import ProviderSpec
+from madrag.providers.spec import ProviderSpec, spec_from_identity
 from madrag.retrieval.embedder import Embedder
 
 TINY_NOTE = "the embedded SmolLM2-135M model: a pipeline check, its figures are not findings"
@@ -235,12 +237,7 @@ def _write_report(
     base, scored = scores
     figures = _figures(run, chosen, base, scored, bootstrap)
     calls = sum(c.calls + c.failed_calls for c in costs)
-    kind = run.config.get("provider", {})
-    notes = (
-        [TINY_NOTE]
-        if isinstance(kind, dict) and kind.get("kind") == "llamacpp" and not kind.get("model_path") and not rescore
-        else []
-    )
+    notes = [TINY_NOTE] if _tiny_default(run.config.get("provider")) and not rescore else []
     report = AuditReport(
         run_dir=str(run.run_dir),
         protocols=chosen,
@@ -272,3 +269,13 @@ def audit(run_dir: str | Path, **options: Any) -> AuditReport:
     :func:`madrag.score`), ``embedder``, ``bootstrap`` (resamples, default 1000), ``on_stage``.
     Running it again resumes: calls already made are not made again."""
     return asyncio.run(aaudit(run_dir, **options))
+
+
+def _tiny_default(stored: object) -> bool:
+    """Whether a run's recorded backend is the tiny model shipped to try madrag out."""
+    if not isinstance(stored, dict) or "kind" not in stored:
+        return False
+    try:
+        return spec_from_identity(stored).options.tiny_default()
+    except (ValidationError, ConfigError):
+        return False

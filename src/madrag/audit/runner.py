@@ -28,7 +28,7 @@ from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, fingerprint_file
 from madrag.providers.base import Provider
-from madrag.providers.spec import ProviderSpec, make_provider, spec_from_identity, spec_identity
+from madrag.providers.spec import ProviderSpec, make_provider, spec_from_identity, spec_identity, upgrade_identity
 from madrag.retrieval.embedder import Embedder
 from madrag.settings import ScoringSettings
 
@@ -109,7 +109,8 @@ def same_backend(run: RunData, spec: ProviderSpec | None, instance: Provider | N
     stored = run.config.get("provider")
     if instance is not None:
         return bool(_normal(stored) == _normal({"instance": instance.describe()}))
-    return spec is None or _normal(stored) == _normal(spec_identity(spec))
+    recorded = upgrade_identity(stored) if isinstance(stored, dict) else stored
+    return spec is None or _normal(recorded) == _normal(spec_identity(spec))
 
 
 def conditions(

@@ -17,12 +17,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from madrag.cli.backend_options import backend_group
+from madrag.cli.groups import with_groups
 from madrag.cli.options import (
-    ApiKeyEnvOpt,
-    BaseUrlOpt,
     DebateRunOpt,
     MetaCacheDirOpt,
-    MetaConcurrencyOpt,
     MetaLimitOpt,
     MetaMaxTokensOpt,
     MetaMethodOpt,
@@ -30,22 +29,14 @@ from madrag.cli.options import (
     MetaPromptsDirOpt,
     MetaRolesOpt,
     MetaSeedOpt,
-    MetaSlotsOpt,
-    ModelOpt,
-    ModelPathOpt,
-    ProviderFlags,
-    ProviderOpt,
-    RetriesOpt,
     RunArg,
-    RuntimeOpt,
-    TimeoutOpt,
     comma_list,
     need_run_dir,
-    provider_spec,
 )
 from madrag.cli.output import console, progress_bar, run_with_progress
 from madrag.cli.paths import output_dir
 from madrag.errors import InputError
+from madrag.providers.spec import ProviderSpec
 from madrag.records import AgentRecord
 
 if TYPE_CHECKING:
@@ -59,7 +50,11 @@ confidence_app = typer.Typer(
 )
 
 
+META_BACKEND = backend_group("backend")
+
+
 @confidence_app.command("meta-eval")
+@with_groups(META_BACKEND)
 def meta_eval_command(
     run: RunArg = None,
     run_dir: DebateRunOpt = None,
@@ -67,16 +62,7 @@ def meta_eval_command(
     roles: MetaRolesOpt = "advocate,skeptic",
     limit: MetaLimitOpt = None,
     method: MetaMethodOpt = "auto",
-    provider: ProviderOpt = "llamacpp",
-    model: ModelOpt = None,
-    model_path: ModelPathOpt = None,
-    runtime: RuntimeOpt = "xllamacpp",
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
-    concurrency: MetaConcurrencyOpt = None,
-    slots: MetaSlotsOpt = 2,
-    timeout: TimeoutOpt = 300.0,
-    retries: RetriesOpt = 4,
+    backend: ProviderSpec | None = None,
     max_tokens: MetaMaxTokensOpt = 400,
     seed: MetaSeedOpt = 1234,
     prompts_dir: MetaPromptsDirOpt = None,
@@ -89,28 +75,17 @@ def meta_eval_command(
     if method not in ("auto", "json", "constrained"):
         raise InputError(f"--method must be auto, json or constrained; got {method!r}")
     run_dir = need_run_dir(run, run_dir)
-    flags = ProviderFlags(
-        provider=provider,
-        model=model,
-        model_path=model_path,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        timeout=timeout,
-        retries=retries,
-        slots=slots,
-        runtime=runtime,
-    )
+    spec = backend or ProviderSpec()  # the backend options' spec (with_groups)
     job = MetaJob(
         run_dir=run_dir,
         out_dir=out,
         roles=comma_list(roles),
         limit=limit,
-        provider=provider_spec(flags),
+        provider=spec,
         method=method,  # type: ignore[arg-type]
         max_tokens=max_tokens,
         seed=seed,
-        concurrency=concurrency,
+        concurrency=spec.concurrency,
         prompts_dir=prompts_dir,
         cache_dir=cache_dir,
     )

@@ -1,18 +1,16 @@
 """The CLI's option declarations (typer ``Annotated`` aliases) and the small checks of their values.
 
-Shared by several commands: the provider flags and :func:`provider_spec` that turns their values
-(:class:`ProviderFlags`) into a :class:`~madrag.providers.ProviderSpec` (``score`` and its variants,
-``confidence meta-eval``), the run folder of the commands that read a run (positional ``RUN_DIR`` or
+Shared by several commands: the run folder of the commands that read a run (positional ``RUN_DIR`` or
 ``--run-dir``) with :func:`run_folder` / :func:`need_run_dir`, and :func:`choice` / :func:`at_least_one` /
 :func:`comma_list`. The aliases of ``score`` and ``confidence meta-eval`` live here too, so that each command's
 signature reads as one line per option (the scoring settings' options are generated from the settings model:
-:mod:`madrag.cli.groups`, :mod:`madrag.cli.score_options`). Whether a folder holds a run is decided by
+:mod:`madrag.cli.groups`, :mod:`madrag.cli.score_options`; the backend's from the backends' options models:
+:mod:`madrag.cli.backend_options`). Whether a folder holds a run is decided by
 :func:`madrag.evaluation.run.open_store` alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -21,14 +19,8 @@ from rich.markup import escape
 
 from madrag.errors import InputError
 from madrag.protocols import available
-from madrag.providers.adapt import SAMPLING_PARAMS, TOKEN_PARAMS
-from madrag.providers.runtimes import LLAMA_RUNTIMES
-from madrag.providers.spec import ProviderSpec, backend_kinds
 
 C = TypeVar("C", bound=str)
-
-# the backends --provider accepts, in the order its error lists them
-PROVIDER_KINDS: tuple[str, ...] = backend_kinds()
 
 
 def choice(flag: str, value: str, options: tuple[C, ...]) -> C:
@@ -59,10 +51,7 @@ def comma_list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-# --- provider flags (score, ablate, ablate-consensus, confidence meta-eval) ---
-ProviderOpt = Annotated[str, typer.Option(help="llamacpp (embedded, offline), openai or fake.")]
-ModelOpt = Annotated[str | None, typer.Option(help="Model name (openai provider).")]
-ModelPathOpt = Annotated[Path | None, typer.Option(help="A GGUF file for llamacpp.")]
+# --- the embedded model's runtime (serve; score's is generated from the backend's options) ---
 RuntimeOpt = Annotated[
     str,
     typer.Option(
@@ -71,15 +60,6 @@ RuntimeOpt = Annotated[
         "only with it). Same greedy tokens and logprobs; sampled texts differ."
     ),
 ]
-BaseUrlOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="URL", help="OpenAI-compatible server URL; again for more servers of the same model (calls balanced)."
-    ),
-]
-ApiKeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
-TimeoutOpt = Annotated[float, typer.Option(help="Seconds per request before it is retried.")]
-RetriesOpt = Annotated[int, typer.Option(help="Retries on transient failures.")]
 MaxFailuresOpt = Annotated[
     int | None,
     typer.Option(
@@ -90,62 +70,6 @@ MaxFailuresOpt = Annotated[
 FailFastOpt = Annotated[
     bool, typer.Option("--fail-fast", help="Stop at the first call that fails after its retries (--max-failures 1).")
 ]
-TokenParamOpt = Annotated[
-    str,
-    typer.Option(
-        help="openai: send the token limit as max_tokens or max_completion_tokens (reasoning models); auto: "
-        "max_tokens until the server refuses it, then max_completion_tokens for the rest of the run."
-    ),
-]
-SamplingParamsOpt = Annotated[
-    str,
-    typer.Option(
-        help="openai: send temperature and top_p (send), never (omit), or until the server refuses one, as "
-        "reasoning models do (auto: then left out for the rest of the run; every call records what was sent)."
-    ),
-]
-
-
-@dataclass(frozen=True)
-class ProviderFlags:
-    """The provider flags' values, as a command received them (:func:`provider_spec` checks them)."""
-
-    provider: str
-    model: str | None
-    model_path: Path | None
-    base_url: list[str] | None
-    api_key_env: str
-    concurrency: int | None
-    timeout: float
-    retries: int
-    slots: int
-    logprobs: bool = True
-    fake_latency: float = 0.0
-    token_param: str = "auto"
-    sampling_params: str = "auto"
-    runtime: str = "xllamacpp"
-
-
-def provider_spec(flags: ProviderFlags) -> ProviderSpec:
-    """The backend the provider flags name; an InputError for an unknown ``--provider``."""
-    urls = flags.base_url or []
-    return ProviderSpec(
-        kind=choice("--provider", flags.provider, PROVIDER_KINDS),
-        model=flags.model,
-        model_path=str(flags.model_path) if flags.model_path else None,
-        base_url=urls[0] if urls else None,
-        extra_base_urls=list(urls[1:]),
-        api_key_env=flags.api_key_env,
-        logprobs=flags.logprobs,
-        token_param=choice("--token-param", flags.token_param, TOKEN_PARAMS),
-        sampling_params=choice("--sampling-params", flags.sampling_params, SAMPLING_PARAMS),
-        concurrency=flags.concurrency,
-        timeout_s=flags.timeout,
-        retries=flags.retries,
-        fake_latency_s=flags.fake_latency,
-        slots=flags.slots,
-        runtime=choice("--runtime", flags.runtime, LLAMA_RUNTIMES),
-    )
 
 
 # --- the run folder of eval, errors and report ---
@@ -207,7 +131,6 @@ IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to s
 ProtocolOpt = Annotated[
     list[str], typer.Option("--protocol", "-p", help=f"Scoring protocol(s): {escape(', '.join(available()))}.")
 ]
-LogprobsOpt = Annotated[bool, typer.Option(help="Whether the openai server returns logprobs.")]
 RoleProviderOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -216,7 +139,6 @@ RoleProviderOpt = Annotated[
         "lenient=openai:gemma-3-4b@http://host/v1 or strict=llamacpp:/models/big.gguf."
     ),
 ]
-ConcurrencyOpt = Annotated[int | None, typer.Option(help="Parallel requests to the backend.")]
 RayOpt = Annotated[
     str | None,
     typer.Option(
@@ -227,7 +149,6 @@ RayOpt = Annotated[
     ),
 ]
 RayWorkersOpt = Annotated[int | None, typer.Option(help="Ray workers (default: one per CPU; 2 locally).")]
-SlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts (CPU threads are shared).")]
 EssayConcurrencyOpt = Annotated[
     int | None, typer.Option(help="Essays in flight at once (default: enough to fill the backend's slots).")
 ]
@@ -246,7 +167,6 @@ EmbedderOpt = Annotated[
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")]
-FakeLatencyOpt = Annotated[float, typer.Option(hidden=True, help="fake provider: seconds per call.")]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Score only a sample (--sample) and estimate the whole run's cost.")
 ]
@@ -263,8 +183,6 @@ MetaLimitOpt = Annotated[int | None, typer.Option(help="Judge only the responses
 MetaMethodOpt = Annotated[
     str, typer.Option(help="auto, json (one JSON answer) or constrained (field by field, prefill backends).")
 ]
-MetaConcurrencyOpt = Annotated[int | None, typer.Option(help="Judgments in flight (default: the backend's).")]
-MetaSlotsOpt = Annotated[int, typer.Option(help="llamacpp: parallel model contexts.")]
 MetaMaxTokensOpt = Annotated[int, typer.Option(help="Token limit of a judgment (or of its reasoning).")]
 MetaSeedOpt = Annotated[int, typer.Option(help="Sampling seed (the evaluator decodes at temperature 0).")]
 MetaPromptsDirOpt = Annotated[Path | None, typer.Option(help="Folder overriding meta_system / meta_user.")]

@@ -1,5 +1,6 @@
 """The option groups of ``madrag score``, ``ablate`` and ``ablate-consensus`` (:mod:`madrag.cli.groups`): the
-essays and rubric, the backend, the scoring settings (generated from :class:`~madrag.settings.ScoringSettings`)
+essays and rubric, the backend (generated from the backends' options models: :mod:`madrag.cli.backend_options`),
+the scoring settings (generated from :class:`~madrag.settings.ScoringSettings`)
 and how the run is kept and executed. Each group but the settings builds the :class:`~madrag.pipeline.job.ScoreJob`
 fields it stands for.
 """
@@ -10,50 +11,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from madrag.cli.backend_options import backend_group
 from madrag.cli.groups import ImpliedValueCommand, group, model_group
 from madrag.cli.options import (
-    ApiKeyEnvOpt,
-    BaseUrlOpt,
     CacheDirOpt,
-    ConcurrencyOpt,
     DataFormatOpt,
     DataOpt,
     EmbedderOpt,
     EssayConcurrencyOpt,
     FailFastOpt,
-    FakeLatencyOpt,
     FoldOpt,
     IdsOpt,
     LimitOpt,
-    LogprobsOpt,
     MaxFailuresOpt,
-    ModelOpt,
-    ModelPathOpt,
     NoCacheOpt,
     PromptsDirOpt,
-    ProviderFlags,
-    ProviderOpt,
     RayOpt,
     RayWorkersOpt,
-    RetriesOpt,
-    RoleProviderOpt,
     RubricOpt,
-    RuntimeOpt,
-    SamplingParamsOpt,
     ScoreRunDirOpt,
-    SlotsOpt,
-    TimeoutOpt,
-    TokenParamOpt,
     choice,
     comma_list,
     failure_budget,
-    provider_spec,
 )
 from madrag.data.splits import EACH
 from madrag.distributed.options import LOCAL
 from madrag.errors import InputError
 from madrag.pipeline.job import default_cache_dir
-from madrag.providers.spec import parse_role_provider
 from madrag.retrieval.embedder import EMBEDDERS
 from madrag.settings import ScoringSettings
 
@@ -93,45 +77,6 @@ def source_options(
     }
 
 
-def backend_options(
-    provider: ProviderOpt = "llamacpp",
-    model: ModelOpt = None,
-    model_path: ModelPathOpt = None,
-    runtime: RuntimeOpt = "xllamacpp",
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = "OPENAI_API_KEY",
-    logprobs: LogprobsOpt = True,
-    token_param: TokenParamOpt = "auto",
-    sampling_params: SamplingParamsOpt = "auto",
-    role_provider: RoleProviderOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    slots: SlotsOpt = 2,
-    timeout: TimeoutOpt = 300.0,
-    retries: RetriesOpt = 4,
-    fake_latency: FakeLatencyOpt = 0.0,
-) -> JobFields:
-    """The job's backend (:func:`~madrag.cli.options.provider_spec`) and the per-role ones."""
-    flags = ProviderFlags(
-        provider=provider,
-        model=model,
-        model_path=model_path,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        timeout=timeout,
-        retries=retries,
-        slots=slots,
-        logprobs=logprobs,
-        fake_latency=fake_latency,
-        token_param=token_param,
-        sampling_params=sampling_params,
-        runtime=runtime,
-    )
-    spec = provider_spec(flags)
-    roles = dict(parse_role_provider(text, spec) for text in role_provider or [])
-    return {"provider": spec, "role_providers": roles}
-
-
 def run_options(
     run_dir: ScoreRunDirOpt = Path("runs/latest"),
     essay_concurrency: EssayConcurrencyOpt = None,
@@ -160,7 +105,7 @@ def run_options(
 
 
 SOURCE = group("source", source_options, "Essays and rubric")
-BACKEND = group("backend", backend_options, "Backend")
+BACKEND = backend_group("backend", "Backend", roles=True)
 SETTINGS = model_group("settings", ScoringSettings, "Scoring settings")
 RUN = group("run", run_options, "Run")
 

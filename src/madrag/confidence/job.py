@@ -8,6 +8,7 @@ evaluator, method or prompt refuses to mix its judgments into that store. The de
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from madrag.confidence.meta_eval import MetaMethod, MetaSummary, run_meta_evalua
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.pipeline.runner import provider_slots
-from madrag.providers.spec import ProviderSpec, managed, spec_identity
+from madrag.providers.spec import ProviderSpec, managed, spec_identity, upgrade_identity
 from madrag.records import AgentRecord
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -88,6 +89,14 @@ def debater_records(run_dir: Path, roles: list[str], limit: int | None = None) -
     return found
 
 
+def meta_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What of a meta-evaluation's configuration must match, as JSON: one recorded before the backends' options
+    models (its backend flat, with every kind's fields) is read in this release's shape."""
+    current = json.loads(json.dumps(config, sort_keys=True, default=str))
+    provider = current.get("provider")
+    return {**current, "provider": upgrade_identity(provider) if isinstance(provider, dict) else provider}
+
+
 def meta_config(job: MetaJob, source_run_id: str | None, prompts: PromptLibrary) -> dict[str, Any]:
     """What a resumed meta-evaluation must match."""
     texts = "\x00".join(prompts.text(n) for n in META_PROMPTS)
@@ -120,7 +129,7 @@ async def execute_meta(
     job.meta_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(job.meta_dir / "store.sqlite")
     try:
-        resumed = store.bind_config(meta_config(job, source_run_id, prompts))
+        resumed = store.bind_config(meta_config(job, source_run_id, prompts), meta_identity)
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
         store.set_meta("run_id", run_id)
         provider = managed(job.provider, job.cache_dir / "responses.sqlite" if job.cache_dir else None)

@@ -55,18 +55,18 @@ def worker_spec(spec: ProviderSpec, backend: ManagedProvider, workers: int) -> P
     """A worker's backend: an HTTP backend's concurrency (per endpoint, for several ``--base-url``) is shared
     by the workers, each getting its part, so the cluster as a whole keeps the limit; an embedded model is each
     worker's own."""
-    if spec.kind != "openai":
+    if not spec.traits.remote:
         return spec
-    endpoints = 1 + len(spec.extra_base_urls)
+    endpoints = spec.options.endpoints()
     per_endpoint = spec.concurrency or max(1, backend.max_concurrency // endpoints)
     return spec.model_copy(update={"concurrency": max(1, math.ceil(per_endpoint / workers))})
 
 
 def worker_slots(spec: ProviderSpec, backend: ManagedProvider) -> int:
     """Requests one worker keeps in flight with ``spec`` (a worker's spec, see :func:`worker_spec`)."""
-    if spec.kind != "openai" or spec.concurrency is None:
+    if not spec.traits.remote or spec.concurrency is None:
         return backend.max_concurrency
-    return spec.concurrency * (1 + len(spec.extra_base_urls))
+    return spec.concurrency * spec.options.endpoints()
 
 
 def driver_bank(ctx: CallContext) -> SourceBank | None:

@@ -3,6 +3,7 @@ and build them (:mod:`madrag.providers.spec`). This package re-exports the publi
 
 from __future__ import annotations
 
+from madrag.providers.backends import BackendOptions, BackendTraits, backend_kinds, option, register_backend
 from madrag.providers.base import (
     Capabilities,
     ChatRequest,
@@ -16,17 +17,11 @@ from madrag.providers.base import (
 from madrag.providers.cache import ResponseCache
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.providers.policy import ManagedProvider, RetryPolicy
-from madrag.providers.spec import (
-    ProviderSpec,
-    backend_kinds,
-    make_provider,
-    managed,
-    parse_role_provider,
-    register_backend,
-    spec_identity,
-)
+from madrag.providers.spec import ProviderSpec, make_provider, managed, parse_role_provider, spec_identity
 
 __all__ = [
+    "BackendOptions",
+    "BackendTraits",
     "Capabilities",
     "ChatRequest",
     "ChatResponse",
@@ -44,6 +39,7 @@ __all__ = [
     "backend_kinds",
     "make_provider",
     "managed",
+    "option",
     "parse_role_provider",
     "register_backend",
     "spec_identity",

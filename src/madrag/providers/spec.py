@@ -1,27 +1,36 @@
-"""Provider specs: how a run names its backend, the registry of backend kinds, and the factories that build a
-provider from a spec (bare with :func:`make_provider`, or with its call policy with :func:`managed`).
+"""Provider specs: how a run names its backend (``kind`` + ``model`` + the kind's ``options`` + the call
+settings every backend has), its identity as a run records it, and the factories that build a provider from a
+spec (bare with :func:`make_provider`, or with its call policy with :func:`managed`).
 
-A backend kind is a name in a small registry (:func:`register_backend`): its factory builds the provider from a
-:class:`ProviderSpec`, and its role parser reads the ``KIND[:MODEL][@BASE_URL]`` of ``--role-provider``. The
-built-in kinds are ``llamacpp`` (the embedded default), ``openai`` (any OpenAI-compatible endpoint) and ``fake``
-(scripted, for tests); the backend modules are imported only when a provider of their kind is built.
+The kinds and their options models are registered in :mod:`madrag.providers.backends` (madrag's own in
+:mod:`madrag.providers.builtin`). A spec is also accepted flat, as every release before the options model wrote
+it (``ProviderSpec(kind="openai", model="m", base_url=...)``, or a recorded identity): the fields of the kind's
+options go into ``options``, those of another kind are left out (that kind's backend never read them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, model_validator
 
 from madrag.errors import ConfigError
-from madrag.providers.adapt import ClientKind, SamplingParams, TokenParam
+from madrag.providers.backends import (
+    BackendOptions,
+    BackendTraits,
+    CallLimits,
+    backend_choices,
+    backends,
+    find_backend,
+    option,
+    option_meta,
+    own_options,
+)
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
-from madrag.providers.runtimes import LlamaRuntime
 
 
 class ProviderSpec(BaseModel):
@@ -29,42 +38,77 @@ class ProviderSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: str = "llamacpp"  # a registered backend kind (see register_backend)
-    model: str | None = None  # openai: the model name; llamacpp: ignored (see model_path)
-    model_path: str | None = None  # llamacpp: any GGUF; default: the embedded SmolLM2
-    base_url: str | None = None
-    # openai: more endpoints serving the same model (--base-url given again); calls are balanced over base_url
-    # and these, each endpoint with ``concurrency`` slots (madrag.providers.pool)
-    extra_base_urls: list[str] = Field(default_factory=list)
-    api_key_env: str = "OPENAI_API_KEY"
-    logprobs: bool = True  # openai: whether the server returns logprobs
-    # openai: how the token limit is sent, and whether temperature / top_p are (auto: adapt once to a refusal)
-    token_param: TokenParam = "auto"
-    sampling_params: SamplingParams = "auto"
-    # openai: the HTTP client (aiohttp: lean, the default; httpx: the same on httpx, about twice the client CPU per
-    # call; openai: the openai package, if installed); same requests and answers
-    client: ClientKind = "aiohttp"
-    concurrency: int | None = Field(default=None, ge=1)  # None: the backend's own
-    timeout_s: float = Field(default=300.0, gt=0)
-    retries: int = Field(default=4, ge=0)
-    n_ctx: int = 8192
-    # llamacpp: parallel model contexts (requests served at once; the CPU threads are split between them).
-    # 2 measured 1.42x the calls/s of 1 on 2 cores (bench/embedded_slots.py)
-    slots: int = Field(default=2, ge=1)
-    # llamacpp: the runtime (same engine; same greedy tokens, logprobs within ~1e-3; sampled texts differ)
-    runtime: LlamaRuntime = "xllamacpp"
-    fake_latency_s: float = 0.0  # fake: seconds per call (for tests of interrupted runs)
+    kind: str = option("llamacpp", "The backend (see register_backend).", flag="--provider")
+    model: str | None = option(None, "Model name (openai provider).")
+    options: SerializeAsAny[BackendOptions] = Field(default_factory=BackendOptions)
+    concurrency: int | None = option(None, "Parallel requests to the backend.", operational=True, ge=1)
+    timeout_s: float = option(
+        300.0, "Seconds per request before it is retried.", flag="--timeout", operational=True, gt=0
+    )
+    retries: int = option(4, "Retries on transient failures.", operational=True, ge=0)
 
-    @field_validator("kind")
+    @model_validator(mode="before")
     @classmethod
-    def _registered(cls, kind: str) -> str:
-        if kind not in _BACKENDS:
-            raise ValueError(f"unknown provider {kind!r}; choose {backend_choices()}")
-        return kind
+    def _nested(cls, data: Any) -> Any:
+        """The kind's options model from ``options`` and from the flat fields of older specs and records."""
+        if not isinstance(data, Mapping):
+            return data
+        kind = data.get("kind", "llamacpp")
+        try:
+            backend = find_backend(kind) if isinstance(kind, str) else None
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if backend is None:
+            return data
+        given = data.get("options")
+        values = given.model_dump() if isinstance(given, BaseModel) else dict(given or {})
+        flat = {k: v for k, v in data.items() if k not in cls.model_fields}
+        values.update(own_options(kind, flat))
+        common = {k: v for k, v in data.items() if k in cls.model_fields and k != "options"}
+        return {**common, "options": backend.options.model_validate(values)}
+
+    if not TYPE_CHECKING:  # for readers of older specs: an option read as a field (madrag's own read .options)
+
+        def __getattr__(self, name: str) -> Any:
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                options = self.__dict__.get("options")
+                if options is not None and name in type(options).model_fields:
+                    return getattr(options, name)
+                raise
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> ProviderSpec:
+        """A copy; an ``update`` of an option or of the kind is validated (:meth:`with_fields`)."""
+        if update and (set(update) - set(ProviderSpec.model_fields) or "kind" in update):
+            return self.with_fields(**update)
+        return super().model_copy(update=update, deep=deep)
+
+    @property
+    def traits(self) -> BackendTraits:
+        """What its backend is (remote, needs a key, gives valid grades...)."""
+        return find_backend(self.kind).traits
+
+    def flat(self) -> dict[str, Any]:
+        """The spec as one level of fields (the common ones and its options'), as older specs were written."""
+        return {**self.model_dump(exclude={"options"}), **self.options.model_dump()}
+
+    def with_fields(self, **fields: Any) -> ProviderSpec:
+        """The spec with ``fields`` changed (common or options fields; a new ``kind`` keeps only what it reads)."""
+        return ProviderSpec.model_validate({**self.flat(), **fields})
+
+    def limits(self) -> CallLimits:
+        return CallLimits(concurrency=self.concurrency, timeout_s=self.timeout_s)
+
+
+def operational_fields(spec: ProviderSpec) -> frozenset[str]:
+    """The fields of ``spec`` that change how calls are made, not what its backend answers."""
+    fields = {**ProviderSpec.model_fields, **type(spec.options).model_fields}
+    return frozenset(n for n, f in fields.items() if option_meta(f)["operational"])
 
 
 OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots", "extra_base_urls", "client"})
-"""Spec fields that change how calls are made, not what a backend answers (a resumed run may change them)."""
+"""The built-in backends' :func:`operational_fields` (a resumed run may change them)."""
 
 
 ADDED_LATER: dict[str, Any] = {"token_param": "auto", "sampling_params": "auto", "runtime": "llama-cpp-python"}
@@ -72,20 +116,36 @@ ADDED_LATER: dict[str, Any] = {"token_param": "auto", "sampling_params": "auto",
 runtime: llama-cpp-python, the only one then; no longer the default): part of a run's identity only when set
 otherwise, so that a run recorded before them still resumes with that value, and only with it."""
 
-KIND_FIELDS = {"runtime": "llamacpp"}
-"""Spec fields that only one backend kind reads: part of the identity of that kind's specs only."""
-
 
 def spec_identity(spec: ProviderSpec) -> dict[str, object]:
-    """The settings that change what a backend answers (a resumed run must match them)."""
-    identity = spec.model_dump(mode="json", exclude=set(OPERATIONAL))
-    for name, kind in KIND_FIELDS.items():
-        if spec.kind != kind:
-            del identity[name]
+    """The settings that change what a backend answers (a resumed run must match them): the kind, the model and
+    its kind's options, flat."""
+    identity = {k: v for k, v in spec_fields(spec).items() if k not in operational_fields(spec)}
     for name, default in ADDED_LATER.items():
         if identity.get(name) == default:
             del identity[name]
     return identity
+
+
+def spec_fields(spec: ProviderSpec) -> dict[str, object]:
+    """Every setting of ``spec``, flat, as JSON values (what :func:`spec_identity` chooses from)."""
+    return {**spec.model_dump(mode="json", exclude={"options"}), **spec.options.model_dump(mode="json")}
+
+
+def upgrade_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded identity in the shape of this release's: a record made before the options models held every
+    kind's fields (``model_path``, ``base_url``, ``api_key_env``, ``logprobs``, ``n_ctx`` for a fake backend too),
+    which only the kind's own were ever read from; they are left out. A record of an unknown kind is kept."""
+    kind = stored.get("kind")
+    try:
+        backend = find_backend(kind) if isinstance(kind, str) else None
+    except ConfigError:
+        backend = None
+    if backend is None:
+        return dict(stored)
+    known = {*ProviderSpec.model_fields, *(f for b in backends() for f in b.option_fields())}
+    keep = {*ProviderSpec.model_fields, *backend.option_fields()}
+    return {k: v for k, v in stored.items() if k in keep or k not in known}
 
 
 def spec_from_identity(stored: Mapping[str, Any]) -> ProviderSpec:
@@ -95,53 +155,16 @@ def spec_from_identity(stored: Mapping[str, Any]) -> ProviderSpec:
     return ProviderSpec.model_validate({**ADDED_LATER, **stored})
 
 
-ProviderFactory = Callable[[ProviderSpec], Provider]
-"""Builds a provider from a spec; raises :class:`ConfigError` for a spec its backend cannot serve."""
-
-RoleFields = Callable[[str, str, str, ProviderSpec], dict[str, object]]
-"""``(role, model, base_url, base) -> spec fields`` for ``--role-provider ROLE=KIND[:MODEL][@BASE_URL]`` (model and
-base_url are "" when not given); raises :class:`ConfigError` for text its backend cannot use."""
-
-
-@dataclass(frozen=True)
-class Backend:
-    """A registered backend kind: how to build its provider and how to read its ``--role-provider`` text."""
-
-    build: ProviderFactory
-    role_fields: RoleFields
-
-
-_BACKENDS: dict[str, Backend] = {}
-
-
-def register_backend(kind: str, build: ProviderFactory, role_fields: RoleFields | None = None) -> None:
-    """Make ``kind`` a backend a :class:`ProviderSpec` can name. ``role_fields`` defaults to taking nothing from
-    the role text (beyond the kind). Registering a kind again replaces it."""
-    _BACKENDS[kind] = Backend(build=build, role_fields=role_fields or _no_role_fields)
-
-
-def backend_kinds() -> tuple[str, ...]:
-    """The registered backend kinds, in registration order."""
-    return tuple(_BACKENDS)
-
-
-def backend_choices() -> str:
-    """The registered kinds as prose: ``llamacpp, openai or fake``."""
-    kinds = backend_kinds()
-    return kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
-
-
 def make_provider(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:
     """The bare provider ``spec`` describes (no retries, concurrency limit or cache: see :func:`managed`).
-    ``api_key``: an openai backend's key given in memory (the web server's), instead of ``spec.api_key_env``."""
-    backend = _BACKENDS.get(spec.kind)
-    if backend is None:  # only for a spec built without validation (model_construct)
-        raise ConfigError(f"unknown provider {spec.kind!r}; choose {backend_choices()}")
-    if api_key is not None:
-        if spec.kind != "openai":
-            raise ConfigError(f"only an openai backend takes an API key, not {spec.kind!r}")
-        return _openai(spec, api_key)
-    return backend.build(spec)
+    ``api_key``: the key of a backend that takes one, given in memory (the web server's), instead of its
+    environment variable."""
+    backend = find_backend(spec.kind)
+    if api_key is not None and not backend.traits.needs_key:
+        raise ConfigError(f"the {spec.kind} backend takes no API key")
+    if not isinstance(spec.options, backend.options):  # only for a spec built without validation
+        raise ConfigError(f"the {spec.kind} backend's options are not {type(spec.options).__name__}")
+    return backend.build(spec.model, spec.options, spec.limits(), api_key)
 
 
 def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
@@ -150,7 +173,7 @@ def managed(spec: ProviderSpec, cache_path: Path | None) -> ManagedProvider:
         provider=make_provider(spec),
         policy=RetryPolicy(retries=spec.retries, timeout_s=spec.timeout_s),
         cache=ResponseCache(cache_path) if cache_path is not None else None,
-        concurrency=None if spec.extra_base_urls else spec.concurrency,  # a pool's is per endpoint
+        concurrency=None if spec.options.endpoints() > 1 else spec.concurrency,  # a pool's is per endpoint
     )
 
 
@@ -158,10 +181,13 @@ ROUTABLE_ROLES = ("single", "strict", "lenient", "neutral_a", "neutral_b")
 """Roles whose calls can go to their own backend (``--role-provider``): the judges of the consensus paper."""
 
 
-def parse_role_provider(text: str, base: ProviderSpec) -> tuple[str, ProviderSpec]:
+def parse_role_provider(
+    text: str, base: ProviderSpec, given: Mapping[str, Any] | None = None
+) -> tuple[str, ProviderSpec]:
     """``ROLE=KIND[:MODEL][@BASE_URL]`` -> (role, spec): e.g. ``lenient=openai:gemma-3-4b@http://host:8000/v1``,
-    ``strict=llamacpp:/models/big.gguf``, ``lenient=llamacpp`` (the embedded model). Operational settings
-    (timeout, retries, concurrency, slots) and the API key variable come from ``base``."""
+    ``strict=llamacpp:/models/big.gguf``, ``lenient=llamacpp`` (the embedded model). The call settings (timeout,
+    retries, concurrency) come from ``base``, the kind's other options from ``given`` (the options a command was
+    given, flat), else ``base``'s, else their defaults."""
     role, sep, rest = text.partition("=")
     role = role.strip()
     if not sep or not rest.strip():
@@ -170,69 +196,10 @@ def parse_role_provider(text: str, base: ProviderSpec) -> tuple[str, ProviderSpe
         raise ConfigError(f"--role-provider: role must be one of {', '.join(ROUTABLE_ROLES)}; got {role!r}")
     head, _, url = rest.strip().partition("@")
     kind, _, model = head.partition(":")
-    backend = _BACKENDS.get(kind)
-    if backend is None:
-        raise ConfigError(f"--role-provider: backend must be {backend_choices()}; got {kind!r}")
-    update: dict[str, object] = {"kind": kind, "model": None, "model_path": None, "base_url": None}
-    update.update(backend.role_fields(role, model, url, base))
-    return role, base.model_copy(update=update)
-
-
-# -- the built-in backends --------------------------------------------------------------------------------------
-
-
-def _no_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
-    return {}
-
-
-def _llamacpp(spec: ProviderSpec) -> Provider:
-    from madrag.providers.llamacpp import LlamaCppProvider
-
-    return LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, slots=spec.slots, runtime=spec.runtime)
-
-
-def _llamacpp_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
-    return {"model_path": model or None}
-
-
-def _openai(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:
-    from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
-
-    if not spec.model:
-        raise ConfigError("the openai provider needs --model (the model name the server serves)")
-    model = spec.model
-    endpoints = [
-        OpenAICompatProvider(
-            model=model,
-            base_url=url,
-            api_key_env=spec.api_key_env,
-            timeout_s=spec.timeout_s,
-            max_concurrency=spec.concurrency or 8,
-            supports_logprobs=spec.logprobs,
-            shape=RequestShape(token_param=spec.token_param, sampling_params=spec.sampling_params, client=spec.client),
-            api_key=api_key,
-        )
-        for url in [spec.base_url, *spec.extra_base_urls]
-    ]
-    if len(endpoints) == 1:
-        return endpoints[0]
-    from madrag.providers.pool import EndpointPool
-
-    return EndpointPool(endpoints)
-
-
-def _openai_role_fields(role: str, model: str, base_url: str, base: ProviderSpec) -> dict[str, object]:
-    if not model:
-        raise ConfigError(f"--role-provider {role}: an openai backend needs a model name (openai:MODEL)")
-    return {"model": model, "base_url": base_url or base.base_url}
-
-
-def _fake(spec: ProviderSpec) -> Provider:
-    from madrag.providers.fake import FakeProvider
-
-    return FakeProvider(latency_s=spec.fake_latency_s)
-
-
-register_backend("llamacpp", _llamacpp, _llamacpp_role_fields)
-register_backend("openai", _openai, _openai_role_fields)
-register_backend("fake", _fake)
+    try:
+        backend = find_backend(kind)
+    except ConfigError:
+        raise ConfigError(f"--role-provider: backend must be {backend_choices()}; got {kind!r}") from None
+    fields = {**base.flat(), **(given or {}), "kind": kind, "model": None}
+    fields.update(backend.role_fields(role, model, url))
+    return role, ProviderSpec.model_validate(fields)

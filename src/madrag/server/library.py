@@ -307,8 +307,8 @@ def provider_spec(
 
 def backend_identity(spec: ProviderSpec) -> dict[str, object]:
     """What makes two backend instances the same: the library's identity of a spec (what the backend answers),
-    and the settings an instance is built with (the embedded model's slots, the fake's delay)."""
-    return {**spec_identity(spec), "slots": spec.slots, "fake_latency_s": spec.fake_latency_s}
+    and the settings an instance is built with (its kind's options: the embedded model's slots, the fake's delay)."""
+    return {**spec_identity(spec), **spec.options.model_dump(mode="json")}
 
 
 def make_backend(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from madrag.errors import MadragError
+from madrag.providers.backends import find_backend
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.catalog import Catalog
@@ -154,7 +155,7 @@ def create_run(
     kind: RunKind = "run",
 ) -> RunMeta:
     """Start the run (or the sample of a dry run) on checked inputs."""
-    if req.backend.kind == "openai" and not req.backend.model:
+    if find_backend(req.backend.kind).traits.needs_model and not req.backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
     shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
     if pool == "asap" and shipped is None:
@@ -187,8 +188,8 @@ def create_run(
 async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
     """Send the test request to an OpenAI-compatible backend (an invalid request for another kind or without a
     model)."""
-    if backend.kind != "openai":
-        raise InvalidRequest("only an OpenAI-compatible backend (kind 'openai') is tested", "kind")
+    if not find_backend(backend.kind).traits.connection_test:
+        raise InvalidRequest(f"only a model server is tested, not the {backend.kind} backend", "kind")
     if not backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
     return await probe(backend.model, backend.base_url, state.config.api_key_env, backend.api_key)

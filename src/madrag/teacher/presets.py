@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from madrag.providers.backends import backends
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -46,12 +48,19 @@ def apply(backend: dict[str, Any], name: str) -> dict[str, Any]:
     if preset is None:
         return backend
     out = {k: v for k, v in backend.items() if k != "logprobs"}
-    return {**out, "kind": "openai", "base_url": preset.base_url, "model": preset.model}
+    return {**out, "kind": PRESET_KIND, "base_url": preset.base_url, "model": preset.model}
 
 
-TRY_ONLY: dict[str, str] = {
-    "llamacpp": "The tiny embedded model (offline, no key): it shows the pipeline working, its scores are not grades",
-    "fake": "The fake backend (canned answers, to try the app): its scores are not grades",
-}
-"""Backends offered only to try the pipeline: never chosen for the teacher, and their runs say they are not
-grades (:mod:`madrag.teacher.scored_by`)."""
+PRESET_KIND = "openai"
+"""The backend every preset is a server of (an OpenAI-compatible one)."""
+
+
+def server_kinds() -> dict[str, str]:
+    """The backends that are model servers (the teacher's choice), each with its words."""
+    return {b.kind: b.traits.offer or b.traits.label for b in backends() if b.traits.remote}
+
+
+def try_only() -> dict[str, str]:
+    """Backends offered only to try the pipeline (their scores are not grades), each with its words: never
+    chosen for the teacher, and their runs say they are not grades (:mod:`madrag.teacher.scored_by`)."""
+    return {b.kind: b.traits.offer or b.traits.label for b in backends() if not b.traits.valid_grades}

@@ -9,10 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-NOT_VALID = {
-    "fake": "is for trying the app out",
-    "llamacpp": "is a small offline model for trying madrag out",
-}
+from madrag.providers.backends import traits_of
 
 
 def _fields(backend: Mapping[str, Any] | BaseModel | None) -> Mapping[str, Any]:
@@ -28,15 +25,14 @@ def scored_by(backend: Mapping[str, Any] | BaseModel | None) -> str:
     if not backend:
         return "unknown backend"
     kind, model = backend.get("kind"), backend.get("model")
-    if kind == "fake":
-        return "fake backend (canned answers)"
-    if kind == "llamacpp":
-        return "embedded model" + (f" ({model})" if model else "")
+    traits = traits_of(kind)
+    if traits is not None and not traits.remote:
+        return (traits.named or f"{kind} backend") + (f" ({model})" if model else "")
     where = backend.get("base_url") or "the OpenAI API"
     return f"{model or 'unnamed model'} at {where}"
 
 
 def warning(backend: Mapping[str, Any] | BaseModel | None) -> str | None:
     """Why a run's scores are not valid grades (what its backend is), or None when a real model scored them."""
-    backend = _fields(backend)
-    return None if not backend else NOT_VALID.get(str(backend.get("kind")))
+    traits = traits_of(_fields(backend).get("kind"))
+    return None if traits is None or traits.valid_grades else traits.not_grades or "does not give valid grades"

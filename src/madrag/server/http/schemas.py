@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from madrag.settings import ScoringSettings
 
 PoolChoice = Literal["auto", "none", "folds", "same", "asap"]
-BackendKind = Literal["llamacpp", "openai", "fake"]
+
+
+def _registered_kind(kind: str) -> str:
+    from madrag.errors import ConfigError
+    from madrag.providers.backends import find_backend  # a plugin's kind too
+
+    try:
+        find_backend(kind)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None  # a 422 naming the kinds
+    return kind
+
+
+BackendKind = Annotated[str, AfterValidator(_registered_kind)]
 RunKind = Literal["run", "estimate", "single"]
 RunStatus = Literal["queued", "running", "finished", "failed", "cancelled", "interrupted"]
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -75,6 +88,18 @@ class BackendSettings(TextRequest):
     max_tokens: int | None = Field(default=None, ge=16, le=4096)
     fake_latency_s: float = Field(default=0.0, ge=0.0, le=10.0)
     logprobs: bool | None = None
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=20)
+
+    @model_validator(mode="after")
+    def _web_options(self) -> BackendSettings:
+        """``options``: only those of the kind's options its backend offers the web app, each valid."""
+        from madrag.providers.backends import find_backend, web_options
+
+        offered = web_options(self.kind)
+        if refused := sorted(set(self.options) - set(offered)):
+            raise ValueError(f"the {self.kind} backend offers no option {', '.join(refused)} here")
+        find_backend(self.kind).options.model_validate(self.options)
+        return self
 
     @field_validator("base_url")
     @classmethod

@@ -11,6 +11,8 @@ from fastapi.responses import Response
 from pydantic import SecretStr, ValidationError
 
 from madrag.errors import MadragError
+from madrag.providers.backends import web_options
+from madrag.providers.spec import ProviderSpec
 from madrag.rubric import Rubric
 from madrag.server import library, service
 from madrag.server.drafts import Draft
@@ -57,8 +59,20 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         probe=draft.probe,
         presets=presets.PRESETS,
         teacher_protocols=plain_words.TEACHER_PROTOCOLS,
-        try_kinds=presets.TRY_ONLY,
+        server_kinds=presets.server_kinds(),
+        try_kinds=presets.try_only(),
+        tiny_kinds={k for k in presets.try_only() if ProviderSpec(kind=k).options.tiny_default()},
+        try_fields={k: set(ProviderSpec(kind=k).options.model_dump()) for k in presets.try_only()},
+        kind_options={k: _web_fields(k) for k in [*presets.server_kinds(), *presets.try_only()]},
     )
+
+
+def _web_fields(kind: str) -> dict[str, str]:
+    """The options the kind's backend offers the web form, with their help (none for an unknown kind)."""
+    try:
+        return {n: f.description or n for n, f in web_options(kind).items()}
+    except MadragError:
+        return {}
 
 
 def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
@@ -66,7 +80,7 @@ def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
     kind = str(form.get("kind") or "")
     if not kind and kind_needed:
         raise ApiError(400, CHOOSE_A_MODEL, "kind")
-    raw: dict[str, Any] = {"kind": kind or "openai"}
+    raw: dict[str, Any] = {"kind": kind or presets.PRESET_KIND}
     for name in ("model", "base_url"):
         if value := str(form.get(name) or "").strip():
             raw[name] = value
@@ -76,6 +90,9 @@ def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
                 raw[name] = cast(value)
             except ValueError:
                 raise ApiError(400, "must be a number", name) from None
+    options = {n: v for n in _web_fields(kind) if (v := str(form.get(f"option-{kind}-{n}") or "").strip())}
+    if options:
+        raw["options"] = options  # checked by the kind's options model (BackendSettings)
     logprobs = {"yes": True, "no": False}.get(str(form.get("logprobs") or "auto"))
     if logprobs is not None:
         raw["logprobs"] = logprobs

@@ -78,7 +78,7 @@ class BackendPool:
             found = self._backends.get(key)
             if found is None:
                 inner = library.make_backend(spec) if api_key is None else library.make_backend(spec, api_key)
-                limit = inner.max_concurrency if spec.kind == "llamacpp" else self.limit
+                limit = inner.max_concurrency if spec.options.own_capacity() else self.limit
                 found = SharedBackend(inner, limit)
                 self._backends[key] = found
             return found

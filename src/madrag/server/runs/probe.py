@@ -117,7 +117,7 @@ async def probe(
 def needs_probe(backend: RunBackend) -> bool:
     """Whether a run's backend is an OpenAI-compatible server whose logprobs were never tested (a run recorded
     before the setting existed ran with them: see :class:`~madrag.server.runs.repo.RunBackend`)."""
-    return backend.kind == "openai" and backend.logprobs is None
+    return backend.traits is not None and backend.traits.connection_test and backend.logprobs is None
 
 
 async def settle(backend: RunBackend, key_env: str, api_key: SecretStr | None = None) -> RunBackend:

@@ -18,14 +18,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from madrag.providers.backends import BackendTraits, traits_of
+from madrag.providers.spec import ProviderSpec
 from madrag.server.http.faults import NotFound
 from madrag.server.http.refusals import RefusedFields
-from madrag.server.http.schemas import BackendKind, BackendSettings, RunKind, RunStatus
+from madrag.server.http.schemas import BackendSettings, RunKind, RunStatus
 
 log = logging.getLogger("madrag.server")
 _RUN_ID = re.compile(r"^[a-z0-9]{6,40}$")
 ACTIVE: tuple[RunStatus, ...] = ("queued", "running")
 KeySource = Literal["none", "memory", "server-env"]
+
+
+def _tested(kind: object) -> bool:
+    traits = traits_of(kind)
+    return traits is not None and traits.connection_test
 
 
 class RunBackend(BaseModel):
@@ -35,13 +42,14 @@ class RunBackend(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    kind: BackendKind = "llamacpp"
+    kind: str = "llamacpp"  # as recorded: a run of a plugin's backend lists after the plugin is gone
     model: str | None = None
     base_url: str | None = None
     concurrency: int | None = None
     max_tokens: int | None = 400  # None: not given (the run's settings hold its token limits)
     fake_latency_s: float = 0.0
     logprobs: bool | None = None
+    options: dict[str, Any] = Field(default_factory=dict)  # the kind's options the web form offers
     key_source: KeySource | None = None
     tested: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
@@ -49,9 +57,19 @@ class RunBackend(BaseModel):
     @classmethod
     def _recorded_before_logprobs(cls, data: Any) -> Any:
         """A run recorded before the ``logprobs`` setting existed ran with them."""
-        if isinstance(data, dict) and "logprobs" not in data and data.get("kind") == "openai":
+        if isinstance(data, dict) and "logprobs" not in data and _tested(data.get("kind")):
             return {**data, "logprobs": True}
         return data
+
+    @property
+    def traits(self) -> BackendTraits | None:
+        """What its backend is (remote, needs a key, gives valid grades...); None for a kind not registered."""
+        return traits_of(self.kind)
+
+    @property
+    def tiny(self) -> bool:
+        """Whether it is the tiny model shipped to try madrag out (its scores are not valid)."""
+        return self.traits is not None and ProviderSpec(kind=self.kind).options.tiny_default()
 
     @classmethod
     def of(cls, backend: BackendSettings, key_source: KeySource) -> RunBackend:

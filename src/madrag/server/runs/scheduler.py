@@ -26,6 +26,7 @@ from madrag.data.essay import Essay
 from madrag.errors import MadragError
 from madrag.pipeline.job import ScoreJob
 from madrag.providers import ProviderSpec
+from madrag.providers.backends import find_backend, own_options
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.config import ServerConfig
@@ -196,7 +197,7 @@ class RunManager:
 
     def _hold_key(self, run_id: str, backend: BackendSettings) -> tuple[str | None, KeySource]:
         """(the name the run's key is under, where it comes from): a typed key goes into the key store."""
-        if backend.kind != "openai":
+        if not find_backend(backend.kind).traits.needs_key:
             return None, "none"
         if backend.api_key is not None and backend.api_key.get_secret_value():
             name = key_name(run_id)
@@ -206,17 +207,15 @@ class RunManager:
 
     def _spec(self, meta: RunMeta) -> ProviderSpec:
         """The library's description of the run's backend (the name of its key, never the key)."""
-        b = meta.backend
-        extra: dict[str, object] = {"slots": self.config.slots}
-        if b.kind == "llamacpp":
-            extra["runtime"] = self.config.runtime
-            if self.config.model_path:
-                extra["model_path"] = self.config.model_path
-        if b.kind == "fake":
-            extra["fake_latency_s"] = b.fake_latency_s
-        if b.kind == "openai":
-            extra["logprobs"] = b.logprobs is not False
-        key_env = meta.key_env or self.config.api_key_env
+        b, c = meta.backend, self.config
+        offered: dict[str, object] = {
+            "slots": c.slots,
+            "runtime": c.runtime,
+            "model_path": c.model_path or None,
+        }  # the server's
+        offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False, **b.options}  # the run's
+        extra = own_options(b.kind, offered)  # those its kind reads
+        key_env = meta.key_env or c.api_key_env
         return library.provider_spec(b.kind, b.model, b.base_url, key_env, b.concurrency, **extra)
 
     def job(self, meta: RunMeta) -> ScoreJob:
