@@ -1,4 +1,4 @@
-"""A consensus run's measured figures beside the consensus paper's reported ones: ``madrag paper eval-consensus --paper``.
+"""A consensus run's figures beside the consensus paper's reported ones: ``madrag paper eval-consensus --paper``.
 
 The paper's task is read from the run's traits (content, organization, expression: "Korean Essay"; coherence,
 consistency, fluency, relevance: "SummEval"); a run of other traits is compared with neither, and the paper's
