@@ -15,6 +15,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from tests.helpers import needs_ray
 
 import madrag
 from madrag.providers import BackendOptions, BackendTraits, option, register_backend
-from madrag.providers.backends import CallLimits
+from madrag.providers.backends import CallLimits, unregister_backend
 from madrag.providers.fake import FakeProvider
 
 TOY = "toy"
@@ -42,7 +43,21 @@ def build_toy(model: str | None, options: ToyOptions, limits: CallLimits, key: S
     return FakeProvider(model_name=f"{model or 'toy'}-{options.toy_flavour}", concurrency=limits.concurrency or 4)
 
 
-register_backend(TOY, ToyOptions, build_toy, BackendTraits(label="a toy", valid_grades=False, not_grades="is a toy"))
+def register_toy() -> None:
+    traits = BackendTraits(label="a toy", valid_grades=False, not_grades="is a toy")
+    register_backend(TOY, ToyOptions, build_toy, traits)
+
+
+if __name__ in os.environ.get("MADRAG_PLUGINS", "").split(","):  # loaded as madrag's plugin: the CLI, Ray workers
+    register_toy()
+
+
+@pytest.fixture(autouse=True)
+def toy_registered() -> Iterator[None]:
+    """In the tests' own process the toy is a backend for this file's tests only: the other files see madrag's."""
+    register_toy()
+    yield
+    unregister_backend(TOY)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------

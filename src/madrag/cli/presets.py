@@ -36,7 +36,10 @@ PRESETS: dict[str, Preset] = {
         tuple(f"MADRAG[{v}]" for v in TRANSCRIPT_VARIANTS),
         "the MADRAG paper's transcript configurations, Tables 7 and 8",
     ),
-    "consensus-ablation": Preset(tuple(CONSENSUS_ABLATION), "the consensus paper's judges, Tables 1-3, 8 and 9"),
+    "consensus-ablation": Preset(
+        tuple(CONSENSUS_ABLATION),
+        "the consensus paper's judges, Tables 1-3, 8 and 9; its MAD judges run 4 rounds, -p NAME[rounds=N] others",
+    ),
     "training-free": Preset(("MADRAG", *TRAINING_FREE), "MADRAG beside the other training-free scorers"),
 }
 """Every preset, in the order ``--help`` lists them."""

@@ -178,6 +178,11 @@ def register_backend(
     _BACKENDS[kind] = Backend(kind, options, build, traits, role_fields or _model_role_fields)
 
 
+def unregister_backend(kind: str) -> None:
+    """Forget ``kind`` (a test's own backend, registered for its tests only); nothing if it is not registered."""
+    _BACKENDS.pop(kind, None)
+
+
 def _plugins() -> list[tuple[str, str]]:
     wanted = [(p.value.split(":")[0], f"entry point {p.name!r} of {ENTRY_POINT_GROUP}") for p in _entry_points()]
     return wanted + [(m, f"${PLUGINS_ENV}") for m in re.split(r"[,\s]+", os.environ.get(PLUGINS_ENV, "")) if m]
