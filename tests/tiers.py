@@ -1,0 +1,65 @@
+"""The test tiers (docs/development.md, "Tests"): the folder a test file is in gives its tier, and this module the
+tests that are ``slow`` and the groups that pytest-xdist must keep on one worker.
+
+- ``tests/unit/<package>/``: one part of ``src/madrag/<package>/`` in this process, on fakes (no subprocess, no real
+  model, server, browser or vector store); ``core`` holds madrag's top-level modules, ``project`` the repository's
+  own rules.
+- ``tests/e2e/<area>/``: a front door end to end on the fake backend: the CLI (often in its own process), the Python
+  API, the web app (in process, or in Chromium for ``browser``), the documentation's commands.
+- ``tests/integration/<package>/``: real parts (MiniLM, Chroma, llama.cpp, llama.cpp's server, Ray).
+
+A test in a ``unit`` or ``e2e`` file that needs a real part carries its own ``integration`` mark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "e2e", "integration")
+
+# tests over ~15 s, by "file stem::test name", with what took the time (seconds measured with --durations, -n 2, on
+# the 2-core machine at a load average of 7: about 3x a quiet machine's); the default run leaves them out, .ci/run
+# runs them
+SLOW: dict[str, str] = {
+    "test_fold_each::test_fold_each_reproduces_table2_sizes_without_leaking_a_fold": "every essay of a set, 5 folds: "
+    "176 s (set 8) and 127 s (set 7)",
+    "test_xllama_runtime::test_the_gguf_header_reads_as_the_gguf_package_reads_it": "the gguf package reads the "
+    "model file's header: 40 s",
+    "test_memory_bounded::test_thousand_essays_bounded_rss_and_no_lost_record": "a thousand essays: 25 s",
+    "test_paper_figures::test_eval_paper_prints_table_1_beside_the_measured": "eval --paper on a full run: 25 s",
+}
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier of the test file at ``path``: the first folder under tests/ (None for a file outside the tiers)."""
+    try:
+        first = path.resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return None
+    return first if first in TIERS else None
+
+
+def group_of(path: Path, integration: bool) -> str | None:
+    """The ``xdist_group`` of a test: one worker runs every test that uses a real part (they share the model
+    cache, the CPU llama.cpp's threads fill, and Ray's local instance) and another every test that drives Chromium
+    (the browser and the accessibility checks); the rest spread over the workers."""
+    if integration:
+        return "integration"
+    if "browser" in path.resolve().relative_to(TESTS).parts[:2]:
+        return "browser"
+    return None
+
+
+def marks_of(path: Path, name: str, integration: bool) -> list[pytest.MarkDecorator]:
+    """The marks a test gets from its place: its tier, ``slow`` when it is in ``SLOW``, its ``xdist_group``."""
+    tier = tier_of(path)
+    marks = [getattr(pytest.mark, tier)] if tier else []
+    if f"{path.stem}::{name}" in SLOW:
+        marks.append(pytest.mark.slow)
+    group = group_of(path, integration or tier == "integration")
+    if group:
+        marks.append(pytest.mark.xdist_group(group))
+    return marks
