@@ -1,6 +1,6 @@
 """Shared fixtures (the ASAP data shipped with the package, its rubrics and essays) and the tiers' markers: each
-test gets its folder's tier (``unit``, ``e2e``, ``integration``), ``slow`` when it is one of ``SLOW``, and an
-``xdist_group`` when it must not run beside another of its kind (docs/development.md, "Tests")."""
+test gets its folder's tier (``unit``, ``e2e``, ``integration``), ``slow`` when it is one of ``SLOW``, and
+``serial`` when it must not run beside another test (docs/development.md, "Tests")."""
 
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ def essays8(asap: Path, rubric8: Rubric) -> list[Essay]:
     return load_asap(asap / "training_set_rel3_sets7_8.tsv", rubric8)
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects and before pytest-xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier, ``slow`` and its ``xdist_group`` (tests/tiers.py)."""
+    """Mark each test with its tier, ``slow`` and ``serial`` (tests/tiers.py)."""
     for item in items:
         integration = item.get_closest_marker("integration") is not None
         for mark in marks_of(item.path, getattr(item, "originalname", item.name), integration):

@@ -1,5 +1,5 @@
 """The test tiers (docs/development.md, "Tests"): the folder a test file is in gives its tier, and this module the
-tests that are ``slow`` and the groups that pytest-xdist must keep on one worker.
+tests that are ``slow`` and those that must run alone (``serial``).
 
 - ``tests/unit/<package>/``: one part of ``src/madrag/<package>/`` in this process, on fakes (no subprocess, no real
   model, server, browser or vector store); ``core`` holds madrag's top-level modules, ``project`` the repository's
@@ -42,24 +42,21 @@ def tier_of(path: Path) -> str | None:
     return first if first in TIERS else None
 
 
-def group_of(path: Path, integration: bool) -> str | None:
-    """The ``xdist_group`` of a test: one worker runs every test that uses a real part (they share the model
-    cache, the CPU llama.cpp's threads fill, and Ray's local instance) and another every test that drives Chromium
-    (the browser and the accessibility checks); the rest spread over the workers."""
-    if integration:
-        return "integration"
-    if "browser" in path.resolve().relative_to(TESTS).parts[:2]:
-        return "browser"
-    return None
+def is_serial(path: Path, integration: bool) -> bool:
+    """Whether a test must run alone, never beside another (``.ci/run`` runs these after the rest, in one process):
+    every test that uses a real part (they share the model cache, fill the cores with llama.cpp's threads and start
+    Ray) and every test that drives Chromium (the browser and the accessibility checks). pytest-xdist's
+    ``--dist loadgroup`` would keep them on one worker, but pytest-xdist 3.8 marks the group in a field pytest 9.2
+    no longer reads (``item._nodeid``), so the groups spread over the workers all the same."""
+    return integration or "browser" in path.resolve().relative_to(TESTS).parts[:2]
 
 
 def marks_of(path: Path, name: str, integration: bool) -> list[pytest.MarkDecorator]:
-    """The marks a test gets from its place: its tier, ``slow`` when it is in ``SLOW``, its ``xdist_group``."""
+    """The marks a test gets from its place: its tier, ``slow`` when it is in ``SLOW``, ``serial`` (is_serial)."""
     tier = tier_of(path)
     marks = [getattr(pytest.mark, tier)] if tier else []
     if f"{path.stem}::{name}" in SLOW:
         marks.append(pytest.mark.slow)
-    group = group_of(path, integration or tier == "integration")
-    if group:
-        marks.append(pytest.mark.xdist_group(group))
+    if is_serial(path, integration or tier == "integration"):
+        marks.append(pytest.mark.serial)
     return marks

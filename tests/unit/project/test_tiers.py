@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tests.tiers import SLOW, TESTS, TIERS, group_of, marks_of, tier_of
+from tests.tiers import SLOW, TESTS, TIERS, is_serial, marks_of, tier_of
 
 REPO = TESTS.parent
 PACKAGES = {p.name for p in (REPO / "src" / "madrag").iterdir() if p.is_dir() and p.name != "__pycache__"}
@@ -46,9 +46,11 @@ def test_each_slow_entry_names_a_test_that_exists() -> None:
 def test_marks_follow_the_folder_and_the_slow_list() -> None:
     unit = TESTS / "unit" / "core" / "test_store.py"
     assert [m.name for m in marks_of(unit, "test_x", integration=False)] == ["unit"]
-    assert group_of(TESTS / "e2e" / "browser" / "test_server_browser.py", integration=False) == "browser"
+    assert is_serial(TESTS / "e2e" / "browser" / "test_server_browser.py", integration=False)
+    assert not is_serial(TESTS / "e2e" / "cli" / "test_cli.py", integration=False)
+    assert is_serial(TESTS / "e2e" / "cli" / "test_cli.py", integration=True)
     real = marks_of(TESTS / "integration" / "providers" / "test_llama_server.py", "test_x", integration=False)
-    assert [(m.name, m.args) for m in real] == [("integration", ()), ("xdist_group", ("integration",))]
+    assert [m.name for m in real] == ["integration", "serial"]
     if SLOW:
         stem, name = next(iter(SLOW)).split("::")
         path = next(TESTS.rglob(f"{stem}.py"))
@@ -60,10 +62,13 @@ def test_the_default_run_is_the_fast_tier_and_ci_runs_every_tier() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
     assert config["addopts"] == ["-m", "not slow and not integration"]
     declared = {m.split(":")[0].split("(")[0] for m in config["markers"]}
-    assert {"unit", "e2e", "integration", "slow", "xdist_group"} <= declared
+    assert {"unit", "e2e", "integration", "slow", "serial"} <= declared
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    run = next(line for line in ci.splitlines() if "-m pytest" in line)
-    assert '-m ""' in run and "--dist loadgroup" in run and "-n " in run
+    runs = [line for line in ci.splitlines() if line.startswith("run_tests ")]
+    assert runs == [
+        'run_tests -m "not serial" -n "${MADRAG_TEST_WORKERS:-auto}" "$@" || status=$?',
+        'run_tests -m "serial" "$@" || status=$?',
+    ]
 
 
 def test_the_conftest_gives_each_collected_test_its_tier(request: pytest.FixtureRequest) -> None:
