@@ -48,14 +48,20 @@ def is_serial(path: Path, integration: bool) -> bool:
     Ray) and every test that drives Chromium (the browser and the accessibility checks). pytest-xdist's
     ``--dist loadgroup`` would keep them on one worker, but pytest-xdist 3.8 marks the group in a field pytest 9.2
     no longer reads (``item._nodeid``), so the groups spread over the workers all the same."""
-    return integration or "browser" in path.resolve().relative_to(TESTS).parts[:2]
+    return integration or is_browser(path)
+
+
+def is_browser(path: Path) -> bool:
+    """Whether the test drives Chromium (tests/e2e/browser): each is slow (a server and a browser, 20 to 70 s at a
+    load average of 10) and serial."""
+    return path.resolve().relative_to(TESTS).parts[:2] == ("e2e", "browser")
 
 
 def marks_of(path: Path, name: str, integration: bool) -> list[pytest.MarkDecorator]:
     """The marks a test gets from its place: its tier, ``slow`` when it is in ``SLOW``, ``serial`` (is_serial)."""
     tier = tier_of(path)
     marks = [getattr(pytest.mark, tier)] if tier else []
-    if f"{path.stem}::{name}" in SLOW:
+    if f"{path.stem}::{name}" in SLOW or is_browser(path):
         marks.append(pytest.mark.slow)
     if is_serial(path, integration or tier == "integration"):
         marks.append(pytest.mark.serial)

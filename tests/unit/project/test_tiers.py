@@ -46,7 +46,9 @@ def test_each_slow_entry_names_a_test_that_exists() -> None:
 def test_marks_follow_the_folder_and_the_slow_list() -> None:
     unit = TESTS / "unit" / "core" / "test_store.py"
     assert [m.name for m in marks_of(unit, "test_x", integration=False)] == ["unit"]
-    assert is_serial(TESTS / "e2e" / "browser" / "test_server_browser.py", integration=False)
+    browser = TESTS / "e2e" / "browser" / "test_server_browser.py"
+    assert is_serial(browser, integration=False)
+    assert [m.name for m in marks_of(browser, "test_x", integration=False)] == ["e2e", "slow", "serial"]
     assert not is_serial(TESTS / "e2e" / "cli" / "test_cli.py", integration=False)
     assert is_serial(TESTS / "e2e" / "cli" / "test_cli.py", integration=True)
     real = marks_of(TESTS / "integration" / "providers" / "test_llama_server.py", "test_x", integration=False)
