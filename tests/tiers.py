@@ -30,6 +30,18 @@ SLOW: dict[str, str] = {
     "model file's header: 40 s",
     "test_memory_bounded::test_thousand_essays_bounded_rss_and_no_lost_record": "a thousand essays: 25 s",
     "test_paper_figures::test_eval_paper_prints_table_1_beside_the_measured": "eval --paper on a full run: 25 s",
+    # the e2e tier, measured the same way at a load average of 5 to 7
+    "test_confidence_figure3::test_table1_over_two_sets_ranks_each_set_on_its_own_run": "two judged runs, each "
+    "meta-evaluated, through the CLI: 118 s",
+    "test_confidence_study::test_score_meta_eval_analyze_from_the_command_line": "score, meta-eval and analyze, "
+    "each its own process: 47 s per reading",
+    "test_run_failures::test_cli_finishes_with_failures_exit_3_and_fail_fast_exit_2": "three runs, each its own "
+    "process: 42 s",
+    "test_one_writer::test_readers_read_while_a_writer_holds_the_run": "a writer and its readers as processes: 39 s",
+    "test_cli::test_fake_run_then_export": "score, eval, report and export, each its own process: 36 s",
+    "test_consensus_cli::test_ablate_consensus_then_evaluate": "ablate-consensus and eval-consensus as processes: 35 s",
+    "test_protocols_cj_mts::test_ablate_with_madrag_cj_mts_geval_then_eval_one_table": "four protocols' ablation "
+    "and its eval as processes: 32 s",
 }
 
 
