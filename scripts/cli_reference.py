@@ -7,7 +7,7 @@ at a fixed width of 100 columns.
 
 Defaults that depend on the machine (the cache and the server's folder, read from ``$MADRAG_CACHE`` and
 ``$MADRAG_SERVER_DIR``, else under the home folder) are shown as the home-folder defaults, ``~/...``, and
-``$MADRAG_PLUGINS`` is ignored, so the page is the same on every machine. tests/test_cli_reference.py runs the
+``$MADRAG_PLUGINS`` is ignored, so the page is the same on every machine. tests/e2e/docs/test_cli_reference.py runs the
 check.
 """
 
@@ -27,7 +27,7 @@ FIXED_ENV = {"MADRAG_CACHE": "~/.cache/madrag", "MADRAG_SERVER_DIR": "~/.local/s
 HEAD = """# Command-line reference
 
 Every command of `madrag`, with its help as `madrag ... --help` prints it. This page is generated from the CLI by
-`python scripts/cli_reference.py` (do not edit it by hand: `tests/test_cli_reference.py` fails when it differs
+`python scripts/cli_reference.py` (do not edit it by hand: `tests/e2e/docs/test_cli_reference.py` fails when it differs
 from what the CLI prints).
 
 `madrag --help` lists the commands by audience: scoring essays and reading the results, the teachers' web app and

@@ -92,12 +92,13 @@ def stored_records(run_dir: Path) -> list[AgentRecord]:
 
 
 def needs_ray() -> ModuleType:
-    """The ``ray`` module; without it (madrag's ``ray`` extra not installed) the calling test is skipped, saying
-    so. In CI (``CI=true``) Ray is installed: a missing ``ray`` there fails the test instead of skipping it."""
+    """The ``ray`` module; without it (madrag's ``ray`` extra not installed, or an install that does not import)
+    the calling test is skipped, saying so. In CI (``CI=true``) Ray is installed: a missing ``ray`` there fails the
+    test instead of skipping it."""
     if os.environ.get("CI") == "true":
         import ray
 
         return ray
     reason = "Ray is not installed (pip install 'madrag[ray]'); CI runs this test"
-    module: ModuleType = pytest.importorskip("ray", reason=reason)
+    module: ModuleType = pytest.importorskip("ray", reason=reason, exc_type=ImportError)
     return module

@@ -6,7 +6,7 @@ Running a command, or asking for its own ``--help``, imports its module and buil
 The group's own ``--help`` imports none of them: each command is listed with the help typer would show, read
 from its module's source without running it (the function's docstring, or the ``help=`` of the command
 group's ``typer.Typer(...)``), so that listing the commands costs milliseconds, not the seconds of importing
-pandas, scipy and the scoring stack. tests/test_cli_startup.py checks the two listings are the same.
+pandas, scipy and the scoring stack. tests/e2e/cli/test_cli_startup.py checks the two listings are the same.
 
 A command is listed under its help panel (``panel``: who it is for); a ``renamed`` one is an old name kept
 working but hidden from the listing, and running it says its new form on stderr.

@@ -4,7 +4,7 @@ class import, whether a teacher reviewed every score, and which backend scored i
 imports as they are, one assignment column (the total) unless the teacher asks for one per criterion.
 
 The columns and matching rules each file follows, and where they come from, are in
-``docs/gradebook-formats.md``; ``tests/test_gradebook_formats.py`` reads every file back by those rules.
+``docs/gradebook-formats.md``; ``tests/unit/teacher/test_gradebook_formats.py`` reads every file back by those rules.
 """
 
 from __future__ import annotations

@@ -1,0 +1,185 @@
+"""The teacher's workflow in real Chromium (Debian's package, driven by Playwright): from a Google Forms export
+of 25 ASAP set-7 essays, 5 of them scored by the teacher, to an approved, exported Canvas gradebook that keeps
+the teacher's 5 grades exactly and imports as one assignment by Canvas's rules, counting every click (at most
+15); the
+review queue, the column-mapping step and the gradebook saved as screenshots ``t1-...`` to ``t6-...`` into
+``$MADRAG_SCREENSHOTS`` (``MADRAG_SCREENSHOTS=docs/screenshots`` refreshes the docs' pictures)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.browser.test_server_browser import (  # noqa: F401 (fixtures, skip mark)
+    Server,
+    page,
+    pytestmark,
+    server,
+    small_shot,
+    to_backend,
+)
+from tests.lms_readers import CanvasUser, read_canvas
+
+from madrag.data.loaders import load_asap
+from madrag.data.shipped import asap_data_file, asap_rubric_file
+from madrag.rubric import load_rubric
+
+N_ESSAYS = 25
+MAX_CLICKS = 15
+TRAITS = ["Ideas", "Organization", "Style", "Conventions"]
+# the teacher's own scores on 5 papers (the first: 2/2/2/1 = 7, the tester's example), by row
+TEACHER = {0: (2, 2, 2, 1), 3: (3, 3, 2, 3), 7: (0, 1, 0, 0), 12: (1, 2, 1, 2), 20: (3, 3, 3, 3)}
+
+
+def forms_export(path: Path) -> list[str]:
+    """The class file: a Google Forms response sheet (Timestamp, Email Address, First Name, Last Name, the essay
+    question, the teacher's own score per trait, filled on 5 papers), holding 25 real set-7 essays; returns the
+    students' emails."""
+    rubric = load_rubric(asap_rubric_file(7))
+    essays = load_asap(asap_data_file(), rubric, essay_set=7)[:N_ESSAYS]
+    emails = [f"student{i + 1:02d}@school.example" for i in range(N_ESSAYS)]
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(
+        ["Timestamp", "Email Address", "First Name", "Last Name", "Write about a time you were patient.", *TRAITS]
+    )
+    for i, (essay, email) in enumerate(zip(essays, emails, strict=True)):
+        mine = TEACHER.get(i, ("", "", "", ""))
+        writer.writerow([f"2026/11/30 9:{i:02d}:00", email, "Student", f"Number{i + 1:02d}", essay.text, *mine])
+    path.write_text(buf.getvalue(), encoding="utf-8")
+    return emails
+
+
+class Clicks:
+    """Every click (and file choice) the teacher makes."""
+
+    def __init__(self, tab: Any) -> None:
+        self.tab, self.count = tab, 0
+
+    def click(self, selector: str) -> None:
+        self.count += 1
+        self.tab.click(selector)
+
+    def choose_file(self, selector: str, path: Path) -> None:
+        self.count += 1  # the file chooser: one click (and a pick)
+        self.tab.set_input_files(selector, str(path))
+
+
+def test_class_file_to_approved_canvas_gradebook_in_at_most_15_clicks(
+    server: Server,  # noqa: F811
+    page: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    emails = forms_export(tmp_path / "Essay responses.csv")
+    clicks = Clicks(page)
+    page.goto(server.url + "/")
+    clicks.click("main button.primary")  # Score a class's essays
+    clicks.click("button:text-is('Use this rubric')")  # the shipped set-7 rubric, first and chosen
+    clicks.choose_file("#upload-essays input[name=file]", tmp_path / "Essay responses.csv")
+    clicks.click("button:text-is('Read essays')")
+    assert page.input_value("#col-text") == "Write about a time you were patient."  # guessed from the column
+    assert page.input_value("#col-email") == "Email Address" and page.input_value("#col-first_name") == "First Name"
+    assert page.input_value("#col-last_name") == "Last Name" and page.input_value("select[name=score-0]") == "Ideas"
+    small_shot(page, "t1-column-mapping")
+    clicks.click("#use-columns")
+    assert f"Read {N_ESSAYS} essays" in page.inner_text("#read-summary")
+    clicks.click("text=Next: exemplars")
+    clicks.click("input[name=pool][value=none]")
+    clicks.click("text=Next: backend")
+    clicks.click("input[name=kind][value=fake]")
+    small_shot(page, "t2-backend-presets")
+    clicks.click("button[value=start]")
+    page.wait_for_selector("#review-link", timeout=120_000)  # the run page reloads itself when done
+    assert "Not real grades" in page.inner_text("#not-valid-banner")
+    clicks.click("#review-link")
+    assert page.inner_text("#unreviewed") == str(N_ESSAYS * 4)
+    small_shot(page, "t3-review-queue")
+    clicks.click("#approve-agreeing")
+    assert page.inner_text("#unreviewed") == "0" and f"Approved {N_ESSAYS * 4} scores" in page.inner_text(
+        "#approved-note"
+    )
+    clicks.click("#gradebook-link")
+    assert page.inner_text("#reviewed-count") == str(N_ESSAYS)
+    small_shot(page, "t4-gradebook")
+    with page.expect_download() as download:
+        clicks.click("#download-canvas")
+    text = Path(download.value.path()).read_text(encoding="utf-8")
+    table = list(csv.reader(io.StringIO(text)))
+    assert table[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert [r[3] for r in table[2:]] == emails and table[2][0] == "Number01, Student"
+    users = [CanvasUser(str(i), "", email, f"Student Number{i + 1:02d}") for i, email in enumerate(emails)]
+    found = read_canvas(text, users)  # as Canvas's importer reads it
+    assert len(found.assignments) == 1 and list(found.points.values()) == [12.0]  # one assignment, 4 traits 0-3
+    assert len(found.grades) == N_ESSAYS and all(None not in g.values() for g in found.grades.values())
+    for i, mine in TEACHER.items():
+        assert list(found.grades[str(i)].values()) == [sum(mine)], i  # the teacher's grade, exactly
+    print(f"clicks from the class file to the exported gradebook: {clicks.count}")
+    assert clicks.count <= MAX_CLICKS
+    page.click("#overview-link")  # (after the count) the class at a glance
+    assert page.locator("#heatmap tbody tr").count() == N_ESSAYS
+    small_shot(page, "t7-class-overview")
+    assert page.dialogs == []  # type: ignore[attr-defined]
+
+
+def test_an_override_stays_and_accepting_over_it_asks_first(
+    server: Server,  # noqa: F811
+    page: Any,  # noqa: F811
+) -> None:
+    from tests.web_helpers import RUBRIC, essays_json
+
+    body = {"rubric": RUBRIC, "essays": essays_json(3), "protocols": ["MAD"], "backend": {"kind": "fake"}}
+    run = server.api("POST", "/api/runs", json=body)
+    page.goto(f"{server.url}/runs/{run['id']}")
+    page.wait_for_selector("#review-link", timeout=60_000)
+    page.goto(f"{server.url}/runs/{run['id']}/essays/e2")
+    section = page.locator("[id='trait-Style']")
+    section.locator("select[name=score]").select_option("1")
+    section.locator("input[name=comment]").fill("the ending is missing")
+    section.locator("button[value=override]").click()
+    assert "Your comment: “the ending is missing”" in page.inner_text("[id='trait-Style']")
+    assert page.locator("[id='trait-Style'] select[name=score]").input_value() == "1"  # the form shows yours
+    page.locator("[id='trait-Style'] button[value=accept]").click()
+    assert "Replace your score?" in page.inner_text("h1")
+    small_shot(page, "t5-accept-over-override")
+    page.click("#keep-override")
+    page.click("#approve-essay")
+    assert page.locator("[id='trait-Style'] .override").first.inner_text() == "1"
+    small_shot(page, "t6-essay-review")
+    rows = server.api("GET", f"/api/runs/{run['id']}/scores")["rows"]
+    style = next(r for r in rows if r["essay_id"] == "e2" and r["trait"] == "Style")
+    assert style["final_score"] == 1 and style["review"] == "override"
+    page.goto(f"{server.url}/runs/{run['id']}/feedback/e2")
+    assert "Style: 1 of 4" in page.inner_text("[id='fb-Style'] h3")  # the teacher's score, not the AI's
+    page.locator("[id='fb-Style'] textarea[name=next]").fill("Give your story an ending.")
+    page.locator("[id='fb-Style'] button").click()
+    assert page.inner_text("[id='fb-Style'] .next") == "Give your story an ending."
+    small_shot(page, "t8-student-feedback")
+
+
+def test_calibration_on_anchor_papers_with_the_teachers_own_rubric(
+    server: Server,  # noqa: F811
+    page: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from tests.web_helpers import RUBRIC, TEXTS, essays_csv
+
+    rubric = tmp_path / "my-rubric.json"
+    rubric.write_text(json.dumps(RUBRIC), encoding="utf-8")
+    data = tmp_path / "class.csv"
+    data.write_text(essays_csv(5, folds=False, extra=[{"id": f"u{i}", "text": TEXTS[i]} for i in range(4)]), "utf-8")
+    to_backend(page, server.url, rubric, data, pool="same")
+    page.check("input[name=kind][value=fake]")
+    page.check("input[name=protocols][value=MA]")
+    page.click("#calibrate")
+    page.wait_for_selector("#agreement li", timeout=60_000)  # the page refreshes itself until done
+    lines = page.locator("#agreement li").all_inner_texts()
+    assert [line.split(":")[0] for line in lines] == ["Ideas", "Style"]
+    assert all(re.search(r"exactly on \d of 5, within one point on \d of 5", line) for line in lines)
+    small_shot(page, "t9-calibration")
+    page.click("#score-class")  # starts the class run with the backend and method just calibrated
+    assert re.search(r"/runs/\w+$", page.url) and "9 \u00d7 2" in page.inner_text("main")

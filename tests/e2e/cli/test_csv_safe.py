@@ -1,0 +1,87 @@
+"""Every CSV madrag writes is formula-safe, by one shared writer (:mod:`madrag.csv_safe`): a cell a spreadsheet
+would run as a formula is written with a leading ``'`` (OWASP, "CSV Injection": cells starting with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return), read back by Python's csv module as a spreadsheet would load it."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from tests.web_helpers import FAKE, RUBRIC, client_for, make_config, wait_status
+
+import madrag
+from madrag.csv_safe import FORMULA_START, csv_text, safe_cell, write_frame
+
+SRC = Path(__file__).resolve().parents[3] / "src" / "madrag"
+LINK = '=HYPERLINK("http://example.com/x","click")'
+SMALL = {"traits": [{"name": "Ideas", "min": 0, "max": 3, "levels": dict.fromkeys(range(4), "...")}]}
+
+
+def _cells(text: str) -> list[str]:
+    return [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+
+
+def _formula(cell: str) -> bool:
+    """A cell a spreadsheet runs as a formula: formula-like, and not a plain number such as -1."""
+    try:
+        float(cell)
+    except ValueError:
+        return cell.startswith(FORMULA_START)
+    return False
+
+
+def test_formula_cells_are_text_and_numbers_stay_numbers() -> None:
+    cells = _cells(csv_text([["id", "score"], [LINK, -1], ["+1", 2], ["@SUM(A1)", 3], ["\tx", 4], ["plain", 5]]))
+    assert not any(_formula(c) for c in cells)
+    assert "'" + LINK in cells and "-1" in cells and "plain" in cells  # a negative number is no formula
+    assert safe_cell(None) == "" and safe_cell(2.5) == 2.5
+
+
+def test_every_csv_writer_of_the_package_is_the_shared_one() -> None:
+    """No module but madrag/csv_safe.py calls csv.writer / csv.DictWriter or a frame's to_csv."""
+    found = []
+    for path in SRC.rglob("*.py"):
+        if path.name == "csv_safe.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("writer", "DictWriter", "to_csv"):
+                if node.attr == "to_csv" or (isinstance(node.value, ast.Name) and node.value.id == "csv"):
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert found == []
+
+
+def test_frames_labels_and_cells(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"essay": [LINK, "ok"], "qwk": [0.5, -0.25]}, index=pd.Index(["=1+1", "b"], name="row"))
+    write_frame(frame, tmp_path / "t.csv")
+    cells = _cells((tmp_path / "t.csv").read_text())
+    assert "'" + LINK in cells and "'=1+1" in cells and "-0.25" in cells
+    assert not any(_formula(c) for c in cells)
+
+
+def test_cli_export_of_a_formula_id(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    madrag.score([{"id": LINK, "text": "An essay about the lake."}], SMALL, protocol="MA", provider="fake",
+                 run_dir=run, cache_dir=tmp_path / "c", progress=False)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "madrag.cli", "runs", "export", str(run)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cells = _cells((run / "scores.csv").read_text(encoding="utf-8"))
+    assert "'" + LINK in cells and LINK not in cells
+
+
+def test_http_export_of_a_formula_id(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path)) as client:
+        body = {"rubric": RUBRIC, "essays": [{"id": LINK, "text": "An essay."}], "protocols": ["MAD"], "backend": FAKE}
+        created = client.post("/api/runs", json=body)
+        assert created.status_code == 201, created.text
+        done = wait_status(client, created.json()["id"], timeout=60)
+        assert done["status"] == "finished", done
+        exported = client.get(f"/api/runs/{done['id']}/export", params={"format": "csv"})
+    assert exported.status_code == 200
+    cells = _cells(exported.text)
+    assert "'" + LINK in cells and LINK not in cells

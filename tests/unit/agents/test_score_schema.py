@@ -1,0 +1,195 @@
+"""Constrained Judge scoring on OpenAI-compatible servers (issue 32, item 1): with ``--score-method constrained``
+a backend that takes a JSON schema but has no prefill / choices gets the rationale, then the score asked for under
+a schema limited to the trait's valid integers; each record says which reading it used; ``auto`` (the default)
+still reads the text (the MADRAG paper's A.5); the run checks before its first call that the server honours a
+schema, and a
+server that ignores it is refused in one line. The summary names why scores were unusable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.helpers import make_ctx
+from tests.unit.agents.test_faithful_scores import IDEAS, judge_call
+
+from madrag.agents.judge import judge_all_traits, judge_trait
+from madrag.errors import ConfigError, ProviderError
+from madrag.evaluation.unusable import repeats_itself, unusable_scores
+from madrag.pipeline.preflight import preflight
+from madrag.protocols.scores import TraitScore
+from madrag.providers.base import Capabilities, ChatRequest
+from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
+from madrag.records import AgentRecord, ScoreResult
+from madrag.rubric import Rubric, Trait
+from madrag.settings import ScoringSettings
+
+SCHEMA_ONLY = Capabilities(json_schema=True, seed=True)
+"""An OpenAI-compatible server: JSON schema, no prefill, no choices."""
+STYLE = Trait(name="Style", min=1, max=4, levels={1: "weak", 2: "fair", 3: "good", 4: "strong"})
+
+
+def _schema_script(score: str) -> Any:
+    def script(request: ChatRequest) -> FakeReply:
+        if request.json_schema is not None:
+            return FakeReply(score)
+        return FakeReply("The ideas are clear and the details general, repeated " * 3, finish_reason="length")
+
+    return script
+
+
+async def test_constrained_on_a_schema_server_reads_the_score_under_the_schema(tmp_path: Path) -> None:
+    fake = FakeProvider(script=_schema_script('{"score": 2}'), caps=SCHEMA_ONLY)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_method="constrained"))
+    record = await judge_trait(ctx, judge_call(), IDEAS)
+    first, second = fake.calls
+    assert first.json_schema is None and "Final score" in first.stop
+    assert second.json_schema is not None
+    assert second.json_schema["properties"]["score"]["enum"] == [0, 1, 2, 3]
+    assert second.messages[-2].role == "assistant" and second.messages[-2].content == record.rationale
+    assert record.score is not None and record.score.reported == 2 and record.score.mode == "constrained_schema"
+    assert record.settings["score_reading"] == "schema" and record.requests == 2
+    assert record.truncated  # the rationale was cut, and the score was still read
+
+
+@pytest.mark.parametrize("answer", ['{"score": 9}', "Final score: 2", '{"score": "2"}', '{"score": true}'])
+async def test_a_score_outside_the_schema_is_missing_never_a_number(tmp_path: Path, answer: str) -> None:
+    fake = FakeProvider(script=_schema_script(answer), caps=SCHEMA_ONLY)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_method="constrained"))
+    record = await judge_trait(ctx, judge_call(), IDEAS)
+    assert record.score is not None and record.score.reported is None and record.score.mode == "failed"
+    assert record.error is not None and "score step gave" in record.error
+    assert record.settings["score_reading"] == "schema"
+
+
+async def test_the_default_still_reads_the_text_on_a_schema_server(tmp_path: Path) -> None:
+    fake = FakeProvider(script=["Clear ideas.\nFinal score: 3"], caps=SCHEMA_ONLY)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings())  # score_method auto
+    record = await judge_trait(ctx, judge_call(), IDEAS)
+    assert len(fake.calls) == 1 and fake.calls[0].json_schema is None
+    assert record.score is not None and record.score.mode == "parsed_text"
+    assert record.settings["score_reading"] == "text"
+
+
+async def test_all_traits_under_one_schema(tmp_path: Path) -> None:
+    rubric = Rubric(traits=[IDEAS, STYLE])
+    fake = FakeProvider(script=_schema_script('{"Ideas": 1, "Style": 7}'), caps=SCHEMA_ONLY)
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_method="constrained"))
+    call = judge_call()
+    call.trait = "*"
+    record = await judge_all_traits(ctx, call, rubric)
+    schema = fake.calls[1].json_schema
+    assert schema is not None and schema["required"] == ["Ideas", "Style"]
+    assert schema["properties"]["Style"]["enum"] == [1, 2, 3, 4]
+    assert record.trait_scores is not None
+    assert record.trait_scores["Ideas"].reported == 1 and record.trait_scores["Ideas"].mode == "constrained_schema"
+    assert record.trait_scores["Style"].reported is None  # 7 is not a valid Style score
+    assert record.error is not None and "Style" in record.error
+
+
+async def test_constrained_on_a_backend_with_neither_is_one_line(tmp_path: Path) -> None:
+    fake = FakeProvider(script=["Final score: 2"], caps=Capabilities())
+    ctx = make_ctx(tmp_path, fake, settings=ScoringSettings(score_method="constrained"))
+    with pytest.raises(ConfigError, match="has neither"):
+        await judge_trait(ctx, judge_call(), IDEAS)
+
+
+def _server(answer: str, seen: list[dict[str, Any]]) -> httpx.AsyncClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        seen.append(json.loads(request.content))
+        body = {"choices": [{"message": {"content": answer}, "finish_reason": "stop"}], "model": "m"}
+        return httpx.Response(200, json=body)
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+def _openai(client: httpx.AsyncClient) -> OpenAICompatProvider:
+    return OpenAICompatProvider(
+        model="m", base_url="http://server.test/v1", http_client=client, shape=RequestShape(client="httpx")
+    )
+
+
+async def test_preflight_refuses_a_server_that_ignores_the_schema(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    provider = _openai(_server("OK", seen))
+    ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
+    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*--score-method text"):
+        await preflight(ctx)
+    assert seen[0]["response_format"]["type"] == "json_schema"
+
+
+async def test_preflight_accepts_a_server_that_honours_the_schema(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    provider = _openai(_server('{"madrag_probe": 7}', seen))
+    ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
+    found = await preflight(ctx)
+    assert found["*"] == {"reachable": True, "score_reading": "schema", "json_schema_probe": "honoured"}
+
+
+async def test_preflight_asks_nothing_of_the_default_reading(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    ctx = make_ctx(tmp_path, _openai(_server("OK", seen)), settings=ScoringSettings())
+    assert (await preflight(ctx))["*"]["score_reading"] == "text"
+    assert seen == []
+
+
+async def test_an_unreachable_server_is_one_line_before_any_call(tmp_path: Path) -> None:
+    from tests.servers import free_port
+
+    provider = OpenAICompatProvider(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", timeout_s=5)
+    ctx = make_ctx(tmp_path, provider)
+    with pytest.raises(ProviderError, match="cannot reach the openai-compatible server"):
+        await preflight(ctx)
+    await provider.aclose()
+
+
+# -- why scores were unusable ---------------------------------------------------------------------------------
+
+
+def _judge(
+    key: str, text: str, reported: int | None, truncated: bool = False, problem: str | None = None
+) -> AgentRecord:
+    mode = "parsed_text" if reported is not None else "failed"
+    score = ScoreResult(parsed=reported, reported=reported, mode=mode, invalid_raw=problem)
+    return AgentRecord(
+        run_id="r",
+        key=key,
+        essay_id="e1",
+        trait="Ideas",
+        protocol="MA",
+        role="judge",
+        provider="fake",
+        model="m",
+        prompt_hash="x",
+        messages=[],
+        text=text,
+        score=score,
+        truncated=truncated,
+        settings={"max_tokens": 64},
+        error=None if reported is not None else f"unusable score: {problem}",
+    )
+
+
+def test_the_summary_names_each_cause() -> None:
+    loop = "and the ideas are clear " * 40
+    records = [
+        _judge("a", loop, None, truncated=True, problem="no 'Final score: N' line"),
+        _judge("b", "short answer cut", None, truncated=True, problem="no 'Final score: N' line"),
+        _judge("c", "Fine.", None, problem="no 'Final score: N' line"),
+        _judge("d", "Fine. Final score: 2", 2),
+    ]
+    scores = [TraitScore(essay_id="e1", trait="Ideas", protocol="MA", score=None)]
+    found = unusable_scores(records, scores, expected=2)
+    line = found.line()
+    assert "3 of 4 judge scores unusable" in line
+    assert "1 cut off at the token limit (--judge-max-tokens 64, repeating itself)" in line
+    assert "1 cut off at the token limit (--judge-max-tokens 64)" in line
+    assert "1 no 'Final score: N' line" in line
+    assert "2 of 2 essay-trait scores missing" in line  # one scored None, one without a row at all
+    assert repeats_itself(loop) and not repeats_itself("A short, varied answer about the essay's ideas.")

@@ -1,0 +1,248 @@
+"""The code's contracts (docs/architecture.md, "Contracts"): the import layers and no import cycles, checked with
+import-linter over the contract file ``.importlinter``; and the size of functions, checked over the AST.
+
+import-linter is a dev dependency (``pip install -e '.[dev]'``, which ``scripts/setup.sh`` runs).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import madrag
+
+ROOT = Path(__file__).resolve().parents[3]
+CONTRACTS = ROOT / ".importlinter"
+PACKAGE = Path(madrag.__file__).resolve().parent
+
+MAX_LINES = 60
+"""The most lines a function may span (its ``def`` to its last line, decorators excluded)."""
+MAX_PARAMS = 8
+"""The most parameters a function may take (``self`` / ``cls`` excluded; a CLI command's options excluded)."""
+
+EXCEPTIONS: dict[str, str] = {
+    # module:qualname -> why it may break the rule; an entry that no longer breaks it fails the test
+    "madrag.api.scoring:ascore": "its 19 parameters are the public API's keyword options (madrag.score), as a CLI "
+    "command's are its options",
+    "madrag.audit.api:aaudit": "its 11 parameters are the public API's keyword options (madrag.audit.audit), as "
+    "ascore's are",
+    "madrag.providers.openai_compat:OpenAICompatProvider.__init__": "9: a backend's constructor, its server's "
+    "address, key (a variable's name, or the web app's key held in memory), limits, logprobs, test client and "
+    "request shape; each is a public keyword of the provider",
+}
+
+
+def _lint_imports() -> tuple[int, str]:
+    """``lint-imports`` over the contract file, in a process of its own: import-linter configures logging with
+    ``dictConfig``, which would disable the loggers of the modules this test process has imported. Its exit
+    status and report."""
+    try:
+        import importlinter  # noqa: F401
+    except ImportError:  # pragma: no cover - a checkout without the dev dependencies
+        pytest.fail("import-linter is not installed: pip install -e '.[dev]' (scripts/setup.sh does)")
+    script = (
+        "import sys; from importlinter.cli import lint_imports; "
+        "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(CONTRACTS)], capture_output=True, text=True, cwd=CONTRACTS.parent
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_import_contracts_hold() -> None:
+    """The layers (each package imports only the layers below it), no import cycles at any depth, no pandas in
+    the scoring core: every contract of ``.importlinter`` is kept (its report names each broken import)."""
+    status, report = _lint_imports()
+    assert status == 0, report
+    assert "0 broken" in report, report
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges.get(child, set())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_cycle_finder_finds_a_loop() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(edges) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_itself_round_a_loop() -> None:
+    """0 import cycles between any two modules (imports under ``if TYPE_CHECKING:`` and inside functions count)."""
+    pytest.importorskip("grimp", reason="grimp comes with import-linter")
+    import grimp
+
+    graph = grimp.build_graph("madrag", cache_dir=None)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert len(edges) > 100  # the whole package was read
+    assert _cycles(edges) == []
+
+
+def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield prefix + node.name, node
+            yield from _functions(node, f"{prefix}{node.name}.")
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node, f"{prefix}{node.name}.")
+
+
+def _is_option(arg: ast.arg) -> bool:
+    """A CLI option declaration: ``Annotated[..., typer.Option(...)]`` or one of ``cli/options.py``'s aliases
+    (``RunDirOpt``, ``RunArg`` ...)."""
+    note = arg.annotation
+    if isinstance(note, ast.Subscript) and isinstance(note.value, ast.Name) and note.value.id == "Annotated":
+        return True
+    return isinstance(note, ast.Name) and note.id.endswith(("Opt", "Arg"))
+
+
+def _params(node: ast.FunctionDef | ast.AsyncFunctionDef, cli: bool) -> int:
+    args = node.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+    return sum(1 for a in every if a.arg not in {"self", "cls"} and not (cli and _is_option(a)))
+
+
+def _measure() -> dict[str, tuple[int, int]]:
+    """module:qualname -> (lines, parameters) of every function of the package breaking a rule."""
+    out: dict[str, tuple[int, int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(("madrag", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        cli = module.startswith("madrag.cli.")
+        for name, node in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            params = _params(node, cli)
+            if lines > MAX_LINES or params > MAX_PARAMS:
+                out[f"{module}:{name}"] = (lines, params)
+    return out
+
+
+def test_functions_are_small() -> None:
+    """No function over MAX_LINES lines or with more than MAX_PARAMS parameters, but the listed exceptions; and
+    every exception still needs its place (a fixed one is taken off the list)."""
+    found = _measure()
+    unlisted = {name: size for name, size in found.items() if name not in EXCEPTIONS}
+    assert unlisted == {}, f"(lines, parameters) over {MAX_LINES} / {MAX_PARAMS}: {unlisted}"
+    assert sorted(set(EXCEPTIONS) - set(found)) == [], "these keep the rule now: take them off EXCEPTIONS"
+
+
+def test_the_size_rule_sees_a_long_function_and_many_parameters(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
+    source = f"def long():\n{body}\n\n\ndef wide(self, a, b, c, d, e, f, g, h, i):\n    pass\n"
+    sizes = {name: node for name, node in _functions(ast.parse(source))}
+    long, wide = sizes["long"], sizes["wide"]
+    assert (long.end_lineno or 0) - long.lineno + 1 == MAX_LINES + 1
+    assert _params(wide, cli=False) == MAX_PARAMS + 1
+    command = ast.parse("def cmd(run: RunArg, k: Annotated[int, typer.Option()] = 1, plain: int = 0): pass")
+    assert _params(next(_functions(command))[1], cli=True) == 1
+
+
+# -- backends are named in providers/ only (issue: "the backend as one contract") -----------------------------
+
+BACKEND_HOME = PACKAGE / "providers"
+TEMPLATE_BRANCH = r"""(==|!=|\bin)\s*\(?\s*['"]({names})['"]|['"]({names})['"]\s*(==|!=|\bin\b)"""
+
+
+def _builtin_kinds() -> tuple[str, ...]:
+    from madrag.providers.backends import backends
+
+    return tuple(b.kind for b in backends() if b.build.__module__.startswith("madrag.providers."))
+
+
+def _names_in(node: ast.expr, kinds: tuple[str, ...]) -> list[str]:
+    """The backend names a comparison operand spells: a string constant, or a tuple / list / set of them."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and i.value in kinds]
+
+
+def backend_branches(source: str, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, name) of each comparison (``==``, ``!=``, ``in``, ``not in``, a ``match`` case) of a value with
+    a backend's name in Python source: a branch on which backend it is."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                found += [(node.lineno, n) for n in _names_in(operand, kinds)]
+        elif isinstance(node, ast.match_case) and isinstance(node.pattern, ast.MatchValue):
+            found += [(node.pattern.lineno, n) for n in _names_in(node.pattern.value, kinds)]
+    return found
+
+
+def template_branches(text: str, kinds: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, text) of each comparison with a backend's name in a Jinja template."""
+    import re
+
+    pattern = re.compile(TEMPLATE_BRANCH.format(names="|".join(map(re.escape, kinds))))
+    return [(i, m.group(0)) for i, line in enumerate(text.splitlines(), 1) for m in pattern.finditer(line)]
+
+
+def test_no_code_outside_providers_branches_on_a_backend_name() -> None:
+    kinds = _builtin_kinds()
+    assert set(kinds) == {"llamacpp", "openai", "fake", "anthropic"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if BACKEND_HOME not in path.parents:
+            found += [
+                f"{path.relative_to(PACKAGE)}:{n}: {name}" for n, name in backend_branches(path.read_text(), kinds)
+            ]
+    for path in sorted(PACKAGE.rglob("*.html")):
+        found += [f"{path.relative_to(PACKAGE)}:{n}: {t}" for n, t in template_branches(path.read_text(), kinds)]
+    assert found == [], "branch on a backend's traits (madrag.providers.backends.BackendTraits), not its name"
+
+
+def test_the_branch_check_sees_each_form_of_a_backend_branch() -> None:
+    kinds = ("llamacpp", "openai", "fake")
+    code = (
+        "if spec.kind == 'openai': pass\n"
+        "if 'fake' != kind: pass\n"
+        "if kind in ('llamacpp', 'fake'): pass\n"
+        "x = d.get('kind') not in {'openai'}\n"
+        "match kind:\n    case 'llamacpp':\n        pass\n"
+        "y = {'kind': 'openai'}\n"  # naming one as data is not a branch
+    )
+    assert backend_branches(code, kinds) == [(1, "openai"), (2, "fake"), (3, "llamacpp"), (3, "fake"),
+                                             (4, "openai"), (6, "llamacpp")]  # fmt: skip
+    page = "{% if run.backend.kind == \"openai\" %}x{% endif %}\n{{ 'checked' if kind == 'fake' }}\n{{ kind }}"
+    assert [n for n, _ in template_branches(page, kinds)] == [1, 2]
