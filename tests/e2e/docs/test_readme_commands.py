@@ -13,8 +13,8 @@ each must exit 0. Every ``runs/...`` path a command's comment names must exist a
 changes, so that each runs offline in seconds, are the rewrite table :data:`REWRITES` (applied by
 :func:`rewrite`) and the files the docs leave to the user, written into the folder (:func:`user_files`).
 The console entry point itself (``python -m madrag``, its one-line errors and exit codes) has its own tests
-(tests/e2e/cli/test_cli_startup.py, tests/e2e/cli/test_bad_inputs.py). ``madrag demo`` (the embedded model and MiniLM) and
-``madrag serve`` (a server that runs until stopped) run as their own processes in their own tests below.
+(tests/e2e/cli/test_cli_startup.py, tests/e2e/cli/test_bad_inputs.py). ``madrag demo`` (the embedded model and
+MiniLM) and ``madrag serve`` (a server that runs until stopped) run as their own processes in their own tests below.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every command of docs/reproduce.md (the index of the three papers' tables and figures) runs, through the
-rewrite table of tests/e2e/docs/test_readme_commands.py (fake backend, three essays per run), each in this process as that
-file runs the README's (its module docstring says why): none of them can rot."""
+rewrite table of tests/e2e/docs/test_readme_commands.py (fake backend, three essays per run), each in this process
+as that file runs the README's (its module docstring says why): none of them can rot."""
 
 from __future__ import annotations
 
