@@ -121,7 +121,7 @@ async def test_table1_over_two_sets_ranks_each_set_on_its_own_run(
     assert got == pytest.approx(expected)
     assert "## Set 8" in (tmp_path / "out" / "table1.md").read_text()
     cli_out = tmp_path / "cli"  # `madrag confidence sets` writes the same table (in process: its exit code and files)
-    args = ["confidence", "sets", *map(str, runs), "--labels", "Set 7,Set 8", "--out", str(cli_out)]
+    args = ["paper", "confidence", "sets", *map(str, runs), "--labels", "Set 7,Set 8", "--out", str(cli_out)]
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, (done.output, done.exception)
     pd.testing.assert_frame_equal(pd.read_csv(cli_out / "table1.csv"), pd.read_csv(tmp_path / "out" / "table1.csv"))
@@ -137,6 +137,16 @@ def test_sets_need_two_judged_runs_with_distinct_labels(tmp_path: Path) -> None:
         run_sets(runs, labels=["x", "x"])
     with pytest.raises(InputError, match="no meta-evaluation of"):
         run_sets(runs)
-    cmd = [sys.executable, "-m", "madrag.cli", "confidence", "sets", *map(str, runs), "--out", str(tmp_path / "o")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "madrag.cli",
+        "paper",
+        "confidence",
+        "sets",
+        *map(str, runs),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "no meta-evaluation of" in proc.stderr

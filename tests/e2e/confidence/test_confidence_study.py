@@ -170,7 +170,7 @@ def test_selection_and_bad_input(tmp_path: Path) -> None:
 def test_analyze_without_meta_from_the_command_line(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     make_debate_run(run_dir)
-    cmd = [sys.executable, "-m", "madrag.cli", "confidence", "analyze", "--run-dir", str(run_dir)]
+    cmd = [sys.executable, "-m", "madrag.cli", "paper", "confidence", "analyze", "--run-dir", str(run_dir)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "no meta-evaluation" in proc.stdout
@@ -194,11 +194,15 @@ def test_score_meta_eval_analyze_from_the_command_line(asap: Path, tmp_path: Pat
         "--limit", "2",
     )  # fmt: skip
     assert scored.returncode == 0, scored.stderr
-    judged = _cli("confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--method", method)
+    judged = _cli(
+        "paper", "confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--method", method
+    )
     assert judged.returncode == 0, judged.stderr
     # 2 essays x 4 traits x (Advocate + Skeptic)
     assert "16 responses: 16 judged now, 0 already judged, 0 unusable" in judged.stdout.replace("\n", " ")
-    again = _cli("confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--method", method)
+    again = _cli(
+        "paper", "confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--method", method
+    )
     assert again.returncode == 0 and "0 judged now, 16 already judged" in again.stdout.replace("\n", " ")
     store = RunStore(run_dir / "meta" / "store.sqlite")
     try:
@@ -209,9 +213,11 @@ def test_score_meta_eval_analyze_from_the_command_line(asap: Path, tmp_path: Pat
     if method == "constrained":
         assert all(r.requests == 5 and set(r.context["distributions"]) == {"instruction_following",
                    "justification_quality", "evidence_grounding", "critical_flag"} for r in metas)  # fmt: skip
-    analyzed = _cli("confidence", "analyze", "--run-dir", str(run_dir))
+    analyzed = _cli("paper", "confidence", "analyze", "--run-dir", str(run_dir))
     assert analyzed.returncode == 0, analyzed.stderr
     summary = (run_dir / "confidence" / "judgment_summary.csv").read_text().splitlines()
     assert summary[0].startswith("role,responses,judged,unusable") and len(summary) == 3
-    other = _cli("confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--max-tokens", "50")
+    other = _cli(
+        "paper", "confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--max-tokens", "50"
+    )
     assert other.returncode == 2 and "different settings" in other.stderr

@@ -35,7 +35,7 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
         store.close()
     again = _cli("ablate-consensus", *common, "--role-provider", "lenient=fake")
     assert again.returncode == 0 and "0 agent calls made" in again.stdout.replace("\n", " ")
-    evaluated = _cli("eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "50")
+    evaluated = _cli("paper", "eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "50")
     assert evaluated.returncode == 0, evaluated.stderr
     rows = list(csv.DictReader((run_dir / "consensus" / "alignment.csv").open()))
     assert {r["protocol"] for r in rows} == {
@@ -48,11 +48,11 @@ def test_ablate_consensus_then_evaluate(asap: Path, tmp_path: Path) -> None:
         "the raters' plain mean" in (run_dir / "consensus" / "consensus.md").read_text()
     )  # the consensus paper's default
     rounded_dir = tmp_path / "rounded"
-    rounded = _cli("eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "0", "--reference", "rounded",
+    rounded = _cli("paper", "eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "0", "--reference", "rounded",
                    "--out", str(rounded_dir))  # fmt: skip
     assert rounded.returncode == 0, rounded.stderr
     assert "rounded half up" in (rounded_dir / "consensus.md").read_text()
-    bad = _cli("eval-consensus", "--run-dir", str(run_dir), "--reference", "median")
+    bad = _cli("paper", "eval-consensus", "--run-dir", str(run_dir), "--reference", "median")
     assert bad.returncode == 2 and "--reference must be one of mean, rounded" in bad.stderr
     qwk = _cli("eval", "--run-dir", str(run_dir), "--bootstrap", "0")
     assert qwk.returncode == 0, qwk.stderr

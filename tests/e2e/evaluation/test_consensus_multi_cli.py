@@ -57,7 +57,7 @@ def test_several_runs_are_averaged_and_gridded(asap: Path, tmp_path: Path) -> No
     other = _copy_with(run, tmp_path / "other", provider={"kind": "openai", "model": "m-b"})
     mixed = _copy_with(run, tmp_path / "mixed", role_providers={"lenient": {"kind": "openai", "model": "m-b"}})
     out = tmp_path / "models"
-    done = _cli("eval-consensus", str(run), str(other), str(mixed), "--bootstrap", "0", "--out", str(out))
+    done = _cli("paper", "eval-consensus", str(run), str(other), str(mixed), "--bootstrap", "0", "--out", str(out))
     assert done.returncode == 0, done.stderr
     for folder in (run, other, mixed):  # each run's own tables, as eval-consensus RUN writes them
         assert (folder / "consensus" / "alignment.csv").is_file()
@@ -93,8 +93,8 @@ def test_runs_of_another_rubric_are_refused(asap: Path, tmp_path: Path) -> None:
         {**t, "max": t["max"] + 1, "levels": {**t["levels"], str(t["max"] + 1): "more"}} for t in rubric["traits"]
     ]
     other = _copy_with(run, tmp_path / "other", rubric=rubric)
-    bad = _cli("eval-consensus", str(run), str(other), "--bootstrap", "0")
+    bad = _cli("paper", "eval-consensus", str(run), str(other), "--bootstrap", "0")
     assert bad.returncode == 2 and "different rubrics" in bad.stderr
     assert not (run / "consensus").exists()  # refused before any run's tables are written
-    metric = _cli("eval-consensus", str(run), str(run), "--grid-metric", "qwk")
+    metric = _cli("paper", "eval-consensus", str(run), str(run), "--grid-metric", "qwk")
     assert metric.returncode == 2 and "--grid-metric must be one of rmse" in metric.stderr

@@ -165,7 +165,7 @@ def test_the_six_seed_002_protocols_and_eval_consensus_run_on_summeval(rubric: R
         store.close()
     assert "You are a strict and consistent evaluator of English summarization quality" in prompt
     assert article is not None and f"Source article:\n<<<\n{article}\n>>>\n\nSummary to evaluate:" in prompt
-    evaluated = _cli("eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "50")
+    evaluated = _cli("paper", "eval-consensus", "--run-dir", str(run_dir), "--bootstrap", "50")
     assert evaluated.returncode == 0, evaluated.stderr
     rows = list(csv.DictReader((run_dir / "consensus" / "alignment.csv").open()))
     assert {r["protocol"] for r in rows} == CONSENSUS_SIX
