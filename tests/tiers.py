@@ -42,6 +42,41 @@ SLOW: dict[str, str] = {
     "test_consensus_cli::test_ablate_consensus_then_evaluate": "ablate-consensus and eval-consensus as processes: 35 s",
     "test_protocols_cj_mts::test_ablate_with_madrag_cj_mts_geval_then_eval_one_table": "four protocols' ablation "
     "and its eval as processes: 32 s",
+    # over ~3 s on a quiet 2-core machine (.ci/run's --durations, -n 2, load average ~2): the default run stays
+    # under three minutes there; most run madrag in processes of their own, where the process is the point
+    "test_cli_presets::test_ablate_is_score_with_the_preset_recorded_in_the_run": "ablate and score, resumed: 10 s",
+    "test_cli_presets::test_an_old_paper_command_still_runs_and_names_its_new_form": "a process per old name: 3 s",
+    "test_consensus_multi_cli::test_several_runs_are_averaged_and_gridded": "three runs and their eval: 9 s",
+    "test_consensus_multi_cli::test_runs_of_another_rubric_are_refused": "two runs and a refused eval: 6 s",
+    "test_confidence_study::test_analyze_without_meta_from_the_command_line": "analyze as a process, twice: 8 s",
+    "test_summeval::test_the_six_seed_002_protocols_and_eval_consensus_run_on_summeval": "six protocols: 8 s",
+    "test_toy_backend::test_the_cli_generates_the_toys_option_and_scores_with_it": "three processes: 7 s",
+    "test_readme_no_logprobs::test_the_cli_error_names_the_flag_and_the_rerun_with_it_works": "two processes: 6 s",
+    "test_bad_inputs::test_a_fixed_command_runs_after_a_refused_one": "a refused and a finished process: 6 s",
+    "test_toy_protocol::test_the_cli_loads_the_plugin_scores_then_eval_and_the_report_read_the_toy": "processes: 6 s",
+    "test_research_run::test_the_summary_tells_cache_hits_apart": "two runs as processes: 6 s",
+    "test_one_writer::test_a_second_server_on_the_same_data_dir_is_refused": "two servers: 5 s",
+    "test_one_writer::test_two_writers_at_a_barrier_never_mix_a_run": "two writers, several rounds: 4 s",
+    "test_resume_kill::test_sigkill_mid_run_then_resume": "a killed process and its resume: 5 s",
+    "test_cli::test_resuming_with_other_settings_is_refused": "two processes: 5 s",
+    "test_evaluation::test_command_functions_register_in_typer": "every command's help: 5 s",
+    "test_own_data::test_single_rater_run_eval_and_errors": "score, eval, errors as processes: 5 s",
+    "test_own_data::test_input_errors_are_one_stderr_line_without_a_progress_bar": "a process per input: 4 s",
+    "test_own_data::test_protocols_needing_exemplars_refuse_a_trait_without_scores": "processes: 4 s",
+    "test_disk_full::test_a_real_full_disk_during_the_run": "a run on a 2 MB filesystem: 5 s",
+    "test_store_readonly::test_reading_an_old_run_leaves_its_files_as_they_were_and_resuming_migrates_it_saying_so": (
+        "processes over an old run: 4 s"
+    ),
+    "test_store_readonly::test_a_run_on_a_read_only_filesystem_is_evaluated": "processes: 3 s",
+    "test_resume_command::test_resume_makes_exactly_the_calls_left_with_the_runs_own_templates": "two runs: 4 s",
+    "test_cli_out_and_ids::test_report_out_in_a_missing_folder_through_the_console_entry_point": "processes: 4 s",
+    "test_tokens::test_an_anchor_run_records_the_chosen_essays": "an anchor run on a whole set: 4 s",
+    "test_tokens::test_an_adaptive_run_records_its_threshold_and_costs_reports_the_calls_saved": "two runs: 3 s",
+    "test_reference_ties::test_score_command_records_the_tie_rule": "score as processes: 4 s",
+    "test_previous_release_run::test_it_opens_evaluates_and_exports": "a whole old run evaluated: 3 s",
+    "test_confidence_figure3::test_sets_need_two_judged_runs_with_distinct_labels": "judged runs: 3 s",
+    "test_readme_commands::test_readme_serve_answers": "madrag serve as a process: 3 s",
+    "test_reasoning_backend::test_score_against_a_reasoning_model_from_the_command_line": "a process: 3 s",
 }
 
 
