@@ -61,7 +61,10 @@ def open_client(cache_dir: Path) -> Any:
     except ImportError as exc:
         raise MadragError("chromadb is not installed: pip install chromadb") from exc
     with folder_lock(cache_dir, write=True):
-        return chromadb.PersistentClient(path=str(cache_dir), settings=Settings(anonymized_telemetry=False))
+        # the absolute path: Chroma keeps one system per path string in a process, so a relative one would reach
+        # the folder it named under an earlier working directory (another folder, perhaps deleted since)
+        path = str(cache_dir.resolve())
+        return chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
 
 
 @contextlib.contextmanager

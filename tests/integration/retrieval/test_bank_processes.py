@@ -114,3 +114,19 @@ def test_processes_opening_a_fresh_cache_folder_at_once_all_succeed(tmp_path: Pa
         for proc in procs:
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err[-2000:]
+
+
+def test_a_relative_cache_folder_is_the_one_under_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--cache-dir cache`` in two working directories of one process is two folders: Chroma keeps one system per
+    path string, so the bank store opens it by its absolute path (a relative one reached the first folder's)."""
+    from madrag.retrieval.bank_store import open_client
+
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        client = open_client(Path("cache"))
+        assert [c.name for c in client.list_collections()] == []  # a new folder holds no bank yet
+        client.create_collection(f"bank-{name}")
+        assert (tmp_path / name / "cache" / "chroma.sqlite3").is_file()
