@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -102,3 +104,21 @@ def needs_ray() -> ModuleType:
     reason = "Ray is not installed (pip install 'madrag[ray]'); CI runs this test"
     module: ModuleType = pytest.importorskip("ray", reason=reason, exc_type=ImportError)
     return module
+
+
+def plugin_env(test_file: str, module: str) -> dict[str, str]:
+    """The environment of a madrag process that loads the test module ``module`` (the file ``test_file``) as its
+    ``$MADRAG_PLUGINS`` plugin: that file's folder and the repository on the path."""
+    folder = Path(test_file).resolve().parent
+    repo = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join([str(folder), str(repo), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "MADRAG_PLUGINS": module, "PYTHONPATH": path, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def madrag_with_plugin(
+    test_file: str, module: str, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``madrag ARGS`` in its own process, with the test module ``module`` as a plugin (:func:`plugin_env`)."""
+    command = [sys.executable, "-m", "madrag.cli", *args]
+    env = plugin_env(test_file, module)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)

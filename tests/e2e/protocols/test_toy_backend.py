@@ -14,14 +14,13 @@ import os
 import re
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from tests.helpers import needs_ray
+from tests.helpers import madrag_with_plugin, needs_ray
 
 import madrag
 from madrag.providers import BackendOptions, BackendTraits, option, register_backend
@@ -29,7 +28,6 @@ from madrag.providers.backends import CallLimits, unregister_backend
 from madrag.providers.fake import FakeProvider
 
 TOY = "toy"
-TESTS = Path(__file__).resolve().parent
 RUBRIC = {"traits": [{"name": t, "min": 0, "max": 3, "levels": dict.fromkeys(range(4), "...")} for t in "AB"]}
 
 
@@ -63,16 +61,9 @@ def toy_registered() -> Iterator[None]:
 # -- helpers ---------------------------------------------------------------------------------------------------
 
 
-def plugin_env() -> dict[str, str]:
-    """A process that imports this file as the plugin (its folder and the repository on the path)."""
-    path = os.pathsep.join([str(TESTS), str(TESTS.parents[2]), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "MADRAG_PLUGINS": __name__, "PYTHONPATH": path, "RAY_USAGE_STATS_ENABLED": "0"}
-
-
 def madrag_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``madrag`` in its own process, with this file as a plugin."""
-    command = [sys.executable, "-m", "madrag.cli", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=plugin_env())
+    return madrag_with_plugin(__file__, __name__, *args, timeout=timeout)
 
 
 def score_args(asap: Path, run_dir: Path, *extra: str) -> list[str]:

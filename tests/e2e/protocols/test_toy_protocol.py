@@ -9,7 +9,6 @@ and its final score the Judge's read score (so every reader of a run reads it ba
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import needs_ray
+from tests.helpers import madrag_with_plugin, needs_ray, plugin_env
 from typer.testing import CliRunner
 
 import madrag
@@ -30,7 +29,6 @@ from madrag.protocols.scores import combine_judges
 from madrag.rubric import Rubric, Trait
 
 TOY = "Toy"
-TESTS = Path(__file__).resolve().parent
 EMPTY_BLOCKS = {"EXEMPLAR_HINT": "", "EXEMPLARS": "", "DEBATE": "", "EVIDENCE_FEEDBACK": "", "VERIFY_NOTE": ""}
 
 
@@ -71,16 +69,9 @@ def toy(name: str) -> ToyProtocol:
 # -- helpers ---------------------------------------------------------------------------------------------------
 
 
-def plugin_env() -> dict[str, str]:
-    """A process that imports this file as the plugin (its folder and the repository on the path)."""
-    path = os.pathsep.join([str(TESTS), str(TESTS.parents[2]), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "MADRAG_PLUGINS": __name__, "PYTHONPATH": path, "RAY_USAGE_STATS_ENABLED": "0"}
-
-
 def madrag_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``madrag`` in its own process, with this file as a plugin."""
-    command = [sys.executable, "-m", "madrag.cli", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=plugin_env())
+    return madrag_with_plugin(__file__, __name__, *args, timeout=timeout)
 
 
 def score_args(asap: Path, run_dir: Path, *extra: str) -> list[str]:
@@ -143,7 +134,7 @@ def test_the_cli_loads_the_plugin_scores_then_eval_and_the_report_read_the_toy(a
 
 
 def test_an_unknown_plugin_is_one_line(asap: Path, tmp_path: Path) -> None:
-    env = {**plugin_env(), "MADRAG_PLUGINS": "no_such_madrag_plugin"}
+    env = {**plugin_env(__file__, __name__), "MADRAG_PLUGINS": "no_such_madrag_plugin"}
     command = [sys.executable, "-m", "madrag.cli", *score_args(asap, tmp_path / "run", "--limit", "1")]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
