@@ -107,10 +107,6 @@ def operational_fields(spec: ProviderSpec) -> frozenset[str]:
     return frozenset(n for n, f in fields.items() if option_meta(f)["operational"])
 
 
-OPERATIONAL = frozenset({"concurrency", "timeout_s", "retries", "fake_latency_s", "slots", "extra_base_urls", "client"})
-"""The built-in backends' :func:`operational_fields` (a resumed run may change them)."""
-
-
 ADDED_LATER: dict[str, Any] = {"token_param": "auto", "sampling_params": "auto", "runtime": "llama-cpp-python"}
 """Spec fields added after runs were recorded, with the value every run recorded before them had (the
 runtime: llama-cpp-python, the only one then; no longer the default): part of a run's identity only when set

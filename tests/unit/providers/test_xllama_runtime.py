@@ -22,8 +22,8 @@ from madrag.providers.llamacpp import LlamaCppProvider
 from madrag.providers.models import smollm2_gguf_path
 from madrag.providers.spec import (
     ADDED_LATER,
-    OPERATIONAL,
     ProviderSpec,
+    operational_fields,
     spec_fields,
     spec_from_identity,
     spec_identity,
@@ -115,7 +115,7 @@ def test_the_runtime_is_identity_of_the_embedded_backend_only() -> None:
 
 def _recorded_before_the_runtime(spec: ProviderSpec) -> dict[str, Any]:
     """The identity the previous release recorded for ``spec``: no runtime field at all."""
-    dumped = {k: v for k, v in spec_fields(spec).items() if k not in {*OPERATIONAL, "runtime"}}
+    dumped = {k: v for k, v in spec_fields(spec).items() if k not in {*operational_fields(spec), "runtime"}}
     return {k: v for k, v in dumped.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 
