@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.markup import escape
 
 from madrag.errors import InputError
-from madrag.protocols import available
 
 C = TypeVar("C", bound=str)
 
@@ -128,9 +126,6 @@ FoldOpt = Annotated[
 ]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]
-ProtocolOpt = Annotated[
-    list[str], typer.Option("--protocol", "-p", help=f"Scoring protocol(s): {escape(', '.join(available()))}.")
-]
 RoleProviderOpt = Annotated[
     list[str] | None,
     typer.Option(
