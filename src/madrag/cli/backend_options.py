@@ -23,7 +23,7 @@ from rich.markup import escape
 
 from madrag.cli.groups import KEYWORD, OptionGroup, _in_panel, literal_values
 from madrag.cli.options import RoleProviderOpt, choice
-from madrag.providers.backends import backends, option_meta
+from madrag.providers.backends import backend_kinds, backends, option_meta
 from madrag.providers.spec import ProviderSpec, parse_role_provider
 
 COMMON_LAST = ("concurrency", "timeout_s", "retries")
@@ -127,8 +127,7 @@ def backend_group(name: str, panel: str | None = None, roles: bool = False) -> O
 
     def build(values: dict[str, Any]) -> Any:
         fields = given_fields(options, values)
-        kinds = tuple(b.kind for b in backends())
-        fields["kind"] = choice("--provider", fields["kind"], kinds)
+        fields["kind"] = choice("--provider", fields["kind"], backend_kinds())
         spec = ProviderSpec.model_validate(fields)
         if not roles:
             return spec
