@@ -59,8 +59,6 @@ SETUP = {
 NOT_RUN = {
     "docs/reproduce.md": "every command of it runs in its own tests (tests/e2e/docs/test_reproduce_commands.py)",
     "docs/scaling.md": "a Ray cluster and several GPU servers, with `...` for the options given above them",
-    "docs/protocols.md": "an example whose `runs/<id>` stands for the run folder the command before it made",
-    "docs/data-and-rubric-formats.md": "a quick check that writes to /tmp/check, outside the test's folder",
 }
 """Pages of the site whose ```bash blocks this test does not run, and why (none came from the README)."""
 

@@ -14,6 +14,7 @@ import pytest
 
 import madrag.retrieval.folds
 from madrag.data.essay import Essay
+from madrag.data.loaders import load_essays
 from madrag.data.splits import fold_pools, split_essays
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate_run
@@ -21,7 +22,7 @@ from madrag.evaluation.run import load_run
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers import ProviderSpec
 from madrag.retrieval.bank import Exemplar, LevelExemplar
-from madrag.rubric import Rubric, Trait
+from madrag.rubric import Rubric, Trait, load_rubric
 
 TABLE2_N = {7: 2474, 8: 67}  # the MADRAG paper's Table 2, N per essay set
 
@@ -84,11 +85,17 @@ def test_fold_each_reproduces_table2_sizes_without_leaking_a_fold(
 @pytest.mark.integration
 @pytest.mark.parametrize("essay_set", [7, 8])
 def test_fold_each_with_chroma_banks(essay_set: int, asap: Path, tmp_path: Path) -> None:
-    _check_fold_each_run(essay_set, asap, tmp_path)
+    """The real per-fold Chroma banks, each built from the whole set less one fold, queried for the set's first
+    {CHROMA_SCORED} essays (every fold among them): the fast test above checks Table 2's N on every essay."""
+    _check_fold_each_run(essay_set, asap, tmp_path, limit=CHROMA_SCORED)
 
 
-def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path) -> None:
-    """Score a whole set with ``--fold each`` (fake provider, MARAG); check folds, pools and Table 2's N."""
+CHROMA_SCORED = 150
+
+
+def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path, limit: int | None = None) -> None:
+    """Score a set (its first ``limit`` essays; all of them by default) with ``--fold each`` (fake provider,
+    MARAG); check folds and pools, and with every essay scored, Table 2's N."""
     job = ScoreJob(
         data=asap / "training_set_rel3_sets7_8.tsv",
         rubric=asap / f"rubric_set{essay_set}.json",
@@ -99,9 +106,10 @@ def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path) -> None:
         embedder="hashing",
         cache_dir=tmp_path / "cache",
         response_cache=False,
+        limit=limit,
     )
     result = asyncio.run(execute(job))
-    by_id = {e.id: e for e in result.essays}
+    by_id = {e.id: e for e in load_essays(job.data, load_rubric(job.rubric))}  # the scored essays and their pools
     assert len({e.fold for e in result.essays}) == 5
     assert len(result.bank_info["per_fold"]) == 5
     run = load_run(job.run_dir)
@@ -117,6 +125,10 @@ def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path) -> None:
                 seen += 1
                 assert by_id[level["exemplar"]["essay_id"]].fold != own
     assert seen > 0
+    if limit is not None:
+        assert len(result.essays) == limit and {r.essay_id for r in run.judges} == {e.id for e in result.essays}
+        assert len({by_id[r.essay_id].fold for r in run.judges}) == 5  # every fold's bank was queried
+        return
     extreme = evaluate_run(run, bootstrap=10).extreme  # what `madrag eval` computes, from the run read above
     pooled = extreme[(extreme["protocol"] == "MARAG") & (extreme["trait"] == "all")].iloc[0]
     assert pooled["n"] == TABLE2_N[essay_set]
