@@ -40,6 +40,15 @@ TokenOpt = Annotated[
         "generated and printed once when none is given; on a loopback address none is needed unless given."
     ),
 ]
+KeyEnvOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="The environment variable holding a backend's API key when none is typed into a page: KIND=VAR for "
+        "one backend (anthropic=TEAM_ANTHROPIC_KEY), VAR alone for the OpenAI-compatible one; again for more. "
+        "A backend not named reads its own (OPENAI_API_KEY, ANTHROPIC_API_KEY).",
+        metavar="VAR",
+    ),
+]
 ResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -61,9 +70,7 @@ def serve_command(
     backend_concurrency: Annotated[
         int, typer.Option(help="Requests in flight to one backend, shared by every run on it.")
     ] = 8,
-    api_key_env: Annotated[
-        str, typer.Option(help="Environment variable with the OpenAI-compatible key used when none is typed in.")
-    ] = "OPENAI_API_KEY",
+    api_key_env: KeyEnvOpt = None,
     embedder: Annotated[
         str,
         typer.Option(
@@ -81,6 +88,7 @@ def serve_command(
 
     chosen_embedder, chosen_runtime = _check_choices(embedder=embedder, runtime=runtime, port=port)
     given, generated = _token(token, host)
+    any_kind, per_kind = _key_envs(api_key_env or [])
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_rows=max_essays)
     config = ServerConfig(
         data_dir=data_dir or default_data_dir(),
@@ -94,7 +102,8 @@ def serve_command(
         slots=slots,
         runtime=chosen_runtime,
         backend_concurrency=backend_concurrency,
-        api_key_env=api_key_env,
+        api_key_env=any_kind,
+        kind_key_envs=per_kind,
         embedder=chosen_embedder,
         auto_resume=resume,
     )
@@ -112,6 +121,30 @@ def _check_choices(*, embedder: str, runtime: str, port: int) -> tuple[EmbedderN
     if chosen_runtime is None:
         raise ConfigError(f"--runtime must be one of {', '.join(LLAMA_RUNTIMES)}; got {runtime!r}")
     return chosen_embedder, chosen_runtime
+
+
+def _key_envs(given: list[str]) -> tuple[str | None, dict[str, str]]:
+    """``--api-key-env``'s values read: (the variable named alone, the variables named per kind); a ConfigError
+    for a kind not registered or that takes no key, or a variable named twice for one."""
+    from madrag.providers.backends import find_backend
+
+    found: dict[str, str] = {}  # "" for the one named alone
+    for text in given:
+        kind, sep, var = (part.strip() for part in text.rpartition("="))
+        if not var or (sep and not kind):
+            raise ConfigError(f"--api-key-env takes VAR or KIND=VAR; got {text!r}")
+        if kind:
+            try:
+                takes_key = find_backend(kind).traits.needs_key
+            except ConfigError as exc:
+                raise ConfigError(f"--api-key-env {text}: {exc}") from None
+            if not takes_key:
+                raise ConfigError(f"--api-key-env {text}: the {kind} backend takes no API key")
+        if kind in found:
+            raise ConfigError(f"--api-key-env names the {kind or 'OpenAI-compatible'} key's variable twice")
+        found[kind] = var
+    alone = found.pop("", None)
+    return alone, found
 
 
 def _token(token: str | None, host: str) -> tuple[str | None, bool]:

@@ -50,7 +50,8 @@ class OpenAIOptions(BackendOptions):
 
     base_url: str | None = option(
         None,
-        "OpenAI-compatible server URL; again for more servers of the same model (calls balanced).",
+        "OpenAI-compatible server URL (OpenAI's when none is given: https://api.openai.com/v1); again for more "
+        "servers of the same model (calls balanced).",
         repeat_into="extra_base_urls",
     )
     # more endpoints serving the same model; calls are balanced over base_url and these (madrag.providers.pool)

@@ -1,8 +1,9 @@
 """The server's settings: where runs live, who may call it, how much it accepts, and its default backend.
 
 A :class:`ServerConfig` is built by ``madrag serve`` from its options (or by a test) and handed to
-:func:`madrag.server.app.create_app`. The API key of an OpenAI-compatible backend is never part of it: the
-server reads keys from its environment or holds a key typed into a page in memory only.
+:func:`madrag.server.app.create_app`. A backend's API key is never part of it: the server reads keys from its
+environment (the variable :meth:`ServerConfig.key_env` names for the backend's kind) or holds a key typed into a
+page in memory only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.data import shipped
+from madrag.providers.backends import find_backend
 from madrag.providers.runtimes import LlamaRuntime
 from madrag.retrieval.embedder import EmbedderName
 
@@ -56,6 +58,8 @@ class ServerConfig(BaseModel):
     ``token``: when set, every page and API call must carry it; it must be set when ``host`` is not a loopback
     address (``madrag serve`` generates one then). ``backend_concurrency``: requests in flight to one backend,
     shared by every run on it. ``embedder``: the exemplar pools' (MiniLM; ``hashing`` for quick checks and tests).
+    ``api_key_env`` and ``kind_key_envs``: the environment variables of the backends' keys
+    (:meth:`key_env`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -71,9 +75,25 @@ class ServerConfig(BaseModel):
     slots: int = Field(default=2, ge=1)
     runtime: LlamaRuntime = "xllamacpp"  # what runs the embedded backend's model (see madrag.providers.runtimes)
     backend_concurrency: int = Field(default=8, ge=1)
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None  # ``--api-key-env VAR``: the OpenAI-compatible backends' key variable
+    kind_key_envs: dict[str, str] = Field(default_factory=dict)  # ``--api-key-env KIND=VAR``: one kind's
     auto_resume: bool = False
     embedder: EmbedderName = "minilm"
+
+    def key_env(self, kind: str) -> str | None:
+        """The environment variable a run of ``kind`` reads its API key from when none is typed in: the one
+        named for that kind (``--api-key-env KIND=VAR``), else, for an OpenAI-compatible backend (the one the
+        connection test applies to), the one named alone (``--api-key-env VAR``), else the kind's own default
+        (its options' ``api_key_env``: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``); None for a kind that reads no
+        key from a variable. A ConfigError for a kind not registered."""
+        backend = find_backend(kind)
+        if kind in self.kind_key_envs:
+            return self.kind_key_envs[kind]
+        if self.api_key_env and backend.traits.connection_test:
+            return self.api_key_env
+        field = backend.option_fields().get("api_key_env")
+        default = None if field is None else field.default
+        return default if isinstance(default, str) and default else None
 
     @property
     def token_required(self) -> bool:

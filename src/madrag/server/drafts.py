@@ -47,7 +47,7 @@ class Drafts:
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "drafts"
         self.root.mkdir(parents=True, exist_ok=True)
-        self._keys: dict[str, SecretStr] = {}
+        self._keys: dict[str, tuple[str, SecretStr]] = {}  # draft -> (the kind it was typed for, the key)
         self._lock = threading.Lock()
 
     def new(self) -> Draft:
@@ -87,19 +87,24 @@ class Drafts:
         path = self.folder(draft.id) / "essays.jsonl"
         return library.read_essays(path, rubric) if path.is_file() and draft.n_essays else []
 
-    def set_key(self, draft_id: str, key: SecretStr | None) -> None:
+    def set_key(self, draft_id: str, key: SecretStr | None, kind: str) -> None:
+        """Hold ``key``, typed for a backend of ``kind``, for the draft (an empty one: forget the held one)."""
         with self._lock:
             if key is None or not key.get_secret_value():
                 self._keys.pop(draft_id, None)
             else:
-                self._keys[draft_id] = key
+                self._keys[draft_id] = (kind, key)
 
-    def key(self, draft_id: str) -> SecretStr | None:
+    def key(self, draft_id: str, kind: str) -> SecretStr | None:
+        """The key held for the draft, if it was typed for a backend of ``kind`` (an OpenAI key is never sent
+        to another kind's server because the teacher changed the backend)."""
         with self._lock:
-            return self._keys.get(draft_id)
+            held = self._keys.get(draft_id)
+        return held[1] if held is not None and held[0] == kind else None
 
     def backend(self, draft: Draft) -> BackendSettings:
         """The draft's backend with its typed key (if any); an error when no model was chosen yet."""
         if not draft.backend.get("kind"):
             raise ApiError(400, "choose which model scores first (step 4)", "kind")
-        return BackendSettings.model_validate({**draft.backend, "api_key": self.key(draft.id)})
+        kind = str(draft.backend["kind"])
+        return BackendSettings.model_validate({**draft.backend, "api_key": self.key(draft.id, kind)})

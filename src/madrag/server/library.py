@@ -290,18 +290,13 @@ def write_inputs(
 
 
 def provider_spec(
-    kind: str, model: str | None, base_url: str | None, key_env: str, concurrency: int | None, **extra: Any
+    kind: str, model: str | None, base_url: str | None, key_env: str | None, concurrency: int | None, **extra: Any
 ) -> ProviderSpec:
-    """The library's backend description (never holding a key: only the name of the variable it is in)."""
+    """The library's backend description (never holding a key: only the name of the variable it is in; None:
+    the kind's own)."""
+    key = {} if key_env is None else {"api_key_env": key_env}
     return ProviderSpec.model_validate(
-        {
-            "kind": kind,
-            "model": model,
-            "base_url": base_url,
-            "api_key_env": key_env,
-            "concurrency": concurrency,
-            **extra,
-        }
+        {"kind": kind, "model": model, "base_url": base_url, "concurrency": concurrency, **key, **extra}
     )
 
 

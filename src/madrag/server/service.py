@@ -156,7 +156,7 @@ def create_run(
 ) -> RunMeta:
     """Start the run (or the sample of a dry run) on checked inputs."""
     if find_backend(req.backend.kind).traits.needs_model and not req.backend.model:
-        raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
+        raise InvalidRequest(f"the {req.backend.kind} backend needs the name of the model its server serves", "model")
     shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
     if pool == "asap" and shipped is None:
         raise BadInput("no shipped exemplar pool fits this rubric (ASAP sets 7 and 8 only)", "pool")
@@ -187,12 +187,15 @@ def create_run(
 
 async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
     """Send the test request to an OpenAI-compatible backend (an invalid request for another kind or without a
-    model)."""
+    model); a key not typed in is read from the variable the server names for its kind."""
     if not find_backend(backend.kind).traits.connection_test:
-        raise InvalidRequest(f"only a model server is tested, not the {backend.kind} backend", "kind")
+        raise InvalidRequest(
+            f"the test request is an OpenAI-compatible one: the {backend.kind} backend is not tested before a run",
+            "kind",
+        )
     if not backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
-    return await probe(backend.model, backend.base_url, state.config.api_key_env, backend.api_key)
+    return await probe(backend.model, backend.base_url, state.config.key_env(backend.kind), backend.api_key)
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------

@@ -1,19 +1,17 @@
 """The ``anthropic`` backend (one file: madrag/providers/anthropic.py) against a stub of Anthropic's Messages API
-as its documentation defines it (https://docs.anthropic.com/en/api/messages: ``POST /v1/messages`` with the
-``x-api-key`` and ``anthropic-version`` headers; ``system`` apart from ``messages``; the answer's ``content``
-blocks, ``stop_reason`` and ``usage.input_tokens`` / ``output_tokens``; errors as ``{"type": "error", "error":
-{"type", "message"}}``, 529 when overloaded)."""
+as its documentation defines it (tests/anthropic_stub.py: ``POST /v1/messages`` with the ``x-api-key`` and
+``anthropic-version`` headers; ``system`` apart from ``messages``; the answer's ``content`` blocks, ``stop_reason``
+and ``usage``; errors as ``{"type": "error", "error": {"type", "message"}}``, 529 when overloaded)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
+from tests.anthropic_stub import KEY, Stub, messages_api
 
 import madrag
 from madrag.cli.backend_options import spec_from_options
@@ -22,49 +20,14 @@ from madrag.providers.anthropic import AnthropicProvider
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.spec import make_provider, spec_identity
 
-KEY = "sk-ant-stub"
 RUBRIC = {"traits": [{"name": t, "min": 0, "max": 3, "levels": dict.fromkeys(range(4), "...")} for t in "AB"]}
 
 
-class Stub:
-    """The Messages API: every request kept; answers ``reply``, or the error ``status`` when set."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
-        self.status = 200
-        self.reply = "On topic and clear.\nFinal score: 2"
-
-    async def messages(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.requests.append((dict(request.headers), body))
-        if request.headers.get("x-api-key") != KEY:
-            return _error(401, "authentication_error", "invalid x-api-key")
-        if self.status != 200:
-            return _error(self.status, "overloaded_error" if self.status == 529 else "invalid_request_error", "no")
-        answer = {
-            "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-            "content": [{"type": "text", "text": self.reply}], "stop_reason": "end_turn",
-            "usage": {"input_tokens": 12, "output_tokens": 7},
-        }  # fmt: skip
-        return web.json_response(answer)
-
-
-def _error(status: int, kind: str, message: str) -> web.Response:
-    return web.json_response({"type": "error", "error": {"type": kind, "message": message}}, status=status)
-
-
 @pytest.fixture
-async def stub() -> AsyncIterator[tuple[Stub, str]]:
+def stub() -> Iterator[tuple[Stub, str]]:
     found = Stub()
-    app = web.Application()
-    app.router.add_post("/v1/messages", found.messages)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield found, f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    with messages_api(found) as url:
+        yield found, url
 
 
 async def test_a_request_is_the_messages_api_and_the_answer_read(

@@ -71,7 +71,8 @@ class TextRequest(BaseModel):
 class BackendSettings(TextRequest):
     """Which LLM scores: the embedded model (default), an OpenAI-compatible server, or the fake (canned answers,
     for testing an integration). ``api_key`` is held in the server's memory only; without it the key comes
-    from the server's environment.
+    from the server's environment, the variable of the backend's kind (``madrag serve --api-key-env``, else the
+    kind's own: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
 
     ``logprobs`` (an OpenAI-compatible server): whether it returns logprobs. Unset, the server finds out with
     one short request before the run (``POST /api/backends/test`` does it on demand); ``false`` scores with

@@ -8,11 +8,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 
 from madrag.errors import MadragError
-from madrag.providers.backends import web_options
-from madrag.providers.spec import ProviderSpec
+from madrag.providers.backends import find_backend
 from madrag.rubric import Rubric
 from madrag.server import library, service
 from madrag.server.drafts import Draft
@@ -20,8 +19,8 @@ from madrag.server.http.errors import ApiError, http_status
 from madrag.server.http.faults import ServerError
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
+from madrag.server.pages import backend_form, gradebook
 from madrag.server.pages import calibration as pages_calibration
-from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import redirect, state_of
 from madrag.server.pages.setup import read_form, step_page, with_rubric
 from madrag.server.runs import archive as run_list
@@ -43,7 +42,10 @@ def backend_page(draft_id: str, request: Request) -> Response:
     return _backend_page(request, draft, {})
 
 
-def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status: int = 200) -> Response:
+def _backend_page(
+    request: Request, draft: Draft, errors: dict[str, str], status: int = 200, untested: str = ""
+) -> Response:
+    """The page; ``untested``: the kind a "Test connection" was asked for that the test does not apply to."""
     s = state_of(request)
     estimate = s.runs.describe(draft.estimate_run) if draft.estimate_run else None
     return step_page(
@@ -55,53 +57,31 @@ def _backend_page(request: Request, draft: Draft, errors: dict[str, str], status
         protocols=_protocol_options(draft),
         estimate=estimate,
         note=library.TINY_MODEL_NOTE,
-        has_key=s.drafts.key(draft.id) is not None,
+        has_key=s.drafts.key(draft.id, str(draft.backend.get("kind") or "")) is not None,
         probe=draft.probe,
+        untested=untested,
+        untested_words=backend_form.untested_words,
         presets=presets.PRESETS,
         teacher_protocols=plain_words.TEACHER_PROTOCOLS,
-        server_kinds=presets.server_kinds(),
-        try_kinds=presets.try_only(),
-        tiny_kinds={k for k in presets.try_only() if ProviderSpec(kind=k).options.tiny_default()},
-        try_fields={k: set(ProviderSpec(kind=k).options.model_dump()) for k in presets.try_only()},
-        kind_options={k: _web_fields(k) for k in [*presets.server_kinds(), *presets.try_only()]},
+        **backend_form.view(),
     )
 
 
-def _web_fields(kind: str) -> dict[str, str]:
-    """The options the kind's backend offers the web form, with their help (none for an unknown kind)."""
-    try:
-        return {n: f.description or n for n, f in web_options(kind).items()}
-    except MadragError:
-        return {}
-
-
-def _backend_from_form(form: Any, kind_needed: bool = True) -> dict[str, Any]:
-    """The backend fields typed; without a model chosen, :data:`CHOOSE_A_MODEL` (none is chosen for the teacher)."""
-    kind = str(form.get("kind") or "")
-    if not kind and kind_needed:
+def _backend_from_form(form: Any, kind: str = "") -> dict[str, Any]:
+    """The backend fields typed for the chosen kind (or ``kind``: a preset's); without a model chosen,
+    :data:`CHOOSE_A_MODEL` (none is chosen for the teacher)."""
+    kind = kind or str(form.get("kind") or "")
+    if not kind:
         raise ApiError(400, CHOOSE_A_MODEL, "kind")
-    raw: dict[str, Any] = {"kind": kind or presets.PRESET_KIND}
-    for name in ("model", "base_url"):
-        if value := str(form.get(name) or "").strip():
-            raw[name] = value
-    for name, cast in (("concurrency", int), ("max_tokens", int), ("fake_latency_s", float)):
-        if value := str(form.get(name) or "").strip():
-            try:
-                raw[name] = cast(value)
-            except ValueError:
-                raise ApiError(400, "must be a number", name) from None
-    options = {n: v for n in _web_fields(kind) if (v := str(form.get(f"option-{kind}-{n}") or "").strip())}
-    if options:
-        raw["options"] = options  # checked by the kind's options model (BackendSettings)
-    logprobs = {"yes": True, "no": False}.get(str(form.get("logprobs") or "auto"))
-    if logprobs is not None:
-        raw["logprobs"] = logprobs
-    return raw
+    return backend_form.read_backend(form, kind)
 
 
 async def _test_connection(request: Request, draft: Draft) -> Response:
     """Send the test request; when the server answered, its logprobs answer becomes the draft's setting."""
     s = state_of(request)
+    kind = str(draft.backend["kind"])
+    if not find_backend(kind).traits.connection_test:  # said plainly, not as an error
+        return _backend_page(request, draft.model_copy(update={"probe": None}), {}, untested=kind)
     found = await service.try_backend(s, s.drafts.backend(draft))
     backend = {**draft.backend, "logprobs": found.logprobs} if found.answered else draft.backend
     draft = draft.model_copy(update={"backend": backend, "probe": found.model_dump()})
@@ -112,7 +92,7 @@ async def _test_connection(request: Request, draft: Draft) -> Response:
 def _preset(request: Request, draft: Draft, form: Any, name: str) -> Response:
     """Fill in a known server (to test before a run): what else was typed is kept."""
     s = state_of(request)
-    raw = _backend_from_form(form, kind_needed=False)
+    raw = _backend_from_form(form, presets.PRESET_KIND)  # what was typed, as the preset's kind takes it
     draft = draft.model_copy(update={"backend": presets.apply(raw, name), "probe": None})
     s.drafts.save(draft)
     return _backend_page(request, draft, {})
@@ -131,8 +111,8 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
             return _preset(request, draft, form, action[len("preset-") :])
         raw = _backend_from_form(form)
         BackendSettings.model_validate(raw)
-        if key := str(form.get("api_key") or ""):
-            s.drafts.set_key(draft.id, SecretStr(key))
+        if key := backend_form.typed_key(form, raw["kind"]):
+            s.drafts.set_key(draft.id, key, raw["kind"])
         draft = draft.model_copy(update={"backend": raw})
         s.drafts.save(draft)
         if action == "test":

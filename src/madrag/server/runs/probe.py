@@ -90,15 +90,19 @@ async def _ask(provider: OpenAICompatProvider) -> tuple[ChatResponse, bool]:
 
 
 async def probe(
-    model: str, base_url: str | None, key_env: str, api_key: SecretStr | None = None, timeout_s: float = PROBE_TIMEOUT_S
+    model: str,
+    base_url: str | None,
+    key_env: str | None,
+    api_key: SecretStr | None = None,
+    timeout_s: float = PROBE_TIMEOUT_S,
 ) -> ProbeResult:
     """Send the test request to the server at ``base_url`` serving ``model`` (key: ``api_key`` when given,
-    else the variable ``key_env``); never raises for what the server does."""
+    else the variable ``key_env``, if any); never raises for what the server does."""
     from madrag.providers.openai_compat import OpenAICompatProvider  # the openai client, only when used
 
     key = api_key if api_key is not None and api_key.get_secret_value() else None  # in its client only
     provider = OpenAICompatProvider(
-        model, base_url, api_key_env=key_env, timeout_s=timeout_s, max_concurrency=1, api_key=key
+        model, base_url, api_key_env=key_env or "", timeout_s=timeout_s, max_concurrency=1, api_key=key
     )
     start = time.monotonic()
     fields: dict[str, Any] = {"base_url": base_url}
@@ -120,7 +124,7 @@ def needs_probe(backend: RunBackend) -> bool:
     return backend.traits is not None and backend.traits.connection_test and backend.logprobs is None
 
 
-async def settle(backend: RunBackend, key_env: str, api_key: SecretStr | None = None) -> RunBackend:
+async def settle(backend: RunBackend, key_env: str | None, api_key: SecretStr | None = None) -> RunBackend:
     """The run's backend with ``logprobs`` found out by :func:`probe` (and its result in plain words under
     ``tested``); a :class:`ProviderError` when the server does not answer."""
     found = await probe(backend.model or "", backend.base_url, key_env, api_key)

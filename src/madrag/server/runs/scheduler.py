@@ -196,14 +196,15 @@ class RunManager:
         return meta
 
     def _hold_key(self, run_id: str, backend: BackendSettings) -> tuple[str | None, KeySource]:
-        """(the name the run's key is under, where it comes from): a typed key goes into the key store."""
+        """(the name the run's key is under, where it comes from): a typed key goes into the key store; without
+        one, the server environment's variable for the run's kind (:meth:`ServerConfig.key_env`)."""
         if not find_backend(backend.kind).traits.needs_key:
             return None, "none"
         if backend.api_key is not None and backend.api_key.get_secret_value():
             name = key_name(run_id)
             self.keys.put(name, backend.api_key)
             return name, "memory"
-        return self.config.api_key_env, "server-env"
+        return self.config.key_env(backend.kind), "server-env"  # the kind's variable (ServerConfig.key_env)
 
     def _spec(self, meta: RunMeta) -> ProviderSpec:
         """The library's description of the run's backend (the name of its key, never the key)."""
@@ -215,7 +216,7 @@ class RunManager:
         }  # the server's
         offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False, **b.options}  # the run's
         extra = own_options(b.kind, offered)  # those its kind reads
-        key_env = meta.key_env or c.api_key_env
+        key_env = meta.key_env or c.key_env(b.kind)
         return library.provider_spec(b.kind, b.model, b.base_url, key_env, b.concurrency, **extra)
 
     def job(self, meta: RunMeta) -> ScoreJob:
@@ -279,7 +280,7 @@ class RunManager:
             return job, meta
         prog = self.events.of(run_id)
         prog.change({"type": "stage", "message": "testing the backend"}, stage="testing the backend")
-        key_env = meta.key_env or self.config.api_key_env
+        key_env = meta.key_env or self.config.key_env(meta.backend.kind)
         tested = await probe.settle(meta.backend, key_env, self.keys.get(meta.key_env))
         meta = self._set(run_id, backend=tested)
         prog.change({"type": "stage", "message": tested.tested}, stage=tested.tested or "")

@@ -109,12 +109,22 @@
   }
 
   function backendFields() {
+    // a field of the backend step is for the kinds its data-kinds lists: shown (and sent) only when one of them
+    // is chosen, every one before a choice; the Server URL's placeholder is the chosen kind's
     var form = byId("backend-form");
     if (!form) { return; }
-    var fields = form.querySelector(".openai-fields");
+    var url = form.querySelector("input[name=base_url]");
+    var placeholders = url && url.dataset.placeholders ? JSON.parse(url.dataset.placeholders) : {};
     function sync() {
       var chosen = form.querySelector("input[name=kind]:checked");
-      fields.hidden = Boolean(chosen && chosen.value !== "openai");
+      form.querySelectorAll("[data-kinds]").forEach(function (part) {
+        var on = !chosen || part.dataset.kinds.split(" ").indexOf(chosen.value) >= 0;
+        part.hidden = !on;
+        part.querySelectorAll("input, select, button").forEach(function (field) { field.disabled = !on; });
+      });
+      if (url && chosen && Object.prototype.hasOwnProperty.call(placeholders, chosen.value)) {
+        url.placeholder = placeholders[chosen.value];
+      }
     }
     form.querySelectorAll("input[name=kind]").forEach(function (r) { r.addEventListener("change", sync); });
     sync();
