@@ -51,6 +51,11 @@ def apply(backend: dict[str, Any], name: str) -> dict[str, Any]:
     return {**out, "kind": PRESET_KIND, "base_url": preset.base_url, "model": preset.model}
 
 
+def preset_urls() -> set[str]:
+    """Every preset's server address."""
+    return {p.base_url for p in PRESETS.values()}
+
+
 PRESET_KIND = "openai"
 """The backend every preset is a server of (an OpenAI-compatible one)."""
 

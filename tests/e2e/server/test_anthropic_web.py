@@ -16,6 +16,8 @@ from tests.anthropic_stub import KEY, Stub, messages_api
 from tests.script_server import closed_port
 from tests.web_helpers import RUBRIC, client_for, csrf, essays_csv, form_post, make_config, wait_status
 
+from madrag.teacher.presets import PRESETS
+
 MODEL = "claude-stub-1"
 OPENAI_SECRET = "sk-openai-must-not-travel"
 
@@ -94,3 +96,17 @@ def test_without_a_typed_key_the_run_reads_the_servers_anthropic_key(
     meta, text = _recorded(tmp_path, run["id"])
     assert meta["backend"]["kind"] == "anthropic" and meta["backend"]["key_source"] == "server-env"
     assert meta["key_env"] == "ANTHROPIC_API_KEY" and KEY not in text and OPENAI_SECRET not in text
+
+
+def test_a_presets_address_left_in_the_field_is_not_sent_to_another_kind(tmp_path: Path) -> None:
+    """The presets fill the shared Server URL with an OpenAI-compatible server's address; a teacher who then
+    picks Anthropic without clearing it gets Anthropic's own address, not the preset's."""
+    with client_for(make_config(tmp_path)) as client:
+        token = csrf(client)
+        draft = _draft_at_backend(client, token)
+        filled = form_post(client, f"/drafts/{draft}/backend", token, action="preset-openai")
+        assert PRESETS["openai"].base_url in filled.text
+        fields = {"kind": "anthropic", "model": MODEL, "base_url": PRESETS["openai"].base_url}
+        form_post(client, f"/drafts/{draft}/backend", token, **fields, action="test")
+        saved = json.loads((tmp_path / "server" / "drafts" / draft / "draft.json").read_text(encoding="utf-8"))
+    assert saved["backend"]["kind"] == "anthropic" and "base_url" not in saved["backend"]

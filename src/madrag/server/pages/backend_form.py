@@ -125,6 +125,8 @@ def read_backend(form: Any, kind: str) -> dict[str, Any]:
     for name in ("model", "base_url"):
         if name in takes and (value := str(form.get(name) or "").strip()):
             raw[name] = value
+    if kind != presets.PRESET_KIND and raw.get("base_url") in presets.preset_urls():
+        del raw["base_url"]  # a preset's address (an OpenAI-compatible server's) left in the shared field
     for name, cast in (("concurrency", int), ("max_tokens", int), ("fake_latency_s", float)):
         if name in takes and (value := str(form.get(name) or "").strip()):
             try:
