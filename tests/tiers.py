@@ -42,6 +42,9 @@ SLOW: dict[str, str] = {
     "test_consensus_cli::test_ablate_consensus_then_evaluate": "ablate-consensus and eval-consensus as processes: 35 s",
     "test_protocols_cj_mts::test_ablate_with_madrag_cj_mts_geval_then_eval_one_table": "four protocols' ablation "
     "and its eval as processes: 32 s",
+    # the documentation's commands on the fake backend (measured the same way, -n 2, load average ~3)
+    "test_readme_commands::test_every_readme_command_runs": "some 30 commands in this process: 75 s",
+    "test_reproduce_commands::test_every_reproduce_command_runs": "some 20 commands in this process: 110 s",
     # over ~3 s on a quiet 2-core machine (.ci/run's --durations, -n 2, load average ~2): the default run stays
     # under three minutes there; most run madrag in processes of their own, where the process is the point
     "test_cli_presets::test_ablate_is_score_with_the_preset_recorded_in_the_run": "ablate and score, resumed: 10 s",
@@ -89,27 +92,43 @@ def tier_of(path: Path) -> str | None:
     return first if first in TIERS else None
 
 
-def is_serial(path: Path, integration: bool) -> bool:
+BESIDE_OTHERS: dict[str, str] = {
+    "test_retrieval_unit": "real Chroma in the test's folder, with a bag-of-words embedder",
+    "test_bank_processes": "real Chroma from several processes, with the hashing embedder",
+    "test_fold_each": "real per-fold Chroma banks, with the hashing embedder",
+    "test_baselines": "the kNN baseline on real Chroma, with a bag-of-words embedder",
+    "test_retrieval_memory": "real Chroma beside the in-memory bank, with the hashing embedder",
+    "test_vectors::test_fold_each_embeds_each_essay_once": "real Chroma, with a counting embedder",
+}
+"""Tests of real parts that run beside others all the same (by "file stem" or "file stem::test name", with
+what they use): Chroma in a folder of their own, with an embedder that loads no model; no model, server, Ray or
+browser of theirs fills the cores or shares a cache with another test."""
+
+
+def is_serial(path: Path, integration: bool, name: str = "") -> bool:
     """Whether a test must run alone, never beside another (``.ci/run`` runs these after the rest, in one process):
-    every test that uses a real part (they share the model cache, fill the cores with llama.cpp's threads and start
-    Ray) and every test that drives Chromium (the browser and the accessibility checks). pytest-xdist's
-    ``--dist loadgroup`` would keep them on one worker, but pytest-xdist 3.8 marks the group in a field pytest 9.2
-    no longer reads (``item._nodeid``), so the groups spread over the workers all the same."""
-    return integration or is_browser(path)
+    every test that uses a real part (they share the model cache, fill the cores with llama.cpp's or MiniLM's
+    threads and start Ray), except those of :data:`BESIDE_OTHERS`. The browser tests (each its own server and
+    Chromium) run beside others. pytest-xdist's ``--dist loadgroup`` would keep the serial ones on one worker, but
+    pytest-xdist 3.8 marks the group in a field pytest 9.2 no longer reads (``item._nodeid``), so the groups
+    spread over the workers all the same."""
+    beside = path.stem in BESIDE_OTHERS or f"{path.stem}::{name}" in BESIDE_OTHERS
+    return integration and not beside
 
 
 def is_browser(path: Path) -> bool:
     """Whether the test drives Chromium (tests/e2e/browser): each is slow (a server and a browser, 20 to 70 s at a
-    load average of 10) and serial."""
+    load average of 10)."""
     return path.resolve().relative_to(TESTS).parts[:2] == ("e2e", "browser")
 
 
 def marks_of(path: Path, name: str, integration: bool) -> list[pytest.MarkDecorator]:
-    """The marks a test gets from its place: its tier, ``slow`` when it is in ``SLOW``, ``serial`` (is_serial)."""
+    """The marks a test gets from its place: its tier, ``slow`` when it is in ``SLOW`` or drives the browser,
+    ``serial`` (is_serial)."""
     tier = tier_of(path)
     marks = [getattr(pytest.mark, tier)] if tier else []
     if f"{path.stem}::{name}" in SLOW or is_browser(path):
         marks.append(pytest.mark.slow)
-    if is_serial(path, integration or tier == "integration"):
+    if is_serial(path, integration or tier == "integration", name):
         marks.append(pytest.mark.serial)
     return marks

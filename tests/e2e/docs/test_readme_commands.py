@@ -368,7 +368,6 @@ def test_every_readme_command_is_covered(tmp_path: Path) -> None:
     assert set(seen) == {"data asap essays", "data asap rubric7", "data asap rubric8"}
 
 
-@pytest.mark.integration  # some 25 commands: about a minute on 2 quiet cores
 def test_every_readme_command_runs(tmp_path: Path) -> None:
     """Every documented command, in order; one the README repeats from a page runs once, where the page has it."""
     user_files(tmp_path)

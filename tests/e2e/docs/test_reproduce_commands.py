@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from tests.e2e.docs.test_readme_commands import REPO, cli_options, in_process, readme_commands, rewrite, user_files
 
 REPRODUCE = REPO / "docs" / "reproduce.md"
@@ -40,7 +39,6 @@ def test_every_reproduce_option_exists(tmp_path: Path) -> None:
         assert {w for w in args if w.startswith("--")} <= cli_options(args)[1], f"{command}: rewritten to {args}"
 
 
-@pytest.mark.integration  # about 20 commands
 def test_every_reproduce_command_runs(tmp_path: Path) -> None:
     user_files(tmp_path)
     seen: dict[str, str] = {}

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tests.tiers import SLOW, TESTS, TIERS, is_serial, marks_of, tier_of
+from tests.tiers import BESIDE_OTHERS, SLOW, TESTS, TIERS, is_serial, marks_of, tier_of
 
 REPO = TESTS.parent
 PACKAGES = {p.name for p in (REPO / "src" / "madrag").iterdir() if p.is_dir() and p.name != "__pycache__"}
@@ -41,14 +41,23 @@ def test_each_slow_entry_names_a_test_that_exists() -> None:
         stem, name = key.split("::")
         assert stem in files and name in _test_names(files[stem]), f"SLOW names no test: {key}"
         assert why.strip(), key
+    for key, why in BESIDE_OTHERS.items():
+        stem, _, name = key.partition("::")
+        assert stem in files and (not name or name in _test_names(files[stem])), f"BESIDE_OTHERS names no test: {key}"
+        assert why.strip(), key
 
 
 def test_marks_follow_the_folder_and_the_slow_list() -> None:
     unit = TESTS / "unit" / "core" / "test_store.py"
     assert [m.name for m in marks_of(unit, "test_x", integration=False)] == ["unit"]
     browser = TESTS / "e2e" / "browser" / "test_server_browser.py"
-    assert is_serial(browser, integration=False)
-    assert [m.name for m in marks_of(browser, "test_x", integration=False)] == ["e2e", "slow", "serial"]
+    assert not is_serial(browser, integration=False)  # its own server and Chromium: beside others
+    assert [m.name for m in marks_of(browser, "test_x", integration=False)] == ["e2e", "slow"]
+    chroma = TESTS / "unit" / "pipeline" / "test_fold_each.py"
+    assert not is_serial(chroma, integration=True, name="test_fold_each_with_chroma_banks")
+    vectors = TESTS / "unit" / "retrieval" / "test_vectors.py"
+    assert not is_serial(vectors, integration=True, name="test_fold_each_embeds_each_essay_once")
+    assert is_serial(vectors, integration=True, name="test_shipped_vectors_are_minilms_vectors")  # MiniLM
     assert not is_serial(TESTS / "e2e" / "cli" / "test_cli.py", integration=False)
     assert is_serial(TESTS / "e2e" / "cli" / "test_cli.py", integration=True)
     real = marks_of(TESTS / "integration" / "providers" / "test_llama_server.py", "test_x", integration=False)
