@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -81,6 +82,18 @@ def csrf(client: TestClient, path: str = "/") -> str:
 def form_post(client: TestClient, path: str, token: str, files: object = None, **data: str) -> Any:
     """A browser's form post with its CSRF token (no redirect followed)."""
     return client.post(path, data={"csrf_token": token, **data}, files=files, headers=HTML, follow_redirects=False)
+
+
+def draft_at_backend(client: TestClient, token: str, n_essays: int = 2) -> str:
+    """A draft through the set-up's first steps (the rubric, ``n_essays`` essays, no exemplars): its id, at the
+    backend step."""
+    draft: str = form_post(client, "/new", token).headers["location"].split("/")[2]
+    rubric = {"file": ("r.json", json.dumps(RUBRIC).encode(), "application/json")}
+    form_post(client, f"/drafts/{draft}/rubric", token, rubric, mode="upload")
+    essays = {"file": ("c.csv", essays_csv(n_essays, folds=False).encode(), "text/csv")}
+    form_post(client, f"/drafts/{draft}/essays", token, essays, mode="upload")
+    form_post(client, f"/drafts/{draft}/exemplars", token, pool="none")
+    return draft
 
 
 def make_config(tmp_path: Path, **fields: Any) -> ServerConfig:

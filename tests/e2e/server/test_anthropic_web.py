@@ -14,22 +14,19 @@ from typing import Any
 import pytest
 from tests.anthropic_stub import KEY, Stub, messages_api
 from tests.script_server import closed_port
-from tests.web_helpers import RUBRIC, client_for, csrf, essays_csv, form_post, make_config, wait_status
+from tests.web_helpers import (
+    client_for,
+    csrf,
+    draft_at_backend,
+    form_post,
+    make_config,
+    wait_status,
+)
 
 from madrag.teacher.presets import PRESETS
 
 MODEL = "claude-stub-1"
 OPENAI_SECRET = "sk-openai-must-not-travel"
-
-
-def _draft_at_backend(client: Any, token: str) -> str:
-    draft: str = form_post(client, "/new", token).headers["location"].split("/")[2]
-    rubric = {"file": ("r.json", json.dumps(RUBRIC).encode(), "application/json")}
-    form_post(client, f"/drafts/{draft}/rubric", token, rubric, mode="upload")
-    essays = {"file": ("c.csv", essays_csv(2, folds=False).encode(), "text/csv")}
-    form_post(client, f"/drafts/{draft}/essays", token, essays, mode="upload")
-    form_post(client, f"/drafts/{draft}/exemplars", token, pool="none")
-    return draft
 
 
 def _start(client: Any, token: str, draft: str, **fields: str) -> dict[str, Any]:
@@ -53,7 +50,7 @@ def test_an_anthropic_run_from_the_page_sends_the_typed_key(tmp_path: Path, monk
     stub = Stub()
     with messages_api(stub) as url, client_for(make_config(tmp_path)) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token)
+        draft = draft_at_backend(client, token)
         fields = {"kind": "anthropic", "model": MODEL, "base_url": url, "api_key": KEY}
         tested = form_post(client, f"/drafts/{draft}/backend", token, **fields, action="test")
         assert tested.status_code == 200 and 'class="field-error"' not in tested.text
@@ -85,7 +82,7 @@ def test_without_a_typed_key_the_run_reads_the_servers_anthropic_key(
     config = make_config(tmp_path, api_key_env="MADRAG_TEST_OPENAI_KEY")  # --api-key-env VAR: the OpenAI one's
     with messages_api(stub) as url, client_for(config) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token)
+        draft = draft_at_backend(client, token)
         dead = f"http://127.0.0.1:{closed_port()}/v1"
         typed_for_openai = {"kind": "openai", "model": "m", "base_url": dead, "api_key": OPENAI_SECRET}
         tested = form_post(client, f"/drafts/{draft}/backend", token, **typed_for_openai, action="test")
@@ -103,7 +100,7 @@ def test_a_presets_address_left_in_the_field_is_not_sent_to_another_kind(tmp_pat
     picks Anthropic without clearing it gets Anthropic's own address, not the preset's."""
     with client_for(make_config(tmp_path)) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token)
+        draft = draft_at_backend(client, token)
         filled = form_post(client, f"/drafts/{draft}/backend", token, action="preset-openai")
         assert PRESETS["openai"].base_url in filled.text
         fields = {"kind": "anthropic", "model": MODEL, "base_url": PRESETS["openai"].base_url}

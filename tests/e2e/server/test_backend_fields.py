@@ -10,11 +10,18 @@ import json
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from tests.web_helpers import HTML, RUBRIC, client_for, csrf, essays_csv, form_post, make_config, wait_status
+from tests.web_helpers import (
+    HTML,
+    client_for,
+    csrf,
+    draft_at_backend,
+    form_post,
+    make_config,
+    wait_status,
+)
 
 from madrag.providers import backends
 from madrag.providers.backends import (
@@ -76,20 +83,10 @@ class Fields(HTMLParser):
             self.stack.pop()
 
 
-def _draft_at_backend(client: Any, token: str) -> str:
-    draft: str = form_post(client, "/new", token).headers["location"].split("/")[2]
-    rubric = {"file": ("r.json", json.dumps(RUBRIC).encode(), "application/json")}
-    form_post(client, f"/drafts/{draft}/rubric", token, rubric, mode="upload")
-    essays = {"file": ("c.csv", essays_csv(2, folds=False).encode(), "text/csv")}
-    form_post(client, f"/drafts/{draft}/essays", token, essays, mode="upload")
-    form_post(client, f"/drafts/{draft}/exemplars", token, pool="none")
-    return draft
-
-
 def test_the_page_offers_a_server_only_the_fields_its_traits_and_options_have(toy: None, tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token)
+        draft = draft_at_backend(client, token)
         page = client.get(f"/drafts/{draft}/backend", headers=HTML).text
     fields = Fields(page).found
     assert 'name="kind" value="toyserver"' in page and "A model server (a toy model server)" in page
@@ -111,7 +108,7 @@ def test_with_the_toy_the_only_server_the_page_has_no_url_confidence_or_test(
     monkeypatch.setattr(backends, "_BACKENDS", only)  # madrag's own model servers left out for this test
     with client_for(make_config(tmp_path)) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token)
+        draft = draft_at_backend(client, token)
         page = client.get(f"/drafts/{draft}/backend", headers=HTML).text
     fields = Fields(page).found
     assert 'value="toyserver"' in page and fields["model"] == {TOY} and fields["option-toyserver-toy_region"] == {TOY}
@@ -122,7 +119,7 @@ def test_with_the_toy_the_only_server_the_page_has_no_url_confidence_or_test(
 def test_a_posted_field_the_kind_does_not_take_is_dropped(toy: None, tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token)
+        draft = draft_at_backend(client, token)
         form = {"kind": TOY, "model": "m", "option-toyserver-toy_region": "south", "protocols": "MA"}
         others = {"base_url": "http://127.0.0.1:9/v1", "logprobs": "yes", "api_key": "sk-not-the-toys"}
         started = form_post(client, f"/drafts/{draft}/backend", token, **form, **others, action="start")
