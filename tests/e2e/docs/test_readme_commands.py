@@ -69,6 +69,9 @@ REWRITES = {
     "score, paper baseline --data": "--embedder hashing added (no MiniLM model loaded)",
     "score: --limit N, or none": "--limit 3",
     "paper baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
+    "paper baseline --data": "--features light added (the paper's features parse every essay of the set, some "
+    "30 s a set on 2 cores; they run on a run's split in docs/scoring.md's `paper baseline runs/abl`, and have "
+    "their own tests: tests/unit/baselines/test_parsed_features.py)",
     "eval, report, paper eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
     "every command that takes --cache-dir": "--cache-dir cache added (the folder's own cache: in this process "
     "the option's default was read from $MADRAG_CACHE when the CLI was imported, not per command)",
@@ -266,6 +269,8 @@ def rewrite(command: Command, cwd: Path, seen: dict[str, str]) -> list[str]:
         args += ["--limit", LIMIT]
     if name == "paper baseline":
         args += ["--trees", "10"]
+        if "--data" in args:
+            args += ["--features", "light"]
     if name in BOOTSTRAP_COMMANDS:
         args += ["--bootstrap", "20"]
     if "--cache-dir" not in args and "--cache-dir" in cli_options(tuple(args))[1]:

@@ -5,6 +5,7 @@ as that file runs the README's (its module docstring says why): none of them can
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from tests.e2e.docs.test_readme_commands import REPO, cli_options, in_process, readme_commands, rewrite, user_files
@@ -42,7 +43,11 @@ def test_every_reproduce_option_exists(tmp_path: Path) -> None:
 def test_every_reproduce_command_runs(tmp_path: Path) -> None:
     user_files(tmp_path)
     seen: dict[str, str] = {}
+    timings = []
     for command in readme_commands(REPRODUCE)[0]:
         args = rewrite(command, tmp_path, seen)
+        started = time.monotonic()
         done = in_process(args, tmp_path)
+        timings.append((round(time.monotonic() - started, 1), " ".join(command.args[:2])))
         assert done.returncode == 0, f"{command}\nran as: madrag {' '.join(args)}\n{done.stderr[-3000:]}"
+    print("slowest:", sorted(timings, reverse=True)[:6])

@@ -219,7 +219,7 @@ def stop(procs: list[subprocess.Popen[bytes]], root: Path) -> None:
     for proc in procs:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 10  # a node given SIGTERM takes some 30 s to end; its processes are ended below
     for proc in procs:
         try:
             proc.wait(max(1.0, deadline - time.monotonic()))
