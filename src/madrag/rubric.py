@@ -130,6 +130,12 @@ class Rubric(BaseModel):
         """The traits' names, in rubric order."""
         return [t.name for t in self.traits]
 
+    def only(self, names: list[str]) -> Rubric:
+        """The rubric with only the traits ``names`` (case-insensitive; in rubric order); RubricError naming a
+        trait it does not have."""
+        wanted = {self.trait(name).name for name in names}
+        return self.model_copy(update={"traits": [t for t in self.traits if t.name in wanted]})
+
 
 def load_rubric(path: str | Path) -> Rubric:
     """Load a rubric from a .json, .yaml or .yml file; any problem is a one-line RubricError."""

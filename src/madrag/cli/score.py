@@ -23,6 +23,7 @@ from madrag.cli.presets import PresetOpt, ProtocolListOpt, choose_protocols
 from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
 from madrag.data.shipped import find_asap_dir
 from madrag.pipeline.job import ScoreJob
+from madrag.rubric import load_rubric
 from madrag.settings import ScoringSettings
 
 if TYPE_CHECKING:
@@ -207,12 +208,20 @@ def demo(
     n: Annotated[int, typer.Option(help="Number of fold-0 set-7 essays to score.")] = 2,
     run_dir: Annotated[Path, typer.Option(help="Run folder (resumed if it exists).")] = Path("runs/demo"),
     max_tokens: Annotated[int, typer.Option(help="Token limit per agent message.")] = 160,
+    traits: Annotated[
+        str | None,
+        typer.Option(
+            help="Only these traits, comma-separated (Ideas,Style); all 4 by default, each a quarter of the time."
+        ),
+    ] = None,
 ) -> None:
-    """Score N real ASAP set-7 essays (all 4 traits) with MADRAG on the embedded model: no network, no key."""
+    """Score N real ASAP set-7 essays (all 4 traits, or those of --traits) with MADRAG on the embedded model: no
+    network, no key."""
     asap = find_asap_dir()
+    rubric = asap / "rubric_set7.json"
     job = ScoreJob(
         data=asap / "training_set_rel3_sets7_8.tsv",
-        rubric=asap / "rubric_set7.json",
+        rubric=load_rubric(rubric).only([t.strip() for t in traits.split(",")]) if traits else rubric,
         run_dir=run_dir,
         limit=n,
         settings=ScoringSettings(debater_max_tokens=max_tokens, judge_max_tokens=max_tokens),

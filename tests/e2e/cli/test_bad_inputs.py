@@ -188,3 +188,9 @@ def test_http_bad_essays_are_short_4xx(client: TestClient, essay: dict[str, Any]
 def test_http_no_protocol_is_a_short_4xx(client: TestClient) -> None:
     body = {"rubric": RUBRIC, "essays": [{"id": "1", "text": "An essay."}], "protocols": [], "backend": FAKE}
     _short_4xx(client.post("/api/runs", json=body))
+
+
+def test_demo_with_a_trait_the_rubric_lacks_is_one_line(tmp_path: Path) -> None:
+    run = tmp_path / "demo"
+    one_line_error(madrag_cli("demo", "--traits", "Ideas,Voice", "--run-dir", str(run)), "unknown trait 'Voice'")
+    assert not run.exists()  # refused before the model loads or the run is made

@@ -24,6 +24,7 @@ import re
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -85,7 +86,7 @@ LIMIT = "3"
 GROUPS = {"runs", "paper", "confidence", "data"}  # command groups: the command is the group and its subcommand
 OWN_TESTS = {
     "demo": "the embedded SmolLM2 model and MiniLM, minutes on 2 cores: test_readme_demo_runs (integration) runs "
-    "it with --n 1 --max-tokens 16",
+    "it with --n 1 --max-tokens 16 --traits Ideas",
     "serve": "a server that runs until stopped: test_readme_serve_answers starts it, fetches a page, stops it",
 }
 
@@ -424,6 +425,13 @@ def test_readme_serve_answers(tmp_path: Path) -> None:
 @pytest.mark.timeout(1800)  # MiniLM over set 7's pool and the embedded model: ~14 minutes on 2 busy cores
 def test_readme_demo_runs(tmp_path: Path) -> None:
     demo = the_command("demo")
-    done = run_cli([*demo.args, "--n", "1", "--max-tokens", "16"], tmp_path, timeout=1500, own_cache=False)
+    args = [*demo.args, "--n", "1", "--max-tokens", "16", "--traits", "Ideas"]
+    done = run_cli(args, tmp_path, timeout=1500, own_cache=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "human" in done.stdout and (tmp_path / "runs/demo/store.sqlite").is_file()
+    store = sqlite3.connect(tmp_path / "runs/demo/store.sqlite")
+    try:
+        rows = store.execute("SELECT role, trait FROM records WHERE error IS NULL").fetchall()
+    finally:
+        store.close()
+    assert sorted(rows) == [("advocate", "Ideas"), ("judge", "Ideas"), ("skeptic", "Ideas")]  # one debate, judged

@@ -68,3 +68,11 @@ def test_missing_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(RubricError, match="not valid"):
         load_rubric(bad)
+
+
+def test_only_keeps_the_named_traits_in_rubric_order(rubric7) -> None:  # type: ignore[no-untyped-def]
+    kept = rubric7.only(["style", "Ideas"])  # any case, any order: the rubric's names, in its order
+    assert kept.trait_names == ["Ideas", "Style"] and kept.prompt == rubric7.prompt
+    assert kept.trait("Style") == rubric7.trait("Style")
+    with pytest.raises(RubricError, match="unknown trait 'Voice'"):
+        rubric7.only(["Ideas", "Voice"])
