@@ -15,9 +15,11 @@ import pytest
 from pydantic import SecretStr
 from tests.web_helpers import (
     HTML,
+    RUBRIC,
     client_for,
     csrf,
     draft_at_backend,
+    essays_json,
     form_post,
     make_config,
     wait_status,
@@ -131,3 +133,24 @@ def test_a_posted_field_the_kind_does_not_take_is_dropped(toy: None, tmp_path: P
     assert (backend["kind"], backend["model"], backend["options"]) == (TOY, "m", {"toy_region": "south"})
     assert backend["base_url"] is None and backend["logprobs"] is None and backend["key_source"] == "none"
     assert recorded["key_env"] is None
+
+
+@pytest.mark.parametrize(
+    ("backend", "refused"),
+    [
+        ({"kind": "fake", "base_url": "http://127.0.0.1:9/v1"}, "the fake backend takes no base_url"),
+        ({"kind": "fake", "api_key": "sk-not-for-the-fake"}, "the fake backend takes no api_key"),
+        ({"kind": "anthropic", "model": "m", "logprobs": True}, "the anthropic backend takes no logprobs"),
+        ({"kind": "llamacpp", "fake_latency_s": 0.5}, "the llamacpp backend takes no fake_latency_s"),
+    ],
+)
+def test_the_json_api_refuses_a_setting_the_kind_would_not_use(
+    tmp_path: Path, backend: dict[str, object], refused: str
+) -> None:
+    """A program's request is refused (422, naming the setting), not run without it: the page drops such fields
+    (a form sends every field it shows), a program sent this one on purpose."""
+    with client_for(make_config(tmp_path)) as client:
+        body = {"rubric": RUBRIC, "essays": essays_json(), "protocols": ["MA"], "backend": backend}
+        answer = client.post("/api/runs", json=body)
+    assert answer.status_code == 422 and refused in answer.text, answer.text
+    assert not (tmp_path / "server" / "runs").exists() or not any((tmp_path / "server" / "runs").iterdir())

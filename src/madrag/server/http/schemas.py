@@ -99,8 +99,17 @@ class BackendSettings(TextRequest):
         offered = web_options(self.kind)
         if refused := sorted(set(self.options) - set(offered)):
             raise ValueError(f"the {self.kind} backend offers no option {', '.join(refused)} here")
-        find_backend(self.kind).options.model_validate(self.options)
+        backend = find_backend(self.kind)
+        backend.options.model_validate(self.options)
+        if unused := sorted(self._unused_by(backend.traits.needs_key, set(backend.option_fields()))):
+            raise ValueError(f"the {self.kind} backend takes no {', '.join(unused)}")
         return self
+
+    def _unused_by(self, needs_key: bool, options: set[str]) -> set[str]:
+        """The settings given that the kind would not use (never sent to its backend: refused, not dropped)."""
+        given = {name for name in ("base_url", "logprobs") if getattr(self, name) is not None} - options
+        given |= {"fake_latency_s"} - options if self.fake_latency_s else set()
+        return given | ({"api_key"} if self.api_key is not None and not needs_key else set())
 
     @field_validator("base_url")
     @classmethod
