@@ -68,6 +68,19 @@ class TextRequest(BaseModel):
         return data
 
 
+def settings_taken(kind: str) -> frozenset[str]:
+    """The settings of :class:`BackendSettings` (besides ``kind`` and ``options``) a backend of ``kind`` uses:
+    its ``model``, ``concurrency`` and ``max_tokens``; ``base_url``, ``logprobs`` and ``fake_latency_s`` where its
+    options have them; ``api_key`` where it takes a key. A ConfigError for a kind not registered."""
+    from madrag.providers.backends import find_backend
+
+    backend = find_backend(kind)
+    options = {"base_url", "logprobs", "fake_latency_s"} & set(backend.option_fields())
+    return frozenset(
+        {"model", "concurrency", "max_tokens", *options} | ({"api_key"} if backend.traits.needs_key else set())
+    )
+
+
 class BackendSettings(TextRequest):
     """Which LLM scores: the embedded model (default), an OpenAI-compatible server, or the fake (canned answers,
     for testing an integration). ``api_key`` is held in the server's memory only; without it the key comes
@@ -93,23 +106,19 @@ class BackendSettings(TextRequest):
 
     @model_validator(mode="after")
     def _web_options(self) -> BackendSettings:
-        """``options``: only those of the kind's options its backend offers the web app, each valid."""
+        """``options``: only those of the kind's options its backend offers the web app, each valid; and no
+        setting the kind would not use (never sent to its backend: refused, not dropped)."""
         from madrag.providers.backends import find_backend, web_options
 
         offered = web_options(self.kind)
         if refused := sorted(set(self.options) - set(offered)):
             raise ValueError(f"the {self.kind} backend offers no option {', '.join(refused)} here")
-        backend = find_backend(self.kind)
-        backend.options.model_validate(self.options)
-        if unused := sorted(self._unused_by(backend.traits.needs_key, set(backend.option_fields()))):
+        find_backend(self.kind).options.model_validate(self.options)
+        given = {name for name in ("base_url", "logprobs", "api_key") if getattr(self, name) is not None}
+        given |= {"fake_latency_s"} if self.fake_latency_s else set()
+        if unused := sorted(given - settings_taken(self.kind)):
             raise ValueError(f"the {self.kind} backend takes no {', '.join(unused)}")
         return self
-
-    def _unused_by(self, needs_key: bool, options: set[str]) -> set[str]:
-        """The settings given that the kind would not use (never sent to its backend: refused, not dropped)."""
-        given = {name for name in ("base_url", "logprobs") if getattr(self, name) is not None} - options
-        given |= {"fake_latency_s"} - options if self.fake_latency_s else set()
-        return given | ({"api_key"} if self.api_key is not None and not needs_key else set())
 
     @field_validator("base_url")
     @classmethod

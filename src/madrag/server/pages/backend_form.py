@@ -31,6 +31,7 @@ from madrag.errors import MadragError
 from madrag.providers.backends import find_backend, web_options
 from madrag.providers.spec import ProviderSpec
 from madrag.server.http.errors import ApiError
+from madrag.server.http.schemas import settings_taken
 from madrag.teacher import presets
 
 SERVER_FIELDS = ("base_url", "model", "api_key", "concurrency", "logprobs")
@@ -41,15 +42,12 @@ _URL = re.compile(r"https?://[^\s),;]+")
 def form_fields(kind: str) -> frozenset[str]:
     """The form's fields (besides its web options) that a backend of ``kind`` takes; a ConfigError for a kind not
     registered."""
-    backend = find_backend(kind)
-    traits, options = backend.traits, backend.option_fields()
-    names = {"max_tokens", *({"fake_latency_s"} & set(options))}
-    if traits.remote:
-        names.add("concurrency")
+    traits, taken = find_backend(kind).traits, settings_taken(kind)  # what the kind uses, as the JSON API checks it
+    names = {"max_tokens", *({"fake_latency_s"} & taken)}
+    if traits.remote:  # a model server's fields; the model's name only where it needs one, the test's choice
+        names |= {"concurrency", "api_key", "base_url"} & taken
         names |= {"model"} if traits.needs_model else set()
-        names |= {"api_key"} if traits.needs_key else set()
-        names |= {"base_url"} if "base_url" in options else set()
-        names |= {"logprobs"} if "logprobs" in options and traits.connection_test else set()
+        names |= {"logprobs"} & taken if traits.connection_test else set()
     return frozenset(names)
 
 
