@@ -33,12 +33,12 @@ TEXTS = [
 FAKE = {"kind": "fake"}
 
 
-def essays_csv(n: int = 4, folds: bool = True, extra: list[dict[str, Any]] | None = None) -> str:
-    """A CSV of ``n`` essays with two raters per trait (and folds 0/1 alternating)."""
+def essays_csv(n: int = 4, folds: bool = True, extra: list[dict[str, Any]] | None = None, scored: bool = True) -> str:
+    """A CSV of ``n`` essays with two raters per trait (none when not ``scored``: a class nobody graded yet) and
+    folds 0/1 alternating."""
     buf = io.StringIO()
-    fields = ["id", "text", "rater1_Ideas", "rater2_Ideas", "rater1_Style", "rater2_Style"] + (
-        ["fold"] if folds else []
-    )
+    raters = ["rater1_Ideas", "rater2_Ideas", "rater1_Style", "rater2_Style"] if scored else []
+    fields = ["id", "text", *raters] + (["fold"] if folds else [])
     writer = csv.DictWriter(buf, fieldnames=fields)
     writer.writeheader()
     for i in range(n):
@@ -52,7 +52,7 @@ def essays_csv(n: int = 4, folds: bool = True, extra: list[dict[str, Any]] | Non
         }
         if folds:
             row["fold"] = i % 2
-        writer.writerow(row)
+        writer.writerow({k: v for k, v in row.items() if k in fields})
     for row in extra or []:
         writer.writerow(row)
     return buf.getvalue()

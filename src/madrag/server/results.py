@@ -13,7 +13,7 @@ from madrag.server.http.schemas import OverrideIn
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.runs import library_runs
 from madrag.server.service import State
-from madrag.teacher.grades import grade_of
+from madrag.teacher.grades import Grade, grade_of
 from madrag.teacher.scored_by import scored_by, warning
 
 
@@ -36,7 +36,8 @@ def grid(state: State, run_id: str) -> dict[str, Any]:
 def _grid(state: State, run_id: str) -> dict[str, Any]:
     view = state.runs.view(run_id)
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
-    by_key = view_scores(view)
+    found_grades = grade_table(state, run_id)
+    scored = {(s.protocol, s.essay_id, s.trait) for s in view.scores}
     traits = view.rubric.traits
     rows = []
     for essay in view.essays:
@@ -44,24 +45,61 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
         cells = []
         for protocol in view.protocols:
             for trait in traits:
-                found = by_key.get((protocol, essay.id, trait.name))
-                score = None if found is None else found.score
+                grade = found_grades[(protocol, essay.id, trait.name)]
                 review = reviews.get((essay.id, trait.name, protocol))
-                final = score if review is None else review.final
+                # madrag's suggestion against the teacher's decision where there is one, else the human reference
+                against = grade.points if grade.teacher else refs[trait.name]
+                was_scored = (protocol, essay.id, trait.name) in scored
                 cells.append(
                     {
                         "protocol": protocol,
                         "trait": trait.name,
-                        "score": score,
-                        "scored": found is not None,
+                        "score": grade.ai,
+                        "scored": was_scored,
                         "reference": refs[trait.name],
-                        "final": final,
+                        "final": grade.points,
+                        "grade": grade,
                         "review": None if review is None else review.action,
-                        "class": cell_class(final, refs[trait.name]) if found is not None else "pending",
+                        "class": cell_class(grade.ai, against) if was_scored else "pending",
                     }
                 )
         rows.append({"essay_id": essay.id, "cells": cells})
     return {"protocols": view.protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
+
+
+def grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
+    """The grade in force per (protocol, essay id, trait), by :func:`madrag.teacher.grades.grade_of`: the
+    teacher's override, else the teacher's own score from the class file (the essay's human reference), else the
+    AI's score (accepted or not). The one table every page, file and API answer reads a grade from."""
+    return state.memo("grades", run_id, lambda: _grade_table(state, run_id))  # type: ignore[no-any-return]
+
+
+def _grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
+    view = state.runs.view(run_id)
+    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    scores = view_scores(view)
+    out: dict[tuple[str, str, str], Grade] = {}
+    for protocol in view.protocols or [""]:
+        for essay in view.essays:
+            for trait in view.rubric.traits:
+                found = scores.get((protocol, essay.id, trait.name))
+                review = reviews.get((essay.id, trait.name, protocol))
+                override = review is not None and review.action == "override"
+                out[(protocol, essay.id, trait.name)] = grade_of(
+                    None if found is None else found.score,
+                    upload=essay.reference(trait),
+                    override=review.new_score if review is not None and override else None,
+                    comment=review.comment if review is not None and override else "",
+                    accepted=review is not None and not override,
+                    reviewer=None if review is None else review.reviewer,
+                )
+    return out
+
+
+def first_protocol(state: State, run_id: str) -> str:
+    """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's)."""
+    protocols = state.runs.view(run_id).protocols
+    return protocols[0] if protocols else ""
 
 
 def view_scores(view: library_runs.RunView) -> dict[tuple[str, str, str], Any]:
@@ -80,6 +118,7 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
         state.runs.run_dir(run_id), sorted({s.record_key for s in mine if s.record_key})
     )
     reviews = all_reviews(state.runs.run_dir(run_id), essay_id)
+    found_grades = grade_table(state, run_id)
     traits = []
     for trait in view.rubric.traits:
         entries = []
@@ -88,12 +127,16 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
             judge = records.get(found.record_key) if found is not None else None
             debate = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
             history = [r.model_dump() for r in reviews if r.trait == trait.name and r.protocol == protocol]
-            entries.append(_protocol_entry(protocol, found, judge, debate, history))
+            entry = _protocol_entry(protocol, found, judge, debate, history)
+            grade = found_grades[(protocol, essay_id, trait.name)]
+            entry |= {"in_force": grade, "grade": grade.points, "graded_by": grade.by, "graded_how": grade.how}
+            entries.append(entry)
         traits.append(
             {
                 "trait": trait.name,
                 "min": trait.min,
                 "max": trait.max,
+                "levels": trait.levels,
                 "reference": essay.reference(trait),
                 "raters": essay.rater_scores.get(trait.name, []),
                 "protocols": entries,
@@ -184,24 +227,19 @@ def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
 def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     view = state.runs.view(run_id)
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    found_grades = grade_table(state, run_id)
     backend = state.runs.describe(run_id)["backend"]
     label, valid = scored_by(backend), warning(backend) is None
     rows = []
     for row in library_runs.export_rows(view):
         review = reviews.get((row["essay_id"], row["trait"], row["protocol"]))
-        override = review is not None and review.action == "override"
-        grade = grade_of(
-            row["score"],
-            upload=row["reference"],  # the teacher's own score from the class file
-            override=review.new_score if review is not None and override else None,
-            accepted=review is not None and not override,
-        )
+        grade = found_grades.get((row["protocol"], row["essay_id"], row["trait"])) or grade_of(row["score"])
         rows.append(
             {
                 **row,
                 "review": None if review is None else review.action,
                 "override_score": None if review is None or review.action != "override" else review.new_score,
-                "final_score": row["score"] if review is None else review.final,
+                "final_score": grade.points,  # the grade in force (the same value as ``grade``)
                 "review_comment": None if review is None else review.comment,
                 "reviewer": None if review is None else review.reviewer,
                 "reviewed_at": None if review is None else review.created_at,

@@ -103,13 +103,22 @@ def highlight(essay: str, quotes: list[str]) -> list[tuple[str, bool]]:
 
 def with_grade(item: dict[str, Any], grade: Grade, max_points: int) -> dict[str, Any]:
     """A criterion's feedback with the grade in force: the teacher's score and comment where the teacher graded
-    it (the AI's "why this score" dropped), else the AI's score and its reasoning."""
+    it (the AI's "why this score" dropped), else the AI's score and its reasoning. Where the teacher's score
+    differs from the AI's, the debaters' "what works" / "what to work on next" were written for another score and
+    are dropped too, unless the teacher wrote them (``edited``): the feedback never argues for a score that no
+    longer stands (``dropped`` says so, for the teacher's page)."""
+    stale = grade.changed and not item.get("edited", False)
     return {
         **item,
+        "works": "" if stale else item.get("works", ""),
+        "next": "" if stale else item.get("next", ""),
+        "quotes": [] if stale else item.get("quotes", []),
         "why": "" if grade.teacher else item.get("why", ""),
         "score": grade.points,
         "max": max_points,
         "teacher": grade.teacher,
         "comment": grade.comment,
         "graded": grade.words,
+        "dropped": stale,
+        "suggested": grade.ai,
     }

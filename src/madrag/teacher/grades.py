@@ -6,6 +6,9 @@ A teacher decides a score in two places: a score of their own in the class file 
 upload), and an override on the review pages. The later decision wins, so an override outranks the class
 file's score; either outranks the AI. Accepting the AI's score on the review pages keeps the AI's score where the
 teacher gave none, but never replaces a score the teacher gave in the class file (to change that, override it).
+
+Every surface shows ``points`` as *the* score and the AI's own score (``ai``) as "madrag suggested N"
+(:func:`suggested`); a bulk approval touches only grades that are :attr:`Grade.open` (nobody decided them yet).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Grade:
     how: How
     ai: int | None = None
     comment: str = ""
+    reviewer: str | None = None  # who overrode or accepted it on review (None: nobody, or the class file)
 
     @property
     def teacher(self) -> bool:
@@ -46,8 +50,24 @@ class Grade:
         return self.how in ("override", "class file", "accepted")
 
     @property
+    def open(self) -> bool:
+        """Nobody decided it yet: an AI score no teacher has accepted or replaced (a bulk approval's only
+        target)."""
+        return self.how == "ai"
+
+    @property
+    def changed(self) -> bool:
+        """The teacher's grade differs from the AI's score (the AI's reasoning was written for another score)."""
+        return self.teacher and self.ai is not None and self.points != self.ai
+
+    @property
     def words(self) -> str:
         return HOW_WORDS[self.how]
+
+
+def suggested(grade: Grade) -> str:
+    """How the AI's own score is shown beside the grade: ``madrag suggested N`` (empty without one)."""
+    return "" if grade.ai is None else f"madrag suggested {grade.ai}"
 
 
 def grade_of(
@@ -56,13 +76,14 @@ def grade_of(
     override: int | None = None,
     comment: str = "",
     accepted: bool = False,
+    reviewer: str | None = None,
 ) -> Grade:
     """The grade in force: the teacher's override, else the teacher's class-file score, else the AI's score
     (``accepted`` when the teacher accepted it on review); None points when nobody gave a valid score."""
     if override is not None:
-        return Grade(override, "teacher", "override", ai, comment)
+        return Grade(override, "teacher", "override", ai, comment, reviewer)
     if upload is not None:
         return Grade(upload, "teacher", "class file", ai)
     if ai is None:
         return Grade(None, None, "missing")
-    return Grade(ai, "ai", "accepted" if accepted else "ai", ai)
+    return Grade(ai, "ai", "accepted" if accepted else "ai", ai, reviewer=reviewer if accepted else None)

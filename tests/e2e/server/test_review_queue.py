@@ -56,8 +56,14 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-def _run(client: TestClient, n: int = 3) -> str:
-    body = {"rubric": RUBRIC, "essays": essays_json(n), "protocols": ["MAD"], "backend": FAKE}
+def _unscored(n: int) -> list[dict[str, object]]:
+    """A class's essays that nobody scored yet (every grade is madrag's until the teacher decides it)."""
+    return [{"id": e["id"], "text": e["text"]} for e in essays_json(n)]
+
+
+def _run(client: TestClient, n: int = 3, scored: bool = False) -> str:
+    essays = essays_json(n) if scored else _unscored(n)
+    body = {"rubric": RUBRIC, "essays": essays, "protocols": ["MAD"], "backend": FAKE}
     run_id: str = client.post("/api/runs", json=body).json()["id"]
     assert wait_status(client, run_id)["status"] == "finished"
     return run_id

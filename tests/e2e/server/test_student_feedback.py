@@ -31,7 +31,8 @@ def test_feedback_speaks_to_the_student_and_keeps_only_verified_quotes() -> None
 
 def test_feedback_pages_edits_print_and_export(tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
-        body = {"rubric": RUBRIC, "essays": essays_json(3), "protocols": ["MAD"], "backend": FAKE}
+        unscored = [{"id": e["id"], "text": e["text"]} for e in essays_json(3)]  # every grade madrag's
+        body = {"rubric": RUBRIC, "essays": unscored, "protocols": ["MAD"], "backend": FAKE}
         run_id = client.post("/api/runs", json=body).json()["id"]
         assert wait_status(client, run_id)["status"] == "finished"
         page = client.get(f"/runs/{run_id}/feedback/e2", headers=HTML).text

@@ -20,7 +20,7 @@ from madrag.server.runs.progress import pace
 from madrag.teacher.calibration import EXACT_AT, WITHIN_AT, agreement, anchors, looks_right
 
 
-def _draft_at_backend(client: Any, token: str, n: int = 6, pool: str = "same") -> str:
+def _draft_at_backend(client: Any, token: str, n: int = 6, pool: str = "same", scored: bool = True) -> str:
     draft: str = form_post(client, "/new", token).headers["location"].split("/")[2]
     form_post(
         client,
@@ -29,7 +29,7 @@ def _draft_at_backend(client: Any, token: str, n: int = 6, pool: str = "same") -
         {"file": ("r.json", json.dumps(RUBRIC).encode(), "application/json")},
         mode="upload",
     )
-    data = essays_csv(n, folds=False).encode()
+    data = essays_csv(n, folds=False, scored=scored).encode()
     form_post(client, f"/drafts/{draft}/essays", token, {"file": ("c.csv", data, "text/csv")}, mode="upload")
     form_post(client, f"/drafts/{draft}/exemplars", token, pool=pool)
     return draft
@@ -59,7 +59,7 @@ def test_no_model_is_chosen_for_the_teacher_and_the_embedded_one_is_only_to_try(
 def test_the_review_count_is_the_number_of_unreviewed_scores_listing_a_reason(tmp_path: Path) -> None:
     with client_for(make_config(tmp_path)) as client:
         token = csrf(client)
-        draft = _draft_at_backend(client, token, n=8, pool="none")
+        draft = _draft_at_backend(client, token, n=8, pool="none", scored=False)
         started = form_post(client, f"/drafts/{draft}/backend", token, kind="fake", protocols="MAD", action="start")
         run_id = started.headers["location"].split("/")[2]
         assert wait_status(client, run_id, timeout=120)["status"] == "finished"
@@ -144,7 +144,7 @@ def test_the_essay_page_shows_the_teacher_the_score_and_keeps_research_in_detail
         run_id = started.headers["location"].split("/")[2]
         assert wait_status(client, run_id, timeout=120)["status"] == "finished"
         page = client.get(f"/runs/{run_id}/essays/s1", headers=HTML).text
-        section = re.search(r'<section class="panel trait" id="trait-Ideas">(.*?)</section>', page, re.S)
+        section = re.search(r'<section class="panel trait" id="trait-Ideas"[^>]*>(.*?)</section>', page, re.S)
         assert section is not None
         teacher, _, research = section.group(1).partition('<details class="research"')
         assert "Score" in teacher and "Why" in teacher and 'name="score"' in teacher

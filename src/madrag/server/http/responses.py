@@ -107,6 +107,13 @@ class ProtocolDetail(BaseModel):
     debate: list[DebateTurn] = Field(default_factory=list)
     reviews: list[Review] = Field(default_factory=list)
     review: Review | None = None
+    grade: int | None = None
+    """The grade in force (the teacher's override, else the teacher's own score from the class file, else the
+    AI's ``score``): the score every page and file shows."""
+    graded_by: str | None = None
+    """``teacher`` or ``ai`` (None: no grade)."""
+    graded_how: str = "missing"
+    """``override``, ``class file``, ``accepted``, ``ai`` or ``missing``."""
 
 
 class TraitDetail(BaseModel):

@@ -15,14 +15,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag import csv_safe
+from madrag.server import results
 from madrag.server.http.errors import ApiError
 from madrag.server.pages.rendering import render, state_of
-from madrag.server.results import view_scores
-from madrag.server.reviews import all_reviews, latest
 from madrag.server.service import State
 from madrag.teacher import gradebook, overview
 from madrag.teacher.columns import student_label
-from madrag.teacher.grades import Grade, grade_of
+from madrag.teacher.grades import Grade
 from madrag.teacher.scored_by import scored_by
 
 ROSTER = "roster.json"
@@ -53,26 +52,14 @@ def load_roster(folder: Path) -> dict[str, dict[str, str]]:
 
 
 def grades(state: State, run_id: str) -> dict[tuple[str, str], Grade]:
-    """The grade in force per (essay id, trait) of the run's first protocol: the teacher's override, else the
-    teacher's own score from the class file (the essay's human reference), else the AI's score."""
-    view = state.runs.view(run_id)
-    first = view.protocols[0] if view.protocols else ""
-    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
-    scores = view_scores(view)
-    out: dict[tuple[str, str], Grade] = {}
-    for essay in view.essays:
-        for trait in view.rubric.traits:
-            found = scores.get((first, essay.id, trait.name))
-            review = reviews.get((essay.id, trait.name, first))
-            override = review is not None and review.action == "override"
-            out[(essay.id, trait.name)] = grade_of(
-                None if found is None else found.score,
-                upload=essay.reference(trait),
-                override=review.new_score if review is not None and override else None,
-                comment=review.comment if review is not None and override else "",
-                accepted=review is not None and not override,
-            )
-    return out
+    """The grade in force per (essay id, trait) of the run's first protocol (:func:`madrag.server.results.
+    grade_table`, the one table every page and file reads)."""
+    first = results.first_protocol(state, run_id)
+    return {
+        (essay, trait): g
+        for (protocol, essay, trait), g in results.grade_table(state, run_id).items()
+        if protocol == first
+    }
 
 
 def names(state: State, run_id: str) -> dict[str, str]:

@@ -5,20 +5,25 @@ nobody has reviewed yet: a teacher's override stays until the teacher changes it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag.records import AgentRecord
+from madrag.server import results
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.server.results import view_scores
-from madrag.server.reviews import Review, add_review, all_reviews, latest
+from madrag.server.reviews import Review, add_review
 from madrag.server.runs import library_runs
 from madrag.server.service import State
+from madrag.teacher import calibration
+from madrag.teacher.grades import Grade, suggested
 from madrag.teacher.review_queue import ItemSignals, QueueItem, rank
 
 
@@ -68,55 +73,108 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
     return items
 
 
-def _row(item: QueueItem, review: Review | None) -> dict[str, Any]:
+def _row(item: QueueItem, grade: Grade) -> dict[str, Any]:
+    """One queue row: the grade in force as the score, madrag's own score beside it, and who decided it."""
     return {
         "essay_id": item.essay_id,
         "trait": item.trait,
-        "score": item.score,
+        "score": grade.points,
+        "ai": item.score,
+        "suggested": suggested(grade),
+        "how": grade.how,
+        "words": grade.words,
+        "open": grade.open,
         "doubt": item.doubt,
         "reasons": item.reasons,
         "notes": item.notes,
         "flagged": item.flagged,
-        "review": None if review is None else review.action,
-        "final": item.score if review is None else review.final,
-        "comment": "" if review is None else review.comment,
+        "comment": grade.comment,
+        "reviewer": grade.reviewer,
     }
 
 
 def queue(state: State, run_id: str) -> dict[str, Any]:
-    """The ranked queue (unreviewed items first, most doubtful first) and its counts."""
+    """The ranked queue (undecided scores first, flagged ones first among them, most doubtful first) and its
+    counts."""
     return state.memo("review-queue", run_id, lambda: _queue(state, run_id))  # type: ignore[no-any-return]
 
 
 def _queue(state: State, run_id: str) -> dict[str, Any]:
-    view = state.runs.view(run_id)
-    first = view.protocols[0] if view.protocols else ""
-    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
+    first = results.first_protocol(state, run_id)
+    found = results.grade_table(state, run_id)
     ranked = rank(signals(state, run_id))
-    rows = [_row(i, reviews.get((i.essay_id, i.trait, first))) for i in ranked]
-    rows.sort(key=lambda r: r["review"] is not None)  # stable: the ranking holds within each part
-    open_rows = [r for r in rows if r["review"] is None]
+    rows = [_row(i, found[(first, i.essay_id, i.trait)]) for i in ranked]
+    rows.sort(key=lambda r: (not r["open"], not r["flagged"]))  # stable: the ranking holds within each part
+    open_rows = [r for r in rows if r["open"]]
     return {
         "protocol": first,
         "rows": rows,
         "total": len(rows),
         "unreviewed": len(open_rows),
         "flagged": sum(1 for r in open_rows if r["flagged"]),
-        "agreeing": sum(1 for r in open_rows if not r["flagged"] and r["score"] is not None),
+        "agreeing": sum(1 for r in open_rows if not r["flagged"] and r["ai"] is not None),
+        "agreement": _agreement(state, run_id, rows),
     }
 
 
-def approve(state: State, run_id: str, reviewer: str, essay_id: str | None = None) -> int:
-    """Accept, in one go, the unreviewed scores of one essay (``essay_id``) or every agreeing one (None).
-    Scores already reviewed (accepted or overridden) are left as they are. Returns how many were accepted."""
+def _agreement(state: State, run_id: str, rows: list[dict[str, Any]]) -> list[calibration.TraitAgreement]:
+    """Per criterion, madrag's suggestions against the teacher's decisions so far (their own scores, overrides
+    and acceptances), updated with each decision."""
+    traits = [t.name for t in state.runs.view(run_id).rubric.traits]
+    pairs: dict[str, list[tuple[str, int, int | None]]] = {t: [] for t in traits}
+    for r in rows:
+        if not r["open"] and r["score"] is not None and r["how"] != "missing":
+            pairs[r["trait"]].append((r["essay_id"], r["score"], r["ai"]))
+    return [calibration.pair_agreement(t, pairs[t]) for t in traits]
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """What the review desk shows: one criterion, flagged or agreeing scores, one student, decided or undecided
+    (an empty field: all)."""
+
+    trait: str = ""
+    flag: str = ""  # "flagged", "agreeing" or ""
+    essay_id: str = ""
+    state: str = ""  # "open", "decided" or ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.trait or self.flag or self.essay_id or self.state)
+
+    def shows(self, row: dict[str, Any]) -> bool:
+        return (
+            (not self.trait or row["trait"] == self.trait)
+            and (not self.flag or row["flagged"] == (self.flag == "flagged"))
+            and (not self.essay_id or row["essay_id"] == self.essay_id)
+            and (not self.state or row["open"] == (self.state == "open"))
+        )
+
+    def query(self) -> str:
+        """The filter as a query string (empty fields left out)."""
+        fields = {"trait": self.trait, "flag": self.flag, "essay": self.essay_id, "state": self.state}
+        return urlencode({k: v for k, v in fields.items() if v})
+
+
+def read_filter(fields: Mapping[str, Any]) -> QueueFilter:
+    """A filter from a query string or a form (unknown values of ``flag`` / ``state`` ignored)."""
+    flag = str(fields.get("flag") or "")
+    state = str(fields.get("state") or "")
+    return QueueFilter(
+        trait=str(fields.get("trait") or ""),
+        flag=flag if flag in ("flagged", "agreeing") else "",
+        essay_id=str(fields.get("essay") or fields.get("essay_id") or ""),
+        state=state if state in ("open", "decided") else "",
+    )
+
+
+def approve(state: State, run_id: str, reviewer: str, shown: QueueFilter | None = None) -> int:
+    """Accept, in one go, madrag's score on every undecided row the filter shows (no filter: every score nothing
+    casts doubt on). A score the teacher already decided (their own score in the class file, an override, an
+    earlier acceptance) is never touched. Returns how many were accepted."""
     found = queue(state, run_id)
-    chosen = [
-        r
-        for r in found["rows"]
-        if r["review"] is None
-        and r["score"] is not None
-        and (r["essay_id"] == essay_id if essay_id is not None else not r["flagged"])
-    ]
+    chosen_filter = shown if shown is not None and shown.active else QueueFilter(flag="agreeing")
+    chosen = [r for r in found["rows"] if r["open"] and r["ai"] is not None and chosen_filter.shows(r)]
     run_dir = state.runs.run_dir(run_id)
     for r in chosen:
         add_review(
@@ -126,8 +184,8 @@ def approve(state: State, run_id: str, reviewer: str, essay_id: str | None = Non
                 trait=r["trait"],
                 protocol=found["protocol"],
                 action="accept",
-                agent_score=r["score"],
-                new_score=r["score"],
+                agent_score=r["ai"],
+                new_score=r["ai"],
                 reviewer=reviewer,
             ),
         )
@@ -139,9 +197,18 @@ def approve(state: State, run_id: str, reviewer: str, essay_id: str | None = Non
 router = APIRouter(include_in_schema=False)
 
 
+REVIEWER_COOKIE = "madrag_reviewer"
+
+
 def reviewer_of(request: Request, given: str = "") -> str:
-    """Who reviews: the name typed, else the one remembered, else ``teacher``."""
-    return (given.strip() or request.cookies.get("madrag_reviewer", "") or "teacher")[:200]
+    """Who reviews: the name typed, else the one this browser remembers, else ``teacher``."""
+    return (given.strip() or request.cookies.get(REVIEWER_COOKIE, "") or "teacher")[:200]
+
+
+def remember_reviewer(response: Response, reviewer: str) -> None:
+    """This browser keeps the reviewer's name, so it is asked once (a year; changed whenever another is typed)."""
+    if reviewer and reviewer != "teacher":
+        response.set_cookie(REVIEWER_COOKIE, reviewer[:200], max_age=365 * 86400, httponly=True, samesite="strict")
 
 
 @router.get("/runs/{run_id}/review")
@@ -149,17 +216,37 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
     s = state_of(request)
     run = s.runs.describe(run_id)
     found = queue(s, run_id)
+    shown = read_filter(request.query_params)
+    rows = [r for r in found["rows"] if shown.shows(r)]
     names = gradebook.names(s, run_id)
-    return render(request, "review.html", run=run, queue=found, approved=approved, names=names)
+    traits = [t.name for t in s.runs.view(run_id).rubric.traits]
+    return render(
+        request,
+        "review.html",
+        run=run,
+        queue=found,
+        rows=rows,
+        shown=shown,
+        open_shown=sum(1 for r in rows if r["open"] and r["ai"] is not None),
+        traits=traits,
+        levels={t.name: list(range(t.min, t.max + 1)) for t in s.runs.view(run_id).rubric.traits},
+        approved=approved,
+        names=names,
+        reviewer=request.cookies.get(REVIEWER_COOKIE, ""),
+    )
 
 
 @router.post("/runs/{run_id}/approve")
 async def approve_submit(run_id: str, request: Request) -> Response:
     await check_csrf(request)
     form = await request.form()
-    essay_id = str(form.get("essay_id") or "") or None
+    shown = read_filter(form)
     reviewer = reviewer_of(request, str(form.get("reviewer") or ""))
-    count = approve(state_of(request), run_id, reviewer, essay_id)
-    if essay_id is not None and str(form.get("back") or "") == "essay":
-        return redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?approved={count}")
-    return redirect(f"/runs/{run_id}/review?approved={count}")
+    count = approve(state_of(request), run_id, reviewer, shown)
+    if shown.essay_id and str(form.get("back") or "") == "essay":
+        response = redirect(f"/runs/{run_id}/essays/{quote(shown.essay_id, safe='')}?approved={count}")
+    else:
+        query = shown.query()
+        response = redirect(f"/runs/{run_id}/review?{query + '&' if query else ''}approved={count}")
+    remember_reviewer(response, reviewer)
+    return response

@@ -18,6 +18,7 @@ from madrag.server.http.errors import ApiError
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
+from madrag.server.pages import review as review_pages
 from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.server.runs import archive, library_runs
 from madrag.server.service import State
@@ -87,18 +88,28 @@ def results_page(run_id: str, request: Request) -> Response:
     table = results.grid(s, run_id)
     cells = prepared_grid(s, run_id, table)
     first = table["protocols"][0] if table["protocols"] else ""
-    unreviewed = sum(
-        1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["scored"] and not c["review"]
-    )
+    unreviewed = sum(1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["grade"].open)
     return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed)
 
 
 def _cell(c: dict[str, Any]) -> str:
-    text = "…" if not c["scored"] else "missing" if c["final"] is None else str(c["final"])
-    mark = "<sup>*</sup>" if c["review"] == "override" else ""
-    ref = "" if c["reference"] is None else f"<small>/{c['reference']}</small>"
-    kind = c["class"] + (" reviewed" if c["review"] else "")
-    return f'<td class="cell {kind}" title="{escape(c["protocol"])} {escape(c["trait"])}">{text}{mark}{ref}</td>'
+    """One cell: the grade in force (marked * where the teacher decided it, with madrag's suggestion beside it
+    when that differs), else madrag's score; the human reference after a slash where it is not the grade."""
+    grade = c["grade"]
+    if not c["scored"] and not grade.teacher:
+        text = "…"
+    else:
+        text = "missing" if grade.points is None else str(grade.points)
+    mark = "<sup>*</sup>" if grade.teacher else ""
+    hint = (
+        f' <small class="suggested">madrag {grade.ai}</small>'
+        if grade.teacher and grade.ai not in (None, grade.points)
+        else ""
+    )
+    ref = "" if c["reference"] is None or grade.how == "class file" else f"<small>/{c['reference']}</small>"
+    kind = c["class"] + ("" if grade.open else " reviewed")
+    title = f"{c['protocol']} {c['trait']}: {grade.words}"
+    return f'<td class="cell {kind}" title="{escape(title)}" data-how="{grade.how}">{text}{mark}{hint}{ref}</td>'
 
 
 def prepared_grid(s: State, run_id: str, table: dict[str, Any]) -> str:
@@ -128,9 +139,9 @@ def grid_html(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = 
 async def review(run_id: str, essay_id: str, request: Request) -> Response:
     await check_csrf(request)
     form = await request.form()
-    action = "accept" if str(form.get("action")) == "accept" else "override"
+    action = "accept" if "accept" in [str(a) for a in form.getlist("action")] else "override"
     score = str(form.get("score") or "").strip()
-    reviewer = str(form.get("reviewer") or "").strip() or "teacher"
+    reviewer = review_pages.reviewer_of(request, str(form.get("reviewer") or ""))
     body: dict[str, Any] = {
         "essay_id": essay_id,
         "trait": str(form.get("trait") or ""),
@@ -138,7 +149,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "action": action,
         "score": int(score) if score.lstrip("-").isdigit() else None,
         "comment": str(form.get("comment") or ""),
-        "reviewer": reviewer[:200],
+        "reviewer": reviewer,
     }
     if action == "accept" and str(form.get("confirm") or "") != "yes":
         standing = results.override_in_force(state_of(request), run_id, essay_id, body["trait"], body["protocol"])
@@ -146,8 +157,14 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
             run = state_of(request).runs.describe(run_id)
             return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
     results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
-    response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={body['trait']}#trait-{body['trait']}")
-    response.set_cookie("madrag_reviewer", reviewer[:200], httponly=True, samesite="strict", path="/")
+    back = str(form.get("back") or "")
+    if back.startswith("review"):  # the review desk, with the filter it showed
+        query = back.partition("?")[2]
+        response = redirect(f"/runs/{run_id}/review" + (f"?{query}" if query else ""))
+    else:
+        anchor = quote(body["trait"], safe="")
+        response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={anchor}#trait-{anchor}")
+    review_pages.remember_reviewer(response, reviewer)
     return response
 
 

@@ -130,7 +130,32 @@
     sync();
   }
 
+  function gradingKeys() {
+    // the essay page as a grading desk: a digit clicks that level of the criterion the teacher is on (the one
+    // holding the focus, else the first one not decided yet, else the first); n / p: next / previous student
+    var sections = Array.prototype.slice.call(document.querySelectorAll("section.trait"));
+    if (!sections.length) { return; }
+    function current() {
+      var focused = document.activeElement && document.activeElement.closest ? document.activeElement.closest("section.trait") : null;
+      if (focused) { return focused; }
+      var open = sections.filter(function (s) { return s.querySelector(".protocol[data-how=ai]"); });
+      return open.length ? open[0] : sections[0];
+    }
+    document.addEventListener("keydown", function (e) {
+      var t = e.target;
+      if (e.ctrlKey || e.metaKey || e.altKey || (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT"))) { return; }
+      if (/^[0-9]$/.test(e.key)) {
+        var level = current().querySelector("button.level[value='" + e.key + "']");
+        if (level) { e.preventDefault(); level.click(); }
+      } else if (e.key === "n" || e.key === "p") {
+        var link = byId(e.key === "n" ? "next-essay" : "prev-essay");
+        if (link) { e.preventDefault(); window.location.href = link.href; }
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    gradingKeys();
     var panel = byId("progress");
     if (panel) { watchRun(panel); }
     var estimate = byId("estimate");
