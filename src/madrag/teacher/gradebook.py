@@ -148,6 +148,40 @@ def canvas_title(title: str) -> str:
     return re.sub(r"\((\d+)\)$", r"[\1]", title)
 
 
+def canvas_header(title: str, assignment_id: str = "") -> str:
+    """The assignment column's title as Canvas's importer reads it: ``Title (id)`` targets the existing assignment
+    with that id (a re-import updates it); without an id, the title alone (:func:`canvas_title`), which Canvas
+    matches to an assignment of the course with that exact title, else creates a new one."""
+    assignment_id = assignment_id.strip()
+    if assignment_id and not assignment_id.isdigit():
+        raise ValueError(
+            f"a Canvas assignment id is a number (the digits at the end of its address), not {assignment_id!r}"
+        )
+    return f"{canvas_title(title)} ({assignment_id})" if assignment_id else canvas_title(title)
+
+
+def canvas_matching(rows: list[StudentRow]) -> str:
+    """How Canvas will find each student of the file, in words: by SIS user id, by login (the email), or by name
+    alone, with how many students each way."""
+    by_sis = sum(1 for r in rows if r.sis_id)
+    by_login = sum(1 for r in rows if not r.sis_id and r.email)
+    by_name = len(rows) - by_sis - by_login
+    parts = []
+    if by_sis:
+        parts.append(f"{by_sis} by SIS user id")
+    if by_login:
+        parts.append(f"{by_login} by login (the email, when it is the student's Canvas login)")
+    if by_name:
+        parts.append(f"{by_name} by name only")
+    text = "Canvas will match " + (", ".join(parts) or "no student") + "."
+    if by_name:
+        text += (
+            " A student matched by name alone must have exactly that name in Canvas (the class file had no email"
+            " or SIS id for them): two students of one name, or a name spelled otherwise, are not matched."
+        )
+    return text
+
+
 def canvas_student(r: StudentRow) -> str:
     """Canvas's ``Student`` cell: the sortable name ``Last, First`` (just the name known, when only one is)."""
     if r.last and r.first:
@@ -155,9 +189,21 @@ def canvas_student(r: StudentRow) -> str:
     return r.last or r.first or r.name
 
 
-def canvas_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False) -> str:
-    """Canvas's gradebook import (see ``docs/gradebook-formats.md``)."""
-    names, possible, grades = _assignments(rows, criteria, canvas_title(assignment), by_criterion)
+def canvas_csv(
+    rows: list[StudentRow],
+    criteria: list[Criterion],
+    assignment: str,
+    by_criterion: bool = False,
+    assignment_id: str = "",
+) -> str:
+    """Canvas's gradebook import (see ``docs/gradebook-formats.md``); ``assignment_id`` targets an existing
+    assignment (the total; one assignment per criterion takes no id)."""
+    if by_criterion and assignment_id.strip():
+        raise ValueError("an assignment id targets one assignment (the total), not one per criterion")
+    if by_criterion:
+        names, possible, grades = _assignments(rows, criteria, canvas_title(assignment), by_criterion)
+    else:
+        names, possible, grades = _assignments(rows, criteria, canvas_header(assignment, assignment_id), by_criterion)
     out: list[list[Any]] = [[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible]]
     for r, points in zip(rows, grades, strict=True):
         out.append([canvas_student(r), "", r.sis_id, r.email, r.section, *points])

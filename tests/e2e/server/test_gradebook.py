@@ -220,3 +220,35 @@ def test_five_teacher_scored_papers_are_exported_as_the_teacher_gave_them(tmp_pa
         scores = client.get(f"/api/runs/{run_id}/scores").json()["rows"]
         kid0 = {r["trait"]: (r["grade"], r["graded_by"]) for r in scores if r["essay_id"] == "kid0@school.org"}
         assert kid0 == {"Ideas": (2, "teacher"), "Style": (2, "teacher")}  # the scores export says it too
+
+
+def test_a_canvas_assignment_id_targets_that_assignment_and_the_page_says_how_students_match(tmp_path: Path) -> None:
+    from tests.lms_readers import CanvasUser, read_canvas
+
+    with client_for(make_config(tmp_path)) as client:
+        token = csrf(client, "/")
+        run_id = _run_from_class_file(client, token, class_with_teacher_scores(8))
+        users = [CanvasUser(str(100 + i), "", f"kid{i}@school.org", f"Kid{i} Family{i}") for i in range(8)]
+        url = f"/runs/{run_id}/gradebook.csv?layout=canvas&title=Patience%20essay&assignment_id=4711"
+        found = read_canvas(client.get(url).text, users)  # as canvas-lms's GradebookImporter reads the header
+        assert found.assignments == [("Patience essay", "4711")] and found.points == {"Patience essay (4711)": 7.0}
+        assert len(found.grades) == 8 and found.unmatched == []
+        pasted = client.get(f"/runs/{run_id}/gradebook.csv?layout=canvas&title=Patience%20essay%20(4711)")
+        assert read_canvas(pasted.text, users).assignments == [("Patience essay", "4711")]  # pasted from Canvas
+        untargeted = read_canvas(client.get(f"/runs/{run_id}/gradebook.csv?layout=canvas").text, users)
+        assert untargeted.assignments[0][1] is None  # no id: Canvas matches the title, else makes a new one
+        refused = client.get(f"/runs/{run_id}/gradebook.csv?layout=canvas&assignment_id=12a")
+        assert refused.status_code == 422 and "number" in refused.json()["error"]["message"]
+        by_criterion = client.get(f"/runs/{run_id}/gradebook.csv?layout=canvas&criteria=true&assignment_id=12")
+        assert by_criterion.status_code == 422
+        page = client.get(f"/runs/{run_id}/gradebook", headers=HTML).text
+        assert "Canvas will match 8 by login" in page and 'id="canvas-id"' in page
+
+
+def test_a_class_without_emails_is_told_canvas_matches_by_name_only() -> None:
+    rows = [gradebook.student_row(f"e{i}", {"name": f"Kid {i}"}, CRITERIA, {}, "x") for i in range(3)]
+    text = gradebook.canvas_matching(rows)
+    assert text.startswith("Canvas will match 3 by name only.") and "exactly that name" in text
+    assert (
+        gradebook.canvas_header("Essay (3)") == "Essay [3]" and gradebook.canvas_header("Essay", "42") == "Essay (42)"
+    )

@@ -7,7 +7,9 @@ layouts, one assignment or one per criterion)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,16 +100,35 @@ def safe_cell(value: Any) -> Any:
     return csv_safe.safe_cell(value)
 
 
-def download(state: State, run_id: str, layout: str, by_criterion: bool = False) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Assignment:
+    """The LMS assignment a file is for: its title (default: the run's name) and, for Canvas, the id of an
+    existing assignment to update."""
+
+    title: str = ""
+    canvas_id: str = ""
+
+
+def download(
+    state: State, run_id: str, layout: str, by_criterion: bool = False, target: Assignment | None = None
+) -> tuple[str, str]:
     """(CSV text, file name) of the gradebook in one of :data:`LAYOUTS`: one assignment (the total), or one
     per criterion when ``by_criterion``."""
     if layout not in LAYOUTS:
         raise ApiError(422, f"layout must be one of {', '.join(LAYOUTS)}", "layout")
+    target = target or Assignment()
+    pasted = re.fullmatch(r"(.*\S)\s*\((\d+)\)", target.title.strip())
+    if pasted and not target.canvas_id.strip():  # a title pasted from Canvas's export: ``Title (id)``
+        target = Assignment(pasted.group(1), pasted.group(2))
     found = book(state, run_id)
-    name = state.runs.describe(run_id)["name"] or "Essay"
+    name = " ".join(target.title.split()) or state.runs.describe(run_id)["name"] or "Essay"
     criteria, rows = found["criteria"], found["rows"]
     if layout == "canvas":
-        return gradebook.canvas_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
+        try:
+            text = gradebook.canvas_csv(rows, criteria, name, by_criterion, target.canvas_id)
+        except ValueError as exc:
+            raise ApiError(422, str(exc), "assignment_id") from exc
+        return text, LAYOUTS[layout]
     if layout == "classroom":
         return gradebook.classroom_csv(rows, criteria, name, by_criterion), LAYOUTS[layout]
     if layout == "moodle":
@@ -124,7 +145,9 @@ router = APIRouter(include_in_schema=False)
 def gradebook_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    return render(request, "gradebook.html", run=run, book=book(s, run_id))
+    found = book(s, run_id)
+    matching = gradebook.canvas_matching(found["rows"])
+    return render(request, "gradebook.html", run=run, book=found, canvas_matching=matching)
 
 
 @router.get("/runs/{run_id}/overview")
@@ -137,7 +160,15 @@ def overview_page(run_id: str, request: Request) -> Response:
 
 
 @router.get("/runs/{run_id}/gradebook.csv")
-def gradebook_file(run_id: str, request: Request, layout: str = "madrag", criteria: bool = False) -> Response:
-    text, filename = download(state_of(request), run_id, layout, criteria)
+def gradebook_file(
+    run_id: str,
+    request: Request,
+    layout: str = "madrag",
+    criteria: bool = False,
+    title: str = "",
+    assignment_id: str = "",
+) -> Response:
+    target = Assignment(title[:255], assignment_id[:20])
+    text, filename = download(state_of(request), run_id, layout, criteria, target)
     headers = {"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"}
     return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
