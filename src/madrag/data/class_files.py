@@ -83,6 +83,8 @@ def read_class_file(
     class file (an old ``.xls``, text in no known encoding, a broken ZIP ...)."""
     kind = kind_of(data, filename)
     name = filename or "the file"
+    if not data.strip(b" \t\r\n\x00\xef\xbb\xbf"):
+        raise InputError(f"{name} is empty: it holds no rows at all (save the class file again, with its rows)")
     if kind == "xls":
         raise InputError(
             f"{name}: an old Excel .xls (or Word .doc) file: save it as .xlsx or CSV UTF-8 (File > Save As) "
@@ -145,6 +147,8 @@ def read_csv_text(
     delimiter = delimiter or delimiter_of(text)
     csv.field_size_limit(MAX_FIELD_CHARS)
     reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=""), delimiter=delimiter)
+    if not text.strip(" \t\r\n\ufeff"):
+        raise InputError(f"{name} is empty: it holds no rows at all (save the class file again, with its rows)")
     try:
         header = unique_header(next(reader, []))
         if not any(header):

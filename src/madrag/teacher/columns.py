@@ -53,6 +53,40 @@ class Mapped:
     replaced: list[tuple[str, int, int]] = field(default_factory=list)
 
 
+MIN_MEDIAN_WORDS = 5
+"""An essay column whose answers have a median under this many words does not hold essays (a name, a date, a
+score), unless the teacher says it does."""
+_NOT_PROSE = (
+    ("scores such as 5 / 10", re.compile(r"\s*-?\d+(\.\d+)?\s*(/|out of|of)\s*\d+(\.\d+)?\s*", re.IGNORECASE)),
+    ("numbers", re.compile(r"\s*-?\d+([.,]\d+)?\s*%?\s*")),
+    ("dates or times", re.compile(r"[\d ]*\d[\d ]*[/.\-:][\d/.\-: ]*(am|pm)?\s*", re.IGNORECASE)),
+)
+
+
+def prose_question(column: str, values: list[str]) -> str | None:
+    """A question for the teacher when the column chosen as the essays does not hold prose: most answers are
+    dates or times, numbers or scores such as ``5 / 10``, or the median answer is under
+    :data:`MIN_MEDIAN_WORDS` words (empty answers left out); None when it looks like essays."""
+    filled = [v.strip() for v in values if v.strip()]
+    if not filled:
+        return f"the column {column!r} you chose as the essays is empty in every row: choose the column with the essays"
+    for what, pattern in _NOT_PROSE:
+        if sum(1 for v in filled if pattern.fullmatch(v)) * 2 > len(filled):
+            return (
+                f"the column {column!r} you chose as the essays holds {what} (for example {filled[0][:40]!r}), not "
+                "essays: choose the column with the essays, or tick 'this column holds the essays'"
+            )
+    words = sorted(len(v.split()) for v in filled)
+    median = words[len(words) // 2]
+    if median < MIN_MEDIAN_WORDS:
+        return (
+            f"the answers in the column {column!r} you chose as the essays are {median} "
+            f"word{'s' if median != 1 else ''} long (the median): is it the essays? Choose the column with the "
+            "essays, or tick 'this column holds the essays'"
+        )
+    return None
+
+
 def split_name(who: dict[str, str]) -> tuple[str, str]:
     """(first, last) name of a roster entry: its own first and last name, else its full name split (``Last,
     First``; else the last word is the last name; a single word is a first name)."""

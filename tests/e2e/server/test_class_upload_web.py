@@ -192,3 +192,39 @@ def test_the_upload_form_offers_the_files_teachers_have(tmp_path: Path) -> None:
         accept = re.search(r'name="file" accept="([^"]+)"', page)
         assert accept is not None and {".csv", ".xlsx", ".zip", ".docx", ".pdf"} <= set(accept.group(1).split(","))
         assert 'id="accepted-files"' in page and "Download Submissions" in page
+
+
+def test_a_column_that_is_not_essays_is_questioned_not_scored(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path)) as client:
+        draft, token = _draft(client)
+        assert (
+            _upload(client, draft, token, "Essay (Responses).csv", forms_export_first_last().encode()).status_code
+            == 303
+        )
+        fields = {"col-email": "Email Address", "col-first_name": "First name", "col-last_name": "Last name"}
+        for column, what in (("Timestamp", "dates or times"), ("First name", "1 word long")):
+            asked = form_post(client, f"/drafts/{draft}/columns", token, **{"col-text": column}, **fields)
+            assert asked.status_code == 400 and what in asked.text and 'id="text-confirmed"' in asked.text
+            assert f'<option value="{column}" selected>' in asked.text  # the teacher's own choice, kept
+            assert not (tmp_path / "server" / "drafts" / draft / "essays.jsonl").exists()  # nothing read as essays
+        right = form_post(client, f"/drafts/{draft}/columns", token, **{"col-text": "Your essay"}, **fields)
+        assert right.status_code == 303
+
+
+def test_a_confirmed_column_is_read_as_the_teacher_said(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path)) as client:
+        draft, token = _draft(client)
+        _upload(client, draft, token, "Essay (Responses).csv", forms_export_first_last().encode())
+        sent = form_post(
+            client, f"/drafts/{draft}/columns", token, **{"col-text": "Timestamp", "text-confirmed": "yes"}
+        )
+        assert sent.status_code == 303  # the teacher's word outranks the guess
+
+
+def test_an_empty_file_says_it_is_empty(tmp_path: Path) -> None:
+    with client_for(make_config(tmp_path)) as client:
+        draft, token = _draft(client)
+        for data in (b"", b"\xef\xbb\xbf\r\n", b"  \n\n"):
+            refused = _upload(client, draft, token, "class.csv", data)
+            assert refused.status_code == 400 and "class.csv is empty" in refused.text
+            assert "no header row" not in refused.text

@@ -124,7 +124,15 @@ FIELDS = [
 ]
 
 
-def _mapping_page(request: Request, draft_id: str, error: str = "", status: int = 200) -> Response:
+def _mapping_page(
+    request: Request,
+    draft_id: str,
+    error: str = "",
+    status: int = 200,
+    chosen: columns.Mapping | None = None,
+    question: bool = False,
+) -> Response:
+    """The column-mapping step (``chosen``: the teacher's own choices, kept when a ``question`` is asked)."""
     s = state_of(request)
     draft = s.drafts.get(draft_id)
     rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
@@ -133,7 +141,7 @@ def _mapping_page(request: Request, draft_id: str, error: str = "", status: int 
         return redirect(f"/drafts/{draft_id}/essays")
     header, rows = found
     traits = [t.name for t in rubric.traits]
-    guess = columns.guess(header, traits, rows)
+    guess = chosen or columns.guess(header, traits, rows)
     return render(
         request,
         "columns.html",
@@ -146,6 +154,7 @@ def _mapping_page(request: Request, draft_id: str, error: str = "", status: int 
         guess=guess,
         traits=traits,
         error=error,
+        question=question,
         read=held(s.drafts.folder(draft_id)),
     )
 
@@ -168,6 +177,11 @@ async def columns_submit(draft_id: str, request: Request) -> Response:
     scores = {t.name: str(form.get(f"score-{i}")) for i, t in enumerate(rubric.traits) if form.get(f"score-{i}")}
     mapping = columns.Mapping(scores=scores, **chosen)
     limits = s.config.limits
+    found = pending(s.drafts.folder(draft_id))
+    if found is not None and mapping.text and not form.get("text-confirmed"):
+        question = columns.prose_question(mapping.text, [row.get(mapping.text, "") for row in found[1]])
+        if question is not None:  # asked, not run: the teacher chooses another column or confirms this one
+            return _mapping_page(request, draft_id, question[0].upper() + question[1:] + ".", 400, mapping, True)
     try:
         upload, replaced = read_mapped(
             s.drafts.folder(draft_id), rubric, mapping, limits.max_rows, limits.max_essay_chars
