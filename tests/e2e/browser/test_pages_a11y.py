@@ -118,8 +118,8 @@ def _make_pages(server: Server, tab: Any, tmp: Path) -> list[str]:
     tab.click("main button.primary")
     tab.click("button:text-is('Use this rubric')")
     forms_export(tmp / "Essay responses.csv")
-    tab.set_input_files("#upload-essays input[name=file]", str(tmp / "Essay responses.csv"))
-    tab.click("button:text-is('Read essays')")
+    with tab.expect_navigation():  # read as soon as it is chosen
+        tab.set_input_files("#upload-essays input[name=file]", str(tmp / "Essay responses.csv"))
     tab.wait_for_selector("#columns-form")
     columns = tab.url.replace(url, "")
     return [
@@ -145,8 +145,7 @@ def _to_confirm(tab: Any, essay_url: str) -> None:
     """The page asking before the AI's score replaces the teacher's (reached only by a form)."""
     tab.goto(essay_url)
     section = tab.locator("[id='trait-Style']")
-    section.locator("select[name=score]").select_option("1")
-    section.locator("button[value=override]").click()
+    section.locator("button.level[value='1']").first.click()  # a level of the rubric: the teacher's score
     tab.locator("[id='trait-Style'] button[value=accept]").click()
     tab.wait_for_selector("#confirm-accept")
     tab.evaluate(OPEN_DETAILS)

@@ -154,8 +154,18 @@
     });
   }
 
+  function readOnChoice() {
+    // a class file is read as soon as it is chosen (the label says so); without script, the button reads it
+    document.querySelectorAll("input[type=file][data-read-on-choice]").forEach(function (input) {
+      input.addEventListener("change", function () {
+        if (input.files && input.files.length && input.form) { input.form.requestSubmit(); }
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     gradingKeys();
+    readOnChoice();
     var panel = byId("progress");
     if (panel) { watchRun(panel); }
     var estimate = byId("estimate");
