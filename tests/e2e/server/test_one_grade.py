@@ -185,3 +185,42 @@ def test_feedback_drops_the_ai_text_written_for_a_score_the_teacher_replaced(tmp
         )
         kept = client.get("/runs/" + run_id + "/feedback/kid5@school.org", headers=HTML).text
         assert "Clear voice." in lxml_html.fromstring(kept).xpath("//section[@id='fb-Style']")[0].text_content()
+
+
+def test_the_desk_shows_how_madrag_agrees_with_the_teachers_decisions_so_far(tmp_path: Path) -> None:
+    from madrag.teacher.calibration import pair_agreement
+
+    higher = pair_agreement("Conventions", [(f"p{i}", 1, 2) for i in range(6)] + [("p6", 2, 2), ("p7", 3, 3)])
+    assert (higher.n, higher.exact, higher.within_one, higher.mean_difference) == (8, 2, 8, 0.75)
+    assert higher.drift() == "madrag scores Conventions 1 point higher than you on 6 of 8 papers"
+    assert pair_agreement("Ideas", [("a", 2, 2), ("b", 1, 2)]).drift() == ""  # too few papers to say
+    with client_for(make_config(tmp_path)) as client:
+        token = csrf(client, "/")
+        run_id = _run_from_class_file(client, token, class_with_teacher_scores(8))
+        rows = client.get(f"/api/runs/{run_id}/scores").json()["rows"]
+        pairs = {}
+        for i, (ideas, style) in TEACHER.items():
+            ai = {r["trait"]: r["score"] for r in rows if r["essay_id"] == f"kid{i}@school.org"}
+            pairs.setdefault("Ideas", []).append((f"kid{i}", ideas, ai["Ideas"]))
+            pairs.setdefault("Style", []).append((f"kid{i}", style, ai["Style"]))
+        tree = lxml_html.fromstring(client.get(f"/runs/{run_id}/review", headers=HTML).text)
+        for trait in TRAITS:
+            expected = pair_agreement(trait, pairs[trait])
+            cells = [c.text_content() for c in tree.xpath(f"//section[@id='agreement']//tr[@data-trait='{trait}']/td")]
+            assert cells[:3] == [
+                str(expected.n),
+                f"{expected.exact} of {expected.n}",
+                f"{expected.within_one} of {expected.n}",
+            ]
+        ai6 = next(r["score"] for r in rows if r["essay_id"] == "kid6@school.org" and r["trait"] == "Ideas")
+        form_post(
+            client,
+            f"/runs/{run_id}/essays/kid6@school.org/review",
+            token,
+            action="accept",
+            trait="Ideas",
+            protocol="MAD",
+        )
+        tree = lxml_html.fromstring(client.get(f"/runs/{run_id}/review", headers=HTML).text)
+        ideas = [c.text_content() for c in tree.xpath("//section[@id='agreement']//tr[@data-trait='Ideas']/td")]
+        assert ideas[0] == "6" and ai6 is not None  # an acceptance is a decision too: updated with it
