@@ -101,7 +101,7 @@ def test_step4_student_feedback_highlights_verified_quotes_keeps_edits_and_print
     prefix = f'The essay says "{QUOTE}" and "{INVENTED}". '
     with StubServer(capacity=8, latency_s=0.0, answer_prefix=prefix) as stub:
         backend = {"kind": "openai", "base_url": stub.base_url, "model": MODEL}
-        essays = essays_json(2)
+        essays = [{"id": e["id"], "text": e["text"]} for e in essays_json(2)]  # nobody scored them: madrag's grades
         essays[0]["text"] = f"{TEXTS[0]} {TEXTS[2]}"  # two sentences: the quoted one and another
         run_id = _api_run(server, page, 2, backend, essays)
     page.goto(f"{server.url}/runs/{run_id}/feedback/e1")

@@ -92,6 +92,10 @@ def results_page(run_id: str, request: Request) -> Response:
     return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed)
 
 
+def _missing(score: int | None) -> str:
+    return "missing" if score is None else str(score)
+
+
 def _cell(c: dict[str, Any]) -> str:
     """One cell: the grade in force (marked * where the teacher decided it, with madrag's suggestion beside it
     when that differs), else madrag's score; the human reference after a slash where it is not the grade."""
@@ -101,11 +105,8 @@ def _cell(c: dict[str, Any]) -> str:
     else:
         text = "missing" if grade.points is None else str(grade.points)
     mark = "<sup>*</sup>" if grade.teacher else ""
-    hint = (
-        f' <small class="suggested">madrag {grade.ai}</small>'
-        if grade.teacher and grade.ai not in (None, grade.points)
-        else ""
-    )
+    differs = grade.teacher and c["scored"] and grade.ai != grade.points
+    hint = f' <small class="suggested">madrag {_missing(grade.ai)}</small>' if differs else ""
     ref = "" if c["reference"] is None or grade.how == "class file" else f"<small>/{c['reference']}</small>"
     kind = c["class"] + ("" if grade.open else " reviewed")
     title = f"{c['protocol']} {c['trait']}: {grade.words}"
