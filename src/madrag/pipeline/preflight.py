@@ -88,7 +88,8 @@ async def _logprobs_checked(managed: ManagedProvider) -> str:
     it could not answer in time (the run's first call will tell); the backend's :class:`ProviderError` when it
     answered without them."""
     try:
-        await asyncio.wait_for(managed.provider.check_logprobs(), managed.policy.timeout_s)
+        async with asyncio.timeout(managed.policy.timeout_s):  # not wait_for: it can swallow a cancellation
+            await managed.provider.check_logprobs()
     except (TransientProviderError, TimeoutError):
         return "unknown"
     return "checked"
