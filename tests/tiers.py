@@ -55,6 +55,9 @@ SLOW: dict[str, str] = {
     "test_summeval::test_the_six_seed_002_protocols_and_eval_consensus_run_on_summeval": "six protocols: 8 s",
     "test_toy_backend::test_the_cli_generates_the_toys_option_and_scores_with_it": "three processes: 7 s",
     "test_readme_no_logprobs::test_the_cli_error_names_the_flag_and_the_rerun_with_it_works": "two processes: 6 s",
+    "test_readme_no_logprobs::test_a_dead_port_leaves_a_folder_as_it_was_and_the_fixed_command_works_on_it": (
+        "two processes: 5 s"
+    ),
     "test_bad_inputs::test_a_fixed_command_runs_after_a_refused_one": "a refused and a finished process: 6 s",
     "test_toy_protocol::test_the_cli_loads_the_plugin_scores_then_eval_and_the_report_read_the_toy": "processes: 6 s",
     "test_research_run::test_the_summary_tells_cache_hits_apart": "two runs as processes: 6 s",

@@ -101,16 +101,19 @@ def kappa_from_confusion(confusion: NDArray[np.float64]) -> float:
     """Quadratic weighted kappa of a k x k confusion matrix (rows: rater a, columns: rater b).
 
     kappa = 1 - sum(w * O) / sum(w * E) with w_ij = (i - j)^2 and E the outer product of the marginals / n.
-    Degenerate case: when sum(w * E) == 0 (no pairs, or both raters used one and the same category only)
-    kappa is undefined and ``nan`` is returned (scikit-learn returns nan there too, with a warning).
+    Undefined (``nan``), as a correlation is with a constant input: fewer than two pairs, or a rater who used one
+    category only (one essay is that case for both). Then O equals E whatever the scores, so the formula gives 0
+    (or 0 / 0) by construction, not by measuring agreement; scikit-learn returns 0 there (nan with a warning when
+    both raters used the same one category). A table shows such a cell as undefined, never as 0.000.
     """
     k = confusion.shape[0]
     n = confusion.sum()
-    if n == 0:
+    rows, columns = confusion.sum(axis=1), confusion.sum(axis=0)
+    if n < 2 or np.count_nonzero(rows) < 2 or np.count_nonzero(columns) < 2:
         return NAN
     grid = np.arange(k, dtype=np.float64)
     weights = (grid[:, None] - grid[None, :]) ** 2
-    expected = np.outer(confusion.sum(axis=1), confusion.sum(axis=0)) / n
+    expected = np.outer(rows, columns) / n
     denominator = float((weights * expected).sum())
     if denominator == 0.0:
         return NAN

@@ -309,12 +309,14 @@ class RunStore:
         identity: Callable[[dict[str, Any]], Any] | None = None,
         *,
         prompts_may_differ: bool = False,
+        new_run: str = "use another --run-dir to start a new run",
     ) -> bool:
         """Store the run's configuration, or check it matches the stored one. True when resuming; the stored
         configuration is kept as it was written. ``identity``: what of a configuration must match (a scoring
         run's: :func:`madrag.run_config.identity`, which reads an older configuration as the latest version);
         default: all of it, as JSON. ``prompts_may_differ``: when only the prompt templates differ, resume and
-        say why in :attr:`prompt_drift` (the caller makes no call with them: a finished run's scores are read)."""
+        say why in :attr:`prompt_drift` (the caller makes no call with them: a finished run's scores are read).
+        ``new_run``: how the refusal tells the caller's user to start a new run (the option that names the folder)."""
         self.prompt_drift = None
         stored = self.get_meta("config")
         if stored is None:
@@ -330,8 +332,7 @@ class RunStore:
                 return True
             texts += runtime_hint(old, diff) if isinstance(old, dict) else ""
             raise ConfigError(
-                f"run at {self.path.parent} was made with different settings ({', '.join(diff)}){texts}; "
-                "use another --run-dir to start a new run"
+                f"run at {self.path.parent} was made with different settings ({', '.join(diff)}){texts}; {new_run}"
             )
         return True
 

@@ -131,26 +131,31 @@ class CallContext:
         return not self.provider.capabilities.logprobs
 
     def score_reading(self) -> ScoreReading:
-        """How Judge scores are read (see :mod:`madrag.agents.judge`): ``choices`` (prefill + choices, e.g. the
-        embedded model), ``schema`` (an OpenAI-compatible server that honours a JSON schema: the score asked
-        for in a second request restricted to the valid integers) or ``text``. The run's score method decides:
-        ``auto`` is ``choices`` where the backend has prefill and choices, else ``text`` (the MADRAG paper's A.5's
-        parse-or-missing); ``constrained`` is ``choices``, else ``schema`` where the backend takes a JSON schema
-        (a run checks the server honours it before its first call: :mod:`madrag.pipeline.preflight`), else a
-        ConfigError."""
-        caps = self.provider.capabilities
-        method = self.settings.score_method
-        choices = caps.prefill and caps.choices
-        if method == "text" or (method == "auto" and not choices):
-            return "text"
-        if choices:
-            return "choices"
-        if caps.json_schema:
-            return "schema"
-        raise ConfigError(
-            f"score method 'constrained' needs a backend with prefill and choices or one that takes a JSON "
-            f"schema; {self.provider.provider.name} has neither (use --score-method text)"
-        )
+        """How Judge scores are read with this context's backend and settings (:func:`score_reading`)."""
+        return score_reading(self.provider, self.settings)
+
+
+def score_reading(provider: ManagedProvider, settings: ScoringSettings) -> ScoreReading:
+    """How Judge scores are read (see :mod:`madrag.agents.judge`): ``choices`` (prefill + choices, e.g. the
+    embedded model), ``schema`` (an OpenAI-compatible server that honours a JSON schema: the score asked
+    for in a second request restricted to the valid integers) or ``text``. The run's score method decides:
+    ``auto`` is ``choices`` where the backend has prefill and choices, else ``text`` (the MADRAG paper's A.5's
+    parse-or-missing); ``constrained`` is ``choices``, else ``schema`` where the backend takes a JSON schema
+    (a run checks the server honours it before its first call: :mod:`madrag.pipeline.preflight`), else a
+    ConfigError."""
+    caps = provider.capabilities
+    method = settings.score_method
+    choices = caps.prefill and caps.choices
+    if method == "text" or (method == "auto" and not choices):
+        return "text"
+    if choices:
+        return "choices"
+    if caps.json_schema:
+        return "schema"
+    raise ConfigError(
+        f"score method 'constrained' needs a backend with prefill and choices or one that takes a JSON "
+        f"schema; {provider.provider.name} has neither (use --score-method text)"
+    )
 
 
 @dataclass

@@ -41,6 +41,9 @@ class ScoreProgress(RunHooks):
         # the run's protocols, when the caller knows: a Judge record of another (an adaptive debate's debate-free
         # Judge, MARAG's for MADRAG) is no score of the run
         self.protocols: set[str] | None = None
+        # the run's protocols scored over the run (CJ, MTS: an essay's score depends on the others): an essay's
+        # line says their scores come after the run instead of showing a provisional "?"
+        self.over_run: set[str] = set()
         self.failed = 0  # calls failed after their retries in this call
         self._failed_by_essay: dict[str, int] = {}
         self._counted: dict[str, set[tuple[str, str]]] = {}  # essay -> (protocol, trait) the bar counted
@@ -128,30 +131,37 @@ class ScoreProgress(RunHooks):
         if failed and self.per_essay is not None and self._progress is not None and self._task is not None:
             self._progress.advance(self._task, max(0, self.per_essay - counted))
         if self.essay_lines:
-            self.note(f"essay {essay.id}: {essay_line(scores, failed)}")
+            self.note(f"essay {essay.id}: {essay_line(scores, failed, self.over_run)}")
 
 
-def essay_line(scores: list[TraitScore], failed: int = 0) -> str:
+def essay_line(scores: list[TraitScore], failed: int = 0, over_run: set[str] | frozenset[str] = frozenset()) -> str:
     """An essay's scores on one line: ``Ideas=2, Style=?`` (``?``: unusable), grouped by protocol when several;
-    ``failed``: its calls that failed after their retries (their traits are left out, and said so).
+    ``failed``: its calls that failed after their retries (their traits are left out, and said so); the protocols
+    ``over_run`` are scored over the whole run (CJ, MTS), so their traits are named as scored after the run
+    (``CJ: Ideas after the run``), where the final table shows their scores.
 
     >>> from madrag.protocols.base import TraitScore
     >>> essay_line([TraitScore(essay_id="1", trait="Ideas", protocol="MAD", score=2)])
     'Ideas=2'
     >>> essay_line([], failed=4)
     'every trait failed (4 calls)'
+    >>> two = [TraitScore(essay_id="1", trait=t, protocol="CJ", score=None) for t in ("Ideas", "Style")]
+    >>> essay_line(two, over_run={"CJ"})
+    'CJ: Ideas, Style after the run'
     """
     calls = f"{failed} call{'s' if failed != 1 else ''}"
     if not scores:
         return f"every trait failed ({calls})" if failed else "no trait scored (the run is stopping)"
-    line = _by_protocol(scores)
+    line = _by_protocol(scores, over_run)
     return f"{line} ({calls} failed)" if failed else line
 
 
-def _by_protocol(scores: list[TraitScore]) -> str:
+def _by_protocol(scores: list[TraitScore], over_run: set[str] | frozenset[str]) -> str:
     by_protocol: dict[str, list[str]] = {}
     for s in scores:
-        by_protocol.setdefault(s.protocol, []).append(f"{s.trait}={s.score if s.score is not None else '?'}")
-    if len(by_protocol) == 1:
-        return ", ".join(next(iter(by_protocol.values())))
-    return "; ".join(f"{p}: {', '.join(v)}" for p, v in by_protocol.items())
+        shown = s.trait if s.protocol in over_run else f"{s.trait}={s.score if s.score is not None else '?'}"
+        by_protocol.setdefault(s.protocol, []).append(shown)
+    groups = {p: ", ".join(v) + (" after the run" if p in over_run else "") for p, v in by_protocol.items()}
+    if len(groups) == 1 and not set(groups) & over_run:
+        return next(iter(groups.values()))
+    return "; ".join(f"{p}: {v}" for p, v in groups.items())

@@ -32,6 +32,7 @@ from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, job_rubric
+from madrag.protocols import get_protocol
 from madrag.providers import ProviderSpec
 from madrag.providers.base import Provider
 from madrag.retrieval.embedder import Embedder
@@ -179,6 +180,7 @@ async def arun_job(
     rubric = job_rubric(job)
     bar.per_essay = len(job.protocols) * len(rubric.traits)
     bar.protocols = set(job.protocols)
+    bar.over_run = {name for name in job.protocols if get_protocol(name).scored_over_run}
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")

@@ -233,10 +233,19 @@ def sets_command(
         rank_by=rank_by,  # type: ignore[arg-type]
         top_k=top,
     )
+    from madrag.confidence.sets import NO_TOP, figure_line
+
     written = save_sets(result, output_dir(out))
-    _print_top_sets(result.table1, top)
+    if result.table1.empty:
+        console.print(f"Table 1: {NO_TOP}", markup=False)
+    else:
+        _print_top_sets(result.table1, top)
     console.print(result.table2.to_string(index=False), markup=False)
-    console.print(f"wrote {len(written)} files and folders to {out}", markup=False)
+    console.print(
+        figure_line(result, [p for p in written if p.name.startswith(("figure3", "pass_rates"))]), markup=False
+    )
+    names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in written)
+    console.print(f"wrote {len(written)} files and folders to {out}: {names}", markup=False)
 
 
 def _print_top_sets(table1: pd.DataFrame, top: int) -> None:

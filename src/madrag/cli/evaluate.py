@@ -169,7 +169,7 @@ def _merge_runs(runs: list[Path], options: EvalOptions, out: Path | None) -> Non
         evaluations.append(evaluation)
     merged = merge_qwk(evaluations)
     console.print("merged QWK (mean over the runs per protocol and trait; the MADRAG paper's Figure 2):", markup=False)
-    console.print(merged_wide(merged).round(3).to_string(), markup=False)
+    console.print(merged_wide(merged).to_string(na_rep="—", float_format="{:.3f}".format), markup=False)
     paths = save_merged(merged, runs, merged_dir)
     console.print(f"wrote {len(paths)} files to {paths[0].parent}", markup=False)
 

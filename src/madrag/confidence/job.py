@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
-from madrag.confidence.meta_eval import MetaMethod, MetaSummary, run_meta_evaluation
+from madrag.confidence.meta_eval import MetaMethod, MetaSummary, resolve_method, run_meta_evaluation
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.pipeline.runner import provider_slots
@@ -117,7 +117,8 @@ async def execute_meta(
     on_record: Callable[[AgentRecord], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> MetaJobResult:
-    """Judge the selected debater records into the meta store (resuming what is there)."""
+    """Judge the selected debater records into the meta store (resuming what is there). The backend is checked
+    (reachable, able to do the method) before anything is written: a refused check leaves no meta folder."""
     started = time.monotonic()
     prompts = PromptLibrary(job.prompts_dir)
     source = open_store(job.run_dir)
@@ -126,36 +127,44 @@ async def execute_meta(
     finally:
         source.close()
     records = debater_records(job.run_dir, job.roles, job.limit)
-    job.meta_dir.mkdir(parents=True, exist_ok=True)
-    store = RunStore(job.meta_dir / "store.sqlite")
+    provider = managed(job.provider, job.cache_dir / "responses.sqlite" if job.cache_dir else None)
     try:
-        resumed = store.bind_config(meta_config(job, source_run_id, prompts), meta_identity)
-        run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
-        store.set_meta("run_id", run_id)
-        provider = managed(job.provider, job.cache_dir / "responses.sqlite" if job.cache_dir else None)
-        store.set_meta("provider", provider.provider.describe())
-        ctx = CallContext(
-            run_id=run_id,
-            provider=provider,
-            store=store,
-            prompts=prompts,
-            settings=ScoringSettings(seed=job.seed),
-            on_record=on_record,
-        )
-        if on_start is not None:
-            on_start(len(records))
-        # by default as many judgments in flight as the backend serves at once (its slots or concurrency limit)
-        concurrency = job.concurrency or provider_slots(ctx)
+        resolve_method(provider, job.method)  # a backend that cannot do the method, before anything is written
+        await provider.provider.check_reachable()  # an unreachable server stops the job before any call
+        job.meta_dir.mkdir(parents=True, exist_ok=True)
+        store = RunStore(job.meta_dir / "store.sqlite")
         try:
-            await provider.provider.check_reachable()  # an unreachable server stops the job before any call
+            resumed, run_id = _bind(store, meta_config(job, source_run_id, prompts))
+            store.set_meta("provider", provider.provider.describe())
+            ctx = CallContext(
+                run_id=run_id,
+                provider=provider,
+                store=store,
+                prompts=prompts,
+                settings=ScoringSettings(seed=job.seed),
+                on_record=on_record,
+            )
+            if on_start is not None:
+                on_start(len(records))
+            # by default as many judgments in flight as the backend serves at once (its slots or concurrency limit)
+            concurrency = job.concurrency or provider_slots(ctx)
             summary = await run_meta_evaluation(
                 ctx, records, method=job.method, max_tokens=job.max_tokens, concurrency=concurrency
             )
         finally:
-            await provider.aclose()
+            store.close()
     finally:
-        store.close()
+        await provider.aclose()
     return MetaJobResult(run_id, resumed, len(records), summary, time.monotonic() - started, job.meta_dir)
+
+
+def _bind(store: RunStore, config: dict[str, Any]) -> tuple[bool, str]:
+    """(whether the meta store resumes, its run id): its configuration bound or checked; a store made with other
+    settings is refused naming ``--out``, the option that picks another folder."""
+    resumed = store.bind_config(config, meta_identity, new_run="give another --out to start a new meta-evaluation")
+    run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
+    store.set_meta("run_id", run_id)
+    return resumed, run_id
 
 
 def meta_records(meta_dir: Path) -> list[AgentRecord]:

@@ -35,6 +35,7 @@ from madrag.confidence.judgment import (
 from madrag.errors import ConfigError
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
+from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord
 
 META_ROLE = "meta_evaluator"
@@ -101,15 +102,16 @@ class _MetaCall(AgentCall):
         return meta_key(self.evaluated_key)
 
 
-def resolve_method(ctx: CallContext, method: MetaMethod) -> Literal["json", "constrained"]:
-    """``auto``: constrained when the backend has prefill and choices, else json. ConfigError when a
-    constrained evaluation is asked of a backend that cannot do it."""
-    caps = ctx.provider.capabilities
+def resolve_method(ctx: CallContext | ManagedProvider, method: MetaMethod) -> Literal["json", "constrained"]:
+    """``auto``: constrained when the backend (a call context's, or the one given) has prefill and choices, else
+    json. ConfigError when a constrained evaluation is asked of a backend that cannot do it."""
+    provider = ctx.provider if isinstance(ctx, CallContext) else ctx
+    caps = provider.capabilities
     able = caps.prefill and caps.choices
     if method == "constrained" and not able:
         raise ConfigError(
             f"meta-evaluation method 'constrained' needs a backend with prefill and choices; "
-            f"{ctx.provider.provider.name} lacks them (use json)"
+            f"{provider.provider.name} lacks them (use json)"
         )
     if method == "auto":
         return "constrained" if able else "json"

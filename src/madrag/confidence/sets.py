@@ -82,7 +82,9 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "set"
 
 
-def _markdown(result: SetsStudy) -> str:
+def _markdown(result: SetsStudy, figure: list[Path]) -> str:
+    """Table 1 per set (a set without a ranked feature says so, no empty table), then the Figure 3 files that
+    were written (``figure``), or why none was."""
     lines = [
         "# The confidence paper's Table 1 over " + ", ".join(result.studies),
         "",
@@ -92,33 +94,48 @@ def _markdown(result: SetsStudy) -> str:
     for name, study in result.studies.items():
         frame = result.table1[result.table1["set"] == name].drop(columns="set")
         lines += [f"## {name} ({study.meta['run_dir']}, evaluator {study.meta.get('evaluator')})", ""]
+        if frame.empty:
+            lines += [NO_TOP, ""]
+            continue
         lines.append("| " + " | ".join(str(c) for c in frame.columns) + " |")
         lines.append("|" + "---|" * len(frame.columns))
         for row in frame.itertuples(index=False):
             cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
-    lines += [
-        "Figure 3 over every set: `figure3.png`, `figure3_distribution.csv`; pass rates per set and role: "
-        f"`pass_rates.csv` (a pass: a score of {PASS_MIN} or more, madrag's reading). Each set's full study is in "
-        "its own folder.",
-        "",
-    ]
+    lines += [figure_line(result, figure), "", "Each set's full study is in its own folder.", ""]
     return "\n".join(lines)
 
 
+NO_TOP = "(no feature could be ranked: no judged response with both a usable judgment and confidence features)"
+"""What Table 1 says of a set without any ranked feature, instead of an empty table."""
+
+
+def figure_line(result: SetsStudy, figure: list[Path]) -> str:
+    """Which Figure 3 files were written, or why none was (no usable judgment in any set)."""
+    if not figure:
+        usable = int(result.judgments["ok"].sum()) if "ok" in result.judgments else 0
+        return (
+            f"Figure 3 was not drawn: {usable} of the {len(result.judgments)} judgments over every set are usable "
+            "(no figure3.png, figure3_distribution.csv or pass_rates.csv written)."
+        )
+    names = ", ".join(f"`{p.name}`" for p in figure)
+    return f"Figure 3 over every set: {names} (a pass: a score of {PASS_MIN} or more, madrag's reading)."
+
+
 def save_sets(result: SetsStudy, out_dir: Path) -> list[Path]:
-    """Write ``table1.csv``, ``table1.md``, ``table2.csv``, ``table2.md``, Figure 3 over all sets, and each set's
-    study in ``<out>/<set>/``."""
+    """Write ``table1.csv``, ``table1.md``, ``table2.csv``, ``table2.md``, Figure 3 over all sets (when a judgment
+    is usable), and each set's study in ``<out>/<set>/``; the paths written, and only those."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [out_dir / "table1.csv", out_dir / "table1.md", out_dir / "table2.csv", out_dir / "table2.md"]
-    write_frame(result.table1, written[0], index=False)
-    written[1].write_text(_markdown(result), encoding="utf-8")
-    write_frame(result.table2, written[2], index=False)
-    written[3].write_text(subsets_markdown(result.table2), encoding="utf-8")
-    written += save_figure3(
+    figure = save_figure3(
         result.judgments, out_dir, "Meta-evaluator scores per dimension, " + ", ".join(result.studies)
     )
+    written = [out_dir / "table1.csv", out_dir / "table1.md", out_dir / "table2.csv", out_dir / "table2.md"]
+    write_frame(result.table1, written[0], index=False)
+    written[1].write_text(_markdown(result, figure), encoding="utf-8")
+    write_frame(result.table2, written[2], index=False)
+    written[3].write_text(subsets_markdown(result.table2), encoding="utf-8")
+    written += figure
     for name, study in result.studies.items():
         save_study(study, out_dir / _slug(name))
         written.append(out_dir / _slug(name))

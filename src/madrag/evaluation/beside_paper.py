@@ -99,7 +99,8 @@ class BesidePaper:
             return None
         return (
             f"{missing} of the {len(self.beside)} figures of {self.name} beside this run could not be measured "
-            "from it: shown — (missing), not 0"
+            "from it (not run, or undefined: one essay, a rater who gave one score only): shown — (missing), "
+            "not 0, and not compared"
         )
 
 

@@ -22,20 +22,23 @@ MERGED_COLUMNS = ["protocol", "label", "qwk", "n_runs", "n"]
 
 
 def merge_qwk(evaluations: Sequence[Evaluation]) -> pd.DataFrame:
-    """The long merged table: per protocol and trait label, the mean QWK over the runs that have it."""
+    """The long merged table: per protocol and trait label, the mean QWK over the runs where it is defined
+    (``n_runs`` of them, over ``n`` essays). A cell undefined in every run (one essay, a constant column) stays,
+    undefined (NaN, ``n_runs`` 0), as each run's table shows it: never a number, never dropped."""
     frames = [ev.qwk.assign(run=i) for i, ev in enumerate(evaluations) if not ev.qwk.empty]
     if not frames:
         return pd.DataFrame(columns=MERGED_COLUMNS)
     long = pd.concat(frames, ignore_index=True)
-    long = long[long["qwk"].notna()]
+    defined = long["qwk"].notna()
+    long = long.assign(defined_run=long["run"].where(defined), defined_n=long["n"].where(defined, 0))
     grouped = long.groupby(["protocol", "label"], sort=False)
-    merged = grouped.agg(qwk=("qwk", "mean"), n_runs=("run", "nunique"), n=("n", "sum")).reset_index()
-    return merged[MERGED_COLUMNS]
+    merged = grouped.agg(qwk=("qwk", "mean"), n_runs=("defined_run", "nunique"), n=("defined_n", "sum"))
+    return merged.reset_index()[MERGED_COLUMNS]
 
 
 def merged_wide(merged: pd.DataFrame) -> pd.DataFrame:
     """Figure 2's layout: rows = protocols (first-seen order), columns = trait labels, then each protocol's
-    ``mean`` over its merged traits."""
+    ``mean`` over its merged traits where defined (undefined when none is)."""
     table = merged.pivot(index="protocol", columns="label", values="qwk")
     table = table.reindex(index=list(dict.fromkeys(merged["protocol"])), columns=list(dict.fromkeys(merged["label"])))
     table["mean"] = table.mean(axis=1)
@@ -71,8 +74,8 @@ def plot_merged(merged: pd.DataFrame, path: Path) -> Path:
 
 
 def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> list[Path]:
-    """Write ``merged_qwk.csv`` (long), ``merged_qwk_table.csv`` (wide), ``merged.md`` and, when there is a QWK,
-    ``figure2.png`` (the bars of Figure 2) under ``out_dir``."""
+    """Write ``merged_qwk.csv`` (long), ``merged_qwk_table.csv`` (wide), ``merged.md`` and, when a QWK is defined,
+    ``figure2.png`` (the bars of Figure 2) under ``out_dir``; the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     long_path, wide_path, md_path = out_dir / "merged_qwk.csv", out_dir / "merged_qwk_table.csv", out_dir / "merged.md"
     write_frame(merged, long_path, index=False)
@@ -85,9 +88,11 @@ def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> li
         "",
         markdown_table(table) if not table.empty else "(no QWK in these runs)",
         "",
+        "— : undefined (one essay, or a rater who gave one score only), never 0.",
+        "",
     ]
     md_path.write_text("\n".join(lines), encoding="utf-8")
     written = [long_path, wide_path, md_path]
-    if not table.empty:
+    if merged["qwk"].notna().any():
         written.append(plot_merged(merged, out_dir / "figure2.png"))
     return written

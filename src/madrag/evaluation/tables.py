@@ -84,7 +84,14 @@ def _write_csvs(frames: dict[str, pd.DataFrame], out_dir: Path, with_index: Iter
 # -- the MADRAG paper: agreement tables -------------------------------------------------------------------------
 
 
+UNDEFINED = "undefined"
+"""A cell whose metric cannot be computed from the essays it has (one essay, a rater who gave one score only)."""
+
+
 def _qwk_cell(r: dict[str, Any]) -> str:
+    """``QWK [low, high]``; ``undefined`` for a QWK of essays that cannot give one (``—``: no essay at all)."""
+    if pd.isna(r["qwk"]) and r.get("n"):
+        return UNDEFINED
     return f"{fmt(r['qwk'], 3)} [{fmt(r['ci_low'], 3)}, {fmt(r['ci_high'], 3)}]"
 
 

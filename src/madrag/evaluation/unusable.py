@@ -1,12 +1,16 @@
 """Why a run's scores could not be read: every judge answer whose score is unusable, counted by cause, and the
-essay-trait scores left missing, for the line ``madrag score`` ends a run with (e.g. "42 of 48 judge scores
-unusable: 35 cut off at the token limit (--judge-max-tokens 64), 7 no 'Final score: N' line").
+essay-trait scores left missing, counted by cause too, per protocol, for the lines ``madrag score`` ends a run with
+(e.g. "MA: 42 of 48 judge scores unusable: 35 cut off at the token limit (--judge-max-tokens 64), 7 no 'Final
+score: N' line. 42 of 48 essay-trait scores missing: ..."; "CJ: 21 of 24 comparisons unusable: 21 no 'Answer: A'
+or 'Answer: B' line. ..."; "MTS: 3 of 3 essay-trait scores missing: 3 min-max over 3 essays has no range").
 
 A judge answer is any agent call that gives a score: a Judge (per trait, or every trait in a ``Scores:`` block,
 counted per trait), a consensus judge, a comparison of comparative judgment. Scores derived from other calls
 (G-Eval's expectation, MTS's mean) are not answers of their own; their missing scores show in the essay-trait
-count. A cause is what the record says: cut by the token limit (``truncated``; such an answer that repeats
-itself is said to), else the reading's own problem (``error``)."""
+count, each with the cause its final score records (G-Eval's "no score distribution", MTS's min-max without a
+range, CJ's "no readable comparison"), or "no answer" when a call failed after its retries. A judge answer's cause
+is what the record says: cut by the token limit (``truncated``; such an answer that repeats itself is said to),
+else the reading's own problem (``error``)."""
 
 from __future__ import annotations
 
@@ -61,20 +65,27 @@ def _unusable(record: AgentRecord) -> tuple[int, list[str]]:
         return len(record.trait_scores), [_cause(record, r.invalid_raw) for r in bad]
     if record.score is not None:
         return 1, [] if record.score.reported is not None else [_cause(record, record.score.invalid_raw)]
-    if "outcome" in record.context:  # a comparison of comparative judgment
-        return 1, [] if record.context["outcome"] is not None else [_cause(record, None)]
+    if "winner" in record.context:  # a comparison of comparative judgment
+        return 1, [] if record.context["winner"] is not None else [_cause(record, None)]
     return 0, []
+
+
+def _is_comparison(record: AgentRecord) -> bool:
+    return "winner" in record.context and not record.failed
 
 
 @dataclass
 class Unusable:
-    """Judge answers' scores (``given``), the unusable ones by cause, and the essay-trait scores left missing of
-    those expected (``missing`` of ``expected``)."""
+    """Judge answers' scores (``given``; ``answers``: what they are, judge scores or comparisons), the unusable
+    ones by cause, and the essay-trait scores left missing of those expected (``missing`` of ``expected``), by
+    cause (``missing_causes``, when the caller gave the final scores' causes)."""
 
     given: int = 0
     causes: Counter[str] = field(default_factory=Counter)
     missing: int = 0
     expected: int = 0
+    missing_causes: Counter[str] = field(default_factory=Counter)
+    answers: str = "judge scores"
 
     @property
     def unusable(self) -> int:
@@ -85,9 +96,13 @@ class Unusable:
         """The run's closing line on its scores (empty when every score was read)."""
         if not self.unusable and not self.missing:
             return ""
-        causes = ", ".join(f"{n} {cause}" for cause, n in self.causes.most_common())
-        said = f"{self.unusable} of {self.given} judge scores unusable" + (f": {causes}" if causes else "")
-        said += f". {self.missing} of {self.expected} essay-trait scores missing."
+        said = ""
+        if self.unusable:
+            causes = ", ".join(f"{n} {cause}" for cause, n in self.causes.most_common())
+            said = f"{self.unusable} of {self.given} {self.answers} unusable: {causes}. "
+        said += f"{self.missing} of {self.expected} essay-trait scores missing"
+        why = ", ".join(f"{n} {cause}" for cause, n in self.missing_causes.most_common())
+        said += f": {why}." if why else "."
         if any(c.startswith("cut off") for c in self.causes):
             said += " Try a larger --judge-max-tokens, or --score-method constrained where the server takes a schema."
         return said
@@ -103,3 +118,57 @@ def unusable_scores(records: Iterable[AgentRecord], scores: list[TraitScore], ex
         found.causes.update(causes)
     found.missing = expected - sum(s.score is not None for s in scores)
     return found
+
+
+NO_ANSWER = "no answer (a call failed after its retries)"
+"""Why an essay-trait has no final score at all."""
+
+
+def missing_cause(score: TraitScore | None) -> str:
+    """Why a final score is missing: the cause its result records (G-Eval's, MTS's, CJ's, a Judge's reading),
+    or :data:`NO_ANSWER` when there is no score at all."""
+    if score is None:
+        return NO_ANSWER
+    problem = score.result.invalid_raw if score.result is not None else None
+    if not problem:
+        return "no score read"
+    text = _PREFIX.sub("", problem)
+    for pattern, words in _KINDS:
+        text = pattern.sub(words, text)
+    return text.strip()
+
+
+def unusable_by_protocol(
+    records: Iterable[AgentRecord],
+    scores: list[TraitScore],
+    essay_ids: list[str],
+    traits: list[str],
+    protocols: list[str],
+) -> dict[str, Unusable]:
+    """One :class:`Unusable` per protocol of the run: its judge answers' unusable scores by cause (a record
+    counts for its own protocol: a debate shared by MAD and MADRAG gives no score, so no count), and its
+    essay-trait scores of ``essay_ids`` x ``traits`` left missing, by cause (:func:`missing_cause`)."""
+    found = {p: Unusable(expected=len(essay_ids) * len(traits)) for p in protocols}
+    for record in records:
+        account = found.get(record.protocol)
+        if account is None:
+            continue
+        given, causes = _unusable(record)
+        account.given += given
+        account.causes.update(causes)
+        if _is_comparison(record):
+            account.answers = "comparisons"
+    by_key = {(s.protocol, s.essay_id, s.trait): s for s in scores}
+    for protocol, account in found.items():
+        for essay_id in essay_ids:
+            for trait in traits:
+                score = by_key.get((protocol, essay_id, trait))
+                if score is None or score.score is None:
+                    account.missing += 1
+                    account.missing_causes[missing_cause(score)] += 1
+    return found
+
+
+def summary_lines(accounts: dict[str, Unusable]) -> list[str]:
+    """One line per protocol whose scores were not all read (``PROTOCOL: ...``); none when every score was."""
+    return [f"{protocol}: {line}" for protocol, account in accounts.items() if (line := account.line())]

@@ -43,7 +43,7 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
-from madrag.pipeline.preflight import preflight
+from madrag.pipeline.preflight import check_backends, preflight
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -549,6 +549,9 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
     # when calls are left to make
     backends = _backends(job, backend) if stored_meta(job.run_dir) is None else None
     try:
+        # a new run's backends are checked before anything is written: a refused check leaves no run folder, so
+        # the command its message suggests works on the same --run-dir
+        checked = await check_backends(*backends, job.settings) if backends is not None else None
         with (
             WriterLock(job.run_dir),
             on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"),
@@ -568,7 +571,7 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
                 if store.prompt_drift is not None:
                     raise ConfigError(f"{store.prompt_drift}; use another --run-dir to start a new run")
                 backends = backends or _backends(job, backend)
-                return await _score(job, run, hooks, (backend, embedder, backends), started)
+                return await _score(job, run, hooks, (backend, embedder, backends), started, checked)
             finally:
                 store.close()
     finally:
@@ -584,8 +587,10 @@ async def _score(
     hooks: RunHooks,
     given: tuple[Provider | None, Embedder | None, tuple[ManagedProvider, dict[str, ManagedProvider]]],
     started: float,
+    checked: dict[str, Any] | None = None,
 ) -> JobResult:
-    """Check the backends (:func:`preflight`), build the bank, then score the run's essays (here or on the job's
+    """Check the backends (:func:`preflight`, unless ``checked`` holds what a new run's check found), build the
+    bank, then score the run's essays (here or on the job's
     executor)."""
     backend, embedder, (provider, role_providers) = given
     stage = hooks.on_stage
@@ -602,7 +607,7 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    run.store.set_meta("preflight", await preflight(ctx))
+    run.store.set_meta("preflight", checked if checked is not None else await preflight(ctx))
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))

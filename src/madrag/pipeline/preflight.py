@@ -1,8 +1,12 @@
 """A run's checks before its first call, so that a run that cannot work stops at once with one line instead of
-making (and failing) every call: each backend answers at all (:meth:`Provider.check_reachable`), and a backend
-whose Judge scores are to be read under a JSON schema (``--score-method constrained`` on an OpenAI-compatible
-server, :meth:`CallContext.score_reading`) honours one: :func:`schema_problem` asks it for an answer the prompt
-does not suggest, so a server that ignores the schema is found out, whatever the model writes."""
+making (and failing) every call: each backend answers at all (:meth:`Provider.check_reachable`), gives the
+logprobs it says it gives (:meth:`Provider.check_logprobs`), and a backend whose Judge scores are to be read
+under a JSON schema (``--score-method constrained`` on an OpenAI-compatible server,
+:func:`~madrag.agents.calls.score_reading`) honours one: :func:`schema_problem` asks it for an answer the prompt
+does not suggest, so a server that ignores the schema is found out, whatever the model writes.
+
+A new run makes these checks before anything is written (:func:`madrag.pipeline.job.execute`): a refused check
+leaves no run folder behind, so the command its message suggests works on the same ``--run-dir``."""
 
 from __future__ import annotations
 
@@ -10,9 +14,11 @@ import asyncio
 import json
 from typing import Any
 
-from madrag.agents.calls import CallContext
-from madrag.errors import ConfigError, ProviderError
+from madrag.agents.calls import CallContext, score_reading
+from madrag.errors import ConfigError, ProviderError, TransientProviderError
 from madrag.providers.base import ChatRequest, Message, Provider
+from madrag.providers.policy import ManagedProvider
+from madrag.settings import ScoringSettings
 
 PROBE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -46,14 +52,24 @@ async def schema_problem(provider: Provider, timeout_s: float) -> str | None:
 
 
 async def preflight(ctx: CallContext) -> dict[str, Any]:
-    """Check every backend of ``ctx`` (the main one and each role's) before the run's first call; what was
-    found, by role (``*``: the main backend), for the run store. :class:`ProviderError` for a backend that
-    cannot be reached, :class:`ConfigError` for a JSON-schema reading the server does not honour."""
+    """:func:`check_backends` of a run's call context."""
+    return await check_backends(ctx.provider, ctx.role_providers, ctx.settings)
+
+
+async def check_backends(
+    provider: ManagedProvider, role_providers: dict[str, ManagedProvider], settings: ScoringSettings
+) -> dict[str, Any]:
+    """Check every backend (the main one and each role's) before the run's first call; what was found, by role
+    (``*``: the main backend), for the run store. :class:`ProviderError` for a backend that cannot be reached or
+    that drops the logprobs it was asked for, :class:`ConfigError` for a JSON-schema reading the server does not
+    honour."""
     found: dict[str, Any] = {}
-    for role, managed in [("*", ctx.provider), *ctx.role_providers.items()]:
+    for role, managed in [("*", provider), *role_providers.items()]:
         await managed.provider.check_reachable()
-        reading = ctx.for_role(role).score_reading() if role != "*" else ctx.score_reading()
+        reading = score_reading(managed, settings)
         found[role] = {"reachable": True, "score_reading": reading}
+        if managed.provider.capabilities.logprobs:
+            found[role]["logprobs"] = await _logprobs_checked(managed)
         if reading != "schema":
             continue
         problem = await schema_problem(managed.provider, managed.policy.timeout_s)
@@ -65,3 +81,15 @@ async def preflight(ctx: CallContext) -> dict[str, Any]:
             )
         found[role]["json_schema_probe"] = "honoured"
     return found
+
+
+async def _logprobs_checked(managed: ManagedProvider) -> str:
+    """``checked`` when the backend gave logprobs to a short request (or has nothing to check), ``unknown`` when
+    it could not answer in time (the run's first call will tell); the backend's :class:`ProviderError` when it
+    answered without them."""
+    try:
+        async with asyncio.timeout(managed.policy.timeout_s):  # not wait_for: it can swallow a cancellation
+            await managed.provider.check_logprobs()
+    except (TransientProviderError, TimeoutError):
+        return "unknown"
+    return "checked"

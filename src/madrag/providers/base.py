@@ -219,5 +219,10 @@ class Provider(ABC):
         """A one-line :class:`~madrag.errors.ProviderError` when the backend cannot be reached at all (a run's
         check before its first call); nothing to check for a backend in this process."""
 
+    async def check_logprobs(self) -> None:  # noqa: B027 - optional hook
+        """A one-line :class:`~madrag.errors.ProviderError` when the backend says it gives logprobs but answers
+        a short request without them (a run's check before its first call, made only when
+        ``capabilities.logprobs``); nothing to check for a backend that computes them itself."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections or model memory."""

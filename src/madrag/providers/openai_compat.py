@@ -39,6 +39,7 @@ from madrag.providers.base import (
     Capabilities,
     ChatRequest,
     ChatResponse,
+    Message,
     Provider,
     TokenLogprob,
     Usage,
@@ -56,6 +57,14 @@ NO_LOGPROBS = (
 )
 """What a server that ignores the logprobs request is told (after where it is): the CLI flag and the Python API
 argument that turn logprobs off, and what that changes."""
+
+LOGPROBS_PROBE = ChatRequest(
+    messages=[Message(role="user", content="Reply with the single word OK.")],
+    max_tokens=4,
+    logprobs=True,
+    top_logprobs=1,
+)
+"""The request of :meth:`OpenAICompatProvider.check_logprobs`: a few tokens, logprobs asked for."""
 
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
 _MAX_DETAIL = 200
@@ -233,6 +242,12 @@ class OpenAICompatProvider(Provider):
             raise ProviderError(
                 f"cannot reach the {self._where()} ({reason}): is it running, and is --base-url right?"
             ) from None
+
+    async def check_logprobs(self) -> None:
+        """One short request with logprobs asked for: the :data:`NO_LOGPROBS` :class:`ProviderError` (naming
+        ``--no-logprobs``) when the server answers without them."""
+        if self.capabilities.logprobs:
+            await self.complete(LOGPROBS_PROBE)
 
     # -- request -------------------------------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ def test_server_down_stops_cleanly(base: list[str], tmp_path: Path) -> None:
         "--retries", "1", "--timeout", "5", "--limit", "1", "--fail-fast",
     )  # fmt: skip
     _one_line_error(proc, "cannot reach the openai-compatible server")  # before any call (preflight)
-    assert (tmp_path / "run" / "store.sqlite").is_file()
+    assert not (tmp_path / "run").exists()  # checked before anything is written: no run folder to bind
 
 
 def test_settings_out_of_range_is_one_line(base: list[str]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.servers import free_port
 
 import madrag
 from madrag.errors import ProviderError
@@ -54,10 +55,10 @@ def madrag_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def score_args(data: Path, rubric: Path, server: StubServer, run_dir: str) -> list[str]:
+def score_args(data: Path, rubric: Path, base_url: str, run_dir: str) -> list[str]:
     return [
         "score", "--data", str(data), "--rubric", str(rubric), "--fold", "all", "--protocol", "MAD",
-        "--provider", "openai", "--model", MODEL, "--base-url", server.base_url, "--retries", "0",
+        "--provider", "openai", "--model", MODEL, "--base-url", base_url, "--retries", "0",
         "--run-dir", run_dir,
     ]  # fmt: skip
 
@@ -66,7 +67,7 @@ def test_the_cli_error_names_the_flag_and_the_rerun_with_it_works(
     tmp_path: Path, server: StubServer, inputs: tuple[Path, Path]
 ) -> None:
     data, rubric = inputs
-    refused = madrag_cli(score_args(data, rubric, server, "runs/lp"), tmp_path)
+    refused = madrag_cli(score_args(data, rubric, server.base_url, "runs/lp"), tmp_path)
     assert refused.returncode == 2, refused.stderr
     error = refused.stderr.strip().splitlines()[-1]
     assert error.startswith("error: ") and "returned no logprobs" in error
@@ -74,12 +75,14 @@ def test_the_cli_error_names_the_flag_and_the_rerun_with_it_works(
     assert "self-reported" in error and "self_reported" in error  # what changes
     flag = re.search(r"rerun with (--[a-z-]+)", error)
     assert flag is not None and flag.group(1) == "--no-logprobs"
+    assert not (tmp_path / "runs").exists()  # the check came before anything was written
 
-    rerun = madrag_cli([*score_args(data, rubric, server, "runs/nolp"), flag.group(1)], tmp_path)
+    # the command the error suggests, on the same run folder
+    rerun = madrag_cli([*score_args(data, rubric, server.base_url, "runs/lp"), flag.group(1)], tmp_path)
     assert rerun.returncode == 0, rerun.stderr
-    exported = madrag_cli(["runs", "export", "runs/nolp", "--what", "records"], tmp_path)
+    exported = madrag_cli(["runs", "export", "runs/lp", "--what", "records"], tmp_path)
     assert exported.returncode == 0, exported.stderr
-    records = [json.loads(line) for line in (tmp_path / "runs/nolp/records.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "runs/lp/records.jsonl").read_text().splitlines()]
     debaters = [r for r in records if r["role"] in ("advocate", "skeptic")]
     assert len(debaters) == 2  # one Advocate and one Skeptic call: the one trait's debate
     assert {r["confidence_source"] for r in debaters} == {"self_reported"}
@@ -104,3 +107,23 @@ def test_the_python_api_argument_the_error_names_works(
     debaters = [r for r in result.records if r.role in ("advocate", "skeptic")]
     assert len(debaters) == 2 and {r.confidence_source for r in debaters} == {"self_reported"}
     assert result.scores["score"].notna().all()
+
+
+def test_a_dead_port_leaves_a_folder_as_it_was_and_the_fixed_command_works_on_it(
+    tmp_path: Path, server: StubServer, inputs: tuple[Path, Path]
+) -> None:
+    """Nothing listens on a free port: the run stops before writing, an existing folder is left as it was, and the
+    command with the right server runs in that same folder."""
+    data, rubric = inputs
+    folder = tmp_path / "runs" / "mine"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine\n", encoding="utf-8")
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    refused = madrag_cli([*score_args(data, rubric, dead, str(folder)), "--no-logprobs", "--timeout", "5"], tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert "cannot reach" in refused.stderr.strip().splitlines()[-1]
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+    fixed = madrag_cli([*score_args(data, rubric, server.base_url, str(folder)), "--no-logprobs"], tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert (folder / "store.sqlite").is_file() and (folder / "notes.txt").read_text(encoding="utf-8") == "mine\n"

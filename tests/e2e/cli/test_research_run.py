@@ -148,13 +148,7 @@ def test_an_unreachable_server_stops_the_run_at_once_in_one_line(asap: Path, tmp
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "cannot reach the openai-compatible server" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr and "failed after retries" not in proc.stderr + proc.stdout
-    from madrag.evaluation.run import open_store
-
-    store = open_store(tmp_path / "run")
-    try:
-        assert list(store.records()) == []  # no call made, none failed
-    finally:
-        store.close()
+    assert not (tmp_path / "run").exists()  # no call made, nothing written: the same --run-dir works once it is up
 
 
 def test_the_summary_tells_cache_hits_apart(asap: Path, tmp_path: Path) -> None:

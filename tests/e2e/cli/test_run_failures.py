@@ -51,6 +51,13 @@ def _job(
     )
 
 
+def _call_requests(server: StubServer) -> int:
+    """The chat requests the server saw for agent calls: all of them less the runs' logprobs checks before their
+    first call (the stub's role ``other``: no agent call, so no record)."""
+    stats = server.stats()
+    return stats.requests - stats.by_role.get("other", 0)
+
+
 def _check_nothing_lost(records: list[AgentRecord], server_requests: int, stopped: bool = False) -> None:
     """Every request the server saw is on a record, and each essay-trait's chain is good records (one per role,
     in the chain's order) up to a failed call, after which nothing of it was asked. Only a ``stopped`` run has
@@ -76,7 +83,7 @@ async def test_faults_at_30_percent_become_failed_records_and_a_resume_fills_the
     essays, run_dir = essays7[:3], tmp_path / "run"
     with StubServer(latency_s=0.0, fault_rate=0.3, fault_seed=7) as server:
         first = await execute(_job(asap, essays, run_dir, server.base_url, retries=1))
-        after_first = server.stats().requests
+        after_first = _call_requests(server)
         records = stored_records(run_dir)
         _check_nothing_lost(records, after_first)
         failed = [r for r in records if r.failed]
@@ -100,7 +107,7 @@ async def test_faults_at_30_percent_become_failed_records_and_a_resume_fills_the
             ROLES.index("judge") - ROLES.index(r.role) for r in failed
         )  # each failed call again, and the rest of its chain
         everything = stored_records(run_dir)
-        _check_nothing_lost(everything, server.stats().requests)
+        _check_nothing_lost(everything, _call_requests(server))
     assert len(second.scores) == len(essays) * TRAITS and all(s.score is not None for s in second.scores)
     assert len(load_run(run_dir).scores) == len(essays) * TRAITS
     good = Counter((r.essay_id, r.trait, r.role) for r in everything if not r.failed)
@@ -118,7 +125,8 @@ async def test_with_the_default_retries_a_faulty_server_run_completes_in_one_go(
     assert result.stats.failed_calls == 0 and len(result.scores) == len(essays) * TRAITS
     assert stats.faults > 0 and stats.requests == stats.completed + stats.faults
     report = cost_report(records)
-    assert report.total.attempts == stats.requests and report.total.retries == stats.faults
+    checks = stats.by_role.get("other", 0)  # the logprobs check before the first call (answered: no fault)
+    assert checks == 1 and report.total.attempts == stats.requests - checks and report.total.retries == stats.faults
     assert report.total.calls == len(records) == len(essays) * TRAITS * len(ROLES)
 
 
@@ -131,11 +139,11 @@ async def test_max_failures_stops_the_run_without_losing_calls_in_flight(
             await execute(_job(asap, essays, run_dir, server.base_url, retries=0, max_failures=1))
         assert "resume" in str(info.value)
         records = stored_records(run_dir)
-        _check_nothing_lost(records, server.stats().requests, stopped=True)  # calls in flight finished, kept
+        _check_nothing_lost(records, _call_requests(server), stopped=True)  # calls in flight finished, kept
         assert sum(r.failed for r in records) >= 1
         assert len(records) < len(essays) * TRAITS * len(ROLES)  # it did stop
         resumed = await execute(_job(asap, essays, run_dir, server.base_url, retries=8))
-        _check_nothing_lost(stored_records(run_dir), server.stats().requests)
+        _check_nothing_lost(stored_records(run_dir), _call_requests(server))
     assert resumed.stats.failed_calls == 0 and len(resumed.scores) == len(essays) * TRAITS
 
 

@@ -150,3 +150,32 @@ def test_sets_need_two_judged_runs_with_distinct_labels(tmp_path: Path) -> None:
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "no meta-evaluation of" in proc.stderr
+
+
+async def test_sets_without_a_usable_judgment_name_only_the_files_they_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every judgment unreadable: no Figure 3 is drawn, and neither table1.md nor the command's output names its
+    files (nor prints an empty table as if full)."""
+    from madrag.confidence import job as job_module
+    from madrag.providers.base import Capabilities
+    from madrag.providers.fake import FakeReply
+    from madrag.providers.policy import ManagedProvider, RetryPolicy
+
+    garbage = FakeProvider(script=lambda _request: FakeReply("no JSON here"), caps=Capabilities(json_schema=True))
+    policy = RetryPolicy(retries=0, base_delay_s=0.0, max_delay_s=0.0)
+    monkeypatch.setattr(job_module, "managed", lambda _spec, _cache: ManagedProvider(garbage, policy))
+    runs = [tmp_path / "set7", tmp_path / "set8"]
+    for seed, run in enumerate(runs):
+        await _judged_run(run, seed)
+    out = tmp_path / "cli"
+    done = CliRunner().invoke(app, ["paper", "confidence", "sets", *map(str, runs), "--out", str(out)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    for name in ("figure3.png", "figure3_distribution.csv", "pass_rates.csv"):
+        assert not (out / name).exists()
+    text = " ".join(done.output.split())
+    assert "Figure 3 was not drawn: 0 of the 48 judgments" in text and "no feature could be ranked" in text
+    assert "wrote 6 files and folders" in text and "figure3.png" not in text.split("wrote", 1)[1]
+    table1 = (out / "table1.md").read_text(encoding="utf-8")
+    assert "Figure 3 was not drawn" in table1 and "`figure3.png`" not in table1
+    assert "no feature could be ranked" in table1

@@ -117,7 +117,7 @@ async def test_meta_job_then_study(tmp_path: Path, fake_backend: FakeProvider) -
     assert again.resumed and again.summary.made == 0 and again.summary.reused == 2 * N_ESSAYS
     assert len(fake_backend.calls) == 2 * N_ESSAYS
     with pytest.raises(ConfigError, match="different settings"):
-        await execute_meta(job.model_copy(update={"method": "constrained"}))
+        await execute_meta(job.model_copy(update={"max_tokens": 99}))
 
     study = run_study(run_dir, job.meta_dir)
     assert len(study.features) == 2 * N_ESSAYS and study.judgments is not None and study.judgments["ok"].all()
@@ -221,3 +221,33 @@ def test_score_meta_eval_analyze_from_the_command_line(asap: Path, tmp_path: Pat
         "paper", "confidence", "meta-eval", "--run-dir", str(run_dir), "--provider", "fake", "--max-tokens", "50"
     )
     assert other.returncode == 2 and "different settings" in other.stderr
+
+
+async def test_a_meta_eval_refused_before_its_first_call_leaves_no_folder(tmp_path: Path) -> None:
+    """A dead server: refused before anything is written, so the fixed command works on the same --out; a store
+    bound to other settings names --out, the option meta-eval has."""
+    from tests.servers import free_port
+
+    from madrag.errors import ProviderError
+    from madrag.providers.spec import ProviderSpec
+
+    run_dir, out = tmp_path / "run", tmp_path / "meta"
+    make_debate_run(run_dir)
+    dead = ProviderSpec(kind="openai", model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", timeout_s=5)
+    with pytest.raises(ProviderError, match="cannot reach"):
+        await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=dead, method="json"))
+    assert not out.exists()
+    fake = ProviderSpec(kind="fake")
+    done = await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=fake, method="json", limit=1))
+    assert done.summary.total == 2 and (out / "store.sqlite").is_file()
+    with pytest.raises(ConfigError, match=r"different settings.*give another --out") as refused:
+        await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=fake, method="json", max_tokens=99))
+    assert "--run-dir" not in str(refused.value)
+
+
+async def test_a_method_the_backend_cannot_do_leaves_no_folder(tmp_path: Path, fake_backend: FakeProvider) -> None:
+    run_dir, out = tmp_path / "run", tmp_path / "meta"
+    make_debate_run(run_dir)
+    with pytest.raises(ConfigError, match="'constrained' needs a backend with prefill and choices"):
+        await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, method="constrained"))
+    assert not out.exists() and fake_backend.calls == []

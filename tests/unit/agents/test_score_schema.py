@@ -109,9 +109,13 @@ def _server(answer: str, seen: list[dict[str, Any]]) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
 
-def _openai(client: httpx.AsyncClient) -> OpenAICompatProvider:
+def _openai(client: httpx.AsyncClient, logprobs: bool = False) -> OpenAICompatProvider:
     return OpenAICompatProvider(
-        model="m", base_url="http://server.test/v1", http_client=client, shape=RequestShape(client="httpx")
+        model="m",
+        base_url="http://server.test/v1",
+        http_client=client,
+        shape=RequestShape(client="httpx"),
+        supports_logprobs=logprobs,
     )
 
 
@@ -137,6 +141,27 @@ async def test_preflight_asks_nothing_of_the_default_reading(tmp_path: Path) -> 
     ctx = make_ctx(tmp_path, _openai(_server("OK", seen)), settings=ScoringSettings())
     assert (await preflight(ctx))["*"]["score_reading"] == "text"
     assert seen == []
+
+
+async def test_preflight_refuses_a_server_that_drops_the_logprobs_it_was_asked_for(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    ctx = make_ctx(tmp_path, _openai(_server("OK", seen), logprobs=True), settings=ScoringSettings())
+    with pytest.raises(ProviderError, match=r"returned no logprobs.*rerun with --no-logprobs"):
+        await preflight(ctx)
+    assert len(seen) == 1 and seen[0]["logprobs"] is True and seen[0]["max_tokens"] <= 8
+
+
+async def test_preflight_accepts_a_server_that_gives_logprobs(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        token = {"token": "OK", "logprob": -0.1, "top_logprobs": [{"token": "OK", "logprob": -0.1}]}
+        choice = {"message": {"content": "OK"}, "finish_reason": "stop", "logprobs": {"content": [token]}}
+        return httpx.Response(200, json={"choices": [choice], "model": "m"})
+
+    provider = _openai(httpx.AsyncClient(transport=httpx.MockTransport(handler)), logprobs=True)
+    ctx = make_ctx(tmp_path, provider, settings=ScoringSettings())
+    assert (await preflight(ctx))["*"] == {"reachable": True, "score_reading": "text", "logprobs": "checked"}
 
 
 async def test_an_unreachable_server_is_one_line_before_any_call(tmp_path: Path) -> None:

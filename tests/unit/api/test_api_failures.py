@@ -141,3 +141,17 @@ def test_the_bar_reaches_its_total_whatever_the_shape_of_the_protocol(
     assert bar is not None and bar.kept is not None
     (task,) = [t for t in bar.kept.tasks if t.description != "embedding the exemplar pool"]
     assert task.total == 3 * 2 and task.completed == task.total
+
+
+def test_an_essay_line_names_the_scores_that_come_after_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MTS scores an essay over the whole run: its line says so (no provisional "?" where the table shows a score);
+    MA's scores are shown as they are."""
+    monkeypatch.setattr(madrag.api.scoring, "ScoreProgress", KeptProgress)
+    madrag.score(TEXTS, RUBRIC, protocol=["MA", "MTS"], provider="fake", run_dir=tmp_path / "run")
+    bar = KeptProgress.last
+    assert bar is not None
+    lines = [line for line in bar.out.getvalue().splitlines() if line.startswith("essay ")]
+    assert len(lines) == len(TEXTS) and all("MTS: Ideas, Style after the run" in line for line in lines)
+    assert all("MA: Ideas=" in line and "?" not in line for line in lines)

@@ -43,16 +43,23 @@ def test_eval_merges_runs_by_protocol_and_trait_label(asap: Path, tmp_path: Path
     }
     merged = {(r["protocol"], r["label"]): r for r in _rows(out / "merged_qwk.csv")}
     both = set(per_run[run7]) & set(per_run[run8])
-    assert ("MA", "Idea") in both and ("MAD", "Cnv.") in both  # "Ideas" (set 7) = "Ideas and Content" (set 8)
+    human = "Human-Human (evaluated essays)"
+    assert (human, "Idea") in both and (human, "Cnv.") in both  # "Ideas" (set 7) = "Ideas and Content" (set 8)
     for key in both:
         want = (float(per_run[run7][key]["qwk"]) + float(per_run[run8][key]["qwk"])) / 2
         assert float(merged[key]["qwk"]) == pytest.approx(want)
         assert merged[key]["n_runs"] == "2"
-    assert merged["MA", "Sty."]["n_runs"] == "1" and merged["MA", "Voc."]["n_runs"] == "1"  # one set only
+    assert merged[human, "Sty."]["n_runs"] == "1" and merged[human, "Voc."]["n_runs"] == "1"  # one set only
+    # the fake backend gives every essay the same score: QWK is undefined in each run, and so in the merged table
+    for key in (("MA", "Idea"), ("MAD", "Cnv."), ("MA", "Voc.")):
+        assert key not in per_run[run7] and key not in per_run[run8]
+        assert merged[key]["qwk"] == "" and merged[key]["n_runs"] == "0" and merged[key]["n"] == "0"
     table = _rows(out / "merged_qwk_table.csv")
-    ma = next(r for r in table if r["protocol"] == "MA")
-    values = [float(v) for k, v in ma.items() if k not in ("protocol", "mean") and v]
-    assert float(ma["mean"]) == pytest.approx(sum(values) / len(values))
+    row = next(r for r in table if r["protocol"] == human)
+    values = [float(v) for k, v in row.items() if k not in ("protocol", "mean") and v]
+    assert float(row["mean"]) == pytest.approx(sum(values) / len(values))
+    assert next(r for r in table if r["protocol"] == "MA")["mean"] == ""
+    assert "| MA | — | — |" in (out / "merged.md").read_text()
     assert "Figure 2" in (out / "merged.md").read_text()
     assert (out / "figure2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # Figure 2 drawn, as the paper shows it
 

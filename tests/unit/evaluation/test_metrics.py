@@ -54,7 +54,9 @@ def test_qwk_degenerate_and_invalid_inputs() -> None:
     assert qwk([2, 2, 2], [2, 2, 2], 0, 3) != qwk([2, 2, 2], [2, 2, 2], 0, 3)  # nan: undefined, not 1.0
     assert math.isnan(qwk([], [], 0, 3))
     assert qwk([0, 3], [0, 3], 0, 3) == 1.0
-    assert qwk([2, 2, 2], [1, 2, 3], 0, 3) == 0.0  # one constant rater: no better than chance
+    # one constant rater: observed equals chance disagreement by construction, so nothing is measured
+    assert math.isnan(qwk([2, 2, 2], [1, 2, 3], 0, 3)) and math.isnan(qwk([0, 1, 3], [1, 1, 1], 0, 3))
+    assert math.isnan(qwk([1], [3], 0, 3))  # one essay: undefined, not 0.000
     with pytest.raises(ValueError, match="outside"):
         qwk([0, 4], [0, 1], 0, 3)
     with pytest.raises(ValueError, match="integer"):

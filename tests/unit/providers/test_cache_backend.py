@@ -66,9 +66,9 @@ async def test_two_servers_under_one_model_name_never_share_answers(
     assert all(r.text.startswith("[A] ") and not r.cached and r.attempts == 1 for r in on_a)
     # the second server answered every call itself: none of the first server's answers
     assert all(r.text.startswith("[B] ") and not r.cached and r.attempts == 1 for r in on_b)
-    assert b_requests == 12
-    # the first server again: every answer from the cache, recorded as such, no request sent
-    assert a_requests == 12
+    assert b_requests == 12 + 1  # and the run's logprobs check before its first call
+    # the first server again: every answer from the cache, recorded as such, no request sent but the check's
+    assert a_requests == 12 + 2
     assert all(r.text.startswith("[A] ") and r.cached and r.attempts == 0 for r in again)
     store = RunStore(tmp_path / "a2" / "store.sqlite")
     try:
@@ -107,7 +107,7 @@ async def test_a_restarted_server_with_other_weights_at_the_same_url_is_another_
     with StubServer(latency_s=0.0, port=port, answer_prefix="[new] ", fingerprint="weights-2") as new:
         assert new.base_url == url
         _, after = await _run(_job(asap, essays, tmp_path / "new", cache, new.base_url))
-        assert new.stats().requests == 12
+        assert new.stats().requests == 12 + 1  # and the logprobs check
     assert all(r.text.startswith("[old] ") for r in before)
     assert all(r.text.startswith("[new] ") and not r.cached for r in after)
 

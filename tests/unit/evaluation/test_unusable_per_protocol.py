@@ -1,0 +1,67 @@
+"""One accounting of unusable and missing results for every protocol (issue 43): the run summary names, per
+protocol, the judge answers (or comparisons) that could not be read and why each essay-trait score is missing:
+G-Eval without a score distribution, CJ's unreadable comparisons, MTS's min-max without a range. On the scripted
+fake provider, through the pipeline as ``madrag score`` runs it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.helpers import stored_records
+
+from madrag.evaluation.unusable import NO_ANSWER, summary_lines, unusable_by_protocol
+from madrag.pipeline.job import ScoreJob, execute
+from madrag.protocols.scores import TraitScore
+from madrag.providers.base import Capabilities, ChatRequest
+from madrag.providers.fake import FakeProvider, FakeReply
+from madrag.rubric import load_rubric
+
+TEXT_ONLY = Capabilities(seed=True)
+"""A server without logprobs, prefill or choices: scores are read from the text."""
+
+
+def _script(request: ChatRequest) -> FakeReply:
+    if request.role == "compare":  # a CJ comparison without its "Answer: A|B" line
+        return FakeReply("Both essays have merits; hard to say.")
+    return FakeReply("The quotes and the reasons.\nFinal score: 2")  # every essay the same score
+
+
+def test_each_protocol_names_why_its_scores_are_missing(asap: Path, tmp_path: Path) -> None:
+    rubric = load_rubric(asap / "rubric_set7.json").only(["Ideas"])
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=rubric,
+        run_dir=tmp_path / "run",
+        limit=3,
+        protocols=["GEval", "CJ", "MTS", "MA"],
+        embedder="hashing",
+        cache_dir=tmp_path / "cache",
+        response_cache=False,
+    )
+    result = asyncio.run(execute(job, backend=FakeProvider(script=_script, caps=TEXT_ONLY)))
+    ids = [e.id for e in result.essays]
+    accounts = unusable_by_protocol(stored_records(job.run_dir), result.scores, ids, ["Ideas"], job.protocols)
+
+    geval, cj, mts, ma = (accounts[p] for p in job.protocols)
+    assert (geval.unusable, geval.missing) == (0, 3)  # the Judge's score was read; the expectation was not
+    assert geval.missing_causes == {"no score distribution (backend without logprobs)": 3}
+    compares = [r for r in stored_records(job.run_dir) if r.protocol == "CJ" and r.role == "compare"]
+    assert cj.answers == "comparisons" and cj.given == cj.unusable == len(compares) > 0  # was "0 of 0 unusable"
+    assert cj.causes == {"no 'Answer: A' or 'Answer: B' line": len(compares)}
+    assert cj.missing == 3 and cj.missing_causes == {"no readable comparison": 3}
+    assert mts.missing == 3 and mts.missing_causes == {"min-max over 3 essays has no range": 3}
+    assert ma.line() == ""  # every MA score was read
+
+    lines = summary_lines(accounts)
+    assert [line.split(":", 1)[0] for line in lines] == ["GEval", "CJ", "MTS"]
+    assert lines[0] == ("GEval: 3 of 3 essay-trait scores missing: 3 no score distribution (backend without logprobs).")
+    assert lines[1].startswith(f"CJ: {len(compares)} of {len(compares)} comparisons unusable: ")
+    assert lines[2] == "MTS: 3 of 3 essay-trait scores missing: 3 min-max over 3 essays has no range."
+
+
+def test_a_score_without_any_row_is_a_call_that_failed() -> None:
+    scores = [TraitScore(essay_id="e1", trait="Ideas", protocol="MAD", score=1)]
+    accounts = unusable_by_protocol([], scores, ["e1", "e2"], ["Ideas"], ["MAD"])
+    assert accounts["MAD"].missing_causes == {NO_ANSWER: 1}
+    assert summary_lines(accounts) == [f"MAD: 1 of 2 essay-trait scores missing: 1 {NO_ANSWER}."]
