@@ -94,6 +94,8 @@ def default_script(request: ChatRequest) -> FakeReply:
         return _meta_reply(request)
     if request.choices is not None and role == "mts":
         return _spread_choice(request)
+    if role == "mts" and request.round == 2:
+        return _mts_score_reply(request)
     if request.choices is not None:
         # prefer the middle choice, with a spread over the others
         mid = len(request.choices) // 2
@@ -119,6 +121,15 @@ def _spread_choice(request: ChatRequest) -> FakeReply:
     pick = zlib.crc32("\n".join(m.content for m in request.messages).encode("utf-8")) % len(request.choices)
     lps = {c: -0.2 - abs(i - pick) for i, c in enumerate(request.choices)}
     return FakeReply(text=request.choices[pick], choice_logprobs=lps)
+
+
+def _mts_score_reply(request: ChatRequest) -> FakeReply:
+    """An MTS score turn's answer on 0-10, varying with the conversation (its min-max needs a range): in the
+    authors' ``Score: <score>N</score>`` format when the turn asks for it, else a ``Final score: N`` line."""
+    pick = zlib.crc32("\n".join(m.content for m in request.messages).encode("utf-8")) % 11
+    if "<score>" in request.messages[-1].content:
+        return FakeReply(text=f"Weighing the quotations against the criteria.\nScore: <score>{pick}</score>")
+    return FakeReply(text=f"Weighing the quotations against the criteria.\nFinal score: {pick}")
 
 
 def _compare_reply(request: ChatRequest) -> FakeReply:

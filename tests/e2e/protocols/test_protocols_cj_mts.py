@@ -168,8 +168,10 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     store = RunStore(run_dir / "store.sqlite", read_only=True)
     try:
         read = trait_scores(store, rubric7)
-        raw = {
-            (r.essay_id, r.trait): r.score.reported for r in store.records(protocol="MTS", role="mts") if r.round == 2
+        raw = {  # the 0-10 score read the authors' way (decimals kept)
+            (r.essay_id, r.trait): r.context["score_0_10"]
+            for r in store.records(protocol="MTS", role="mts")
+            if r.round == 2
         }
     finally:
         store.close()
@@ -177,7 +179,7 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
         assert sorted(s.score is not None for s in read if s.protocol == name) == [True] * 8
     for trait in rubric7.traits:  # MTS over two essays: the lower raw score gets the minimum, the higher the maximum
         mts = {s.essay_id: s.score for s in read if s.protocol == "MTS" and s.trait == trait.name}
-        assert all(raw[(e, trait.name)] is not None for e in mts)  # the fake's constrained answers are read
+        assert all(raw[(e, trait.name)] is not None for e in mts)  # the fake's <score> answers are read
         low, high = sorted(mts, key=lambda e: raw[(e, trait.name)] or 0)
         if raw[(low, trait.name)] == raw[(high, trait.name)]:
             assert mts == {low: None, high: None}  # no range: missing

@@ -17,7 +17,8 @@ from madrag.evaluation.run import trait_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.bradley_terry import fit_strengths, score_at, win_probability
 from madrag.protocols.cj import CJProtocol, parse_choice
-from madrag.protocols.mts import MTSProtocol, numpy_round, scale_over_essays
+from madrag.protocols.mts import MTSProtocol
+from madrag.protocols.mts_authors import numpy_round, scale_over_essays
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider
 from madrag.retrieval.bank import Exemplar
@@ -264,15 +265,18 @@ def test_scale_over_essays_is_the_authors_post_processing() -> None:
 
 
 def test_mts_scores_quotes_then_0_to_10_and_scales_over_the_run(tmp_path: Path) -> None:
-    raw = {"q0": 2, "q1": 9, "q2": 5, "q3": 6}
+    """The authors' turns on a rubric trait: quotations judged well written or not, then a 0-10 score in their
+    ``Score: <score>...</score>`` format read with its decimals, sampled at 0.1; the scores scaled over the run
+    exactly as their post-processing does."""
+    raw = {"q0": 2.5, "q1": 9.0, "q2": 5.0, "q3": 6.5}
     essays = [Essay(id=k, text=f"Essay {k} about waiting.", prompt="Write about patience.") for k in raw]
 
     def script(request: ChatRequest) -> str:
-        if request.role == "mts" and request.messages[-1].content.startswith("Based on the quotes"):
+        if request.role == "mts" and request.round == 2:
             essay = re.search(r"Essay (q\d) about", request.messages[1].content)
             assert essay is not None
-            return f"Fits the criteria partly.\nFinal score: {raw[essay.group(1)]}"
-        return '"Essay about waiting."'
+            return f"Fits the criteria partly.\nScore: <score>{raw[essay.group(1)]}</score>"
+        return '"Essay about waiting." - well written: yes'
 
     provider = FakeProvider(script=script, caps=TEXT_ONLY)
     ctx = make_ctx(tmp_path, provider)
@@ -281,12 +285,44 @@ def test_mts_scores_quotes_then_0_to_10_and_scales_over_the_run(tmp_path: Path) 
         assert provisional.score is None  # final only over the run
     first, second = provider.calls[0], provider.calls[1]
     assert [m.role for m in second.messages] == ["system", "user", "assistant", "user"]
-    assert "Retrieve the quotes" in first.messages[-1].content and "0 to 10" in second.messages[-1].content
+    assert "List the quotations" in first.messages[-1].content
+    assert "evaluate whether each quotation is well written or not" in first.messages[-1].content
+    assert "from 0 to 10" in second.messages[-1].content and "Score: <score>" in second.messages[-1].content
+    assert first.temperature == second.temperature == 0.1  # the authors' sampling
     assert first.messages[0].content.rstrip().endswith(_anon_note_tail())
-    assert "- 3: Ideas are rich." in first.messages[0].content  # the rubric's criteria, highest first
-    read = {s.essay_id: s.score for s in trait_scores(ctx.store, RUBRIC, ["MTS"])}  # type: ignore[arg-type]
-    want = authors_minmax([float(v) for v in raw.values()], 0, 3)
-    assert [read[k] for k in raw] == want == [0, 3, 1, 2]
+    # the rubric's criteria, highest first, each in its band of the 0-10 scale asked for (the authors' bands)
+    assert "- 9-10: Ideas are rich.\n- 6-8: Ideas are developed.\n- 3-5: Ideas are minimal.\n- 0-2: Ideas are not" in (
+        first.messages[0].content
+    )
+    read = {s.essay_id: s for s in trait_scores(ctx.store, RUBRIC, ["MTS"])}  # type: ignore[arg-type]
+    want = authors_minmax(list(raw.values()), 0, 3)
+    assert [read[k].score for k in raw] == want == [0, 3, 1, 2]
+    assert read["q0"].mean_score == 0.0 and read["q3"].mean_score == pytest.approx((6.5 - 2.5) / 6.5 * 3)
+
+
+def test_mts_reading_integer_keeps_madrags_final_score_line_at_the_judges_temperature(tmp_path: Path) -> None:
+    answers = {"q0": "Final score: 3", "q1": "Final score: 8"}
+
+    def script(request: ChatRequest) -> str:
+        if request.round == 2:
+            found = re.search(r"Essay (q\d)", request.messages[1].content)
+            assert found is not None
+            return "Partly.\n" + answers[found.group(1)]
+        return '"quote"'
+
+    provider = FakeProvider(script=script, caps=TEXT_ONLY)
+    ctx = make_ctx(tmp_path, provider)
+    protocol = get_protocol("MTS[reading=integer]")
+    for key in answers:
+        asyncio.run(protocol.score_essay(ctx, Essay(id=key, text=f"Essay {key}."), RUBRIC))
+    score_turn = provider.calls[1]
+    assert "Final score: N" in score_turn.messages[-1].content and "<score>" not in score_turn.messages[-1].content
+    assert score_turn.temperature == 0.0  # the Judge's, as madrag sampled MTS before
+    assert protocol.describe()["reading"] == "integer_as_judge" and get_protocol("MTS").describe()["reading"] == (
+        "first_match_decimal"
+    )
+    read = {s.essay_id: s.score for s in trait_scores(ctx.store, RUBRIC, ["MTS[reading=integer]"])}  # type: ignore[arg-type]
+    assert read == {"q0": 0, "q1": 3}
 
 
 def test_mts_variant_madrag_v1_is_kept_and_named() -> None:

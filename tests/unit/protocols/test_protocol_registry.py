@@ -24,6 +24,7 @@ def test_available_lists_seed_000_then_variants_then_consensus() -> None:
         "CJ_F",
         "CJ[anchors=medoid]",
         "CJ[comparisons=2]",
+        "MTS[reading=integer]",
         "MTS[variant=madrag-v1]",
     ]
 
