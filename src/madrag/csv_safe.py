@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from madrag.atomic_files import open_atomic
+
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
 
@@ -49,14 +51,15 @@ def dict_rows(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = 
 
 
 def write_csv(path: str | Path, rows: Iterable[Sequence[Any]]) -> None:
-    """Write rows (the header first) to ``path`` as UTF-8 CSV, every cell formula-safe."""
-    with Path(path).open("w", encoding="utf-8", newline="") as fh:
+    """Write rows (the header first) to ``path`` as UTF-8 CSV, every cell formula-safe; complete or not at all
+    (:mod:`madrag.atomic_files`), streamed row by row."""
+    with open_atomic(path, newline="") as fh:
         csv.writer(fh).writerows(safe_row(r) for r in rows)
 
 
 def write_frame(frame: Any, path: str | Path, *, index: bool = True) -> None:
     """Write a pandas DataFrame to ``path`` as pandas' ``to_csv`` does, with its text cells, column names and
-    index labels formula-safe."""
+    index labels formula-safe; complete or not at all (:mod:`madrag.atomic_files`)."""
     safe = frame.copy()
     text_columns = [c for c in safe.columns if safe[c].dtype.kind not in "biufcmM"]  # not numbers or times
     for column in text_columns:
@@ -64,7 +67,8 @@ def write_frame(frame: Any, path: str | Path, *, index: bool = True) -> None:
     safe.columns = _safe_labels(safe.columns)
     if index:
         safe.index = _safe_labels(safe.index)
-    safe.to_csv(path, index=index)
+    with open_atomic(path, newline="") as fh:
+        safe.to_csv(fh, index=index)
 
 
 def _safe_labels(labels: Any) -> Any:

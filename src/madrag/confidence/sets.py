@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.atomic_files import write_text_atomic
 from madrag.confidence.analysis import PAPER_RANK_BY, RankBy
 from madrag.confidence.figure3 import PASS_MIN, save_figure3
 from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_display
@@ -113,9 +114,9 @@ def save_sets(result: SetsStudy, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "table1.csv", out_dir / "table1.md", out_dir / "table2.csv", out_dir / "table2.md"]
     write_frame(result.table1, written[0], index=False)
-    written[1].write_text(_markdown(result), encoding="utf-8")
+    write_text_atomic(written[1], _markdown(result))
     write_frame(result.table2, written[2], index=False)
-    written[3].write_text(subsets_markdown(result.table2), encoding="utf-8")
+    write_text_atomic(written[3], subsets_markdown(result.table2))
     written += save_figure3(
         result.judgments, out_dir, "Meta-evaluator scores per dimension, " + ", ".join(result.studies)
     )
