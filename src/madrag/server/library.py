@@ -142,7 +142,11 @@ def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> Ess
     if suffix == ".tsv":
         refused.add("file", first_error)
         return EssayUpload([], refused)
-    header, rows = _rows(data, suffix)
+    try:
+        header, rows = _rows(data, suffix)
+    except csv.Error:  # not splittable in rows (a field over the limit, a quote never closed): the loader's line
+        refused.add("file", first_error)
+        return EssayUpload([], refused)
     if suffix == ".csv" and ("id" not in header or "text" not in header):
         refused.add("header", first_error)
         return EssayUpload([], refused)
