@@ -1,7 +1,8 @@
 """The one CSV writer of madrag: every CSV it writes (exports, gradebooks, feedback, evaluation tables) goes
-through here, so a text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``, ``+1``, ``-2+3``, ``@SUM``,
-or one starting with a tab or carriage return) is written with a leading ``'`` and shown as text. Numbers stay
-numbers (a negative score is not text). OWASP's "CSV Injection" page is the definition followed.
+through here, so a text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``, ``+cmd``, ``-2+3``,
+``@SUM``, or one starting with a tab or carriage return) is written with a leading ``'`` and shown as text. Numbers
+stay numbers (a negative score is not text), and so does text that is exactly a number (``"-1.5"``). OWASP's "CSV
+Injection" page is the definition followed.
 
 Pandas frames are written with :func:`write_frame` (the frame is duck-typed: this module imports no pandas, so the
 scoring core's store can use it).
@@ -11,21 +12,30 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from madrag.atomic_files import open_atomic
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
 
 
-def safe_cell(value: Any) -> Any:
-    """A cell a spreadsheet shows as it is: formula-like text prefixed with ``'``, None as empty, others unchanged.
+PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+"""Text that is exactly a number (``-1.5``, ``+2``, ``-3e-2``): a spreadsheet reads it as that number, never runs
+it, so it is written as it is (and read back as a number by pandas)."""
 
-    >>> [safe_cell(v) for v in ["=HYPERLINK(1)", "-3", -3, None, "ok"]]
-    ["'=HYPERLINK(1)", "'-3", -3, '', 'ok']
+
+def safe_cell(value: Any) -> Any:
+    """A cell a spreadsheet shows as it is: formula-like text prefixed with ``'``, None as empty, others (numbers,
+    and text that is exactly a number) unchanged.
+
+    >>> [safe_cell(v) for v in ["=HYPERLINK(1)", "-2+3", "-1.5", -3, None, "ok"]]
+    ["'=HYPERLINK(1)", "'-2+3", '-1.5', -3, '', 'ok']
     """
-    if isinstance(value, str) and value.startswith(FORMULA_START):
+    if isinstance(value, str) and value.startswith(FORMULA_START) and not PLAIN_NUMBER.fullmatch(value):
         return "'" + value
     return "" if value is None else value
 
@@ -49,14 +59,15 @@ def dict_rows(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = 
 
 
 def write_csv(path: str | Path, rows: Iterable[Sequence[Any]]) -> None:
-    """Write rows (the header first) to ``path`` as UTF-8 CSV, every cell formula-safe."""
-    with Path(path).open("w", encoding="utf-8", newline="") as fh:
+    """Write rows (the header first) to ``path`` as UTF-8 CSV, every cell formula-safe; complete or not at all
+    (:mod:`madrag.atomic_files`), streamed row by row."""
+    with open_atomic(path, newline="") as fh:
         csv.writer(fh).writerows(safe_row(r) for r in rows)
 
 
 def write_frame(frame: Any, path: str | Path, *, index: bool = True) -> None:
     """Write a pandas DataFrame to ``path`` as pandas' ``to_csv`` does, with its text cells, column names and
-    index labels formula-safe."""
+    index labels formula-safe; complete or not at all (:mod:`madrag.atomic_files`)."""
     safe = frame.copy()
     text_columns = [c for c in safe.columns if safe[c].dtype.kind not in "biufcmM"]  # not numbers or times
     for column in text_columns:
@@ -64,7 +75,8 @@ def write_frame(frame: Any, path: str | Path, *, index: bool = True) -> None:
     safe.columns = _safe_labels(safe.columns)
     if index:
         safe.index = _safe_labels(safe.index)
-    safe.to_csv(path, index=index)
+    with open_atomic(path, newline="") as fh:
+        safe.to_csv(fh, index=index)
 
 
 def _safe_labels(labels: Any) -> Any:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madrag.atomic_files import open_atomic, write_text_atomic
 from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
 from madrag.disk_errors import environment_kind, storage_error
@@ -512,9 +513,10 @@ class RunStore:
 
     # -- export ------------------------------------------------------------------------------------
     def export_records_jsonl(self, path: str | Path) -> int:
-        """Write every record as one JSON line to ``path``; the number written."""
+        """Write every record as one JSON line to ``path``, streamed, complete or not at all (a killed export
+        leaves the file that was there before); the number written."""
         n = 0
-        with Path(path).open("w", encoding="utf-8") as fh:
+        with open_atomic(path) as fh:
             for record in self.records():
                 fh.write(record.model_dump_json() + "\n")
                 n += 1
@@ -524,6 +526,6 @@ class RunStore:
 def write_scores_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     """Write per-essay trait score rows (one row per essay x trait x protocol)."""
     if not rows:
-        Path(path).write_text("", encoding="utf-8")
+        write_text_atomic(path, "")
         return
     write_csv(path, dict_rows(rows))

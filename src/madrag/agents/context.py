@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from madrag.agents.prompts import PromptLibrary
+from madrag.agents.prompts import PromptLibrary, inert
 from madrag.agents.scores import blank_score_line
 from madrag.data.essay import Essay
 from madrag.placeholders import mask_placeholders
@@ -61,7 +61,7 @@ def _essay_values(
     without one the values are exactly those of an essay (nothing is added)."""
     mask = placeholders == "mask"
     notes = {"note": "anon_note", "mask": "mask_note"}
-    prompt = essay.prompt or "(no prompt given)"
+    prompt = inert(essay.prompt) if essay.prompt else "(no prompt given)"
     if essay.source:
         source = prompts.render(
             "source_block",

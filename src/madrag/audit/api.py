@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from madrag.api.backend import ProviderLike, resolve_provider
+from madrag.atomic_files import write_text_atomic
 from madrag.audit.compression import compression_table
 from madrag.audit.report import AUDIT_FILE, AuditReport, ConditionCost, PerturbationInfo, condition_cost
 from madrag.audit.runner import (
@@ -253,7 +254,7 @@ def _write_report(
         **figures,
     )
     target = run.run_dir / AUDIT_DIR / AUDIT_FILE
-    target.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(target, report.model_dump_json(indent=2) + "\n")
     return report
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from madrag.atomic_files import write_text_atomic
 from madrag.audit.perturbations import Perturbation, get_perturbations, perturb
 from madrag.audit.stats import Scores
 from madrag.data.essay import Essay
@@ -204,7 +205,7 @@ def write_rubric(run: RunData) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     text = run.rubric.model_dump_json(indent=2) + "\n"
     if not target.is_file() or target.read_text(encoding="utf-8") != text:
-        target.write_text(text, encoding="utf-8")
+        write_text_atomic(target, text)
 
 
 def protocols_of(run: RunData, chosen: list[str] | None) -> list[str]:

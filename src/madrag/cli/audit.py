@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from madrag.atomic_files import write_text_atomic
 from madrag.audit.api import audit, plan_audit
 from madrag.audit.perturbations import PERTURBATIONS
 from madrag.audit.report import markdown, text
@@ -63,5 +64,5 @@ def audit_command(
         return
     report = audit(folder, **options, bootstrap=bootstrap, on_stage=lambda line: typer.echo(line, err=True))
     if out is not None:
-        out.write_text(markdown(report), encoding="utf-8")
+        write_text_atomic(out, markdown(report))
     typer.echo(report.model_dump_json(indent=2) if as_json else text(report))

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from madrag.atomic_files import write_text_atomic
 from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
 from madrag.cli.output import console
 from madrag.cli.paths import output_file
@@ -81,7 +82,7 @@ def _export_scores(store: RunStore, fmt: str, target: Path) -> int:
     if fmt == "csv":
         write_scores_csv(rows, target)
     elif fmt == "jsonl":
-        target.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        write_text_atomic(target, "".join(json.dumps(r) + "\n" for r in rows))
     else:
         raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
     return len(rows)

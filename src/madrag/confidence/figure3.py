@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.atomic_files import open_atomic
 from madrag.confidence.judgment import RANGES, SCORE_FIELDS
 from madrag.csv_safe import write_frame
 
@@ -108,7 +109,8 @@ def plot_figure3(distribution: pd.DataFrame, path: Path, title: str | None = Non
         )
         ax.set_title(f"{dim.replace('_', ' ')} (n={int(part['count'].sum())})")
     fig.suptitle(title or "Meta-evaluator scores per dimension (the confidence paper, Figure 3)")
-    fig.savefig(path, dpi=120)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     return path
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.atomic_files import write_text_atomic
 from madrag.confidence.analysis import PAPER_RANK_BY, RankBy
 from madrag.confidence.figure3 import PASS_MIN, save_figure3
 from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_display
@@ -132,9 +133,9 @@ def save_sets(result: SetsStudy, out_dir: Path) -> list[Path]:
     )
     written = [out_dir / "table1.csv", out_dir / "table1.md", out_dir / "table2.csv", out_dir / "table2.md"]
     write_frame(result.table1, written[0], index=False)
-    written[1].write_text(_markdown(result, figure), encoding="utf-8")
+    write_text_atomic(written[1], _markdown(result, figure))
     write_frame(result.table2, written[2], index=False)
-    written[3].write_text(subsets_markdown(result.table2), encoding="utf-8")
+    write_text_atomic(written[3], subsets_markdown(result.table2))
     written += figure
     for name, study in result.studies.items():
         save_study(study, out_dir / _slug(name))

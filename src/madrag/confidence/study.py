@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from madrag.atomic_files import write_text_atomic
 from madrag.confidence.analysis import (
     BINARY_TARGETS,
     ORDINAL_TARGETS,
@@ -282,6 +283,6 @@ def save_study(study: ConfidenceStudy, out_dir: Path) -> list[Path]:
         written += save_figure3(study.judgments, out_dir)
     if study.bands:
         written.append(plot_trajectories(study.bands, out_dir / "trajectories.png", title=study.meta.get("run_dir")))
-    (out_dir / "confidence.md").write_text(render_markdown(study), encoding="utf-8")
-    (out_dir / "study.json").write_text(json.dumps({"meta": study.meta, "notes": study.notes}, indent=2))
+    write_text_atomic(out_dir / "confidence.md", render_markdown(study))
+    write_text_atomic(out_dir / "study.json", json.dumps({"meta": study.meta, "notes": study.notes}, indent=2))
     return [*written, out_dir / "confidence.md", out_dir / "study.json"]

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from madrag.atomic_files import open_atomic
 from madrag.confidence.features import as_logprobs
 
 PERCENTILES: tuple[int, ...] = (10, 25, 50, 75, 90)
@@ -88,5 +89,6 @@ def plot_trajectories(groups: Mapping[str, pd.DataFrame], path: Path, title: str
     if title:
         fig.suptitle(title)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=150)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=150)
     return path

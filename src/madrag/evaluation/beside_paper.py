@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_FULL, Evaluation
 from madrag.evaluation.reported import FILES, PAPERS, Paper, Reported, figures
@@ -303,5 +304,5 @@ def save_beside(result: BesidePaper, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / "paper.csv", out_dir / "paper.md"
     write_frame(result.beside, csv_path, index=False)
-    md_path.write_text(beside_markdown(result), encoding="utf-8")
+    write_text_atomic(md_path, beside_markdown(result))
     return [csv_path, md_path]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 
@@ -182,5 +183,5 @@ def save_tables(result: CodedTables, out_dir: Path) -> list[Path]:
         write_frame(frame, target)
         written.append(target)
     text = out_dir / "tables.txt"
-    text.write_text(render(result), encoding="utf-8")
+    write_text_atomic(text, render(result))
     return [*written, text]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.atomic_files import write_text_atomic
 from madrag.evaluation.consensus import ALL
 from madrag.evaluation.consensus_multi import MultiConsensus
 from madrag.evaluation.tables import (
@@ -115,7 +116,7 @@ def save_multi(multi: MultiConsensus, out_dir: Path) -> list[Path]:
         "single_baselines.csv": multi.single_baselines,
     }
     written = _write_csvs(frames, out_dir)
-    (out_dir / "consensus_models.md").write_text(render_multi_markdown(multi), encoding="utf-8")
+    write_text_atomic(out_dir / "consensus_models.md", render_multi_markdown(multi))
     written.append(out_dir / "consensus_models.md")
     traj = multi.per_run_trajectories
     if not traj.empty:

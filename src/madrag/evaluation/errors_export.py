@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay, reference_ties
 from madrag.errors import InputError
@@ -243,7 +244,7 @@ def export_errors(
     kept = keep_hand_codes(target, rows, columns, CODING_COLUMNS)  # a coded export is merged, never lost
     write_csv(target, dict_rows(rows, columns))
     codebook = CODEBOOK.format(who=who_is_wrong(chosen), ties=rule)
-    target.with_name(target.stem + "_codebook.md").write_text(codebook, encoding="utf-8")
+    write_text_atomic(target.with_name(target.stem + "_codebook.md"), codebook)
     per_protocol = {p: sum(p in r["off_by_more_than_1"].split() for r in rows) for p in run.protocols}
     n_one = sum(r["rater2"] == "" for r in rows)
     return ErrorExport(target, len(rows), per_protocol, n_one, chosen, rule, kept)

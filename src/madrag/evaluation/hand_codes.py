@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import csv
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from madrag.atomic_files import copy_atomic
 from madrag.errors import InputError
 
 ROW_KEY = ("essay_id", "trait")
@@ -77,5 +77,5 @@ def keep_hand_codes(target: Path, rows: list[dict[str, Any]], columns: list[str]
         by_key[(r["essay_id"], r["trait"])].update({c: r.get(c) or "" for c in hand})
     columns.extend(c for c in hand if c not in columns)
     backup = target.with_name(target.stem + ".previous.csv")
-    shutil.copy2(target, backup)
+    copy_atomic(target, backup)
     return KeptCodes(len(coded), tuple(hand), backup)

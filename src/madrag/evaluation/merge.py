@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from madrag.atomic_files import open_atomic, write_text_atomic
 from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import Evaluation
 from madrag.evaluation.tables import markdown_table
@@ -69,7 +70,8 @@ def plot_merged(merged: pd.DataFrame, path: Path) -> Path:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small", ncols=min(len(protocols), 6))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     return path
 
 
@@ -91,7 +93,7 @@ def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> li
         "— : undefined (one essay, or a rater who gave one score only), never 0.",
         "",
     ]
-    md_path.write_text("\n".join(lines), encoding="utf-8")
+    write_text_atomic(md_path, "\n".join(lines))
     written = [long_path, wide_path, md_path]
     if merged["qwk"].notna().any():
         written.append(plot_merged(merged, out_dir / "figure2.png"))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay, reference_ties
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.beside_paper import beside_display, beside_paper
@@ -304,5 +305,5 @@ def write_report(
         evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
         page = render_html(run, evaluation, load_sources(run), extra, paper)
     target = out or Path(run_dir) / "report.html"
-    target.write_text(page, encoding="utf-8")
+    write_text_atomic(target, page)
     return target

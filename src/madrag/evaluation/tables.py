@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from madrag.atomic_files import open_atomic, write_text_atomic
 from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.consensus import ALL, ConsensusEvaluation
@@ -224,8 +225,8 @@ def save(evaluation: Evaluation, out_dir: Path) -> list[Path]:
         "comparisons": records(evaluation.comparisons),
         "evidence": records(evaluation.evidence),
     }
-    (out_dir / "evaluation.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    (out_dir / "evaluation.md").write_text(render_markdown(evaluation), encoding="utf-8")
+    write_text_atomic(out_dir / "evaluation.json", json.dumps(payload, indent=2, default=str))
+    write_text_atomic(out_dir / "evaluation.md", render_markdown(evaluation))
     return [*written, out_dir / "evaluation.json", out_dir / "evaluation.md"]
 
 
@@ -343,7 +344,8 @@ def plot_trajectories(trajectories: pd.DataFrame, path: Path, human_mean: float 
             ax.set_xticks(sorted(pooled["round"].unique().tolist()))
         ax.legend(fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     return path
 
 
@@ -374,7 +376,8 @@ def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataF
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
     return path
 
 
@@ -388,7 +391,7 @@ def save_consensus(ev: ConsensusEvaluation, out_dir: Path) -> list[Path]:
         "comparisons.csv": ev.comparisons,
     }
     written = _write_csvs(frames, out_dir)
-    (out_dir / "consensus.md").write_text(render_consensus_markdown(ev), encoding="utf-8")
+    write_text_atomic(out_dir / "consensus.md", render_consensus_markdown(ev))
     written.append(out_dir / "consensus.md")
     if not ev.trajectories.empty:
         written.append(plot_trajectories(ev.trajectories, out_dir / "trajectories.png", ev.meta.get("human_mean")))

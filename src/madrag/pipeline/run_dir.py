@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.agents.prompts import PromptLibrary
+from madrag.atomic_files import write_text_atomic
 from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import InputError
 
@@ -72,12 +73,7 @@ def keep_prompts(run_dir: Path, prompts: PromptLibrary, names: list[str]) -> Non
 
 
 def write_whole(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed into place): a full disk leaves no
-    cut file that a resume would read."""
+    """Write ``text`` to ``path`` (its folder made) whole or not at all (:mod:`madrag.atomic_files`): a full disk
+    leaves no cut file that a resume would read."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}-{os.getpid()}")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
+    write_text_atomic(path, text)

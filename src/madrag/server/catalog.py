@@ -9,6 +9,7 @@ import threading
 import uuid
 from pathlib import Path
 
+from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.server import library
@@ -31,7 +32,7 @@ class Catalog:
     def add(self, rubric: Rubric) -> str:
         """Keep a new rubric; returns its id."""
         rid = "r-" + uuid.uuid4().hex[:10]
-        (self.folder / f"{rid}.json").write_text(library.rubric_json(rubric), encoding="utf-8")
+        write_text_atomic(self.folder / f"{rid}.json", library.rubric_json(rubric))
         return rid
 
     def get(self, rid: str) -> Rubric:

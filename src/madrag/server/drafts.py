@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr
 
+from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.server import library
@@ -66,7 +67,7 @@ class Drafts:
     def save(self, draft: Draft) -> None:
         folder = self.root / draft.id
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "draft.json").write_text(draft.model_dump_json(indent=2), encoding="utf-8")
+        write_text_atomic(folder / "draft.json", draft.model_dump_json(indent=2))
 
     def set_essays(self, draft: Draft, essays: list[Essay], refused: Refusals) -> Draft:
         library.write_essays(self.folder(draft.id) / "essays.jsonl", essays)

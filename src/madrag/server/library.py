@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 import madrag
+from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import raw_csv_text
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_asap, load_essays, load_table
@@ -141,7 +142,11 @@ def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> Ess
     if suffix == ".tsv":
         refused.add("file", first_error)
         return EssayUpload([], refused)
-    header, rows = _rows(data, suffix)
+    try:
+        header, rows = _rows(data, suffix)
+    except csv.Error:  # not splittable in rows (a field over the limit, a quote never closed): the loader's line
+        refused.add("file", first_error)
+        return EssayUpload([], refused)
     if suffix == ".csv" and ("id" not in header or "text" not in header):
         refused.add("header", first_error)
         return EssayUpload([], refused)
@@ -219,7 +224,7 @@ def essay_row(essay: Essay) -> dict[str, Any]:
 def write_essays(path: Path, essays: list[Essay]) -> None:
     """Essays as a JSONL file the table loader reads back unchanged."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(essay_row(e), ensure_ascii=False) + "\n" for e in essays), encoding="utf-8")
+    write_text_atomic(path, "".join(json.dumps(essay_row(e), ensure_ascii=False) + "\n" for e in essays))
 
 
 def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
@@ -276,14 +281,14 @@ def write_inputs(
     folder = run_dir / "inputs"
     folder.mkdir(parents=True, exist_ok=True)
     rubric_path = folder / "rubric.json"
-    rubric_path.write_text(rubric_json(rubric), encoding="utf-8")
+    write_text_atomic(rubric_path, rubric_json(rubric))
     data = folder / "essays.jsonl"
     if pool_mode == "asap":
         if pool is None:
             raise InputError("the shipped ASAP pool is not available for this rubric")
         pooled = [e.model_copy(update={"fold": None, "id": POOL_PREFIX + e.id}) for e in pool]
         write_essays(data, essays)
-        (folder / POOL_FILE).write_text(essays_jsonl(pooled), encoding="utf-8")
+        write_text_atomic(folder / POOL_FILE, essays_jsonl(pooled))
         return JobInputs(data, rubric_path, None, folder / POOL_FILE)
     write_essays(data, essays)
     return JobInputs(data, rubric_path, fold if pool_mode == "folds" else None)

@@ -15,7 +15,7 @@ import pandas as pd
 from tests.web_helpers import FAKE, RUBRIC, client_for, make_config, wait_status
 
 import madrag
-from madrag.csv_safe import FORMULA_START, csv_text, safe_cell, write_frame
+from madrag.csv_safe import FORMULA_START, csv_text, safe_cell, write_csv, write_frame
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "madrag"
 LINK = '=HYPERLINK("http://example.com/x","click")'
@@ -61,6 +61,24 @@ def test_frames_labels_and_cells(tmp_path: Path) -> None:
     cells = _cells((tmp_path / "t.csv").read_text())
     assert "'" + LINK in cells and "'=1+1" in cells and "-0.25" in cells
     assert not any(_formula(c) for c in cells)
+
+
+def test_numbers_and_number_text_read_back_as_numbers_formulas_stay_text(tmp_path: Path) -> None:
+    """A number, or text that is exactly one (``"-1.5"``, as errors.csv's differences are), is written as it is, so
+    pandas reads a numeric column; formula text (even one that starts like a number) keeps its ``'``."""
+    formulas = ["=SUM(A1:A2)", "+cmd|' /C calc'!A0", "-2+3", "@x", "-1.5e", "\t-1", "-1,5", "--1"]
+    rows = [["id", "diff", "diff_text", "score_text", "note"]]
+    rows += [[f"e{i}", -1.5 * i, str(-1.5 * i), ("-3", "+2", "-0.25", ".5", "-1e-3")[i % 5], f] for i, f in
+             enumerate(formulas)]  # fmt: skip
+    write_csv(tmp_path / "errors.csv", rows)
+    back = pd.read_csv(tmp_path / "errors.csv")
+    assert {back[c].dtype.kind for c in ("diff", "diff_text", "score_text")} == {"f"}
+    assert back["diff_text"].tolist() == [-1.5 * i for i in range(len(formulas))]
+    assert back["note"].tolist() == ["'" + f for f in formulas]
+    frame = pd.DataFrame({"essay": ["a", "b"], "delta": ["-1.5", "=1+1"], "n": ["-2", "3"]})
+    write_frame(frame, tmp_path / "frame.csv", index=False)
+    again = pd.read_csv(tmp_path / "frame.csv")
+    assert again["n"].dtype.kind == "i" and again["delta"].tolist() == ["-1.5", "'=1+1"]
 
 
 def test_cli_export_of_a_formula_id(tmp_path: Path) -> None:

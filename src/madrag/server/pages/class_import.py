@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from madrag.atomic_files import write_text_atomic
 from madrag.data.class_files import ClassTable, read_class_file, read_csv_text
 from madrag.errors import InputError, MadragError
 from madrag.rubric import Rubric
@@ -64,9 +65,9 @@ def take(folder: Path, data: bytes, filename: str, fmt: str, max_rows: int) -> D
 def keep(folder: Path, table: ClassTable) -> None:
     """Hold a table for the mapping step, with what it was read as."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / PENDING).write_text(table.csv_text(), encoding="utf-8")
+    write_text_atomic(folder / PENDING, table.csv_text())
     note = {"read_as": table.read_as, "refused": [list(r) for r in table.refused]}
-    (folder / READ_NOTE).write_text(json.dumps(note, ensure_ascii=False), encoding="utf-8")
+    write_text_atomic(folder / READ_NOTE, json.dumps(note, ensure_ascii=False))
 
 
 def held(folder: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import csv_text
 from madrag.records import AgentRecord
 from madrag.server.http.errors import ApiError
@@ -38,9 +39,7 @@ def save_edit(run_dir: Path, essay_id: str, trait: str, works: str, next_step: s
     """Keep the teacher's wording of one criterion's feedback (written whole, then moved into place)."""
     edits = load_edits(run_dir)
     edits.setdefault(essay_id, {})[trait] = {"works": works[:2000], "next": next_step[:2000]}
-    tmp = run_dir / (EDITS + ".tmp")
-    tmp.write_text(json.dumps(edits, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(run_dir / EDITS)
+    write_text_atomic(run_dir / EDITS, json.dumps(edits, ensure_ascii=False))
 
 
 def _latest(turns: list[AgentRecord], role: str) -> str:

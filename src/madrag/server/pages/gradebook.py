@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag import csv_safe
+from madrag.atomic_files import copy_atomic, write_text_atomic
 from madrag.server import results
 from madrag.server.http.errors import ApiError
 from madrag.server.pages.rendering import render, state_of
@@ -38,13 +38,13 @@ LAYOUTS = {
 def save_roster(folder: Path, roster: dict[str, dict[str, str]]) -> None:
     """Keep the students' identifiers (by essay id) in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / ROSTER).write_text(json.dumps(roster, ensure_ascii=False), encoding="utf-8")
+    write_text_atomic(folder / ROSTER, json.dumps(roster, ensure_ascii=False))
 
 
 def carry_roster(draft_dir: Path, run_dir: Path) -> None:
     """A draft's roster goes with the run made from it (nothing when the import had none)."""
     if (draft_dir / ROSTER).is_file() and run_dir.is_dir():
-        shutil.copyfile(draft_dir / ROSTER, run_dir / ROSTER)
+        copy_atomic(draft_dir / ROSTER, run_dir / ROSTER)
 
 
 def load_roster(folder: Path) -> dict[str, dict[str, str]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
 from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
 from madrag.protocols.base import TraitScore
@@ -66,9 +67,7 @@ def view_of(run_dir: Path, scores: list[TraitScore]) -> RunView:
 def save_index(run_dir: Path, scores: list[TraitScore], count: int) -> None:
     """Keep the run's final scores beside its store (see :data:`INDEX_FILE`)."""
     blob = {"records": count, "scores": [s.model_dump(mode="json") for s in scores]}
-    tmp = run_dir / (INDEX_FILE + ".tmp")
-    tmp.write_text(json.dumps(blob), encoding="utf-8")
-    tmp.replace(run_dir / INDEX_FILE)
+    write_text_atomic(run_dir / INDEX_FILE, json.dumps(blob))
 
 
 def load_index(run_dir: Path, count: int) -> list[TraitScore] | None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from madrag.atomic_files import write_text_atomic
 from madrag.providers.backends import BackendTraits, traits_of
 from madrag.providers.spec import ProviderSpec
 from madrag.server.http.faults import NotFound
@@ -137,9 +138,7 @@ class RunRepository:
         """Write ``run.json`` atomically (a reader never sees half of it)."""
         folder = self.root / meta.id
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / "run.json.tmp"
-        tmp.write_text(meta.model_dump_json(indent=2), encoding="utf-8")
-        tmp.replace(folder / "run.json")
+        write_text_atomic(folder / "run.json", meta.model_dump_json(indent=2))
 
     def update(self, run_id: str, **fields: Any) -> RunMeta:
         """Change some fields of a run's description; the new description."""
