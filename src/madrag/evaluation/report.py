@@ -29,11 +29,12 @@ from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}pre{white-space:pre-wrap;background:#f7f7f7;padding:0.6em}
-details{margin:0.3em 0}summary{cursor:pointer}.turn{border-left:4px solid #999;padding-left:0.6em;margin:0.4em 0}
-.advocate{border-color:#2a7}.skeptic{border-color:#c44}.judge{border-color:#36c}.muted{color:#777}
+details{margin:0.3em 0}summary{cursor:pointer;padding:4px 0;min-height:24px}.turn{border-left:4px solid #999;padding-left:0.6em;margin:0.4em 0}
+.advocate{border-color:#2a7}.skeptic{border-color:#c44}.judge{border-color:#36c}.muted{color:#595959}
+img{max-width:100%;height:auto}.scroll{overflow-x:auto;max-width:100%}@media (max-width:600px){body{margin:0.6em}}
 """
 
 
@@ -271,12 +272,17 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: s
     meta = evaluation.meta
     shown: dict[str, str] = {}
     essays = "".join(essay_block(run, e, sources, shown) for e in run.essays)
-    tables = "".join(f"<h3>{esc(t)}</h3>{html_table(f)}" for t, f in display_tables(evaluation).items())
+    tables = "".join(
+        f"<h3>{esc(t)}</h3><div class='scroll' tabindex='0' role='region' aria-label='{esc(t)}'>{html_table(f)}</div>"
+        for t, f in display_tables(evaluation).items()
+    )
     confusion = "".join(f"<h3>{esc(p)}</h3>{confusion_plot(run, p)}" for p in run.protocols)
     notes = "".join(f"<p class='muted'>note: {esc(n)}</p>" for n in evaluation.notes)
     title = f"madrag report: essay set {meta.get('essay_set')}, {len(run.essays)} essays"
     return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}</title><style>{STYLE}</style>"
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{esc(title)}</title><style>{STYLE}</style>"
         f"</head><body><h1>{esc(title)}</h1><p class='muted'>run {esc(run.run_dir)} · protocols "
         f"{esc(', '.join(run.protocols))} · {esc(meta.get('reference'))}</p>{notes}"
         f"<h2>Agreement with the human reference</h2>{qwk_plot(evaluation)}{tables}"
