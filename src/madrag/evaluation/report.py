@@ -32,7 +32,8 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}pre{white-space:pre-wrap;background:#f7f7f7;padding:0.6em}
-details{margin:0.3em 0}summary{cursor:pointer;padding:4px 0;min-height:24px}.turn{border-left:4px solid #999;padding-left:0.6em;margin:0.4em 0}
+details{margin:0.3em 0}
+summary{cursor:pointer;padding:4px 0;min-height:24px}.turn{border-left:4px solid #999;padding-left:0.6em;margin:0.4em 0}
 .advocate{border-color:#2a7}.skeptic{border-color:#c44}.judge{border-color:#36c}.muted{color:#595959}
 img{max-width:100%;height:auto}.scroll{overflow-x:auto;max-width:100%}@media (max-width:600px){body{margin:0.6em}}
 """
