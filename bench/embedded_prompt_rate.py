@@ -1,8 +1,10 @@
 """What bounds the embedded model's time: its prompt-evaluation and generation rates on this machine.
 
-The embedded default (SmolLM2-135M Q4_1 on xllamacpp, madrag's settings: one context, the machine's cores,
-``n_batch`` 512, flash attention off) evaluates prompts of 256 to 2048 tokens and generates 128 tokens; the rates
-come from llama.cpp's own timings (prompt tokens per second of evaluation, generated tokens per second).
+The embedded default is measured as madrag builds it (``LlamaCppProvider``: SmolLM2-135M Q4_1 on xllamacpp,
+``slots`` contexts, each with its share of the cores for generation and prompt batches, ``n_batch`` 512, flash
+attention off): every slot evaluates a prompt of 256 to 2048 tokens at once, as the demo keeps them busy, and
+its rate is the prompt tokens of all of them over the wall time; then each generates 128 tokens. Beside it, one
+context with every core (a lone request's rate). The prompt rates are the best of ``--reps`` evaluations.
 
 With ``--run-dir`` the run's own requests (their recorded prompt and completion tokens) are priced at these rates:
 the time the model alone needs for that run, whatever the rest of madrag does (``madrag demo`` writes
@@ -12,13 +14,17 @@ the embedded runtimes reported it) is priced in full and counted.
 
 What-ifs, each measured in the same run:
 
-* ``--formats f16,q8_0``: the same weights dequantised (exact) to F16, or requantised to Q8_0, written to a
-  temporary GGUF (needs the ``gguf`` package, in ``.[dev]``); does the weight format bound the rate?
 * ``--torch``: the same architecture (read from the GGUF header) in PyTorch with random weights (speed only, the
-  scores would not be the model's): prompt rate with SDPA attention, and generation with its KV cache.
+  scores would not be the model's), on every core: prompt rate with SDPA attention, and generation with its KV
+  cache; then each embedded rate as a fraction of torch's at each length, side by side;
+* ``--per-core``: one thread each, llama.cpp's and torch's prompt tokens per second of the process's CPU time: the
+  kernels' own speed, which other work on a shared machine does not change (a loaded machine's wall-clock rates
+  do move);
+* ``--formats f16,q8_0``: the same weights dequantised to F16, or requantised to Q8_0, written to a temporary
+  GGUF (needs the ``gguf`` package, in ``.[dev]``); does the weight format bound the rate?
 
 Usage (from the repository root):
-    python -m bench.embedded_prompt_rate [--run-dir runs/demo] [--formats f16,q8_0] [--torch]
+    python -m bench.embedded_prompt_rate [--run-dir runs/demo] [--torch] [--per-core] [--formats f16,q8_0]
 """
 
 from __future__ import annotations
@@ -29,12 +35,16 @@ import os
 import random
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.embedded_slots import hardware
 
+from madrag.providers.builtin import LlamaCppOptions
 from madrag.providers.embedded import read_gguf_metadata
+from madrag.providers.llamacpp import usable_cores
 from madrag.providers.models import smollm2_gguf_path
 from madrag.providers.xllama import XLlamaEngine
 
@@ -43,23 +53,68 @@ GENERATED = 128
 N_BATCH = 512  # madrag's (LlamaCppProvider's n_batch)
 
 
-def llama_rates(path: Path, threads: int, reps: int) -> tuple[dict[int, float], float]:
-    """Prompt tokens/s per prompt length (best of ``reps``) and generated tokens/s, by llama.cpp's timings, on the
-    in-process server madrag's xllamacpp engine loads (its settings, all ``threads`` for one context)."""
-    engine = XLlamaEngine(path, n_ctx=8192, n_threads=threads, n_batch=N_BATCH, n_threads_batch=threads)
+def _random_ids(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(1000, 40000) for _ in range(n)]
+
+
+def _at_once(servers: list[Any], bodies: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
+    """Wall seconds for every server to answer its body, all at once (one thread each), and the answers."""
+    out: list[dict[str, Any]] = [{} for _ in servers]
+
+    def answer(i: int) -> None:
+        out[i] = servers[i].handle_completions(bodies[i])
+
+    threads = [threading.Thread(target=answer, args=(i,)) for i in range(len(servers))]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, out
+
+
+def llama_rates(path: Path, threads: int, reps: int, contexts: int = 1) -> tuple[dict[int, float], float]:
+    """Prompt tokens/s per prompt length (best of ``reps``; ``contexts`` prompts evaluated at once, their tokens
+    over the wall time) and generated tokens/s (the contexts' together, by llama.cpp's timings), on the in-process
+    servers madrag's xllamacpp engine loads, each with ``threads`` for generation and for prompt batches."""
+    engines = [XLlamaEngine(path, 8192, threads, N_BATCH, threads) for _ in range(contexts)]
+    servers = [engine._load()[0] for engine in engines]
+    rng = random.Random(0)
+    rates: dict[int, float] = {}
+    for n in LENGTHS:
+        bodies = [
+            {"prompt": _random_ids(rng, n), "max_tokens": 1, "temperature": 0.0, "cache_prompt": False} for _ in servers
+        ]
+        rates[n] = max(contexts * n / _at_once(servers, bodies)[0] for _ in range(reps))
+    bodies = [
+        {"prompt": _random_ids(rng, 500), "max_tokens": GENERATED, "temperature": 0.0, "cache_prompt": False}
+        for _ in servers
+    ]
+    answers = _at_once(servers, [{**b, "ignore_eos": True} for b in bodies])[1]
+    generation = sum(float(a["timings"]["predicted_per_second"]) for a in answers)
+    del servers
+    for engine in engines:
+        engine.close()
+    return rates, generation
+
+
+def per_core_llama(path: Path) -> dict[int, float]:
+    """One context with one thread: prompt tokens per second of this process's CPU time, best of 2."""
+    engine = XLlamaEngine(path, 8192, 1, N_BATCH, 1)
     server, _ = engine._load()
     rng = random.Random(0)
     rates: dict[int, float] = {}
     for n in LENGTHS:
-        ids = [rng.randrange(1000, 40000) for _ in range(n)]
-        body = {"prompt": ids, "max_tokens": 1, "temperature": 0.0, "cache_prompt": False}
-        rates[n] = max(float(server.handle_completions(body)["timings"]["prompt_per_second"]) for _ in range(reps))
-    ids = [rng.randrange(1000, 40000) for _ in range(500)]
-    body = {"prompt": ids, "max_tokens": GENERATED, "temperature": 0.0, "cache_prompt": False, "ignore_eos": True}
-    generation = float(server.handle_completions(body)["timings"]["predicted_per_second"])
+        body = {"prompt": _random_ids(rng, n), "max_tokens": 1, "temperature": 0.0, "cache_prompt": False}
+        best = 0.0
+        for _ in range(2):
+            start = time.process_time()
+            server.handle_completions(body)
+            best = max(best, n / (time.process_time() - start))
+        rates[n] = best
     del server
     engine.close()
-    return rates, generation
+    return rates
 
 
 def convert(src: Path, dst: Path, kind: str) -> None:
@@ -93,8 +148,8 @@ def convert(src: Path, dst: Path, kind: str) -> None:
     writer.close()
 
 
-def torch_rates(path: Path, threads: int) -> tuple[dict[int, float], float]:
-    """The same architecture in PyTorch, random weights: prompt tokens/s per length, generated tokens/s."""
+def torch_model(path: Path, threads: int) -> Any:
+    """The GGUF's architecture in PyTorch, random weights, warmed up, on ``threads`` threads."""
     import warnings
 
     import torch
@@ -105,7 +160,7 @@ def torch_rates(path: Path, threads: int) -> tuple[dict[int, float], float]:
     meta = read_gguf_metadata(path, ("llama.", "tokenizer.ggml.tokens"))
     vocab = len(meta["tokenizer.ggml.tokens"])
     torch.set_num_threads(threads)
-    config = LlamaConfig(
+    config = LlamaConfig(  # type: ignore[call-arg]
         vocab_size=vocab,
         hidden_size=meta["llama.embedding_length"],
         intermediate_size=meta["llama.feed_forward_length"],
@@ -116,15 +171,32 @@ def torch_rates(path: Path, threads: int) -> tuple[dict[int, float], float]:
         tie_word_embeddings=True,
         attn_implementation="sdpa",
     )
-    model = LlamaForCausalLM(config).eval()
-    rates: dict[int, float] = {}
+    model: Any = LlamaForCausalLM(config)
+    model.eval()
     with torch.inference_mode():
         model(torch.randint(1000, 40000, (1, 64)), logits_to_keep=1)
-        for n in LENGTHS:
-            ids = torch.randint(1000, 40000, (1, n))
-            start = time.perf_counter()
-            model(ids, logits_to_keep=1)
-            rates[n] = n / (time.perf_counter() - start)
+    return model
+
+
+def torch_prompt(model: Any, n: int, clock: Any = time.perf_counter) -> float:
+    """Prompt tokens per second of ``clock`` for one random prompt of ``n`` tokens."""
+    import torch
+
+    with torch.inference_mode():
+        ids = torch.randint(1000, 40000, (1, n))
+        start = clock()
+        model(ids, logits_to_keep=1)
+        return float(n / (clock() - start))
+
+
+def torch_rates(path: Path, threads: int, reps: int) -> tuple[dict[int, float], float]:
+    """The same architecture in PyTorch, random weights: prompt tokens/s per length (best of ``reps``),
+    generated tokens/s."""
+    import torch
+
+    model = torch_model(path, threads)
+    rates = {n: max(torch_prompt(model, n) for _ in range(reps)) for n in LENGTHS}
+    with torch.inference_mode():
         out = model(torch.randint(1000, 40000, (1, 500)), use_cache=True, logits_to_keep=1)
         cache, token = out.past_key_values, torch.tensor([[5]])
         start = time.perf_counter()
@@ -187,18 +259,37 @@ def report(label: str, rates: dict[int, float], generation: float, requests: lis
     print(line, flush=True)
 
 
+def ratios(label: str, rates: dict[int, float], torch: dict[int, float]) -> None:
+    shown = ", ".join(f"{n}: {rates[n] / torch[n]:.2f}" for n in LENGTHS)
+    print(f"  {label:<32} / torch's, by length {{{shown}}}", flush=True)
+
+
+def per_core(model: Path) -> None:
+    """llama.cpp's and torch's prompt tokens per CPU-second on one thread each, and their ratio."""
+    llama = per_core_llama(model)
+    net = torch_model(model, 1)
+    torch = {n: max(torch_prompt(net, n, time.process_time) for _ in range(2)) for n in LENGTHS}
+    for label, rates in (("llama.cpp, 1 thread", llama), ("torch, 1 thread", torch)):
+        shown = ", ".join(f"{n}: {r:.0f}" for n, r in rates.items())
+        print(f"{label:<34} prompt tokens per CPU-second by length {{{shown}}}", flush=True)
+    ratios("llama.cpp per core", llama, torch)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run-dir", type=Path, help="a run of the embedded model to price at these rates")
     p.add_argument("--formats", default="", help="what-if weight formats, comma-separated: f16, q8_0")
     p.add_argument("--torch", action="store_true", help="also the same architecture in PyTorch (random weights)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--per-core", action="store_true", help="also one thread each, per second of CPU time")
+    p.add_argument("--threads", type=int, default=usable_cores(), help="the cores (default: this process's)")
     p.add_argument("--reps", type=int, default=2, help="prompt evaluations per length (the best is kept)")
     args = p.parse_args()
     model = smollm2_gguf_path()
+    slots = LlamaCppOptions().slots
+    share = max(args.threads // slots, 1)  # as LlamaCppProvider shares the cores
     print("embedded model prompt and generation rates")
-    print(f"hardware: {hardware()}")
-    print(f"model: {model.name}; {args.threads} threads, n_batch {N_BATCH}, flash attention off; prompts of random ids")
+    print(f"hardware: {hardware()}; {args.threads} cores used")
+    print(f"model: {model.name}; n_batch {N_BATCH}, flash attention off; prompts of random ids; best of {args.reps}")
     requests: list[tuple[float, float]] = []
     if args.run_dir:
         requests = run_requests(args.run_dir)
@@ -207,16 +298,24 @@ def main() -> None:
             f"run {args.run_dir}: {len(requests)} requests, "
             f"{prompt:,.0f} prompt tokens to evaluate, {done:,.0f} generated"
         )
-    report(f"xllamacpp {model.name}", *llama_rates(model, args.threads, args.reps), requests)
+    default = llama_rates(model, share, args.reps, slots)
+    report(f"embedded default: {slots} x {share} thr", *default, requests)
+    alone = llama_rates(model, args.threads, args.reps)
+    report(f"one context, {args.threads} threads", *alone, requests)
     for kind in [k for k in args.formats.split(",") if k]:
         if kind not in ("f16", "q8_0"):
             sys.exit(f"unknown format {kind!r}: f16 or q8_0")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"model-{kind}.gguf"
             convert(model, path, kind)
-            report(f"xllamacpp, weights as {kind.upper()}", *llama_rates(path, args.threads, args.reps), requests)
+            report(f"one context, weights as {kind.upper()}", *llama_rates(path, args.threads, args.reps), requests)
     if args.torch:
-        report("torch (same shapes, random weights)", *torch_rates(model, args.threads), requests)
+        torch = torch_rates(model, args.threads, args.reps)
+        report(f"torch, {args.threads} threads (random w.)", *torch, requests)
+        ratios("embedded default", default[0], torch[0])
+        ratios("one context", alone[0], torch[0])
+    if args.per_core:
+        per_core(model)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -169,6 +169,9 @@ class Provider(ABC):
     # computed in this process (the embedded model): a call cut off by a timeout would throw away its work
     # and start again from nothing, so the call policy gives it none (a remote call keeps its timeout)
     in_process: bool = False
+    # hands its slots to waiting requests itself (the embedded model: a slot to the request that continues the
+    # prompt it evaluated last), so the call policy lets every request through to it instead of queueing them
+    queues_requests: bool = False
 
     @property
     def max_concurrency(self) -> int:

@@ -44,6 +44,7 @@ from madrag.providers.base import (
 )
 from madrag.providers.embedded import Generated, trim_tokens
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
+from madrag.providers.slot_dispatch import SlotDispatch
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -56,18 +57,6 @@ def _request_text(request: ChatRequest) -> str:
     """The messages and prefill of ``request`` as one string, in the order the prompt renders them."""
     parts = [f"{m.role}\x1f{m.content}" for m in request.messages]
     return "\x1e".join(parts) + "\x1d" + (request.prefill or "")
-
-
-def _shared_start(a: str, b: str) -> int:
-    """The length of the longest common start of ``a`` and ``b`` (by halving: slices compare in C)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 class Engine(Protocol):
@@ -91,6 +80,15 @@ def runtime_engine(runtime: str) -> type[Any]:
             raise ProviderError("the llama-cpp-python runtime is not installed: pip install 'madrag[llama-cpp-python]'")
         return LlamaCppEngine
     raise ProviderError(f"unknown llama.cpp runtime {runtime!r}; choose {' or '.join(LLAMA_RUNTIMES)}")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or ``taskset``'s limit), else the
+    machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 class LlamaCppProvider(Provider):
@@ -124,14 +122,19 @@ class LlamaCppProvider(Provider):
         self.name = "llamacpp"
         self.model = path.name
         self.in_process = True
+        self.queues_requests = True  # its SlotDispatch hands the slots out
         self.n_ctx = n_ctx
         self.slots = slots
         self.runtime = runtime
-        threads = n_threads or max((os.cpu_count() or 1) // slots, 1)
+        # each slot's share of the cores, for generation and for prompt batches alike: a context given every core
+        # for its batches (the runtimes' default) makes two slots run 4 spinning threads on 2 cores
+        self.n_threads = n_threads or max(usable_cores() // slots, 1)
+        self.n_batch = n_batch
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
-        self._engines: list[Engine] = [engine_class(path, n_ctx, threads, n_batch) for _ in range(slots)]
-        self._free: asyncio.Queue[Engine] | None = None
-        self._last: dict[int, str] = {}  # id(engine) -> the text of the last request it answered
+        self._engines: list[Engine] = [
+            engine_class(path, n_ctx, self.n_threads, n_batch, self.n_threads) for _ in range(slots)
+        ]
+        self._slots = SlotDispatch(self._engines)  # which slot answers which request: its prompt reused
 
     @property
     def max_concurrency(self) -> int:
@@ -163,39 +166,17 @@ class LlamaCppProvider(Provider):
             "mtime_ns": stat.st_mtime_ns,
         }
 
-    def _best_free(self, engine: Engine, request: ChatRequest) -> Engine:
-        """Of the free engines (``engine``, just taken from the queue, and any others free now), the one whose last
-        request shares the longest start with ``request``: its context can reuse that prompt prefix (an aligned
-        part of it: :meth:`LlamaCppEngine._prepare`), as a Judge's score step reuses its rationale's prompt. Ties
-        keep the queue's order. Which engine answers changes no number, only how much is evaluated."""
-        assert self._free is not None
-        text = _request_text(request)
-        if self._free.empty():
-            self._last[id(engine)] = text
-            return engine
-        free = [engine, *(self._free.get_nowait() for _ in range(self._free.qsize()))]
-        best = max(free, key=lambda e: _shared_start(self._last.get(id(e), ""), text))
-        for other in free:
-            if other is not best:
-                self._free.put_nowait(other)
-        self._last[id(best)] = text
-        return best
-
     def _runtime_field(self) -> dict[str, str]:
         return {} if self.runtime == "llama-cpp-python" else {"runtime": self.runtime}
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
-        if self._free is None:
-            self._free = asyncio.Queue()
-            for engine in self._engines:
-                self._free.put_nowait(engine)
-        engine = self._best_free(await self._free.get(), request)
+        engine = await self._slots.acquire(_request_text(request))
         try:
             started = time.monotonic()
             out = await asyncio.to_thread(engine.generate, request)
             latency = time.monotonic() - started
         finally:
-            self._free.put_nowait(engine)
+            self._slots.release(engine)
         return ChatResponse(
             text=out.text,
             tokens=out.tokens if request.logprobs or request.choices is not None else None,
@@ -229,11 +210,14 @@ _LOAD_LOCK = threading.Lock()
 class LlamaCppEngine:
     """One llama.cpp context: the generation loop, used by one request at a time."""
 
-    def __init__(self, model_path: Path, n_ctx: int, n_threads: int, n_batch: int) -> None:
+    def __init__(
+        self, model_path: Path, n_ctx: int, n_threads: int, n_batch: int, n_threads_batch: int | None = None
+    ) -> None:
         self.model_path = model_path
         self.model = model_path.name
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.n_threads_batch = n_threads_batch or n_threads
         self.n_batch = n_batch
         self._llm: Any = None
         self._aligned_upto = 0  # leading KV-cache tokens evaluated in whole, aligned n_batch chunks
@@ -259,6 +243,7 @@ class LlamaCppEngine:
                         model_path=str(self.model_path),
                         n_ctx=self.n_ctx,
                         n_threads=self.n_threads,
+                        n_threads_batch=self.n_threads_batch,
                         n_batch=self.n_batch,
                         logits_all=False,
                         verbose=False,

@@ -4,6 +4,9 @@ transient failures (429, 5xx, timeouts, dropped connections) and the opt-out res
 A provider computed in this process (:attr:`Provider.in_process`: the embedded model) gets no timeout: on a
 loaded machine its calls are slow, not lost, and cutting one off would throw its work away and start it again
 from nothing (its thread would even keep computing the abandoned answer). A remote call keeps its timeout.
+A provider that queues its own requests (:attr:`Provider.queues_requests`: the embedded model, which gives a
+freed slot to the request continuing that slot's last prompt) is not held back by the concurrency limit unless
+one was configured: a first-come queue here would hand the slot to another call first.
 
 Every retry's reason travels with the answer (:attr:`ChatResponse.retries`), so each agent record keeps the
 attempts its call needed and ``madrag costs`` counts them by kind (:func:`retry_kind`). Every request sent is
@@ -125,8 +128,11 @@ class ManagedProvider:
                 if tally is not None:
                     tally.answered(hit)
                 return hit
-        async with self._semaphore():
-            response = await self._with_retries(request, tally)
+        if self.provider.queues_requests and self.concurrency is None:
+            response = await self._with_retries(request, tally)  # the provider's own queue holds it
+        else:
+            async with self._semaphore():
+                response = await self._with_retries(request, tally)
         if tally is not None:
             tally.answered(response)
         if self.cache is not None and key is not None:

@@ -29,7 +29,6 @@ reads.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import threading
 import urllib.request
@@ -77,7 +76,7 @@ class XLlamaEngine:
         self.model = model_path.name
         self.n_ctx = n_ctx
         self.n_threads = n_threads
-        self.n_threads_batch = n_threads_batch or os.cpu_count() or 1  # as llama-cpp-python's default
+        self.n_threads_batch = n_threads_batch or n_threads  # not every core: see LlamaCppProvider's threads
         self.n_batch = n_batch
         self.reuse_prompt = True  # aligned prefix reuse (see the module's docstring)
         self._cached: list[int] | None = None  # the prompt whose KV cache the server holds, evaluated aligned

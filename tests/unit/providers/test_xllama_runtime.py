@@ -384,19 +384,6 @@ async def test_the_engines_loopback_port_answers_only_with_its_own_key(xl: Llama
     assert engine.tokenize("Hi", special=False)  # madrag's own calls carry the key
 
 
-def test_the_shared_start_of_two_texts_is_found_by_halving() -> None:
-    import random
-
-    from madrag.providers.llamacpp import _shared_start
-
-    rng = random.Random(3)
-    for _ in range(300):
-        a = "".join(rng.choice("ab") for _ in range(rng.randrange(0, 40)))
-        b = a[: rng.randrange(0, len(a) + 1)] + "".join(rng.choice("ab") for _ in range(rng.randrange(0, 5)))
-        by_char = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-        assert _shared_start(a, b) == by_char
-
-
 @pytest.mark.integration
 async def test_a_free_slot_that_answered_the_prompt_before_takes_its_continuation() -> None:
     """Two slots, both free: a request continuing the previous one (a Judge's score step: the same messages, the
