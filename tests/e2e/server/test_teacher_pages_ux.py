@@ -174,10 +174,29 @@ def test_the_pace_is_measured_from_the_calls_so_far() -> None:
     import time
 
     since = time.monotonic() - 100.0
-    slow = pace(since, 4, 0, 8)  # 4 calls in 100 s, no score finished yet: the pace, no time left yet
+    slow = pace(since, 4, 0, 8)  # 4 calls in 100 s, no essay finished yet: the pace, no time left yet
     assert 24.0 < slow["per_call_s"] < 26.0 and slow["eta_s"] is None
-    going = pace(since, 6, 2, 8)  # 3 calls per score, 6 scores left: 18 calls of about 16.7 s
-    assert going["calls_left"] == 18 and 290 < going["eta_s"] < 310
+    going = pace(since, 24, 2, 8)  # 12 calls an essay, 6 essays left: 72 calls; 50 s an essay: 300 s
+    assert going["calls_left"] == 72 and 299 < going["eta_s"] < 301
+    resumed = pace(since, 24, 2, 8, essays_left=1)  # essays of an earlier session done: one left
+    assert resumed["calls_left"] == 12 and 49 < resumed["eta_s"] < 51
+
+
+def test_the_time_left_holds_steady_when_a_shared_debate_finishes_many_scores_at_once() -> None:
+    """MADRAG and MAD share a debate: per trait score the calls come in bursts, per essay they are even, so the
+    calls and the time left are counted in essays (an essay told done twice counts once)."""
+    from madrag.server.runs.progress import Progress
+
+    prog = Progress("r", essays=6)
+    prog.scoring_since = __import__("time").monotonic() - 60.0
+    for essay in range(3):  # 12 calls an essay, 20 s an essay: 60 s for 3 essays
+        for _ in range(12):
+            prog.count_record()
+        prog.essay_done(f"e{essay}")
+        prog.essay_done(f"e{essay}")  # told twice (two protocols' scores): counted once
+    final = prog.snapshot()
+    assert final["calls_left"] == 36 and 59 < final["eta_s"] < 61  # 3 essays of 12 calls and 20 s left
+    assert prog.records == 36 == prog.calls
 
 
 def test_a_balanced_debate_is_a_note_not_a_reason_to_look() -> None:

@@ -21,10 +21,13 @@ LiveKey = tuple[str, str, str]
 
 class RunEvents:
     """Every run's progress and live scores; ``status_of`` reads a run's recorded status (for a run that has
-    not started in this process)."""
+    not started in this process), ``essays_of`` its number of essays (what the time left counts down)."""
 
-    def __init__(self, status_of: Callable[[str], RunStatus]) -> None:
+    def __init__(
+        self, status_of: Callable[[str], RunStatus], essays_of: Callable[[str], int | None] | None = None
+    ) -> None:
         self._status_of = status_of
+        self._essays_of = essays_of
         self.progress: dict[str, Progress] = {}
         self._live: dict[str, dict[LiveKey, TraitScore]] = {}
         self.scoring_from: dict[str, float] = {}  # when each run's one-time set-up (index, model) was done
@@ -77,14 +80,31 @@ class RunEvents:
             on_failed=lambda r: failed(prog, r),
         )
 
+    def n_essays(self, run_id: str) -> int | None:
+        if self._essays_of is None:
+            return None
+        try:
+            return self._essays_of(run_id)
+        except Exception:  # no recorded run (a test's bare events): the time left waits for a count
+            return None
+
     def _start(self, run_id: str, prog: Progress, total: int) -> None:
         self.scoring_from[run_id] = time.monotonic()
-        prog.change({"type": "start", "total": total}, total=total, scoring_since=self.scoring_from[run_id])
+        # a (re)start measures its own pace: the calls and essays of an earlier session are not this one's
+        prog.change(
+            {"type": "start", "total": total},
+            total=total,
+            scoring_since=self.scoring_from[run_id],
+            calls=0,
+            essays_now=0,
+            essays=self.n_essays(run_id),
+        )
 
     def _essay(self, run_id: str, prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
         with self._lock:
             self._live.setdefault(run_id, {}).update({(s.protocol, s.essay_id, s.trait): s for s in scores})
         cells = {f"{s.protocol}|{s.trait}": s.score for s in scores}
+        prog.essay_done(essay.id)
         prog.emit(
             {"type": "essay", "essay_id": essay.id, "scores": cells},
             [(s.protocol, s.essay_id, s.trait) for s in scores],

@@ -137,16 +137,24 @@ class _Listener:
     queue: asyncio.Queue[Event]
 
 
-def pace(since: float | None, calls: int, done: int, total: int | None) -> dict[str, Any]:
-    """How fast a run goes, from the ``calls`` made since ``since`` (monotonic seconds): seconds per call, and
-    once a trait score is finished, the calls left (calls per finished score times the scores left) and the time
-    left (seconds per call times the calls left). What cannot be measured yet is None."""
+def pace(
+    since: float | None, calls: int, essays_done: int, essays_total: int | None, essays_left: int | None = None
+) -> dict[str, Any]:
+    """How fast a run goes, from the ``calls`` made since ``since`` (monotonic seconds, this session's start of
+    scoring) and the ``essays_done`` in that time: seconds per call, and once an essay is finished, the calls
+    left (this session's calls per finished essay times the essays left: every essay of a run makes the same
+    calls, where a trait score is not, since a shared debate or a comparison serves several) and the time left
+    (the session's seconds per finished essay times the essays left: the mean over the whole session, so one
+    quick or slow essay does not swing it). ``essays_left`` defaults to ``essays_total - essays_done``. What
+    cannot be measured yet is None."""
     elapsed = None if since is None else max(0.0, time.monotonic() - since)
     per_call = elapsed / calls if elapsed is not None and calls else None
     calls_left = eta = None
-    if per_call is not None and done and total:
-        calls_left = round(calls / done * max(0, total - done))
-        eta = per_call * calls_left
+    if essays_left is None and essays_total is not None:
+        essays_left = max(0, essays_total - essays_done)
+    if per_call is not None and elapsed is not None and essays_done and essays_left is not None:
+        calls_left = round(calls / essays_done * essays_left)
+        eta = elapsed / essays_done * essays_left
     return {"elapsed_s": elapsed, "per_call_s": per_call, "calls_left": calls_left, "eta_s": eta}
 
 
@@ -164,6 +172,10 @@ class Progress:
     seq: int = 0
     scoring_since: float | None = None  # time.monotonic() when the scoring calls began (after the set-up)
     done: set[tuple[str, str, str]] = field(default_factory=set)
+    calls: int = 0  # agent calls stored since ``scoring_since`` (this session: a resume starts again)
+    essays: int | None = None  # the run's essays
+    essays_done: set[str] = field(default_factory=set)  # finished essays, every session
+    essays_now: int = 0  # essays finished since ``scoring_since``
     recent: deque[Event] = field(default_factory=lambda: deque(maxlen=200))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _listeners: list[_Listener] = field(default_factory=list, repr=False)
@@ -182,8 +194,19 @@ class Progress:
             "failed_calls": self.failed,
             "stage": self.stage,
             "seq": self.seq,
-            **pace(self.scoring_since, self.records, len(self.done), self.total),
+            **self._pace(),
         }
+
+    def _pace(self) -> dict[str, Any]:
+        left = None if self.essays is None else max(0, self.essays - len(self.essays_done))
+        return pace(self.scoring_since, self.calls, self.essays_now, self.essays, left)
+
+    def essay_done(self, essay_id: str) -> None:
+        """An essay's scores are all in (counted once, however often it is told)."""
+        with self._lock:
+            if essay_id not in self.essays_done:
+                self.essays_done.add(essay_id)
+                self.essays_now += 1
 
     def emit(self, event: Event, done: list[tuple[str, str, str]] | None = None) -> None:
         """Record an event (and any scores it completes) and hand it to every subscriber."""
@@ -214,6 +237,7 @@ class Progress:
     def count_record(self) -> None:
         with self._lock:
             self.records += 1
+            self.calls += 1
 
     def count_failed(self) -> None:
         with self._lock:

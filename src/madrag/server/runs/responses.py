@@ -13,9 +13,10 @@ from madrag.server.runs.repo import RunMeta
 class ProgressOut(BaseModel):
     """A run's progress in this server process: trait scores ``done`` of ``total``, agent calls stored
     (``records``) and failed after their retries, the current stage, and the last event's number (``seq``).
-    The pace, from the calls stored so far: seconds of scoring (``elapsed_s``), seconds per call (``per_call_s``),
-    the calls still to make (``calls_left``: calls per finished trait score times the trait scores left) and the
-    time left (``eta_s``); each None until it can be measured."""
+    The pace of this session (a resume starts its own): seconds of scoring (``elapsed_s``), seconds per call
+    (``per_call_s``), the calls still to make (``calls_left``: the session's calls per finished essay times the
+    essays left) and the time left (``eta_s``: the session's seconds per finished essay times the essays left);
+    each None until it can be measured."""
 
     status: RunStatus
     total: int | None = None

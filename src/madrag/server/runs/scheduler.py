@@ -81,7 +81,9 @@ class RunManager:
         self.config = config
         self.root = config.runs_dir
         self.repo = RunRepository(self.root)
-        self.events = RunEvents(lambda run_id: self.repo.get(run_id).status)
+        self.events = RunEvents(
+            lambda run_id: self.repo.get(run_id).status, lambda run_id: self.repo.get(run_id).n_essays
+        )
         self.views = RunViews(self.repo, self.events)
         self.keys = KeyStore()
         self.worker = ScoringThread()

@@ -31,7 +31,7 @@
     if (p.eta_s !== null && p.eta_s !== undefined) {
       box.textContent = "Time left: " + words(p.eta_s) + " (" + p.per_call_s.toFixed(1) + " s per call so far, about " + p.calls_left + " calls to go)";
     } else if (p.per_call_s !== null && p.per_call_s !== undefined) {
-      box.textContent = p.per_call_s.toFixed(1) + " s per call so far; the time left shows once the first trait score is done";
+      box.textContent = p.per_call_s.toFixed(1) + " s per call so far; the time left shows once the first essay is done";
     } else if (p.status === "queued" || p.status === "running") {
       box.textContent = "waiting for the first answer: the time left shows once calls come back";
     } else { box.textContent = ""; }
