@@ -279,3 +279,28 @@ def test_step9_the_estimate_shows_the_one_time_setup_apart(
     assert abs(total - (setup + n * per_essay)) <= 0.1 + n * 0.005  # the set-up counted once (display rounding)
     small_shot(page, "t15-estimate-setup", "section.panel:has(#estimate)")
     assert page.dialogs == []
+
+
+def test_printed_feedback_is_one_sheet_a_student_for_real_essays_and_four_criteria(
+    server: Server,  # noqa: F811
+    page: Any,  # noqa: F811
+) -> None:
+    from madrag.data.loaders import load_asap
+    from madrag.data.shipped import asap_data_file, asap_rubric_file
+    from madrag.rubric import load_rubric
+
+    rubric = load_rubric(asap_rubric_file(7))
+    found = load_asap(asap_data_file(), rubric, essay_set=7)[:25]
+    chosen = sorted(found, key=lambda e: -len(e.text.split()))[:3]  # the class's three longest: 360, 336, 227 words
+    essays = [{"id": e.id, "text": e.text} for e in chosen]
+    body = {"rubric": rubric.model_dump(mode="json"), "essays": essays, "protocols": ["MAD"], "backend": FAKE}
+    run_id = server.api("POST", "/api/runs", json=body)["id"]
+    page.goto(f"{server.url}/runs/{run_id}")
+    page.wait_for_selector("#review-link", timeout=60_000)
+    page.goto(f"{server.url}/runs/{run_id}/feedback")
+    assert page.locator("article.student-page").count() == 3
+    page.emulate_media(media="print")
+    for size in ("Letter", "A4"):
+        pdf = page.pdf(format=size)
+        assert len(re.findall(rb"/Type\s*/Page\b", pdf)) == 3, size  # one printed sheet per student
+    page.emulate_media(media="screen")
