@@ -1,10 +1,12 @@
-"""The words a teacher sees: the two protocols a class is scored with, named by what they do, and how a
+"""The words a teacher sees: the three protocols a class is scored with, named by what they do (the debate
+without examples is what a class without scored example essays gets: MADRAG less its retrieval), and how a
 Judge's score was read; the research names stay in the "advanced" fold, the evaluation page and the report."""
 
 from __future__ import annotations
 
 TEACHER_PROTOCOLS = {
     "MADRAG": "Recommended (debate + examples)",
+    "MAD": "Debate without examples (when you have no scored example essays)",
     "MA": "Quick (one judge per trait)",
 }
 SCORE_READ = {

@@ -38,6 +38,9 @@ def test_teacher_pages_use_plain_words(tmp_path: Path) -> None:
         backend = client.get(f"/drafts/{draft}/backend", headers=HTML).text
         assert "Recommended (debate + examples)" in backend and "Quick (one judge per trait)" in backend
         assert re.search(r"<details[^>]*id=\"advanced-protocols\"[^>]*>\s*<summary>[^<]*advanced", backend)
+        # no example essays: the debate without examples is chosen, a teacher's option, and the research fold shut
+        assert re.search(r'value="MAD" checked[^>]*> Debate without examples', backend)
+        assert not re.search(r'<details[^>]*id="advanced-protocols"[^>]*open', backend)
         pages.append(f"/drafts/{draft}/backend")
         started = post(f"/drafts/{draft}/backend", kind="fake", protocols="MAD", action="start")
         run_id = started.headers["location"].split("/")[2]  # type: ignore[attr-defined]
