@@ -1,5 +1,5 @@
 """The code's contracts (docs/architecture.md, "Contracts"): the import layers and no import cycles, checked with
-import-linter over the contract file ``.importlinter``; the size of functions, checked over the AST; backends
+import-linter over the contract file ``.importlinter``; the size of functions (over the AST) and of modules; backends
 named in providers/ only; and one plugin loader (madrag.plugins).
 
 import-linter is a dev dependency (``pip install -e '.[dev]'``, which ``scripts/setup.sh`` runs).
@@ -25,6 +25,9 @@ MAX_LINES = 60
 """The most lines a function may span (its ``def`` to its last line, decorators excluded)."""
 MAX_PARAMS = 8
 """The most parameters a function may take (``self`` / ``cls`` excluded; a CLI command's options excluded)."""
+MAX_MODULE_LINES = 450
+"""The most lines a module of the package may hold (split a longer one by concept, into modules named for what
+they hold)."""
 
 EXCEPTIONS: dict[str, str] = {
     # module:qualname -> why it may break the rule; an entry that no longer breaks it fails the test
@@ -167,6 +170,15 @@ def test_functions_are_small() -> None:
     unlisted = {name: size for name, size in found.items() if name not in EXCEPTIONS}
     assert unlisted == {}, f"(lines, parameters) over {MAX_LINES} / {MAX_PARAMS}: {unlisted}"
     assert sorted(set(EXCEPTIONS) - set(found)) == [], "these keep the rule now: take them off EXCEPTIONS"
+
+
+def test_modules_are_small() -> None:
+    """No module of the package over MAX_MODULE_LINES lines."""
+    sizes = {
+        str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")
+    }
+    assert len(sizes) > 100  # the whole package was read
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}, f"over {MAX_MODULE_LINES} lines"
 
 
 def test_the_size_rule_sees_a_long_function_and_many_parameters(tmp_path: Path) -> None:
