@@ -88,15 +88,25 @@ def resumed_job(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
     return job.model_copy(update={"embedder": "minilm-windows"})
 
 
+def has_store(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run store that was written (an empty file is a store never written)."""
+    path = run_dir / "store.sqlite"
+    return path.is_file() and path.stat().st_size > 0
+
+
+def store_meta(store: RunStore) -> dict[str, Any] | None:
+    """An open store's ``config`` and ``bank``, or None when it holds no configured run yet."""
+    config = store.get_meta("config")
+    return None if config is None else {"config": config, "bank": store.get_meta("bank")}
+
+
 def stored_meta(run_dir: Path) -> dict[str, Any] | None:
     """A run directory's stored ``config`` and ``bank`` (read-only, nothing written), or None when it holds no
     configured run yet."""
-    path = run_dir / "store.sqlite"
-    if not path.is_file() or path.stat().st_size == 0:  # an empty file: a store never written
+    if not has_store(run_dir):
         return None
-    store = RunStore(path, read_only=True)
+    store = RunStore(run_dir / "store.sqlite", read_only=True)
     try:
-        config = store.get_meta("config")
-        return None if config is None else {"config": config, "bank": store.get_meta("bank")}
+        return store_meta(store)
     finally:
         store.close()

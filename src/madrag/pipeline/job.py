@@ -18,6 +18,7 @@ or an explicit in-memory ``pool``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -31,7 +32,16 @@ from madrag.data.essay import Essay, reference_ties
 from madrag.data.splits import EACH, fold_pools
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
-from madrag.pipeline.identity import PACKAGED_ORDER, job_config, prompt_names, resumed_job, run_identity, stored_meta
+from madrag.pipeline.identity import (
+    PACKAGED_ORDER,
+    has_store,
+    job_config,
+    prompt_names,
+    resumed_job,
+    run_identity,
+    store_meta,
+    stored_meta,
+)
 from madrag.pipeline.inputs import (
     check_pool,
     check_references,
@@ -208,20 +218,53 @@ def _prepare_bank(
     return bank, info
 
 
-def _backends(job: ScoreJob, backend: Provider | None) -> tuple[ManagedProvider, dict[str, ManagedProvider]]:
+@dataclass(frozen=True)
+class _Backends:
+    """A run's backends, built (nothing called yet): the main one and the per-role ones; ``given``: the main one
+    wraps the caller's ready provider, which the caller closes."""
+
+    main: ManagedProvider
+    roles: dict[str, ManagedProvider]
+    given: bool = False
+
+    def owned(self) -> list[ManagedProvider]:
+        """The backends the run closes: every one but the caller's."""
+        return [*(() if self.given else (self.main,)), *self.roles.values()]
+
+
+def _backends(job: ScoreJob, backend: Provider | None) -> _Backends:
     """The main backend and the per-role ones (built, nothing called yet), with the response cache of the cache
     directory."""
     cache = job.cache_dir / "responses.sqlite" if job.response_cache else None
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         provider = _backend(job.provider, cache, backend)
         role_providers = {role: managed(spec, cache) for role, spec in job.role_providers.items()}
-    return provider, role_providers
+    return _Backends(provider, role_providers, given=backend is not None)
 
 
-def _record_backends(store: RunStore, provider: ManagedProvider, roles: dict[str, ManagedProvider]) -> None:
-    store.set_meta("provider", provider.provider.describe())
-    if roles:
-        store.set_meta("role_providers", {r: p.provider.describe() for r, p in roles.items()})
+def _record_backends(store: RunStore, backends: _Backends) -> None:
+    store.set_meta("provider", backends.main.provider.describe())
+    if backends.roles:
+        store.set_meta("role_providers", {r: p.provider.describe() for r, p in backends.roles.items()})
+
+
+def _open_store(job: ScoreJob, held: contextlib.ExitStack) -> RunStore:
+    """The run's store, open for writing under the run directory's writer lock, a disk's refusal one line; the
+    store, the error mapping and the lock are held until ``held`` closes."""
+    held.enter_context(WriterLock(job.run_dir))
+    held.enter_context(on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"))
+    store = RunStore(job.run_dir / "store.sqlite")
+    held.callback(store.close)
+    return store
+
+
+def _as_recorded(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
+    """The job as its stored run was made (``meta``: :func:`store_meta`, None for a new run): its embedder
+    (:func:`resumed_job`) and the run's own prompt templates when it keeps them (for workers too)."""
+    job = resumed_job(job, meta)
+    if job.prompts_dir is None and (kept := recorded_prompts(job.run_dir)) is not None:
+        job = job.model_copy(update={"prompts_dir": kept})
+    return job
 
 
 async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[list[TraitScore], CallStats] | None:
@@ -277,69 +320,68 @@ async def execute(
 async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, embedder: Embedder | None) -> JobResult:
     started = time.monotonic()
     check_folders(job.run_dir, job.cache_dir)
-    job = resumed_job(job, stored_meta(job.run_dir))
-    if job.prompts_dir is None and (kept := recorded_prompts(job.run_dir)) is not None:
-        job = job.model_copy(update={"prompts_dir": kept})  # the run's own templates, for workers too
-    run = _plan(job, backend, hooks.on_stage)
-    # a new run's backend is built (and its settings checked) before anything is written; a resumed one's only
-    # when calls are left to make
-    backends = _backends(job, backend) if stored_meta(job.run_dir) is None else None
+    backends: _Backends | None = None
     try:
-        # a new run's backends are checked before anything is written: a refused check leaves no run folder, so
-        # the command its message suggests works on the same --run-dir
-        checked = await check_backends(*backends, job.settings) if backends is not None else None
-        with (
-            WriterLock(job.run_dir),
-            on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"),
-        ):
-            store = RunStore(job.run_dir / "store.sqlite")
-            try:
-                _open_run(job, store, run)
-                if run.resumed and (done := await _finished(job, run, hooks)) is not None:
-                    if store.prompt_drift is not None:  # no call is made: the prompts are not used
-                        hooks.on_stage(f"note: {store.prompt_drift}; nothing was left to do, so none was used")
-                    hooks.on_stage("nothing left to do: every score of this job is in the run store")
-                    elapsed = time.monotonic() - started
-                    final = scores_over_run(done[0], store, run)
-                    return JobResult(
-                        run.run_id, True, run.essays, final, done[1], elapsed, store.get_meta("bank") or {}
-                    )
-                if store.prompt_drift is not None:
-                    raise ConfigError(f"{store.prompt_drift}; use another --run-dir to start a new run")
-                backends = backends or _backends(job, backend)
-                return await _score(job, run, hooks, (backend, embedder, backends), started, checked)
-            finally:
-                store.close()
+        with contextlib.ExitStack() as held:
+            # the run store is opened once: a resumed run's at once (its configuration is read from it), a new
+            # run's once its checks pass, so a refused one leaves no run folder (and the command its message
+            # suggests works on the same --run-dir)
+            store = _open_store(job, held) if has_store(job.run_dir) else None
+            meta = None if store is None else store_meta(store)
+            job = _as_recorded(job, meta)
+            run = _plan(job, backend, hooks.on_stage)
+            checked = None
+            if meta is None:  # a new run's backends are built and checked before anything is written
+                backends = _backends(job, backend)
+                checked = await check_backends(backends.main, backends.roles, job.settings)
+            _open_run(job, store or _open_store(job, held), run)
+            if run.resumed and (done := await _finished(job, run, hooks)) is not None:
+                return _nothing_left(run, done, hooks, started)
+            if run.store.prompt_drift is not None:
+                raise ConfigError(f"{run.store.prompt_drift}; use another --run-dir to start a new run")
+            # a resumed run's backends are built only now, when calls are left to make
+            backends = backends or _backends(job, backend)
+            return await _score(job, run, hooks, backends, embedder, started, checked)
     finally:
-        if backends is not None:
-            owned = backends[1].values() if backend is not None else (backends[0], *backends[1].values())
-            for managed_backend in owned:
-                await managed_backend.aclose()
+        for managed_backend in backends.owned() if backends is not None else ():
+            await managed_backend.aclose()
+
+
+def _nothing_left(
+    run: _Prepared, done: tuple[list[TraitScore], CallStats], hooks: RunHooks, started: float
+) -> JobResult:
+    """The result of a resumed run that had nothing left to do (its scores read from its store)."""
+    store = run.store
+    if store.prompt_drift is not None:  # no call is made: the prompts are not used
+        hooks.on_stage(f"note: {store.prompt_drift}; nothing was left to do, so none was used")
+    hooks.on_stage("nothing left to do: every score of this job is in the run store")
+    elapsed = time.monotonic() - started
+    final = scores_over_run(done[0], store, run)
+    return JobResult(run.run_id, True, run.essays, final, done[1], elapsed, store.get_meta("bank") or {})
 
 
 async def _score(
     job: ScoreJob,
     run: _Prepared,
     hooks: RunHooks,
-    given: tuple[Provider | None, Embedder | None, tuple[ManagedProvider, dict[str, ManagedProvider]]],
+    backends: _Backends,
+    embedder: Embedder | None,
     started: float,
     checked: dict[str, Any] | None = None,
 ) -> JobResult:
     """Check the backends (:func:`preflight`, unless ``checked`` holds what a new run's check found), build the
-    bank, then score the run's essays (here or on the job's
-    executor)."""
-    backend, embedder, (provider, role_providers) = given
+    bank (with ``embedder``, if given), then score the run's essays (here or on the job's executor)."""
     stage = hooks.on_stage
-    _record_backends(run.store, provider, role_providers)
+    _record_backends(run.store, backends)
     ctx = CallContext(
         run_id=run.run_id,
-        provider=provider,
+        provider=backends.main,
         store=run.store,
         prompts=run.prompts,
         settings=job.settings,
         on_record=hooks.on_record,
         on_failed=hooks.on_failed,
-        role_providers=role_providers,
+        role_providers=backends.roles,
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
@@ -353,8 +395,17 @@ async def _score(
             ctx, run.essays, run.rubric, run.protocols, job.essay_concurrency, hooks.on_essay_done
         )
     else:
-        parts = (job, run.store, ctx, run.essays, run.rubric, run.protocols, hooks)
-        scores = await job.executor(ScoringRun(*parts, ready_backend=backend is not None))
+        scoring = ScoringRun(
+            job=job,
+            store=run.store,
+            ctx=ctx,
+            essays=run.essays,
+            rubric=run.rubric,
+            protocols=run.protocols,
+            hooks=hooks,
+            ready_backend=backends.given,
+        )
+        scores = await job.executor(scoring)
     elapsed = time.monotonic() - started
     final = scores_over_run(scores, run.store, run)
     return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info)
