@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from madrag.agents.calls import CallContext, CallStats, FailureBudget
 from madrag.agents.prompts import PromptLibrary
-from madrag.data.essay import Essay, reference_ties
+from madrag.data.essay import Essay
 from madrag.data.splits import EACH, fold_pools
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
@@ -128,9 +128,10 @@ def build_bank(
     from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
 
     chosen = embedder or CachingEmbedder(make_embedder(job.embedder), job.cache_dir / VECTORS_FILE)
+    ties = job.settings.reference_ties  # the exemplars' labels round a tie by the run's rule
     if job.eval_fold == EACH:
-        return FoldBanks.build_or_load(fold_pools(pool), rubric, chosen, job.cache_dir / "banks", on_progress)
-    return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress)
+        return FoldBanks.build_or_load(fold_pools(pool), rubric, chosen, job.cache_dir / "banks", on_progress, ties)
+    return ExemplarBank.build_or_load(pool, rubric, chosen, job.cache_dir / "banks", on_progress=on_progress, ties=ties)
 
 
 def _backend(spec: ProviderSpec, cache: Path | None, instance: Provider | None) -> ManagedProvider:
@@ -313,8 +314,7 @@ async def execute(
     exemplar bank's MiniLM embedder. Reference labels (the exemplars' scores) round ties by the job's
     ``settings.reference_ties``.
     """
-    with reference_ties(job.settings.reference_ties):
-        return await _execute(job, hooks or NO_HOOKS, backend=backend, embedder=embedder)
+    return await _execute(job, hooks or NO_HOOKS, backend=backend, embedder=embedder)
 
 
 async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, embedder: Embedder | None) -> JobResult:
