@@ -52,6 +52,13 @@ def is_tie(value: float) -> bool:
     return abs(value - math.floor(value) - 0.5) < _TIE_TOLERANCE
 
 
+def checked_ties(rule: TieRule) -> TieRule:
+    """``rule``, or a ValueError when it is not a tie rule (:data:`TIE_RULES`)."""
+    if rule not in TIE_RULES:
+        raise ValueError(f"tie rule must be one of {', '.join(TIE_RULES)}, not {rule!r}")
+    return rule
+
+
 def round_ties(value: float, ties: TieRule = PAPER_TIES) -> int:
     """Round to the nearest integer; a value halfway between two (:func:`is_tie`) goes by ``ties``."""
     if not is_tie(value):

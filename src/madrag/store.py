@@ -11,7 +11,8 @@ thread, which owns its own connection: it commits the record (the fsync of ``syn
 and only then resolves the caller's await, so a call counts as finished exactly when its record is on disk,
 and the event loop keeps serving other calls meanwhile. Records that queue up while a commit is running are
 committed together in the next transaction (group commit); all of them are on disk before any of their
-awaiters resumes. Reads go through the store's main connection and see every committed record.
+awaiters resumes (the thread and the rows it writes: :mod:`madrag.store_writer`). Reads go through the store's
+main connection and see every committed record.
 
 Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store_schema`); a store
 newer than this code is refused.
@@ -31,7 +32,6 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,24 +43,14 @@ from madrag.errors import ConfigError
 from madrag.records import AgentRecord
 from madrag.run_config import changed_templates, differences, runtime_hint
 from madrag.store_schema import migrate, open_read_only
+from madrag.store_writer import CHUNK, INSERT_RECORD, Row, Write, Writer, record_row, retrieve
+from madrag.store_writer import connect as _connect  # a test limits the writer's connection here
 from madrag.writer_lock import WriterLock
+
+__all__ = ["PROMPT_KEYS", "Row", "RunStore", "record_row", "write_scores_csv"]
 
 PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
 """The keys of a run's identity that are its prompt templates."""
-
-_INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
-_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_INSERT_RECORD = f"{_INSERT_HEAD} VALUES {_VALUES}"
-
-Row = tuple[str, str, str, str, str, int, str | None, float, str]
-
-
-def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    return conn
 
 
 def _open_for_writing(path: Path) -> sqlite3.Connection:
@@ -90,180 +80,6 @@ def _as_json(value: dict[str, Any]) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def record_row(record: AgentRecord) -> Row:
-    """The row a record is stored as (the record serialised once, with the columns it is looked up by); what
-    :meth:`RunStore.aput_row` writes, e.g. for a record serialised in another process."""
-    return (
-        record.key,
-        record.essay_id,
-        record.trait,
-        record.protocol,
-        record.role,
-        record.round,
-        record.error,
-        record.created_at,
-        record.model_dump_json(),
-    )
-
-
-@dataclass
-class _Write:
-    """One record (serialised) waiting for the writer thread, the future (on its event loop) to resolve, and
-    the outcome."""
-
-    row: Row
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[bool]
-    inserted: bool = False
-    error: BaseException | None = None
-
-
-def _settle(writes: list[_Write]) -> None:
-    """Resolve the writes' futures (in the event loop's thread)."""
-    for write in writes:
-        if write.future.done():  # the awaiting task was cancelled
-            continue
-        if write.error is not None:
-            write.future.set_exception(write.error)
-        else:
-            write.future.set_result(write.inserted)
-
-
-def _settle_all(writes: list[_Write]) -> None:
-    """Hand the outcomes to their event loops: one wake-up per loop, in the order the records came."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
-    for write in writes:
-        by_loop.setdefault(write.loop, []).append(write)
-    for loop, done in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_settle, done)
-        except RuntimeError:  # a loop already closed has nobody waiting
-            pass
-
-
-def _retrieve(future: asyncio.Future[bool]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-_CHUNK = 400
-"""Rows per multi-row INSERT (9 parameters each, well under SQLite's 32766 limit)."""
-
-
-@dataclass
-class _Writer:
-    """The thread that commits :meth:`RunStore.aput` records, with its own connection.
-
-    A batch (the records queued while the previous commit ran) costs one transaction: one look-up of the keys
-    already stored, one multi-row INSERT and one COMMIT. Few statements matter as much as the one fsync: the
-    thread gives up the GIL around every SQLite call and may then wait for the event loop's thread to hand it
-    back, so per-record statements would make every record's commit wait on the loop's work."""
-
-    path: Path
-    conn: sqlite3.Connection
-    pending: list[_Write] = field(default_factory=list)
-    unsettled: int = 0  # records handed over and not yet committed (or failed)
-    closing: bool = False
-    wake: threading.Condition = field(default_factory=threading.Condition)
-    thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, name=f"madrag-store-writer:{self.path.name}", daemon=True)
-        self.thread.start()
-
-    def submit(self, write: _Write) -> None:
-        with self.wake:
-            if self.closing:
-                raise RuntimeError(f"run store {self.path} is closed")
-            self.pending.append(write)
-            self.unsettled += 1
-            self.wake.notify_all()
-
-    def drain(self) -> None:
-        """Wait until every record handed over so far is committed (or has failed)."""
-        with self.wake:
-            while self.unsettled and self.thread is not None and self.thread.is_alive():
-                self.wake.wait(0.1)
-
-    def stop(self) -> None:
-        """Commit what is queued, then end the thread and close its connection."""
-        with self.wake:
-            self.closing = True
-            self.wake.notify_all()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join()
-
-    def _run(self) -> None:
-        try:
-            while True:
-                with self.wake:
-                    while not self.pending and not self.closing:
-                        self.wake.wait()
-                    batch, self.pending = self.pending, []
-                if not batch:
-                    return
-                try:
-                    self._commit(batch)
-                except BaseException as exc:  # never leave an awaiter waiting
-                    for write in batch:
-                        write.error = write.error or exc
-                    raise
-                finally:
-                    _settle_all(batch)
-                    with self.wake:
-                        self.unsettled -= len(batch)
-                        self.wake.notify_all()
-        finally:
-            with self.wake:
-                self.closing = True
-                orphans, self.pending = self.pending, []
-                self.unsettled = 0
-                self.wake.notify_all()
-            for write in orphans:
-                write.error = RuntimeError(f"the writer of run store {self.path} stopped")
-            _settle_all(orphans)
-            self.conn.close()
-
-    def _commit(self, batch: list[_Write]) -> None:
-        """Commit the batch's records in one transaction, setting each write's outcome (not settling it)."""
-        rows = [(write, write.row) for write in batch]
-        conn = self.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")  # the write lock: nobody adds a key between look-up and insert
-            seen = self._stored_keys([row[0] for _, row in rows])
-            fresh: list[Row] = []
-            for write, row in rows:
-                write.inserted = row[0] not in seen
-                if write.inserted:
-                    seen.add(row[0])
-                    fresh.append(row)
-            for i in range(0, len(fresh), _CHUNK):
-                chunk = fresh[i : i + _CHUNK]
-                values = ", ".join([_VALUES] * len(chunk))
-                conn.execute(f"{_INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
-            conn.execute("COMMIT")
-        except Exception as exc:
-            for write, _ in rows:
-                write.inserted = False
-            if conn.in_transaction:
-                conn.rollback()
-            if len(rows) == 1 or isinstance(exc, sqlite3.OperationalError):  # locked, disk full, I/O: all fail
-                for write, _ in rows:
-                    write.error = exc
-            else:  # a record SQLite refuses (e.g. too big): find it, each on its own
-                for write, _ in rows:
-                    self._commit([write])
-
-    def _stored_keys(self, keys: list[str]) -> set[str]:
-        found: set[str] = set()
-        unique = list(dict.fromkeys(keys))
-        for i in range(0, len(unique), _CHUNK):
-            chunk = unique[i : i + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            found.update(k for (k,) in self.conn.execute(f"SELECT key FROM records WHERE key IN ({marks})", chunk))
-        return found
-
-
 class RunStore:
     """Records of one run directory (``<run dir>/store.sqlite``); ``read_only``: read an existing store without
     changing its files (see the module docstring); writing to it is then an error. ``lock``: hold the run
@@ -283,7 +99,7 @@ class RunStore:
                 if self._dir_lock is not None:
                     self._dir_lock.release()
                 raise
-        self._writer: _Writer | None = None
+        self._writer: Writer | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
         self.prompt_drift: str | None = None  # set by bind_config
@@ -388,7 +204,7 @@ class RunStore:
     def put(self, record: AgentRecord) -> bool:
         """Write a finished record; False (and nothing written) if its key is already stored."""
         self._writable()
-        return self._conn.execute(_INSERT_RECORD, record_row(record)).rowcount == 1
+        return self._conn.execute(INSERT_RECORD, record_row(record)).rowcount == 1
 
     def put_many(self, records: Iterable[AgentRecord]) -> int:
         """:meth:`put` of every record in one transaction (one fsync: all of them on disk, or none); the number
@@ -398,7 +214,7 @@ class RunStore:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            written = sum(conn.execute(_INSERT_RECORD, row).rowcount for row in rows)
+            written = sum(conn.execute(INSERT_RECORD, row).rowcount for row in rows)
         except BaseException:
             conn.rollback()
             raise
@@ -423,8 +239,8 @@ class RunStore:
         writer = self._writer_thread()
         # the outcome is always read, here or by the callback (no "exception was never retrieved" when the
         # awaiting task was cancelled before a failed commit)
-        future.add_done_callback(_retrieve)
-        writer.submit(_Write(row, loop, future))
+        future.add_done_callback(retrieve)
+        writer.submit(Write(row, loop, future))
         try:
             return await asyncio.shield(future)
         except sqlite3.OperationalError as exc:  # disk full, read-only, I/O: one line, the store as committed
@@ -437,13 +253,13 @@ class RunStore:
                     await asyncio.shield(future)
             raise
 
-    def _writer_thread(self) -> _Writer:
+    def _writer_thread(self) -> Writer:
         self._writable()
         with self._writer_lock:
             if self._closed:
                 raise sqlite3.ProgrammingError(f"run store {self.path} is closed")
             if self._writer is None:
-                writer = _Writer(self.path, _connect(self.path, check_same_thread=False))
+                writer = Writer(self.path, _connect(self.path, check_same_thread=False))
                 writer.start()
                 self._writer = writer
             return self._writer
@@ -486,8 +302,8 @@ class RunStore:
         ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan)."""
         self.flush()
         unique = sorted(set(essay_ids))
-        for i in range(0, len(unique), _CHUNK):
-            chunk = unique[i : i + _CHUNK]
+        for i in range(0, len(unique), CHUNK):
+            chunk = unique[i : i + CHUNK]
             marks = ", ".join("?" * len(chunk))
             sql = (
                 "SELECT record FROM records WHERE protocol IN (SELECT DISTINCT protocol FROM records) "

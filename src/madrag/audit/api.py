@@ -32,7 +32,7 @@ from madrag.audit.runner import (
 from madrag.audit.shifts import shift_row
 from madrag.audit.stability import stability_tables
 from madrag.audit.stats import Scores
-from madrag.data.essay import Essay, reference_ties
+from madrag.data.essay import Essay
 from madrag.errors import ConfigError, InputError
 from madrag.evaluation.evidence import evidence_frame
 from madrag.evaluation.run import RunData, load_run, open_store
@@ -172,8 +172,8 @@ def _figures(
         for p in protocols
         for t in run.rubric.traits
     ]
-    with reference_ties(run.reference_ties):
-        compression = compression_table(run.rubric, protocols, run.essays, run.score_map(), n_boot)
+    scores = run.score_map()
+    compression = compression_table(run.rubric, protocols, run.essays, scores, n_boot, run.reference_ties)
     return {"repeats": repeat_rows, "stability": summary, "perturbations": shifts, "compression": compression}
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from madrag.audit.stats import Interval, Scores, interval
 from madrag.data.essay import Essay
-from madrag.metrics import extreme_subset
+from madrag.metrics import PAPER_TIES, TieRule, extreme_subset
 from madrag.rubric import Rubric, Trait
 
 
@@ -53,9 +53,9 @@ def _none(value: float) -> float | None:
 
 
 def compression_row(
-    protocol: str, trait: Trait, essays: Sequence[Essay], scores: Scores, n_boot: int
+    protocol: str, trait: Trait, essays: Sequence[Essay], scores: Scores, n_boot: int, ties: TieRule = PAPER_TIES
 ) -> CompressionRow:
-    """The compression figures of one protocol and trait."""
+    """The compression figures of one protocol and trait (the human reference's ties rounded by ``ties``)."""
     ref: list[float] = []
     pred: list[float] = []
     raters: list[list[float]] = []
@@ -66,7 +66,7 @@ def compression_row(
             continue
         raters.append(essay.rater_scores.get(trait.name, []))
         preds.append(None if found.score is None else float(found.score))
-        value = essay.reference(trait)
+        value = essay.reference(trait, ties)
         if value is not None and found.score is not None:
             ref.append(float(value))
             pred.append(float(found.score))
@@ -94,7 +94,13 @@ def compression_row(
 
 
 def compression_table(
-    rubric: Rubric, protocols: Sequence[str], essays: Sequence[Essay], scores: Scores, n_boot: int
+    rubric: Rubric,
+    protocols: Sequence[str],
+    essays: Sequence[Essay],
+    scores: Scores,
+    n_boot: int,
+    ties: TieRule = PAPER_TIES,
 ) -> list[CompressionRow]:
-    """Every protocol's and trait's compression row."""
-    return [compression_row(p, t, essays, scores, n_boot) for p in protocols for t in rubric.traits]
+    """Every protocol's and trait's compression row (the human reference's ties rounded by ``ties``, the run's
+    ``reference_ties``)."""
+    return [compression_row(p, t, essays, scores, n_boot, ties) for p in protocols for t in rubric.traits]

@@ -3,46 +3,22 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.errors import InputError
-from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule, round_ties, round_to_scale
+from madrag.metrics import PAPER_TIES, TieRule, round_ties, round_to_scale
 from madrag.rubric import Rubric, Trait
 
-_REFERENCE_TIES: ContextVar[TieRule] = ContextVar("reference_ties", default=PAPER_TIES)
 
-
-def current_reference_ties() -> TieRule:
-    """The tie rule reference labels use here and now (:func:`reference_ties`; half up outside any)."""
-    return _REFERENCE_TIES.get()
-
-
-@contextmanager
-def reference_ties(rule: TieRule) -> Iterator[TieRule]:
-    """Within the block (and the tasks and threads it starts), reference labels round a tie (a raters' mean of
-    2.5) by ``rule``: how a run applies its ``reference_ties`` setting to its exemplar labels and an evaluation
-    to its references."""
-    if rule not in TIE_RULES:
-        raise ValueError(f"tie rule must be one of {', '.join(TIE_RULES)}, not {rule!r}")
-    token = _REFERENCE_TIES.set(rule)
-    try:
-        yield rule
-    finally:
-        _REFERENCE_TIES.reset(token)
-
-
-def reference_label(rater_scores: list[float], trait: Trait, ties: TieRule | None = None) -> int | None:
+def reference_label(rater_scores: list[float], trait: Trait, ties: TieRule = PAPER_TIES) -> int | None:
     """The MADRAG paper, Appendix B.5: the mean of the available raters, rounded to the nearest valid integer; a mean
-    halfway between two scores by ``ties`` (default: :func:`current_reference_ties`, half up)."""
+    halfway between two scores by ``ties`` (half up, the paper's, unless a run's ``reference_ties`` says otherwise:
+    the caller passes the rule)."""
     if not rater_scores:
         return None
-    rule = current_reference_ties() if ties is None else ties
-    return round_to_scale(sum(rater_scores) / len(rater_scores), trait.min, trait.max, rule)
+    return round_to_scale(sum(rater_scores) / len(rater_scores), trait.min, trait.max, ties)
 
 
 def essay_id(value: Any, where: str) -> str:
@@ -92,15 +68,14 @@ class Essay(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: str | None = None
 
-    def reference(self, trait: Trait, ties: TieRule | None = None) -> int | None:
+    def reference(self, trait: Trait, ties: TieRule = PAPER_TIES) -> int | None:
         """The essay's reference label for ``trait`` (:func:`reference_label` of its raters); None without any."""
         return reference_label(self.rater_scores.get(trait.name, []), trait, ties)
 
-    def references_by_name(self) -> dict[str, int | None]:
-        """Reference labels for every trait with rater scores: the raters' mean rounded by
-        :func:`current_reference_ties` (not clamped: no trait scale here)."""
-        rule = current_reference_ties()
-        return {t: round_ties(sum(v) / len(v), rule) for t, v in self.rater_scores.items() if v}
+    def references_by_name(self, ties: TieRule = PAPER_TIES) -> dict[str, int | None]:
+        """Reference labels for every trait with rater scores: the raters' mean, a tie rounded by ``ties`` (not
+        clamped: no trait scale here)."""
+        return {t: round_ties(sum(v) / len(v), ties) for t, v in self.rater_scores.items() if v}
 
     def rater(self, trait: str, rater_index: int) -> float | None:
         """Score given by rater ``rater_index`` (0-based) for ``trait``, or None."""

@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from madrag.data.essay import Essay, no_scores_line, reference_ties, traits_without_scores
+from madrag.data.essay import Essay, no_scores_line, traits_without_scores
 from madrag.data.loaders import load_essays
 from madrag.errors import InputError
 from madrag.evaluation.evidence import evidence_table
@@ -26,6 +26,7 @@ from madrag.evaluation.run import RunData, load_run
 from madrag.metrics import (
     TieRule,
     bootstrap_ci,
+    checked_ties,
     extreme_subset,
     paired_bootstrap,
     qwk_metric,
@@ -107,7 +108,7 @@ def protocol_cell(
         if found.score is None:
             unusable += 1
             continue
-        ref = essay.reference(trait)
+        ref = essay.reference(trait, run.label_ties)
         if ref is None:
             no_reference += 1
             continue
@@ -204,7 +205,7 @@ def paired_scores(
     out_b: list[float] = []
     for essay in run.essays:
         sa, sb = scores.get((a, essay.id, trait.name)), scores.get((b, essay.id, trait.name))
-        value = essay.reference(trait)
+        value = essay.reference(trait, run.label_ties)
         if value is not None and sa and sb and sa.score is not None and sb.score is not None:
             ref.append(value)
             out_a.append(sa.score)
@@ -265,9 +266,8 @@ def evaluate_run(
 ) -> Evaluation:
     """All tables for a loaded run. ``bootstrap`` resamples per CI / comparison (0 = no intervals); ``ties``
     the tie rule of the reference labels (default: the run's own, :attr:`RunData.reference_ties`)."""
-    rule = ties or run.reference_ties
-    with reference_ties(rule):
-        return _evaluate_run(run, bootstrap, seed, baseline, rule)
+    rule = checked_ties(ties or run.reference_ties)
+    return _evaluate_run(replace(run, label_ties=rule), bootstrap, seed, baseline, rule)
 
 
 def reference_line(rule: TieRule) -> str:

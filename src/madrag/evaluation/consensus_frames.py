@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from madrag.data.essay import Essay
-from madrag.metrics import NAN
+from madrag.metrics import NAN, PAPER_TIES, TieRule
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS
 from madrag.rubric import Rubric, Trait
 
@@ -70,23 +70,26 @@ HumanReference = Literal["mean", "rounded"]
 madrag's rounded label (:meth:`Essay.reference`)."""
 
 
-def _reference(essay: Essay, trait: Trait, reference: HumanReference) -> float:
-    """The essay's reference for ``trait`` (the raters' plain mean or the rounded label); NaN when unknown."""
+def _reference(essay: Essay, trait: Trait, reference: HumanReference, ties: TieRule) -> float:
+    """The essay's reference for ``trait`` (the raters' plain mean or the label rounded by ``ties``); NaN when
+    unknown."""
     if reference == "rounded":
-        ref = essay.reference(trait)
+        ref = essay.reference(trait, ties)
         return NAN if ref is None else float(ref)
     scores = essay.rater_scores.get(trait.name, [])
     return float(np.mean(scores)) if scores else NAN
 
 
-def references_frame(essays: Sequence[Essay], rubric: Rubric, reference: HumanReference = "mean") -> pd.DataFrame:
+def references_frame(
+    essays: Sequence[Essay], rubric: Rubric, reference: HumanReference = "mean", ties: TieRule = PAPER_TIES
+) -> pd.DataFrame:
     """One row per essay and rubric trait: ``essay_id``, ``trait``, ``reference`` (NaN when unknown).
 
     By default the reference is the raters' plain mean, as the consensus paper's ("the average of two human evaluators",
     Section 3.1); ``reference="rounded"`` uses madrag's label, :meth:`Essay.reference` (the raters' mean
-    rounded half up to a valid score).
+    rounded to a valid score, a tie by ``ties``: the run's ``reference_ties``).
     """
-    rows = [(e.id, t.name, _reference(e, t, reference)) for e in essays for t in rubric.traits]
+    rows = [(e.id, t.name, _reference(e, t, reference, ties)) for e in essays for t in rubric.traits]
     return pd.DataFrame(rows, columns=REFERENCE_COLUMNS).astype({"reference": "float64"})
 
 

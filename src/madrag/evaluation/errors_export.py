@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import dict_rows, write_csv
-from madrag.data.essay import Essay, reference_ties
+from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.hand_codes import KeptCodes, keep_hand_codes
 from madrag.evaluation.run import RunData, load_run, open_store
-from madrag.metrics import TieRule
+from madrag.metrics import TieRule, checked_ties
 from madrag.placeholders import PLACEHOLDER, placeholders
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
@@ -195,7 +195,8 @@ def error_rows(run: RunData, focus: str | None = None, sources: Sources | None =
             r1, r2 = raters
             mean = r1 if r2 is None else (r1 + r2) / 2
             row: dict[str, Any] = {"essay_id": essay.id, "trait": trait.name, "essay_text": essay.text}
-            row.update(rater1=r1, rater2="" if r2 is None else r2, human_mean=mean, reference=essay.reference(trait))
+            reference = essay.reference(trait, run.label_ties)
+            row.update(rater1=r1, rater2="" if r2 is None else r2, human_mean=mean, reference=reference)
             row.update(n_placeholders=len(found), placeholder_kinds=" ".join(sorted({_kind(p) for p in found})))
             wrong = _protocol_columns(run.protocols, sources, row, (essay.id, trait.name), mean)
             if (focus is None and wrong) or (focus is not None and focus in wrong):
@@ -233,11 +234,12 @@ def export_errors(
     """Write the export CSV (default ``<run>/eval/errors.csv``) and the coding scheme beside it: the rows where
     ``focus`` is wrong (default MADRAG, :func:`resolve_focus`; :data:`ANY_PROTOCOL`: any protocol), with the
     reference labels' ties rounded by ``ties`` (default: the run's own rule)."""
-    run = load_run(run_dir)
+    loaded = load_run(run_dir)
+    rule = checked_ties(ties or loaded.reference_ties)
+    run = replace(loaded, label_ties=rule)
     chosen = resolve_focus(run, focus)
     sources = load_sources(run)
-    with reference_ties(ties or run.reference_ties) as rule:
-        rows = error_rows(run, None if chosen == ANY_PROTOCOL else chosen, sources)
+    rows = error_rows(run, None if chosen == ANY_PROTOCOL else chosen, sources)
     target = out or Path(run_dir) / "eval" / "errors.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     columns = _columns(run, sources.debate_protocols)

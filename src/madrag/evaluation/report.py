@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+from dataclasses import replace
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from madrag.atomic_files import write_text_atomic
-from madrag.data.essay import Essay, reference_ties
+from madrag.data.essay import Essay
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.beside_paper import beside_display, beside_paper
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.tables import display_tables, fmt
-from madrag.metrics import TieRule
+from madrag.metrics import TieRule, checked_ties
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
@@ -98,7 +99,7 @@ def _pairs(run: RunData, protocol: str, trait: Trait) -> tuple[list[int], list[i
     scores = run.score_map()
     refs, preds = [], []
     for essay in run.essays:
-        found, ref = scores.get((protocol, essay.id, trait.name)), essay.reference(trait)
+        found, ref = scores.get((protocol, essay.id, trait.name)), essay.reference(trait, run.label_ties)
         if found is not None and found.score is not None and ref is not None:
             refs.append(ref)
             preds.append(found.score)
@@ -133,7 +134,7 @@ def distribution_plot(run: RunData) -> str:
     names = ["human reference", *run.protocols]
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         width = 0.8 / len(names)
-        refs = [r for e in run.essays if (r := e.reference(trait)) is not None]
+        refs = [r for e in run.essays if (r := e.reference(trait, run.label_ties)) is not None]
         series = [refs, *(_pairs(run, p, trait)[1] for p in run.protocols)]
         for i, (name, values) in enumerate(zip(names, series, strict=True)):
             counts = np.array([values.count(s) for s in trait.scores], dtype=float)
@@ -215,7 +216,7 @@ def _trait_block(run: RunData, essay: Essay, trait: Trait, sources: Sources, sho
     """One trait of one essay: each debate once (shared by the protocols that read it), then every Judge."""
     key = (essay.id, trait.name)
     raters = ", ".join(f"{s:g}" for s in essay.rater_scores.get(trait.name, []))
-    summary = [f"human {fmt(essay.reference(trait))} (raters {raters})"]
+    summary = [f"human {fmt(essay.reference(trait, run.label_ties))} (raters {raters})"]
     parts, debates_done = [], set()
     for protocol in run.protocols:
         found = sources.scores.get((protocol, *key))
@@ -240,7 +241,7 @@ def _trait_block(run: RunData, essay: Essay, trait: Trait, sources: Sources, sho
 
 def essay_block(run: RunData, essay: Essay, sources: Sources, shown: dict[str, str]) -> str:
     """A collapsible block per essay: the text, then every trait's debate and Judges."""
-    refs = ", ".join(f"{trait_label(t.name)} {fmt(essay.reference(t))}" for t in run.rubric.traits)
+    refs = ", ".join(f"{trait_label(t.name)} {fmt(essay.reference(t, run.label_ties))}" for t in run.rubric.traits)
     for protocol in run.protocols:
         found = [sources.scores.get((protocol, essay.id, t.name)) for t in run.rubric.traits]
         refs += f" | {protocol} " + "/".join("—" if s is None or s.score is None else str(s.score) for s in found)
@@ -307,10 +308,11 @@ def write_report(
     """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written. Reference labels
     round ties by ``ties`` (default: the run's own rule); ``extra``: sections of higher layers, as HTML (the
     run's audit: :func:`madrag.audit.report.audit_html`); ``paper``: the MADRAG paper's figures beside the run's."""
-    run = load_run(run_dir)
-    with reference_ties(ties or run.reference_ties) as rule:
-        evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
-        page = render_html(run, evaluation, load_sources(run), extra, paper)
+    loaded = load_run(run_dir)
+    rule = checked_ties(ties or loaded.reference_ties)
+    run = replace(loaded, label_ties=rule)
+    evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
+    page = render_html(run, evaluation, load_sources(run), extra, paper)
     target = out or Path(run_dir) / "report.html"
     write_text_atomic(target, page)
     return target

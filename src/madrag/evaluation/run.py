@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from madrag.data.essay import Essay, reference_ties
+from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, HumanReference, base_name, references_frame
 from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
@@ -40,6 +40,9 @@ class RunData:
     data_path: Path | None
     config: dict[str, Any] = field(default_factory=dict)
     judges: list[AgentRecord] = field(default_factory=list)  # every Judge record (rationales, exemplars, debate)
+    # how this reading's reference labels round a tie: half up (the paper's), unless an evaluation chose a rule
+    # (evaluate_run, the report and the error export set the run's own, or the one asked for)
+    label_ties: TieRule = PAPER_TIES
 
     @property
     def reference_ties(self) -> TieRule:
@@ -194,8 +197,7 @@ def load_consensus_run(
         frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
     finally:
         store.close()
-    with reference_ties(recorded_ties(config)):  # the rounded reference uses the run's tie rule
-        references = references_frame(essays, rubric, reference)
+    references = references_frame(essays, rubric, reference, recorded_ties(config))  # the run's tie rule
     return frame, references, dict(config)
 
 

@@ -18,29 +18,26 @@ names). Protocols are made once per name.
 Plugins. Protocols of other packages are registered by importing their modules before a name is looked up:
 every module named by an entry point of the group ``madrag.protocols`` (``[project.entry-points."madrag.protocols"]
 toy = "mypackage.toy"``), and every module in ``$MADRAG_PLUGINS`` (module names separated by commas or spaces),
-for the CLI, the web app, the Python API and Ray workers alike.
+for the CLI, the web app, the Python API and Ray workers alike, by madrag's one plugin loader
+(:mod:`madrag.plugins`, as backends: :mod:`madrag.providers.backends`).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
 from madrag.errors import ConfigError
+from madrag.plugins import PLUGINS_ENV as PLUGINS_ENV  # the plugins' variable, named here as before
+from madrag.plugins import PluginLoader
 from madrag.protocols.base import ScoringProtocol
 
 Factory = Callable[[str], ScoringProtocol | None]
 """A registered protocol's maker: the protocol of a configured name, None when the name is not its own."""
 F = TypeVar("F", bound=Factory)
 
-PLUGINS_ENV = "MADRAG_PLUGINS"
-"""Environment variable naming modules that register protocols (comma- or space-separated)."""
 ENTRY_POINT_GROUP = "madrag.protocols"
 """Entry point group of modules that register protocols."""
 
@@ -66,8 +63,7 @@ class ProtocolRegistry:
         self._by_name: dict[str, Registration] = {}
         self._order: list[Registration] = []
         self._made: dict[str, ScoringProtocol] = {}
-        self._plugins = plugins
-        self._loaded: set[str] = set()
+        self._plugins = PluginLoader(ENTRY_POINT_GROUP, "protocol plugin") if plugins else None
 
     def register(self, *names: str, options: bool = False, listed: Sequence[str] = ()) -> Callable[[F], F]:
         """Decorator: register a factory under ``names`` (see the module docstring); ValueError for a name
@@ -142,26 +138,8 @@ class ProtocolRegistry:
     def load_plugins(self, strict: bool = True) -> None:
         """Import the plugin modules not imported yet (the entry points', and ``$MADRAG_PLUGINS``'s as it is now);
         ``strict``: a module that cannot be imported is a ConfigError (else it is tried again next time)."""
-        if not self._plugins:
-            return
-        wanted = [(p.value.split(":")[0], f"entry point {p.name!r} of {ENTRY_POINT_GROUP}") for p in _entry_points()]
-        wanted += [(m, f"${PLUGINS_ENV}") for m in re.split(r"[,\s]+", os.environ.get(PLUGINS_ENV, "").strip()) if m]
-        for module, where in wanted:
-            if module in self._loaded:
-                continue
-            try:
-                importlib.import_module(module)
-            except Exception as exc:
-                if strict:
-                    raise ConfigError(f"protocol plugin {module!r} ({where}) could not be imported: {exc}") from None
-                continue
-            self._loaded.add(module)
-
-
-@functools.cache
-def _entry_points() -> tuple[EntryPoint, ...]:
-    """The installed entry points of :data:`ENTRY_POINT_GROUP` (read once per process)."""
-    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+        if self._plugins is not None:
+            self._plugins.load(strict)
 
 
 REGISTRY = ProtocolRegistry()

@@ -16,18 +16,14 @@ key, needs a model name, gives valid grades), never its name.
 
 Plugins. Backends of other packages are registered by importing their modules before a kind is looked up: every
 module named by an entry point of the group ``madrag.backends`` and every module in ``$MADRAG_PLUGINS``, for the
-CLI, the web app, the Python API and Ray workers alike (as protocols: :mod:`madrag.protocols.registry`).
+CLI, the web app, the Python API and Ray workers alike, by madrag's one plugin loader (:mod:`madrag.plugins`, as
+protocols: :mod:`madrag.protocols.registry`).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -35,10 +31,10 @@ from pydantic.config import JsonDict
 from pydantic.fields import FieldInfo
 
 from madrag.errors import ConfigError
+from madrag.plugins import PLUGINS_ENV as PLUGINS_ENV  # the plugins' variable, named here as before
+from madrag.plugins import PluginLoader
 from madrag.providers.base import Provider
 
-PLUGINS_ENV = "MADRAG_PLUGINS"
-"""Environment variable naming plugin modules (comma- or space-separated); the same as the protocols'."""
 ENTRY_POINT_GROUP = "madrag.backends"
 """Entry point group of modules that register backends."""
 BUILTIN = ("madrag.providers.builtin", "madrag.providers.anthropic")
@@ -156,7 +152,7 @@ class Backend(Generic[Opts]):
 
 
 _BACKENDS: dict[str, Backend[Any]] = {}
-_LOADED: set[str] = set()
+_LOADER = PluginLoader(ENTRY_POINT_GROUP, "backend plugin", BUILTIN)
 
 
 def _model_role_fields(role: str, model: str, url: str) -> dict[str, object]:
@@ -183,29 +179,10 @@ def unregister_backend(kind: str) -> None:
     _BACKENDS.pop(kind, None)
 
 
-def _plugins() -> list[tuple[str, str]]:
-    wanted = [(p.value.split(":")[0], f"entry point {p.name!r} of {ENTRY_POINT_GROUP}") for p in _entry_points()]
-    return wanted + [(m, f"${PLUGINS_ENV}") for m in re.split(r"[,\s]+", os.environ.get(PLUGINS_ENV, "")) if m]
-
-
 def load_backends(strict: bool = False) -> None:
     """Import madrag's backends and the plugin modules not imported yet; ``strict``: a plugin that cannot be
     imported is a ConfigError (else it is tried again next time)."""
-    for module, where in [*((m, "madrag") for m in BUILTIN), *_plugins()]:
-        if module in _LOADED:
-            continue
-        try:
-            importlib.import_module(module)
-        except Exception as exc:
-            if strict or module in BUILTIN:
-                raise ConfigError(f"backend plugin {module!r} ({where}) could not be imported: {exc}") from None
-            continue
-        _LOADED.add(module)
-
-
-@functools.cache
-def _entry_points() -> tuple[EntryPoint, ...]:
-    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+    _LOADER.load(strict)
 
 
 def find_backend(kind: str) -> Backend[Any]:

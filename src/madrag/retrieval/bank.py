@@ -34,6 +34,7 @@ import numpy as np
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError, MadragError
+from madrag.metrics import PAPER_TIES, TieRule
 from madrag.retrieval import bank_store
 from madrag.retrieval.anchors import AnchorChoice
 from madrag.retrieval.embedder import Embedder, FloatArray, normalize_rows
@@ -48,9 +49,10 @@ BANK_FORMAT = 1
 _QUERY_CACHE_SIZE = 10_000
 
 
-def pool_fingerprint(pool: Sequence[Essay], rubric: Rubric, embedder_name: str) -> str:
-    """SHA-256 over everything that determines a bank's content (order of the pool does not matter)."""
-    rows = sorted((e.id, e.text, [e.reference(t) for t in rubric.traits], e.essay_set) for e in pool)
+def pool_fingerprint(pool: Sequence[Essay], rubric: Rubric, embedder_name: str, ties: TieRule = PAPER_TIES) -> str:
+    """SHA-256 over everything that determines a bank's content (order of the pool does not matter); ``ties``:
+    the tie rule of the pool's reference labels (a run's ``reference_ties``)."""
+    rows = sorted((e.id, e.text, [e.reference(t, ties) for t in rubric.traits], e.essay_set) for e in pool)
     payload = {"format": BANK_FORMAT, "embedder": embedder_name, "traits": rubric.trait_names, "pool": rows}
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
 
@@ -68,12 +70,12 @@ def bank_scope(pool: Sequence[Essay], rubric: Rubric, tag: str = "") -> str:
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
 
 
-def _metadata(essay: Essay, rubric: Rubric) -> dict[str, str | int]:
+def _metadata(essay: Essay, rubric: Rubric, ties: TieRule) -> dict[str, str | int]:
     meta: dict[str, str | int] = {"essay_id": essay.id}
     if essay.essay_set is not None:
         meta["essay_set"] = essay.essay_set
     for trait in rubric.traits:
-        ref = essay.reference(trait)
+        ref = essay.reference(trait, ties)
         if ref is not None:
             meta[score_key(trait.name)] = ref
     return meta
@@ -149,6 +151,7 @@ class ExemplarBank:
         batch_size: int = 256,
         scope_tag: str = "",
         on_progress: Callable[[int, int], None] | None = None,
+        ties: TieRule = PAPER_TIES,
     ) -> ExemplarBank:
         """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it;
         either way its contents are read into memory once.
@@ -156,13 +159,14 @@ class ExemplarBank:
         ``batch_size`` essays are embedded and added per step (capped by Chroma's maximum batch size).
         ``scope_tag`` is recorded with a new bank (e.g. the fold a cross-fold bank leaves out).
         ``on_progress(done, total)`` is called after each embedded batch when the bank is built now.
+        ``ties``: how the pool's reference labels (the exemplars' scores) round a tie (a run's ``reference_ties``).
         Banks of other pools in ``cache_dir`` are left as they are (``madrag cache prune`` removes unused ones).
         """
         _check_pool(pool)
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         cache_dir = Path(cache_dir)
-        fingerprint = pool_fingerprint(pool, rubric, embedder.name)
+        fingerprint = pool_fingerprint(pool, rubric, embedder.name, ties)
         name = bank_store.bank_name(fingerprint)
         lease = bank_store.BankLease(cache_dir, name)  # before the lookup: prune cannot take it from here on
         client = bank_store.open_client(cache_dir)
@@ -180,7 +184,7 @@ class ExemplarBank:
                 "format": BANK_FORMAT,
             }
             target = _Target(client, cache_dir, name, metadata)
-            contents = cls._build(target, pool, rubric, embedder, batch_size, on_progress)
+            contents = cls._build(target, pool, rubric, embedder, batch_size, on_progress, ties)
         return cls(contents, embedder, rubric, fingerprint, built_now, lease=lease)
 
     @staticmethod
@@ -195,6 +199,7 @@ class ExemplarBank:
         embedder: Embedder,
         batch_size: int,
         on_progress: Callable[[int, int], None] | None = None,
+        ties: TieRule = PAPER_TIES,
     ) -> ArrayCollection:
         """Embed the pool in batches into a temporary collection, rename it to ``target.name`` when complete, and
         return the finished bank's contents (another process's, when it finished the same bank first)."""
@@ -217,7 +222,7 @@ class ExemplarBank:
                         ids=[e.id for e in batch],
                         embeddings=vectors,
                         documents=[e.text for e in batch],
-                        metadatas=[_metadata(e, rubric) for e in batch],
+                        metadatas=[_metadata(e, rubric, ties) for e in batch],
                     )
                 done += len(batch)
                 if on_progress is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
+from madrag.metrics import PAPER_TIES, TieRule
 from madrag.retrieval.bank import Exemplar, ExemplarBank, LevelExemplar
 from madrag.retrieval.embedder import Embedder
 from madrag.rubric import Rubric, Trait
@@ -39,12 +40,14 @@ class FoldBanks:
         embedder: Embedder,
         cache_dir: Path,
         on_progress: Callable[[int, int], None] | None = None,
+        ties: TieRule = PAPER_TIES,
     ) -> FoldBanks:
         """Reuse or build (in the persistent cache under ``cache_dir``) the bank of every fold's pool;
-        ``on_progress(done, total)`` reports each bank built now, fold after fold."""
+        ``on_progress(done, total)`` reports each bank built now, fold after fold; ``ties``: the tie rule of the
+        pools' reference labels."""
         banks = {
             fold: ExemplarBank.build_or_load(
-                pool, rubric, embedder, cache_dir, scope_tag=fold_tag(fold), on_progress=on_progress
+                pool, rubric, embedder, cache_dir, scope_tag=fold_tag(fold), on_progress=on_progress, ties=ties
             )
             for fold, pool in sorted(pools.items())
         }

@@ -12,12 +12,12 @@ import pytest
 
 import madrag
 from madrag.data import load_asap
-from madrag.data.essay import Essay, current_reference_ties, reference_label, reference_ties
+from madrag.data.essay import Essay, reference_label
 from madrag.data.shipped import asap_data_file, asap_rubric_file
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
 from madrag.evaluation.run import load_run, open_store, recorded_ties, run_config
-from madrag.metrics import TIE_RULES, is_tie, round_ties, round_to_scale
+from madrag.metrics import TIE_RULES, checked_ties, is_tie, round_ties, round_to_scale
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.bank import pool_fingerprint
@@ -40,19 +40,14 @@ def test_tie_rules_round_only_halves_differently() -> None:
         round_ties(2.5, "nearest")  # type: ignore[arg-type]
 
 
-def test_reference_label_follows_the_rule_in_force() -> None:
+def test_reference_label_follows_the_rule_it_is_given() -> None:
     essay = Essay(id="e", text="t", rater_scores={"A": [2.0, 3.0], "B": [1.0, 2.0]})
-    assert current_reference_ties() == "half_up" and essay.reference(TRAIT) == 3
-    assert essay.references_by_name() == {"A": 3, "B": 2}
-    with reference_ties("half_down"):
-        assert essay.reference(TRAIT) == 2 and essay.references_by_name() == {"A": 2, "B": 1}
-        with reference_ties("half_even"):
-            assert essay.reference(TRAIT) == 2 and reference_label([1.0, 2.0], TRAIT) == 2
-        assert current_reference_ties() == "half_down"
-        assert essay.reference(TRAIT, ties="half_up") == 3  # an explicit rule wins
-    assert current_reference_ties() == "half_up"
-    with pytest.raises(ValueError, match="tie rule"), reference_ties("banker"):  # type: ignore[arg-type]
-        pass
+    assert essay.reference(TRAIT) == 3 and essay.references_by_name() == {"A": 3, "B": 2}  # half up by default
+    assert essay.reference(TRAIT, "half_down") == 2 and essay.references_by_name("half_down") == {"A": 2, "B": 1}
+    assert essay.reference(TRAIT, "half_even") == 2 and reference_label([1.0, 2.0], TRAIT, "half_even") == 2
+    assert essay.reference(TRAIT, "half_up") == 3
+    with pytest.raises(ValueError, match="tie rule"):
+        checked_ties("banker")  # type: ignore[arg-type]
 
 
 def test_shipped_asap_has_the_published_share_of_half_point_means() -> None:
@@ -91,8 +86,7 @@ def test_the_exemplar_bank_labels_follow_the_rule() -> None:
     pool = [Essay(id="p", text="a pool essay", rater_scores={"A": [1.0, 2.0]})]
     fingerprints = set()
     for rule in TIE_RULES:
-        with reference_ties(rule):
-            fingerprints.add(pool_fingerprint(pool, rubric, "hashing"))
+        fingerprints.add(pool_fingerprint(pool, rubric, "hashing", rule))
     assert len(fingerprints) == 2  # half_even and half_down both label 1.5 as 1: the same bank
 
 

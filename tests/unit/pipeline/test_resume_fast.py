@@ -117,3 +117,23 @@ def test_every_run_reading_command_takes_the_run_folder_as_an_argument(tmp_path:
         for result in (positional, option):
             assert "unexpected extra argument" not in result.output
             assert isinstance(result.exception, Exception) and f"no run at {missing}" in str(result.exception)
+
+
+async def test_a_run_opens_its_store_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new run, a resumed one with calls left, and a finished one each open the run store once (the stored
+    configuration is read from the store the run writes, not from a store opened beside it)."""
+    from madrag.store import RunStore
+
+    opened: list[bool] = []
+    real_init = RunStore.__init__
+
+    def counting(self: RunStore, path: str | Path, *, read_only: bool = False, lock: bool = False) -> None:
+        if Path(path).parent == tmp_path / "run":
+            opened.append(read_only)
+        real_init(self, path, read_only=read_only, lock=lock)
+
+    monkeypatch.setattr(RunStore, "__init__", counting)
+    for limit in (2, 4, 4):  # new; resumed with two essays left; finished
+        opened.clear()
+        await execute(_job(tmp_path, limit, ["MA"]))
+        assert opened == [False], f"limit {limit}: the store was opened {len(opened)} times ({opened})"

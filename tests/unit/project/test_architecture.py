@@ -1,5 +1,6 @@
 """The code's contracts (docs/architecture.md, "Contracts"): the import layers and no import cycles, checked with
-import-linter over the contract file ``.importlinter``; and the size of functions, checked over the AST.
+import-linter over the contract file ``.importlinter``; the size of functions (over the AST) and of modules; backends
+named in providers/ only; and one plugin loader (madrag.plugins).
 
 import-linter is a dev dependency (``pip install -e '.[dev]'``, which ``scripts/setup.sh`` runs).
 """
@@ -24,6 +25,9 @@ MAX_LINES = 60
 """The most lines a function may span (its ``def`` to its last line, decorators excluded)."""
 MAX_PARAMS = 8
 """The most parameters a function may take (``self`` / ``cls`` excluded; a CLI command's options excluded)."""
+MAX_MODULE_LINES = 450
+"""The most lines a module of the package may hold (split a longer one by concept, into modules named for what
+they hold)."""
 
 EXCEPTIONS: dict[str, str] = {
     # module:qualname -> why it may break the rule; an entry that no longer breaks it fails the test
@@ -168,6 +172,15 @@ def test_functions_are_small() -> None:
     assert sorted(set(EXCEPTIONS) - set(found)) == [], "these keep the rule now: take them off EXCEPTIONS"
 
 
+def test_modules_are_small() -> None:
+    """No module of the package over MAX_MODULE_LINES lines."""
+    sizes = {
+        str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")
+    }
+    assert len(sizes) > 100  # the whole package was read
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}, f"over {MAX_MODULE_LINES} lines"
+
+
 def test_the_size_rule_sees_a_long_function_and_many_parameters(tmp_path: Path) -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
     source = f"def long():\n{body}\n\n\ndef wide(self, a, b, c, d, e, f, g, h, i):\n    pass\n"
@@ -246,3 +259,57 @@ def test_the_branch_check_sees_each_form_of_a_backend_branch() -> None:
                                              (4, "openai"), (6, "llamacpp")]  # fmt: skip
     page = "{% if run.backend.kind == \"openai\" %}x{% endif %}\n{{ 'checked' if kind == 'fake' }}\n{{ kind }}"
     assert [n for n, _ in template_branches(page, kinds)] == [1, 2]
+
+
+# -- one plugin loader (issue 41: "one of each") ---------------------------------------------------------------
+
+PLUGIN_LOADER = PACKAGE / "plugins.py"
+"""The one module that reads entry points and ``$MADRAG_PLUGINS`` (madrag.plugins: backends and protocols)."""
+
+
+def _is_plugins_env(node: ast.expr) -> bool:
+    """``"MADRAG_PLUGINS"`` itself, or a name for it (``PLUGINS_ENV``, ``plugins.PLUGINS_ENV``)."""
+    if isinstance(node, ast.Constant):
+        return node.value == "MADRAG_PLUGINS"
+    return (node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)) == "PLUGINS_ENV"
+
+
+def plugin_loading(source: str) -> list[tuple[int, str]]:
+    """(line, what) of each place Python source loads plugins itself: imports or calls ``entry_points`` (of
+    ``importlib.metadata``), spells the variable ``MADRAG_PLUGINS``, or reads the environment at ``PLUGINS_ENV``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "entry_points" for a in node.names):
+            found.append((node.lineno, f"from {node.module} import entry_points"))
+        elif isinstance(node, ast.Attribute) and node.attr == "entry_points":
+            found.append((node.lineno, ".entry_points"))
+        elif isinstance(node, ast.Constant) and node.value == "MADRAG_PLUGINS":
+            found.append((node.lineno, "'MADRAG_PLUGINS'"))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) in {"get", "getenv", "pop"}:
+            found += [(node.lineno, "reads $MADRAG_PLUGINS") for a in node.args[:1] if _is_plugins_env(a)]
+        elif isinstance(node, ast.Subscript) and _is_plugins_env(node.slice):
+            found.append((node.lineno, "reads $MADRAG_PLUGINS"))
+    return found
+
+
+def test_one_plugin_loader() -> None:
+    """Only madrag.plugins discovers plugins (entry points, ``$MADRAG_PLUGINS``); a registry asks it."""
+    assert plugin_loading(PLUGIN_LOADER.read_text()) != []  # the check sees the loader itself
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != PLUGIN_LOADER:
+            found += [f"{path.relative_to(PACKAGE)}:{n}: {w}" for n, w in plugin_loading(path.read_text())]
+    assert found == [], "load plugins with madrag.plugins.PluginLoader, not a second loader"
+
+
+def test_the_plugin_check_sees_each_way_of_loading_plugins() -> None:
+    code = (
+        "from importlib.metadata import EntryPoint, entry_points\n"
+        "import importlib.metadata\nx = importlib.metadata.entry_points(group='g')\n"
+        "y = os.environ.get('MADRAG_PLUGINS', '')\n"
+        "z = os.environ[PLUGINS_ENV]\n"
+        "w = os.getenv(plugins.PLUGINS_ENV)\n"
+        '"""A docstring may name $MADRAG_PLUGINS."""\n'
+        "v = os.environ.get('OTHER')\n"
+    )
+    assert sorted(n for n, _ in plugin_loading(code)) == [1, 3, 4, 4, 5, 6]

@@ -1,0 +1,204 @@
+"""The run store's rows and its writer thread: how a record is stored (:func:`record_row`), and the thread that
+commits :meth:`madrag.store.RunStore.aput`'s records with its own connection, those queued while a commit runs
+together in the next transaction (group commit); each caller's await resolved only once its record is on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from madrag.records import AgentRecord
+
+INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
+
+VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+INSERT_RECORD = f"{INSERT_HEAD} VALUES {VALUES}"
+
+Row = tuple[str, str, str, str, str, int, str | None, float, str]
+
+
+def connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def record_row(record: AgentRecord) -> Row:
+    """The row a record is stored as (the record serialised once, with the columns it is looked up by); what
+    :meth:`~madrag.store.RunStore.aput_row` writes, e.g. for a record serialised in another process."""
+    return (
+        record.key,
+        record.essay_id,
+        record.trait,
+        record.protocol,
+        record.role,
+        record.round,
+        record.error,
+        record.created_at,
+        record.model_dump_json(),
+    )
+
+
+@dataclass
+class Write:
+    """One record (serialised) waiting for the writer thread, the future (on its event loop) to resolve, and
+    the outcome."""
+
+    row: Row
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[bool]
+    inserted: bool = False
+    error: BaseException | None = None
+
+
+def _settle(writes: list[Write]) -> None:
+    """Resolve the writes' futures (in the event loop's thread)."""
+    for write in writes:
+        if write.future.done():  # the awaiting task was cancelled
+            continue
+        if write.error is not None:
+            write.future.set_exception(write.error)
+        else:
+            write.future.set_result(write.inserted)
+
+
+def _settle_all(writes: list[Write]) -> None:
+    """Hand the outcomes to their event loops: one wake-up per loop, in the order the records came."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Write]] = {}
+    for write in writes:
+        by_loop.setdefault(write.loop, []).append(write)
+    for loop, done in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, done)
+        except RuntimeError:  # a loop already closed has nobody waiting
+            pass
+
+
+def retrieve(future: asyncio.Future[bool]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+CHUNK = 400
+"""Rows per multi-row INSERT (9 parameters each, well under SQLite's 32766 limit)."""
+
+
+@dataclass
+class Writer:
+    """The thread that commits :meth:`~madrag.store.RunStore.aput` records, with its own connection.
+
+    A batch (the records queued while the previous commit ran) costs one transaction: one look-up of the keys
+    already stored, one multi-row INSERT and one COMMIT. Few statements matter as much as the one fsync: the
+    thread gives up the GIL around every SQLite call and may then wait for the event loop's thread to hand it
+    back, so per-record statements would make every record's commit wait on the loop's work."""
+
+    path: Path
+    conn: sqlite3.Connection
+    pending: list[Write] = field(default_factory=list)
+    unsettled: int = 0  # records handed over and not yet committed (or failed)
+    closing: bool = False
+    wake: threading.Condition = field(default_factory=threading.Condition)
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name=f"madrag-store-writer:{self.path.name}", daemon=True)
+        self.thread.start()
+
+    def submit(self, write: Write) -> None:
+        with self.wake:
+            if self.closing:
+                raise RuntimeError(f"run store {self.path} is closed")
+            self.pending.append(write)
+            self.unsettled += 1
+            self.wake.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every record handed over so far is committed (or has failed)."""
+        with self.wake:
+            while self.unsettled and self.thread is not None and self.thread.is_alive():
+                self.wake.wait(0.1)
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the thread and close its connection."""
+        with self.wake:
+            self.closing = True
+            self.wake.notify_all()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self.wake:
+                    while not self.pending and not self.closing:
+                        self.wake.wait()
+                    batch, self.pending = self.pending, []
+                if not batch:
+                    return
+                try:
+                    self._commit(batch)
+                except BaseException as exc:  # never leave an awaiter waiting
+                    for write in batch:
+                        write.error = write.error or exc
+                    raise
+                finally:
+                    _settle_all(batch)
+                    with self.wake:
+                        self.unsettled -= len(batch)
+                        self.wake.notify_all()
+        finally:
+            with self.wake:
+                self.closing = True
+                orphans, self.pending = self.pending, []
+                self.unsettled = 0
+                self.wake.notify_all()
+            for write in orphans:
+                write.error = RuntimeError(f"the writer of run store {self.path} stopped")
+            _settle_all(orphans)
+            self.conn.close()
+
+    def _commit(self, batch: list[Write]) -> None:
+        """Commit the batch's records in one transaction, setting each write's outcome (not settling it)."""
+        rows = [(write, write.row) for write in batch]
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock: nobody adds a key between look-up and insert
+            seen = self._stored_keys([row[0] for _, row in rows])
+            fresh: list[Row] = []
+            for write, row in rows:
+                write.inserted = row[0] not in seen
+                if write.inserted:
+                    seen.add(row[0])
+                    fresh.append(row)
+            for i in range(0, len(fresh), CHUNK):
+                chunk = fresh[i : i + CHUNK]
+                values = ", ".join([VALUES] * len(chunk))
+                conn.execute(f"{INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
+            conn.execute("COMMIT")
+        except Exception as exc:
+            for write, _ in rows:
+                write.inserted = False
+            if conn.in_transaction:
+                conn.rollback()
+            if len(rows) == 1 or isinstance(exc, sqlite3.OperationalError):  # locked, disk full, I/O: all fail
+                for write, _ in rows:
+                    write.error = exc
+            else:  # a record SQLite refuses (e.g. too big): find it, each on its own
+                for write, _ in rows:
+                    self._commit([write])
+
+    def _stored_keys(self, keys: list[str]) -> set[str]:
+        found: set[str] = set()
+        unique = list(dict.fromkeys(keys))
+        for i in range(0, len(unique), CHUNK):
+            chunk = unique[i : i + CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            found.update(k for (k,) in self.conn.execute(f"SELECT key FROM records WHERE key IN ({marks})", chunk))
+        return found
