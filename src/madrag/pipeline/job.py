@@ -53,6 +53,7 @@ from madrag.pipeline.run_dir import (
     recorded_prompts,
     write_whole,
 )
+from madrag.pipeline.run_log import run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -555,6 +556,7 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
         with (
             WriterLock(job.run_dir),
             on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"),
+            run_log(job.run_dir, settings_line(job, len(run.essays), backend)),  # run.log: this session, how it ended
         ):
             store = RunStore(job.run_dir / "store.sqlite")
             try:
