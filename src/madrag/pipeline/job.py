@@ -520,6 +520,11 @@ def scores_over_run(scores: list[TraitScore], store: RunStore, run: _Prepared) -
     return [s for s in scores if s.protocol not in names] + read
 
 
+def job_line(job: ScoreJob, n_essays: int, backend: Provider | None) -> str:
+    """The job's settings in one line of its run.log (:func:`~madrag.pipeline.run_log.settings_line`)."""
+    return settings_line(job.provider, job.protocols, job.settings, n_essays, job.max_failures, backend)
+
+
 async def execute(
     job: ScoreJob,
     hooks: RunHooks | None = None,
@@ -556,7 +561,7 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
         with (
             WriterLock(job.run_dir),
             on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"),
-            run_log(job.run_dir, settings_line(job, len(run.essays), backend)),  # run.log: this session, how it ended
+            run_log(job.run_dir, job_line(job, len(run.essays), backend)),  # run.log: this session, how it ended
         ):
             store = RunStore(job.run_dir / "store.sqlite")
             try:

@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from madrag.pipeline.job import ScoreJob
+    from pydantic import BaseModel
+
     from madrag.providers.base import Provider
+    from madrag.providers.spec import ProviderSpec
 
 RUN_LOG = "run.log"
 """The log's file name in the run folder."""
@@ -129,18 +131,24 @@ def read_status(run_dir: Path, running: bool = False) -> LogStatus:
     return LogStatus(first, "running" if running else status, len(starts))
 
 
-def settings_line(job: ScoreJob, n_essays: int, given: Provider | None = None) -> str:
+def settings_line(
+    spec: ProviderSpec,
+    protocols: list[str],
+    settings: BaseModel,
+    n_essays: int,
+    max_failures: int | None = None,
+    given: Provider | None = None,
+) -> str:
     """One line of what this session of the run was asked: essays, protocols, backend (``given``: the ready
-    backend the caller passed instead of ``job.provider``), its concurrency, timeout and retries, and every
-    scoring setting that is not its default."""
-    spec = job.provider
+    backend the caller passed instead of ``spec``), its concurrency, timeout and retries, the failure budget and
+    every scoring setting that is not its default."""
     kind, model = (given.name, given.model) if given is not None else (spec.kind, spec.model)
     backend = kind + (f" model {model}" if model else "")
     line = (
-        f"{n_essays} essays x {', '.join(job.protocols)}; backend {backend}; concurrency "
+        f"{n_essays} essays x {', '.join(protocols)}; backend {backend}; concurrency "
         f"{spec.concurrency or 'auto'}, timeout {spec.timeout_s:g}s, retries {spec.retries}"
     )
-    if job.max_failures is not None:
-        line += f", max failures {job.max_failures}"
-    changed = job.settings.model_dump(mode="json", exclude_defaults=True)
+    if max_failures is not None:
+        line += f", max failures {max_failures}"
+    changed = settings.model_dump(mode="json", exclude_defaults=True)
     return line + (f"; settings {changed}" if changed else "; default settings")
