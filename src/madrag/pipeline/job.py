@@ -43,7 +43,7 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, EvalFold, fold_pools, split_essays
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
-from madrag.pipeline.preflight import check_backends, preflight
+from madrag.pipeline.preflight import check_backends, preflight, prompt_floor
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -557,7 +557,8 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
     try:
         # a new run's backends are checked before anything is written: a refused check leaves no run folder, so
         # the command its message suggests works on the same --run-dir
-        checked = await check_backends(*backends, job.settings) if backends is not None else None
+        floor = prompt_floor(run.essays, run.pool, run.rubric, job.settings, any(p.uses_bank for p in run.protocols))
+        checked = await check_backends(*backends, job.settings, floor) if backends is not None else None
         with (
             WriterLock(job.run_dir),
             on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"),
