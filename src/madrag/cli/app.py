@@ -2,9 +2,10 @@
 console entry point that turns a :class:`~madrag.errors.MadragError` into one line on stderr and exit code 2.
 
 The commands live in one module per group: :mod:`~madrag.cli.score` (score, demo), :mod:`~madrag.cli.runs`,
-:mod:`~madrag.cli.evaluate` (eval, errors, report), :mod:`~madrag.cli.costs`, :mod:`~madrag.cli.serve`, and
-:mod:`~madrag.cli.paper`, the group of the commands only reproducing the papers needs (the confidence study,
-eval-consensus, the coded error tables, the baselines). ``madrag --help`` lists them by audience (:data:`PANELS`).
+:mod:`~madrag.cli.evaluate` (eval, errors, report), :mod:`~madrag.cli.compare`, :mod:`~madrag.cli.costs`,
+:mod:`~madrag.cli.serve`, and :mod:`~madrag.cli.paper`, the group of the commands only reproducing the papers
+needs (the confidence study, eval-consensus, the coded error tables, the baselines). ``madrag --help`` lists them
+by audience (:data:`PANELS`).
 Old names (``ablate``, ``ablate-consensus``, and the paper commands' top-level names) stay as hidden aliases
 that say their new form on stderr.
 
@@ -44,6 +45,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "eval": LazyCommand("evaluate", "eval_command", panel=SCORING),
     "errors": LazyCommand("evaluate", "errors_command", panel=SCORING),
     "report": LazyCommand("evaluate", "report_command", panel=SCORING),
+    "compare": LazyCommand("compare", "compare_command", panel=SCORING),
     "costs": LazyCommand("costs", "costs_command", panel=SCORING),
     "audit": LazyCommand("audit", "audit_command", panel=SCORING),
     "runs": LazyCommand("runs", "runs_app", panel=SCORING),

@@ -25,26 +25,39 @@ runs_app = typer.Typer(help="List runs and export their scores or records.", no_
 def runs_list(
     root: Annotated[Path, typer.Argument(help="Folder holding run folders.")] = Path("runs"),
 ) -> None:
-    """List the runs under ROOT with their record counts."""
+    """List the runs under ROOT: when each started, its status (complete, interrupted, failed or running, from
+    its run.log), record and essay counts, protocols and model."""
     table = Table(title=f"runs in {root}")
-    for col in ("run dir", "run id", "records", "essays", "protocols", "model", "ran on"):
+    for col in ("run dir", "started", "status", "run id", "records", "essays", "protocols", "model", "ran on"):
         table.add_column(col)
     for db in sorted(root.glob("*/store.sqlite")):
-        store = open_store(db.parent)
-        try:
-            config = store.get_meta("config") or {}
-            table.add_row(
-                str(db.parent),
-                str(store.get_meta("run_id")),
-                str(store.count()),
-                str(len(store.essays())),
-                ", ".join(p["name"] for p in config.get("protocols", [])),
-                str((store.get_meta("provider") or {}).get("model", "")),
-                ray_summary(store.get_meta("ray")),
-            )
-        finally:
-            store.close()
+        table.add_row(*_run_row(db.parent))
     console.print(table)
+
+
+def _run_row(run_dir: Path) -> list[str]:
+    """One row of ``runs list``; what a run did not record (a log, a model) is shown as such, never guessed."""
+    from madrag.pipeline.run_log import read_status
+    from madrag.writer_lock import held_by
+
+    logged = read_status(run_dir, running=held_by(run_dir) is not None)
+    store = open_store(run_dir)
+    try:
+        config = store.get_meta("config") or {}
+        model = (store.get_meta("provider") or {}).get("model")
+        return [
+            str(run_dir),
+            logged.started or "—",
+            logged.status or "— (no run.log)",
+            str(store.get_meta("run_id")),
+            str(store.count()),
+            str(len(store.essays())),
+            ", ".join(p["name"] for p in config.get("protocols", [])),
+            str(model) if model else "—",
+            ray_summary(store.get_meta("ray")),
+        ]
+    finally:
+        store.close()
 
 
 @runs_app.command("export")

@@ -54,7 +54,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.preflight import check_backends, preflight
+from madrag.pipeline.preflight import check_backends, preflight, prompt_floor
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -63,6 +63,7 @@ from madrag.pipeline.run_dir import (
     prompt_names_of,
     recorded_prompts,
 )
+from madrag.pipeline.run_log import run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
 from madrag.protocols import get_protocol
@@ -299,6 +300,11 @@ def scores_over_run(scores: list[TraitScore], store: RunStore, run: _Prepared) -
     return [s for s in scores if s.protocol not in names] + read
 
 
+def job_line(job: ScoreJob, n_essays: int, backend: Provider | None) -> str:
+    """The job's settings in one line of its run.log (:func:`~madrag.pipeline.run_log.settings_line`)."""
+    return settings_line(job.provider, job.protocols, job.settings, n_essays, job.max_failures, backend)
+
+
 async def execute(
     job: ScoreJob,
     hooks: RunHooks | None = None,
@@ -333,8 +339,12 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             checked = None
             if meta is None:  # a new run's backends are built and checked before anything is written
                 backends = _backends(job, backend)
-                checked = await check_backends(backends.main, backends.roles, job.settings)
-            _open_run(job, store or _open_store(job, held), run)
+                uses_bank = any(p.uses_bank for p in run.protocols)
+                floor = prompt_floor(run.essays, run.pool, run.rubric, job.settings, uses_bank)
+                checked = await check_backends(backends.main, backends.roles, job.settings, floor)
+            store = store or _open_store(job, held)
+            held.enter_context(run_log(job.run_dir, job_line(job, len(run.essays), backend)))  # this session's log
+            _open_run(job, store, run)
             if run.resumed and (done := await _finished(job, run, hooks)) is not None:
                 return _nothing_left(run, done, hooks, started)
             if run.store.prompt_drift is not None:

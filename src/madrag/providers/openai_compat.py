@@ -39,6 +39,7 @@ from madrag.providers.base import (
 from madrag.providers.identity import models_identity
 from madrag.providers.openai_answer import AnswerReader, parse_json
 from madrag.providers.openai_http import ClientFailure, HttpClient, HttpxClient, OpenAIPackageClient, StatusFailure
+from madrag.providers.server_props import ServerProps, read_props, tokenize
 
 NO_KEY = "sk-no-key"
 """Placeholder key sent to local servers that need none (the client refuses an empty key)."""
@@ -208,6 +209,14 @@ class OpenAICompatProvider(Provider):
             return models_identity(parse_json(answer)[0], self.model)
         except ValueError:  # not JSON
             return None
+
+    async def server_props(self) -> ServerProps | None:
+        """What a llama.cpp server says of its slots and context (``/props``); None elsewhere (server_props.py)."""
+        return await read_props(self._client, self.base_url)
+
+    async def count_tokens(self, text: str) -> int | None:
+        """The server's token count of ``text`` (``/tokenize``); None without that endpoint."""
+        return await tokenize(self._client, self.base_url, text)
 
     async def check_reachable(self) -> None:
         """A one-line :class:`ProviderError` when no HTTP answer comes from the server (nothing listening, a

@@ -110,6 +110,11 @@ class ManagedProvider:
         """How long one attempt may take: the policy's timeout, None (no limit) for an in-process provider."""
         return None if self.provider.in_process else self.policy.timeout_s
 
+    def limit_concurrency(self, limit: int) -> None:
+        """Send at most ``limit`` requests at once from now on (the server said it has that many slots)."""
+        self.concurrency = limit
+        self._sem = None
+
     def _semaphore(self) -> asyncio.Semaphore:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.max_concurrency)

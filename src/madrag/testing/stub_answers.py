@@ -30,17 +30,18 @@ _FILLER = (" the", " a", " and", " of", " to", " it", " is", " in")
 @dataclass(frozen=True)
 class StubConfig:
     """How the stub behaves: requests served at once (``capacity``; more wait), seconds each holds its slot,
-    the model name it answers as, the words in a debater's answer and in a Judge's rationale, whether it
-    refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`),
-    whether its answers report token usage (``usage=False``: a server that reports none) and whether they carry
-    the logprobs a request asks for (``logprobs=False``: a server that returns none, silently).
+        the model name it answers as, the words in a debater's answer and in a Judge's rationale, whether it
+        refuses parameters as an OpenAI reasoning model does (``reasoning_model``: see :mod:`madrag.testing.reasoning`),
+        whether its answers report token usage (``usage=False``: a server that reports none) and whether they carry
+        the logprobs a request asks for (``logprobs=False``: a server that returns none, silently).
 
-    Two stubs can play different servers under one model name: ``answer_prefix`` starts every answer's text,
-    ``fingerprint`` is reported as each answer's ``system_fingerprint`` and as the model's ``root`` at
-    ``/v1/models`` (as vLLM reports the weights behind a served name). ``fault_rate`` of the chat requests are
-    answered ``fault_status`` (503: a transient failure) at once; whether an attempt fails is drawn from
-    ``fault_seed``, the request's body and how many times that body was sent before, so the same requests fail
-    the same way whatever order they arrive in."""
+        Two stubs can play different servers under one model name: ``answer_prefix`` starts every answer's text,
+        ``fingerprint`` is reported as each answer's ``system_fingerprint`` and as the model's ``root`` at
+        ``/v1/models`` (as vLLM reports the weights behind a served name). ``fault_rate`` of the chat requests are
+        answered ``fault_status`` (503: a transient failure) at once; whether an attempt fails is drawn from
+        ``fault_seed``, the request's body and how many times that body was sent before, so the same requests fail
+        the same way whatever order they arrive in. With ``props`` it says its slots and context as llama.cpp's
+    server does (``/props``, ``/tokenize``)."""
 
     capacity: int = 32
     latency_s: float = 0.25
@@ -55,6 +56,10 @@ class StubConfig:
     fault_rate: float = 0.0
     fault_status: int = 503
     fault_seed: int = 0
+    # as llama.cpp's server: GET /props says its slots (``capacity``) and per-slot context (``n_ctx``), and
+    # POST /tokenize counts a text's tokens (one per word); without ``props`` both answer 404, as vLLM's do
+    props: bool = False
+    n_ctx: int = 4096
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

@@ -8,7 +8,8 @@ the range the prompt states (the last "between A and B" of the last user message
 returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
 other valid scores, so a score distribution can be read (``--no-logprobs``: it returns none, as several
 common backends do). ``GET /v1/models`` lists the one model;
-``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
+with ``props`` ``GET /props`` and ``POST /tokenize`` answer as llama.cpp's server does (its slots, its context,
+a word count); ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
 With ``fault_rate`` it answers that share of the chat requests with ``fault_status`` (default 503) at once, as an
@@ -106,6 +107,9 @@ class StubApp:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/stats", self.get_stats)
+        if self.config.props:
+            app.router.add_get("/props", self.props)
+            app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/stats/reset", self.reset)
         return app
 
@@ -171,6 +175,17 @@ class StubApp:
             model["root"] = self.config.fingerprint
         return web.json_response({"object": "list", "data": [model]})
 
+    async def props(self, _request: web.Request) -> web.Response:
+        """``GET /props`` as llama.cpp's server answers it: its slots and each slot's context."""
+        settings = {"n_ctx": self.config.n_ctx, "params": {}}
+        return web.json_response({"total_slots": self.config.capacity, "default_generation_settings": settings})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """``POST /tokenize``: one token per word of ``content``."""
+        body = await request.json()
+        content = body.get("content", "") if isinstance(body, dict) else ""
+        return web.json_response({"tokens": list(range(len(str(content).split())))})
+
     async def get_stats(self, _request: web.Request) -> web.Response:
         """``GET /stats``: the counters, requests by role and this process's peak memory."""
         self.stats.by_role = dict(self.roles)
@@ -225,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of chat requests that fail")
     parser.add_argument("--fault-status", type=int, default=503, help="HTTP status of a failed request")
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
+    parser.add_argument("--props", action="store_true", help="answer /props and /tokenize as llama.cpp's server")
+    parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -245,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
         fault_rate=args.fault_rate,
         fault_status=args.fault_status,
         fault_seed=args.fault_seed,
+        props=args.props,
+        n_ctx=args.n_ctx,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -292,6 +311,7 @@ class StubServer:
                 if c.fault_rate > 0
                 else []
             ),
+            *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             f"--port={self.port}",
         ]
 

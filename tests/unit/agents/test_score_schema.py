@@ -102,6 +102,8 @@ def _server(answer: str, seen: list[dict[str, Any]]) -> httpx.AsyncClient:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/models"):
             return httpx.Response(200, json={"data": [{"id": "m"}]})
+        if request.url.path.endswith(("/props", "/tokenize")):  # not llama.cpp's server: none of its own routes
+            return httpx.Response(404)
         seen.append(json.loads(request.content))
         body = {"choices": [{"message": {"content": answer}, "finish_reason": "stop"}], "model": "m"}
         return httpx.Response(200, json=body)

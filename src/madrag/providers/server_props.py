@@ -1,0 +1,171 @@
+"""What an OpenAI-compatible server says about itself, read at a run's start-up check.
+
+llama.cpp's server answers ``GET /props`` (at its root, beside ``/v1``) with its parallel slots
+(``total_slots``) and each slot's context (``default_generation_settings.n_ctx``), and ``POST /tokenize`` with
+the tokens of a text. madrag reads both when they are there:
+
+* the default concurrency never exceeds the server's slots (a request beyond them waits in the server's queue,
+  and its timeout counts the wait): :func:`fit_concurrency`;
+* a run whose smallest possible prompt cannot fit one slot's context is refused before its first call, with the
+  numbers (:func:`context_problem`; the prompt counted by ``/tokenize``, else estimated at one token per three
+  characters, more than English text takes).
+
+A server without them (vLLM, OpenAI) answers 404 or nothing useful: :func:`read_props` gives None and nothing
+changes. Nothing here raises for a server that cannot be asked; the run's own checks say that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from madrag.providers.openai_http import ClientFailure, StatusFailure
+
+log = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 3
+"""Characters per token of the estimate without ``/tokenize``: English text takes about four, so three counts
+more tokens than the server will (a prompt is refused only when it surely cannot fit)."""
+
+
+@dataclass(frozen=True)
+class ServerProps:
+    """A server's slots and per-slot context (None: not said)."""
+
+    slots: int | None
+    n_ctx: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the run store's preflight record."""
+        return {"total_slots": self.slots, "n_ctx": self.n_ctx}
+
+
+class _Client(Protocol):
+    async def get(self, path: str) -> bytes: ...
+
+    async def post(self, path: str, body: dict[str, Any]) -> bytes: ...
+
+
+@runtime_checkable
+class SaysItsProps(Protocol):
+    """A provider that can ask its server about itself (the OpenAI-compatible one)."""
+
+    async def server_props(self) -> ServerProps | None: ...
+
+    async def count_tokens(self, text: str) -> int | None: ...
+
+
+def root_path(base_url: str | None, name: str) -> str | None:
+    """The path of the server root's ``name`` relative to ``base_url`` (``http://h:8080/v1`` ->
+    ``/../props``); None for OpenAI's own API (no base URL), which has no such endpoint."""
+    if not base_url:
+        return None
+    segments = [s for s in urlsplit(base_url).path.split("/") if s]
+    return "/.." * len(segments) + f"/{name}"
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def parse_props(body: bytes) -> ServerProps | None:
+    """The slots and context of a ``/props`` answer; None when it is not llama.cpp's (neither is there)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    settings = data.get("default_generation_settings")
+    n_ctx = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    props = ServerProps(_positive(data.get("total_slots")), n_ctx)
+    return props if props.slots is not None or props.n_ctx is not None else None
+
+
+async def read_props(client: _Client, base_url: str | None) -> ServerProps | None:
+    """``GET /props`` through the provider's own client (its key, its transport); None when the server has no
+    such endpoint or cannot be asked."""
+    path = root_path(base_url, "props")
+    if path is None:
+        return None
+    try:
+        return parse_props(await client.get(path))
+    except (ClientFailure, StatusFailure):
+        return None
+
+
+async def tokenize(client: _Client, base_url: str | None, text: str) -> int | None:
+    """The number of tokens ``POST /tokenize`` gives ``text``; None without that endpoint."""
+    path = root_path(base_url, "tokenize")
+    if path is None:
+        return None
+    try:
+        data = json.loads(await client.post(path, {"content": text}))
+    except (ClientFailure, StatusFailure, ValueError, UnicodeDecodeError):
+        return None
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` without a tokenizer: one per :data:`CHARS_PER_TOKEN` characters, rounded up."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def fit_concurrency(given: int | None, current: int, props: ServerProps | None, where: str) -> int | None:
+    """The concurrency a backend should use now that its server said its slots: the slots when no concurrency
+    was given and the default is higher (said on the log), else None (leave it). A concurrency given above the
+    slots is kept, with a warning that its extra requests wait in the server's queue."""
+    if props is None or props.slots is None or current <= props.slots:
+        return None
+    if given is not None:
+        log.warning(
+            "%s has %d slots; --concurrency %d keeps %d requests waiting in its queue, where their timeout runs",
+            where,
+            props.slots,
+            given,
+            given - props.slots,
+        )
+        return None
+    log.info(
+        "%s has %d slots: %d requests at once (the default %d would wait in its queue)",
+        where,
+        props.slots,
+        props.slots,
+        current,
+    )
+    return props.slots
+
+
+@dataclass(frozen=True)
+class PromptFloor:
+    """The smallest prompt a run must send for its largest essay: ``text`` (what surely is in it) and what it is."""
+
+    text: str
+    what: str
+    answer_tokens: int
+
+
+async def context_problem(provider: Any, props: ServerProps | None, floor: PromptFloor | None) -> str | None:
+    """Why ``floor`` cannot fit one slot of the server (its tokens, the answer's, the context), or None."""
+    if props is None or props.n_ctx is None or floor is None:
+        return None
+    counted = await provider.count_tokens(floor.text) if isinstance(provider, SaysItsProps) else None
+    tokens = counted if counted is not None else estimate_tokens(floor.text)
+    how = (
+        "counted by the server's /tokenize"
+        if counted is not None
+        else f"estimated at {CHARS_PER_TOKEN} characters a token"
+    )
+    if tokens + floor.answer_tokens <= props.n_ctx:
+        return None
+    return (
+        f"{floor.what} needs at least {tokens} prompt tokens ({how}) + {floor.answer_tokens} answer tokens = "
+        f"{tokens + floor.answer_tokens}, more than the server's context of {props.n_ctx} tokens per slot "
+        "(llama.cpp's n_ctx divided among its slots): start the server with a larger --ctx-size or fewer "
+        "--parallel slots, or score shorter essays"
+    )

@@ -1,0 +1,117 @@
+"""What the server says about itself (llama.cpp's ``/props``: slots, context): the default concurrency never
+exceeds its slots, a prompt that cannot fit its context is refused before any call, and a server without
+``/props`` (vLLM, OpenAI) changes nothing. Against the project's stub server, answering as llama.cpp's does."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from madrag.data.essay import Essay
+from madrag.errors import ConfigError
+from madrag.pipeline.job import ScoreJob, execute
+from madrag.pipeline.preflight import prompt_floor
+from madrag.providers import ProviderSpec
+from madrag.providers.server_props import estimate_tokens, parse_props, root_path
+from madrag.rubric import Rubric
+from madrag.settings import ScoringSettings
+from madrag.store import RunStore
+from madrag.testing.stub_server import StubServer
+
+MODEL = "stub-model"
+
+
+def _job(asap: Path, essays: list[Essay], run_dir: Path, base_url: str, concurrency: int | None = None) -> ScoreJob:
+    return ScoreJob(
+        essays=essays,
+        rubric=asap / "rubric_set7.json",
+        run_dir=run_dir,
+        eval_fold=None,
+        protocols=["MAD"],
+        provider=ProviderSpec(kind="openai", model=MODEL, base_url=base_url, timeout_s=20, concurrency=concurrency),
+        cache_dir=run_dir.parent / "cache",
+        response_cache=False,
+    )
+
+
+def _preflight(run_dir: Path) -> dict[str, object]:
+    store = RunStore(run_dir / "store.sqlite", read_only=True)
+    try:
+        found = store.get_meta("preflight")
+    finally:
+        store.close()
+    assert isinstance(found, dict)
+    return found
+
+
+async def test_one_slot_server_gets_one_request_at_a_time(tmp_path: Path, asap: Path, essays7: list[Essay]) -> None:
+    with StubServer(capacity=1, latency_s=0.02, props=True, n_ctx=8192) as server:
+        result = await execute(_job(asap, essays7[:3], tmp_path / "run", server.base_url))
+        stats = server.stats()
+    assert len(result.scores) == 3 * 4
+    # the stub counts a request as waiting until it takes the slot: 1 is a request alone, nothing queued behind it
+    assert stats.max_waiting == 1 and stats.max_in_flight == 1
+    assert _preflight(tmp_path / "run")["*"]["server"] == {"total_slots": 1, "n_ctx": 8192}  # type: ignore[index]
+
+
+async def test_a_given_concurrency_is_kept_with_a_warning(
+    tmp_path: Path, asap: Path, essays7: list[Essay], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING), StubServer(capacity=1, latency_s=0.02, props=True) as server:
+        await execute(_job(asap, essays7[:3], tmp_path / "run", server.base_url, concurrency=4))
+        stats = server.stats()
+    assert stats.max_waiting > 1  # as asked
+    assert "has 1 slots; --concurrency 4 keeps 3 requests waiting" in caplog.text
+
+
+async def test_a_prompt_over_the_context_is_refused_before_any_call(
+    tmp_path: Path, asap: Path, essays7: list[Essay]
+) -> None:
+    run_dir = tmp_path / "run"
+    with StubServer(capacity=1, latency_s=0.0, props=True, n_ctx=300) as server:
+        with pytest.raises(ConfigError) as refused:
+            await execute(_job(asap, essays7[:3], run_dir, server.base_url))
+        stats = server.stats()
+    message = str(refused.value)
+    assert "prompt tokens (counted by the server's /tokenize)" in message
+    assert "context of 300 tokens per slot" in message
+    assert "--ctx-size" in message
+    assert stats.requests == 0 and not run_dir.exists()  # no chat call made, no run folder left
+
+
+async def test_a_server_without_props_changes_nothing(tmp_path: Path, asap: Path, essays7: list[Essay]) -> None:
+    with StubServer(capacity=1, latency_s=0.02) as server:
+        await execute(_job(asap, essays7[:3], tmp_path / "run", server.base_url))
+        stats = server.stats()
+    assert stats.max_waiting > 1  # the default concurrency, unchanged: the server does not say its slots
+    assert "server" not in _preflight(tmp_path / "run")["*"]  # type: ignore[operator]
+
+
+def test_reading_props_and_estimates() -> None:
+    assert root_path("http://h:8080/v1", "props") == "/../props"
+    assert root_path("http://h:8080/", "props") == "/props"
+    assert root_path(None, "props") is None  # OpenAI's own API: not asked
+    props = parse_props(b'{"total_slots": 2, "default_generation_settings": {"n_ctx": 4096}}')
+    assert props is not None and (props.slots, props.n_ctx) == (2, 4096)
+    assert parse_props(b'{"object": "list"}') is None and parse_props(b"<html>") is None
+    assert parse_props(b'{"total_slots": 0, "default_generation_settings": {"n_ctx": true}}') is None
+    assert estimate_tokens("x" * 10) == 4
+
+
+def test_the_prompt_floor_takes_the_longest_essay_and_the_shortest_exemplars(rubric7: Rubric) -> None:
+    trait = rubric7.traits[0]
+    rubric7 = Rubric(traits=[trait])
+    essays = [Essay(id="short", text="short"), Essay(id="long", text="long " * 50)]
+    pool = [
+        Essay(id=f"p{i}", text=f"pool{i} " * (i + 1), rater_scores={trait.name: [level, level]})
+        for i, level in enumerate([0, 0, 1])
+    ]
+    floor = prompt_floor(essays, pool, rubric7, ScoringSettings(), bank=True)
+    assert floor is not None and "essay long's" in floor.what
+    assert "long " * 50 in floor.text and "pool0" in floor.text and "pool1" not in floor.text  # shortest of level 0
+    without = prompt_floor(essays, pool, rubric7, ScoringSettings(), bank=False)
+    assert without is not None and "pool" not in without.text
+    assert floor.answer_tokens == ScoringSettings().judge_max_tokens
+    assert prompt_floor([], pool, rubric7, ScoringSettings(), bank=True) is None
