@@ -30,7 +30,7 @@ from madrag.server.http.schemas import (
 )
 from madrag.server.reviews import review_version
 from madrag.server.runs import scoring
-from madrag.server.runs.probe import ProbeResult, probe
+from madrag.server.runs.probe import ProbeResult
 from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
 
 
@@ -195,7 +195,8 @@ async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
         )
     if not backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
-    return await probe(backend.model, backend.base_url, state.config.key_env(backend.kind), backend.api_key)
+    key_env = state.config.key_env(backend.kind)
+    return await state.runs.test_backend(backend.kind, backend.model, backend.base_url, key_env, backend.api_key)
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------
