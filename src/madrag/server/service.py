@@ -44,11 +44,12 @@ class State:
     drafts: Drafts
     memos: dict[tuple[str, str], tuple[object, int, Any]] = field(default_factory=dict)
 
-    def memo(self, name: str, run_id: str, compute: Callable[[], Any]) -> Any:
+    def memo(self, name: str, run_id: str, compute: Callable[[], Any], reviews: bool = True) -> Any:
         """``compute()`` for a run, kept until the run's scores or reviews change (a large run's grid is
-        built once, not on every request)."""
+        built once, not on every request); ``reviews=False``: what the reviews do not change, kept until the
+        scores change."""
         view = self.runs.view(run_id)  # kept in the key, so a new view is never mistaken for an old one
-        reviewed = review_version(self.runs.run_dir(run_id))
+        reviewed = review_version(self.runs.run_dir(run_id)) if reviews else 0
         found = self.memos.get((name, run_id))
         if found is None or found[0] is not view or found[1] != reviewed:
             found = (view, reviewed, compute())
