@@ -37,7 +37,7 @@ without re-reading every Judge record; valid while the store holds the same numb
 
 def read_run(run_dir: Path) -> RunView:
     """Rubric, essays and final trait scores of a run, by the library's run reader."""
-    run = load_run(run_dir)
+    run = load_run(run_dir, judges=False)  # the scores: the Judge records are read, not kept
     has_human = any(e.rater_scores for e in run.essays)
     return RunView(run.rubric, run.essays, run.scores, run.protocols, has_human)
 
@@ -122,7 +122,7 @@ def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, lis
     from madrag.evaluation.report import distribution_plot, qwk_plot
     from madrag.evaluation.tables import display_tables, fmt
 
-    run = load_run(run_dir)
+    run = load_run(run_dir, judges=False)
     evaluation = evaluate_run(run, bootstrap=200, seed=0)
     out: dict[str, list[list[str]]] = {}
     for title, frame in display_tables(evaluation).items():
