@@ -49,7 +49,7 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
         return []
     first, by_key = view.protocols[0], view_scores(view)
     keys = sorted({s.record_key for s in view.scores if s.protocol == first and s.record_key})
-    records = library_runs.essay_records(state.runs.run_dir(run_id), keys)
+    records = library_runs.essay_records(state.runs.run_dir(run_id), keys, counts=True)  # not the run's texts
     items = []
     for essay in view.essays:
         for trait in view.rubric.traits:
