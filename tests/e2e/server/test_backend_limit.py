@@ -14,14 +14,14 @@ from tests.web_helpers import RUBRIC, client_for, essays_json, make_config, wait
 from madrag.testing.stub_server import MODEL, StubServer
 
 LIMIT = 3
-RUNS = 12
+RUNS = 8
 
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[StubServer]:
-    """A server with room for every request at once (capacity far over the limit), each held 0.3 s, so that
+    """A server with room for every request at once (capacity far over the limit), each held 0.2 s, so that
     the most requests in flight it saw is what madrag sent together."""
-    with StubServer(capacity=64, latency_s=0.3, debater_tokens=10, judge_tokens=8, logprobs=False) as server:
+    with StubServer(capacity=64, latency_s=0.2, debater_tokens=10, judge_tokens=8, logprobs=False) as server:
         yield server
 
 

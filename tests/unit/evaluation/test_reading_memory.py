@@ -14,7 +14,7 @@ from tests.synthetic_runs import rubric_of, synthesize_run
 from madrag.evaluation.evidence import evidence_table
 from madrag.evaluation.run import load_run, open_store, trait_scores
 
-ESSAYS = 300
+ESSAYS = 150
 
 
 @pytest.fixture(scope="module")
