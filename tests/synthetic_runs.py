@@ -109,8 +109,11 @@ async def _write(store: RunStore, records: list[AgentRecord]) -> None:
         await asyncio.gather(*(store.aput(r) for r in records[i : i + 2000]))
 
 
-def synthesize_run(runs_dir: Path, n_essays: int, rubric: Rubric, failed_every: int = 0, seed: int = 0) -> str:
-    """Write a finished MADRAG run of ``n_essays`` essays on ``rubric`` under ``runs_dir``; returns its id."""
+def synthesize_run(
+    runs_dir: Path, n_essays: int, rubric: Rubric, failed_every: int = 0, seed: int = 0, human: bool = True
+) -> str:
+    """Write a finished MADRAG run of ``n_essays`` essays on ``rubric`` under ``runs_dir``; returns its id.
+    ``human=False``: the essays carry no human scores (a class the teacher has not graded: every score open)."""
     rng = random.Random(seed)
     run_id = uuid.uuid4().hex[:12]
     run_dir = runs_dir / run_id
@@ -118,7 +121,7 @@ def synthesize_run(runs_dir: Path, n_essays: int, rubric: Rubric, failed_every: 
         Essay(
             id=f"e{i:05d}",
             text=_text(rng, 250),
-            rater_scores={t.name: [float(rng.randint(t.min, t.max))] for t in rubric.traits},
+            rater_scores={t.name: [float(rng.randint(t.min, t.max))] for t in rubric.traits} if human else {},
         )
         for i in range(n_essays)
     ]

@@ -336,7 +336,7 @@ def evaluate(
     ties: TieRule | None = None,
 ) -> Evaluation:
     """Load a run and build every table (see the module docstring)."""
-    return evaluate_run(load_run(run_dir, data), bootstrap, seed, baseline, ties)
+    return evaluate_run(load_run(run_dir, data, judges=False), bootstrap, seed, baseline, ties)
 
 
 def human_human_table(

@@ -28,7 +28,7 @@ from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.hand_codes import KeptCodes, keep_hand_codes
-from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.evaluation.run import RunData, answer_only, load_run, open_store
 from madrag.metrics import TieRule, checked_ties
 from madrag.placeholders import PLACEHOLDER, placeholders
 from madrag.protocols.base import TraitScore
@@ -102,7 +102,7 @@ def load_sources(run: RunData) -> Sources:
         for judge in judges.values():
             for debate_key in judge.context.get("debate", []) or []:
                 if debate_key not in debates and (found := store.get(str(debate_key))) is not None:
-                    debates[debate_key] = found
+                    debates[debate_key] = answer_only(found)  # the debate's words, not its prompt or tokens
     finally:
         store.close()
     return Sources(run.score_map(), judges, debates)

@@ -82,10 +82,17 @@ def evidence_table(run_dir: Path, protocols: list[str] | None = None) -> pd.Data
         return pd.DataFrame(columns=EVIDENCE_COLUMNS)
     store = open_store(run_dir)
     try:
-        records = list(store.records())
+        records = [counts_only(r) for r in store.records()]  # one record's text at a time, not the run's
     finally:
         store.close()
     return evidence_frame(records, protocols)
+
+
+def counts_only(record: AgentRecord) -> AgentRecord:
+    """What the evidence table reads of a record (its key, protocol, role, counts and the debate its Judge
+    read), without its prompt, answer or tokens."""
+    context = {"debate": record.context.get("debate") or []}
+    return record.model_copy(update={"messages": [], "tokens": None, "text": "", "rationale": None, "context": context})
 
 
 EVIDENCE_TITLE = "evidence check: quotes not in the essay, placeholders cited as errors"

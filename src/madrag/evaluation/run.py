@@ -125,23 +125,31 @@ def stored_config(store: RunStore, run_dir: Path) -> tuple[dict[str, Any], Rubri
     return config, Rubric.model_validate(config["rubric"]), names
 
 
-def load_run(run_dir: Path, data_path: Path | None = None) -> RunData:
-    """Read rubric, essays, Judge records and final trait scores of a run; ``data_path`` overrides the stored
-    data file."""
+def answer_only(record: AgentRecord) -> AgentRecord:
+    """A Judge record without its prompt and its tokens' log probabilities (most of a record's size), which no
+    reader of a finished run's scores, rationales, exemplars or debate needs: the run's records are held this way,
+    so a large run's reading does not hold every prompt at once."""
+    return record.model_copy(update={"messages": [], "tokens": None})
+
+
+def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) -> RunData:
+    """Read rubric, essays, Judge records (without their prompts: :func:`answer_only`) and final trait scores of
+    a run; ``data_path`` overrides the stored data file. ``judges=False``: the Judge records are read for the
+    scores and not kept (``RunData.judges`` empty: what evaluating the scores needs, in less memory)."""
     store = open_store(run_dir)
     try:
         config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
-        judges = [r for r in store.records(role="judge") if not r.failed]
+        found = [answer_only(r) for r in store.records(role="judge") if not r.failed]
         # Judge records already read are served from memory (parsing dominates a large run); the consensus
         # protocols' agent records (the consensus paper) are read from the store by their namespaces
-        scores = trait_scores(cast(RunStore, _JudgeRecords(judges, store)), rubric, configured)
+        scores = trait_scores(cast(RunStore, _JudgeRecords(found, store)), rubric, configured)
     finally:
         store.close()
     stored = config.get("data")
     path = data_path or (Path(stored) if stored else None)
     protocols = _ordered_protocols({s.protocol for s in scores}, configured)
-    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, judges)
+    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, found if judges else [])
 
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:

@@ -99,7 +99,7 @@ def judge_scores(records: Iterable[AgentRecord], rubric: Rubric) -> list[TraitSc
     groups: dict[tuple[str, str, str], list[AgentRecord]] = defaultdict(list)
     for record in records:
         if not record.failed:
-            groups[(record.protocol, record.essay_id, record.trait)].append(record)
+            groups[(record.protocol, record.essay_id, record.trait)].append(_score_part(record))
     out: list[TraitScore] = []
     for (protocol, _essay, trait_name), group in groups.items():
         if trait_name == ALL_TRAITS:
@@ -108,3 +108,10 @@ def judge_scores(records: Iterable[AgentRecord], rubric: Rubric) -> list[TraitSc
         group.sort(key=lambda r: r.index)
         out.append(combine_judges(protocol, rubric.trait(trait_name), group))
     return out
+
+
+def _score_part(record: AgentRecord) -> AgentRecord:
+    """What a score is read from (:func:`combine_judges`, :func:`expand_trait_scores`): the record without its
+    prompt, answer text and tokens, so the records of a large run are not all held while they are grouped."""
+    context = {"judges": record.context["judges"]} if "judges" in record.context else {}
+    return record.model_copy(update={"messages": [], "tokens": None, "text": "", "context": context})

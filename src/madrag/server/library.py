@@ -31,7 +31,7 @@ import madrag
 from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import raw_csv_text
 from madrag.data.essay import Essay
-from madrag.data.loaders import load_asap, load_essays, load_table
+from madrag.data.loaders import essay_from_row, load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
@@ -201,14 +201,9 @@ def apply_limits(upload: EssayUpload, max_rows: int, max_chars: int) -> EssayUpl
 
 def essay_from_fields(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
     """One essay given as fields (``id``, ``text``, optional ``fold`` and trait scores), read by the library's
-    table loader like one JSONL line."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "essay.jsonl"
-        path.write_text(json.dumps(raw) + "\n", encoding="utf-8")
-        try:
-            return load_table(path, rubric)[0]
-        except InputError as exc:
-            raise InputError(_named(exc, path, where)) from exc
+    table loader's row reader as one JSONL line is (its values as JSON gives them), in memory: a request of a
+    class's essays writes no file per essay."""
+    return essay_from_row(json.loads(json.dumps(raw)), rubric, where)
 
 
 def essay_row(essay: Essay) -> dict[str, Any]:

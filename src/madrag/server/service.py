@@ -30,7 +30,7 @@ from madrag.server.http.schemas import (
 )
 from madrag.server.reviews import review_version
 from madrag.server.runs import scoring
-from madrag.server.runs.probe import ProbeResult, probe
+from madrag.server.runs.probe import ProbeResult
 from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
 
 
@@ -44,11 +44,12 @@ class State:
     drafts: Drafts
     memos: dict[tuple[str, str], tuple[object, int, Any]] = field(default_factory=dict)
 
-    def memo(self, name: str, run_id: str, compute: Callable[[], Any]) -> Any:
+    def memo(self, name: str, run_id: str, compute: Callable[[], Any], reviews: bool = True) -> Any:
         """``compute()`` for a run, kept until the run's scores or reviews change (a large run's grid is
-        built once, not on every request)."""
+        built once, not on every request); ``reviews=False``: what the reviews do not change, kept until the
+        scores change."""
         view = self.runs.view(run_id)  # kept in the key, so a new view is never mistaken for an old one
-        reviewed = review_version(self.runs.run_dir(run_id))
+        reviewed = review_version(self.runs.run_dir(run_id)) if reviews else 0
         found = self.memos.get((name, run_id))
         if found is None or found[0] is not view or found[1] != reviewed:
             found = (view, reviewed, compute())
@@ -195,7 +196,8 @@ async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
         )
     if not backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
-    return await probe(backend.model, backend.base_url, state.config.key_env(backend.kind), backend.api_key)
+    key_env = state.config.key_env(backend.kind)
+    return await state.runs.test_backend(backend.kind, backend.model, backend.base_url, key_env, backend.api_key)
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------

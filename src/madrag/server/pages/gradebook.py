@@ -19,7 +19,7 @@ from madrag import csv_safe
 from madrag.atomic_files import copy_atomic, write_text_atomic
 from madrag.server import results
 from madrag.server.http.errors import ApiError
-from madrag.server.pages.rendering import render, state_of
+from madrag.server.pages.rendering import paginate, render, state_of
 from madrag.server.service import State
 from madrag.teacher import gradebook, overview
 from madrag.teacher.columns import student_label
@@ -66,14 +66,22 @@ def grades(state: State, run_id: str) -> dict[tuple[str, str], Grade]:
 
 def names(state: State, run_id: str) -> dict[str, str]:
     """How each student is shown on the teacher's pages, by essay id (the mapped name, else the email or SIS
-    id, else the essay id)."""
+    id, else the essay id); read once per change of the run."""
+    return state.memo("names", run_id, lambda: _names(state, run_id))  # type: ignore[no-any-return]
+
+
+def _names(state: State, run_id: str) -> dict[str, str]:
     roster = load_roster(state.runs.run_dir(run_id))
     return {e.id: student_label(roster.get(e.id, {}), e.id) for e in state.runs.view(run_id).essays}
 
 
 def book(state: State, run_id: str) -> dict[str, Any]:
     """The gradebook's criteria and rows (the teacher's grades first), how many students are fully reviewed and
-    how many grades are the teacher's own."""
+    how many grades are the teacher's own; built once per change of the run's scores or reviews."""
+    return state.memo("book", run_id, lambda: _book(state, run_id))  # type: ignore[no-any-return]
+
+
+def _book(state: State, run_id: str) -> dict[str, Any]:
     view = state.runs.view(run_id)
     meta = state.runs.describe(run_id)
     roster = load_roster(state.runs.run_dir(run_id))
@@ -146,8 +154,9 @@ def gradebook_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     found = book(s, run_id)
-    matching = gradebook.canvas_matching(found["rows"])
-    return render(request, "gradebook.html", run=run, book=found, canvas_matching=matching)
+    matching = s.memo("canvas-matching", run_id, lambda: gradebook.canvas_matching(found["rows"]))
+    rows, pager = paginate(request, found["rows"])
+    return render(request, "gradebook.html", run=run, book=found, rows=rows, pager=pager, canvas_matching=matching)
 
 
 @router.get("/runs/{run_id}/overview")

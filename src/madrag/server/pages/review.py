@@ -17,7 +17,7 @@ from madrag.records import AgentRecord
 from madrag.server import results
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
-from madrag.server.pages.rendering import redirect, render, state_of
+from madrag.server.pages.rendering import paginate, redirect, render, state_of
 from madrag.server.results import view_scores
 from madrag.server.reviews import Review, add_review
 from madrag.server.runs import library_runs
@@ -49,7 +49,7 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
         return []
     first, by_key = view.protocols[0], view_scores(view)
     keys = sorted({s.record_key for s in view.scores if s.protocol == first and s.record_key})
-    records = library_runs.essay_records(state.runs.run_dir(run_id), keys)
+    records = library_runs.essay_records(state.runs.run_dir(run_id), keys, counts=True)  # not the run's texts
     items = []
     for essay in view.essays:
         for trait in view.rubric.traits:
@@ -102,7 +102,7 @@ def queue(state: State, run_id: str) -> dict[str, Any]:
 def _queue(state: State, run_id: str) -> dict[str, Any]:
     first = results.first_protocol(state, run_id)
     found = results.grade_table(state, run_id)
-    ranked = rank(signals(state, run_id))
+    ranked = state.memo("review-ranking", run_id, lambda: rank(signals(state, run_id)), reviews=False)
     rows = [_row(i, found[(first, i.essay_id, i.trait)]) for i in ranked]
     rows.sort(key=lambda r: (not r["open"], not r["flagged"]))  # stable: the ranking holds within each part
     open_rows = [r for r in rows if r["open"]]
@@ -198,6 +198,8 @@ router = APIRouter(include_in_schema=False)
 
 
 REVIEWER_COOKIE = "madrag_reviewer"
+STUDENT_MENU = 500
+"""Up to this many students, the filter offers a menu of them; a larger class types the student's id."""
 
 
 def reviewer_of(request: Request, given: str = "") -> str:
@@ -217,7 +219,8 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
     run = s.runs.describe(run_id)
     found = queue(s, run_id)
     shown = read_filter(request.query_params)
-    rows = [r for r in found["rows"] if shown.shows(r)]
+    matching = [r for r in found["rows"] if shown.shows(r)] if shown.active else found["rows"]
+    rows, pager = paginate(request, matching)
     names = gradebook.names(s, run_id)
     traits = [t.name for t in s.runs.view(run_id).rubric.traits]
     return render(
@@ -226,8 +229,10 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
         run=run,
         queue=found,
         rows=rows,
+        pager=pager,
         shown=shown,
-        open_shown=sum(1 for r in rows if r["open"] and r["ai"] is not None),
+        open_shown=sum(1 for r in matching if r["open"] and r["ai"] is not None),
+        pick_student=len(names) <= STUDENT_MENU,
         traits=traits,
         levels={t.name: list(range(t.min, t.max + 1)) for t in s.runs.view(run_id).rubric.traits},
         approved=approved,

@@ -3,6 +3,7 @@ one essay with its records and the review form, the evaluation tables and the HT
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +20,7 @@ from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
 from madrag.server.pages import review as review_pages
-from madrag.server.pages.rendering import redirect, render, state_of
+from madrag.server.pages.rendering import paginate, redirect, render, state_of
 from madrag.server.runs import archive, library_runs
 from madrag.server.service import State
 from madrag.teacher.feedback import verified_quotes
@@ -86,10 +87,18 @@ def results_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     table = results.grid(s, run_id)
-    cells = prepared_grid(s, run_id, table)
+    rows, pager = paginate(request, prepared_grid(s, run_id, table))
+    cells = grid_table(table, rows)
+    unreviewed = s.memo("unreviewed", run_id, lambda: _unreviewed(table))
+    return render(
+        request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed, pager=pager
+    )
+
+
+def _unreviewed(table: dict[str, Any]) -> int:
+    """How many scores of the run's first protocol no teacher decided yet."""
     first = table["protocols"][0] if table["protocols"] else ""
-    unreviewed = sum(1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["grade"].open)
-    return render(request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed)
+    return sum(1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["grade"].open)
 
 
 def _missing(score: int | None) -> str:
@@ -113,27 +122,37 @@ def _cell(c: dict[str, Any]) -> str:
     return f'<td class="cell {kind}" title="{escape(title)}" data-how="{grade.how}">{text}{mark}{hint}{ref}</td>'
 
 
-def prepared_grid(s: State, run_id: str, table: dict[str, Any]) -> str:
-    """The results table of a run, built once (students shown as on every teacher page)."""
-    return s.memo("grid-html", run_id, lambda: grid_html(run_id, table, gradebook.names(s, run_id)))  # type: ignore[no-any-return]
+def prepared_grid(s: State, run_id: str, table: dict[str, Any]) -> list[str]:
+    """The rows of a run's results table, each as HTML, built once (students shown as on every teacher page);
+    a page joins its own rows (:func:`grid_table`)."""
+    return s.memo("grid-html", run_id, lambda: grid_rows(run_id, table, gradebook.names(s, run_id)))  # type: ignore[no-any-return]
 
 
 def grid_html(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> str:
-    """The results table (thousands of cells: built directly, every text escaped, rather than by the template
-    engine, which takes ten times as long)."""
+    """The whole results table (every row)."""
+    return grid_table(grid, grid_rows(run_id, grid, names))
+
+
+def grid_rows(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> list[str]:
+    """The results table's rows, one per essay (thousands of cells: built directly, every text escaped, rather
+    than by the template engine, which takes ten times as long)."""
+    rows = []
+    for row in grid["rows"]:
+        shown = (names or {}).get(row["essay_id"], row["essay_id"])
+        link = f'<a href="/runs/{run_id}/essays/{quote(row["essay_id"], safe="")}">{escape(shown)}</a>'
+        rows.append(f"<tr><th>{link}</th>" + "".join(_cell(c) for c in row["cells"]) + "</tr>")
+    return rows
+
+
+def grid_table(grid: dict[str, Any], rows: Sequence[str]) -> str:
+    """The results table with its head around ``rows`` (some or all of :func:`grid_rows`)."""
     head = ""
     traits = "".join(f"<th>{escape(t)}</th>" for t in grid["traits"])
     if len(grid["protocols"]) > 1:
         span = len(grid["traits"])
         head = "<tr><th></th>" + "".join(f'<th colspan="{span}">{escape(p)}</th>' for p in grid["protocols"]) + "</tr>"
     head += "<tr><th>essay</th>" + traits * len(grid["protocols"]) + "</tr>"
-    rows = []
-    for row in grid["rows"]:
-        shown = (names or {}).get(row["essay_id"], row["essay_id"])
-        link = f'<a href="/runs/{run_id}/essays/{quote(row["essay_id"], safe="")}">{escape(shown)}</a>'
-        rows.append(f"<tr><th>{link}</th>" + "".join(_cell(c) for c in row["cells"]) + "</tr>")
-    body = "".join(rows)
-    return f'<table class="grid" id="results-grid"><thead>{head}</thead><tbody>{body}</tbody></table>'
+    return f'<table class="grid" id="results-grid"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
 
 @router.post("/runs/{run_id}/essays/{essay_id:path}/review")

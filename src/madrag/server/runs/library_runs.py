@@ -12,6 +12,7 @@ from typing import Any
 
 from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
+from madrag.evaluation.evidence import counts_only
 from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord, ScoreResult
@@ -37,7 +38,7 @@ without re-reading every Judge record; valid while the store holds the same numb
 
 def read_run(run_dir: Path) -> RunView:
     """Rubric, essays and final trait scores of a run, by the library's run reader."""
-    run = load_run(run_dir)
+    run = load_run(run_dir, judges=False)  # the scores: the Judge records are read, not kept
     has_human = any(e.rater_scores for e in run.essays)
     return RunView(run.rubric, run.essays, run.scores, run.protocols, has_human)
 
@@ -101,18 +102,30 @@ def export_rows(view: RunView) -> list[dict[str, Any]]:
     return score_rows(view.essays, view.scores, view.rubric)
 
 
-def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord]:
-    """The Judge records with these keys and every debate record they read, by key (missing ones left out)."""
+def essay_records(run_dir: Path, judge_keys: list[str], counts: bool = False) -> dict[str, AgentRecord]:
+    """The Judge records with these keys and every debate record they read, by key (missing ones left out);
+    ``counts``: each without its prompt, answer and tokens (:func:`~madrag.evaluation.evidence.counts_only`: what
+    the review queue's signals read of a whole run)."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
     store = RunStore(run_dir / "store.sqlite", read_only=True)  # reading a run never changes it
+    kept = counts_only if counts else _whole
+
+    def get(key: str) -> AgentRecord | None:
+        found = store.get(key)
+        return None if found is None else kept(found)
+
     try:
-        found = {k: r for k in judge_keys if (r := store.get(k)) is not None}
+        found = {k: r for k in judge_keys if (r := get(k)) is not None}
         debate = [str(k) for judge in list(found.values()) for k in judge.context.get("debate", []) or []]
-        found.update({k: r for k in debate if k not in found and (r := store.get(k)) is not None})
+        found.update({k: r for k in debate if k not in found and (r := get(k)) is not None})
         return found
     finally:
         store.close()
+
+
+def _whole(record: AgentRecord) -> AgentRecord:
+    return record
 
 
 def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, list[list[str]]], list[str]]:
@@ -122,7 +135,7 @@ def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, lis
     from madrag.evaluation.report import distribution_plot, qwk_plot
     from madrag.evaluation.tables import display_tables, fmt
 
-    run = load_run(run_dir)
+    run = load_run(run_dir, judges=False)
     evaluation = evaluate_run(run, bootstrap=200, seed=0)
     out: dict[str, list[list[str]]] = {}
     for title, frame in display_tables(evaluation).items():

@@ -8,11 +8,18 @@ state their confidence), the setting ``--no-logprobs`` gives ``madrag score``.
 The probe goes through the library's :class:`~madrag.providers.openai_compat.OpenAICompatProvider`: the same
 client, URL handling, key and error messages as a run. When the request with logprobs fails but the same
 request without them is answered, the server is one that refuses or drops logprobs.
+
+Each request of the probe holds a slot of ``slot``, the model server's limiter in the web server
+(:class:`~madrag.server.runs.backends.Limiter`), so that a test counts against ``--backend-concurrency`` like
+every call of a run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr
@@ -27,6 +34,13 @@ if TYPE_CHECKING:
 PROBE_PROMPT = "Reply with the single word OK."
 PROBE_MAX_TOKENS = 8
 PROBE_TIMEOUT_S = 30.0
+
+Slot = Callable[[], AbstractAsyncContextManager[None]]
+"""A slot of the model server's limit, held while one request is in flight."""
+
+
+def _no_limit() -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
 
 
 class ProbeResult(BaseModel):
@@ -77,16 +91,18 @@ def describe(found: ProbeResult) -> str:
     )
 
 
-async def _ask(provider: OpenAICompatProvider) -> tuple[ChatResponse, bool]:
+async def _ask(provider: OpenAICompatProvider, slot: Slot) -> tuple[ChatResponse, bool]:
     """(the answer, whether it carried logprobs): with logprobs asked for, then, if that request fails for a
-    reason other than a timeout or a dropped connection, once more without them."""
+    reason other than a timeout or a dropped connection, once more without them; each request in a ``slot``."""
     try:
-        response = await provider.complete(_request(logprobs=True))
+        async with slot():
+            response = await provider.complete(_request(logprobs=True))
         return response, _has_logprobs(response)
     except TransientProviderError:
         raise
     except MadragError:
-        return await provider.complete(_request(logprobs=False)), False
+        async with slot():
+            return await provider.complete(_request(logprobs=False)), False
 
 
 async def probe(
@@ -95,9 +111,11 @@ async def probe(
     key_env: str | None,
     api_key: SecretStr | None = None,
     timeout_s: float = PROBE_TIMEOUT_S,
+    slot: Slot = _no_limit,
 ) -> ProbeResult:
     """Send the test request to the server at ``base_url`` serving ``model`` (key: ``api_key`` when given,
-    else the variable ``key_env``, if any); never raises for what the server does."""
+    else the variable ``key_env``, if any; each request in a ``slot`` of the server's limit); never raises for
+    what the server does."""
     from madrag.providers.openai_compat import OpenAICompatProvider  # the openai client, only when used
 
     key = api_key if api_key is not None and api_key.get_secret_value() else None  # in its client only
@@ -107,7 +125,7 @@ async def probe(
     start = time.monotonic()
     fields: dict[str, Any] = {"base_url": base_url}
     try:
-        response, logprobs = await _ask(provider)
+        response, logprobs = await _ask(provider, slot)
         fields.update(answered=True, model=_reported_model(response), logprobs=logprobs)
     except MadragError as exc:
         fields.update(answered=False, error=str(exc))
@@ -124,10 +142,13 @@ def needs_probe(backend: RunBackend) -> bool:
     return backend.traits is not None and backend.traits.connection_test and backend.logprobs is None
 
 
-async def settle(backend: RunBackend, key_env: str | None, api_key: SecretStr | None = None) -> RunBackend:
-    """The run's backend with ``logprobs`` found out by :func:`probe` (and its result in plain words under
-    ``tested``); a :class:`ProviderError` when the server does not answer."""
-    found = await probe(backend.model or "", backend.base_url, key_env, api_key)
+async def settle(
+    backend: RunBackend, key_env: str | None, api_key: SecretStr | None = None, slot: Slot = _no_limit
+) -> RunBackend:
+    """The run's backend with ``logprobs`` found out by :func:`probe` (its requests in a ``slot`` of the server's
+    limit; its result in plain words under ``tested``); a :class:`ProviderError` when the server does not
+    answer."""
+    found = await probe(backend.model or "", backend.base_url, key_env, api_key, slot=slot)
     if not found.answered:
         raise ProviderError(f"the backend did not answer a test request before the run: {found.error}")
     return backend.model_copy(update={"logprobs": found.logprobs, "tested": found.message})

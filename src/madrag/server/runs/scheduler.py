@@ -283,7 +283,8 @@ class RunManager:
         prog = self.events.of(run_id)
         prog.change({"type": "stage", "message": "testing the backend"}, stage="testing the backend")
         key_env = meta.key_env or self.config.key_env(meta.backend.kind)
-        tested = await probe.settle(meta.backend, key_env, self.keys.get(meta.key_env))
+        limiter = self.backends.limiter_for(meta.backend.kind, meta.backend.base_url)
+        tested = await probe.settle(meta.backend, key_env, self.keys.get(meta.key_env), slot=limiter.slot)
         meta = self._set(run_id, backend=tested)
         prog.change({"type": "stage", "message": tested.tested}, stage=tested.tested or "")
         return self.job(meta), meta
@@ -348,6 +349,16 @@ class RunManager:
         meta = self._set(run_id, status="queued", error=None)
         self._start(meta)
         return meta
+
+    async def test_backend(
+        self, kind: str, model: str, base_url: str | None, key_env: str | None, api_key: SecretStr | None
+    ) -> probe.ProbeResult:
+        """:func:`probe.probe` of the ``kind`` backend at ``base_url``, sent from the scoring loop in slots of
+        its server's limit, as every call of a run is (tests never put more than ``backend_concurrency``
+        requests in flight)."""
+        limiter = self.backends.limiter_for(kind, base_url)
+        sent = probe.probe(model, base_url, key_env, api_key, slot=limiter.slot)
+        return await asyncio.wrap_future(self.worker.submit(sent))
 
     def ended(self, run_id: str) -> asyncio.Future[None] | None:
         """A future (of the calling loop) done when the run's task has ended; None when it never ran here.

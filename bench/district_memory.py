@@ -1,0 +1,211 @@
+"""A district's class, before and after: peak memory of ``madrag runs export`` and ``madrag eval``, and the time,
+size and server memory of the teacher's long pages, for one large synthetic run, under an older commit and under
+this tree, side by side in one run.
+
+The run is a finished MADRAG run (Advocate, Skeptic and Judge per essay and trait, with prompts, tokens and
+exemplars, ``tests/synthetic_runs.py``), with no human scores (a class nobody graded yet: every score is open on
+the review desk). Each command runs in its own process under ``/usr/bin/time -v`` (its peak resident memory);
+the pages are fetched from ``madrag serve`` in its own process (its peak memory: ``VmHWM``), each once to build
+what the page needs, then again. The older commit's ``src/`` is taken with ``git archive`` into a temporary
+folder; both sides read the same run folder.
+
+    python bench/district_memory.py --essays 20000 --before 3728be7   # prints a markdown table
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def source_of(ref: str, into: Path) -> Path:
+    """The ``src/`` folder of commit ``ref`` (``HEAD-tree``: this working tree's)."""
+    if ref == "HEAD-tree":
+        return REPO / "src"
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "src"], check=True, capture_output=True).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def env_for(src: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+
+
+def timed(cmd: list[str], src: Path, timeout: float = 1800) -> dict[str, float]:
+    """Run a madrag command under /usr/bin/time -v: its peak memory (MB) and wall time (s)."""
+    full = ["/usr/bin/time", "-v", sys.executable, "-m", "madrag", *cmd]
+    done = subprocess.run(full, env=env_for(src), capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", done.stderr)
+    assert peak is not None and wall is not None
+    parts = [float(p) for p in wall[1].split(":")]
+    seconds = sum(p * 60**i for i, p in enumerate(reversed(parts)))
+    return {"peak_mb": int(peak[1]) / 1024, "wall_s": seconds}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = re.search(r"VmHWM:\s+(\d+) kB", text)
+    return None if found is None else int(found[1]) / 1024
+
+
+def pages(src: Path, data_dir: Path, run_id: str) -> dict[str, object]:
+    """Each long page fetched twice (the first builds what it needs), then the server's peak memory."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "madrag", "serve", "--port", str(port), "--data-dir", str(data_dir)]
+    cmd += ["--cache-dir", str(data_dir / "cache")]
+    proc = subprocess.Popen(cmd, env=env_for(src), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out: dict[str, object] = {}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=900) as client:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    if client.get("/api/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            for name in ("results", "review", "gradebook"):
+                times = []
+                size = 0
+                for _ in range(2):
+                    started = time.perf_counter()
+                    got = client.get(f"/runs/{run_id}/{name}", headers={"Accept": "text/html"})
+                    times.append(time.perf_counter() - started)
+                    got.raise_for_status()
+                    size = len(got.content)
+                out[name] = {"first_s": times[0], "again_s": times[1], "bytes": size}
+        out["server_peak_mb"] = vm_hwm_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return out
+
+
+def side(src: Path, run_dir: Path, data_dir: Path, work: Path, bootstrap: int) -> dict[str, object]:
+    work.mkdir(parents=True, exist_ok=True)
+    found: dict[str, object] = {}
+    found["export scores"] = timed(["runs", "export", "--run-dir", str(run_dir), "--out", str(work / "s.csv")], src)
+    records = ["runs", "export", "--run-dir", str(run_dir), "--what", "records", "--format", "jsonl"]
+    found["export records"] = timed([*records, "--out", str(work / "r.jsonl")], src)
+    evaluate = ["eval", "--run-dir", str(run_dir), "--bootstrap", str(bootstrap), "--out", str(work / "eval")]
+    found["eval"] = timed(evaluate, src)
+    report = ["report", "--run-dir", str(run_dir), "--out", str(work / "report.html")]
+    try:
+        found["report"] = timed(report, src)
+    except RuntimeError as exc:
+        found["report"] = {"error": str(exc).splitlines()[0]}
+    (run_dir / "scores-index.json").unlink(missing_ok=True)  # written on a page's first open: each side its own
+    found["pages"] = pages(src, data_dir, run_dir.name)
+    return found
+
+
+def _cell(value: object, key: str, fmt: str) -> str:
+    if not isinstance(value, dict) or key not in value or value[key] is None:
+        return "missing"
+    return format(value[key], fmt)
+
+
+def render(
+    args: argparse.Namespace, before: dict[str, object], after: dict[str, object], info: dict[str, object]
+) -> str:
+    lines = [
+        f"# A district's class: {args.essays:,} essays x {args.traits} trait(s), before ({info['before']}) and after",
+        "",
+        f"Machine: {info['machine']}; load average at start {info['load']}; synthetic run made in "
+        f"{info['synth_s']:.0f} s ({info['records']:,} records, store {info['store_mb']:.0f} MB).",
+        "",
+        "| command | before: peak MB | after: peak MB | before: s | after: s |",
+        "|---|---|---|---|---|",
+    ]
+    for name in ("export scores", "export records", "eval", "report"):
+        b, a = before[name], after[name]
+        lines.append(
+            f"| {name} | {_cell(b, 'peak_mb', '.0f')} | {_cell(a, 'peak_mb', '.0f')} | "
+            f"{_cell(b, 'wall_s', '.1f')} | {_cell(a, 'wall_s', '.1f')} |"
+        )
+    lines += [
+        "",
+        "| page | before: first s | after: first s | before: again s | after: again s | before: bytes | after: bytes |",
+    ]
+    lines.append("|---|---|---|---|---|---|---|")
+    bp, ap = before["pages"], after["pages"]
+    assert isinstance(bp, dict) and isinstance(ap, dict)
+    for name in ("results", "review", "gradebook"):
+        lines.append(
+            f"| {name} | {_cell(bp[name], 'first_s', '.2f')} | {_cell(ap[name], 'first_s', '.2f')} | "
+            f"{_cell(bp[name], 'again_s', '.2f')} | {_cell(ap[name], 'again_s', '.2f')} | "
+            f"{_cell(bp[name], 'bytes', ',')} | {_cell(ap[name], 'bytes', ',')} |"
+        )
+    lines.append(
+        f"| server peak MB | {_cell(bp, 'server_peak_mb', '.0f')} | {_cell(ap, 'server_peak_mb', '.0f')} | | | | |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--essays", type=int, default=20000)
+    parser.add_argument("--traits", type=int, default=1)
+    parser.add_argument("--before", default="main", help="the commit measured as 'before'")
+    parser.add_argument("--bootstrap", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))  # the synthetic run is a test fixture
+    sys.path.insert(0, str(REPO / "src"))
+    from tests.synthetic_runs import rubric_of, synthesize_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        data_dir = root / "data"
+        started = time.perf_counter()
+        run_id = synthesize_run(data_dir / "runs", args.essays, rubric_of(args.traits), failed_every=41, human=False)
+        info: dict[str, object] = {
+            "synth_s": time.perf_counter() - started,
+            "records": args.essays * args.traits * 3,
+            "store_mb": (data_dir / "runs" / run_id / "store.sqlite").stat().st_size / 2**20,
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}",
+            "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        }
+        sha = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", args.before], capture_output=True, text=True
+        )
+        info["before"] = sha.stdout.strip() or args.before
+        run_dir = data_dir / "runs" / run_id
+        before = side(source_of(args.before, root / "before"), run_dir, data_dir, root / "b", args.bootstrap)
+        after = side(source_of("HEAD-tree", root / "after"), run_dir, data_dir, root / "a", args.bootstrap)
+        shutil.rmtree(root / "before", ignore_errors=True)
+    table = render(args, before, after, info)
+    print(table)
+    if args.out is not None:
+        args.out.write_text(table, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Reading a large run holds what its result needs, not every record's prompt, answer and tokens: the scores
+(``runs export``, ``eval``) and the evidence table are read one record at a time."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.synthetic_runs import rubric_of, synthesize_run
+
+from madrag.evaluation.evidence import evidence_table
+from madrag.evaluation.run import load_run, open_store, trait_scores
+
+ESSAYS = 150
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    return runs / synthesize_run(runs, ESSAYS, rubric_of(1), failed_every=7)
+
+
+def _peak(work: Callable[[], Any]) -> tuple[int, Any]:
+    tracemalloc.start()
+    try:
+        found = work()
+        return tracemalloc.get_traced_memory()[1], found
+    finally:
+        tracemalloc.stop()
+
+
+def _all_records(run_dir: Path, role: str | None = None) -> list[Any]:
+    store = open_store(run_dir)
+    try:
+        return list(store.records(role=role))
+    finally:
+        store.close()
+
+
+def test_the_scores_are_read_without_holding_every_judge_record(run_dir: Path) -> None:
+    held, _ = _peak(lambda: _all_records(run_dir, "judge"))
+    rubric = rubric_of(1)
+
+    def scores() -> Any:
+        store = open_store(run_dir)
+        try:
+            return trait_scores(store, rubric)
+        finally:
+            store.close()
+
+    peak, found = _peak(scores)
+    assert len(found) == ESSAYS and sum(s.score is None for s in found) == ESSAYS // 7  # unreadable: missing
+    assert peak < held / 3, f"reading the scores peaked at {peak:,} B; the Judge records take {held:,} B"
+
+
+def test_evaluation_keeps_no_judge_record_and_a_report_keeps_them_without_prompts(run_dir: Path) -> None:
+    assert load_run(run_dir, judges=False).judges == []
+    kept = load_run(run_dir).judges
+    assert kept and all(r.messages == [] and r.tokens is None and r.rationale for r in kept)
+
+
+def test_the_evidence_table_reads_one_record_at_a_time(run_dir: Path) -> None:
+    held, _ = _peak(lambda: _all_records(run_dir))
+    peak, table = _peak(lambda: evidence_table(run_dir, ["MADRAG"]))
+    assert peak < held / 3, f"the evidence table peaked at {peak:,} B; the records take {held:,} B"
+    assert list(table["protocol"]) == ["MADRAG"] * len(table)
