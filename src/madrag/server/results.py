@@ -28,15 +28,14 @@ def cell_class(score: int | None, reference: int | None) -> str:
 
 
 def grid(state: State, run_id: str) -> dict[str, Any]:
-    """The results grid: one row per essay, per protocol and trait its score, the human reference, the review
-    in force and how far the score is from the reference."""
+    """The results grid: one row per essay, per protocol and trait the grade in force (madrag's score in it), the
+    human reference and how far madrag's score is from the teacher's (else the reference)."""
     return state.memo("grid", run_id, lambda: _grid(state, run_id))  # type: ignore[no-any-return]
 
 
 def _grid(state: State, run_id: str) -> dict[str, Any]:
     view = state.runs.view(run_id)
-    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
-    found_grades = grade_table(state, run_id)
+    found_grades = grade_table(state, run_id)  # the reviews are in it: read once, there
     scored = {(s.protocol, s.essay_id, s.trait) for s in view.scores}
     traits = view.rubric.traits
     rows = []
@@ -46,7 +45,6 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
         for protocol in view.protocols:
             for trait in traits:
                 grade = found_grades[(protocol, essay.id, trait.name)]
-                review = reviews.get((essay.id, trait.name, protocol))
                 # madrag's suggestion against the teacher's decision where there is one, else the human reference
                 against = grade.points if grade.teacher else refs[trait.name]
                 was_scored = (protocol, essay.id, trait.name) in scored
@@ -54,12 +52,9 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
                     {
                         "protocol": protocol,
                         "trait": trait.name,
-                        "score": grade.ai,
                         "scored": was_scored,
                         "reference": refs[trait.name],
-                        "final": grade.points,
                         "grade": grade,
-                        "review": None if review is None else review.action,
                         "class": cell_class(grade.ai, against) if was_scored else "pending",
                     }
                 )

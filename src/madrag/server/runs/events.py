@@ -90,13 +90,10 @@ class RunEvents:
 
     def _start(self, run_id: str, prog: Progress, total: int) -> None:
         self.scoring_from[run_id] = time.monotonic()
-        # a (re)start measures its own pace: the calls and essays of an earlier session are not this one's
         prog.change(
             {"type": "start", "total": total},
             total=total,
             scoring_since=self.scoring_from[run_id],
-            calls=0,
-            essays_now=0,
             essays=self.n_essays(run_id),
         )
 

@@ -172,10 +172,8 @@ class Progress:
     seq: int = 0
     scoring_since: float | None = None  # time.monotonic() when the scoring calls began (after the set-up)
     done: set[tuple[str, str, str]] = field(default_factory=set)
-    calls: int = 0  # agent calls stored since ``scoring_since`` (this session: a resume starts again)
     essays: int | None = None  # the run's essays
-    essays_done: set[str] = field(default_factory=set)  # finished essays, every session
-    essays_now: int = 0  # essays finished since ``scoring_since``
+    essays_done: set[str] = field(default_factory=set)  # essays finished in this session
     recent: deque[Event] = field(default_factory=lambda: deque(maxlen=200))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _listeners: list[_Listener] = field(default_factory=list, repr=False)
@@ -198,15 +196,13 @@ class Progress:
         }
 
     def _pace(self) -> dict[str, Any]:
-        left = None if self.essays is None else max(0, self.essays - len(self.essays_done))
-        return pace(self.scoring_since, self.calls, self.essays_now, self.essays, left)
+        # a (re)start makes a fresh Progress (RunEvents.begin): its records and essays are this session's own
+        return pace(self.scoring_since, self.records, len(self.essays_done), self.essays)
 
     def essay_done(self, essay_id: str) -> None:
         """An essay's scores are all in (counted once, however often it is told)."""
         with self._lock:
-            if essay_id not in self.essays_done:
-                self.essays_done.add(essay_id)
-                self.essays_now += 1
+            self.essays_done.add(essay_id)
 
     def emit(self, event: Event, done: list[tuple[str, str, str]] | None = None) -> None:
         """Record an event (and any scores it completes) and hand it to every subscriber."""
@@ -237,7 +233,6 @@ class Progress:
     def count_record(self) -> None:
         with self._lock:
             self.records += 1
-            self.calls += 1
 
     def count_failed(self) -> None:
         with self._lock:
