@@ -343,12 +343,14 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
                 floor = prompt_floor(run.essays, run.pool, run.rubric, job.settings, uses_bank)
                 checked = await check_backends(backends.main, backends.roles, job.settings, floor)
             store = store or _open_store(job, held)
-            held.enter_context(run_log(job.run_dir, job_line(job, len(run.essays), backend)))  # this session's log
-            _open_run(job, store, run)
-            if run.resumed and (done := await _finished(job, run, hooks)) is not None:
-                return _nothing_left(run, done, hooks, started)
-            if run.store.prompt_drift is not None:
+            _open_run(job, store, run)  # refuses a resume with other settings
+            done = await _finished(job, run, hooks) if run.resumed else None
+            if done is None and run.store.prompt_drift is not None:
                 raise ConfigError(f"{run.store.prompt_drift}; use another --run-dir to start a new run")
+            # this session's log, once nothing refuses it (a refused command is no session of the run)
+            held.enter_context(run_log(job.run_dir, job_line(job, len(run.essays), backend)))
+            if done is not None:
+                return _nothing_left(run, done, hooks, started)
             # a resumed run's backends are built only now, when calls are left to make
             backends = backends or _backends(job, backend)
             return await _score(job, run, hooks, backends, embedder, started, checked)

@@ -94,7 +94,10 @@ def run_log(run_dir: Path, settings: str) -> Iterator[None]:
             status = "interrupted"
             raise
         except BaseException as exc:
-            log.error("error: %s: %s", type(exc).__name__, exc)
+            # the run's own file only: the caller reports the error to the person (the CLI's one-line message)
+            handler.handle(
+                log.makeRecord(log.name, logging.ERROR, __file__, 0, "error: %s: %s", (type(exc).__name__, exc), None)
+            )
             raise
         finally:
             log.info("end: %s after %.1fs", status, time.monotonic() - started)

@@ -191,12 +191,29 @@ def test_the_time_left_holds_steady_when_a_shared_debate_finishes_many_scores_at
     prog.scoring_since = __import__("time").monotonic() - 60.0
     for essay in range(3):  # 12 calls an essay, 20 s an essay: 60 s for 3 essays
         for _ in range(12):
-            prog.count_record()
+            prog.count_record(f"e{essay}")
         prog.essay_done(f"e{essay}")
         prog.essay_done(f"e{essay}")  # told twice (two protocols' scores): counted once
     final = prog.snapshot()
     assert final["calls_left"] == 36 and 59 < final["eta_s"] < 61  # 3 essays of 12 calls and 20 s left
     assert prog.records == 36 and prog.essays_done == {"e0", "e1", "e2"}
+
+
+def test_a_resumed_run_paces_on_the_essays_that_made_calls_in_this_session() -> None:
+    """On a resume the essays whose calls were all stored finish at once, without a call: they are done (fewer
+    left), but not in the pace, which would otherwise read as 0 calls and no time per essay."""
+    from madrag.server.runs.progress import Progress
+
+    prog = Progress("r", essays=6)
+    prog.scoring_since = __import__("time").monotonic() - 40.0
+    for essay in range(2):  # stored in an earlier session: replayed, no call
+        prog.essay_done(f"old{essay}")
+    for essay in range(2):  # 12 calls and 20 s an essay in this session
+        for _ in range(12):
+            prog.count_record(f"e{essay}")
+        prog.essay_done(f"e{essay}")
+    final = prog.snapshot()
+    assert final["calls_left"] == 24 and 39 < final["eta_s"] < 41  # 2 essays left, 12 calls and 20 s each
 
 
 def test_a_balanced_debate_is_a_note_not_a_reason_to_look() -> None:
@@ -223,7 +240,9 @@ def test_a_slow_run_shows_the_time_left_from_its_calls_so_far(tmp_path: Path) ->
         while time.monotonic() < deadline:
             body = client.get(f"/api/runs/{run_id}").json()
             progress = body.get("progress") or {}
-            if body["status"] == "running" and progress.get("done") and progress["done"] < progress["total"]:
+            # the time left is measured once an essay is finished (a trait score alone is not a whole essay)
+            running = body["status"] == "running" and progress.get("done", 0) < (progress.get("total") or 0)
+            if running and progress.get("eta_s") is not None:
                 break
             time.sleep(0.05)
         page = client.get(f"/runs/{run_id}", headers=HTML).text

@@ -119,7 +119,7 @@ def bank(prog: Progress, done: int, total: int) -> None:
 
 def record(prog: Progress, rec: AgentRecord) -> None:
     """One stored agent call: counted, and the trait scores a Judge's record completes marked done."""
-    prog.count_record()
+    prog.count_record(rec.essay_id)
     done: list[LiveKey] = []
     score = None if rec.score is None else rec.score.reported
     if rec.role == "judge":

@@ -174,6 +174,7 @@ class Progress:
     done: set[tuple[str, str, str]] = field(default_factory=set)
     essays: int | None = None  # the run's essays
     essays_done: set[str] = field(default_factory=set)  # essays finished in this session
+    essays_called: set[str] = field(default_factory=set)  # essays that made a call in this session
     recent: deque[Event] = field(default_factory=lambda: deque(maxlen=200))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _listeners: list[_Listener] = field(default_factory=list, repr=False)
@@ -196,8 +197,12 @@ class Progress:
         }
 
     def _pace(self) -> dict[str, Any]:
-        # a (re)start makes a fresh Progress (RunEvents.begin): its records and essays are this session's own
-        return pace(self.scoring_since, self.records, len(self.essays_done), self.essays)
+        # a (re)start makes a fresh Progress (RunEvents.begin): its records and essays are this session's own;
+        # a resumed essay whose calls were all stored finishes at once without a call: it counts as done, not
+        # in the pace (calls and seconds per essay)
+        paced = len(self.essays_done & self.essays_called)
+        left = None if self.essays is None else max(0, self.essays - len(self.essays_done))
+        return pace(self.scoring_since, self.records, paced, self.essays, left)
 
     def essay_done(self, essay_id: str) -> None:
         """An essay's scores are all in (counted once, however often it is told)."""
@@ -230,9 +235,12 @@ class Progress:
         self.set(**fields)
         self.emit(event)
 
-    def count_record(self) -> None:
+    def count_record(self, essay_id: str | None = None) -> None:
+        """One call stored in this session (of essay ``essay_id``)."""
         with self._lock:
             self.records += 1
+            if essay_id is not None:
+                self.essays_called.add(essay_id)
 
     def count_failed(self) -> None:
         with self._lock:
