@@ -10,7 +10,8 @@ recorded in each Judge record's ``settings["score_reading"]``):
 * constrained by a JSON schema (``--score-method constrained`` on an OpenAI-compatible server that honours a
   ``response_format`` JSON schema: llama.cpp's server, vLLM, OpenAI): the rationale is generated up to the score
   marker, then a second request (the rationale as the Judge's turn, then :data:`SCHEMA_ASK`) is answered under a
-  schema whose score is one of the trait's valid integers (mode ``constrained_schema``; no distribution);
+  schema whose score is one of the trait's valid integers (mode ``constrained_schema``), its distribution read
+  from the top alternatives at the score's token of that JSON answer when the backend gives logprobs;
 * text: the score is the value of the Judge's last own ``Final score: N`` statement (:func:`parse_score`; what
   counts as one, and what is not the Judge's own, in :mod:`madrag.agents.final_score`), its distribution read
   from the top alternatives at that value when the backend gives logprobs; when it cannot be read and the run
@@ -46,7 +47,9 @@ from madrag.agents.final_score import rationale as judge_rationale
 from madrag.agents.final_score import statements as statements
 from madrag.agents.scores import blank_score_line as blank_score_line
 from madrag.agents.scores import choice_distribution as choice_distribution
+from madrag.agents.scores import distribution_at as distribution_at
 from madrag.agents.scores import distribution_from_tokens as distribution_from_tokens
+from madrag.agents.scores import json_value_offset as json_value_offset
 from madrag.agents.scores import normalise as normalise
 from madrag.agents.scores import parse_trait_scores as parse_trait_scores
 from madrag.agents.scores import summarise as summarise
@@ -271,14 +274,17 @@ async def _schema_scores(
     names = [t.name for t in traits] if all_traits else ["score"]
     ask = SCHEMA_ASK.format(fields=", ".join(f'"{n}"' for n in names), lo=lo, hi=hi)
     step = _followup(ctx, call, rationale, ask, max_tokens=SCORE_STEP_TOKENS * len(traits))
-    step = step.model_copy(update={"json_schema": score_schema(traits, all_traits), "logprobs": False})
-    step = step.model_copy(update={"top_logprobs": 0})
+    # the score step keeps the run's logprobs: the distribution is read at each score's token of the JSON answer
+    step = step.model_copy(update={"json_schema": score_schema(traits, all_traits)})
     score_resp = await ctx.provider.complete(step)
     cut = f", cut off at {step.max_tokens} tokens" if was_cut(score_resp) else ""
     results: dict[str, ScoreResult] = {}
+    by_name = {t.name: t for t in traits}
     for name, got in read_schema_answer(score_resp.text, traits, all_traits).items():
         parsed, problem = (got, None) if isinstance(got, int) else (None, got + cut)
-        results[name] = summarise(None, parsed, "constrained_schema", "parsed", problem)
+        at = json_value_offset(score_resp.text, name if all_traits else "score")
+        dist = distribution_at(at, score_resp.tokens, by_name[name]) if score_resp.tokens else None
+        results[name] = summarise(dist, parsed, "constrained_schema", ctx.settings.report, problem)
     fields: dict[str, Any] = {"trait_scores": results} if all_traits else {"score": results[traits[0].name]}
     only = results[traits[0].name].invalid_raw
     error = _traits_error(results) if all_traits else (f"unusable score: {only}" if only else None)

@@ -7,6 +7,7 @@ statement is in :mod:`madrag.agents.final_score`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -73,12 +74,22 @@ def distribution_from_tokens(
     text: str, tokens: list[TokenLogprob], trait: Trait, essay: str | None = None
 ) -> dict[int, float] | None:
     """p(score) at the token that carries the final score (the value of the statement :func:`parse_score`
-    reads, with the same ``essay``), from its top alternatives.
-
-    Only valid scores found among the alternatives count; None when the position or the alternatives
-    are missing.
-    """
+    reads, with the same ``essay``), from its top alternatives (:func:`distribution_at`)."""
     _, offset = find_final_score(text, essay)
+    return distribution_at(offset, tokens, trait)
+
+
+def json_value_offset(text: str, key: str) -> int:
+    """Where the integer value of ``key`` starts in a JSON answer ``text`` (-1 when it has none): the score a
+    score step under a JSON schema wrote."""
+    found = re.search(re.escape(json.dumps(key)) + r"\s*:\s*(-?\d)", text)
+    return found.start(1) if found else -1
+
+
+def distribution_at(offset: int, tokens: list[TokenLogprob], trait: Trait) -> dict[int, float] | None:
+    """p(score) at the generated token that covers character ``offset`` of the answer (the tokens' texts, in
+    order, make the answer), from that token and its top alternatives: only the trait's valid scores count, the
+    rest renormalised. None when ``offset`` is -1, or no valid score is among the alternatives."""
     if offset < 0:
         return None
     pos = 0

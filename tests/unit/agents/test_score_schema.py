@@ -8,6 +8,7 @@ server that ignores it is refused in one line. The summary names why scores were
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,57 @@ def test_the_summary_names_each_cause() -> None:
     assert "1 no 'Final score: N' line" in line
     assert "2 of 2 essay-trait scores missing" in line  # one scored None, one without a row at all
     assert repeats_itself(loop) and not repeats_itself("A short, varied answer about the essay's ideas.")
+
+
+def _schema_server_with_logprobs(seen: list[dict[str, Any]]) -> httpx.AsyncClient:
+    """An OpenAI-compatible server that gives logprobs: the rationale in text, the score step's JSON answer
+    ``{"score": 2}`` in llama.cpp's tokens, 2 at 0.6 and 3 at 0.3 (and a brace among the alternatives)."""
+
+    def token(text: str, top: dict[str, float]) -> dict[str, Any]:
+        alts = [{"token": t, "logprob": math.log(p)} for t, p in top.items()]
+        return {"token": text, "logprob": alts[0]["logprob"], "top_logprobs": alts}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        if body.get("response_format") is None:
+            content = [token("Clear", {"Clear": 0.9}), token(" ideas.", {" ideas.": 0.9})]
+            text = "Clear ideas."
+        else:
+            pieces = [('{"', {'{"': 1.0}), ("score", {"score": 1.0}), ('":', {'":': 1.0}), (" ", {" ": 1.0})]
+            pieces += [("2", {"2": 0.6, "3": 0.3, "}": 0.1}), ("}", {"}": 1.0})]
+            content = [token(t, top) for t, top in pieces]
+            text = '{"score": 2}'
+        choice = {"message": {"content": text}, "finish_reason": "stop", "logprobs": {"content": content}}
+        return httpx.Response(200, json={"choices": [choice], "model": "m"})
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+async def test_a_schema_score_on_a_server_with_logprobs_has_its_distribution(tmp_path: Path) -> None:
+    """The score step under a JSON schema keeps the run's logprobs: the distribution is read at the score's token
+    of the JSON answer (the other valid scores among its alternatives), so G-Eval's expectation is read on such a
+    server instead of 'no score distribution'."""
+    from madrag.protocols.geval import expected_result
+
+    seen: list[dict[str, Any]] = []
+    provider = _openai(_schema_server_with_logprobs(seen), logprobs=True)
+    ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
+    record = await judge_trait(ctx, judge_call(), IDEAS)
+    assert seen[1]["logprobs"] is True and seen[1]["top_logprobs"] == 5 and "response_format" in seen[1]
+    score = record.score
+    assert score is not None and score.parsed == 2 and score.reported == 2 and score.mode == "constrained_schema"
+    assert score.distribution == pytest.approx({2: 2 / 3, 3: 1 / 3})
+    assert score.expected == pytest.approx(2 + 1 / 3)
+    geval = expected_result(record, IDEAS)
+    assert geval.reported == 2 and geval.reported_from == "expected"
+
+
+def test_the_json_value_offset_finds_each_traits_score() -> None:
+    from madrag.agents.scores import json_value_offset
+
+    text = '{"Ideas": 3, "Word \\"Choice\\"": 1, "score":-1}'
+    assert text[json_value_offset(text, "Ideas")] == "3"
+    assert text[json_value_offset(text, 'Word "Choice"')] == "1"
+    assert text[json_value_offset(text, "score") :].startswith("-1")
+    assert json_value_offset(text, "Style") == -1
