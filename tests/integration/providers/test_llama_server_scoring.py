@@ -96,3 +96,20 @@ def test_constrained_scoring_reads_every_score_where_the_text_cannot(
         assert store.get_meta("preflight")["*"]["json_schema_probe"] == "honoured"
     finally:
         store.close()
+
+
+def test_geval_reads_its_expectation_from_the_schema_score_steps_logprobs(
+    llama_server: str, asap: Path, tmp_path: Path
+) -> None:
+    """G-Eval on llama.cpp's server with logprobs: the score step under the JSON schema keeps the logprobs, and
+    the distribution at the score's token gives G-Eval's expectation (it was missing: 'no score distribution')."""
+    done = _run(llama_server, asap, tmp_path, "geval", "-p", "GEval", "--score-method", "constrained")
+    assert done.returncode == 0, done.stderr
+    judges = _judges(tmp_path / "geval")
+    assert len(judges) == len(TRAITS)
+    for record in judges:
+        score = record.score
+        assert score is not None and score.reported_from == "expected" and score.reported is not None
+        assert score.distribution and set(score.distribution) <= {0, 1, 2, 3}
+        assert score.expected is not None and abs(sum(score.distribution.values()) - 1.0) < 1e-6
+    assert "unusable" not in " ".join(done.stdout.split())
