@@ -163,7 +163,7 @@ EmbedderOpt = Annotated[
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")]
 DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Score only a sample (--sample) and estimate the whole run's cost.")
+    bool, typer.Option("--dry-run", help="Score only a sample (--sample) and estimate the whole run's cost and time.")
 ]
 SampleOpt = Annotated[int, typer.Option(help="Essays scored by --dry-run.")]
 DryRunPricesOpt = Annotated[Path | None, typer.Option(help="Price table (YAML/JSON, $ per 1M tokens) for --dry-run.")]

@@ -98,6 +98,7 @@ def test_dry_run_scores_a_sample_and_estimates_the_whole_run(base: list[str], tm
     assert proc.returncode == 0, proc.stderr
     assert "estimate for 313 essays x 4 traits" in proc.stdout  # fold 0 of set 7
     assert "calls     3,756" in proc.stdout and "spend $" in proc.stdout  # 313 x 4 x 3 calls
+    assert re.search(r"time: about \d+ (s|min) at the sample's pace \(12 calls answered in", proc.stdout)
     assert (tmp_path / "run" / "dry-run" / "store.sqlite").is_file()
     assert not (tmp_path / "run" / "store.sqlite").exists()  # the real run was not started
 

@@ -184,6 +184,25 @@ def test_extrapolation_arithmetic() -> None:
     assert "MAD run alone: 60 calls" in render_text(only_mad)
 
 
+def test_the_time_is_the_samples_seconds_per_answered_call_times_the_calls_planned() -> None:
+    """A dry run's time: the sample's wall-clock span (first request's start to the last answer stored) over its
+    calls answered by the backend, times the planned run's calls; cached calls are no pace."""
+    from madrag.evaluation.costs.estimate import Pace
+
+    sample = [rec("MA", f"e{i}", "Ideas", "judge", 100, 10) for i in range(4)]
+    for i, record in enumerate(sample):  # answers stored at 102, 104, 106 and 108 s, each 2 s on the backend
+        record.created_at, record.latency_s = 102.0 + 2 * i, 2.0
+    cached = rec("MA", "e9", "Ideas", "judge", 100, 10, cached=True)
+    cached.created_at = 500.0  # served from the cache long after: not the backend's pace
+    est = estimate_run([*sample, cached], n_essays=30, n_traits=1)
+    assert est.pace == Pace(calls=4, seconds=8.0)
+    assert est.total.calls == pytest.approx(30) and est.seconds == pytest.approx(60.0)
+    assert "time: about 60 s at the sample's pace (4 calls answered in 8 s, 2.00 s a call" in render_text(est)
+    none = estimate_run([cached], n_essays=30, n_traits=1)
+    assert none.pace is None and none.seconds is None
+    assert "time: not estimated (the backend answered none of the sample's calls" in render_text(none)
+
+
 def test_whole_essay_calls_scale_with_essays_only() -> None:
     sample = [rec("Holistic", f"e{i}", "*", "judge", 1000, 100) for i in range(4)]
     est = estimate_run(sample, n_essays=50, n_traits=6)

@@ -1,7 +1,8 @@
 """Dry runs: a sample (a small run) scaled to ``n_essays`` x ``n_traits``.
 
 The mean tally per essay-trait of each group (per essay for calls that score every trait at once, ``trait ==
-"*"``), times the number of such units, each debate counted once however many protocols share it.
+"*"``), times the number of such units, each debate counted once however many protocols share it; the time,
+at the sample's pace (:class:`Pace`): its seconds per call answered by the backend times the calls planned.
 """
 
 from __future__ import annotations
@@ -16,6 +17,30 @@ from madrag.records import AgentRecord
 from madrag.store import RunStore
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How fast the sample's backend answered: ``calls`` answered by it (not from the response cache) in
+    ``seconds`` of wall-clock time, from the first request's start to the last answer stored (the sample's own
+    parallelism included: a planned run with more essays in flight on a server with free slots goes faster)."""
+
+    calls: int
+    seconds: float
+
+    @property
+    def per_call_s(self) -> float:
+        return self.seconds / self.calls
+
+    @classmethod
+    def of(cls, calls: Iterable[CallCost]) -> Pace | None:
+        """The pace of ``calls``; None when the backend answered none of them (all cached, or failed)."""
+        made = [c for c in calls if not c.cached and not c.failed and c.stored_at is not None]
+        if not made:
+            return None
+        start = min(c.stored_at - c.latency_s for c in made if c.stored_at is not None)
+        end = max(c.stored_at for c in made if c.stored_at is not None)
+        return cls(len(made), max(end - start, 0.0))
+
+
 @dataclass
 class RunEstimate:
     """A sample's mean cost per unit, scaled to ``n_essays`` x ``n_traits``."""
@@ -27,6 +52,12 @@ class RunEstimate:
     per_protocol: dict[str, Tally]  # scaled own + shared (the protocol run alone)
     total: Tally
     sample_units: dict[str, int]
+    pace: Pace | None = None  # the sample's (None: no call of it was answered by the backend)
+
+    @property
+    def seconds(self) -> float | None:
+        """The planned run's time at the sample's pace (None without one)."""
+        return None if self.pace is None else self.pace.per_call_s * self.total.calls
 
 
 def _units(group: GroupCost, n_essays: int, n_traits: int) -> int:
@@ -74,6 +105,7 @@ def estimate_run(
         per_protocol=per_protocol,
         total=sum(groups.values(), start=Tally()),
         sample_units={g: len(report.groups[g].units) for g in needed},
+        pace=Pace.of(report.calls),
     )
 
 

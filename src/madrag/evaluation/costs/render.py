@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from madrag.durations import duration
 from madrag.evaluation.costs.estimate import RunEstimate
 from madrag.evaluation.costs.tally import WHOLE_ESSAY, CostReport, Tally
 
@@ -129,6 +130,7 @@ def render_estimate(estimate: RunEstimate, priced: bool) -> str:
         "(sample means per unit x units; debates counted once; spend as if nothing were cached):",
         _line("total", estimate.total, False) + (f"  spend {_money(estimate.total.gross_spend)}" if priced else ""),
     ]
+    lines.append("  " + _time_line(estimate))
     for group, tally in estimate.groups.items():
         basis = f"{group} (from {estimate.sample_units[group]} sample units)"
         lines.append("  " + _line(basis, tally, False) + (f"  spend {_money(tally.gross_spend)}" if priced else ""))
@@ -137,6 +139,18 @@ def render_estimate(estimate: RunEstimate, priced: bool) -> str:
             f"  {name} run alone: {tally.calls:,.0f} calls" + (f", {_money(tally.gross_spend)}" if priced else "")
         )
     return "\n".join(lines)
+
+
+def _time_line(estimate: RunEstimate) -> str:
+    """The planned run's time at the sample's pace, or why there is none."""
+    pace = estimate.pace
+    if pace is None:
+        return "time: not estimated (the backend answered none of the sample's calls: all from the response cache)"
+    return (
+        f"time: {duration(estimate.seconds)} at the sample's pace ({pace.calls:,} calls answered in "
+        f"{pace.seconds:.0f} s, {pace.per_call_s:.2f} s a call; more essays in flight on a server with free slots "
+        "go faster)"
+    )
 
 
 def render_text(item: CostReport | RunEstimate, priced: bool | None = None) -> str:
@@ -190,4 +204,6 @@ def estimate_to_dict(estimate: RunEstimate) -> dict[str, Any]:
         "groups": {g: _tally_dict(t) for g, t in estimate.groups.items()},
         "per_protocol": {p: _tally_dict(t) for p, t in estimate.per_protocol.items()},
         "sample_units": estimate.sample_units,
+        "seconds": estimate.seconds,
+        "pace": None if estimate.pace is None else {"calls": estimate.pace.calls, "seconds": estimate.pace.seconds},
     }

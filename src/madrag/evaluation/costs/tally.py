@@ -79,6 +79,8 @@ class CallCost:
     failed: bool = False  # no answer after the retries
     reads: tuple[str, ...] = ()  # keys of the debate records a Judge read
     retries: tuple[str, ...] = ()  # why each failed attempt of the call was retried
+    latency_s: float = 0.0  # the backend's time on the call's requests
+    stored_at: float | None = None  # when the call was stored (epoch seconds; its end)
 
     @classmethod
     def of(cls, record: AgentRecord) -> CallCost:
@@ -104,6 +106,8 @@ class CallCost:
             failed=record.failed,
             reads=tuple(str(k) for k in reads),
             retries=tuple(record.retries),
+            latency_s=record.latency_s,
+            stored_at=record.created_at,
         )
 
 

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from madrag import __version__
+from madrag.durations import duration
 from madrag.server.http.security import CSRF_COOKIE, csrf_cookie, csrf_token
 from madrag.server.service import State
 from madrag.teacher.plain_words import protocol_label, score_read
@@ -39,16 +40,6 @@ def _when(value: float | None) -> str:
 
 def _score(value: Any) -> str:
     return "missing" if value is None else str(value)
-
-
-def duration(seconds: float | None) -> str:
-    """A time span in words: "about 40 s", "about 12 min", "about 2 h 5 min" ("" when unknown)."""
-    if seconds is None:
-        return ""
-    if seconds < 90:
-        return f"about {max(1, round(seconds))} s"
-    minutes = round(seconds / 60)
-    return f"about {minutes} min" if minutes < 90 else f"about {minutes // 60} h {minutes % 60} min"
 
 
 ENV.filters["when"] = _when
