@@ -7,7 +7,7 @@ leaves it: ``madrag eval``, ``madrag report`` and ``madrag runs export`` work on
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,6 +18,7 @@ from madrag.data.essay import Essay
 from madrag.evaluation.agreement import Evaluation, evaluate
 from madrag.evaluation.run import open_store, score_rows
 from madrag.evaluation.tables import save
+from madrag.pipeline.unusable import Unusable
 from madrag.protocols.base import TraitScore
 from madrag.records import FAILED_MARK, AgentRecord
 from madrag.rubric import Rubric
@@ -73,6 +74,8 @@ class ScoringResult:
     trait_scores: list[TraitScore]
     stats: CallStats
     elapsed_s: float
+    # per protocol, its unusable judge answers and missing essay-trait scores, by cause (madrag.pipeline.unusable)
+    unusable: dict[str, Unusable] = field(default_factory=dict)
 
     @functools.cached_property
     def scores(self) -> pd.DataFrame:

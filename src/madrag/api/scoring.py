@@ -198,6 +198,7 @@ async def arun_job(
         trait_scores=done.scores,
         stats=done.stats,
         elapsed_s=done.elapsed_s,
+        unusable=done.unusable,
     )
 
 

@@ -16,6 +16,7 @@ from madrag.cli.paths import output_file
 from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store, require_run
+from madrag.pipeline.unusable import Unusable, stored_accounts
 from madrag.store import RunStore
 
 runs_app = typer.Typer(help="List runs and export their scores or records.", no_args_is_help=True)
@@ -26,9 +27,11 @@ def runs_list(
     root: Annotated[Path, typer.Argument(help="Folder holding run folders.")] = Path("runs"),
 ) -> None:
     """List the runs under ROOT: when each started, its status (complete, interrupted, failed or running, from
-    its run.log), record and essay counts, protocols and model."""
+    its run.log), record and essay counts, protocols, the scores it could not read (per protocol, as its last
+    finished job counted them) and model."""
     table = Table(title=f"runs in {root}")
-    for col in ("run dir", "started", "status", "run id", "records", "essays", "protocols", "model", "ran on"):
+    columns = ("run dir", "started", "status", "run id", "records", "essays", "protocols", "not read", "model")
+    for col in (*columns, "ran on"):
         table.add_column(col)
     for db in sorted(root.glob("*/store.sqlite")):
         table.add_row(*_run_row(db.parent))
@@ -53,11 +56,21 @@ def _run_row(run_dir: Path) -> list[str]:
             str(store.count()),
             str(len(store.essays())),
             ", ".join(p["name"] for p in config.get("protocols", [])),
+            _not_read(stored_accounts(store)),
             str(model) if model else "—",
             ray_summary(store.get_meta("ray")),
         ]
     finally:
         store.close()
+
+
+def _not_read(accounts: dict[str, Unusable] | None) -> str:
+    """The run's unread scores per protocol ("CJ: 21 of 24 comparisons unusable, 3 of 3 missing"), "all read",
+    or a dash when no job of the run finished (its counts are made at a job's end)."""
+    if accounts is None:
+        return "— (no finished job)"
+    said = [f"{protocol}: {account.short()}" for protocol, account in accounts.items() if account.short() != "all read"]
+    return "; ".join(said) or "all read"
 
 
 @runs_app.command("export")

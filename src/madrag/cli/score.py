@@ -138,7 +138,7 @@ def run_cli_job(job: ScoreJob) -> ScoringResult:
 
 def _summary(result: ScoringResult) -> None:
     """The table of trait scores (with the human reference) and the call counts of a finished job."""
-    from madrag.evaluation.unusable import summary_lines, unusable_by_protocol
+    from madrag.pipeline.unusable import summary_lines
 
     traits = result.rubric.trait_names
     protocols = sorted({s.protocol for s in result.trait_scores})
@@ -159,10 +159,7 @@ def _summary(result: ScoringResult) -> None:
             table.add_row(essay.id, protocol, *cells)
     console.print(table)
     console.print(_calls_line(result), markup=False)
-    ids = [e.id for e in result.essays]
-    chosen = set(ids)
-    records = (r for r in result.records if r.essay_id in chosen)
-    for line in summary_lines(unusable_by_protocol(records, result.trait_scores, ids, traits, result.protocols)):
+    for line in summary_lines(result.unusable):
         console.print(line, markup=False)
 
 

@@ -26,6 +26,7 @@ from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, lo
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.tables import display_tables, fmt
 from madrag.metrics import TieRule, checked_ties
+from madrag.pipeline.unusable import summary_lines
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
 
@@ -268,6 +269,18 @@ def paper_section(evaluation: Evaluation) -> str:
     return f"<h2>Beside {esc(result.name)}</h2>{tables}{notes}"
 
 
+def not_read_section(run: RunData) -> str:
+    """The scores the run could not read, per protocol and cause, as its last finished job counted them (the
+    lines ``madrag score`` ended with); nothing when every score was read."""
+    if run.unusable is None:
+        return "<p class='muted'>note: no job of this run finished, so its unread scores were not counted</p>"
+    lines = summary_lines(run.unusable)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return f"<h2>Scores not read</h2><ul>{items}</ul>"
+
+
 def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: bool = False) -> str:
     """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices;
     ``paper``: the paper's figures beside the measured ones, after the agreement tables."""
@@ -286,7 +299,7 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: s
         f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{esc(title)}</title><style>{STYLE}</style>"
         f"</head><body><h1>{esc(title)}</h1><p class='muted'>run {esc(run.run_dir)} · protocols "
-        f"{esc(', '.join(run.protocols))} · {esc(meta.get('reference'))}</p>{notes}"
+        f"{esc(', '.join(run.protocols))} · {esc(meta.get('reference'))}</p>{notes}{not_read_section(run)}"
         f"<h2>Agreement with the human reference</h2>{qwk_plot(evaluation)}{tables}"
         f"{paper_section(evaluation) if paper else ''}"
         f"<h2>Extreme-score subset</h2>{extreme_plot(evaluation)}"

@@ -16,6 +16,7 @@ from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, HumanReference, base_name, references_frame
 from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
+from madrag.pipeline.unusable import Unusable, stored_accounts
 from madrag.protocols import find_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.consensus import FRAME_COLUMNS, agent_score_rows
@@ -43,6 +44,8 @@ class RunData:
     # how this reading's reference labels round a tie: half up (the paper's), unless an evaluation chose a rule
     # (evaluate_run, the report and the error export set the run's own, or the one asked for)
     label_ties: TieRule = PAPER_TIES
+    # per protocol, the scores its last finished job could not read (None: no job of the run finished)
+    unusable: dict[str, Unusable] | None = None
 
     @property
     def reference_ties(self) -> TieRule:
@@ -144,12 +147,14 @@ def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) 
         # Judge records already read are served from memory (parsing dominates a large run); the consensus
         # protocols' agent records (the consensus paper) are read from the store by their namespaces
         scores = trait_scores(cast(RunStore, _JudgeRecords(found, store)), rubric, configured)
+        accounts = stored_accounts(store)
     finally:
         store.close()
     stored = config.get("data")
     path = data_path or (Path(stored) if stored else None)
     protocols = _ordered_protocols({s.protocol for s in scores}, configured)
-    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, found if judges else [])
+    kept = found if judges else []
+    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, kept, unusable=accounts)
 
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:

@@ -66,6 +66,7 @@ from madrag.pipeline.run_dir import (
 from madrag.pipeline.run_log import run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
+from madrag.pipeline.unusable import Unusable, store_accounts, unusable_by_protocol
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.base import Provider
@@ -369,7 +370,8 @@ def _nothing_left(
     hooks.on_stage("nothing left to do: every score of this job is in the run store")
     elapsed = time.monotonic() - started
     final = scores_over_run(done[0], store, run)
-    return JobResult(run.run_id, True, run.essays, final, done[1], elapsed, store.get_meta("bank") or {})
+    bank = store.get_meta("bank") or {}
+    return JobResult(run.run_id, True, run.essays, final, done[1], elapsed, bank, _accounts(run, final))
 
 
 async def _score(
@@ -420,4 +422,15 @@ async def _score(
         scores = await job.executor(scoring)
     elapsed = time.monotonic() - started
     final = scores_over_run(scores, run.store, run)
-    return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info)
+    return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info, _accounts(run, final))
+
+
+def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:
+    """Per protocol, the unusable and missing scores of the job's essays, counted once from their stored records
+    and kept in the store for every later reader."""
+    ids = [essay.id for essay in run.essays]
+    records = run.store.records_of(ids)
+    protocols = [protocol.name for protocol in run.protocols]
+    accounts = unusable_by_protocol(records, final, ids, run.rubric.trait_names, protocols)
+    store_accounts(run.store, accounts)
+    return accounts

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +16,7 @@ from madrag.agents.calls import CallContext, CallStats
 from madrag.data.essay import Essay
 from madrag.data.splits import EvalFold
 from madrag.pipeline.hooks import RunHooks
+from madrag.pipeline.unusable import Unusable
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import EmbedderName
@@ -100,6 +101,8 @@ class JobResult:
     stats: CallStats
     elapsed_s: float
     bank_info: dict[str, Any]
+    # per protocol, its unusable and missing scores of the selected essays (kept in the store: pipeline.unusable)
+    unusable: dict[str, Unusable] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

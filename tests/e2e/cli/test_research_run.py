@@ -172,7 +172,7 @@ def test_the_summary_tells_cache_hits_apart(asap: Path, tmp_path: Path) -> None:
 
 
 def test_missing_scores_are_counted_per_essay_trait() -> None:
-    from madrag.evaluation.unusable import unusable_scores
+    from madrag.pipeline.unusable import unusable_scores
     from madrag.protocols.scores import TraitScore
 
     scores = [

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from madrag.evaluation.run import open_store
-from madrag.evaluation.unusable import unusable_scores
+from madrag.pipeline.unusable import unusable_scores
 from madrag.records import AgentRecord
 
 try:

@@ -6,12 +6,18 @@ fake provider, through the pipeline as ``madrag score`` runs it."""
 from __future__ import annotations
 
 import asyncio
+import html
+import io
 from pathlib import Path
+from unittest.mock import patch
 
+from rich.console import Console
 from tests.helpers import stored_records
 
-from madrag.evaluation.unusable import NO_ANSWER, summary_lines, unusable_by_protocol
+from madrag.cli import runs
+from madrag.evaluation.report import write_report
 from madrag.pipeline.job import ScoreJob, execute
+from madrag.pipeline.unusable import NO_ANSWER, summary_lines, unusable_by_protocol
 from madrag.protocols.scores import TraitScore
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
@@ -58,6 +64,26 @@ def test_each_protocol_names_why_its_scores_are_missing(asap: Path, tmp_path: Pa
     assert lines[0] == ("GEval: 3 of 3 essay-trait scores missing: 3 no score distribution (backend without logprobs).")
     assert lines[1].startswith(f"CJ: {len(compares)} of {len(compares)} comparisons unusable: ")
     assert lines[2] == "MTS: 3 of 3 essay-trait scores missing: 3 min-max over 3 essays has no range."
+
+    # one count on every surface: the job's result, the summary, runs list and the report read what the job's
+    # end stored, and say what was counted here
+    assert {p: a.as_dict() for p, a in result.unusable.items()} == {p: a.as_dict() for p, a in accounts.items()}
+    assert summary_lines(result.unusable) == lines
+    listed = _runs_list_row(tmp_path)
+    assert f"CJ: {len(compares)} of {len(compares)} comparisons unusable, 3 of 3 missing" in listed
+    assert "GEval: 3 of 3 missing; " in listed and "MTS: 3 of 3 missing" in listed and "MA:" not in listed
+    report = write_report(job.run_dir, bootstrap=10).read_text(encoding="utf-8")
+    assert "<h2>Scores not read</h2>" in report
+    assert all(html.escape(line, quote=True) in report for line in lines)
+
+
+def _runs_list_row(root: Path) -> str:
+    """``madrag runs list ROOT``'s row of its one run, on one line."""
+    buffer = io.StringIO()
+    wide = Console(file=buffer, width=2000)
+    with patch.object(runs, "console", wide):
+        runs.runs_list(root)
+    return next(line for line in buffer.getvalue().splitlines() if "run" in line and "CJ" in line)
 
 
 def test_a_score_without_any_row_is_a_call_that_failed() -> None:

@@ -1,5 +1,6 @@
 """Why a run's scores could not be read: every judge answer whose score is unusable, counted by cause, and the
-essay-trait scores left missing, counted by cause too, per protocol, for the lines ``madrag score`` ends a run with
+essay-trait scores left missing, counted by cause too, per protocol: counted once when a job ends and kept in
+its store (:func:`store_accounts`), for the lines ``madrag score`` ends a run with, ``runs list`` and the report
 (e.g. "MA: 42 of 48 judge scores unusable: 35 cut off at the token limit (--judge-max-tokens 64), 7 no 'Final
 score: N' line. 42 of 48 essay-trait scores missing: ..."; "CJ: 21 of 24 comparisons unusable: 21 no 'Answer: A'
 or 'Answer: B' line. ..."; "MTS: 3 of 3 essay-trait scores missing: 3 min-max over 3 essays has no range").
@@ -19,9 +20,11 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from madrag.protocols.scores import TraitScore
 from madrag.records import AgentRecord
+from madrag.store import RunStore
 
 _PREFIX = re.compile(r"^(?:unusable score(?: for [^:]*)?|unreadable comparison): ")
 _KINDS = [
@@ -91,6 +94,36 @@ class Unusable:
     def unusable(self) -> int:
         """Unusable judge scores."""
         return sum(self.causes.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The account as JSON, as a run's store keeps it (meta ``unusable``)."""
+        return {
+            "answers": self.answers,
+            "given": self.given,
+            "causes": dict(self.causes),
+            "missing": self.missing,
+            "expected": self.expected,
+            "missing_causes": dict(self.missing_causes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Unusable:
+        """The account :meth:`as_dict` wrote."""
+        return cls(
+            given=int(data["given"]),
+            causes=Counter(data["causes"]),
+            missing=int(data["missing"]),
+            expected=int(data["expected"]),
+            missing_causes=Counter(data["missing_causes"]),
+            answers=str(data["answers"]),
+        )
+
+    def short(self) -> str:
+        """A few words for a list of runs: "all read", or "21 of 24 comparisons unusable, 3 of 3 missing"."""
+        parts = [f"{self.unusable} of {self.given} {self.answers} unusable"] if self.unusable else []
+        if self.missing:
+            parts.append(f"{self.missing} of {self.expected} missing")
+        return ", ".join(parts) or "all read"
 
     def line(self) -> str:
         """The run's closing line on its scores (empty when every score was read)."""
@@ -167,6 +200,22 @@ def unusable_by_protocol(
                     account.missing += 1
                     account.missing_causes[missing_cause(score)] += 1
     return found
+
+
+META = "unusable"
+"""The run store's meta key of the accounts of the run's last finished job (:func:`store_accounts`)."""
+
+
+def store_accounts(store: RunStore, accounts: dict[str, Unusable]) -> None:
+    """Keep ``accounts`` (per protocol) in the run's store: the summary, ``runs list`` and the report read them."""
+    store.set_meta(META, {protocol: account.as_dict() for protocol, account in accounts.items()})
+
+
+def stored_accounts(store: RunStore) -> dict[str, Unusable] | None:
+    """The accounts a run's last finished job stored; None for a run that never finished one (or made before
+    they were kept)."""
+    found = store.get_meta(META)
+    return None if found is None else {p: Unusable.from_dict(d) for p, d in found.items()}
 
 
 def summary_lines(accounts: dict[str, Unusable]) -> list[str]:
