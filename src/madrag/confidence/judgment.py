@@ -10,6 +10,7 @@ is not a usable judgment raises :class:`MetaParseError` saying why; nothing is e
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -85,7 +86,8 @@ def _problem(exc: ValidationError) -> str:
 
 
 def parse_meta_judgment(text: str) -> MetaJudgment:
-    """The judgment in ``text``: its last complete JSON object (code fences and prose around it are ignored).
+    """The judgment in ``text``: its last complete JSON object (code fences and prose around it are ignored), or
+    an object cut off in its free text whose four judged fields were all written (:func:`_cut_object`).
 
     Raises :class:`MetaParseError` naming the problem: no JSON object, a missing field, a value out of range
     or not an integer.
@@ -104,9 +106,35 @@ def parse_meta_judgment(text: str) -> MetaJudgment:
         last = obj
         start = text.find("{", end)
     if last is None:
+        last = _cut_object(text)
+    if last is None:
         what = "no complete JSON object (malformed or cut off)" if "{" in text else "no JSON object"
         raise MetaParseError(f"{what} in the answer")
     try:
         return MetaJudgment.model_validate(last)
     except ValidationError as exc:
         raise MetaParseError(_problem(exc)) from None
+
+
+_FREE_TEXT = ("critical_issues_description", "reasoning")
+
+
+def _cut_object(text: str) -> dict[str, Any] | None:
+    """The fields of a JSON object cut off before its end (an answer stopped by the token limit in its free text):
+    every judged field (:data:`RANGES`) the model wrote in full, as an integer, and each free-text field as far as
+    it got; None unless all four judged fields are there. The scores the model stated are read, never guessed."""
+    body = text[text.find("{") :] if "{" in text else ""
+    found: dict[str, Any] = {}
+    for name in RANGES:
+        value = re.search(rf'"{name}"\s*:\s*(-?\d+)\s*[,}}\n]', body)
+        if value is None:
+            return None
+        found[name] = int(value.group(1))
+    for name in _FREE_TEXT:
+        said = re.search(rf'"{name}"\s*:\s*"((?:[^"\\]|\\.)*)', body)
+        if said is not None:
+            try:
+                found[name] = json.loads(f'"{said.group(1).rstrip(chr(92))}"')
+            except json.JSONDecodeError:
+                found[name] = said.group(1)
+    return found

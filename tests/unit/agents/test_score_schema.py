@@ -19,8 +19,8 @@ from tests.unit.agents.test_faithful_scores import IDEAS, judge_call
 
 from madrag.agents.judge import judge_all_traits, judge_trait
 from madrag.errors import ConfigError, ProviderError
-from madrag.pipeline.unusable import repeats_itself, unusable_scores
 from madrag.pipeline.preflight import preflight
+from madrag.pipeline.unusable import repeats_itself, unusable_scores
 from madrag.protocols.scores import TraitScore
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply

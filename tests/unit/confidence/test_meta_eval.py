@@ -91,6 +91,20 @@ def test_parse_reads_the_last_complete_object(text: str) -> None:
     assert j.justification_quality == 2 and j.reasoning == GOOD["reasoning"]
 
 
+def test_a_judgment_cut_in_its_free_text_is_read_with_its_four_judged_fields() -> None:
+    """An answer stopped by the token limit in its reasoning still stated every score: they are read (what was
+    thrown away before), the reasoning kept as far as it got; a cut before a judged field is written in full is
+    still unusable, never guessed."""
+    cut = answer(reasoning='The agent quotes "waiting" twice and then goes on at length about')[:-12]
+    j = parse_meta_judgment(cut)
+    assert (j.instruction_following, j.justification_quality, j.evidence_grounding, j.critical_flag) == (3, 2, 3, 0)
+    assert j.reasoning.startswith('The agent quotes "waiting" twice') and j.reasoning.endswith("goes on at le")
+    flagged = '{"instruction_following": 3, "justification_quality": 2, "evidence_grounding": 1, "critical_flag": 1'
+    assert parse_meta_judgment(flagged + ', "critical_issues_description": "Invents a quo').q == 0
+    with pytest.raises(MetaParseError, match="no complete JSON object"):
+        parse_meta_judgment(flagged[:-1])  # the flag itself cut: not written in full
+
+
 def test_parse_last_object_wins_over_earlier_ones() -> None:
     j = parse_meta_judgment(f"{answer(instruction_following=1)}\nOn reflection:\n{answer(instruction_following=2)}")
     assert j.instruction_following == 2
@@ -106,7 +120,8 @@ def test_parse_tolerates_null_text_fields_and_extra_keys() -> None:
     [
         ("", "empty answer"),
         ("The response is good overall.", "no JSON object"),
-        (answer()[:-10], "no complete JSON object"),
+        (answer()[:40], "no complete JSON object"),  # cut before every judged field was written
+        ('{"reasoning": "long and cut', "no complete JSON object"),
         (answer(instruction_following=4), "instruction_following = 4 out of range 1..3"),
         (answer(evidence_grounding=0), "evidence_grounding = 0 out of range 1..3"),
         (answer(critical_flag=2), "critical_flag = 2 out of range 0..1"),
