@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
-from madrag.confidence.meta_eval import MetaMethod, MetaSummary, resolve_method, run_meta_evaluation
+from madrag.confidence.meta_eval import MetaMethod, MetaSummary, latest_judgments, resolve_method, run_meta_evaluation
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.pipeline.runner import provider_slots
@@ -93,6 +93,8 @@ def meta_identity(config: dict[str, Any]) -> dict[str, Any]:
     """What of a meta-evaluation's configuration must match, as JSON: one recorded before the backends' options
     models (its backend flat, with every kind's fields) is read in this release's shape."""
     current = json.loads(json.dumps(config, sort_keys=True, default=str))
+    # the token limit may change: a larger one makes the judgments cut off at the smaller one again
+    current.pop("max_tokens", None)
     provider = current.get("provider")
     return {**current, "provider": upgrade_identity(provider) if isinstance(provider, dict) else provider}
 
@@ -168,9 +170,10 @@ def _bind(store: RunStore, config: dict[str, Any]) -> tuple[bool, str]:
 
 
 def meta_records(meta_dir: Path) -> list[AgentRecord]:
-    """Every judgment record in a meta store."""
+    """The judgment records in force in a meta store (a judgment made again at a larger token limit replaces the
+    one cut off: :func:`~madrag.confidence.meta_eval.latest_judgments`)."""
     store = open_store(meta_dir)
     try:
-        return list(store.records())
+        return latest_judgments(store.records())
     finally:
         store.close()

@@ -88,18 +88,45 @@ def meta_messages(prompts: PromptLibrary, record: AgentRecord) -> list[Message]:
     return [Message(role="system", content=prompts.render("meta_system")), Message(role="user", content=task)]
 
 
-def meta_key(evaluated_key: str) -> str:
-    """The key of the judgment of the record keyed ``evaluated_key``."""
-    return "meta/" + evaluated_key
+def meta_key(evaluated_key: str, retry_tokens: int | None = None) -> str:
+    """The key of the judgment of the record keyed ``evaluated_key``; ``retry_tokens``: of its judgment made again
+    at that larger token limit, after one cut off unusable at a smaller limit (:func:`meta_evaluate`)."""
+    return "meta/" + evaluated_key + (f"@max_tokens={retry_tokens}" if retry_tokens is not None else "")
 
 
 @dataclass
 class _MetaCall(AgentCall):
     evaluated_key: str = ""
+    retry_tokens: int | None = None
 
     @property
     def key(self) -> str:
-        return meta_key(self.evaluated_key)
+        return meta_key(self.evaluated_key, self.retry_tokens)
+
+
+def _cut_below(found: AgentRecord | None, max_tokens: int) -> bool:
+    """Whether ``found`` is an unusable judgment cut off at a token limit smaller than ``max_tokens`` (so a run
+    with the larger limit makes it again)."""
+    if found is None or found.error is None or not found.truncated:
+        return False
+    limit = found.settings.get("max_tokens")
+    return isinstance(limit, int) and limit < max_tokens
+
+
+def latest_judgments(records: Iterable[AgentRecord]) -> list[AgentRecord]:
+    """The judgment in force per evaluated record: the one made at the largest token limit (a judgment made again
+    after a cut replaces the cut one), in the records' order; other records as they are."""
+    chosen: dict[str, AgentRecord] = {}
+    others: list[AgentRecord] = []
+    for record in records:
+        evaluated = record.context.get("evaluated_key") if record.role == META_ROLE else None
+        if not isinstance(evaluated, str):
+            others.append(record)
+            continue
+        held = chosen.get(evaluated)
+        if held is None or int(record.settings.get("max_tokens") or 0) > int(held.settings.get("max_tokens") or 0):
+            chosen[evaluated] = record
+    return others + list(chosen.values())
 
 
 def resolve_method(ctx: CallContext | ManagedProvider, method: MetaMethod) -> Literal["json", "constrained"]:
@@ -151,6 +178,8 @@ async def meta_evaluate(
         },
         evaluated_key=record.key,
     )
+    if _cut_below(ctx.store.get(call.key), max_tokens):  # cut at a smaller limit: made again at this one
+        call.retry_tokens = max_tokens
     return await once(ctx, call, lambda: _meta(ctx, call, how))
 
 
@@ -294,7 +323,7 @@ class MetaSummary:
         limit = f" (now {self.max_tokens})" if self.max_tokens is not None else ""
         return (
             f"{self.truncated} of the {self.failed} unusable judgments were cut off at the token limit: run again "
-            f"with a larger --max-tokens{limit} and a new --out (a meta store is bound to its token limit)"
+            f"with a larger --max-tokens{limit} and the same --out (only those are made again)"
         )
 
 

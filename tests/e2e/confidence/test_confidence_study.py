@@ -117,7 +117,7 @@ async def test_meta_job_then_study(tmp_path: Path, fake_backend: FakeProvider) -
     assert again.resumed and again.summary.made == 0 and again.summary.reused == 2 * N_ESSAYS
     assert len(fake_backend.calls) == 2 * N_ESSAYS
     with pytest.raises(ConfigError, match="different settings"):
-        await execute_meta(job.model_copy(update={"max_tokens": 99}))
+        await execute_meta(job.model_copy(update={"seed": 99}))
 
     study = run_study(run_dir, job.meta_dir)
     assert len(study.features) == 2 * N_ESSAYS and study.judgments is not None and study.judgments["ok"].all()
@@ -241,8 +241,37 @@ async def test_a_meta_eval_refused_before_its_first_call_leaves_no_folder(tmp_pa
     done = await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=fake, method="json", limit=1))
     assert done.summary.total == 2 and (out / "store.sqlite").is_file()
     with pytest.raises(ConfigError, match=r"different settings.*give another --out") as refused:
-        await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=fake, method="json", max_tokens=99))
+        await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=fake, method="json", seed=99))
     assert "--run-dir" not in str(refused.value)
+
+
+async def test_a_larger_max_tokens_on_the_same_out_makes_the_cut_judgments_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judgment cut off by the token limit before its scores is unusable; the same command with a larger
+    --max-tokens on the same --out makes exactly those again (the usable ones are kept), and the study reads the
+    new ones."""
+
+    def script(request: ChatRequest) -> FakeReply:
+        found = QUALITY.findall(request.messages[1].content)  # the judged response (a follow-up asks again)
+        if request.max_tokens < 100 and found and found[-1] == "3":  # a long answer: cut before its scores
+            return FakeReply(text='```json\n{"reasoning": "The agent quotes the essay and then', finish_reason="length")
+        return judge_script(request)
+
+    provider = FakeProvider(script=script, caps=Capabilities(json_schema=True))
+    policy = RetryPolicy(retries=0, base_delay_s=0.0, max_delay_s=0.0)
+    monkeypatch.setattr(job_module, "managed", lambda _spec, _cache: ManagedProvider(provider, policy))
+    run_dir = tmp_path / "run"
+    planted = make_debate_run(run_dir)
+    n_cut = sum(q == 3 for q in planted.values())
+    job = MetaJob(run_dir=run_dir, method="json", max_tokens=50)
+    first = await execute_meta(job)
+    assert 0 < n_cut < 2 * N_ESSAYS and first.summary.failed == first.summary.truncated == n_cut
+    again = await execute_meta(job.model_copy(update={"max_tokens": 400}))
+    assert again.resumed and again.summary.failed == 0
+    assert again.summary.made == n_cut and again.summary.reused == 2 * N_ESSAYS - n_cut
+    judgments = run_study(run_dir, job.meta_dir).judgments
+    assert judgments is not None and len(judgments) == 2 * N_ESSAYS and judgments["ok"].all()
 
 
 async def test_a_method_the_backend_cannot_do_leaves_no_folder(tmp_path: Path, fake_backend: FakeProvider) -> None:
