@@ -211,8 +211,9 @@ class OpenAICompatProvider(Provider):
             return None
 
     async def server_props(self) -> ServerProps | None:
-        """What a llama.cpp server says of its slots and context (``/props``); None elsewhere (server_props.py)."""
-        return await read_props(self._client, self.base_url)
+        """What a llama.cpp server says of its slots and context (``/props``), or vLLM of its model's context
+        (``/v1/models``); None elsewhere (server_props.py)."""
+        return await read_props(self._client, self.base_url, self.model)
 
     async def count_tokens(self, text: str) -> int | None:
         """The server's token count of ``text`` (``/tokenize``); None without that endpoint."""

@@ -10,8 +10,10 @@ the tokens of a text. madrag reads both when they are there:
   numbers (:func:`context_problem`; the prompt counted by ``/tokenize``, else estimated at one token per three
   characters, more than English text takes).
 
-A server without them (vLLM, OpenAI) answers 404 or nothing useful: :func:`read_props` gives None and nothing
-changes. Nothing here raises for a server that cannot be asked; the run's own checks say that.
+vLLM has no ``/props``, but its model list says the model's context (``max_model_len`` in ``GET /v1/models``):
+that context is read the same way (no slots: vLLM batches its requests). A server that says neither (OpenAI)
+answers 404 or nothing useful: :func:`read_props` gives None and nothing changes. Nothing here raises for a server
+that cannot be asked; the run's own checks say that.
 """
 
 from __future__ import annotations
@@ -38,10 +40,25 @@ class ServerProps:
 
     slots: int | None
     n_ctx: int | None
+    said_in: str = "props"  # where: llama.cpp's /props, or "models" (vLLM's max_model_len in /v1/models)
 
     def as_dict(self) -> dict[str, Any]:
         """For the run store's preflight record."""
+        if self.said_in == "models":
+            return {"max_model_len": self.n_ctx}
         return {"total_slots": self.slots, "n_ctx": self.n_ctx}
+
+    def context_words(self) -> str:
+        """The server's context, and how to make it larger, in the words of the server that said it."""
+        if self.said_in == "models":
+            return (
+                f"the model's context of {self.n_ctx} tokens (vLLM's max_model_len): start the server with a "
+                "larger --max-model-len"
+            )
+        return (
+            f"the server's context of {self.n_ctx} tokens per slot (llama.cpp's n_ctx divided among its slots): "
+            "start the server with a larger --ctx-size or fewer --parallel slots"
+        )
 
 
 class _Client(Protocol):
@@ -86,14 +103,37 @@ def parse_props(body: bytes) -> ServerProps | None:
     return props if props.slots is not None or props.n_ctx is not None else None
 
 
-async def read_props(client: _Client, base_url: str | None) -> ServerProps | None:
-    """``GET /props`` through the provider's own client (its key, its transport); None when the server has no
-    such endpoint or cannot be asked."""
+def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
+    """The context of ``model`` in a ``/v1/models`` answer that says it (vLLM's ``max_model_len``); None when
+    the answer does not."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if isinstance(entry, dict) and (model is None or entry.get("id") == model):
+            n_ctx = _positive(entry.get("max_model_len"))
+            return None if n_ctx is None else ServerProps(None, n_ctx, said_in="models")
+    return None
+
+
+async def read_props(client: _Client, base_url: str | None, model: str | None = None) -> ServerProps | None:
+    """``GET /props`` through the provider's own client (its key, its transport), else the context of ``model``
+    in ``GET /models`` (vLLM); None when the server says neither or cannot be asked."""
     path = root_path(base_url, "props")
     if path is None:
         return None
     try:
-        return parse_props(await client.get(path))
+        found = parse_props(await client.get(path))
+    except (ClientFailure, StatusFailure):
+        found = None
+    if found is not None:
+        return found
+    try:
+        return parse_model_context(await client.get("/models"), model)
     except (ClientFailure, StatusFailure):
         return None
 
@@ -165,7 +205,5 @@ async def context_problem(provider: Any, props: ServerProps | None, floor: Promp
         return None
     return (
         f"{floor.what} needs at least {tokens} prompt tokens ({how}) + {floor.answer_tokens} answer tokens = "
-        f"{tokens + floor.answer_tokens}, more than the server's context of {props.n_ctx} tokens per slot "
-        "(llama.cpp's n_ctx divided among its slots): start the server with a larger --ctx-size or fewer "
-        "--parallel slots, or score shorter essays"
+        f"{tokens + floor.answer_tokens}, more than {props.context_words()}, or score shorter essays"
     )

@@ -60,6 +60,8 @@ class StubConfig:
     # POST /tokenize counts a text's tokens (one per word); without ``props`` both answer 404, as vLLM's do
     props: bool = False
     n_ctx: int = 4096
+    # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
+    max_model_len: int | None = None
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

@@ -173,6 +173,8 @@ class StubApp:
         model: dict[str, Any] = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
         if self.config.fingerprint is not None:
             model["root"] = self.config.fingerprint
+        if self.config.max_model_len is not None:
+            model["max_model_len"] = self.config.max_model_len
         return web.json_response({"object": "list", "data": [model]})
 
     async def props(self, _request: web.Request) -> web.Response:
@@ -242,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
     parser.add_argument("--props", action="store_true", help="answer /props and /tokenize as llama.cpp's server")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
+    parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -264,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
         fault_seed=args.fault_seed,
         props=args.props,
         n_ctx=args.n_ctx,
+        max_model_len=args.max_model_len,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -312,6 +316,7 @@ class StubServer:
                 else []
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
+            *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             f"--port={self.port}",
         ]
 

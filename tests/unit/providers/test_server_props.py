@@ -115,3 +115,22 @@ def test_the_prompt_floor_takes_the_longest_essay_and_the_shortest_exemplars(rub
     assert without is not None and "pool" not in without.text
     assert floor.answer_tokens == ScoringSettings().judge_max_tokens
     assert prompt_floor([], pool, rubric7, ScoringSettings(), bank=True) is None
+
+
+async def test_vllms_model_context_refuses_a_prompt_that_cannot_fit(
+    tmp_path: Path, asap: Path, essays7: list[Essay]
+) -> None:
+    """vLLM has no /props but says its model's context in /v1/models (max_model_len): a prompt over it is refused
+    before any call, in vLLM's words; the concurrency is left as it was (vLLM says no slots)."""
+    run_dir = tmp_path / "run"
+    with StubServer(capacity=1, latency_s=0.0, max_model_len=300) as server:
+        with pytest.raises(ConfigError) as refused:
+            await execute(_job(asap, essays7[:3], run_dir, server.base_url))
+        stats = server.stats()
+    message = str(refused.value)
+    assert "estimated at 3 characters a token" in message  # vLLM's /tokenize is not llama.cpp's: estimated
+    assert "the model's context of 300 tokens (vLLM's max_model_len)" in message and "--max-model-len" in message
+    assert stats.requests == 0 and not run_dir.exists()
+    with StubServer(capacity=1, latency_s=0.0, max_model_len=32768) as server:
+        await execute(_job(asap, essays7[:1], run_dir, server.base_url))
+    assert _preflight(run_dir)["*"]["server"] == {"max_model_len": 32768}  # type: ignore[index]
