@@ -39,7 +39,7 @@ from madrag.providers.base import (
 from madrag.providers.identity import models_identity
 from madrag.providers.openai_answer import AnswerReader, parse_json
 from madrag.providers.openai_http import ClientFailure, HttpClient, HttpxClient, OpenAIPackageClient, StatusFailure
-from madrag.providers.server_props import ServerProps, read_props, tokenize
+from madrag.providers.server_props import ServerProps, other_models, read_props, tokenize
 
 NO_KEY = "sk-no-key"
 """Placeholder key sent to local servers that need none (the client refuses an empty key)."""
@@ -221,10 +221,11 @@ class OpenAICompatProvider(Provider):
 
     async def check_reachable(self) -> None:
         """A one-line :class:`ProviderError` when no HTTP answer comes from the server (nothing listening, a
-        wrong host, no answer within the timeout); any HTTP answer to ``GET /models``, an error status included,
-        means the server is there."""
+        wrong host, no answer within the timeout), or when its model list names models but not this one (a server
+        that would answer every call 404; llama.cpp's serves its one model under any name and is not refused);
+        any other HTTP answer to ``GET /models``, an error status included, means the server is there."""
         try:
-            await self._client.get("/models")
+            listed = await self._client.get("/models")
         except StatusFailure:
             return
         except ClientFailure as exc:
@@ -232,6 +233,11 @@ class OpenAICompatProvider(Provider):
             raise ProviderError(
                 f"cannot reach the {self._where()} ({reason}): is it running, and is --base-url right?"
             ) from None
+        if (served := other_models(listed, self.model)) is not None:
+            shown = ", ".join(served[:5]) + (f" and {len(served) - 5} more" if len(served) > 5 else "")
+            raise ProviderError(
+                f"the {self._where()} does not serve model {self.model!r} (it serves {shown}): check --model"
+            )
 
     async def check_logprobs(self) -> None:
         """One short request with logprobs asked for: the :data:`~madrag.providers.openai_answer.NO_LOGPROBS`

@@ -120,6 +120,23 @@ def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
     return None
 
 
+def other_models(body: bytes, model: str) -> list[str] | None:
+    """The models a ``/v1/models`` answer lists when ``model`` is not among them (None when it is, when the
+    answer lists none, or when it is llama.cpp's, whose server answers under any model name)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    listed = [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    if not listed or any(e.get("owned_by") == "llamacpp" for e in listed):
+        return None
+    ids = [str(e["id"]) for e in listed]
+    return None if model in ids else ids
+
+
 async def read_props(client: _Client, base_url: str | None, model: str | None = None) -> ServerProps | None:
     """``GET /props`` through the provider's own client (its key, its transport), else the context of ``model``
     in ``GET /models`` (vLLM); None when the server says neither or cannot be asked."""

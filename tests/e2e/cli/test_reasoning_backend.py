@@ -144,7 +144,7 @@ def test_score_against_a_reasoning_model_from_the_command_line(tmp_path: Path) -
     rubric.write_text(
         Rubric(traits=[Trait(name="Ideas", min=0, max=3, levels={s: f"l{s}" for s in range(4)})]).model_dump_json()
     )
-    with StubServer(capacity=4, latency_s=0.0, reasoning_model=True) as server:
+    with StubServer(capacity=4, latency_s=0.0, reasoning_model=True, model="o3") as server:
         args = [
             "score", "--data", str(data), "--rubric", str(rubric), "--run-dir", str(tmp_path / "run"),
             "--fold", "all", "--protocol", "MAD", "--provider", "openai", "--model", "o3",

@@ -224,7 +224,7 @@ def _madrag(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_finishes_with_failures_exit_3_and_fail_fast_exit_2(asap: Path, tmp_path: Path) -> None:
     # a server that is up (it passes the run's check before its first call) and fails every call; an unreachable
     # one stops the run before any call (tests/e2e/cli/test_research_run.py)
-    with StubServer(fault_rate=1.0, latency_s=0.0) as stub:
+    with StubServer(fault_rate=1.0, latency_s=0.0, model="m") as stub:
         _failing_run(asap, tmp_path, stub.base_url)
 
 

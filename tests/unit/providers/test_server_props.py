@@ -134,3 +134,31 @@ async def test_vllms_model_context_refuses_a_prompt_that_cannot_fit(
     with StubServer(capacity=1, latency_s=0.0, max_model_len=32768) as server:
         await execute(_job(asap, essays7[:1], run_dir, server.base_url))
     assert _preflight(run_dir)["*"]["server"] == {"max_model_len": 32768}  # type: ignore[index]
+
+
+async def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_written(
+    tmp_path: Path, asap: Path, essays7: list[Essay]
+) -> None:
+    """A server whose model list names other models would answer every call 404: the start-up check says so,
+    naming what it serves, before any chat call or run folder."""
+    from madrag.errors import ProviderError
+
+    run_dir = tmp_path / "run"
+    with StubServer(capacity=1, latency_s=0.0) as server:
+        job = _job(asap, essays7[:1], run_dir, server.base_url)
+        wrong = job.model_copy(update={"provider": job.provider.model_copy(update={"model": "gpt-4o"})})
+        with pytest.raises(
+            ProviderError, match=r"does not serve model 'gpt-4o' \(it serves stub-model\): check --model"
+        ):
+            await execute(wrong)
+        assert server.stats().requests == 0 and not run_dir.exists()
+
+
+def test_which_model_lists_refuse_a_model() -> None:
+    from madrag.providers.server_props import other_models
+
+    vllm = b'{"data": [{"id": "Qwen/Qwen2.5-7B", "owned_by": "vllm", "max_model_len": 32768}]}'
+    assert other_models(vllm, "qwen") == ["Qwen/Qwen2.5-7B"] and other_models(vllm, "Qwen/Qwen2.5-7B") is None
+    llama = b'{"data": [{"id": "smollm2", "owned_by": "llamacpp"}]}'  # llama.cpp answers under any model name
+    assert other_models(llama, "anything") is None
+    assert other_models(b'{"data": []}', "m") is None and other_models(b"<html>", "m") is None
