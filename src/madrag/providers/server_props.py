@@ -120,9 +120,16 @@ def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
     return None
 
 
+STRICT_OWNERS = frozenset({"vllm", "openai", "system"})
+"""The ``owned_by`` of the model lists of servers that answer 404 for a model they do not list (vLLM, OpenAI's
+API). Others are not judged by their list: llama.cpp's server answers under any model name, and some hosted
+APIs take deployment names their list does not show."""
+
+
 def other_models(body: bytes, model: str) -> list[str] | None:
-    """The models a ``/v1/models`` answer lists when ``model`` is not among them (None when it is, when the
-    answer lists none, or when it is llama.cpp's, whose server answers under any model name)."""
+    """The models a ``/v1/models`` answer lists when ``model`` is not among them and the server is one that
+    refuses unlisted models (:data:`STRICT_OWNERS`); None when it is listed, when the answer lists none, or when
+    the list cannot tell."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -131,7 +138,7 @@ def other_models(body: bytes, model: str) -> list[str] | None:
     if not isinstance(entries, list):
         return None
     listed = [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
-    if not listed or any(e.get("owned_by") == "llamacpp" for e in listed):
+    if not listed or not all(e.get("owned_by") in STRICT_OWNERS for e in listed):
         return None
     ids = [str(e["id"]) for e in listed]
     return None if model in ids else ids

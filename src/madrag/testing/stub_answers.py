@@ -62,6 +62,7 @@ class StubConfig:
     n_ctx: int = 4096
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
+    owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

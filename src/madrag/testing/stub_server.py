@@ -170,7 +170,12 @@ class StubApp:
 
     async def models(self, _request: web.Request) -> web.Response:
         """``GET /v1/models``: the one model (with the ``fingerprint`` as its ``root``, when set)."""
-        model: dict[str, Any] = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "madrag-stub"}
+        model: dict[str, Any] = {
+            "id": self.config.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": self.config.owned_by,
+        }
         if self.config.fingerprint is not None:
             model["root"] = self.config.fingerprint
         if self.config.max_model_len is not None:
@@ -245,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--props", action="store_true", help="answer /props and /tokenize as llama.cpp's server")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
+    parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
         props=args.props,
         n_ctx=args.n_ctx,
         max_model_len=args.max_model_len,
+        owned_by=args.owned_by,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -317,6 +324,7 @@ class StubServer:
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
+            f"--owned-by={c.owned_by}",
             f"--port={self.port}",
         ]
 

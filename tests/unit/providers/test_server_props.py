@@ -144,7 +144,7 @@ async def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_w
     from madrag.errors import ProviderError
 
     run_dir = tmp_path / "run"
-    with StubServer(capacity=1, latency_s=0.0) as server:
+    with StubServer(capacity=1, latency_s=0.0, owned_by="vllm") as server:
         job = _job(asap, essays7[:1], run_dir, server.base_url)
         wrong = job.model_copy(update={"provider": job.provider.model_copy(update={"model": "gpt-4o"})})
         with pytest.raises(
@@ -161,4 +161,6 @@ def test_which_model_lists_refuse_a_model() -> None:
     assert other_models(vllm, "qwen") == ["Qwen/Qwen2.5-7B"] and other_models(vllm, "Qwen/Qwen2.5-7B") is None
     llama = b'{"data": [{"id": "smollm2", "owned_by": "llamacpp"}]}'  # llama.cpp answers under any model name
     assert other_models(llama, "anything") is None
+    hosted = b'{"data": [{"id": "gpt-4o", "owned_by": "system"}, {"id": "x", "owned_by": "acme"}]}'
+    assert other_models(hosted, "my-deployment") is None  # a list that cannot tell: not judged
     assert other_models(b'{"data": []}', "m") is None and other_models(b"<html>", "m") is None
