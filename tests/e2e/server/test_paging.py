@@ -76,3 +76,37 @@ def test_the_results_grid_and_the_gradebook_page(served: tuple[TestClient, str])
     book = client.get(f"/runs/{run_id}/gradebook?page=2", headers=HTML).text
     assert _rows(book, "gradebook") == ESSAYS - PAGE_SIZE and _count(book) == (PAGE_SIZE + 1, ESSAYS, ESSAYS)
     assert re.search(rf'id="reviewed-count">\d+</span> of {ESSAYS} students', book)
+
+
+def test_a_run_read_by_two_threads_at_once_has_one_view(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start-up preparation and a page's request read the same run at once: one reading, one view, so the
+    pages' memos (kept against the view) are built once; two views of one run made the review desk rebuild its
+    ranking on the next open (16 s at 10,000 essays, every time after a results page)."""
+    import threading
+
+    from madrag.server.runs import library_runs
+
+    config = make_config(tmp_path_factory.mktemp("race"))
+    run_id = synthesize_run(config.runs_dir, 20, rubric_of(1), human=False)
+    with client_for(config) as client:
+        state = client.app.state.madrag  # type: ignore[attr-defined]
+        state.runs.views._views.clear()
+        reads: list[int] = []
+        real = library_runs.view_of
+
+        def slow_view_of(*args: object) -> library_runs.RunView:
+            reads.append(1)
+            threading.Event().wait(0.3)  # both threads inside the reading at once
+            return real(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(library_runs, "view_of", slow_view_of)
+        monkeypatch.setattr(library_runs, "read_run", lambda run_dir: slow_view_of(run_dir, []))
+        seen: list[object] = []
+        threads = [threading.Thread(target=lambda: seen.append(state.runs.view(run_id))) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(reads) == 1 and len(seen) == 2 and seen[0] is seen[1]

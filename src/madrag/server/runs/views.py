@@ -6,6 +6,8 @@ missing or stale."""
 
 from __future__ import annotations
 
+import threading
+
 from madrag.server.http.faults import WrongState
 from madrag.server.runs import library_runs
 from madrag.server.runs.events import RunEvents
@@ -19,6 +21,8 @@ class RunViews:
         self.repo = repo
         self.events = events
         self._views: dict[str, tuple[object, library_runs.RunView]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     def view(self, run_id: str) -> library_runs.RunView:
         """The run's scores (:class:`WrongState` when it has stored nothing yet)."""
@@ -38,12 +42,23 @@ class RunViews:
         count = library_runs.record_count(run_dir)
         if cached is not None and cached[0] == count:
             return cached[1]
-        scores = library_runs.load_index(run_dir, count)
-        if scores is not None:
-            view = library_runs.view_of(run_dir, scores)
-        else:
-            view = library_runs.read_run(run_dir)
-            if status == "finished":
-                library_runs.save_index(run_dir, view.scores, count)
-        self._views[run_id] = (count, view)
-        return view
+        # one reader per run: the start-up preparation and a page's request reading the same run build one view,
+        # which every memo of the pages is then kept against (two views of one count would rebuild them all)
+        with self._building(run_id):
+            cached = self._views.get(run_id)
+            if cached is not None and cached[0] == count:
+                return cached[1]
+            scores = library_runs.load_index(run_dir, count)
+            if scores is not None:
+                view = library_runs.view_of(run_dir, scores)
+            else:
+                view = library_runs.read_run(run_dir)
+                if status == "finished":
+                    library_runs.save_index(run_dir, view.scores, count)
+            self._views[run_id] = (count, view)
+            return view
+
+    def _building(self, run_id: str) -> threading.Lock:
+        """The lock held while run ``run_id``'s view is read."""
+        with self._locks_lock:
+            return self._locks.setdefault(run_id, threading.Lock())
