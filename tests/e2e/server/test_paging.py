@@ -92,6 +92,8 @@ def test_a_run_read_by_two_threads_at_once_has_one_view(
     run_id = synthesize_run(config.runs_dir, 20, rubric_of(1), human=False)
     with client_for(config) as client:
         state = client.app.state.madrag  # type: ignore[attr-defined]
+        for prepare in [t for t in threading.enumerate() if t.name == "madrag-prepare"]:
+            prepare.join(30)  # the start-up preparation of this server has read the run: forget it
         state.runs.views._views.clear()
         reads: list[int] = []
         real = library_runs.view_of

@@ -260,3 +260,22 @@ async def test_a_record_sqlite_refuses_fails_alone(store: RunStore) -> None:
     assert results[0] is True and results[2] is True
     assert isinstance(results[1], OverflowError)
     assert sorted(fresh_keys(store.path)) == ["a", "b", "warm"]
+
+
+def test_record_fields_are_the_parsed_records_values(store: RunStore) -> None:
+    """The values SQLite reads at JSON paths of the stored records are those of the records parsed whole (numbers,
+    text, lists, objects, null), for every key asked that is stored, in chunks past SQLite's parameter limit."""
+    from madrag.records import EvidenceCounts
+
+    judge = record("j", role="judge", round=2, confidence=None, context={"debate": ["a", "b"]})
+    turn = record("a", confidence=0.8125, evidence=EvidenceCounts(quotes_found=3, quotes_unverified=1))
+    many = [record(f"x{i}", confidence=i / 7) for i in range(1200)]
+    store.put_many([judge, turn, *many])
+    paths = {"role": "$.role", "round": "$.round", "confidence": "$.confidence", "evidence": "$.evidence"}
+    paths |= {"debate": "$.context.debate"}
+    found = store.record_fields(["j", "a", "nothing", *(r.key for r in many)], paths)
+    assert set(found) == {"j", "a", *(r.key for r in many)}
+    for rec in [judge, turn, *many]:
+        whole = rec.model_dump(mode="json")
+        expected = {n: whole[n] for n in ("role", "round", "confidence", "evidence")}
+        assert found[rec.key] == {**expected, "debate": rec.context.get("debate")}

@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.records import AgentRecord
+from madrag.records import EvidenceCounts
 from madrag.server import results
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
@@ -26,17 +26,27 @@ from madrag.teacher import calibration
 from madrag.teacher.grades import Grade, suggested
 from madrag.teacher.review_queue import ItemSignals, QueueItem, rank
 
+SIGNAL_FIELDS = {
+    "role": "$.role",
+    "round": "$.round",
+    "confidence": "$.confidence",
+    "evidence": "$.evidence",
+    "debate": "$.context.debate",
+}
+"""What the queue's signals read of a Judge record and of the debate turns it read (nothing of their texts)."""
 
-def _debate_signals(judge: AgentRecord | None, records: dict[str, AgentRecord]) -> dict[str, Any]:
+
+def _debate_signals(judge: dict[str, Any] | None, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if judge is None:
         return {}
-    turns = [records[k] for k in judge.context.get("debate") or [] if k in records]
+    turns = [records[k] for k in judge["debate"] or [] if k in records]
     out: dict[str, Any] = {}
     for role in ("advocate", "skeptic"):
-        mine = [t for t in turns if t.role == role and t.confidence is not None]
+        mine = [t for t in turns if t["role"] == role and t["confidence"] is not None]
         if mine:
-            out[f"{role}_confidence"] = max(mine, key=lambda t: t.round).confidence
-    checked = [r.evidence for r in [judge, *turns] if r.evidence is not None and r.evidence.checked]
+            out[f"{role}_confidence"] = max(mine, key=lambda t: t["round"] or 0)["confidence"]
+    checked = [EvidenceCounts.model_validate(r["evidence"]) for r in [judge, *turns] if r["evidence"] is not None]
+    checked = [e for e in checked if e.checked]
     if checked:
         out["unverified_quotes"] = sum(e.quotes_unverified for e in checked)
     return out
@@ -49,7 +59,7 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
         return []
     first, by_key = view.protocols[0], view_scores(view)
     keys = sorted({s.record_key for s in view.scores if s.protocol == first and s.record_key})
-    records = library_runs.essay_records(state.runs.run_dir(run_id), keys, counts=True)  # not the run's texts
+    records = library_runs.record_fields(state.runs.run_dir(run_id), keys, SIGNAL_FIELDS)  # not the run's texts
     items = []
     for essay in view.essays:
         for trait in view.rubric.traits:
@@ -67,7 +77,7 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
                     hi=trait.max,
                     distribution=None if result is None else result.distribution,
                     other_scores=[o.score for o in others if o is not None and o.score is not None],
-                    **_debate_signals(records.get(found.record_key), records),
+                    **_debate_signals(records.get(found.record_key or ""), records),
                 )
             )
     return items

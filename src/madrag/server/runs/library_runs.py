@@ -12,7 +12,6 @@ from typing import Any
 
 from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
-from madrag.evaluation.evidence import counts_only
 from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord, ScoreResult
@@ -102,30 +101,34 @@ def export_rows(view: RunView) -> list[dict[str, Any]]:
     return score_rows(view.essays, view.scores, view.rubric)
 
 
-def essay_records(run_dir: Path, judge_keys: list[str], counts: bool = False) -> dict[str, AgentRecord]:
-    """The Judge records with these keys and every debate record they read, by key (missing ones left out);
-    ``counts``: each without its prompt, answer and tokens (:func:`~madrag.evaluation.evidence.counts_only`: what
-    the review queue's signals read of a whole run)."""
+def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord]:
+    """The Judge records with these keys and every debate record they read, by key (missing ones left out)."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
     store = RunStore(run_dir / "store.sqlite", read_only=True)  # reading a run never changes it
-    kept = counts_only if counts else _whole
-
-    def get(key: str) -> AgentRecord | None:
-        found = store.get(key)
-        return None if found is None else kept(found)
-
     try:
-        found = {k: r for k in judge_keys if (r := get(k)) is not None}
+        found = {k: r for k in judge_keys if (r := store.get(k)) is not None}
         debate = [str(k) for judge in list(found.values()) for k in judge.context.get("debate", []) or []]
-        found.update({k: r for k in debate if k not in found and (r := get(k)) is not None})
+        found.update({k: r for k in debate if k not in found and (r := store.get(k)) is not None})
         return found
     finally:
         store.close()
 
 
-def _whole(record: AgentRecord) -> AgentRecord:
-    return record
+def record_fields(run_dir: Path, judge_keys: list[str], paths: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The values at ``paths`` (a name -> a JSON path, which must include ``debate``: ``$.context.debate``) of
+    the Judge records with these keys and of every debate record they read, by key, read without parsing the
+    records (:meth:`~madrag.store.RunStore.record_fields`): what the review queue's signals read of a whole run."""
+    if not (run_dir / "store.sqlite").is_file():
+        return {}
+    store = RunStore(run_dir / "store.sqlite", read_only=True)  # reading a run never changes it
+    try:
+        found = store.record_fields(judge_keys, paths)
+        debate = {str(k) for judge in found.values() for k in judge.get("debate") or []} - set(found)
+        found.update(store.record_fields(debate, paths))
+        return found
+    finally:
+        store.close()
 
 
 def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, list[list[str]]], list[str]]:
