@@ -19,7 +19,8 @@ from types import ModuleType
 from madrag.errors import ConfigError, MadragError
 
 EXTRAS: dict[str, str] = {
-    "embedded": "the embedded llama.cpp model and the MiniLM embedder",
+    "embedded": "the embedded llama.cpp model and the MiniLM embedder; a server needs neither: --provider openai "
+    "--embedder server",
     "paper": "the research papers' figures and studies, and the report's plots",
     "web": "the web app",
     "ray": "scoring across a Ray cluster",

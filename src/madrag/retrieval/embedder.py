@@ -1,5 +1,6 @@
-"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 embedders and a fast hashing
-embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for scoring).
+"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 embedders (the ``embedded`` extra) and a
+fast hashing embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for
+scoring); a server's embeddings are :mod:`madrag.retrieval.openai_embedder`'s.
 
 The MADRAG paper (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2 ("It maps the full essay text into a
 fixed-dimensional vector"). That model reads at most 256 word pieces (``[CLS]`` + 254 + ``[SEP]``:
@@ -296,10 +297,12 @@ class MiniLMWindowsEmbedder:
         return normalize_rows(sums)
 
 
-EmbedderName = Literal["minilm", "minilm-windows", "hashing"]
-EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "minilm-windows", "hashing")
+EmbedderName = Literal["minilm", "minilm-windows", "hashing", "server"]
+EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "minilm-windows", "hashing", "server")
 """The embedders ``--embedder`` names: all-MiniLM-L6-v2 as the MADRAG paper (truncated at 256 word pieces), MiniLM over
-overlapping windows (the option) and the hashing test embedder."""
+overlapping windows (the option), the hashing test embedder and an OpenAI-compatible server's ``/v1/embeddings``
+(:mod:`madrag.retrieval.openai_embedder`, the core install's); :func:`madrag.retrieval.choice.make_embedder` makes
+each."""
 
 
 class HashingEmbedder:
@@ -333,18 +336,6 @@ class HashingEmbedder:
             for word in re.findall(r"[a-z0-9]+", text.lower()):
                 out[row, zlib.crc32(word.encode()) % self._dim] += 1.0
         return normalize_rows(out)
-
-
-def make_embedder(kind: str) -> Embedder:
-    """The embedder ``--embedder`` names: ``minilm`` (the default, the MADRAG paper's), ``minilm-windows`` (the option)
-    or ``hashing`` (quick checks)."""
-    if kind == "minilm":
-        return MiniLMEmbedder()
-    if kind == "minilm-windows":
-        return MiniLMWindowsEmbedder()
-    if kind == "hashing":
-        return HashingEmbedder()
-    raise MadragError(f"unknown embedder {kind!r}; use one of {', '.join(EMBEDDERS)}")
 
 
 def stored_embedder(config: Mapping[str, Any], bank: Mapping[str, Any] | None = None) -> str:

@@ -196,7 +196,8 @@ def test_the_runtime_option_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> N
         "runtime): pip install 'madrag[llama-cpp-python]'"
     )
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xllamacpp" else real(name, *a))
-    with pytest.raises(MissingExtra, match=r"xllamacpp is not installed \(the embedded extra: .*\): pip install 'madrag\[embedded\]'"):
+    missing_runtime = r"xllamacpp is not installed \(the embedded extra: .*\): pip install 'madrag\[embedded\]'"
+    with pytest.raises(MissingExtra, match=missing_runtime):
         LlamaCppProvider()
 
 
