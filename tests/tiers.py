@@ -102,6 +102,8 @@ BESIDE_OTHERS: dict[str, str] = {
     "test_baselines": "the kNN baseline on real Chroma, with a bag-of-words embedder",
     "test_retrieval_memory": "real Chroma beside the in-memory bank, with the hashing embedder",
     "test_vectors::test_fold_each_embeds_each_essay_once": "real Chroma, with a counting embedder",
+    "test_sqlite_banks::test_retrievals_are_those_of_a_chroma_bank": "real Chroma beside the SQLite store, with the "
+    "hashing embedder",
 }
 """Tests of real parts that run beside others all the same (by "file stem" or "file stem::test name", with
 what they use): Chroma in a folder of their own, with an embedder that loads no model; no model, server, Ray or

@@ -25,6 +25,7 @@ from madrag.cli.lazy import LazyCommand, LazyGroup
 from madrag.cli.paper import PAPER_COMMANDS
 from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import MAX_ECHO, MadragError, clip
+from madrag.extras import missing_for
 
 SCORING, TEACHERS, PAPERS = "Scoring and results", "Teachers: web app and HTTP API", "Reproducing the papers"
 PANELS = (SCORING, TEACHERS, PAPERS)
@@ -86,11 +87,17 @@ def _group() -> None:
 
 def main() -> None:
     """Console entry point: a MadragError is one line on stderr and exit code 2; so is an option value the
-    settings models refuse, and what the disk refused (full, read-only, no permission) wherever it was met."""
+    settings models refuse, a package of an extra that is not installed (naming the extra), and what the disk
+    refused (full, read-only, no permission) wherever it was met."""
     try:
         app()
     except MadragError as exc:
         _fail(str(exc))
+    except ModuleNotFoundError as exc:  # a package of an extra that is not installed, imported at a module's top
+        missing = missing_for(exc)
+        if missing is None:
+            raise
+        _fail(str(missing))
     except (OSError, sqlite3.OperationalError) as exc:
         if environment_kind(exc) is None:
             raise

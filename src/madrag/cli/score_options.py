@@ -18,6 +18,8 @@ from madrag.cli.options import (
     DataFormatOpt,
     DataOpt,
     EmbedderOpt,
+    EmbeddingModelOpt,
+    EmbeddingUrlOpt,
     EssayConcurrencyOpt,
     FailFastOpt,
     FoldOpt,
@@ -39,6 +41,7 @@ from madrag.distributed.options import LOCAL
 from madrag.errors import InputError
 from madrag.pipeline.job import default_cache_dir
 from madrag.retrieval.embedder import EMBEDDERS
+from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.settings import ScoringSettings
 
 JobFields = dict[str, Any]
@@ -86,6 +89,8 @@ def run_options(
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
     no_cache: NoCacheOpt = False,
     embedder: EmbedderOpt = "minilm",
+    embedding_model: EmbeddingModelOpt = None,
+    embedding_url: EmbeddingUrlOpt = None,
     ray: RayOpt = None,
     ray_workers: RayWorkersOpt = None,
 ) -> JobFields:
@@ -100,6 +105,7 @@ def run_options(
         "cache_dir": cache_dir,
         "response_cache": not no_cache,
         "embedder": choice("--embedder", embedder, EMBEDDERS),
+        "embedding": EmbeddingEndpoint(base_url=embedding_url, model=embedding_model),
         "executor": ray_executor(ray, ray_workers),
     }
 

@@ -74,8 +74,8 @@ def serve_command(
     embedder: Annotated[
         str,
         typer.Option(
-            help="Exemplar pools' embedder: minilm (the MADRAG paper's), minilm-windows (whole essays) or hashing "
-            "(checks)."
+            help="Exemplar pools' embedder: minilm (the MADRAG paper's), minilm-windows (whole essays), hashing "
+            "(checks) or server (an OpenAI-compatible backend's /v1/embeddings)."
         ),
     ] = "minilm",
     resume: ResumeOpt = False,

@@ -42,7 +42,7 @@ from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec
 from madrag.retrieval.bank import ExemplarBank
-from madrag.retrieval.embedder import make_embedder
+from madrag.retrieval.choice import make_embedder
 from madrag.retrieval.folds import FoldBanks
 from madrag.rubric import Rubric
 from madrag.store import RunStore
@@ -124,7 +124,7 @@ class RayRun:
         # workers embed their essays with the embedder the job names; a bank built with another one (an
         # embedder object handed to execute) has its query vectors made here and shipped
         self.embed_on_driver = options.query_embeddings == "driver" or (
-            bank is not None and bank.embedder.name != make_embedder(job.embedder).name
+            bank is not None and bank.embedder.name != make_embedder(job.embedder, job.embedding_endpoint()).name
         )
 
     def setup(self, rubric: Rubric, protocols: Sequence[ScoringProtocol], workers: int) -> WorkerSetup:
@@ -143,6 +143,7 @@ class RayRun:
             prompts={name: ctx.prompts.text(name) for name in prompt_names(list(protocols))},
             essay_concurrency=job.essay_concurrency,
             embedder=job.embedder,
+            embedding=job.embedding_endpoint(),
             max_failures=job.max_failures,
         )
 

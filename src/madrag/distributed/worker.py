@@ -40,7 +40,9 @@ from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec, managed
 from madrag.records import AgentRecord
-from madrag.retrieval.embedder import Embedder, make_embedder
+from madrag.retrieval.choice import make_embedder
+from madrag.retrieval.embedder import Embedder
+from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import record_row
@@ -67,6 +69,7 @@ class WorkerSetup:
     prompts: dict[str, str] = field(default_factory=dict)  # template texts by name, as the driver reads them
     essay_concurrency: int | None = None
     embedder: str = "minilm"  # the job's embedder (madrag.retrieval.make_embedder), for the query essays
+    embedding: EmbeddingEndpoint | None = None  # the server of --embedder openai (the job's embedding_endpoint)
     max_failures: int | None = None  # the run's --max-failures (the driver keeps the cluster's count)
 
 
@@ -154,7 +157,7 @@ class ShardWorker:
         self._cpu_start = time.process_time()
 
     def _make_embedder(self) -> Embedder:
-        return make_embedder(self.setup.embedder)
+        return make_embedder(self.setup.embedder, self.setup.embedding)
 
     def hello(self) -> dict[str, Any]:
         """Where this worker runs: process id, node id and node address."""

@@ -16,7 +16,7 @@ import pandas as pd
 from madrag.atomic_files import open_atomic, write_text_atomic
 from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import Evaluation
-from madrag.evaluation.tables import markdown_table
+from madrag.evaluation.tables import markdown_table, new_figure
 
 MERGED_COLUMNS = ["protocol", "label", "qwk", "n_runs", "n"]
 """Columns of the long merged table: the mean QWK of ``n_runs`` runs over ``n`` scored essay-traits in all."""
@@ -49,13 +49,9 @@ def merged_wide(merged: pd.DataFrame) -> pd.DataFrame:
 def plot_merged(merged: pd.DataFrame, path: Path) -> Path:
     """Figure 2 as the paper draws it: grouped bars of the merged QWK, one group per trait label, one bar per
     protocol (first-seen order). A cell without QWK has no bar. Agg canvas, no pyplot."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     table = merged_wide(merged).drop(columns="mean")
     protocols, labels = list(table.index), list(table.columns)
-    fig = Figure(figsize=(max(6.0, 1.3 * len(labels) + 2), 3.8), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize=(max(6.0, 1.3 * len(labels) + 2), 3.8), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / max(len(protocols), 1)
     for i, protocol in enumerate(protocols):

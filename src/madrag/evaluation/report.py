@@ -13,10 +13,9 @@ import html
 from dataclasses import replace
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
@@ -24,11 +23,14 @@ from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_r
 from madrag.evaluation.beside_paper import beside_display, beside_paper
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
-from madrag.evaluation.tables import display_tables, fmt
+from madrag.evaluation.tables import display_tables, fmt, new_figure
 from madrag.metrics import TieRule, checked_ties
 from madrag.pipeline.unusable import summary_lines
 from madrag.records import AgentRecord
 from madrag.rubric import Trait
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222;overflow-wrap:anywhere}
@@ -70,7 +72,7 @@ def html_table(frame: Any) -> str:
 def qwk_plot(evaluation: Evaluation) -> str:
     """Grouped bars: QWK per trait for every protocol and the Human-Human rows, with bootstrap CIs."""
     values, low, high = (wide(evaluation.qwk, c) for c in ("qwk", "ci_low", "ci_high"))
-    fig = Figure(figsize=(max(6.0, 1.6 * len(values.columns)), 3.6))
+    fig = new_figure(figsize=(max(6.0, 1.6 * len(values.columns)), 3.6))
     ax = fig.subplots()
     width = 0.8 / max(len(values.index), 1)
     x = np.arange(len(values.columns))
@@ -110,7 +112,7 @@ def _pairs(run: RunData, protocol: str, trait: Trait) -> tuple[list[int], list[i
 def confusion_plot(run: RunData, protocol: str) -> str:
     """One heatmap per trait: rows = human reference, columns = the protocol's score (counts)."""
     traits = run.rubric.traits
-    fig = Figure(figsize=(2.6 * len(traits), 2.7), layout="constrained")
+    fig = new_figure(figsize=(2.6 * len(traits), 2.7), layout="constrained")
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         k = trait.max - trait.min + 1
         matrix = np.zeros((k, k), dtype=int)
@@ -131,7 +133,7 @@ def confusion_plot(run: RunData, protocol: str) -> str:
 def distribution_plot(run: RunData) -> str:
     """Per trait: share of each score for the human reference and every protocol (middle-score bias)."""
     traits = run.rubric.traits
-    fig = Figure(figsize=(3.0 * len(traits), 2.8), layout="constrained")
+    fig = new_figure(figsize=(3.0 * len(traits), 2.8), layout="constrained")
     names = ["human reference", *run.protocols]
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         width = 0.8 / len(names)
@@ -151,7 +153,7 @@ def distribution_plot(run: RunData) -> str:
 def extreme_plot(evaluation: Evaluation) -> str:
     """Agree@1 on the extreme subset per protocol (all traits pooled), MAE in the labels."""
     pooled = evaluation.extreme[evaluation.extreme["trait"] == "all"]
-    fig = Figure(figsize=(max(4.0, 1.1 * len(pooled)), 2.8))
+    fig = new_figure(figsize=(max(4.0, 1.1 * len(pooled)), 2.8))
     ax = fig.subplots()
     labels = [
         f"{p}\nN {n}, MAE {fmt(m, 2)}" for p, n, m in zip(pooled["protocol"], pooled["n"], pooled["mae"], strict=True)

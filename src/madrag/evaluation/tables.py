@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,6 +24,10 @@ from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.consensus import ALL, ConsensusEvaluation
 from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
+from madrag.extras import require
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # -- shared formatting ----------------------------------------------------------------------------------
 
@@ -318,15 +322,19 @@ def render_consensus_markdown(ev: ConsensusEvaluation) -> str:
     return markdown_document(heading, consensus_display_tables(ev), definitions, ev.notes)
 
 
+def new_figure(**kwargs: Any) -> Figure:
+    """A bare matplotlib figure on an Agg canvas (no pyplot state), for every plot madrag draws; matplotlib is
+    the paper extra's (and the web app's)."""
+    fig: Figure = require("paper", "matplotlib.figure").Figure(**kwargs)
+    require("paper", "matplotlib.backends.backend_agg").FigureCanvasAgg(fig)
+    return fig
+
+
 def plot_trajectories(trajectories: pd.DataFrame, path: Path, human_mean: float | None = None) -> Path:
     """Two panels over rounds, one line per MAD protocol (all traits pooled): the mean predicted score with the
     human mean dashed (Figure 3), and the mean gap between the two agents (Figure 4). Agg canvas, no pyplot."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     pooled = trajectories[trajectories["trait"] == ALL]
-    fig = Figure(figsize=(10, 3.8), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize=(10, 3.8), layout="constrained")
     score_ax, gap_ax = fig.subplots(1, 2)
     for protocol, rows in pooled.groupby("protocol", sort=False):
         score_ax.plot(rows["round"], rows["mean_pred"], marker="o", label=str(protocol))
@@ -353,13 +361,9 @@ def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataF
     """Figure 2: RMSE vs the human reference by round (all traits pooled), one panel per MAD protocol. One line
     per protocol, or with a ``run`` column one line per run (its ``label``, else its name) and ``average``
     (the mean over the runs) bold. Agg canvas, no pyplot."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     pooled = trajectories[trajectories["trait"] == ALL]
     protocols = list(dict.fromkeys(pooled["protocol"]))
-    fig = Figure(figsize=(4.2 * max(len(protocols), 1), 3.6), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize=(4.2 * max(len(protocols), 1), 3.6), layout="constrained")
     axes = fig.subplots(1, max(len(protocols), 1), squeeze=False)[0]
     for ax, protocol in zip(axes, protocols, strict=False):
         rows = pooled[pooled["protocol"] == protocol]

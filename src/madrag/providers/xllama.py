@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.errors import ProviderError
+from madrag.extras import require
 from madrag.providers.base import ChatRequest, TokenLogprob, TopLogprob
 from madrag.providers.embedded import Generated, GgufVocab, read_gguf_vocab, trim_tokens
 
@@ -110,12 +111,7 @@ class XLlamaEngine:
 
     def _load(self) -> tuple[Any, GgufVocab]:
         if self._server is None or self._vocab is None:
-            try:
-                import xllamacpp  # type: ignore[import-untyped,unused-ignore]
-            except ImportError as exc:
-                raise ProviderError(
-                    f"xllamacpp is not installed ({exc}): pip install xllamacpp, or use --runtime llama-cpp-python"
-                ) from exc
+            xllamacpp = require("embedded", "xllamacpp")
             vocab = read_gguf_vocab(self.model_path)
             try:
                 with _LOAD_LOCK:

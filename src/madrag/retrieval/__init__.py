@@ -1,4 +1,4 @@
-"""Exemplar retrieval (the MADRAG paper, 3.3): essay embeddings and the Chroma-backed exemplar bank."""
+"""Exemplar retrieval (the MADRAG paper, 3.3): essay embeddings (MiniLM, or a server's) and the exemplar bank."""
 
 from madrag.retrieval.bank import (
     SCORE_PREFIX,
@@ -8,29 +8,32 @@ from madrag.retrieval.bank import (
     pool_fingerprint,
     score_key,
 )
+from madrag.retrieval.choice import make_embedder
 from madrag.retrieval.embedder import (
     EMBEDDERS,
     Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     MiniLMWindowsEmbedder,
-    make_embedder,
     minilm_model_dir,
     normalize_rows,
     plan_windows,
     stored_embedder,
 )
+from madrag.retrieval.openai_embedder import EmbeddingEndpoint, OpenAIEmbedder
 
 __all__ = [
     "EMBEDDERS",
     "SCORE_PREFIX",
     "Embedder",
+    "EmbeddingEndpoint",
     "Exemplar",
     "ExemplarBank",
     "HashingEmbedder",
     "LevelExemplar",
     "MiniLMEmbedder",
     "MiniLMWindowsEmbedder",
+    "OpenAIEmbedder",
     "make_embedder",
     "minilm_model_dir",
     "normalize_rows",

@@ -1,5 +1,6 @@
-"""The persistent store of exemplar banks in a cache folder: one Chroma collection per bank, shared by every run,
-process and the web app that use the folder.
+"""The persistent store of exemplar banks in a cache folder: one Chroma collection per bank (madrag's SQLite store
+of the same collections where chromadb is not installed: :mod:`madrag.retrieval.sqlite_banks`), shared by every
+run, process and the web app that use the folder.
 
 The rules that keep a bank from disappearing under a run that uses it:
 
@@ -28,7 +29,8 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel
 
-from madrag.errors import MadragError
+from madrag.extras import installed, require
+from madrag.retrieval.sqlite_banks import SqliteBanks
 
 NAME_PREFIX = "madrag-bank-"
 BUILDING = "-building-"
@@ -50,21 +52,23 @@ def lease_name(collection: str) -> str:
 
 
 def open_client(cache_dir: Path) -> Any:
-    """A persistent Chroma client on ``cache_dir`` with telemetry off.
+    """The store of the banks in ``cache_dir``: a persistent Chroma client with telemetry off where chromadb is
+    installed (the ``embedded`` extra), else madrag's SQLite store of the same collections
+    (:class:`~madrag.retrieval.sqlite_banks.SqliteBanks`, the core install).
 
     Opening a client creates the folder's SQLite tables when they are not there yet, so it is a write: it takes
     the folder's write lock (two processes opening a fresh folder at once would otherwise both create them, and
     one fails with "table collections already exists"). Call it outside :func:`folder_lock`."""
-    try:
-        import chromadb
-        from chromadb.config import Settings
-    except ImportError as exc:
-        raise MadragError("chromadb is not installed: pip install chromadb") from exc
+    if not installed("chromadb"):
+        with folder_lock(cache_dir, write=True):
+            return SqliteBanks(cache_dir)
+    chromadb = require("embedded", "chromadb")
+    settings = require("embedded", "chromadb.config").Settings
     with folder_lock(cache_dir, write=True):
         # the absolute path: Chroma keeps one system per path string in a process, so a relative one would reach
         # the folder it named under an earlier working directory (another folder, perhaps deleted since)
         path = str(cache_dir.resolve())
-        return chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
+        return chromadb.PersistentClient(path=path, settings=settings(anonymized_telemetry=False))
 
 
 @contextlib.contextmanager

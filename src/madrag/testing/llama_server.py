@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.errors import InputError, MadragError, ProviderError
+from madrag.extras import require
 from madrag.providers.models import amx_rule, cpu_has_amx
 
 HOST = "127.0.0.1"
@@ -112,11 +113,7 @@ def build_params(opts: ServerOptions, xllamacpp: Any) -> Any:
 
 
 def _import_xllamacpp() -> Any:
-    try:
-        import xllamacpp  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise ProviderError(f"xllamacpp is not installed (pip install xllamacpp): {exc}") from None
-    return xllamacpp
+    return require("embedded", "xllamacpp")
 
 
 def serve(opts: ServerOptions, ready: Callable[[str], None], stop: threading.Event) -> None:

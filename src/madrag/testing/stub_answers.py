@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from madrag.providers.fake import ROLE_MARKERS, meta_judgment_json
+from madrag.retrieval.embedder import HashingEmbedder
 
 MODEL = "stub-model"
 """The model name the stub answers as (and lists at ``/v1/models``) unless told another."""
@@ -179,3 +180,26 @@ def _cut(text: str, limit: Any) -> tuple[str, str]:
     if isinstance(limit, int) and 0 < limit < len(pieces):
         return "".join(pieces[:limit]), "length"
     return text, "stop"
+
+
+EMBEDDING_DIM = 64
+"""The length of the stub's embeddings."""
+
+
+def embeddings(body: Any, config: StubConfig) -> dict[str, Any] | str:
+    """The ``POST /v1/embeddings`` answer to ``body``: one deterministic vector per input text, the hashing test
+    embedder's bag of words (texts that share words are near), in OpenAI's layout; a string says why the body is
+    refused (a 400)."""
+    texts = body.get("input") if isinstance(body, dict) else None
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return "'input' must be a string or a non-empty list of strings"
+    vectors = HashingEmbedder(EMBEDDING_DIM).embed(texts)
+    words = sum(len(t.split()) for t in texts)
+    return {
+        "object": "list",
+        "model": body.get("model") or config.model,
+        "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+        "usage": {"prompt_tokens": words, "total_tokens": words},
+    }

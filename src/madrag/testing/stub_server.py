@@ -7,7 +7,8 @@ Skeptic argument of ``debater_tokens`` words, or a Judge rationale ending in ``F
 the range the prompt states (the last "between A and B" of the last user message). With ``logprobs`` it
 returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
 other valid scores, so a score distribution can be read (``--no-logprobs``: it returns none, as several
-common backends do). ``GET /v1/models`` lists the one model;
+common backends do). ``POST /v1/embeddings`` answers a deterministic vector per text (a hashed bag of words, so
+texts that share words are near: ``--embedder server`` against the stub). ``GET /v1/models`` lists the one model;
 with ``props`` ``GET /props`` and ``POST /tokenize`` answer as llama.cpp's server does (its slots, its context,
 a word count); ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
@@ -50,7 +51,7 @@ import httpx
 from aiohttp import web
 
 from madrag.testing.reasoning import refusal
-from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion
+from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings
 
 HOST = "127.0.0.1"
 
@@ -63,6 +64,8 @@ class StubStats:
     completed: int = 0
     refused: int = 0  # requests answered 400 for a parameter the emulated model refuses
     faults: int = 0  # requests answered ``fault_status`` (``fault_rate``)
+    embedding_requests: int = 0  # POST /v1/embeddings answered
+    embedded: int = 0  # texts they embedded
     in_flight: int = 0
     max_in_flight: int = 0
     waiting: int = 0
@@ -106,6 +109,7 @@ class StubApp:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_get("/stats", self.get_stats)
         if self.config.props:
             app.router.add_get("/props", self.props)
@@ -167,6 +171,19 @@ class StubApp:
         finally:
             self.stats.in_flight -= 1
             self._slots.release()
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        """``POST /v1/embeddings``: a deterministic vector per text (:func:`~madrag.testing.stub_answers.embeddings`),
+        at once; a 400 for a malformed body."""
+        try:
+            answer = embeddings(await request.json(), self.config)
+        except ValueError:
+            return _error(400, "request body is not JSON")
+        if isinstance(answer, str):
+            return _error(400, answer)
+        self.stats.embedding_requests += 1
+        self.stats.embedded += len(answer["data"])
+        return web.json_response(answer)
 
     async def models(self, _request: web.Request) -> web.Response:
         """``GET /v1/models``: the one model (with the ``fingerprint`` as its ``root``, when set)."""

@@ -16,6 +16,7 @@ import pytest
 
 from madrag.cli.backend_options import spec_from_options
 from madrag.errors import InputError, ProviderError
+from madrag.extras import MissingExtra
 from madrag.providers.base import ChatRequest, ChatResponse, Message
 from madrag.providers.embedded import ChatTemplate, read_gguf_metadata, read_gguf_vocab
 from madrag.providers.llamacpp import LlamaCppProvider
@@ -188,13 +189,15 @@ def test_the_runtime_option_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> N
         LlamaCppProvider(model_path="/no/such/model.gguf")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
-    with pytest.raises(ProviderError) as missing:
+    with pytest.raises(MissingExtra) as missing:
         LlamaCppProvider(runtime="llama-cpp-python")
     assert str(missing.value) == (
-        "the llama-cpp-python runtime is not installed: pip install 'madrag[llama-cpp-python]'"
+        "llama-cpp-python is not installed (the llama-cpp-python extra: the embedded model's llama-cpp-python "
+        "runtime): pip install 'madrag[llama-cpp-python]'"
     )
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xllamacpp" else real(name, *a))
-    with pytest.raises(ProviderError, match="the xllamacpp runtime is not installed: pip install xllamacpp"):
+    missing_runtime = r"xllamacpp is not installed \(the embedded extra: .*\): pip install 'madrag\[embedded\]'"
+    with pytest.raises(MissingExtra, match=missing_runtime):
         LlamaCppProvider()
 
 

@@ -34,7 +34,7 @@ def test_minilm_is_the_papers_embedder_and_the_names_differ() -> None:
     assert isinstance(paper, MiniLMEmbedder) and paper.name == PAPER
     assert isinstance(windows, MiniLMWindowsEmbedder) and windows.name == WINDOWS
     assert paper.name != windows.name != make_embedder("hashing").name
-    assert EMBEDDERS == ("minilm", "minilm-windows", "hashing")
+    assert EMBEDDERS == ("minilm", "minilm-windows", "hashing", "server")
     assert ServerConfig(embedder="minilm-windows").embedder == "minilm-windows"
     assert ServerConfig().embedder == "minilm"
     with pytest.raises(MadragError, match="unknown embedder"):
