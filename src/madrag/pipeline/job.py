@@ -73,6 +73,7 @@ from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed
+from madrag.retrieval.choice import check_embedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 from madrag.writer_lock import WriterLock
@@ -342,6 +343,8 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             if meta is None:  # a new run's backends are built and checked before anything is written
                 backends = _backends(job, backend)
                 uses_bank = any(p.uses_bank for p in run.protocols)
+                if uses_bank and embedder is None:
+                    check_embedder(job.embedder)  # an extra's embedder not installed: said before any folder
                 floor = prompt_floor(run.essays, run.pool, run.rubric, job.settings, uses_bank)
                 checked = await check_backends(backends.main, backends.roles, job.settings, floor)
             store = store or _open_store(job, held)

@@ -4,8 +4,30 @@ embedder, or an OpenAI-compatible server's ``/v1/embeddings`` at the endpoint th
 from __future__ import annotations
 
 from madrag.errors import ConfigError, MadragError
-from madrag.retrieval.embedder import EMBEDDERS, Embedder, HashingEmbedder, MiniLMEmbedder, MiniLMWindowsEmbedder
+from madrag.extras import PACKAGES, MissingExtra, installed
+from madrag.retrieval.embedder import (
+    EMBEDDERS,
+    MINILM_PACKAGE,
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    MiniLMWindowsEmbedder,
+)
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint, OpenAIEmbedder
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "minilm": (MINILM_PACKAGE, "sentence_transformers", "torch"),
+    "minilm-windows": (MINILM_PACKAGE, "sentence_transformers", "torch"),
+}
+"""The packages (all of the embedded extra) each embedder that runs here needs."""
+
+
+def check_embedder(kind: str) -> None:
+    """:class:`~madrag.extras.MissingExtra` when the embedder ``kind`` needs a package that is not installed:
+    checked with a run's other checks, before anything is written (nothing is imported)."""
+    for module in NEEDS.get(kind, ()):
+        if not installed(module):
+            raise MissingExtra("embedded", PACKAGES.get(module.partition(".")[0], (module, "embedded"))[0])
 
 
 def make_embedder(kind: str, endpoint: EmbeddingEndpoint | None = None) -> Embedder:

