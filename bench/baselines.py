@@ -18,16 +18,16 @@ import statistics
 import time
 from pathlib import Path
 
-from madrag.baselines import (
+from madrag.data import Essay, load_asap, load_essays
+from madrag.data.shipped import find_asap_dir
+from madrag.paper.baselines import (
     CVResult,
     ForestSettings,
     cross_validate_features,
     cross_validate_retrieval,
     feature_matrix,
 )
-from madrag.baselines.runs import cv_cache_dir
-from madrag.data import Essay, load_asap, load_essays
-from madrag.data.shipped import find_asap_dir
+from madrag.paper.baselines.runs import cv_cache_dir
 from madrag.retrieval import MiniLMEmbedder
 from madrag.rubric import Rubric, Trait, load_rubric
 

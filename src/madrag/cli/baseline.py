@@ -54,9 +54,9 @@ def baseline_command(
     """Score a run's essays with the LLM-free baselines - FeatEng-RF (a random forest over hand-crafted
     features) and kNN-K (the similarity-weighted mean of the K nearest pool essays' scores) - and store them
     like a protocol's scores; then 'madrag eval RUN_DIR' shows them beside the LLM protocols."""
-    from madrag.baselines.feature_scorer import ForestSettings
-    from madrag.baselines.features import FEATURE_SETS
-    from madrag.baselines.runs import CVOptions, cross_validate_run, score_run
+    from madrag.paper.baselines.feature_scorer import ForestSettings
+    from madrag.paper.baselines.features import FEATURE_SETS
+    from madrag.paper.baselines.runs import CVOptions, cross_validate_run, score_run
 
     folder = need_run_dir(run, run_dir)
     forest = ForestSettings(n_estimators=trees, features=choice("--features", features, FEATURE_SETS))

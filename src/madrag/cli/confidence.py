@@ -42,7 +42,7 @@ from madrag.records import AgentRecord
 if TYPE_CHECKING:
     import pandas as pd
 
-    from madrag.confidence.job import MetaJob, MetaJobResult
+    from madrag.paper.confidence.job import MetaJob, MetaJobResult
 
 confidence_app = typer.Typer(
     help="Confidence vs reasoning quality (the confidence paper): meta-evaluate debaters, correlate token confidence.",
@@ -70,7 +70,7 @@ def meta_eval_command(
 ) -> None:
     """Judge each Advocate / Skeptic response of RUN_DIR on instruction following, justification quality and
     evidence grounding (1-3) plus a critical flag; Q = the sum, 0 when critical (the confidence paper, 3.4)."""
-    from madrag.confidence.job import MetaJob
+    from madrag.paper.confidence.job import MetaJob
 
     if method not in ("auto", "json", "constrained"):
         raise InputError(f"--method must be auto, json or constrained; got {method!r}")
@@ -108,7 +108,7 @@ def _print_judged(result: MetaJobResult, run_dir: Path) -> None:
 
 def _judge(job: MetaJob) -> MetaJobResult:
     """Run a meta-evaluation with a progress bar showing each judgment's Q; Ctrl-C stops it cleanly."""
-    from madrag.confidence.job import execute_meta
+    from madrag.paper.confidence.job import execute_meta
 
     progress = progress_bar()
     task = progress.add_task("judgments", total=None)
@@ -160,8 +160,8 @@ def analyze_command(
     """Window features of the debaters' token log-probabilities, their trajectories (mean, 25-75 and 10-90
     percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4);
     --paper: the paper's stated figures beside the run's."""
-    from madrag.confidence.study import run_study, save_study
     from madrag.evaluation.run import require_run
+    from madrag.paper.confidence.study import run_study, save_study
 
     if rank_by not in ("signed", "abs"):
         raise InputError(f"--rank-by must be signed or abs; got {rank_by!r}")
@@ -185,7 +185,7 @@ def analyze_command(
         console.print(f"note: {note}", markup=False)
     if paper:
         from madrag.cli.output import show_beside
-        from madrag.confidence.beside_paper import beside_confidence
+        from madrag.paper.confidence.beside_paper import beside_confidence
 
         show_beside(beside_confidence(study, run_dir), target)
         written += [target / "paper.csv", target / "paper.md"]
@@ -194,7 +194,7 @@ def analyze_command(
 
 def _print_top(features: pd.DataFrame, top: int) -> None:
     """The table of the top ``top`` confidence features per role and target (cells as plain text)."""
-    from madrag.confidence.study import top_display
+    from madrag.paper.confidence.study import top_display
 
     frame = top_display(features)
     table = Table(title=Text(f"top {top} confidence features per role and target"), title_justify="left")
@@ -220,7 +220,7 @@ def sets_command(
     """The confidence paper's Table 1 over several sets (each set's top features, side by side, never pooled), Figure 3
     (the meta-evaluator's scores per dimension, pass rates per role) over all of them, and Table 2 (the sets:
     essays, traits, score ranges, raters, length)."""
-    from madrag.confidence.sets import run_sets, save_sets
+    from madrag.paper.confidence.sets import run_sets, save_sets
 
     if rank_by not in ("signed", "abs"):
         raise InputError(f"--rank-by must be signed or abs; got {rank_by!r}")
@@ -233,7 +233,7 @@ def sets_command(
         rank_by=rank_by,  # type: ignore[arg-type]
         top_k=top,
     )
-    from madrag.confidence.sets import NO_TOP, figure_line
+    from madrag.paper.confidence.sets import NO_TOP, figure_line
 
     written = save_sets(result, output_dir(out))
     if result.table1.empty:

@@ -95,8 +95,8 @@ def _beside_paper(evaluated: ConsensusEvaluation | MultiConsensus, folder: Path)
     """``--paper``: one run's figures (its judge model's), or the runs' averaged over their models, beside the
     consensus paper's; printed and saved in ``folder``."""
     from madrag.cli.output import show_beside
-    from madrag.evaluation.beside_consensus import beside_consensus
     from madrag.evaluation.consensus import ConsensusEvaluation
+    from madrag.paper.beside_consensus import beside_consensus
 
     if isinstance(evaluated, ConsensusEvaluation):
         result = beside_consensus(evaluated.alignment, evaluated.trajectories, evaluated.meta.get("model"))

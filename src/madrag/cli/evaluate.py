@@ -116,7 +116,7 @@ class EvalOptions:
 def _beside_paper(evaluation: Evaluation, folder: Path) -> None:
     """Print the run's figures beside the MADRAG paper's and save paper.csv / paper.md in ``folder``."""
     from madrag.cli.output import show_beside
-    from madrag.evaluation.beside_paper import beside_paper
+    from madrag.paper.beside_paper import beside_paper
 
     show_beside(beside_paper(evaluation), folder)
 
@@ -286,7 +286,12 @@ def report_command(
     folder = require_run(need_run_dir(run, run_dir))
     target = output_file(out or folder / "report.html")
     ties = ties_option(reference_ties)
+    section = None
+    if paper:
+        from madrag.paper.beside_paper import paper_section
+
+        section = paper_section
     path = write_report(
-        folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties, extra=audit_html(folder), paper=paper
+        folder, bootstrap=bootstrap, seed=seed, out=target, ties=ties, extra=audit_html(folder), paper=section
     )
     console.print(f"wrote {path}", markup=False)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 if TYPE_CHECKING:
-    from madrag.evaluation.beside_paper import BesidePaper
+    from madrag.paper.beside_paper import BesidePaper
 
 T = TypeVar("T")
 
@@ -45,8 +45,8 @@ def run_with_progress(progress: Progress, work: Coroutine[Any, Any, T], interrup
 def show_beside(result: BesidePaper, folder: Path) -> None:
     """Print a run's figures beside a paper's (a ``BesidePaper``: its tables and notes, the missing figures
     counted) and save ``paper.csv`` / ``paper.md`` in ``folder``."""
-    from madrag.evaluation.beside_paper import beside_display, save_beside
     from madrag.evaluation.tables import rich_frame
+    from madrag.paper.beside_paper import beside_display, save_beside
 
     for title, frame in beside_display(result).items():
         console.print(rich_frame(title, frame))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable
 from dataclasses import replace
 from io import BytesIO
 from pathlib import Path
@@ -20,7 +21,6 @@ import numpy as np
 from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
-from madrag.evaluation.beside_paper import beside_display, beside_paper
 from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.tables import display_tables, fmt, new_figure
@@ -263,14 +263,6 @@ def _appendix(shown: dict[str, str]) -> str:
     return f"<h2>Exemplar essays</h2><details><summary>{len(shown)} essays shown to Judges</summary>{items}</details>"
 
 
-def paper_section(evaluation: Evaluation) -> str:
-    """The run's figures beside the MADRAG paper's reported ones (``--paper``), as HTML."""
-    result = beside_paper(evaluation)
-    tables = "".join(f"<h3>{esc(t)}</h3>{html_table(f)}" for t, f in beside_display(result).items())
-    notes = "".join(f"<p class='muted'>note: {esc(n)}</p>" for n in result.all_notes())
-    return f"<h2>Beside {esc(result.name)}</h2>{tables}{notes}"
-
-
 def not_read_section(run: RunData) -> str:
     """The scores the run could not read, per protocol and cause, as its last finished job counted them (the
     lines ``madrag score`` ended with); nothing when every score was read."""
@@ -283,7 +275,14 @@ def not_read_section(run: RunData) -> str:
     return f"<h2>Scores not read</h2><ul>{items}</ul>"
 
 
-def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: bool = False) -> str:
+PaperSection = Callable[[Evaluation], str]
+"""What a paper's figures beside the run's are, as HTML, from the run's evaluation (the CLI's ``--paper`` gives
+:func:`madrag.paper.beside_paper.paper_section`: the core knows no paper)."""
+
+
+def render_html(
+    run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: PaperSection | None = None
+) -> str:
     """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices;
     ``paper``: the paper's figures beside the measured ones, after the agreement tables."""
     meta = evaluation.meta
@@ -303,7 +302,7 @@ def render_html(run: RunData, evaluation: Evaluation, sources: Sources, extra: s
         f"</head><body><h1>{esc(title)}</h1><p class='muted'>run {esc(run.run_dir)} · protocols "
         f"{esc(', '.join(run.protocols))} · {esc(meta.get('reference'))}</p>{notes}{not_read_section(run)}"
         f"<h2>Agreement with the human reference</h2>{qwk_plot(evaluation)}{tables}"
-        f"{paper_section(evaluation) if paper else ''}"
+        f"{paper(evaluation) if paper is not None else ''}"
         f"<h2>Extreme-score subset</h2>{extreme_plot(evaluation)}"
         f"<h2>Score distributions</h2>{distribution_plot(run)}"
         f"<h2>Confusion matrices</h2>{confusion}{extra}"
@@ -318,7 +317,7 @@ def write_report(
     out: Path | None = None,
     ties: TieRule | None = None,
     extra: str = "",
-    paper: bool = False,
+    paper: PaperSection | None = None,
 ) -> Path:
     """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written. Reference labels
     round ties by ``ties`` (default: the run's own rule); ``extra``: sections of higher layers, as HTML (the

@@ -1,5 +1,5 @@
 """One CLI for three audiences: ``madrag score --protocols PRESET`` (the papers' protocol lists by name, checked
-against the papers' own tables as transcribed in madrag.evaluation.reported), the old ``ablate`` /
+against the papers' own tables as transcribed in madrag.paper.reported), the old ``ablate`` /
 ``ablate-consensus`` and the paper commands' old top-level names as hidden aliases that say their new form, the
 ``madrag paper`` group, and ``madrag --help`` grouped by audience."""
 
@@ -16,7 +16,7 @@ from madrag.cli.app import COMMANDS, PANELS
 from madrag.cli.paper import PAPER_COMMANDS
 from madrag.cli.presets import PRESETS, ChosenProtocols, choose_protocols
 from madrag.errors import InputError
-from madrag.evaluation.reported import figures
+from madrag.paper.reported import figures
 from madrag.protocols import CONSENSUS_PROTOCOLS, get_protocol
 from madrag.store import RunStore
 

@@ -18,17 +18,17 @@ import pytest
 from tests.e2e.confidence.test_confidence_study import fake_backend, make_debate_run  # noqa: F401 - a fixture, used by name
 from tests.helpers import make_ctx
 from tests.servers import free_port
-from tests.unit.confidence.test_meta_eval import WITH_SCHEMA, answer, debater_record
 from tests.unit.evaluation.test_evaluation import run_dir  # noqa: F401 - a fixture, used by name
+from tests.unit.paper.confidence.test_meta_eval import WITH_SCHEMA, answer, debater_record
 from typer import Typer
 from typer.testing import CliRunner
 
-from madrag.confidence.job import MetaJob, execute_meta
-from madrag.confidence.meta_eval import meta_evaluate, run_meta_evaluation
-from madrag.confidence.study import run_study, save_study
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
 from madrag.evaluation.errors_export import CODING_COLUMNS, export_errors
+from madrag.paper.confidence.job import MetaJob, execute_meta
+from madrag.paper.confidence.meta_eval import meta_evaluate, run_meta_evaluation
+from madrag.paper.confidence.study import run_study, save_study
 from madrag.providers.fake import FakeProvider, FakeReply
 
 C_CODE = "code_C_mechanism (C1-C6)"
@@ -231,8 +231,8 @@ def test_a_run_given_twice_is_refused(run_dir: Path, tmp_path: Path) -> None:  #
 
 
 def test_confidence_sets_and_eval_consensus_refuse_the_same_run_twice(run_dir: Path) -> None:  # noqa: F811
-    from madrag.confidence.sets import run_sets
     from madrag.evaluation.consensus_multi import load_runs
+    from madrag.paper.confidence.sets import run_sets
 
     with pytest.raises(InputError, match="give each run once"):
         run_sets([run_dir, Path(os.path.relpath(run_dir))])

@@ -18,11 +18,11 @@ from tests.e2e.confidence.test_confidence_study import (  # noqa: F401 (fake_bac
 from typer.testing import CliRunner
 
 from madrag.cli.app import app
-from madrag.confidence.figure3 import pass_rates, save_figure3, score_distribution
-from madrag.confidence.job import MetaJob, execute_meta
-from madrag.confidence.sets import run_sets, save_sets
-from madrag.confidence.study import run_study, top_display
 from madrag.errors import InputError
+from madrag.paper.confidence.figure3 import pass_rates, save_figure3, score_distribution
+from madrag.paper.confidence.job import MetaJob, execute_meta
+from madrag.paper.confidence.sets import run_sets, save_sets
+from madrag.paper.confidence.study import run_study, top_display
 from madrag.providers.fake import FakeProvider
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -157,7 +157,7 @@ async def test_sets_without_a_usable_judgment_name_only_the_files_they_wrote(
 ) -> None:
     """Every judgment unreadable: no Figure 3 is drawn, and neither table1.md nor the command's output names its
     files (nor prints an empty table as if full)."""
-    from madrag.confidence import job as job_module
+    from madrag.paper.confidence import job as job_module
     from madrag.providers.base import Capabilities
     from madrag.providers.fake import FakeReply
     from madrag.providers.policy import ManagedProvider, RetryPolicy

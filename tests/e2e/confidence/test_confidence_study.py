@@ -14,10 +14,10 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from madrag.confidence import job as job_module
-from madrag.confidence.job import MetaJob, debater_records, execute_meta
-from madrag.confidence.study import run_study, save_study
 from madrag.errors import ConfigError, InputError
+from madrag.paper.confidence import job as job_module
+from madrag.paper.confidence.job import MetaJob, debater_records, execute_meta
+from madrag.paper.confidence.study import run_study, save_study
 from madrag.providers.base import Capabilities, ChatRequest, Message, TokenLogprob
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.providers.policy import ManagedProvider, RetryPolicy

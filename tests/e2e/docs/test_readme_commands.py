@@ -72,7 +72,7 @@ REWRITES = {
     "paper baseline": "--trees 10 added (the forest's 200 trees take most of its time)",
     "paper baseline --data": "--features light added (the paper's features parse every essay of the set, some "
     "30 s a set on 2 cores; they run on a run's split in docs/scoring.md's `paper baseline runs/abl`, and have "
-    "their own tests: tests/unit/baselines/test_parsed_features.py)",
+    "their own tests: tests/unit/paper/baselines/test_parsed_features.py)",
     "eval, report, compare, paper eval-consensus": "--bootstrap 20 added (1,000 resamples by default)",
     "every command that takes --cache-dir": "--cache-dir cache added (the folder's own cache: in this process "
     "the option's default was read from $MADRAG_CACHE when the CLI was imported, not per command)",

@@ -16,12 +16,12 @@ from tests.helpers import make_ctx
 
 from madrag.agents.calls import AgentCall, debater
 from madrag.agents.judge import FOLLOWUP, judge_trait, parse_score
-from madrag.confidence.features import Window, features_frame
 from madrag.data.essay import Essay
 from madrag.evaluation.agreement import protocol_cell, qwk_long
 from madrag.evaluation.costs.render import render_report
 from madrag.evaluation.costs.tally import cost_report
 from madrag.evaluation.run import RunData, score_rows, trait_scores
+from madrag.paper.confidence.features import Window, features_frame
 from madrag.protocols import get_protocol
 from madrag.providers.base import (
     Capabilities,

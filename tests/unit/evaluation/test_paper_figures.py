@@ -1,4 +1,4 @@
-"""The papers' reported figures shipped as data (``madrag.evaluation.reported``), checked against the papers'
+"""The papers' reported figures shipped as data (``madrag.paper.reported``), checked against the papers'
 own numbers, and ``madrag eval RUN --paper`` / ``madrag report --paper`` showing them beside the measured ones."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from madrag.cli.evaluate import eval_command, report_command
 from madrag.errors import InputError
 from madrag.evaluation.agreement import HH_FULL
-from madrag.evaluation.beside_paper import paper_model, qwk_index
-from madrag.evaluation.reported import Paper, figures, reported
+from madrag.paper.beside_paper import paper_model, qwk_index
+from madrag.paper.reported import Paper, figures, reported
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers import ProviderSpec
 

@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 
 from madrag.evaluation.agreement import HH_EVAL, evaluate
-from madrag.evaluation.beside_paper import beside_markdown, beside_paper
 from madrag.evaluation.merge import merge_qwk, merged_wide
 from madrag.evaluation.tables import render_markdown
+from madrag.paper.beside_paper import beside_markdown, beside_paper
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply

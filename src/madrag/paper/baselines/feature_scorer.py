@@ -3,7 +3,7 @@
 The MADRAG paper (Table 1, Appendix C) compares MADRAG with FeatEng-RF (Mathias and Bhattacharyya 2020): a Random
 Forest per trait over hand-crafted features, evaluated with five-fold cross-validation. Here:
 
-* features: :mod:`madrag.baselines.features`, computed once per essay and reused by every fold and trait;
+* features: :mod:`madrag.paper.baselines.features`, computed once per essay and reused by every fold and trait;
 * model: one :class:`~sklearn.ensemble.RandomForestRegressor` per trait, trained on the reference labels
   (raters' mean rounded half up, the MADRAG paper's B.5); predictions are rounded half up and clipped to the trait's
   range. A regressor, not a classifier, because trait scores are ordinal and QWK charges squared distance:
@@ -26,10 +26,10 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from madrag.baselines.features import PAPER_FEATURE_SET, FeatureSet, feature_matrix
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.metrics import qwk, round_half_up_clamped
+from madrag.paper.baselines.features import PAPER_FEATURE_SET, FeatureSet, feature_matrix
 from madrag.rubric import Rubric, Trait
 
 IntArray = NDArray[np.int64]
@@ -170,7 +170,7 @@ def make_forest(settings: ForestSettings) -> Estimator:
 
 
 class FeatureScorer:
-    """Per-trait Random Forests over :mod:`~madrag.baselines.features`: ``fit`` on scored essays, ``predict``.
+    """Per-trait Random Forests over :mod:`~madrag.paper.baselines.features`: ``fit`` on scored essays, ``predict``.
 
     ``estimator_factory`` builds one fresh estimator per trait (default: :func:`make_forest`).
     """
@@ -187,7 +187,8 @@ class FeatureScorer:
         self.models: dict[str, Estimator] = {}
 
     def features(self, essays: Sequence[Essay]) -> FloatMatrix:
-        """The essays' feature rows (:func:`~madrag.baselines.features.feature_matrix`, with the rubric's prompt)."""
+        """The essays' feature rows (:func:`~madrag.paper.baselines.features.feature_matrix`, with the
+        rubric's prompt)."""
         return feature_matrix([e.text for e in essays], prompt=self.rubric.prompt, feature_set=self.settings.features)
 
     def fit_matrix(self, x: FloatMatrix, essays: Sequence[Essay]) -> FeatureScorer:

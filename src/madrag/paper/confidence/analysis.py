@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from madrag.confidence.features import feature_label
+from madrag.paper.confidence.features import feature_label
 
 ORDINAL_TARGETS: tuple[str, ...] = ("instruction_following", "justification_quality", "evidence_grounding", "q")
 BINARY_TARGETS: tuple[str, ...] = ("critical_flag",)

@@ -1,4 +1,4 @@
-"""The fixed English word lists the essay features count against (:mod:`madrag.baselines.features`).
+"""The fixed English word lists the essay features count against (:mod:`madrag.paper.baselines.features`).
 
 Subordinators and relative pronouns, discourse connectives by category, stop words, pronouns, and the spelling
 lexicon shipped inside the PyPI package ``pyspellchecker``. None depends on the essays, so no feature can leak

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from madrag.confidence.features import (
+from madrag.paper.confidence.features import (
     DEFAULT_WINDOWS,
     META_COLUMNS,
     STATISTICS,

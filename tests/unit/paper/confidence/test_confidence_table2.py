@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from madrag.confidence.subsets import subsets_markdown, subsets_table
+from madrag.paper.confidence.subsets import subsets_markdown, subsets_table
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers import ProviderSpec
 

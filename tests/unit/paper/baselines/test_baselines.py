@@ -14,7 +14,8 @@ import pytest
 from numpy.typing import NDArray
 from tests.helpers import BagOfWordsEmbedder
 
-from madrag.baselines import (
+from madrag.data.essay import Essay
+from madrag.paper.baselines import (
     FEATURE_NAMES,
     CachingEmbedder,
     ForestSettings,
@@ -26,9 +27,8 @@ from madrag.baselines import (
     fold_indices,
     weighted_score,
 )
-from madrag.baselines.features import feature_names, mattr, mtld, paragraphs
-from madrag.baselines.retrieval_scorer import SimilarBank, minilm_bank_factory
-from madrag.data.essay import Essay
+from madrag.paper.baselines.features import feature_names, mattr, mtld, paragraphs
+from madrag.paper.baselines.retrieval_scorer import SimilarBank, minilm_bank_factory
 from madrag.retrieval import Exemplar
 from madrag.retrieval.embedder import FloatArray
 from madrag.rubric import Rubric, Trait
@@ -112,7 +112,7 @@ def test_misspellings_raise_the_oov_rate() -> None:
 
 def test_real_word_list_flags_misspellings() -> None:
     pytest.importorskip("spellchecker")
-    from madrag.baselines import english_lexicon
+    from madrag.paper.baselines import english_lexicon
 
     lexicon = english_lexicon()
     clean = feats("I didn\u2019t complain because I was patient.", lexicon)

@@ -22,9 +22,9 @@ from typing import Protocol
 
 import numpy as np
 
-from madrag.baselines.feature_scorer import CVResult, evaluate_trait, fold_indices, to_scale
 from madrag.data.essay import Essay
 from madrag.errors import InputError
+from madrag.paper.baselines.feature_scorer import CVResult, evaluate_trait, fold_indices, to_scale
 from madrag.retrieval import Embedder, Exemplar, ExemplarBank
 from madrag.retrieval.embedder import FloatArray
 from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder

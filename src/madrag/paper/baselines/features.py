@@ -7,7 +7,7 @@ style and cohesion features. This module computes a comparable, dependency-light
 * punctuation: counts and per-word rates of each mark, spacing errors around marks, repeated marks;
 * spelling: out-of-vocabulary (OOV) words against the English word list shipped inside the PyPI package
   ``pyspellchecker`` (a fixed list, so the feature never sees another essay and cannot leak across folds; it and
-  the other word lists are :mod:`madrag.baselines.lexicon`);
+  the other word lists are :mod:`madrag.paper.baselines.lexicon`);
 * syntax/complexity proxies: sentence-length mean/std/max, commas and subordinators/relative pronouns per
   sentence, long and very short sentences, capitalisation of sentence starts, syllables and Flesch scores;
 * style/lexical diversity: type-token ratio, root TTR, moving-average TTR (window 50), MTLD, stop-word share,
@@ -23,7 +23,7 @@ Every feature depends on one essay (and the fixed word list / prompt) only, so a
 once per essay and reused across folds and traits.
 
 Feature sets: ``paper`` (the default) adds the syntax and entity-grid features the MADRAG paper's Appendix C names,
-from a part-of-speech tagger (:mod:`madrag.baselines.parsed_features`, the ``parse`` extra); ``light`` is the
+from a part-of-speech tagger (:mod:`madrag.paper.baselines.parsed_features`, the ``parse`` extra); ``light`` is the
 parser-free set above (:data:`FEATURE_NAMES`) alone.
 """
 
@@ -39,8 +39,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from madrag.baselines.lexicon import CONNECTIVES, PRONOUNS, STOPWORDS, SUBORDINATORS, english_lexicon
 from madrag.errors import MadragError
+from madrag.paper.baselines.lexicon import CONNECTIVES, PRONOUNS, STOPWORDS, SUBORDINATORS, english_lexicon
 from madrag.placeholders import PLACEHOLDER as _PLACEHOLDER
 
 PLACEHOLDER_KINDS = ("CAPS", "PERSON", "NUM", "LOCATION", "DATE", "ORGANIZATION", "TIME", "MONTH", "MONEY")
@@ -107,7 +107,7 @@ def feature_names(feature_set: FeatureSet = PAPER_FEATURE_SET) -> tuple[str, ...
     """The columns of :func:`feature_matrix` for ``feature_set``."""
     if feature_set == "light":
         return FEATURE_NAMES
-    from madrag.baselines.parsed_features import PARSED_FEATURE_NAMES
+    from madrag.paper.baselines.parsed_features import PARSED_FEATURE_NAMES
 
     return (*FEATURE_NAMES, *PARSED_FEATURE_NAMES)
 
@@ -353,11 +353,11 @@ def feature_matrix(
     names = feature_names(feature_set)
     rows = [essay_features(t, vocab, prompt) for t in texts]
     if feature_set == "paper":
-        from madrag.baselines.parsed_features import parsed_features
+        from madrag.paper.baselines.parsed_features import parsed_features
 
         rows = [row | parsed_features(t) for row, t in zip(rows, texts, strict=True)]
     matrix = np.array([[row[name] for name in names] for row in rows], dtype=np.float64)
     matrix = matrix.reshape(len(texts), len(names))
     if not np.isfinite(matrix).all():
-        raise MadragError("a feature is not finite; this is a bug in madrag.baselines.features")
+        raise MadragError("a feature is not finite; this is a bug in madrag.paper.baselines.features")
     return matrix

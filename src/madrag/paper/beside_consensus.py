@@ -3,7 +3,7 @@
 The paper's task is read from the run's traits (content, organization, expression: "Korean Essay"; coherence,
 consistency, fluency, relevance: "SummEval"); a run of other traits is compared with neither, and the paper's
 figures are listed as reported only. The pooled (``all``) alignment row of each protocol is matched with the
-figures the paper's text states (:mod:`madrag.evaluation.reported`):
+figures the paper's text states (:mod:`madrag.paper.reported`):
 
 * Table 1 (4.1, 4.2, G.1): RMSE and Spearman of Single Judge, Strict Role Judge, Consensus-based and Symmetric MAD;
 * Table 2 (4.2): the mean predicted score of each, and the human reference's mean;
@@ -24,10 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.evaluation.beside_paper import BESIDE_COLUMNS, BesidePaper, beside_row, reported_only_frame
 from madrag.evaluation.consensus import ALL
 from madrag.evaluation.consensus_frames import base_name
-from madrag.evaluation.reported import Reported, reported
+from madrag.paper.beside_paper import BESIDE_COLUMNS, BesidePaper, beside_row, reported_only_frame
+from madrag.paper.reported import Reported, reported
 
 TASKS: dict[str, frozenset[str]] = {
     "Korean Essay": frozenset({"content", "organization", "expression"}),

@@ -20,9 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
-from madrag.confidence.meta_eval import MetaMethod, MetaSummary, latest_judgments, resolve_method, run_meta_evaluation
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
+from madrag.paper.confidence.meta_eval import (
+    MetaMethod,
+    MetaSummary,
+    latest_judgments,
+    resolve_method,
+    run_meta_evaluation,
+)
 from madrag.pipeline.runner import provider_slots
 from madrag.providers.spec import ProviderSpec, managed, spec_identity, upgrade_identity
 from madrag.records import AgentRecord
@@ -171,7 +177,7 @@ def _bind(store: RunStore, config: dict[str, Any]) -> tuple[bool, str]:
 
 def meta_records(meta_dir: Path) -> list[AgentRecord]:
     """The judgment records in force in a meta store (a judgment made again at a larger token limit replaces the
-    one cut off: :func:`~madrag.confidence.meta_eval.latest_judgments`)."""
+    one cut off: :func:`~madrag.paper.confidence.meta_eval.latest_judgments`)."""
     store = open_store(meta_dir)
     try:
         return latest_judgments(store.records())

@@ -19,7 +19,10 @@ import numpy as np
 import pandas as pd
 
 from madrag.atomic_files import write_text_atomic
-from madrag.confidence.analysis import (
+from madrag.csv_safe import write_frame
+from madrag.errors import InputError
+from madrag.evaluation.run import open_store
+from madrag.paper.confidence.analysis import (
     BINARY_TARGETS,
     ORDINAL_TARGETS,
     PAPER_RANK_BY,
@@ -28,15 +31,12 @@ from madrag.confidence.analysis import (
     correlations,
     top_features,
 )
-from madrag.confidence.features import feature_columns, features_frame, record_logprobs
-from madrag.confidence.figure3 import PASS_MIN, save_figure3
-from madrag.confidence.job import debater_records, meta_records
-from madrag.confidence.judgment import SCORE_FIELDS
-from madrag.confidence.meta_eval import judgments_frame
-from madrag.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
-from madrag.csv_safe import write_frame
-from madrag.errors import InputError
-from madrag.evaluation.run import open_store
+from madrag.paper.confidence.features import feature_columns, features_frame, record_logprobs
+from madrag.paper.confidence.figure3 import PASS_MIN, save_figure3
+from madrag.paper.confidence.job import debater_records, meta_records
+from madrag.paper.confidence.judgment import SCORE_FIELDS
+from madrag.paper.confidence.meta_eval import judgments_frame
+from madrag.paper.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
 from madrag.records import AgentRecord
 
 

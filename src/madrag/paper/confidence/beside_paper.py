@@ -1,6 +1,6 @@
 """A confidence study's measured figures beside the confidence paper's: ``madrag paper confidence analyze --paper``.
 
-The paper prints its Tables 1-4 as images; the figures its text states (:mod:`madrag.evaluation.reported`) are
+The paper prints its Tables 1-4 as images; the figures its text states (:mod:`madrag.paper.reported`) are
 matched with the study of the run's ASAP set (its stored rubric's ``essay_set``):
 
 * a named feature's AUROC or Spearman rho (Table 1, 4.2): the same feature's in the run, per role and target;
@@ -8,7 +8,7 @@ matched with the study of the run's ASAP set (its stored rubric's ``essay_set``)
 * a feature the text calls the top one (``rank`` 1): that feature's rank in the run under the paper's ranking
   (rho, AUROC, highest first);
 * Figure 3 (4.4, both sets pooled): the share of judgments at the maximum per dimension, the pass rates per
-  role (a pass: :data:`madrag.confidence.figure3.PASS_MIN` or more, madrag's reading) and the size of the
+  role (a pass: :data:`madrag.paper.confidence.figure3.PASS_MIN` or more, madrag's reading) and the size of the
   Advocate-Skeptic pass-rate gap.
 
 None of the paper's Table 2 (the ASAP subsets) is in its text; the run's set size stands beside the MADRAG paper's
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from madrag.confidence.analysis import is_binary_target
-from madrag.confidence.figure3 import ALL_ROLES, PASS_MIN, pass_rates
-from madrag.confidence.study import ConfidenceStudy
-from madrag.confidence.subsets import subset_row
-from madrag.evaluation.beside_paper import BESIDE_COLUMNS, BesidePaper, beside_row, reported_only_frame
-from madrag.evaluation.reported import Reported, figures, reported
+from madrag.paper.beside_paper import BESIDE_COLUMNS, BesidePaper, beside_row, reported_only_frame
+from madrag.paper.confidence.analysis import is_binary_target
+from madrag.paper.confidence.figure3 import ALL_ROLES, PASS_MIN, pass_rates
+from madrag.paper.confidence.study import ConfidenceStudy
+from madrag.paper.confidence.subsets import subset_row
+from madrag.paper.reported import Reported, figures, reported
 
 BEST = "best feature"
 """A row's feature where the paper's text names none: compared with the run's top feature."""

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from madrag.baselines import parsed_features as parsed
-from madrag.baselines.feature_scorer import ForestSettings, cross_validate_features
-from madrag.baselines.features import FEATURE_NAMES, feature_matrix, feature_names
-from madrag.baselines.parsed_features import PARSED_FEATURE_NAMES, entity_grid, parsed_features, tagged_sentences
 from madrag.data import load_asap
 from madrag.errors import ConfigError
+from madrag.paper.baselines import parsed_features as parsed
+from madrag.paper.baselines.feature_scorer import ForestSettings, cross_validate_features
+from madrag.paper.baselines.features import FEATURE_NAMES, feature_matrix, feature_names
+from madrag.paper.baselines.parsed_features import PARSED_FEATURE_NAMES, entity_grid, parsed_features, tagged_sentences
 from madrag.rubric import load_rubric
 
 TEXT = "The patient boy waited for his mother at the station. The mother came late. She hugged the boy."

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from tests.unit.pipeline.test_resume_fast import _job
 
-from madrag.baselines.feature_scorer import ForestSettings, cross_validate_features
-from madrag.baselines.runs import FOREST_NAME, CVOptions, cross_validate_run, knn_name, score_run
 from madrag.data.loaders import load_essays
 from madrag.evaluation.agreement import evaluate
 from madrag.evaluation.costs.tally import cost_report
 from madrag.evaluation.run import load_run
+from madrag.paper.baselines.feature_scorer import ForestSettings, cross_validate_features
+from madrag.paper.baselines.runs import FOREST_NAME, CVOptions, cross_validate_run, knn_name, score_run
 from madrag.pipeline.job import execute
 from madrag.records import BASELINE_ROLE
 from madrag.rubric import load_rubric

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from madrag.confidence.analysis import (
+from madrag.paper.confidence.analysis import (
     BINARY_TARGETS,
     CORRELATION_COLUMNS,
     ORDINAL_TARGETS,

@@ -17,8 +17,9 @@ for a cell is left out, never shown as 0.
 
 The mechanism is every paper's: :class:`BesidePaper` (long rows of measured, reported, difference, where), its
 display tables, ``paper.md`` and ``paper.csv`` (:func:`beside_display`, :func:`beside_markdown`,
-:func:`save_beside`) serve the consensus paper (:mod:`madrag.evaluation.beside_consensus`) and the confidence paper
-(:mod:`madrag.confidence.beside_paper`) too; each paper only matches its figures with a run's (:func:`beside_row`).
+:func:`save_beside`) serve the consensus paper (:mod:`madrag.paper.beside_consensus`) and the confidence paper
+(:mod:`madrag.paper.confidence.beside_paper`) too; each paper only matches its figures with a run's
+(:func:`beside_row`).
 A figure the paper reports that the run cannot measure stands in the rows with its measured value missing (shown
 "—", counted in a note), never 0.
 """
@@ -34,8 +35,8 @@ import pandas as pd
 from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_FULL, Evaluation
-from madrag.evaluation.reported import FILES, PAPERS, Paper, Reported, figures
 from madrag.evaluation.tables import fmt, markdown_document
+from madrag.paper.reported import FILES, PAPERS, Paper, Reported, figures
 
 PAPER_MODELS = ("gpt-3.5-turbo", "gpt-4o-mini", "gpt-4o", "gpt-5-mini", "gpt-5")
 """The backbones of the MADRAG paper's Table 1 MADRAG rows."""
@@ -290,9 +291,7 @@ def beside_markdown(result: BesidePaper) -> str:
         f"measured: this run's figure; {result.name}'s: the figure it reports for the same protocol, data and "
         "trait; in brackets measured minus the paper's. A cell the paper does not report is left out; a figure "
         "the run cannot measure is — (missing), never 0.",
-        "Figures from: "
-        + "; ".join(dict.fromkeys(wheres))
-        + f" (src/madrag/evaluation/reported/{FILES[result.paper]}).",
+        "Figures from: " + "; ".join(dict.fromkeys(wheres)) + f" (src/madrag/paper/reported/{FILES[result.paper]}).",
     ]
     notes = result.all_notes()
     heading = f"The run beside {result.name}"
@@ -306,3 +305,14 @@ def save_beside(result: BesidePaper, out_dir: Path) -> list[Path]:
     write_frame(result.beside, csv_path, index=False)
     write_text_atomic(md_path, beside_markdown(result))
     return [csv_path, md_path]
+
+
+def paper_section(evaluation: Evaluation) -> str:
+    """The run's figures beside the MADRAG paper's reported ones, as HTML: the report's ``--paper`` section
+    (:data:`madrag.evaluation.report.PaperSection`)."""
+    from madrag.evaluation.report import esc, html_table
+
+    result = beside_paper(evaluation)
+    tables = "".join(f"<h3>{esc(t)}</h3>{html_table(f)}" for t, f in beside_display(result).items())
+    notes = "".join(f"<p class='muted'>note: {esc(n)}</p>" for n in result.all_notes())
+    return f"<h2>Beside {esc(result.name)}</h2>{tables}{notes}"

@@ -16,7 +16,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from madrag.atomic_files import open_atomic
-from madrag.confidence.features import as_logprobs
+from madrag.paper.confidence.features import as_logprobs
 
 PERCENTILES: tuple[int, ...] = (10, 25, 50, 75, 90)
 BAND_COLUMNS: tuple[str, ...] = ("position_pct", "mean", *(f"p{q}" for q in PERCENTILES), "n")

@@ -10,8 +10,8 @@ protocols, on the same essays:
   forest is trained on the pool without the scored essays and the kNN leaves the essay itself out, as the
   run's bank does.
 * :func:`cross_validate_run` - on any data and rubric, a new run folder of out-of-fold predictions over the
-  data's ``fold`` column (:func:`~madrag.baselines.feature_scorer.cross_validate_features` and
-  :func:`~madrag.baselines.retrieval_scorer.cross_validate_retrieval`, as ``bench/baselines.py``).
+  data's ``fold`` column (:func:`~madrag.paper.baselines.feature_scorer.cross_validate_features` and
+  :func:`~madrag.paper.baselines.retrieval_scorer.cross_validate_retrieval`, as ``bench/baselines.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madrag.baselines.feature_scorer import CVResult, FeatureScorer, ForestSettings, cross_validate_features
-from madrag.baselines.retrieval_scorer import (
-    RetrievalScorer,
-    cross_validate_retrieval,
-    vector_cache_path,
-)
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, split_by_fold
 from madrag.errors import InputError
+from madrag.paper.baselines.feature_scorer import CVResult, FeatureScorer, ForestSettings, cross_validate_features
+from madrag.paper.baselines.retrieval_scorer import (
+    RetrievalScorer,
+    cross_validate_retrieval,
+    vector_cache_path,
+)
 from madrag.pipeline.job import fingerprint_file
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
 from madrag.retrieval import ExemplarBank, make_embedder, stored_embedder

@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from madrag.atomic_files import open_atomic
-from madrag.confidence.judgment import RANGES, SCORE_FIELDS
 from madrag.csv_safe import write_frame
+from madrag.paper.confidence.judgment import RANGES, SCORE_FIELDS
 
 PASS_MIN = 2
 """A dimension passes at this score or above (madrag's reading of Section 4.4's pass rates)."""

@@ -1,6 +1,6 @@
 """The confidence paper's Table 1 over several essay sets: the confidence study of one run per set (each with its own
 meta-evaluation), its top features per role and target side by side, Figure 3 over all of them, and Table 2
-(the sets themselves: :mod:`madrag.confidence.subsets`).
+(the sets themselves: :mod:`madrag.paper.confidence.subsets`).
 
 Table 1 reports its top-3 features per role-target pair *for each* of Essay Sets 7 and 8 ("In Essay Set 7, the
 strongest predictors are ... In contrast, Essay Set 8 shows ..."), never pooled: each set is ranked on its own
@@ -17,13 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from madrag.atomic_files import write_text_atomic
-from madrag.confidence.analysis import PAPER_RANK_BY, RankBy
-from madrag.confidence.figure3 import PASS_MIN, save_figure3
-from madrag.confidence.study import ConfidenceStudy, run_study, save_study, top_display
-from madrag.confidence.subsets import subsets_markdown, subsets_table
 from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 from madrag.evaluation.run import distinct_runs
+from madrag.paper.confidence.analysis import PAPER_RANK_BY, RankBy
+from madrag.paper.confidence.figure3 import PASS_MIN, save_figure3
+from madrag.paper.confidence.study import ConfidenceStudy, run_study, save_study, top_display
+from madrag.paper.confidence.subsets import subsets_markdown, subsets_table
 
 
 @dataclass

@@ -5,7 +5,7 @@ bank) on four, score the fifth, and report QWK per trait on the pooled out-of-fo
 over folds.
 """
 
-from madrag.baselines.feature_scorer import (
+from madrag.paper.baselines.feature_scorer import (
     CVResult,
     FeatureScorer,
     Fold,
@@ -17,9 +17,9 @@ from madrag.baselines.feature_scorer import (
     make_forest,
     to_scale,
 )
-from madrag.baselines.features import FEATURE_NAMES, essay_features, feature_matrix
-from madrag.baselines.lexicon import english_lexicon
-from madrag.baselines.retrieval_scorer import (
+from madrag.paper.baselines.features import FEATURE_NAMES, essay_features, feature_matrix
+from madrag.paper.baselines.lexicon import english_lexicon
+from madrag.paper.baselines.retrieval_scorer import (
     RetrievalScorer,
     SimilarBank,
     cross_validate_retrieval,

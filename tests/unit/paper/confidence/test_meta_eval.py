@@ -13,8 +13,10 @@ from tests.helpers import make_ctx
 
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.prompts import PromptLibrary
-from madrag.confidence.judgment import META_SCHEMA, MetaJudgment, MetaParseError, parse_meta_judgment
-from madrag.confidence.meta_eval import (
+from madrag.data.essay import Essay
+from madrag.errors import ConfigError, ProviderError
+from madrag.paper.confidence.judgment import META_SCHEMA, MetaJudgment, MetaParseError, parse_meta_judgment
+from madrag.paper.confidence.meta_eval import (
     FOLLOWUP,
     META_PROTOCOL,
     META_ROLE,
@@ -25,8 +27,6 @@ from madrag.confidence.meta_eval import (
     meta_messages,
     run_meta_evaluation,
 )
-from madrag.data.essay import Essay
-from madrag.errors import ConfigError, ProviderError
 from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Message, Provider
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.records import AgentRecord, call_key

@@ -6,7 +6,7 @@ grounding (1-3 each) plus a critical-issue flag (3.4.2); ``Q1`` is the sum of th
 when the flag is raised, else ``Q1`` (3.4.3). The evaluator decodes deterministically (Section 4.1:
 temperature 0, the run's seed). Every judgment is one recorded, resumable call (key :func:`meta_key`); an
 answer that cannot be read is recorded as failed, never imputed. The judgment itself (its fields, Q1 and Q,
-the reading of an answer) is :mod:`madrag.confidence.judgment`.
+the reading of an answer) is :mod:`madrag.paper.confidence.judgment`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import pandas as pd
 from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
 from madrag.agents.judge import normalise
 from madrag.agents.prompts import PromptLibrary
-from madrag.confidence.judgment import (
+from madrag.errors import ConfigError
+from madrag.paper.confidence.judgment import (
     META_SCHEMA,
     RANGES,
     SCORE_FIELDS,
@@ -32,7 +33,6 @@ from madrag.confidence.judgment import (
     MetaParseError,
     parse_meta_judgment,
 )
-from madrag.errors import ConfigError
 from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
 from madrag.providers.policy import ManagedProvider

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from madrag.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
+from madrag.paper.confidence.trajectory import normalised_trajectory, plot_trajectories, trajectory_bands
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
