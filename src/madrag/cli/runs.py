@@ -66,9 +66,10 @@ def _run_row(run_dir: Path) -> list[str]:
 
 def _not_read(accounts: dict[str, Unusable] | None) -> str:
     """The run's unread scores per protocol ("CJ: 21 of 24 comparisons unusable, 3 of 3 missing"), "all read",
-    or a dash when no job of the run finished (its counts are made at a job's end)."""
+    or a dash when none was counted (counts are made at a job's end: a run stopped before it, or made
+    before madrag kept them, has none)."""
     if accounts is None:
-        return "— (no finished job)"
+        return "— (not counted)"
     said = [f"{protocol}: {account.short()}" for protocol, account in accounts.items() if account.short() != "all read"]
     return "; ".join(said) or "all read"
 

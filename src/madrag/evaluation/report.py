@@ -267,7 +267,10 @@ def not_read_section(run: RunData) -> str:
     """The scores the run could not read, per protocol and cause, as its last finished job counted them (the
     lines ``madrag score`` ended with); nothing when every score was read."""
     if run.unusable is None:
-        return "<p class='muted'>note: no job of this run finished, so its unread scores were not counted</p>"
+        return (
+            "<p class='muted'>note: this run's unread scores were not counted (a job counts them at its end: "
+            "this run was stopped before one, or made before madrag kept the count)</p>"
+        )
     lines = summary_lines(run.unusable)
     if not lines:
         return ""

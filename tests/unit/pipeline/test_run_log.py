@@ -141,4 +141,4 @@ def test_runs_list_shows_date_status_model_protocols_records(
     broken = next(line for line in out.splitlines() if "broken" in line)
     assert "complete" in done and "MAD" in done and re.search(r"\d{4}-\d\d-\d\d", done)
     assert "failed" in broken
-    assert "all read" in done and "no finished job" in broken  # a stopped job counted nothing: not "all read"
+    assert "all read" in done and "— (not counted)" in broken  # a stopped job counted nothing: not "all read"
