@@ -82,7 +82,7 @@ def distribution_from_tokens(
 def json_value_offset(text: str, key: str) -> int:
     """Where the integer value of ``key`` starts in a JSON answer ``text`` (-1 when it has none): the score a
     score step under a JSON schema wrote."""
-    found = re.search(re.escape(json.dumps(key)) + r"\s*:\s*(-?\d)", text)
+    found = re.search(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:\s*(-?\d)", text)
     return found.start(1) if found else -1
 
 

@@ -275,3 +275,4 @@ def test_the_json_value_offset_finds_each_traits_score() -> None:
     assert text[json_value_offset(text, 'Word "Choice"')] == "1"
     assert text[json_value_offset(text, "score") :].startswith("-1")
     assert json_value_offset(text, "Style") == -1
+    assert json_value_offset('{"Élan": 2}', "Élan") == 9  # the name as a model writes it, not as \u00c9lan
