@@ -157,6 +157,7 @@ class OpenAICompatProvider(Provider):
         self.client: ClientKind = shape.client
         self._client = make_client(shape.client, base_url, key or NO_KEY, timeout_s, max_concurrency, http_client)
         self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._models: bytes | None = None  # the server's GET /models answer, once the start-up check read it
 
     def __repr__(self) -> str:
         return (
@@ -213,7 +214,7 @@ class OpenAICompatProvider(Provider):
     async def server_props(self) -> ServerProps | None:
         """What a llama.cpp server says of its slots and context (``/props``), or vLLM of its model's context
         (``/v1/models``); None elsewhere (server_props.py)."""
-        return await read_props(self._client, self.base_url, self.model)
+        return await read_props(self._client, self.base_url, self.model, self._models)
 
     async def count_tokens(self, text: str) -> int | None:
         """The server's token count of ``text`` (``/tokenize``); None without that endpoint."""
@@ -225,7 +226,7 @@ class OpenAICompatProvider(Provider):
         that would answer every call 404; llama.cpp's serves its one model under any name and is not refused);
         any other HTTP answer to ``GET /models``, an error status included, means the server is there."""
         try:
-            listed = await self._client.get("/models")
+            listed = self._models = await self._client.get("/models")
         except StatusFailure:
             return
         except ClientFailure as exc:

@@ -103,18 +103,23 @@ def parse_props(body: bytes) -> ServerProps | None:
     return props if props.slots is not None or props.n_ctx is not None else None
 
 
-def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
-    """The context of ``model`` in a ``/v1/models`` answer that says it (vLLM's ``max_model_len``); None when
-    the answer does not."""
+def listed_models(body: bytes) -> list[dict[str, Any]]:
+    """The model entries (objects with a string ``id``) of a ``/v1/models`` answer; none when it is not one."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        return None
+        return []
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
-        return None
-    for entry in entries:
-        if isinstance(entry, dict) and (model is None or entry.get("id") == model):
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+
+
+def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
+    """The context of ``model`` in a ``/v1/models`` answer that says it (vLLM's ``max_model_len``); None when
+    the answer does not."""
+    for entry in listed_models(body):
+        if model is None or entry["id"] == model:
             n_ctx = _positive(entry.get("max_model_len"))
             return None if n_ctx is None else ServerProps(None, n_ctx, said_in="models")
     return None
@@ -130,23 +135,19 @@ def other_models(body: bytes, model: str) -> list[str] | None:
     """The models a ``/v1/models`` answer lists when ``model`` is not among them and the server is one that
     refuses unlisted models (:data:`STRICT_OWNERS`); None when it is listed, when the answer lists none, or when
     the list cannot tell."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return None
-    listed = [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    listed = listed_models(body)
     if not listed or not all(e.get("owned_by") in STRICT_OWNERS for e in listed):
         return None
     ids = [str(e["id"]) for e in listed]
     return None if model in ids else ids
 
 
-async def read_props(client: _Client, base_url: str | None, model: str | None = None) -> ServerProps | None:
+async def read_props(
+    client: _Client, base_url: str | None, model: str | None = None, models: bytes | None = None
+) -> ServerProps | None:
     """``GET /props`` through the provider's own client (its key, its transport), else the context of ``model``
-    in ``GET /models`` (vLLM); None when the server says neither or cannot be asked."""
+    in ``GET /models`` (vLLM; ``models``: its answer already read, not asked again); None when the server says
+    neither or cannot be asked."""
     path = root_path(base_url, "props")
     if path is None:
         return None
@@ -157,7 +158,7 @@ async def read_props(client: _Client, base_url: str | None, model: str | None = 
     if found is not None:
         return found
     try:
-        return parse_model_context(await client.get("/models"), model)
+        return parse_model_context(models if models is not None else await client.get("/models"), model)
     except (ClientFailure, StatusFailure):
         return None
 

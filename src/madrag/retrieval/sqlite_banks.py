@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from madrag.errors import MadragError
+from madrag.retrieval.vectors import transaction
 
 BANKS_FILE = "banks.sqlite"
 """The file of the banks in a cache folder (beside Chroma's ``chroma.sqlite3`` where both were used)."""
@@ -47,16 +48,9 @@ class SqliteBanks:
             for statement in _SCHEMA:
                 conn.execute(statement)
 
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[sqlite3.Connection]:
+    def connect(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """A connection for one transaction (committed on success), closed afterwards."""
-        conn = sqlite3.connect(self.path, timeout=60.0)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            with conn:
-                yield conn
-        finally:
-            conn.close()
+        return transaction(self.path)
 
     def list_collections(self) -> list[SqliteCollection]:
         """Every collection of the folder."""

@@ -39,33 +39,35 @@ def embedder_slug(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def transaction(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the SQLite file ``path`` (WAL) for one transaction, committed on success, then closed:
+    the retrieval caches' (the vector cache here, the bank store of :mod:`madrag.retrieval.sqlite_banks`)."""
+    conn = sqlite3.connect(path, timeout=60.0)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        with conn:
+            yield conn
+    finally:
+        conn.close()
+
+
 class VectorStore:
     """Vectors by (embedder name, text hash) in one SQLite file; safe for several processes at once."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
+        with transaction(self.path) as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS vectors (embedder TEXT NOT NULL, hash TEXT NOT NULL, "
                 "vector BLOB NOT NULL, PRIMARY KEY (embedder, hash))"
             )
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection for one transaction (committed on success), closed afterwards."""
-        conn = sqlite3.connect(self.path, timeout=60.0)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            with conn:
-                yield conn
-        finally:
-            conn.close()
-
     def get(self, embedder: str, hashes: Sequence[str]) -> dict[str, FloatArray]:
         """The stored vectors among ``hashes``."""
         found: dict[str, FloatArray] = {}
-        with self._connect() as conn:
+        with transaction(self.path) as conn:
             for start in range(0, len(hashes), 500):
                 part = list(hashes[start : start + 500])
                 marks = ",".join("?" * len(part))
@@ -78,7 +80,7 @@ class VectorStore:
     def put(self, embedder: str, vectors: Iterable[tuple[str, FloatArray]]) -> None:
         """Store vectors (float32); a vector already there is kept."""
         rows = [(embedder, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors]
-        with self._connect() as conn:
+        with transaction(self.path) as conn:
             conn.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)", rows)
 
 
