@@ -9,10 +9,10 @@ server generates within its latency); requests beyond capacity wait in its queue
 
 * madrag: ``run_scoring`` with its default essay concurrency (derived from the provider's concurrency and the
   number of traits), or ``--essay-concurrency``; once per HTTP client (``--clients``, default all three, side
-  by side: ``httpx``, the lean client on httpx2, ``aiohttp``, the same on aiohttp's transport (the default),
-  and ``openai``, the openai package's client).
+  by side: ``aiohttp``, madrag's client, and the references it was chosen over (``tests/reference_clients.py``):
+  ``httpx``, the same requests on httpx2, and ``openai``, the openai package's client).
 * seed A.1 baseline: ``run_scoring(essay_concurrency=1)``: one essay at a time, its traits in parallel through
-  ``asyncio.gather`` inside the protocol - the seed's orchestration (000, Appendix A.1) on the same code path
+  ``asyncio.gather`` inside the protocol - the orchestration of the MADRAG paper's Appendix A.1 on the same code path
   (with the first client).
 
 Then each client's CPU per call alone (no pipeline, no record writes): the run's recorded Advocate, Skeptic and
@@ -35,6 +35,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -49,9 +50,8 @@ from madrag.data import Essay, load_asap, split_by_fold
 from madrag.data.shipped import find_asap_dir
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, run_scoring, tuned_gc
 from madrag.protocols import get_protocol
-from madrag.providers.adapt import ClientKind
 from madrag.providers.base import ChatRequest
-from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
+from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import Exemplar, LevelExemplar
@@ -60,6 +60,9 @@ from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 from madrag.testing.stub_answers import MODEL, StubConfig
 from madrag.testing.stub_server import StubServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the reference clients live beside the tests
+from tests.reference_clients import ClientKind, factory
 
 CALLS_PER_CHAIN = 3
 ROLES = ("advocate", "skeptic", "judge")
@@ -163,7 +166,7 @@ VARIANTS = {
 }
 
 
-CLIENTS: tuple[ClientKind, ...] = ("httpx", "aiohttp", "openai")
+CLIENTS: tuple[ClientKind, ...] = ("aiohttp", "httpx", "openai")
 
 
 @dataclass
@@ -197,7 +200,7 @@ def make_context(
     """A call context over the stub server through ``client_kind``: run id ``variant``, default settings, two
     retries, the level bank."""
     client = OpenAICompatProvider(
-        MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0, shape=RequestShape(client=client_kind)
+        MODEL, base_url=url, max_concurrency=args.capacity, timeout_s=60.0, http=factory(client_kind)
     )
     return CallContext(
         run_id=variant,
@@ -289,7 +292,7 @@ async def client_only_cpu(kind: ClientKind, samples: list[AgentRecord], n: int, 
     through the recorded requests, ``width`` workers each making its share one after another (each response
     dropped once it arrives, as a run does once it is recorded), after one warm-up call of each request."""
     requests = [ChatRequest(messages=r.messages, **_request_settings(r)) for r in samples]
-    provider = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=width, shape=RequestShape(client=kind))
+    provider = OpenAICompatProvider(MODEL, base_url=url, max_concurrency=width, http=factory(kind))
 
     async def worker(first: int) -> None:
         for i in range(first, n, width):
@@ -345,8 +348,7 @@ async def overhead_breakdown(samples: list[AgentRecord], args: argparse.Namespac
             request = ChatRequest(messages=record.messages, **_request_settings(record))
             costs = []
             for kind in args.clients:
-                shape = RequestShape(client=kind)
-                real = OpenAICompatProvider(MODEL, base_url=quick.base_url, max_concurrency=1, shape=shape)
+                real = OpenAICompatProvider(MODEL, base_url=quick.base_url, max_concurrency=1, http=factory(kind))
                 try:
                     costs.append(f"{1000 * await cpu_per_call(real, request, n):.2f} ms ({kind})")
                 finally:

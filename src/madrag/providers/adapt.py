@@ -25,9 +25,6 @@ TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 SamplingParams = Literal["auto", "send", "omit"]
 """Whether ``temperature`` and ``top_p`` are sent; ``auto``: sent until the server refuses one, then left out."""
 
-ClientKind = Literal["httpx", "aiohttp", "openai"]
-"""Which HTTP client an OpenAI-compatible provider sends with (:mod:`madrag.providers.openai_http`)."""
-
 TOKEN_PARAMS: tuple[TokenParam, ...] = ("auto", "max_tokens", "max_completion_tokens")
 """Every :data:`TokenParam`, for option checks."""
 

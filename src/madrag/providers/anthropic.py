@@ -1,5 +1,6 @@
-"""The ``anthropic`` backend: Anthropic's Messages API (``POST {base_url}/v1/messages``) over httpx, registered in
-this file alone (its options model, traits and factory: :mod:`madrag.providers.backends`).
+"""The ``anthropic`` backend: Anthropic's Messages API (``POST {base_url}/v1/messages``) over madrag's HTTP client
+(:mod:`madrag.providers.http_client`), registered in this file alone (its options model, traits and factory:
+:mod:`madrag.providers.backends`).
 
 The Messages API returns no token logprobs, so the debaters' confidence is self-reported (as an OpenAI-compatible
 server with ``--no-logprobs``), and a score is read from the answer's text. The system messages go in ``system``;
@@ -13,13 +14,14 @@ import os
 import time
 from typing import Any
 
-import httpx
+import orjson
 from pydantic import SecretStr
 
 import madrag.providers.builtin  # noqa: F401 - madrag's first three are listed first, however this is imported
 from madrag.errors import ConfigError, ProviderError, TransientProviderError
 from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, option, register_backend
 from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Provider, Usage
+from madrag.providers.openai_http import ClientFailure, HttpClient, HttpClientFactory, StatusFailure
 
 API_VERSION = "2023-06-01"
 """The ``anthropic-version`` header the requests are written for."""
@@ -40,13 +42,21 @@ class AnthropicProvider(Provider):
     capabilities = Capabilities(seed=False)
 
     def __init__(
-        self, model: str, base_url: str, key: SecretStr | None, timeout_s: float, concurrency: int | None
+        self,
+        model: str,
+        base_url: str,
+        key: SecretStr | None,
+        timeout_s: float,
+        concurrency: int | None,
+        http: HttpClientFactory | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self._key = key
         self._concurrency = concurrency or 8
-        self._client = httpx.AsyncClient(timeout=timeout_s)
+        self._client = (http or _client)(
+            self.base_url, key.get_secret_value() if key else "", timeout_s, self._concurrency
+        )
 
     @property
     def max_concurrency(self) -> int:
@@ -67,20 +77,17 @@ class AnthropicProvider(Provider):
         return body
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
-        headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
-        if self._key is not None:
-            headers["x-api-key"] = self._key.get_secret_value()
         start = time.monotonic()
         try:
-            answer = await self._client.post(f"{self.base_url}/v1/messages", json=self.body(request), headers=headers)
-        except httpx.TimeoutException as exc:
-            raise TransientProviderError(f"anthropic: no answer in time ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise TransientProviderError(f"anthropic: could not reach {self.base_url}: {exc}") from None
-        if answer.status_code != 200:
-            error = TransientProviderError if answer.status_code in TRANSIENT else ProviderError
-            raise error(f"anthropic answered {answer.status_code}: {_message(answer)}")
-        return _response(answer.json(), time.monotonic() - start)
+            answer = await self._client.post("/v1/messages", self.body(request))
+        except ClientFailure as exc:
+            if exc.kind == "timeout":
+                raise TransientProviderError(f"anthropic: no answer in time ({exc.detail})") from None
+            raise TransientProviderError(f"anthropic: could not reach {self.base_url}: {exc.detail}") from None
+        except StatusFailure as exc:
+            error = TransientProviderError if exc.status in TRANSIENT else ProviderError
+            raise error(f"anthropic answered {exc.status}: {exc.detail[:200]}") from None
+        return _response(orjson.loads(answer), time.monotonic() - start)
 
     def cache_identity(self) -> dict[str, Any]:
         return {**super().cache_identity(), "base_url": self.base_url}
@@ -92,12 +99,14 @@ class AnthropicProvider(Provider):
         await self._client.aclose()
 
 
-def _message(answer: httpx.Response) -> str:
-    try:
-        found = answer.json().get("error", {}).get("message")
-    except ValueError:
-        found = None
-    return str(found or answer.text[:200] or answer.reason_phrase)
+def _client(base_url: str, key: str, timeout_s: float, concurrency: int) -> HttpClient:
+    """madrag's HTTP client with the Messages API's headers (the key, when there is one, as ``x-api-key``)."""
+    from madrag.providers.http_client import AiohttpClient  # aiohttp imported when used
+
+    headers = {"anthropic-version": API_VERSION, "content-type": "application/json", "accept": "application/json"}
+    if key:
+        headers["x-api-key"] = key
+    return AiohttpClient(base_url, key, timeout_s, concurrency, headers=headers)
 
 
 def _response(data: dict[str, Any], latency_s: float) -> ChatResponse:

@@ -5,10 +5,12 @@ their kind is built."""
 
 from __future__ import annotations
 
-from pydantic import SecretStr
+from typing import Any
+
+from pydantic import SecretStr, model_validator
 
 from madrag.errors import ConfigError
-from madrag.providers.adapt import ClientKind, SamplingParams, TokenParam
+from madrag.providers.adapt import SamplingParams, TokenParam
 from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, option, register_backend
 from madrag.providers.base import Provider
 from madrag.providers.runtimes import LlamaRuntime
@@ -68,9 +70,15 @@ class OpenAIOptions(BackendOptions):
         "openai: send temperature and top_p (send), never (omit), or until the server refuses one, as "
         "reasoning models do (auto: then left out for the rest of the run; every call records what was sent).",
     )
-    # the HTTP client (aiohttp: lean, the default; httpx: about twice the client CPU per call; openai: the openai
-    # package, if installed); same requests and answers
-    client: ClientKind = option("aiohttp", "openai: the HTTP client.", operational=True, cli=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        """A run made when the HTTP client could be chosen keeps ``client`` in its options: it changed only how
+        calls were sent (an operational option, not the run's identity), so it is read and set aside."""
+        if isinstance(data, dict) and "client" in data:
+            data = {k: v for k, v in data.items() if k != "client"}
+        return data
 
     def endpoints(self) -> int:
         return 1 + len(self.extra_base_urls)
@@ -81,7 +89,7 @@ def _openai(model: str | None, o: OpenAIOptions, limits: CallLimits, api_key: Se
 
     if not model:
         raise ConfigError("the openai provider needs --model (the model name the server serves)")
-    shape = RequestShape(token_param=o.token_param, sampling_params=o.sampling_params, client=o.client)
+    shape = RequestShape(token_param=o.token_param, sampling_params=o.sampling_params)
     endpoints = [
         OpenAICompatProvider(
             model=model,

@@ -1,10 +1,8 @@
 """A provider for any OpenAI-compatible chat endpoint: OpenAI, OpenRouter, vLLM, llama.cpp server, Ollama.
 
-Requests go out through a lean HTTP client on aiohttp's transport (JSON by ``orjson``;
-:mod:`madrag.providers.openai_aiohttp`, the default), the same over httpx with ``RequestShape(client="httpx")``
-(about twice the client CPU per call; the client an ``httpx.AsyncClient`` given to the provider is used with), or
-through the ``openai`` package's client with ``RequestShape(client="openai")`` (the same requests and records,
-~1.5-2 ms more CPU per call than httpx). No client retries: madrag's middleware retries
+Requests go out through madrag's one HTTP client (:mod:`madrag.providers.http_client`, on aiohttp, JSON by
+``orjson``), sending what the ``openai`` package sends (the tests check the two side by side). No client
+retries: madrag's middleware retries
 :class:`TransientProviderError` (429, 5xx, timeouts, dropped connections). Everything else is a
 :class:`ProviderError` with a one-line message. The API key is read from an environment variable and never appears
 in :meth:`describe`, in ``repr`` or in an error message.
@@ -23,12 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from pydantic import SecretStr
 
 from madrag.errors import ProviderError, TransientProviderError
 from madrag.providers.accounting import count_extra_request
-from madrag.providers.adapt import MAX_ADAPTATIONS, ClientKind, RequestAdapter, SamplingParams, TokenParam
+from madrag.providers.adapt import MAX_ADAPTATIONS, RequestAdapter, SamplingParams, TokenParam
 from madrag.providers.base import (
     Capabilities,
     ChatRequest,
@@ -38,7 +35,7 @@ from madrag.providers.base import (
 )
 from madrag.providers.identity import models_identity
 from madrag.providers.openai_answer import AnswerReader, parse_json
-from madrag.providers.openai_http import ClientFailure, HttpClient, HttpxClient, OpenAIPackageClient, StatusFailure
+from madrag.providers.openai_http import ClientFailure, HttpClient, HttpClientFactory, StatusFailure
 from madrag.providers.server_props import ServerProps, other_models, read_props, tokenize
 
 NO_KEY = "sk-no-key"
@@ -62,30 +59,18 @@ JsonSchemaStyle = Literal["json_schema", "json_object"]
 @dataclass(frozen=True)
 class RequestShape:
     """How this server wants its requests: the JSON schema's form, how the token limit is sent and whether the
-    sampling parameters are, and the HTTP client that sends them (see :class:`OpenAICompatProvider`); the
-    defaults suit OpenAI and adapt once."""
+    sampling parameters are (see :class:`OpenAICompatProvider`); the defaults suit OpenAI and adapt once."""
 
     json_schema_style: JsonSchemaStyle = "json_schema"
     token_param: TokenParam = "auto"
     sampling_params: SamplingParams = "auto"
-    client: ClientKind = "aiohttp"
 
 
-def make_client(
-    kind: ClientKind,
-    base_url: str | None,
-    api_key: str,
-    timeout_s: float,
-    max_connections: int,
-    http_client: httpx.AsyncClient | None = None,
-) -> HttpClient:
-    """The HTTP client of ``kind`` (:mod:`madrag.providers.openai_http`, :mod:`madrag.providers.openai_aiohttp`)."""
-    if kind == "aiohttp":
-        from madrag.providers.openai_aiohttp import AiohttpClient  # aiohttp imported only when used
+def make_client(base_url: str | None, api_key: str, timeout_s: float, max_connections: int) -> HttpClient:
+    """madrag's HTTP client (:class:`~madrag.providers.http_client.AiohttpClient`, aiohttp imported when used)."""
+    from madrag.providers.http_client import AiohttpClient
 
-        return AiohttpClient(base_url, api_key, timeout_s, max_connections, http_client)
-    cls = HttpxClient if kind == "httpx" else OpenAIPackageClient
-    return cls(base_url, api_key, timeout_s, max_connections, http_client)
+    return AiohttpClient(base_url, api_key, timeout_s, max_connections)
 
 
 def _safe_url(url: str | None) -> str | None:
@@ -111,10 +96,8 @@ class OpenAICompatProvider(Provider):
     OpenAI's reasoning models do, then adapted once for the rest of the run. Each response's ``sent`` holds
     the parameters its request was actually sent with.
 
-    Its ``client`` picks the HTTP client (:data:`~madrag.providers.openai_http.ClientKind`): ``aiohttp`` (the
-    lean client on aiohttp's transport, the default), ``httpx`` (the same on httpx; the default when an
-    ``http_client`` is given and no ``shape``) or ``openai`` (the ``openai`` package); all send the same requests
-    and give the same responses.
+    ``http`` makes the HTTP client instead of madrag's own (:func:`make_client`): the tests give reference
+    clients over httpx's mock transport, which send the same requests.
     """
 
     def __init__(
@@ -125,7 +108,7 @@ class OpenAICompatProvider(Provider):
         timeout_s: float = 120.0,
         max_concurrency: int = 8,
         supports_logprobs: bool = True,
-        http_client: httpx.AsyncClient | None = None,
+        http: HttpClientFactory | None = None,
         shape: RequestShape | None = None,
         api_key: SecretStr | None = None,
     ) -> None:
@@ -139,7 +122,7 @@ class OpenAICompatProvider(Provider):
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self._max_concurrency = max_concurrency
-        shape = shape or RequestShape(client="httpx" if http_client is not None else "aiohttp")
+        shape = shape or RequestShape()
         self.json_schema_style: JsonSchemaStyle = shape.json_schema_style
         self.adapter = RequestAdapter(shape.token_param, shape.sampling_params)
         self.capabilities = Capabilities(
@@ -154,8 +137,7 @@ class OpenAICompatProvider(Provider):
         # a key given here (the web server's, typed in and held in memory) is used as it is; else the variable's
         key = api_key.get_secret_value().strip() if api_key is not None else os.environ.get(api_key_env, "").strip()
         self._key_set = bool(key)
-        self.client: ClientKind = shape.client
-        self._client = make_client(shape.client, base_url, key or NO_KEY, timeout_s, max_concurrency, http_client)
+        self._client = (http or make_client)(base_url, key or NO_KEY, timeout_s, max_concurrency)
         self._semaphore = asyncio.Semaphore(max_concurrency)
         self._models: bytes | None = None  # the server's GET /models answer, once the start-up check read it
 
@@ -182,7 +164,6 @@ class OpenAICompatProvider(Provider):
             json_schema_style=self.json_schema_style,
             token_param=self.adapter.token_param,
             sampling_params=self.adapter.sampling_params,
-            client=self.client,
         )
         return info
 

@@ -27,9 +27,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from madrag.errors import ConfigError, ProviderError, clip
-from madrag.providers.adapt import ClientKind
 from madrag.providers.openai_compat import NO_KEY, make_client
-from madrag.providers.openai_http import ClientFailure, StatusFailure
+from madrag.providers.openai_http import ClientFailure, HttpClientFactory, StatusFailure
 from madrag.retrieval.embedder import FloatArray, normalize_rows
 
 T = TypeVar("T")
@@ -103,7 +102,7 @@ class OpenAIEmbedder:
         *,
         batch_size: int = 64,
         timeout_s: float = 120.0,
-        client: ClientKind = "aiohttp",
+        http: HttpClientFactory | None = None,
     ) -> None:
         if not endpoint.model:
             raise ConfigError("--embedder server needs a model name: --embedding-model, else the backend's --model")
@@ -113,7 +112,7 @@ class OpenAIEmbedder:
         self.model: str = endpoint.model
         self.batch_size = batch_size
         self.timeout_s = timeout_s
-        self.client = client
+        self._http = http or make_client  # madrag's client unless given (the tests' reference clients)
         self._dim: int | None = None
 
     @property
@@ -144,7 +143,7 @@ class OpenAIEmbedder:
 
     async def _embed_batches(self, batches: Sequence[list[str]]) -> list[FloatArray]:
         key = os.environ.get(self.endpoint.api_key_env, "").strip() or NO_KEY
-        http = make_client(self.client, self.endpoint.base_url, key, self.timeout_s, 1)
+        http = self._http(self.endpoint.base_url, key, self.timeout_s, 1)
         try:
             out = []
             for batch in batches:

@@ -42,16 +42,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any
 
-import httpx
 from aiohttp import web
 
 from madrag.testing.reasoning import refusal
 from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings
+
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Requests to the stub's own port on loopback: no proxy of the environment in between."""
 
 HOST = "127.0.0.1"
 
@@ -376,13 +379,14 @@ class StubServer:
 
     def stats(self) -> StubStats:
         """What the stub has seen so far (``GET /stats``)."""
-        response = httpx.get(f"http://{HOST}:{self.port}/stats", timeout=10.0)
-        response.raise_for_status()
-        return StubStats.from_json(response.json())
+        with _LOCAL.open(f"http://{HOST}:{self.port}/stats", timeout=10.0) as response:
+            return StubStats.from_json(json.loads(response.read()))
 
     def reset_stats(self) -> None:
         """Zero the stub's counters (``POST /stats/reset``)."""
-        httpx.post(f"http://{HOST}:{self.port}/stats/reset", timeout=10.0).raise_for_status()
+        reset = urllib.request.Request(f"http://{HOST}:{self.port}/stats/reset", data=b"", method="POST")
+        with _LOCAL.open(reset, timeout=10.0):  # an error answer raises HTTPError
+            pass
 
     def stop(self) -> None:
         """Terminate the subprocess (killing it if it lingers) and drop its log; safe to call twice."""

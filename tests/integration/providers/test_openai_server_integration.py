@@ -17,7 +17,6 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.data import load_asap, split_by_fold
 from madrag.data.shipped import find_asap_dir
 from madrag.protocols import get_protocol
-from madrag.providers.adapt import ClientKind
 from madrag.providers.base import ChatRequest, ChatResponse, Message
 from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
 from madrag.providers.policy import ManagedProvider, RetryPolicy
@@ -26,8 +25,10 @@ from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
 try:
+    from tests.reference_clients import ClientKind, factory
     from tests.servers import SERVED_MODEL, llama_server_fixture
 except ImportError:  # tests/ itself on sys.path (pytest's rootdir-less import mode)
+    from reference_clients import ClientKind, factory  # type: ignore[no-redef,import-not-found,unused-ignore]
     from servers import SERVED_MODEL, llama_server_fixture  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -100,7 +101,8 @@ async def complete(client: ClientKind, request: ChatRequest, base_url: str, **sh
         model=SERVED_MODEL,
         base_url=base_url,
         api_key_env="MADRAG_NO_KEY",
-        shape=RequestShape(client=client, **shape),
+        shape=RequestShape(**shape),
+        http=factory(client),
     )
     try:
         return await provider.complete(request)

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.helpers import make_ctx
+from tests.reference_clients import over
 
 from madrag.agents.calls import AgentCall, debater
 from madrag.agents.judge import FOLLOWUP, judge_trait, parse_score
@@ -276,7 +277,7 @@ async def test_missing_usage_from_the_server_stays_unknown(monkeypatch: pytest.M
     }
     client = httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=body)))
     provider = OpenAICompatProvider(
-        model="m", base_url="http://fake.local/v1", api_key_env="MADRAG_TEST_KEY", http_client=client
+        model="m", base_url="http://fake.local/v1", api_key_env="MADRAG_TEST_KEY", http=over(client)
     )
     request = ChatRequest(messages=[Message(role="user", content="Score it.")])
     response = await provider.complete(request)

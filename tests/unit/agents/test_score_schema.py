@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.helpers import make_ctx
+from tests.reference_clients import over
 from tests.unit.agents.test_faithful_scores import IDEAS, judge_call
 
 from madrag.agents.judge import judge_all_traits, judge_trait
@@ -24,7 +25,7 @@ from madrag.pipeline.unusable import repeats_itself, unusable_scores
 from madrag.protocols.scores import TraitScore
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
-from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
+from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.records import AgentRecord, ScoreResult
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
@@ -116,8 +117,7 @@ def _openai(client: httpx.AsyncClient, logprobs: bool = False) -> OpenAICompatPr
     return OpenAICompatProvider(
         model="m",
         base_url="http://server.test/v1",
-        http_client=client,
-        shape=RequestShape(client="httpx"),
+        http=over(client),
         supports_logprobs=logprobs,
     )
 

@@ -1,6 +1,7 @@
 """The code's contracts (docs/architecture.md, "Contracts"): the import layers and no import cycles, checked with
 import-linter over the contract file ``.importlinter``; the size of functions (over the AST) and of modules; backends
-named in providers/ only; and one plugin loader (madrag.plugins).
+named in providers/ only; one plugin loader (madrag.plugins); and one HTTP client to model servers
+(madrag.providers.http_client).
 
 import-linter is a dev dependency (``pip install -e '.[dev]'``, which ``scripts/setup.sh`` runs).
 """
@@ -36,8 +37,8 @@ EXCEPTIONS: dict[str, str] = {
     "madrag.audit.api:aaudit": "its 11 parameters are the public API's keyword options (madrag.audit.audit), as "
     "ascore's are",
     "madrag.providers.openai_compat:OpenAICompatProvider.__init__": "9: a backend's constructor, its server's "
-    "address, key (a variable's name, or the web app's key held in memory), limits, logprobs, test client and "
-    "request shape; each is a public keyword of the provider",
+    "address, key (a variable's name, or the web app's key held in memory), limits, logprobs, HTTP client "
+    "(the tests give reference clients) and request shape; each is a public keyword of the provider",
 }
 
 
@@ -313,3 +314,44 @@ def test_the_plugin_check_sees_each_way_of_loading_plugins() -> None:
         "v = os.environ.get('OTHER')\n"
     )
     assert sorted(n for n, _ in plugin_loading(code)) == [1, 3, 4, 4, 5, 6]
+
+
+# -- one HTTP client (issue 41: "one of each") -----------------------------------------------------------------
+
+HTTP_CLIENT = PACKAGE / "providers" / "http_client.py"
+"""The one module that sends requests to model servers (on aiohttp)."""
+OTHER_CLIENTS = frozenset({"httpx", "httpx2", "openai", "anthropic", "requests", "urllib3"})
+"""HTTP client libraries madrag does not send with (httpx and openai are the tests' references only)."""
+
+
+def http_clients(source: str) -> list[tuple[int, str]]:
+    """(line, what) of each import of another HTTP client library, and each use of aiohttp's client side."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names if a.name.split(".")[0] in OTHER_CLIENTS]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OTHER_CLIENTS:
+            found.append((node.lineno, f"from {node.module} import ..."))
+        elif isinstance(node, ast.Attribute) and node.attr in ("ClientSession", "TCPConnector", "request"):
+            if isinstance(node.value, ast.Name) and node.value.id == "aiohttp":
+                found.append((node.lineno, f"aiohttp.{node.attr}"))
+    return found
+
+
+def test_one_http_client_to_model_servers() -> None:
+    """Every request to a model server goes through madrag.providers.http_client; no module imports httpx, the
+    openai package or another client (the stub server answers with aiohttp's server side, which is allowed)."""
+    assert http_clients(HTTP_CLIENT.read_text()) != []  # the check sees the client itself
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != HTTP_CLIENT:
+            found += [f"{path.relative_to(PACKAGE)}:{n}: {w}" for n, w in http_clients(path.read_text())]
+    assert found == [], "send with madrag.providers.http_client.AiohttpClient, not a second client"
+
+
+def test_the_client_check_sees_each_way_of_bringing_a_second_client() -> None:
+    code = (
+        "import httpx\nfrom openai import AsyncOpenAI\nimport aiohttp\ns = aiohttp.ClientSession()\n"
+        "import requests.adapters\nfrom aiohttp import web\n"
+    )
+    assert sorted(n for n, _ in http_clients(code)) == [1, 2, 4, 5]

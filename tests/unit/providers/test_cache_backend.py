@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.helpers import stored_records
+from tests.reference_clients import over
 from tests.servers import free_port
 
 from madrag.data import Essay
@@ -122,7 +123,7 @@ def _provider(models: httpx.Response | Exception, model: str = MODEL, url: str =
         return models
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    return OpenAICompatProvider(model, base_url=url, api_key_env="MADRAG_TEST_UNSET_KEY", http_client=client)
+    return OpenAICompatProvider(model, base_url=url, api_key_env="MADRAG_TEST_UNSET_KEY", http=over(client))
 
 
 def _models(*entries: dict[str, Any]) -> httpx.Response:

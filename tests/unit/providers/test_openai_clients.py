@@ -1,5 +1,5 @@
-"""The lean httpx client, the aiohttp one and the openai package's client record the same run against the stub
-server."""
+"""madrag's HTTP client (aiohttp) and the reference clients (httpx's, the openai package's) record the same run
+against the stub server."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from tests.helpers import StubBank, make_ctx
+from tests.reference_clients import ClientKind, factory
 
 from madrag.data import Essay
 from madrag.errors import TransientProviderError
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
-from madrag.providers.adapt import ClientKind
 from madrag.providers.base import ChatRequest, Message
-from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
+from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.rubric import Rubric, Trait
 from madrag.testing.stub_answers import StubConfig
 from madrag.testing.stub_server import StubServer
@@ -53,7 +53,7 @@ async def record_run(
             config.model,
             base_url=server.base_url,
             max_concurrency=4,
-            shape=RequestShape(client=client),
+            http=factory(client),
             supports_logprobs=not config.reasoning_model,
         )
         ctx = make_ctx(folder, provider, bank=StubBank(POOL), retries=6)
@@ -90,15 +90,13 @@ async def test_each_client_records_the_same_run(tmp_path: Path, scenario: str, o
 
 
 async def test_both_httpx_clients_fail_the_same_way_on_a_closed_port() -> None:
-    """A refused connection: the same transient 'unreachable' error from the httpx client and the package's
-    (the aiohttp client's, the default, names its own exception: tests/unit/providers/test_openai_aiohttp.py)."""
+    """A refused connection: the same transient 'unreachable' error from the two reference clients (madrag's own
+    names aiohttp's exception: tests/unit/providers/test_http_client.py)."""
     pytest.importorskip("openai")
     request = ChatRequest(messages=[Message(role="user", content="Score it.")])
     errors = []
     for client in ("httpx", "openai"):
-        provider = OpenAICompatProvider(
-            "m", base_url="http://127.0.0.1:9/v1", shape=RequestShape(client=client), timeout_s=10.0
-        )
+        provider = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1", http=factory(client), timeout_s=10.0)
         with pytest.raises(TransientProviderError) as info:
             await provider.complete(request)
         await provider.aclose()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp import web
+from tests.reference_clients import over
 from tests.script_server import ScriptServer, closed_port, drop
 
 from madrag.errors import ProviderError, TransientProviderError
@@ -124,11 +124,11 @@ async def make(
 
         def _make(*responses: httpx.Response | Exception, **kwargs: Any) -> tuple[OpenAICompatProvider, Recorder]:
             recorder = Recorder(*responses)
-            shape = dataclasses.replace(kwargs.pop("shape", RequestShape()), client=request.param)
+            shape = kwargs.pop("shape", RequestShape())
             if server is None:
                 client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
                 recorder.closed = lambda: client.is_closed
-                kwargs["http_client"] = client
+                kwargs["http"] = over(client, request.param)
             else:  # the same script from a server: a refused connection is a closed port, a timeout a late answer
                 server.handler = replay(recorder)
                 refused = isinstance(responses[0], httpx.ConnectError)
@@ -225,7 +225,7 @@ async def test_no_key_sends_placeholder(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("MADRAG_TEST_UNSET_KEY", raising=False)
     rec = Recorder(ok(completion_body()))
     client = httpx.AsyncClient(transport=httpx.MockTransport(rec))
-    provider = OpenAICompatProvider("m", base_url=BASE_URL, api_key_env="MADRAG_TEST_UNSET_KEY", http_client=client)
+    provider = OpenAICompatProvider("m", base_url=BASE_URL, api_key_env="MADRAG_TEST_UNSET_KEY", http=over(client))
     await provider.complete(req())
     assert rec.requests[-1].headers["authorization"] == f"Bearer {NO_KEY}"
     assert provider.describe()["api_key_set"] is False
@@ -300,7 +300,7 @@ async def test_latency_is_the_time_the_server_took() -> None:
         return ok(completion_body())
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(slow))
-    provider = OpenAICompatProvider("m", base_url=BASE_URL, http_client=client)
+    provider = OpenAICompatProvider("m", base_url=BASE_URL, http=over(client))
     resp = await provider.complete(req())
     # at least the server's delay (less a millisecond: the event loop may wake a timer that much early)
     assert delay - 1e-3 <= resp.latency_s < delay + 5.0
@@ -434,7 +434,7 @@ async def test_unprefixed_key_is_scrubbed_and_not_stored_on_the_provider(
     monkeypatch.setenv("MADRAG_PLAIN_KEY", plain)
     rec = Recorder(httpx.Response(400, json={"error": {"message": f"bad key {plain} in request"}}))
     client = httpx.AsyncClient(transport=httpx.MockTransport(rec))
-    provider = OpenAICompatProvider("m", base_url=BASE_URL, api_key_env="MADRAG_PLAIN_KEY", http_client=client)
+    provider = OpenAICompatProvider("m", base_url=BASE_URL, api_key_env="MADRAG_PLAIN_KEY", http=over(client))
     own = {k: v for k, v in vars(provider).items() if k != "_client"}
     assert plain not in repr(own)
     with pytest.raises(ProviderError) as info:

@@ -1,15 +1,13 @@
-"""The lean OpenAI-compatible client on aiohttp's transport (``RequestShape(client="aiohttp")``).
+"""madrag's one HTTP client for model servers: every request of the OpenAI-compatible provider (chat, ``/models``,
+``/props``, ``/tokenize``, ``/embeddings``) and of the Anthropic provider goes through :class:`AiohttpClient`.
 
-The same requests as :class:`~madrag.providers.openai_http.HttpxClient` (the same URL, headers and orjson
-body) and the same failures (:class:`~madrag.providers.openai_http.ClientFailure` for a timeout or no answer,
-:class:`~madrag.providers.openai_http.StatusFailure` with the message the error answer's body gives), so the
-provider maps them to the same madrag errors and builds the same responses; only the transport differs.
-aiohttp's HTTP/1.1 client does less per request than httpx's (C-accelerated parser, no anyio layer, no
-per-request checks of every pooled connection): in one run of ``bench/orchestration.py`` (200 essays x 4 traits,
-32 in flight) 1.66 vs 3.23 ms of client CPU per ``complete`` alone, 4.02 vs 6.22 ms of the run's whole CPU per
-call. What differs: a failed connection's message names aiohttp's exception (``ClientConnectorError: Cannot
-connect to host ...`` where httpx says ``ConnectError: All connection attempts failed``), and it takes no
-``httpx.AsyncClient``.
+JSON bodies by ``orjson``; a failure is a :class:`~madrag.providers.openai_http.ClientFailure` (timeout, no answer)
+or a :class:`~madrag.providers.openai_http.StatusFailure` with the message the error answer's body gives, which
+each provider maps to madrag's errors. aiohttp was kept over httpx (and the ``openai`` package's client) because
+it does the least per request: in one run of ``bench/orchestration.py`` (200 essays x 4 traits, 32 in flight)
+1.66 vs 3.23 ms of client CPU per ``complete`` alone against httpx, 4.02 vs 6.22 ms of the run's whole CPU per
+call. httpx and the ``openai`` package remain only as the references the tests and the bench compare it with
+(``tests/reference_clients.py``).
 
 As httpx does: each of the connect, read and pool waits is limited to the timeout (not the whole request),
 idle connections are kept 5 s, ``$HTTP(S)_PROXY`` / ``$ALL_PROXY`` / ``$NO_PROXY`` are honoured (read once, not
@@ -30,14 +28,13 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from madrag.errors import ProviderError
 from madrag.providers.openai_http import (
     ClientFailure,
     StatusFailure,
     _answer_body,
     _base_url,
-    _headers,
     error_message,
+    openai_headers,
 )
 
 KEEPALIVE_S = 5.0
@@ -71,22 +68,24 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 class AiohttpClient:
-    """The lean client on one ``aiohttp.ClientSession`` sized to the provider's concurrency; JSON by orjson."""
+    """The client on one ``aiohttp.ClientSession`` sized to the provider's concurrency; JSON by orjson. The
+    headers of every request are OpenAI's (:func:`~madrag.providers.openai_http.openai_headers`) unless given."""
 
     def __init__(
-        self, base_url: str | None, api_key: str, timeout_s: float, max_connections: int, http_client: Any = None
+        self,
+        base_url: str | None,
+        api_key: str,
+        timeout_s: float,
+        max_connections: int,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        if http_client is not None:
-            raise ProviderError(
-                "client='aiohttp' opens its own connections: an httpx http_client is for client='httpx' or 'openai'"
-            )
         self.api_key = api_key
         self._base = _base_url(base_url)
-        self._headers = _headers(api_key)
+        self._headers = openai_headers(api_key) if headers is None else headers  # OpenAI's unless given
         self._timeout = aiohttp.ClientTimeout(
             total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
         )
-        self._limit = max_connections + 4  # as the httpx client: the chat slots and a few more (GET /models)
+        self._limit = max_connections + 4  # the chat slots and a few more (GET /models)
         self._proxy = env_proxy(self._base)
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None

@@ -1,5 +1,6 @@
-"""The aiohttp client gives field for field the responses and errors of the lean httpx client (and the openai
-package's, where installed) for the same requests to the same servers: the stub server and a scripted one."""
+"""madrag's one HTTP client (on aiohttp) gives field for field the responses and errors of the reference clients
+(httpx's, and the openai package's where installed) for the same requests to the same servers: the stub server and
+a scripted one."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.reference_clients import ClientKind, factory
 from tests.script_server import ScriptServer, closed_port, drop
 
 from madrag.errors import ProviderError, TransientProviderError
-from madrag.providers.adapt import ClientKind
 from madrag.providers.base import ChatRequest, ChatResponse, Message
-from madrag.providers.openai_aiohttp import AiohttpClient, env_proxy
-from madrag.providers.openai_compat import OpenAICompatProvider, RequestShape
+from madrag.providers.http_client import AiohttpClient, env_proxy
+from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.testing.stub_answers import MODEL, StubConfig
 from madrag.testing.stub_server import StubServer
@@ -48,7 +49,7 @@ def stub() -> Iterator[StubServer]:
 
 
 def provider(client: ClientKind, base_url: str, **kwargs: Any) -> OpenAICompatProvider:
-    return OpenAICompatProvider(MODEL, base_url=base_url, shape=RequestShape(client=client), **kwargs)
+    return OpenAICompatProvider(MODEL, base_url=base_url, http=factory(client), **kwargs)
 
 
 async def answers(base_url: str, request: ChatRequest, **kwargs: Any) -> dict[str, ChatResponse]:
@@ -250,31 +251,18 @@ def test_a_provider_built_outside_a_loop_works_in_each_loop_it_is_used_in(stub: 
     gc.collect()  # the first loop's session, left open when its loop ended, warns here rather than in a later test
 
 
-def test_an_httpx_client_given_to_the_aiohttp_client_is_refused() -> None:
-    import httpx
-
-    with pytest.raises(ProviderError, match="client='aiohttp' opens its own connections"):
-        OpenAICompatProvider("m", http_client=httpx.AsyncClient(), shape=RequestShape(client="aiohttp"))
-
-
-def test_aiohttp_is_the_default_client_and_an_httpx_client_given_alone_is_used() -> None:
-    import httpx
-
-    from madrag.providers.openai_aiohttp import AiohttpClient
-    from madrag.providers.openai_http import HttpxClient
+def test_madrags_client_is_the_only_one_a_backend_builds_and_an_old_runs_client_option_is_set_aside() -> None:
+    from madrag.providers.builtin import OpenAIOptions
     from madrag.providers.spec import ProviderSpec, make_provider
 
     plain = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1")
-    assert plain.client == "aiohttp" and isinstance(plain._client, AiohttpClient)
-    assert plain.describe()["client"] == "aiohttp"
-    spec = ProviderSpec(kind="openai", model="m", base_url="http://127.0.0.1:9/v1")
-    assert spec.client == "aiohttp"
-    built = make_provider(spec)
-    assert isinstance(built, OpenAICompatProvider) and built.client == "aiohttp"
-    given = httpx.AsyncClient()
-    with_client = OpenAICompatProvider("m", base_url="http://127.0.0.1:9/v1", http_client=given)
-    assert with_client.client == "httpx" and isinstance(with_client._client, HttpxClient)
-    assert with_client._client._client is given
+    assert isinstance(plain._client, AiohttpClient) and "client" not in plain.describe()
+    built = make_provider(ProviderSpec(kind="openai", model="m", base_url="http://127.0.0.1:9/v1"))
+    assert isinstance(built, OpenAICompatProvider) and isinstance(built._client, AiohttpClient)
+    # a run made when the client could be chosen (an operational option) still reads, the same options
+    assert OpenAIOptions.model_validate({"client": "httpx", "logprobs": False}) == OpenAIOptions(logprobs=False)
+    with pytest.raises(ValueError, match="unknown_option"):
+        OpenAIOptions.model_validate({"unknown_option": 1})  # any other unknown option is still refused
 
 
 def test_the_environment_proxy_is_read_once_as_httpx_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
