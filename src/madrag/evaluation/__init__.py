@@ -6,6 +6,7 @@
 * :mod:`~madrag.evaluation.consensus_frames` and :mod:`~madrag.evaluation.consensus`: the consensus paper's inputs
   (references, per-round predictions) and metrics;
 * :mod:`~madrag.evaluation.tables`: every table, markdown page and file the eval commands write;
-* :mod:`~madrag.evaluation.report`: the HTML report; :mod:`~madrag.evaluation.errors_export`: the error export;
+* :mod:`~madrag.evaluation.report`: the HTML report, over :mod:`~madrag.evaluation.sources` (a run's scores, Judge
+  records and debates);
 * :mod:`madrag.evaluation.costs`: what a run cost (tallies, dry-run estimates, prices, prompt prefixes).
 """

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
-from madrag.evaluation.errors_export import CODING_COLUMNS, export_errors
+from madrag.paper.coding.errors_export import CODING_COLUMNS, export_errors
 from madrag.paper.confidence.job import MetaJob, execute_meta
 from madrag.paper.confidence.meta_eval import meta_evaluate, run_meta_evaluation
 from madrag.paper.confidence.study import run_study, save_study
