@@ -18,12 +18,12 @@ from madrag.cli.options import choice
 from madrag.cli.output import console
 from madrag.cli.paths import output_dir
 from madrag.errors import InputError
-from madrag.evaluation.consensus_frames import HumanReference
-from madrag.evaluation.consensus_multi import GRID_METRICS
+from madrag.paper.consensus.frames import HumanReference
+from madrag.paper.consensus.multi import GRID_METRICS
 
 if TYPE_CHECKING:
-    from madrag.evaluation.consensus import ConsensusEvaluation
-    from madrag.evaluation.consensus_multi import MultiConsensus
+    from madrag.paper.consensus.metrics import ConsensusEvaluation
+    from madrag.paper.consensus.multi import MultiConsensus
 
 REFERENCES: tuple[HumanReference, ...] = ("mean", "rounded")
 """The values ``--reference`` accepts."""
@@ -95,8 +95,8 @@ def _beside_paper(evaluated: ConsensusEvaluation | MultiConsensus, folder: Path)
     """``--paper``: one run's figures (its judge model's), or the runs' averaged over their models, beside the
     consensus paper's; printed and saved in ``folder``."""
     from madrag.cli.output import show_beside
-    from madrag.evaluation.consensus import ConsensusEvaluation
     from madrag.paper.beside_consensus import beside_consensus
+    from madrag.paper.consensus.metrics import ConsensusEvaluation
 
     if isinstance(evaluated, ConsensusEvaluation):
         result = beside_consensus(evaluated.alignment, evaluated.trajectories, evaluated.meta.get("model"))
@@ -111,10 +111,10 @@ def _evaluate_one(
 ) -> ConsensusEvaluation:
     """One run's evaluation (its meta naming the run's judge model), printed (or, ``quiet``, one line) and saved
     in ``out``."""
-    from madrag.evaluation.consensus import evaluate_consensus
-    from madrag.evaluation.consensus_multi import model_label
-    from madrag.evaluation.run import load_consensus_run
-    from madrag.evaluation.tables import render_consensus_markdown, save_consensus
+    from madrag.paper.consensus.frames import load_consensus_run
+    from madrag.paper.consensus.metrics import evaluate_consensus
+    from madrag.paper.consensus.multi import model_label
+    from madrag.paper.consensus.tables import render_consensus_markdown, save_consensus
 
     target = output_dir(out)
     agent_scores, refs, config = load_consensus_run(run_dir, reference)
@@ -142,8 +142,8 @@ def _evaluate_many(
     """Each run's own tables (in ``<run>/consensus``), then the runs averaged over their judge models and the
     cross-model grid, printed and saved in ``out``; runs that cannot be averaged are refused before anything is
     written."""
-    from madrag.evaluation.consensus_multi import evaluate_runs, load_runs
-    from madrag.evaluation.consensus_multi_tables import render_multi_markdown, save_multi
+    from madrag.paper.consensus.multi import evaluate_runs, load_runs
+    from madrag.paper.consensus.multi_tables import render_multi_markdown, save_multi
 
     target = output_dir(out)
     multi = evaluate_runs(load_runs(folders, reference), baseline, grid_protocol, metric)

@@ -227,8 +227,8 @@ def errors_command(
             raise InputError("--tabulate reads a coded file only: give no run, --protocol or --reference-ties")
         _tabulate(tabulate, out)
         return
-    from madrag.evaluation.errors_export import PAPER_FOCUS, export_errors
     from madrag.evaluation.run import require_run
+    from madrag.paper.coding.errors_export import PAPER_FOCUS, export_errors
 
     folder = require_run(need_run_dir(run, run_dir))
     target = output_file(out or folder / "eval" / "errors.csv")
@@ -257,7 +257,7 @@ def error_tables_command(
 
 
 def _tabulate(coded: Path, out: Path | None) -> None:
-    from madrag.evaluation.coded_tables import render, save_tables, tabulate
+    from madrag.paper.coding.coded_tables import render, save_tables, tabulate
 
     result = tabulate(coded)
     console.print(render(result), markup=False)

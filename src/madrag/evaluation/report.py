@@ -21,8 +21,8 @@ import numpy as np
 from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
-from madrag.evaluation.errors_export import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.run import RunData, load_run
+from madrag.evaluation.sources import Sources, debate_turns, judge_for, load_sources
 from madrag.evaluation.tables import display_tables, fmt, new_figure
 from madrag.metrics import TieRule, checked_ties
 from madrag.pipeline.unusable import summary_lines

@@ -1,6 +1,6 @@
 """The one reader of a run: its store (``open_store``), its stored configuration (``run_config``,
-``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``), the
-agent scores of the consensus paper's consensus protocols (``load_consensus_run``), and flat score rows for export."""
+``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``: each
+protocol's, a consensus protocol's too, as the protocol reads them back), and flat score rows for export."""
 
 from __future__ import annotations
 
@@ -10,16 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-import pandas as pd
-
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.evaluation.consensus_frames import PAPER_PROTOCOLS, HumanReference, base_name, references_frame
 from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
 from madrag.pipeline.unusable import Unusable, stored_accounts
 from madrag.protocols import find_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.consensus import FRAME_COLUMNS, agent_score_rows
 from madrag.protocols.scores import combine_judges, judge_scores
 from madrag.records import BASELINE_ROLE, AgentRecord
 from madrag.rubric import Rubric
@@ -179,39 +175,6 @@ def _known_protocols(names: Iterable[str]) -> list[ScoringProtocol]:
     """The registered protocols among ``names``, each once, in order."""
     found = (find_protocol(name) for name in dict.fromkeys(names))
     return [p for p in found if p is not None]
-
-
-def agent_scores_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> pd.DataFrame:
-    """One row per (protocol, essay_id, trait, round, agent) for each named consensus protocol in ``records``
-    (:func:`madrag.protocols.consensus.agent_score_rows`; ``score`` NaN when unusable); non-consensus names are
-    ignored."""
-    frame = pd.DataFrame(agent_score_rows(records, rubric, protocols), columns=FRAME_COLUMNS)
-    return frame.astype({"round": "int64", "score": "float64"})
-
-
-def load_consensus_run(
-    run_dir: Path, reference: HumanReference = "mean"
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """(agent scores, references, stored config) of a run's consensus protocols, read from its store; the
-    reference is the raters' plain mean (the consensus paper) or, with ``reference="rounded"``, the rounded label.
-
-    InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
-    """
-    store = open_store(run_dir)
-    try:
-        config, rubric, names = stored_config(store, run_dir)
-        protocols = [n for n in names if base_name(n) in PAPER_PROTOCOLS]
-        if not protocols:
-            found = ", ".join(names) or "none"
-            raise InputError(
-                f"run at {run_dir} has no consensus protocol ({', '.join(PAPER_PROTOCOLS)}); it has {found}"
-            )
-        essays = store.essays()
-        frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
-    finally:
-        store.close()
-    references = references_frame(essays, rubric, reference, recorded_ties(config))  # the run's tie rule
-    return frame, references, dict(config)
 
 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:

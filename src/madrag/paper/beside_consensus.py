@@ -12,7 +12,7 @@ figures the paper's text states (:mod:`madrag.paper.reported`):
   run's model is that model.
 
 Those tables average six judge models; one run is one model (said in a note), several runs given together are
-averaged first (:mod:`madrag.evaluation.consensus_multi`). A protocol the paper reports that the run did not score
+averaged first (:mod:`madrag.paper.consensus.multi`). A protocol the paper reports that the run did not score
 stands with its measured figure missing. Score-Masked MAD has no figure in the paper's text (its tables are images).
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.evaluation.consensus import ALL
-from madrag.evaluation.consensus_frames import base_name
 from madrag.paper.beside_paper import BESIDE_COLUMNS, BesidePaper, beside_row, reported_only_frame
+from madrag.paper.consensus.frames import base_name
+from madrag.paper.consensus.metrics import ALL
 from madrag.paper.reported import Reported, reported
 
 TASKS: dict[str, frozenset[str]] = {

@@ -84,7 +84,7 @@ DEFAULT_ROUNDS = 4
 MAX_ROUNDS = 10
 """The largest R that ``[rounds=N]`` accepts."""
 FRAME_COLUMNS = ["protocol", "essay_id", "trait", "round", "agent", "score", "record_key"]
-"""Fields of :func:`agent_score_rows` (the columns of :func:`madrag.evaluation.run.agent_scores_frame`)."""
+"""Fields of :func:`agent_score_rows` (the columns of the consensus paper's agent-score frame)."""
 
 _AGENTS: dict[str, tuple[AgentSpec, ...]] = {
     "SingleJudge": (SINGLE,),

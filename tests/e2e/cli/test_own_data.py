@@ -20,8 +20,8 @@ from madrag.data import load_essays, load_table, traits_without_scores
 from madrag.data.loaders import MAX_FIELD_CHARS
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
-from madrag.evaluation.errors_export import export_errors
 from madrag.evaluation.tables import display_tables
+from madrag.paper.coding.errors_export import export_errors
 from madrag.pipeline.job import ScoreJob, job_config
 from madrag.retrieval import ExemplarBank, HashingEmbedder, MiniLMEmbedder, make_embedder
 from madrag.rubric import Rubric, load_rubric

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from madrag.errors import InputError
 from madrag.evaluation.agreement import evaluate
-from madrag.evaluation.errors_export import CODING_COLUMNS, export_errors
+from madrag.paper.coding.errors_export import CODING_COLUMNS, export_errors
 from madrag.paper.confidence.job import MetaJob, execute_meta
 from madrag.paper.confidence.meta_eval import meta_evaluate, run_meta_evaluation
 from madrag.paper.confidence.study import run_study, save_study
@@ -231,8 +231,8 @@ def test_a_run_given_twice_is_refused(run_dir: Path, tmp_path: Path) -> None:  #
 
 
 def test_confidence_sets_and_eval_consensus_refuse_the_same_run_twice(run_dir: Path) -> None:  # noqa: F811
-    from madrag.evaluation.consensus_multi import load_runs
     from madrag.paper.confidence.sets import run_sets
+    from madrag.paper.consensus.multi import load_runs
 
     with pytest.raises(InputError, match="give each run once"):
         run_sets([run_dir, Path(os.path.relpath(run_dir))])

@@ -13,11 +13,11 @@ import pytest
 from consensus_helpers import agent_frame, ref_frame
 from madrag.cli.confidence import analyze_command
 from madrag.cli.consensus import eval_consensus_command
-from madrag.evaluation.consensus import evaluate_consensus
-from madrag.evaluation.consensus_multi import average_evaluations
 from madrag.paper.beside_consensus import beside_consensus, consensus_task, model_key
 from madrag.paper.beside_paper import beside_markdown
 from madrag.paper.confidence.job import MetaJob, execute_meta
+from madrag.paper.consensus.metrics import evaluate_consensus
+from madrag.paper.consensus.multi import average_evaluations
 from madrag.paper.reported import reported
 from madrag.pipeline.job import ScoreJob, execute
 from madrag.providers import ProviderSpec

@@ -17,9 +17,9 @@ from tests.helpers import StubBank, make_ctx
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, evaluate, wide
-from madrag.evaluation.errors_export import export_errors, mentions_placeholders
 from madrag.evaluation.report import write_report
 from madrag.evaluation.tables import render_text, save
+from madrag.paper.coding.errors_export import export_errors, mentions_placeholders
 from madrag.pipeline.runner import run_scoring
 from madrag.placeholders import placeholders
 from madrag.protocols import get_protocol

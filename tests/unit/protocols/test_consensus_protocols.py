@@ -15,7 +15,8 @@ from madrag.agents.calls import CallContext
 from madrag.agents.roles import mask_scores
 from madrag.data import Essay
 from madrag.errors import ConfigError
-from madrag.evaluation.run import agent_scores_frame, trait_scores
+from madrag.evaluation.run import trait_scores
+from madrag.paper.consensus.frames import agent_scores_frame
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, TraitScore, available, get_protocol
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, INIT_NAMESPACE

@@ -1,7 +1,7 @@
 """Hand work in an error export is never lost: before ``madrag errors`` writes over an export that someone has
 coded, the codes are carried into the new rows.
 
-A cell is hand work when it is in a coding column (:data:`madrag.evaluation.errors_export.CODING_COLUMNS`) or in a
+A cell is hand work when it is in a coding column (:data:`madrag.paper.coding.errors_export.CODING_COLUMNS`) or in a
 column the export does not write (one the coder added; not a protocol's ``<name>_score`` ... columns), and is not
 empty. Rows are matched on their key, the
 essay and the trait (one export row per essay-trait). The new export keeps every coded row's hand cells; the old

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,11 @@ from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.evaluation.hand_codes import KeptCodes, keep_hand_codes
-from madrag.evaluation.run import RunData, answer_only, load_run, open_store
+from madrag.evaluation.run import RunData, load_run
+from madrag.evaluation.sources import Sources, debate_turns, judge_for, load_sources
 from madrag.metrics import TieRule, checked_ties
+from madrag.paper.coding.hand_codes import KeptCodes, keep_hand_codes
 from madrag.placeholders import PLACEHOLDER, placeholders
-from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 
 # a rationale "mentions" placeholders when it quotes one, names a placeholder kind, or talks about them
@@ -73,53 +72,6 @@ def who_is_wrong(focus: str) -> str:
 def mentions_placeholders(text: str) -> bool:
     """Whether a rationale refers to anonymization placeholders (a quoted @TOKEN, a kind like CAPS1, or words)."""
     return MENTION.search(text) is not None
-
-
-@dataclass(frozen=True)
-class Sources:
-    """What the rows are filled from: final scores, Judge records and the debate records they read."""
-
-    scores: dict[tuple[str, str, str], TraitScore]
-    judges: dict[tuple[str, str, str], AgentRecord]
-    debates: dict[str, AgentRecord]
-
-    @cached_property
-    def debate_protocols(self) -> set[str]:
-        """Protocols whose Judge read a debate transcript."""
-        return {protocol for (protocol, _, _), judge in self.judges.items() if judge.context.get("debate")}
-
-
-def load_sources(run: RunData) -> Sources:
-    """Scores, the first Judge record per (protocol, essay, trait) and the debate records those Judges read."""
-    judges: dict[tuple[str, str, str], AgentRecord] = {}
-    for record in run.judges:
-        key = (record.protocol, record.essay_id, record.trait)
-        if key not in judges or record.index < judges[key].index:
-            judges[key] = record
-    debates: dict[str, AgentRecord] = {}
-    store = open_store(run.run_dir)
-    try:
-        for judge in judges.values():
-            for debate_key in judge.context.get("debate", []) or []:
-                if debate_key not in debates and (found := store.get(str(debate_key))) is not None:
-                    debates[debate_key] = answer_only(found)  # the debate's words, not its prompt or tokens
-    finally:
-        store.close()
-    return Sources(run.score_map(), judges, debates)
-
-
-def judge_for(
-    judges: dict[tuple[str, str, str], AgentRecord], protocol: str, essay_id: str, trait: str
-) -> AgentRecord | None:
-    """The Judge record behind a trait score: the trait's own, or the all-traits call of SA / SARAG (trait "*")."""
-    return judges.get((protocol, essay_id, trait)) or judges.get((protocol, essay_id, "*"))
-
-
-def debate_turns(judge: AgentRecord | None, debates: dict[str, AgentRecord]) -> list[AgentRecord]:
-    """The debate records a Judge read, in the order it read them (empty for protocols without debate)."""
-    if judge is None:
-        return []
-    return [debates[k] for k in judge.context.get("debate", []) or [] if k in debates]
 
 
 def format_debate(turns: Iterable[AgentRecord]) -> str:

@@ -14,7 +14,9 @@ import pytest
 from scipy import stats
 from tests.consensus_helpers import DESIGN, MAD_AGENTS, TRAITS, agent_frame, cell, direct_final, ref_frame, set_score
 
-from madrag.evaluation.consensus import (
+from madrag.metrics import paired_bootstrap, rmse
+from madrag.paper.consensus.frames import predictions
+from madrag.paper.consensus.metrics import (
     ALL,
     DOMINANCE_COLUMNS,
     alignment_table,
@@ -23,9 +25,7 @@ from madrag.evaluation.consensus import (
     paired_rmse,
     round_trajectories,
 )
-from madrag.evaluation.consensus_frames import predictions
-from madrag.evaluation.tables import render_consensus_markdown, save_consensus
-from madrag.metrics import paired_bootstrap, rmse
+from madrag.paper.consensus.tables import render_consensus_markdown, save_consensus
 
 # -- alignment (Tables 1, 2, 8) --------------------------------------------------------------------------
 

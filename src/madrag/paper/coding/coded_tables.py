@@ -1,6 +1,6 @@
 """The MADRAG paper's error-analysis tables from a hand-coded error export (``madrag errors --tabulate``).
 
-The export (:mod:`madrag.evaluation.errors_export`) has one row per wrong essay-trait, the computed direction
+The export (:mod:`madrag.paper.coding.errors_export`) has one row per wrong essay-trait, the computed direction
 (A1 under-scoring, A2 over-scoring) and empty coding columns for reasoning quality B, failure mechanism C and
 component attribution D. Once coded, this module turns it back into the paper's tables:
 

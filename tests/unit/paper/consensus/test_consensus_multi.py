@@ -13,9 +13,9 @@ from scipy import stats
 from tests.consensus_helpers import TRAITS, agent_frame, cell, direct_final, ref_frame
 
 from madrag.errors import InputError
-from madrag.evaluation.consensus import ALL
-from madrag.evaluation.consensus_multi import LoadedRun, evaluate_runs, model_label, role_models
-from madrag.evaluation.consensus_multi_tables import grid_wide, render_multi_markdown, save_multi
+from madrag.paper.consensus.metrics import ALL
+from madrag.paper.consensus.multi import LoadedRun, evaluate_runs, model_label, role_models
+from madrag.paper.consensus.multi_tables import grid_wide, render_multi_markdown, save_multi
 
 RUBRIC = {"traits": [{"name": t, "min": 1, "max": 5} for t in TRAITS]}
 ROLES = ["single", "strict", "lenient", "neutral_a", "neutral_b"]

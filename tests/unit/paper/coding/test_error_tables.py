@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from madrag.cli.evaluate import errors_command
 from madrag.errors import InputError
-from madrag.evaluation.coded_tables import read_coded, tabulate
+from madrag.paper.coding.coded_tables import read_coded, tabulate
 
-SAMPLE = Path(__file__).parents[2] / "data" / "coded_errors_sample.csv"
+SAMPLE = Path(__file__).parents[3] / "data" / "coded_errors_sample.csv"
 
 
 def test_read_coded_takes_codes_and_the_direction() -> None:

@@ -8,17 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from madrag.atomic_files import write_text_atomic
-from madrag.evaluation.consensus import ALL
-from madrag.evaluation.consensus_multi import MultiConsensus
-from madrag.evaluation.tables import (
-    _row_cells,
-    _value_cells,
-    _write_csvs,
-    fmt,
-    markdown_document,
-    plot_rmse_by_round,
-    records,
-)
+from madrag.evaluation.tables import fmt, markdown_document, records, write_csvs
+from madrag.paper.consensus.metrics import ALL
+from madrag.paper.consensus.multi import MultiConsensus
+from madrag.paper.consensus.tables import plot_rmse_by_round, row_cells, value_cells
 
 
 def _shift_table(multi: MultiConsensus) -> pd.DataFrame:
@@ -26,21 +19,21 @@ def _shift_table(multi: MultiConsensus) -> pd.DataFrame:
     pooled = multi.alignment[multi.alignment["trait"] == ALL]
     names = {"n_runs": "runs", "mean_pred": "mean score", "mean_ref": "human mean", "shift": "shift vs baseline"}
     names |= {"shift_ref": "shift vs human", "rmse": "RMSE", "spearman": "Spearman"}
-    return _row_cells(pooled, names, pooled["protocol"].tolist())
+    return row_cells(pooled, names, pooled["protocol"].tolist())
 
 
 def _dominance_table(dom: pd.DataFrame) -> pd.DataFrame:
     columns = {"n_runs": "runs", "shift_consensus": "consensus shift", "shift_strict": "Strict-only shift"}
     columns |= {"shift_lenient": "Lenient-only shift", "midpoint": "midpoint", "beyond_midpoint": "beyond midpoint"}
     index = [f"{c} / {t}" for c, t in zip(dom["consensus"], dom["trait"], strict=True)]
-    return _row_cells(dom, columns, index)
+    return row_cells(dom, columns, index)
 
 
 def _trajectory_table(traj: pd.DataFrame) -> pd.DataFrame:
     pooled = traj[traj["trait"] == ALL].dropna(axis=1, how="all")
     keep = {c: c for c in pooled.columns if c.startswith("mean_") or c in ("n_runs", "rmse", "spearman")}
     index = [f"{p} r{r}" for p, r in zip(pooled["protocol"], pooled["round"], strict=True)]
-    return _row_cells(pooled, keep, index)
+    return row_cells(pooled, keep, index)
 
 
 def grid_wide(grid: pd.DataFrame) -> pd.DataFrame:
@@ -65,9 +58,9 @@ def multi_display_tables(multi: MultiConsensus) -> dict[str, pd.DataFrame]:
     align = multi.alignment
     tables = {"Runs and the model of each judge role": _runs_display(multi.runs)}
     if not align.empty:
-        tables[f"RMSE vs human reference (Table 1), {over}"] = _value_cells(align, "rmse")
-        tables[f"Spearman vs human reference (Table 1), {over}"] = _value_cells(align, "spearman")
-        tables[f"Mean predicted score (Table 2), {over}"] = _value_cells(align, "mean_pred")
+        tables[f"RMSE vs human reference (Table 1), {over}"] = value_cells(align, "rmse")
+        tables[f"Spearman vs human reference (Table 1), {over}"] = value_cells(align, "spearman")
+        tables[f"Mean predicted score (Table 2), {over}"] = value_cells(align, "mean_pred")
         tables[f"Score shifts, all traits (Tables 2 and 8), {over}"] = _shift_table(multi)
     if not multi.dominance.empty:
         tables[f"Dominance analysis (Table 9), {over}"] = _dominance_table(multi.dominance)
@@ -115,7 +108,7 @@ def save_multi(multi: MultiConsensus, out_dir: Path) -> list[Path]:
         "cross_model_grid.csv": multi.grid,
         "single_baselines.csv": multi.single_baselines,
     }
-    written = _write_csvs(frames, out_dir)
+    written = write_csvs(frames, out_dir)
     write_text_atomic(out_dir / "consensus_models.md", render_multi_markdown(multi))
     written.append(out_dir / "consensus_models.md")
     traj = multi.per_run_trajectories

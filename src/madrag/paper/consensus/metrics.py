@@ -1,7 +1,7 @@
 """Single judge vs strict / lenient consensus multi-agent judging (the consensus paper, "Beyond Consensus"): the
 metrics.
 
-Each works on the frames of :mod:`madrag.evaluation.consensus_frames` (the protocols' per-round
+Each works on the frames of :mod:`madrag.paper.consensus.frames` (the protocols' per-round
 predictions and the human references) and is computed on essay-traits with a known reference:
 
 * :func:`alignment_table`: final-round RMSE and Spearman vs the human reference (Section 3.2, Table 1), the
@@ -14,7 +14,7 @@ predictions and the human references) and is computed on essay-traits with a kno
 * :func:`paired_rmse`: RMSE(protocol) - RMSE(Single Judge) on the same essay-traits, essay-level paired
   bootstrap (the significance tests of Section 4.1 / Appendix F).
 * :func:`evaluate_consensus`: all of them at once, with notes (a run's frames:
-  :func:`madrag.evaluation.run.load_consensus_run`; tables and files: :mod:`madrag.evaluation.tables`).
+  :func:`madrag.paper.consensus.frames.load_consensus_run`; tables and files: :mod:`madrag.paper.consensus.tables`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from madrag.evaluation.consensus_frames import (
+from madrag.metrics import NAN, paired_bootstrap, rmse, small_n_warning, spearman
+from madrag.paper.consensus.frames import (
     AGENT_COLUMNS,
     ITEM,
     KEYS,
@@ -39,7 +40,6 @@ from madrag.evaluation.consensus_frames import (
     require_columns,
     resolve_protocol,
 )
-from madrag.metrics import NAN, paired_bootstrap, rmse, small_n_warning, spearman
 
 ALL = "all"
 """The trait label of rows pooled over every trait."""

@@ -15,16 +15,16 @@ from tests.consensus_helpers import TRAITS, agent_frame, cell, ref_frame, set_sc
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.evaluation import run as run_reader
-from madrag.evaluation.consensus import evaluate_consensus
-from madrag.evaluation.consensus_frames import (
+from madrag.paper.consensus import frames
+from madrag.paper.consensus.frames import (
     base_name,
+    load_consensus_run,
     order_protocols,
     predictions,
     references_frame,
     resolve_protocol,
 )
-from madrag.evaluation.run import load_consensus_run
+from madrag.paper.consensus.metrics import evaluate_consensus
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
 from madrag.store import RunStore
@@ -151,7 +151,7 @@ def test_load_consensus_run_passes_records_and_consensus_protocols(
         seen.update(keys=[r.key for r in records], traits=rubric.trait_names, protocols=list(protocols))
         return agent_frame(n_essays=1)
 
-    monkeypatch.setattr(run_reader, "agent_scores_frame", fake_frame)
+    monkeypatch.setattr(frames, "agent_scores_frame", fake_frame)
     run = _store(tmp_path, ["MAD", "SingleJudge", "ConsensusMAD[rounds=2]"])
     frame, refs, config = load_consensus_run(run)
     assert seen == {"keys": ["k1"], "traits": TRAITS, "protocols": ["SingleJudge", "ConsensusMAD[rounds=2]"]}

@@ -1,5 +1,6 @@
-"""The long frames every consensus metric works on (the consensus paper, "Beyond Consensus"): protocol names in the
-paper's order, the human references and the protocols' per-round predictions.
+"""The long frames every consensus metric works on (the consensus paper, "Beyond consensus: downward bias and role
+asymmetry in multi-agent LLM judges"): protocol names in the paper's order, the human references, the agents'
+scores and the protocols' per-round predictions.
 
 * :func:`references_frame`: one human reference per essay and trait (NaN when unknown).
 * :func:`predictions`: a protocol's prediction at a round is the arithmetic mean of its agents' scores at that
@@ -7,21 +8,30 @@ paper's order, the human references and the protocols' per-round predictions.
   ``|a - b|`` (Appendix E.1, Figure 4). A prediction with an unusable agent score is unusable: it is counted,
   never imputed.
 
-The agent scores come from :func:`madrag.evaluation.run.agent_scores_frame` (one row per protocol, essay,
-trait, round and agent); the metrics over these frames are in :mod:`madrag.evaluation.consensus`.
+* :func:`agent_scores_frame`: one row per protocol, essay, trait, round and agent, from the consensus protocols'
+  records (:func:`madrag.protocols.consensus.agent_score_rows`); :func:`load_consensus_run`: a run's agent
+  scores and references, read from its store.
+
+The metrics over these frames are in :mod:`madrag.paper.consensus.metrics`. ``madrag eval`` reads a consensus
+run's final scores without them, as each consensus protocol reads its own back
+(:meth:`~madrag.protocols.base.ScoringProtocol.read_scores`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from madrag.data.essay import Essay
+from madrag.errors import InputError
+from madrag.evaluation.run import open_store, recorded_ties, stored_config
 from madrag.metrics import NAN, PAPER_TIES, TieRule
-from madrag.protocols.consensus import CONSENSUS_PROTOCOLS
+from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, FRAME_COLUMNS, agent_score_rows
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
 
 PAPER_PROTOCOLS = CONSENSUS_PROTOCOLS
@@ -125,3 +135,36 @@ def predictions(agent_scores: pd.DataFrame) -> pd.DataFrame:
     out["gap"] = (out["high"] - out["low"]).where(usable & (out["n_agents"] == 2))
     out["final"] = out["round"] == out.groupby(KEYS)["round"].transform("max")
     return out.astype({"n_agents": "int64", "n_unusable_agents": "int64"})[PREDICTION_COLUMNS]
+
+
+def agent_scores_frame(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> pd.DataFrame:
+    """One row per (protocol, essay_id, trait, round, agent) for each named consensus protocol in ``records``
+    (:func:`madrag.protocols.consensus.agent_score_rows`; ``score`` NaN when unusable); non-consensus names are
+    ignored."""
+    frame = pd.DataFrame(agent_score_rows(records, rubric, protocols), columns=FRAME_COLUMNS)
+    return frame.astype({"round": "int64", "score": "float64"})
+
+
+def load_consensus_run(
+    run_dir: Path, reference: HumanReference = "mean"
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(agent scores, references, stored config) of a run's consensus protocols, read from its store; the
+    reference is the raters' plain mean (the consensus paper) or, with ``reference="rounded"``, the rounded label.
+
+    InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
+    """
+    store = open_store(run_dir)
+    try:
+        config, rubric, names = stored_config(store, run_dir)
+        protocols = [n for n in names if base_name(n) in PAPER_PROTOCOLS]
+        if not protocols:
+            found = ", ".join(names) or "none"
+            raise InputError(
+                f"run at {run_dir} has no consensus protocol ({', '.join(PAPER_PROTOCOLS)}); it has {found}"
+            )
+        essays = store.essays()
+        frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
+    finally:
+        store.close()
+    references = references_frame(essays, rubric, reference, recorded_ties(config))  # the run's tie rule
+    return frame, references, dict(config)

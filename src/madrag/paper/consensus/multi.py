@@ -3,7 +3,7 @@ and the
 runs behind them.
 
 The paper's Tables 1, 2, 8 and 9 are "averaged over six judge models": every metric is computed per run (one
-judge model performing every role, as :func:`madrag.evaluation.consensus.evaluate_consensus` does) and the
+judge model performing every role, as :func:`madrag.paper.consensus.metrics.evaluate_consensus` does) and the
 metric is then the plain mean over the runs. Table 3 assigns the Strict and Lenient roles to different models
 (runs made with ``--role-provider strict=...`` / ``lenient=...``): :func:`cross_model_grid` lays a metric of
 those runs out as strict model x lenient model.
@@ -14,7 +14,7 @@ those runs out as strict model x lenient model.
 * :func:`average_evaluations`: per protocol and trait the mean over the single-model runs of each metric
   (NaN when it is NaN in any of those runs: never a partial average), with the models it averaged.
 * :func:`evaluate_runs`: all of it from loaded runs (display and files:
-  :mod:`madrag.evaluation.consensus_multi_tables`).
+  :mod:`madrag.paper.consensus.multi_tables`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from madrag.errors import InputError
-from madrag.evaluation.consensus import AGENT_ORDER, ALL, ConsensusEvaluation, evaluate_consensus
-from madrag.evaluation.consensus_frames import resolve_protocol
+from madrag.paper.consensus.frames import resolve_protocol
+from madrag.paper.consensus.metrics import AGENT_ORDER, ALL, ConsensusEvaluation, evaluate_consensus
 
 ALIGNMENT_VALUES = ["rmse", "spearman", "mean_pred", "mean_ref", "shift", "shift_ref"]
 """The alignment metrics averaged over runs (Tables 1, 2 and 8)."""
@@ -42,7 +42,7 @@ SINGLE_COLUMNS = ["model", "value", "n_runs", "runs"]
 
 @dataclass
 class LoadedRun:
-    """One run's consensus frames (:func:`madrag.evaluation.run.load_consensus_run`) and its role models."""
+    """One run's consensus frames (:func:`madrag.paper.consensus.frames.load_consensus_run`) and its role models."""
 
     name: str
     path: Path
@@ -312,7 +312,8 @@ def _roles_text(run: LoadedRun) -> str:
 def load_runs(run_dirs: Sequence[Path], reference: str = "mean") -> list[LoadedRun]:
     """Each run's consensus frames and role models; a run is named by its folder (its path when two folders
     share a name); a run given twice is refused (:func:`~madrag.evaluation.run.distinct_runs`)."""
-    from madrag.evaluation.run import distinct_runs, load_consensus_run
+    from madrag.evaluation.run import distinct_runs
+    from madrag.paper.consensus.frames import load_consensus_run
 
     distinct_runs([Path(d) for d in run_dirs])
     names = [Path(d).name for d in run_dirs]

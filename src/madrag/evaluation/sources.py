@@ -1,0 +1,61 @@
+"""What a run's rows are filled from, read once: its final scores, the Judge record behind each score and the
+debate records those Judges read (their words, not their prompts or tokens).
+
+The HTML report (:mod:`madrag.evaluation.report`: every essay's debate and rationale) and the MADRAG paper's
+error export (``madrag errors``) read a run's sources this way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from madrag.evaluation.run import RunData, answer_only, open_store
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the rows are filled from: final scores, Judge records and the debate records they read."""
+
+    scores: dict[tuple[str, str, str], TraitScore]
+    judges: dict[tuple[str, str, str], AgentRecord]
+    debates: dict[str, AgentRecord]
+
+    @cached_property
+    def debate_protocols(self) -> set[str]:
+        """Protocols whose Judge read a debate transcript."""
+        return {protocol for (protocol, _, _), judge in self.judges.items() if judge.context.get("debate")}
+
+
+def load_sources(run: RunData) -> Sources:
+    """Scores, the first Judge record per (protocol, essay, trait) and the debate records those Judges read."""
+    judges: dict[tuple[str, str, str], AgentRecord] = {}
+    for record in run.judges:
+        key = (record.protocol, record.essay_id, record.trait)
+        if key not in judges or record.index < judges[key].index:
+            judges[key] = record
+    debates: dict[str, AgentRecord] = {}
+    store = open_store(run.run_dir)
+    try:
+        for judge in judges.values():
+            for debate_key in judge.context.get("debate", []) or []:
+                if debate_key not in debates and (found := store.get(str(debate_key))) is not None:
+                    debates[debate_key] = answer_only(found)  # the debate's words, not its prompt or tokens
+    finally:
+        store.close()
+    return Sources(run.score_map(), judges, debates)
+
+
+def judge_for(
+    judges: dict[tuple[str, str, str], AgentRecord], protocol: str, essay_id: str, trait: str
+) -> AgentRecord | None:
+    """The Judge record behind a trait score: the trait's own, or the all-traits call of SA / SARAG (trait "*")."""
+    return judges.get((protocol, essay_id, trait)) or judges.get((protocol, essay_id, "*"))
+
+
+def debate_turns(judge: AgentRecord | None, debates: dict[str, AgentRecord]) -> list[AgentRecord]:
+    """The debate records a Judge read, in the order it read them (empty for protocols without debate)."""
+    if judge is None:
+        return []
+    return [debates[k] for k in judge.context.get("debate", []) or [] if k in debates]
