@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -40,7 +41,7 @@ RUBRIC = {
 }
 
 
-def measure(src: Path, data_dir: Path, clients: int, per_client: int, n_essays: int) -> dict[str, float]:
+def measure(src: Path, data_dir: Path, clients: int, per_client: int, n_essays: int) -> dict[str, Any]:
     port = free_port()
     cmd = [sys.executable, "-m", "madrag", "serve", "--port", str(port), "--data-dir", str(data_dir)]
     cmd += ["--cache-dir", str(data_dir / "cache")]
@@ -73,6 +74,9 @@ def measure(src: Path, data_dir: Path, clients: int, per_client: int, n_essays: 
             t.start()
         for t in threads:
             t.join()
+        # what the scoring thread did meanwhile: the runs' states when the last answer came (scoring was going on)
+        listed = httpx.get(f"{base}/api/runs", timeout=60).json()
+        states = statistics_of([r["status"] for r in listed])
     finally:
         proc.terminate()
         proc.wait(30)
@@ -83,7 +87,16 @@ def measure(src: Path, data_dir: Path, clients: int, per_client: int, n_essays: 
         "p50": statistics.median(ordered),
         "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
         "max": ordered[-1],
+        "states": states,
     }
+
+
+def statistics_of(statuses: list[str]) -> str:
+    """``finished 12, running 1, queued 87``: how many runs are in each state."""
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def main() -> None:
@@ -105,9 +118,11 @@ def main() -> None:
             for i, (name, src) in enumerate(sides.items())
         }
     print(f"POST /api/runs, {args.clients} clients x {args.per_client} runs of {args.essays} essays; load {load}")
-    print("| side | requests | not 201 | p50 s | p95 s | max s |\n|---|---|---|---|---|---|")
+    print("| side | requests | not 201 | p50 s | p95 s | max s | runs when the last answered |")
+    print("|---|---|---|---|---|---|---|")
     for name, f in found.items():
-        print(f"| {name} | {f['n']:.0f} | {f['errors']:.0f} | {f['p50']:.3f} | {f['p95']:.3f} | {f['max']:.3f} |")
+        cells = f"{f['n']:.0f} | {f['errors']:.0f} | {f['p50']:.3f} | {f['p95']:.3f} | {f['max']:.3f} | {f['states']}"
+        print(f"| {name} | {cells} |")
 
 
 if __name__ == "__main__":
