@@ -284,10 +284,16 @@ class RunStore:
         self.flush()
         return int(self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
-    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
-        """The stored records (after :meth:`flush`), optionally of one protocol and/or role, oldest first."""
+    def records(
+        self, protocol: str | None = None, role: str | None = None, answers_only: bool = False
+    ) -> Iterator[AgentRecord]:
+        """The stored records (after :meth:`flush`), optionally of one protocol and/or role, oldest first.
+        ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), which SQLite
+        leaves out before a record is parsed: most of a record's size, and nothing a reader of scores, rationales
+        or debates needs."""
         self.flush()
-        sql, args = "SELECT record FROM records WHERE 1=1", []
+        column = "json_set(json_remove(record, '$.tokens'), '$.messages', json('[]'))" if answers_only else "record"
+        sql, args = f"SELECT {column} FROM records WHERE 1=1", []
         if protocol is not None:
             sql += " AND protocol = ?"
             args.append(protocol)

@@ -132,14 +132,14 @@ def answer_only(record: AgentRecord) -> AgentRecord:
 
 
 def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) -> RunData:
-    """Read rubric, essays, Judge records (without their prompts: :func:`answer_only`) and final trait scores of
+    """Read rubric, essays, Judge records (without their prompts and tokens: ``answers_only``) and final trait scores of
     a run; ``data_path`` overrides the stored data file. ``judges=False``: the Judge records are read for the
     scores and not kept (``RunData.judges`` empty: what evaluating the scores needs, in less memory)."""
     store = open_store(run_dir)
     try:
         config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
-        found = [answer_only(r) for r in store.records(role="judge") if not r.failed]
+        found = [r for r in store.records(role="judge", answers_only=True) if not r.failed]
         # Judge records already read are served from memory (parsing dominates a large run); the consensus
         # protocols' agent records (the consensus paper) are read from the store by their namespaces
         scores = trait_scores(cast(RunStore, _JudgeRecords(found, store)), rubric, configured)

@@ -279,3 +279,26 @@ def test_record_fields_are_the_parsed_records_values(store: RunStore) -> None:
         whole = rec.model_dump(mode="json")
         expected = {n: whole[n] for n in ("role", "round", "confidence", "evidence")}
         assert found[rec.key] == {**expected, "debate": rec.context.get("debate")}
+
+
+def test_records_answers_only_are_the_whole_records_less_their_prompts_and_tokens(store: RunStore) -> None:
+    """What SQLite leaves out (the prompt and the tokens) is all that differs from the records parsed whole: every
+    other field, the score and its distribution among them, reads the same, for each role and protocol asked."""
+    from madrag.providers.base import Message
+    from madrag.records import ScoreResult
+
+    tokens = [TokenLogprob(token="3", logprob=-0.1, top=[TopLogprob(token="3", logprob=-0.1)])]
+    prompt = [Message(role="system", content="You are the Judge."), Message(role="user", content="Score it.")]
+    judge = record(
+        "j", role="judge", messages=prompt, tokens=tokens, context={"debate": ["a"]},
+        score=ScoreResult(reported=3, value=3.0, mode="constrained_distribution", distribution={2: 0.25, 3: 0.75}),
+    )  # fmt: skip
+    turn = record("a", messages=prompt, tokens=tokens, confidence=0.5)
+    store.put_many([judge, turn])
+    for role in ("judge", "advocate", None):
+        whole = list(store.records(role=role))
+        light = list(store.records(role=role, answers_only=True))
+        assert [r.key for r in light] == [r.key for r in whole] and light
+        for full, answer in zip(whole, light, strict=True):
+            assert full.messages and full.tokens  # there was something to leave out
+            assert answer == full.model_copy(update={"messages": [], "tokens": None})
