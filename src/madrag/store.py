@@ -303,6 +303,12 @@ class RunStore:
         for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", args):
             yield AgentRecord.model_validate_json(blob)
 
+    def protocols_of(self, role: str) -> set[str]:
+        """The ``protocol`` values of the stored records of ``role`` (after :meth:`flush`), read without the
+        records themselves."""
+        self.flush()
+        return {row[0] for row in self._conn.execute("SELECT DISTINCT protocol FROM records WHERE role = ?", (role,))}
+
     def records_of(self, essay_ids: Collection[str]) -> Iterator[AgentRecord]:
         """The stored records (after :meth:`flush`) of the essays ``essay_ids``, oldest first (found through the
         ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan)."""

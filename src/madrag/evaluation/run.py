@@ -93,6 +93,30 @@ class _JudgeRecords:
             return iter(self._judges if protocol is None else self._by_protocol.get(protocol, []))
         return self._store.records(protocol=protocol, role=role)
 
+    def protocols_of(self, role: str) -> set[str]:
+        """The ``protocol`` values of the records of ``role`` (:meth:`RunStore.protocols_of`)."""
+        return set(self._by_protocol) if role == "judge" else self._store.protocols_of(role)
+
+
+class _StreamedJudges:
+    """A run store whose Judge records are read as they are needed, without their prompts and tokens and
+    without the failed calls (as :class:`_JudgeRecords` holds them), none kept: reading a run's scores holds the
+    scores, not the records they came from."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+
+    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
+        """The records of :meth:`RunStore.records`, Judge records light and without failed calls."""
+        if role == "judge":
+            found = self._store.records(protocol=protocol, role="judge", answers_only=True)
+            return (r for r in found if not r.failed)
+        return self._store.records(protocol=protocol, role=role)
+
+    def protocols_of(self, role: str) -> set[str]:
+        """The ``protocol`` values of the records of ``role`` (:meth:`RunStore.protocols_of`)."""
+        return self._store.protocols_of(role)
+
 
 def run_config(store: RunStore) -> tuple[dict[str, Any], list[str]]:
     """The configuration a run stored when it started (``{}`` when it stored none) and the names of its
@@ -139,18 +163,27 @@ def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) 
     try:
         config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
-        found = [r for r in store.records(role="judge", answers_only=True) if not r.failed]
-        # Judge records already read are served from memory (parsing dominates a large run); the consensus
-        # protocols' agent records (the consensus paper) are read from the store by their namespaces
-        scores = trait_scores(cast(RunStore, _JudgeRecords(found, store)), rubric, configured)
+        if judges:  # the records are kept: read once, each protocol's scores read from memory
+            found = [r for r in store.records(role="judge", answers_only=True) if not r.failed]
+            reader: _JudgeRecords | _StreamedJudges = _JudgeRecords(found, store)
+        else:  # only the scores are kept: the records streamed past each protocol's reading
+            found, reader = [], _StreamedJudges(store)  # (as read_trait_scores reads them)
+        # the consensus protocols' agent records (the consensus paper) are read from the store by their namespaces
+        scores = trait_scores(cast(RunStore, reader), rubric, configured)
         accounts = stored_accounts(store)
     finally:
         store.close()
     stored = config.get("data")
     path = data_path or (Path(stored) if stored else None)
     protocols = _ordered_protocols({s.protocol for s in scores}, configured)
-    kept = found if judges else []
-    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, kept, unusable=accounts)
+    return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, found, unusable=accounts)
+
+
+def read_trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
+    """:func:`trait_scores` of a run store, its Judge records streamed without their prompts and tokens and
+    without the failed calls (what ``load_run(judges=False)`` reads): what a reader of a run's scores alone uses
+    (``madrag runs export``)."""
+    return trait_scores(cast(RunStore, _StreamedJudges(store)), rubric, protocols)
 
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
@@ -165,7 +198,8 @@ def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | Non
     known = _known_protocols(names)
     out = [score for proto in known for score in proto.read_scores(store, rubric)]
     claimed = {group for proto in known for group in proto.record_groups()}
-    out += judge_scores((r for r in store.records(role="judge") if r.protocol not in claimed), rubric)
+    unclaimed = sorted(store.protocols_of("judge") - claimed)  # each read alone: the claimed are not read again
+    out += judge_scores((r for group in unclaimed for r in store.records(protocol=group, role="judge")), rubric)
     for record in store.records(role=BASELINE_ROLE):  # LLM-free baselines (madrag baseline): one record each
         out.append(combine_judges(record.protocol, rubric.trait(record.trait), [record]))
     return out
