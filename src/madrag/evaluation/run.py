@@ -183,7 +183,8 @@ def read_trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] 
     """:func:`trait_scores` of a run store, its Judge records streamed without their prompts and tokens and
     without the failed calls (what ``load_run(judges=False)`` reads): what a reader of a run's scores alone uses
     (``madrag runs export``)."""
-    return trait_scores(cast(RunStore, _StreamedJudges(store)), rubric, protocols)
+    names = list(protocols) if protocols is not None else run_config(store)[1]
+    return trait_scores(cast(RunStore, _StreamedJudges(store)), rubric, names)
 
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
