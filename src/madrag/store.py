@@ -49,6 +49,9 @@ from madrag.writer_lock import WriterLock
 
 __all__ = ["PROMPT_KEYS", "Row", "RunStore", "record_row", "write_scores_csv"]
 
+_ANSWER_ONLY = "json_set(json_remove(record, '$.tokens'), '$.messages', json('[]'))"
+"""A stored record less its prompt and tokens, as SQLite reads it (``answers_only``)."""
+
 PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
 """The keys of a run's identity that are its prompt templates."""
 
@@ -292,8 +295,7 @@ class RunStore:
         leaves out before a record is parsed: most of a record's size, and nothing a reader of scores, rationales
         or debates needs."""
         self.flush()
-        column = "json_set(json_remove(record, '$.tokens'), '$.messages', json('[]'))" if answers_only else "record"
-        sql, args = f"SELECT {column} FROM records WHERE 1=1", []
+        sql, args = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1", []
         if protocol is not None:
             sql += " AND protocol = ?"
             args.append(protocol)
@@ -309,16 +311,18 @@ class RunStore:
         self.flush()
         return {row[0] for row in self._conn.execute("SELECT DISTINCT protocol FROM records WHERE role = ?", (role,))}
 
-    def records_of(self, essay_ids: Collection[str]) -> Iterator[AgentRecord]:
+    def records_of(self, essay_ids: Collection[str], answers_only: bool = False) -> Iterator[AgentRecord]:
         """The stored records (after :meth:`flush`) of the essays ``essay_ids``, oldest first (found through the
-        ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan)."""
+        ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan);
+        ``answers_only`` as in :meth:`records`."""
         self.flush()
         unique = sorted(set(essay_ids))
         for i in range(0, len(unique), CHUNK):
             chunk = unique[i : i + CHUNK]
             marks = ", ".join("?" * len(chunk))
             sql = (
-                "SELECT record FROM records WHERE protocol IN (SELECT DISTINCT protocol FROM records) "
+                f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records "
+                "WHERE protocol IN (SELECT DISTINCT protocol FROM records) "
                 f"AND essay_id IN ({marks}) ORDER BY created_at, key"
             )
             for (blob,) in self._conn.execute(sql, chunk):

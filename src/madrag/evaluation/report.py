@@ -14,15 +14,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from io import BytesIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from madrag.atomic_files import write_text_atomic
+from madrag.atomic_files import open_atomic
 from madrag.data.essay import Essay
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
-from madrag.evaluation.run import RunData, load_run
-from madrag.evaluation.sources import Sources, debate_turns, judge_for, load_sources
+from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.evaluation.sources import Sources, debate_turns, essay_sources, judge_for
 from madrag.evaluation.tables import display_tables, fmt, new_figure
 from madrag.metrics import TieRule, checked_ties
 from madrag.pipeline.unusable import summary_lines
@@ -288,9 +288,14 @@ def render_html(
 ) -> str:
     """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices;
     ``paper``: the paper's figures beside the measured ones, after the agreement tables."""
-    meta = evaluation.meta
     shown: dict[str, str] = {}
     essays = "".join(essay_block(run, e, sources, shown) for e in run.essays)
+    return page_head(run, evaluation, extra, paper) + essays + page_tail(shown)
+
+
+def page_head(run: RunData, evaluation: Evaluation, extra: str = "", paper: PaperSection | None = None) -> str:
+    """The page up to its essays: the run, its agreement, plots, confusion matrices and ``extra``."""
+    meta = evaluation.meta
     tables = "".join(
         f"<h3>{esc(t)}</h3><div class='scroll' tabindex='0' role='region' aria-label='{esc(t)}'>{html_table(f)}</div>"
         for t, f in display_tables(evaluation).items()
@@ -309,8 +314,31 @@ def render_html(
         f"<h2>Extreme-score subset</h2>{extreme_plot(evaluation)}"
         f"<h2>Score distributions</h2>{distribution_plot(run)}"
         f"<h2>Confusion matrices</h2>{confusion}{extra}"
-        f"<h2>Essays</h2>{essays}{_appendix(shown)}</body></html>"
+        f"<h2>Essays</h2>"
     )
+
+
+def page_tail(shown: dict[str, str]) -> str:
+    """The page after its essays: the exemplar essays the Judges were shown (``shown``), once each."""
+    return f"{_appendix(shown)}</body></html>"
+
+
+ESSAYS_AT_ONCE = 500
+"""How many essays' records the report holds at once while it writes their blocks."""
+
+
+def write_essays(fh: IO[str], run: RunData, shown: dict[str, str]) -> None:
+    """Every essay's block, written to ``fh`` a few essays at a time (their records read light, then dropped),
+    so a large run's report holds its scores and one batch of records, not every record of the run."""
+    scores = run.score_map()
+    store = open_store(run.run_dir)
+    try:
+        for i in range(0, len(run.essays), ESSAYS_AT_ONCE):
+            batch = run.essays[i : i + ESSAYS_AT_ONCE]
+            sources = essay_sources(store, scores, [e.id for e in batch])
+            fh.write("".join(essay_block(run, e, sources, shown) for e in batch))
+    finally:
+        store.close()
 
 
 def write_report(
@@ -325,11 +353,14 @@ def write_report(
     """Evaluate the run and write ``<run>/report.html`` (or ``out``); returns the path written. Reference labels
     round ties by ``ties`` (default: the run's own rule); ``extra``: sections of higher layers, as HTML (the
     run's audit: :func:`madrag.audit.report.audit_html`); ``paper``: the MADRAG paper's figures beside the run's."""
-    loaded = load_run(run_dir)
+    loaded = load_run(run_dir, judges=False)  # the scores; the records are read a batch of essays at a time
     rule = checked_ties(ties or loaded.reference_ties)
     run = replace(loaded, label_ties=rule)
     evaluation = evaluate_run(run, bootstrap=bootstrap, seed=seed, ties=rule)
-    page = render_html(run, evaluation, load_sources(run), extra, paper)
     target = out or Path(run_dir) / "report.html"
-    write_text_atomic(target, page)
+    shown: dict[str, str] = {}
+    with open_atomic(target) as fh:  # the whole page or none: a report killed midway leaves the old one
+        fh.write(page_head(run, evaluation, extra, paper))
+        write_essays(fh, run, shown)
+        fh.write(page_tail(shown))
     return target

@@ -6,12 +6,14 @@ error export (``madrag errors``) read a run's sources this way."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
 from madrag.evaluation.run import RunData, answer_only, open_store
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
+from madrag.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,31 @@ class Sources:
         return {protocol for (protocol, _, _), judge in self.judges.items() if judge.context.get("debate")}
 
 
-def load_sources(run: RunData) -> Sources:
-    """Scores, the first Judge record per (protocol, essay, trait) and the debate records those Judges read."""
+def first_judges(records: Iterable[AgentRecord]) -> dict[tuple[str, str, str], AgentRecord]:
+    """The first Judge record (by its index) per (protocol, essay, trait) among ``records``."""
     judges: dict[tuple[str, str, str], AgentRecord] = {}
-    for record in run.judges:
+    for record in records:
         key = (record.protocol, record.essay_id, record.trait)
         if key not in judges or record.index < judges[key].index:
             judges[key] = record
+    return judges
+
+
+def essay_sources(store: RunStore, scores: dict[tuple[str, str, str], TraitScore], essay_ids: list[str]) -> Sources:
+    """The sources of a few essays of a run (``scores``: the run's score map), their records read light in one
+    query: what a reader going through a large run a few essays at a time holds (the HTML report)."""
+    found = list(store.records_of(essay_ids, answers_only=True))
+    judges = first_judges(r for r in found if r.role == "judge" and not r.failed)
+    read = {str(k) for judge in judges.values() for k in judge.context.get("debate", []) or []}
+    debates = {r.key: r for r in found if r.key in read}
+    missing = read - set(debates)  # a debate of another essay's records (none in madrag's own protocols)
+    debates.update({k: answer_only(r) for k in sorted(missing) if (r := store.get(k)) is not None})
+    return Sources(scores, judges, debates)
+
+
+def load_sources(run: RunData) -> Sources:
+    """Scores, the first Judge record per (protocol, essay, trait) and the debate records those Judges read."""
+    judges = first_judges(run.judges)
     debates: dict[str, AgentRecord] = {}
     store = open_store(run.run_dir)
     try:

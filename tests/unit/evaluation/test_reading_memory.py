@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -67,3 +68,25 @@ def test_the_evidence_table_reads_one_record_at_a_time(run_dir: Path) -> None:
     peak, table = _peak(lambda: evidence_table(run_dir, ["MADRAG"]))
     assert peak < held / 3, f"the evidence table peaked at {peak:,} B; the records take {held:,} B"
     assert list(table["protocol"]) == ["MADRAG"] * len(table)
+
+
+def test_the_report_written_a_batch_of_essays_at_a_time_is_the_page_rendered_whole(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The streamed report holds one batch of essays' records at a time, and its page is the one rendered from
+    every Judge and debate record of the run at once (the same essays, debates, rationales and exemplars)."""
+    import madrag.evaluation.report as report
+    from madrag.evaluation.agreement import evaluate_run
+    from madrag.evaluation.sources import load_sources
+
+    monkeypatch.setattr(report, "ESSAYS_AT_ONCE", 10)  # 15 batches of the 150 essays
+    written = report.write_report(run_dir, bootstrap=20, out=tmp_path / "report.html").read_text(encoding="utf-8")
+    run = load_run(run_dir)  # every Judge record kept
+    whole = report.render_html(run, evaluate_run(run, bootstrap=20), load_sources(run))
+    assert written == whole and written.count("<summary>essay ") == ESSAYS
+
+    held, _ = _peak(lambda: _all_records(run_dir))
+    light = load_run(run_dir, judges=False)
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        peak, _ = _peak(lambda: report.write_essays(sink, light, {}))
+    assert peak < held / 5, f"writing the essays peaked at {peak:,} B; the records take {held:,} B"
