@@ -30,8 +30,10 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH
 from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
+from madrag.evaluation.score_index import keep_job_scores
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, job_rubric
+from madrag.pipeline.run_dir import on_disk_errors
 from madrag.protocols import get_protocol
 from madrag.providers import ProviderSpec
 from madrag.providers.base import Provider
@@ -187,6 +189,8 @@ async def arun_job(
         if backend is None and job.provider.options.tiny_default():
             bar.note(TINY_MODEL_NOTE)
         done = await execute(job, hooks, backend=backend, embedder=embedder)
+        with on_disk_errors(f"run directory {job.run_dir}"):  # the run's pages open from its scores, not records
+            await asyncio.to_thread(keep_job_scores, job.run_dir, done.scores, len(done.essays))
     return ScoringResult(
         run_dir=job.run_dir,
         temporary=temporary,

@@ -8,8 +8,14 @@ from pathlib import Path
 
 from tests.synthetic_runs import rubric_of, synthesize_run
 
+from madrag.api.scoring import run_job
 from madrag.evaluation.run import load_run, read_trait_scores, score_rows, trait_scores
+from madrag.evaluation.score_index import INDEX_FILE, keep_job_scores, load_index
+from madrag.pipeline.job import ScoreJob
+from madrag.providers.base import Capabilities, ChatRequest
+from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.records import AgentRecord
+from madrag.rubric import load_rubric
 from madrag.store import RunStore
 
 
@@ -39,3 +45,42 @@ def test_kept_streamed_and_exported_scores_are_the_same(tmp_path: Path) -> None:
     assert {r[1] for r in rows["whole"]} == {"MADRAG", "OLD"}
     madrag = [r for r in rows["whole"] if r[1] == "MADRAG"]
     assert len(madrag) == 40 * 2 and 0 < sum(r[3] is None for r in madrag) < 40  # a failed call: missing, no score
+
+
+def _readable(request: ChatRequest) -> FakeReply:
+    if request.role == "compare":
+        return FakeReply(f"Answer: {'A' if len(request.messages[-1].content) % 2 else 'B'}")
+    return FakeReply(f"The reasons.\nFinal score: {1 + len(request.messages[-1].content) % 3}")
+
+
+def test_a_job_over_the_whole_run_keeps_the_scores_every_reader_reads(asap: Path, tmp_path: Path) -> None:
+    """The score index a finished job keeps (what the web app opens a run from) holds the scores read back from
+    the records, for protocols scored essay by essay and over the run (CJ, MTS); a job over part of a run keeps
+    none."""
+    rubric = load_rubric(asap / "rubric_set7.json").only(["Ideas", "Style"])
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=rubric,
+        run_dir=tmp_path / "run",
+        limit=4,
+        protocols=["CJ", "MTS", "MA"],
+        embedder="hashing",
+        cache_dir=tmp_path / "cache",
+        response_cache=False,
+    )
+    result = run_job(job, backend=FakeProvider(script=_readable, caps=Capabilities(seed=True)), progress=False)
+    store = RunStore(job.run_dir / "store.sqlite", read_only=True)
+    try:
+        count, essays, read_back = store.count(), store.essays(), read_trait_scores(store, rubric)
+    finally:
+        store.close()
+    kept = load_index(job.run_dir, count)
+    assert kept is not None and len(essays) == 4
+    rows = [sorted(map(_key, score_rows(essays, found, rubric))) for found in (kept, read_back, result.trait_scores)]
+    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 4 * 2 * 3
+    read = {(r[1], r[3] is not None) for r in rows[0]}
+    # read scores (MA's), and the missing ones of the protocols scored over the run, are the same from each reader
+    assert ("MA", True) in read and {p for p, _ in read} == {"CJ", "MTS", "MA"}, read
+    (job.run_dir / INDEX_FILE).unlink()
+    assert not keep_job_scores(job.run_dir, result.trait_scores[:3], 3)  # 3 of the run's 4 essays: not the run's
+    assert not (job.run_dir / INDEX_FILE).exists()

@@ -1,20 +1,21 @@
-"""The server's reader of runs, through the library: a run's final trait scores (kept in a score index beside
-the store), one essay's records, the flat export rows, ``madrag eval``'s tables and ``madrag report``.
+"""The server's reader of runs, through the library: a run's final trait scores (kept in the library's score
+index beside the store: :mod:`madrag.evaluation.score_index`), one essay's records, the flat export rows,
+``madrag eval``'s tables and ``madrag report``.
 
 With :mod:`madrag.server.library` (inputs and jobs) this is the only place the server calls the library."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
 from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
+from madrag.evaluation.score_index import load_index as load_index
+from madrag.evaluation.score_index import save_index as save_index
 from madrag.protocols.base import TraitScore
-from madrag.records import AgentRecord, ScoreResult
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -28,11 +29,6 @@ class RunView:
     scores: list[TraitScore]
     protocols: list[str]
     has_human: bool
-
-
-INDEX_FILE = "scores-index.json"
-"""The run's final trait scores as the library computed them, kept beside the store so a large run opens
-without re-reading every Judge record; valid while the store holds the same number of records."""
 
 
 def read_run(run_dir: Path) -> RunView:
@@ -62,38 +58,6 @@ def view_of(run_dir: Path, scores: list[TraitScore]) -> RunView:
     found = {s.protocol for s in scores}
     protocols = [p for p in configured if p in found] + sorted(found - set(configured))
     return RunView(rubric, essays, scores, protocols, any(e.rater_scores for e in essays))
-
-
-def save_index(run_dir: Path, scores: list[TraitScore], count: int) -> None:
-    """Keep the run's final scores beside its store (see :data:`INDEX_FILE`)."""
-    blob = {"records": count, "scores": [s.model_dump(mode="json") for s in scores]}
-    write_text_atomic(run_dir / INDEX_FILE, json.dumps(blob))
-
-
-def load_index(run_dir: Path, count: int) -> list[TraitScore] | None:
-    """The kept scores when the store still holds ``count`` records, else None. The file was written from the
-    library's own objects by :func:`save_index`, so they are rebuilt without validating each again (6,000
-    scores load in a fraction of the time)."""
-    path = run_dir / INDEX_FILE
-    if not path.is_file():
-        return None
-    try:
-        blob = json.loads(path.read_text(encoding="utf-8"))
-        if blob.get("records") != count:
-            return None
-        return [_trait_score(s) for s in blob["scores"]]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _trait_score(raw: dict[str, Any]) -> TraitScore:
-    result = raw.get("result")
-    if result is not None:
-        dist = result.get("distribution")
-        if dist is not None:
-            result["distribution"] = {int(k): v for k, v in dist.items()}
-        result = ScoreResult.model_construct(**result)
-    return TraitScore.model_construct(**{**raw, "result": result})
 
 
 def export_rows(view: RunView) -> list[dict[str, Any]]:

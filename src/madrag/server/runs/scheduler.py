@@ -259,9 +259,8 @@ class RunManager:
         try:
             job, meta = await self._settle_backend(run_id, job)
             hooks = self.events.hooks(run_id)
-            scores, failed_calls = await library.run_job(job, hooks, self._backend(meta, job))
-            run_dir = self.repo.folder(run_id)
-            await asyncio.to_thread(library_runs.save_index, run_dir, scores, library_runs.record_count(run_dir))
+            # the run's score index is kept by the library's job runner (madrag.evaluation.score_index)
+            _scores, failed_calls = await library.run_job(job, hooks, self._backend(meta, job))
         except asyncio.CancelledError:
             elapsed = time.monotonic() - started
             self._set(run_id, status=self._stopped(), finished_at=time.time(), elapsed_s=elapsed)
