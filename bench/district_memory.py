@@ -15,6 +15,7 @@ folder; both sides read the same run folder.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -107,9 +108,35 @@ def pages(src: Path, data_dir: Path, run_id: str) -> dict[str, object]:
     return out
 
 
-def side(src: Path, run_dir: Path, data_dir: Path, work: Path, bootstrap: int) -> dict[str, object]:
+def score_class(src: Path, n_essays: int, work: Path) -> dict[str, float]:
+    """``madrag score`` of ``n_essays`` essays x 2 traits with MA (one Judge call per essay and trait) against the
+    stub OpenAI-compatible server (no latency, 64 slots): its peak memory and time, the job's end included."""
+    from madrag.testing.stub_answers import StubConfig
+    from madrag.testing.stub_server import StubServer
+
+    words = "the student waited at the station while the rain fell and the train was late again".split()
+    data, rubric = work / "class.jsonl", work / "rubric.json"
+    with data.open("w", encoding="utf-8") as fh:
+        for i in range(n_essays):
+            text = " ".join(words[(i + j) % len(words)] for j in range(250))
+            fh.write(f'{{"id": "s{i:05d}", "text": "{text}"}}\n')
+    levels = {str(s): f"level {s}" for s in range(1, 5)}
+    traits = [{"name": t, "min": 1, "max": 4, "levels": levels} for t in ("Ideas", "Style")]
+    rubric.write_text(json.dumps({"name": "class", "prompt": "Write.", "traits": traits}), encoding="utf-8")
+    with StubServer(StubConfig(capacity=64, latency_s=0.0, judge_tokens=20)) as stub:
+        cmd = ["score", "--data", str(data), "--rubric", str(rubric), "--fold", "all", "--protocol", "MA"]
+        cmd += ["--provider", "openai", "--model", stub.config.model, "--base-url", stub.base_url]
+        cmd += ["--concurrency", "64", "--run-dir", str(work / "scored"), "--cache-dir", str(work / "cache")]
+        return timed(cmd, src, timeout=3600)
+
+
+def side(
+    src: Path, run_dir: Path, data_dir: Path, work: Path, bootstrap: int, score_essays: int = 0
+) -> dict[str, object]:
     work.mkdir(parents=True, exist_ok=True)
     found: dict[str, object] = {}
+    if score_essays:
+        found["score"] = score_class(src, score_essays, work)
     found["export scores"] = timed(["runs", "export", "--run-dir", str(run_dir), "--out", str(work / "s.csv")], src)
     records = ["runs", "export", "--run-dir", str(run_dir), "--what", "records", "--format", "jsonl"]
     found["export records"] = timed([*records, "--out", str(work / "r.jsonl")], src)
@@ -143,7 +170,9 @@ def render(
         "| command | before: peak MB | after: peak MB | before: s | after: s |",
         "|---|---|---|---|---|",
     ]
-    for name in ("export scores", "export records", "eval", "report"):
+    for name in ("score", "export scores", "export records", "eval", "report"):
+        if name not in before:
+            continue
         b, a = before[name], after[name]
         lines.append(
             f"| {name} | {_cell(b, 'peak_mb', '.0f')} | {_cell(a, 'peak_mb', '.0f')} | "
@@ -175,6 +204,9 @@ def main() -> None:
     parser.add_argument("--before", default="main", help="the commit measured as 'before'")
     parser.add_argument("--bootstrap", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    parser.add_argument(
+        "--score", type=int, default=0, help="also time `madrag score` of this many essays x 2 traits (MA, stub)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))  # the synthetic run is a test fixture
     sys.path.insert(0, str(REPO / "src"))
@@ -198,8 +230,9 @@ def main() -> None:
         )
         info["before"] = sha.stdout.strip() or args.before
         run_dir = data_dir / "runs" / run_id
-        before = side(source_of(args.before, root / "before"), run_dir, data_dir, root / "b", args.bootstrap)
-        after = side(source_of("HEAD-tree", root / "after"), run_dir, data_dir, root / "a", args.bootstrap)
+        older, this = source_of(args.before, root / "before"), source_of("HEAD-tree", root / "after")
+        before = side(older, run_dir, data_dir, root / "b", args.bootstrap, args.score)
+        after = side(this, run_dir, data_dir, root / "a", args.bootstrap, args.score)
         shutil.rmtree(root / "before", ignore_errors=True)
     table = render(args, before, after, info)
     print(table)
