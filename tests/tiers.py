@@ -86,6 +86,15 @@ SLOW: dict[str, str] = {
     # the integration tier (serial), measured alone on the 2-core machine
     "test_core_install::test_the_core_install_pulls_no_extra_and_scores_with_a_servers_embeddings": "a fresh venv "
     "and pip install of the core from pip's cache, then madrag as processes: 50 s",
+    # each extra's install in a fresh venv from pip's cache, then one command of its audience (measured alone)
+    "test_extras_install::test_web_serves_the_home_page_and_the_json_api": "pip install of [web], madrag serve: 30 s",
+    "test_extras_install::test_paper_runs_the_llm_free_baselines_with_the_papers_features": "pip install of "
+    "[paper], the baselines and eval: 35 s",
+    "test_extras_install::test_documents_scores_a_class_workbook": "pip install of [documents], a score: 25 s",
+    "test_extras_install::test_ray_scores_two_essays_on_a_local_instance": "pip install of [ray], a score on a "
+    "local Ray instance: 41 s",
+    "test_extras_install::test_embedded_runs_the_readme_demo_on_one_trait": "pip install of [embedded] and the "
+    "model's package, the demo on one essay and trait: 103 s",
 }
 
 
@@ -107,10 +116,18 @@ BESIDE_OTHERS: dict[str, str] = {
     "test_vectors::test_fold_each_embeds_each_essay_once": "real Chroma, with a counting embedder",
     "test_sqlite_banks::test_retrievals_are_those_of_a_chroma_bank": "real Chroma beside the SQLite store, with the "
     "hashing embedder",
+    # a fresh venv each (its own madrag cache; pip builds from a copy of the package): the install reads pip's
+    # cache and writes the venv, and the command after it is light; [ray] and [embedded] run alone (Ray's
+    # processes and the embedded model fill the cores)
+    "test_extras_install::test_web_serves_the_home_page_and_the_json_api": "pip install of [web], madrag serve",
+    "test_extras_install::test_paper_runs_the_llm_free_baselines_with_the_papers_features": "pip install of "
+    "[paper], a small cross-validated FeatEng-RF",
+    "test_extras_install::test_documents_scores_a_class_workbook": "pip install of [documents], a score on the stub",
 }
 """Tests of real parts that run beside others all the same (by "file stem" or "file stem::test name", with
-what they use): Chroma in a folder of their own, with an embedder that loads no model; no model, server, Ray or
-browser of theirs fills the cores or shares a cache with another test."""
+what they use): Chroma in a folder of their own, with an embedder that loads no model, or an extra's install in a
+venv of its own; no model, server, Ray or browser of theirs fills the cores or shares a cache with another test
+(pip's cache aside: pip writes each entry whole, so installs beside each other share it)."""
 
 
 def is_serial(path: Path, integration: bool, name: str = "") -> bool:

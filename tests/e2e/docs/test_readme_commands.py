@@ -60,6 +60,8 @@ SETUP = {
 NOT_RUN = {
     "docs/reproduce.md": "every command of it runs in its own tests (tests/e2e/docs/test_reproduce_commands.py)",
     "docs/scaling.md": "a Ray cluster and several GPU servers, with `...` for the options given above them",
+    "docs/dependencies.md": "the installs' measurement: a fresh venv and a timed pip install per extra (each install "
+    "is run by its own test in tests/integration/project)",
 }
 """Pages of the site whose ```bash blocks this test does not run, and why (none came from the README)."""
 

@@ -6,12 +6,9 @@ the extra to install. docs/dependencies.md gives what this install pulls, its si
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.integration.project.venvs import install, run
 
 from madrag.rubric import Rubric, Trait
 from madrag.testing.stub_server import StubServer
@@ -28,23 +25,10 @@ ESSAYS = [
 ]
 
 
-def run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False)
-
-
 def test_the_core_install_pulls_no_extra_and_scores_with_a_servers_embeddings(tmp_path: Path) -> None:
-    # the venv's own madrag, not this checkout's source (PYTHONPATH), with caches of its own; pip keeps its cache
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MADRAG_CACHE", "VIRTUAL_ENV")}
-    env["MADRAG_CACHE"] = str(tmp_path / "cache")
-    env["COLUMNS"] = "200"  # tables without cut cells
-    venv = tmp_path / "venv"
-    made = run([sys.executable, "-m", "venv", str(venv)], env, tmp_path)
-    assert made.returncode == 0, made.stderr
-    python, madrag = venv / "bin" / "python", venv / "bin" / "madrag"
-    installed = run([str(python), "-m", "pip", "install", "-q", str(REPO)], env, tmp_path, timeout=900)
-    assert installed.returncode == 0, installed.stderr[-3000:]
-    listed = run([str(python), "-m", "pip", "list", "--format=json"], env, tmp_path)
-    names = {p["name"].lower() for p in json.loads(listed.stdout)}
+    venv = install(tmp_path)  # the venv's own madrag (not this checkout's source), with caches of its own
+    env, madrag = venv.env, venv.bin("madrag")
+    names = venv.distributions()
     assert "madrag" in names and "pandas" in names
     assert sorted(names & set(EXTRAS_ONLY)) == []
     helped = run([str(madrag), "--help"], env, tmp_path)
