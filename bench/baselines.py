@@ -2,7 +2,7 @@
 
 Prints, per set and trait, the QWK of the FeatEng-RF-style feature baseline (pooled out-of-fold predictions
 and mean over the five folds) beside the paper's FeatEng-RF row, and the QWK of the retrieval-only scorer
-(similarity-weighted mean of the k nearest pool essays' scores, real MiniLM + Chroma), with run times and
+(similarity-weighted mean of the k nearest pool essays' scores, real MiniLM + exemplar banks), with run times and
 hardware. Run: ``.venv/bin/python bench/baselines.py`` (``--quick`` for a small smoke run). Any other data set
 and rubric: ``bench/baselines.py --essays FILE --rubric RUBRIC`` (CSV / JSONL / ASAP TSV with a ``fold`` column);
 ``madrag baseline --data FILE --rubric RUBRIC RUN_DIR`` stores the same cross-validated scores as a run.
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         "--cache-dir",
         type=Path,
         default=REPO / ".madrag-cache" / "baselines",
-        help="Chroma fold banks and the embedding cache (default .madrag-cache/baselines)",
+        help="fold banks and the embedding cache (default .madrag-cache/baselines)",
     )
     parser.add_argument(
         "--quick", action="store_true", help=f"{QUICK_PER_FOLD} essays per fold and {QUICK_TREES} trees: a smoke run"

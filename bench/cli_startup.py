@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-HEAVY = ("pandas", "scipy", "numpy", "torch", "chromadb", "fastapi", "pydantic", "rich")
+HEAVY = ("pandas", "scipy", "numpy", "torch", "fastapi", "pydantic", "rich")
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 EAGER = (
     "import madrag; from madrag.cli.app import COMMANDS; import importlib; "

@@ -6,7 +6,8 @@ tests that are ``slow`` and those that must run alone (``serial``).
   own rules.
 - ``tests/e2e/<area>/``: a front door end to end on the fake backend: the CLI (often in its own process), the Python
   API, the web app (in process, or in Chromium for ``browser``), the documentation's commands.
-- ``tests/integration/<package>/``: real parts (MiniLM, Chroma, llama.cpp, llama.cpp's server, Ray).
+- ``tests/integration/<package>/``: real parts (MiniLM, llama.cpp, llama.cpp's server, Ray, several processes;
+  Chroma as the reference madrag's retrieval is compared with).
 
 A test in a ``unit`` or ``e2e`` file that needs a real part carries its own ``integration`` mark.
 """
@@ -108,14 +109,13 @@ def tier_of(path: Path) -> str | None:
 
 
 BESIDE_OTHERS: dict[str, str] = {
-    "test_retrieval_unit": "real Chroma in the test's folder, with a bag-of-words embedder",
-    "test_bank_processes": "real Chroma from several processes, with the hashing embedder",
-    "test_fold_each": "real per-fold Chroma banks, with the hashing embedder",
-    "test_baselines": "the kNN baseline on real Chroma, with a bag-of-words embedder",
-    "test_retrieval_memory": "real Chroma beside the in-memory bank, with the hashing embedder",
-    "test_vectors::test_fold_each_embeds_each_essay_once": "real Chroma, with a counting embedder",
-    "test_sqlite_banks::test_retrievals_are_those_of_a_chroma_bank": "real Chroma beside the SQLite store, with the "
-    "hashing embedder",
+    "test_bank_processes": "the bank store from several processes, with the hashing embedder",
+    "test_fold_each": "real per-fold banks of whole sets, with the hashing embedder",
+    "test_baselines": "the kNN baseline on real fold banks, with a bag-of-words embedder",
+    "test_retrieval_memory": "Chroma's queries beside the in-memory bank's, with the hashing embedder",
+    "test_vectors::test_fold_each_embeds_each_essay_once": "real per-fold banks, with a counting embedder",
+    "test_sqlite_banks::test_a_real_old_chroma_store_is_recognised_and_its_bank_built_again": "a real Chroma store "
+    "beside the SQLite store, with the hashing embedder",
     # a fresh venv each (its own madrag cache; pip builds from a copy of the package): the install reads pip's
     # cache and writes the venv, and the command after it is light; [ray] and [embedded] run alone (Ray's
     # processes and the embedded model fill the cores)
@@ -125,9 +125,9 @@ BESIDE_OTHERS: dict[str, str] = {
     "test_extras_install::test_documents_scores_a_class_workbook": "pip install of [documents], a score on the stub",
 }
 """Tests of real parts that run beside others all the same (by "file stem" or "file stem::test name", with
-what they use): Chroma in a folder of their own, with an embedder that loads no model, or an extra's install in a
-venv of its own; no model, server, Ray or browser of theirs fills the cores or shares a cache with another test
-(pip's cache aside: pip writes each entry whole, so installs beside each other share it)."""
+what they use): banks (and Chroma) in a folder of their own, with an embedder that loads no model, or an extra's
+install in a venv of its own; no model, server, Ray or browser of theirs fills the cores or shares a cache with
+another test (pip's cache aside: pip writes each entry whole, so installs beside each other share it)."""
 
 
 def is_serial(path: Path, integration: bool, name: str = "") -> bool:

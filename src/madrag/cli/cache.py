@@ -1,7 +1,8 @@
 """``madrag cache``: the exemplar banks kept in the cache folder, and their explicit clean-up.
 
 Banks are never deleted behind a run's back (see :mod:`madrag.retrieval.bank_store`): ``madrag cache prune`` is
-the one way, and it leaves every bank some process is using.
+the one way, and it leaves every bank some process is using. A Chroma store an older madrag left in the folder is
+not read any more (:mod:`madrag.retrieval.legacy_chroma`): ``list`` says it is there, ``prune`` deletes it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from rich.table import Table
 
 from madrag.cli.output import console
 from madrag.pipeline.job import default_cache_dir
-from madrag.retrieval.bank_store import BankInfo, list_banks, prune_banks
+from madrag.retrieval.bank_store import BankInfo, list_banks, prune_banks, prune_legacy_chroma
+from madrag.retrieval.legacy_chroma import LegacyChroma, legacy_chroma
 
 cache_app = typer.Typer(help="The exemplar banks in the cache folder ($MADRAG_CACHE, else ~/.cache/madrag).")
 
@@ -45,6 +47,11 @@ def _table(rows: list[BankInfo], title: str) -> Table:
     return table
 
 
+def _legacy_line(found: LegacyChroma) -> str:
+    mib = found.size_bytes / 2**20
+    return f"an older madrag's Chroma store ({mib:.1f} MiB, last written {_age(found.last_changed)}) in the folder"
+
+
 @cache_app.command("list")
 def list_command(cache_dir: CacheDir = None) -> None:
     """List the exemplar banks: size, embedder, traits, whether a process uses one now, when it was last used."""
@@ -52,8 +59,13 @@ def list_command(cache_dir: CacheDir = None) -> None:
     rows = list_banks(folder)
     if not rows:
         console.print(f"no exemplar banks in {folder}")
-        return
-    console.print(_table(rows, f"exemplar banks in {folder}"))
+    else:
+        console.print(_table(rows, f"exemplar banks in {folder}"))
+    old = legacy_chroma(folder) if folder.is_dir() else None
+    if old is not None:
+        console.print(
+            f"{_legacy_line(old)}: no longer read (its banks are rebuilt when needed); madrag cache prune deletes it"
+        )
 
 
 @cache_app.command("prune")
@@ -65,7 +77,8 @@ def prune_command(
     cache_dir: CacheDir = None,
 ) -> None:
     """Delete exemplar banks no process is using and not used for --older-than days (and unfinished builds of
-    processes that ended). A bank in use is always kept; a deleted bank is rebuilt when a run needs it again."""
+    processes that ended, and an older madrag's Chroma store not written for as long, once no bank is in use). A
+    bank in use is always kept; a deleted bank is rebuilt when a run needs it again."""
     folder = _banks_dir(cache_dir)
     gone = prune_banks(folder, older_than_days=older_than, dry_run=dry_run)
     remaining = len(list_banks(folder))
@@ -74,3 +87,6 @@ def prune_command(
     if gone:
         console.print(_table(gone, f"{verb} {len(gone)} bank(s) in {folder}"))
     console.print(f"{verb} {len(gone)} bank(s); {kept} kept in {folder}")
+    old = prune_legacy_chroma(folder, older_than_days=older_than, dry_run=dry_run)
+    if old is not None:
+        console.print(f"{verb} {_legacy_line(old)}")

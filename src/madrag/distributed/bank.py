@@ -1,6 +1,6 @@
 """The exemplar bank, built once on the driver and shipped to Ray workers through the object store.
 
-The driver's bank lives in a Chroma collection on the driver's disk, which workers on other machines cannot
+The driver's bank lives in the bank store of the driver's cache folder, which workers on other machines cannot
 open. :func:`snapshot` copies its contents (ids, texts, reference scores, the pool's vectors) into a
 :class:`BankSnapshot`, a plain picklable object the driver puts into Ray's object store once (a cross-fold run,
 ``--fold each``, ships one per fold: :class:`ShippedBanks`); every worker restores it
@@ -106,7 +106,7 @@ class BankSnapshot:
 
 
 def snapshot(bank: ExemplarBank) -> BankSnapshot:
-    """Copy ``bank`` (a Chroma-backed bank on the driver) into a :class:`BankSnapshot`."""
+    """Copy ``bank`` (a stored bank on the driver) into a :class:`BankSnapshot`."""
     got = bank.contents()
     return BankSnapshot(
         rubric=bank.rubric,

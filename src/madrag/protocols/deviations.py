@@ -51,6 +51,7 @@ DEVIATIONS: tuple[Deviation, ...] = (
     Deviation("reference-ties", MADRAG, ("setting:reference_ties",)),
     Deviation("confidence-ranking", CONFIDENCE, ("--rank-by",)),
     Deviation("essay-embedding", MADRAG, ("--embedder",)),
+    Deviation("bank-store", MADRAG),
     Deviation("summeval-systems", CONSENSUS),
     Deviation("nikl-layout", CONSENSUS),
     Deviation("meta-pass", CONFIDENCE),

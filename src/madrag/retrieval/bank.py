@@ -1,4 +1,4 @@
-"""The exemplar bank: scored pool essays in a persistent Chroma collection, and the MADRAG paper's two retrievals.
+"""The exemplar bank: scored pool essays in a persistent collection, and the MADRAG paper's two retrievals.
 
 The MADRAG paper, 3.3: every pool essay (the training split only) is stored with its vector, its text and one
 reference score per rubric trait (metadata key ``score::<trait name>``; absent when the essay has no rater for
@@ -6,11 +6,13 @@ the trait).
 Procedure 1 (:meth:`ExemplarBank.similar`) returns the top-k nearest essays; procedure 2
 (:meth:`ExemplarBank.per_level`) returns, for every score level of a trait, the nearest essay whose reference
 score for that trait equals the level, or records that none is available. The query essay is never returned:
-it is excluded by id in the Chroma filter and again after the query.
+it is excluded by id in the query's filter and again after the query.
 
-Embedding the pool is the slow part, so a bank is kept in a persistent Chroma collection named by a fingerprint
+Embedding the pool is the slow part, so a bank is kept in a persistent collection (madrag's SQLite store,
+:mod:`madrag.retrieval.sqlite_banks`; the MADRAG paper names Chroma: docs/differences.md, ``bank-store``) named
+by a fingerprint
 of everything that determines its content (pool ids, texts and reference scores, trait names, the embedder's
-name, which includes its chunking settings, and the storage format); a later run with the same inputs reuses it
+name, which includes its chunking settings, and the bank's format); a later run with the same inputs reuses it
 without embedding anything, and a changed pool gets a bank of its own. The rules of the shared cache folder
 (nothing deleted implicitly, leases on banks in use, atomic builds) are in :mod:`madrag.retrieval.bank_store`.
 A bank, once opened, answers from its contents in memory (:class:`~madrag.retrieval.memory.ArrayCollection`,
@@ -43,6 +45,7 @@ from madrag.retrieval.exemplars import Exemplar as Exemplar
 from madrag.retrieval.exemplars import LevelExemplar as LevelExemplar
 from madrag.retrieval.exemplars import score_key as score_key
 from madrag.retrieval.memory import ArrayCollection
+from madrag.retrieval.sqlite_banks import SqliteBanks, SqliteCollection
 from madrag.rubric import Rubric, Trait
 
 BANK_FORMAT = 1
@@ -103,9 +106,9 @@ def _cache_key(essay: Essay) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class _Target:
-    """Where a bank is built: the cache folder's Chroma client, the folder, the bank's name and its metadata."""
+    """Where a bank is built: the cache folder's store, the folder, the bank's name and its metadata."""
 
-    client: Any
+    client: SqliteBanks
     cache_dir: Path
     name: str
     metadata: dict[str, str | int]
@@ -156,7 +159,7 @@ class ExemplarBank:
         """Reuse the bank of this pool, rubric and embedder under ``cache_dir``, or embed the pool and build it;
         either way its contents are read into memory once.
 
-        ``batch_size`` essays are embedded and added per step (capped by Chroma's maximum batch size).
+        ``batch_size`` essays are embedded and added per step (capped by the store's maximum batch size).
         ``scope_tag`` is recorded with a new bank (e.g. the fold a cross-fold bank leaves out).
         ``on_progress(done, total)`` is called after each embedded batch when the bank is built now.
         ``ties``: how the pool's reference labels (the exemplars' scores) round a tie (a run's ``reference_ties``).
@@ -188,8 +191,8 @@ class ExemplarBank:
         return cls(contents, embedder, rubric, fingerprint, built_now, lease=lease)
 
     @staticmethod
-    def _read(collection: Any) -> ArrayCollection:
-        return ArrayCollection.from_chroma(collection.get(include=["documents", "metadatas", "embeddings"]))
+    def _read(collection: SqliteCollection) -> ArrayCollection:
+        return ArrayCollection.from_contents(collection.get(include=["documents", "metadatas", "embeddings"]))
 
     @staticmethod
     def _build(
@@ -208,9 +211,7 @@ class ExemplarBank:
         building = bank_store.BankLease(cache_dir, temp)  # a live build is not a leftover to prune
         try:
             with bank_store.folder_lock(cache_dir, write=True):
-                collection = client.create_collection(
-                    temp, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata, embedding_function=None
-                )
+                collection = client.create_collection(temp, metadata=metadata)
             step = max(1, min(batch_size, int(client.get_max_batch_size())))
             done = 0
             for batch in _batches(pool, step):

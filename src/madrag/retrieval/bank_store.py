@@ -1,6 +1,5 @@
-"""The persistent store of exemplar banks in a cache folder: one Chroma collection per bank (madrag's SQLite store
-of the same collections where chromadb is not installed: :mod:`madrag.retrieval.sqlite_banks`), shared by every
-run, process and the web app that use the folder.
+"""The persistent store of exemplar banks in a cache folder: one collection per bank in madrag's SQLite store
+(:mod:`madrag.retrieval.sqlite_banks`), shared by every run, process and the web app that use the folder.
 
 The rules that keep a bank from disappearing under a run that uses it:
 
@@ -11,8 +10,13 @@ The rules that keep a bank from disappearing under a run that uses it:
   collection, so a half-built bank of a live process is not a leftover;
 * a bank is built under a temporary name and renamed when complete; a damaged bank is never overwritten in place:
   its replacement gets a name of its own;
-* Chroma writes (create, add, rename, delete) take the folder's write lock, reads its shared lock, so two
-  processes never write the folder's SQLite at once.
+* writes (create, add, rename, delete) take the folder's write lock, reads its shared lock, so two processes
+  never write the folder's SQLite at once.
+
+Banks were kept in Chroma before (the MADRAG paper's vector store; docs/differences.md, ``bank-store``). A cache
+folder that still holds such a Chroma store is not read any more (its banks are built again in the SQLite store
+when a run needs them): :func:`legacy_chroma` describes it for ``madrag cache list``, and :func:`prune_banks`
+deletes it once no process holds a lease on any bank of the folder.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from pydantic import BaseModel
 
-from madrag.extras import installed, require
-from madrag.retrieval.sqlite_banks import SqliteBanks
+from madrag.retrieval.legacy_chroma import LegacyChroma, legacy_chroma, remove_legacy_chroma
+from madrag.retrieval.sqlite_banks import SqliteBanks, SqliteCollection
 
 NAME_PREFIX = "madrag-bank-"
 BUILDING = "-building-"
@@ -51,29 +55,19 @@ def lease_name(collection: str) -> str:
     return collection[: len(NAME_PREFIX) + 40]
 
 
-def open_client(cache_dir: Path) -> Any:
-    """The store of the banks in ``cache_dir``: a persistent Chroma client with telemetry off where chromadb is
-    installed (the ``embedded`` extra), else madrag's SQLite store of the same collections
-    (:class:`~madrag.retrieval.sqlite_banks.SqliteBanks`, the core install).
+def open_client(cache_dir: Path) -> SqliteBanks:
+    """The store of the banks in ``cache_dir`` (:class:`~madrag.retrieval.sqlite_banks.SqliteBanks`).
 
-    Opening a client creates the folder's SQLite tables when they are not there yet, so it is a write: it takes
-    the folder's write lock (two processes opening a fresh folder at once would otherwise both create them, and
-    one fails with "table collections already exists"). Call it outside :func:`folder_lock`."""
-    if not installed("chromadb"):
-        with folder_lock(cache_dir, write=True):
-            return SqliteBanks(cache_dir)
-    chromadb = require("embedded", "chromadb")
-    settings = require("embedded", "chromadb.config").Settings
+    Opening it creates the folder's SQLite tables when they are not there yet, so it is a write: it takes the
+    folder's write lock (two processes opening a fresh folder at once would otherwise both create them, and one
+    fails with "table collections already exists"). Call it outside :func:`folder_lock`."""
     with folder_lock(cache_dir, write=True):
-        # the absolute path: Chroma keeps one system per path string in a process, so a relative one would reach
-        # the folder it named under an earlier working directory (another folder, perhaps deleted since)
-        path = str(cache_dir.resolve())
-        return chromadb.PersistentClient(path=path, settings=settings(anonymized_telemetry=False))
+        return SqliteBanks(cache_dir)
 
 
 @contextlib.contextmanager
 def folder_lock(cache_dir: Path, *, write: bool) -> Iterator[None]:
-    """The cache folder's lock: exclusive for Chroma writes, shared for reads (across processes)."""
+    """The cache folder's lock: exclusive for writes, shared for reads (across processes)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     with (cache_dir / _LOCK).open("a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
@@ -142,12 +136,12 @@ def last_used(cache_dir: Path, name: str) -> float | None:
     return path.stat().st_mtime if path.is_file() else None
 
 
-def find_finished(client: Any, name: str, fingerprint: str, expected: int) -> Any | None:
+def find_finished(client: SqliteBanks, name: str, fingerprint: str, expected: int) -> SqliteCollection | None:
     """A finished collection of this fingerprint holding every essay (``name`` or a replacement of it); None
     when there is none. Nothing is deleted: a damaged collection is left for :func:`prune_banks`."""
     names = sorted(c.name for c in client.list_collections() if c.name == name or c.name.startswith(name + "-r"))
     for cname in names:
-        collection = client.get_collection(cname, embedding_function=None)
+        collection = client.get_collection(cname)
         meta = collection.metadata or {}
         if meta.get("fingerprint") == fingerprint and collection.count() == expected:
             return collection
@@ -159,7 +153,7 @@ def temporary_name(name: str) -> str:
     return f"{name}{BUILDING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def finish_build(client: Any, temp: str, name: str, fingerprint: str, expected: int) -> Any:
+def finish_build(client: SqliteBanks, temp: str, name: str, fingerprint: str, expected: int) -> SqliteCollection:
     """Rename the complete collection ``temp`` to ``name`` (or to a fresh ``name-r…`` when ``name`` holds a
     damaged bank); when another process finished the same bank first, drop ``temp`` and use theirs."""
     theirs = find_finished(client, name, fingerprint, expected)
@@ -168,8 +162,8 @@ def finish_build(client: Any, temp: str, name: str, fingerprint: str, expected: 
         return theirs
     taken = name in {c.name for c in client.list_collections()}
     final = f"{name}-r{uuid.uuid4().hex[:8]}" if taken else name
-    client.get_collection(temp, embedding_function=None).modify(name=final)
-    return client.get_collection(final, embedding_function=None)
+    client.get_collection(temp).modify(name=final)
+    return client.get_collection(final)
 
 
 class BankInfo(BaseModel):
@@ -198,7 +192,7 @@ def list_banks(cache_dir: Path) -> list[BankInfo]:
             rows.append(
                 BankInfo(
                     name=str(c.name),
-                    size=int(client.get_collection(c.name, embedding_function=None).count()),
+                    size=int(c.count()),
                     embedder=str(meta["embedder"]) if "embedder" in meta else None,
                     traits=traits,
                     building=BUILDING in str(c.name),
@@ -226,3 +220,26 @@ def prune_banks(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = F
                     client.delete_collection(bank.name)
                     deleted.append(bank)
     return deleted
+
+
+def _any_in_use(cache_dir: Path) -> bool:
+    """Whether some process holds a lease on any bank of ``cache_dir``."""
+    folder = cache_dir / _LEASES
+    return folder.is_dir() and any(in_use(cache_dir, p.stem) for p in folder.glob("*.lock"))
+
+
+def prune_legacy_chroma(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = False) -> LegacyChroma | None:
+    """Delete the Chroma store an older madrag left in ``cache_dir`` (:mod:`madrag.retrieval.legacy_chroma`) when
+    it was not written in the last ``older_than_days`` days and no process holds a lease on any bank of the folder
+    (an older madrag still running would be reading it); returns what was (or, with ``dry_run``, would be) deleted,
+    None when nothing is."""
+    if not cache_dir.is_dir():
+        return None
+    cutoff = time.time() - older_than_days * 86400.0
+    found = legacy_chroma(cache_dir)
+    if found is None or found.last_changed > cutoff or _any_in_use(cache_dir):
+        return None
+    if not dry_run:
+        with folder_lock(cache_dir, write=True):  # an older madrag opens its Chroma store under this lock
+            remove_legacy_chroma(found)
+    return found

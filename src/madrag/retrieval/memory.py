@@ -1,9 +1,12 @@
-"""A bank's contents in memory: the part of a Chroma collection an exemplar bank queries, answered by exact search.
+"""A bank's contents in memory, answering its retrievals by exact search.
 
 Every :class:`~madrag.retrieval.bank.ExemplarBank` answers its retrievals from an :class:`ArrayCollection`: the
-persistent Chroma collection is read once when the bank is opened (or built), and a Ray worker restores one from
-the driver's snapshot. Once a run holds its bank, nothing another process does to the cache folder can take it
-away mid-run, and a query costs one matrix product instead of a Chroma round trip.
+bank's collection in the SQLite store (:mod:`madrag.retrieval.sqlite_banks`) is read once when the bank is opened
+(or built), and a Ray worker restores one from the driver's snapshot. Once a run holds its bank, nothing another
+process does to the cache folder can take it away mid-run, and a query costs one matrix product. The query and
+filter language is Chroma's (the MADRAG paper's vector store), so Chroma's own query over the same vectors is the
+reference the tests and ``bench/retrieval.py`` compare it with; docs/differences.md (``bank-store``) gives the
+numbers that kept this search over Chroma's approximate one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ _TIE_DECIMALS = 6  # distances equal to 6 decimals are ties (float32 vectors), k
 
 
 class ArrayCollection:
-    """The part of a Chroma collection an exemplar bank queries, over arrays in memory.
+    """A bank's essays over arrays in memory, queried as a Chroma collection is.
 
     ``query`` ranks by cosine distance (1 - dot product of unit vectors, as Chroma's cosine space) after the
     ``where`` filter, supporting what the bank sends: ``{"field": {"$eq"|"$ne": value}}`` and ``{"$and":
@@ -41,8 +44,9 @@ class ArrayCollection:
         self._last: tuple[bytes, np.ndarray[Any, Any]] | None = None  # the last query's distances to every essay
 
     @classmethod
-    def from_chroma(cls, got: Mapping[str, Any]) -> ArrayCollection:
-        """From a Chroma ``collection.get(include=["documents", "metadatas", "embeddings"])`` answer."""
+    def from_contents(cls, got: Mapping[str, Any]) -> ArrayCollection:
+        """From a stored collection's ``get(include=["documents", "metadatas", "embeddings"])`` answer
+        (:meth:`~madrag.retrieval.sqlite_banks.SqliteCollection.get`, the layout of Chroma's ``get``)."""
         return cls(
             [str(i) for i in got["ids"]],
             [str(d) for d in got["documents"]],
@@ -55,7 +59,7 @@ class ArrayCollection:
         return len(self.ids)
 
     def get(self, include: list[str] | None = None) -> dict[str, Any]:
-        """Every pool essay, in Chroma's ``get`` layout (``ids`` and the ``include``d fields)."""
+        """Every pool essay, in the stores' ``get`` layout (``ids`` and the ``include``d fields)."""
         fields = {"documents": self.documents, "metadatas": self.metadatas, "embeddings": self.vectors}
         wanted = include if include is not None else ["documents", "metadatas"]
         return {"ids": list(self.ids), **{name: fields[name] for name in wanted}}

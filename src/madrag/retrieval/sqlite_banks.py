@@ -1,15 +1,13 @@
-"""The exemplar banks' store where Chroma is not installed (the core install, ``pip install madrag``): the same
-collections in one SQLite file of the cache folder, behind the part of Chroma's client that
-:mod:`madrag.retrieval.bank_store` and :class:`~madrag.retrieval.bank.ExemplarBank` use.
+"""The exemplar banks' store: every bank of a cache folder in one SQLite file, ``banks.sqlite``.
 
-Chroma is only the banks' file format in madrag: a bank is read into memory once and searched there
-(:class:`~madrag.retrieval.memory.ArrayCollection`), so a store that keeps each collection's ids, texts, metadata
-and vectors in order answers every retrieval as Chroma's does. With chromadb installed (the ``embedded`` extra)
-the banks stay in Chroma, as before; the two stores keep their banks apart (a bank built in one is built again in
-the other), each in its own files of the same cache folder.
+A bank is read into memory once and searched there (:class:`~madrag.retrieval.memory.ArrayCollection`, exact
+cosine search), so the store only keeps each bank's ids, texts, metadata and vectors in the order they were added.
+Banks were kept in Chroma before (the MADRAG paper's vector store): the numbers that chose this store and the
+in-memory search over Chroma's own are in docs/differences.md (``bank-store``); a Chroma store left in a cache
+folder by an older madrag is not read (:mod:`madrag.retrieval.legacy_chroma`).
 
-The rules of :mod:`~madrag.retrieval.bank_store` hold unchanged: its folder lock orders the writes, a bank is
-built under a temporary name and renamed (:meth:`SqliteCollection.modify`) in one transaction.
+The rules of :mod:`~madrag.retrieval.bank_store` hold: its folder lock orders the writes, a bank is built under a
+temporary name and renamed (:meth:`SqliteCollection.modify`) in one transaction.
 """
 
 from __future__ import annotations
@@ -27,9 +25,9 @@ from madrag.errors import MadragError
 from madrag.retrieval.vectors import transaction
 
 BANKS_FILE = "banks.sqlite"
-"""The file of the banks in a cache folder (beside Chroma's ``chroma.sqlite3`` where both were used)."""
+"""The file of the banks in a cache folder."""
 MAX_BATCH = 5000
-"""Essays added per step (Chroma's client reports its own maximum; this store has none worth a smaller batch)."""
+"""The most essays added in one step (one transaction)."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS collections (cid INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, metadata TEXT)",
@@ -39,10 +37,11 @@ _SCHEMA = (
 
 
 class SqliteBanks:
-    """A cache folder's banks in ``banks.sqlite``, with the calls of Chroma's client madrag makes."""
+    """A cache folder's banks in ``banks.sqlite``: named collections of essays, each with its metadata."""
 
     def __init__(self, cache_dir: Path) -> None:
-        self.path = Path(cache_dir) / BANKS_FILE
+        # the absolute path: a relative one would reach another folder once the working directory changes
+        self.path = Path(cache_dir).resolve() / BANKS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as conn:
             for statement in _SCHEMA:
@@ -58,20 +57,14 @@ class SqliteBanks:
             rows = conn.execute("SELECT cid, name, metadata FROM collections ORDER BY name").fetchall()
         return [SqliteCollection(self, cid, name, json.loads(meta or "{}")) for cid, name, meta in rows]
 
-    def get_collection(self, name: str, embedding_function: Any = None) -> SqliteCollection:
+    def get_collection(self, name: str) -> SqliteCollection:
         """The collection ``name``; a MadragError when there is none."""
         found = [c for c in self.list_collections() if c.name == name]
         if not found:
             raise MadragError(f"no exemplar bank {name!r} in {self.path}")
         return found[0]
 
-    def create_collection(
-        self,
-        name: str,
-        configuration: Any = None,
-        metadata: dict[str, Any] | None = None,
-        embedding_function: Any = None,
-    ) -> SqliteCollection:
+    def create_collection(self, name: str, metadata: dict[str, Any] | None = None) -> SqliteCollection:
         """A new empty collection (cosine space, as every bank is); a MadragError when the name is taken."""
         try:
             with self.connect() as conn:
@@ -130,8 +123,9 @@ class SqliteCollection:
             )
 
     def get(self, include: list[str] | None = None) -> dict[str, Any]:
-        """Every essay in Chroma's ``get`` layout: ``ids`` and the ``include``d fields (documents, metadatas,
-        embeddings as one float32 array)."""
+        """Every essay: ``ids`` and the ``include``d fields (documents, metadatas, embeddings as one float32
+        array), the layout :meth:`ArrayCollection.from_contents <madrag.retrieval.memory.ArrayCollection.from_contents>`
+        reads."""
         with self._store.connect() as conn:
             rows = conn.execute(
                 "SELECT id, document, metadata, vector FROM items WHERE cid = ? ORDER BY position", (self._cid,)

@@ -1,5 +1,5 @@
 """A fast start: ``import madrag``, ``madrag --help`` and ``madrag score --help`` do not import the heavy
-libraries (pandas, scipy, torch, chromadb, fastapi), checked in a fresh interpreter's ``sys.modules``; the
+libraries (pandas, scipy, torch, fastapi), checked in a fresh interpreter's ``sys.modules``; the
 lazily listed commands show the help their modules give them; the public API is still all there.
 
 Not timed (timings depend on the machine): bench/cli_startup.py measures the times."""
@@ -17,7 +17,7 @@ from madrag.cli.app import COMMANDS
 from madrag.cli.lazy import LazyCommand
 from madrag.cli.paper import PAPER_COMMANDS
 
-HEAVY = ("pandas", "scipy", "torch", "chromadb", "fastapi", "sentence_transformers", "ray")
+HEAVY = ("pandas", "scipy", "torch", "fastapi", "sentence_transformers", "ray")
 
 # Runs ``code`` in a fresh interpreter, then prints which of HEAVY it imported (stdout's last line, as JSON).
 PROBE = """

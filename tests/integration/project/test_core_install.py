@@ -1,7 +1,7 @@
 """The core install (``pip install madrag``, no extra) in a fresh virtual environment: it pulls none of the
 extras' heavy packages, and it scores on an OpenAI-compatible server (the stub) with MADRAG, retrieving through the
-server's ``/v1/embeddings`` and keeping the bank without Chroma; the embedded model and MiniLM are refused with
-the extra to install. docs/dependencies.md gives what this install pulls, its size and time."""
+server's ``/v1/embeddings`` and keeping the bank in madrag's SQLite store; the embedded model and MiniLM are
+refused with the extra to install. docs/dependencies.md gives what this install pulls, its size and time."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from madrag.rubric import Rubric, Trait
 from madrag.testing.stub_server import StubServer
 
 EXTRAS_ONLY = ("torch", "xllamacpp", "matplotlib", "scikit-learn", "sentence-transformers", "transformers", "chromadb")
-"""Distributions the core install must not pull (the embedded and paper extras')."""
+"""Distributions the core install must not pull (the embedded and paper extras', and chromadb, which no install
+pulls: the banks' store is madrag's own)."""
 ESSAYS = [
     ("a", "A story about waiting for the river boat in the rain.", 2),
     ("b", "The mountain climb in the snow took patience and care.", 3),
@@ -50,7 +51,8 @@ def test_the_core_install_pulls_no_extra_and_scores_with_a_servers_embeddings(tm
     assert scored.returncode == 0, scored.stderr
     assert "exemplar bank: 6 pool essays (server embedder)" in scored.stdout + scored.stderr
     assert stats.embedded >= 6 and stats.by_role.get("judge") == 2  # the pool embedded by the stub; 2 essays judged
-    assert (tmp_path / "cache" / "banks" / "banks.sqlite").is_file()  # madrag's store: no Chroma here
+    assert (tmp_path / "cache" / "banks" / "banks.sqlite").is_file()  # madrag's store, every install's
+    assert not (tmp_path / "cache" / "banks" / "chroma.sqlite3").exists()
     evaluated = run([str(madrag), "eval", "runs/ok"], env, tmp_path)
     assert evaluated.returncode == 0 and "QWK" in evaluated.stdout, evaluated.stderr
     runs = run([str(madrag), "runs", "list", "runs"], env, tmp_path)

@@ -100,16 +100,17 @@ OPENER = textwrap.dedent(
 
 
 def test_processes_opening_a_fresh_cache_folder_at_once_all_succeed(tmp_path: Path) -> None:
-    # Chroma creates its tables on the first open of a folder; two processes doing that at once made one fail
-    # with "table collections already exists" (it failed the fresh-clone CI once, inside the test above).
-    # Unlocked, about 1 open in 20 failed this way on a 2-core machine; the opener now takes the write lock.
+    # the store creates its tables on the first open of a folder; two processes doing that at once made one fail
+    # with "table collections already exists" (it failed the fresh-clone CI once, inside the test above, when the
+    # banks were kept in Chroma). Unlocked, about 1 open in 20 failed this way on a 2-core machine; the opener now
+    # takes the write lock.
     for round_ in range(3):
         folder, go = tmp_path / f"fresh{round_}", tmp_path / f"go{round_}"
         procs = [
             subprocess.Popen([sys.executable, "-c", OPENER, str(folder), str(go)], stderr=subprocess.PIPE, text=True)
             for _ in range(4)
         ]
-        time.sleep(3.0)  # let every process import chromadb and wait at the line
+        time.sleep(3.0)  # let every process import madrag and wait at the line
         go.touch()
         for proc in procs:
             _, err = proc.communicate(timeout=120)
@@ -119,14 +120,17 @@ def test_processes_opening_a_fresh_cache_folder_at_once_all_succeed(tmp_path: Pa
 def test_a_relative_cache_folder_is_the_one_under_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``--cache-dir cache`` in two working directories of one process is two folders: Chroma keeps one system per
-    path string, so the bank store opens it by its absolute path (a relative one reached the first folder's)."""
+    """``--cache-dir cache`` in two working directories of one process is two folders: the bank store opens it by
+    its absolute path, so a store opened in one folder stays there when the working directory changes."""
     from madrag.retrieval.bank_store import open_client
 
+    clients = []
     for name in ("first", "second"):
         (tmp_path / name).mkdir()
         monkeypatch.chdir(tmp_path / name)
         client = open_client(Path("cache"))
         assert [c.name for c in client.list_collections()] == []  # a new folder holds no bank yet
         client.create_collection(f"bank-{name}")
-        assert (tmp_path / name / "cache" / "chroma.sqlite3").is_file()
+        assert (tmp_path / name / "cache" / "banks.sqlite").is_file()
+        clients.append(client)
+    assert [c.name for c in clients[0].list_collections()] == ["bank-first"]  # still the first folder's

@@ -1,4 +1,5 @@
-"""Integration tests of retrieval with the real all-MiniLM-L6-v2 (offline package) and Chroma on ASAP sets 7/8."""
+"""Integration tests of retrieval with the real all-MiniLM-L6-v2 (offline package) and the bank store on ASAP sets
+7/8."""
 
 from __future__ import annotations
 
@@ -45,13 +46,13 @@ def set7() -> tuple[Rubric, list[Essay], Essay]:
 def bank(
     set7: tuple[Rubric, list[Essay], Essay], embedder: MiniLMWindowsEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> ExemplarBank:
-    """A MiniLM + Chroma bank of the set-7 pool slice, built once for the module."""
+    """A MiniLM bank of the set-7 pool slice, built once for the module."""
     rubric, pool, _ = set7
     return ExemplarBank.build_or_load(pool, rubric, embedder, tmp_path_factory.mktemp("bank7"))
 
 
 def stored_vectors(bank: ExemplarBank) -> tuple[list[str], np.ndarray, list[dict[str, object]]]:
-    """(ids, vectors, metadata) as stored in the bank's Chroma collection."""
+    """(ids, vectors, metadata) as the bank holds them."""
     got = bank._collection.get(include=["embeddings", "metadatas"])
     return list(got["ids"]), np.asarray(got["embeddings"]), list(got["metadatas"])
 

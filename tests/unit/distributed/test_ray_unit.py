@@ -104,7 +104,7 @@ def plan_run_stub(todo: set[str]) -> Any:
 # -- the bank, shipped -------------------------------------------------------------------------------------------
 
 
-def test_shipped_bank_retrieves_what_the_chroma_bank_retrieves(tmp_path: Path) -> None:
+def test_shipped_bank_retrieves_what_the_stored_bank_retrieves(tmp_path: Path) -> None:
     pool = [essay(i, fold=1) for i in range(20, 44)]
     bank = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path / "banks")
     shot = snapshot(bank)
@@ -349,7 +349,7 @@ async def test_worker_embeds_its_shards_essays_in_one_batch_with_the_shipped_ban
             for e in ESSAYS[:3] for t in RUBRIC.traits}  # fmt: skip
     got = {(r.essay_id, r.trait): [x["exemplar"]["essay_id"] if x["exemplar"] else None for x in r.context["exemplars"]]
            for r in judges}  # fmt: skip
-    assert got == want  # the judges saw the exemplars the driver's Chroma bank retrieves
+    assert got == want  # the judges saw the exemplars the driver's stored bank retrieves
 
 
 def test_worker_prompts_are_the_drivers_texts() -> None:

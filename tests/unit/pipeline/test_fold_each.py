@@ -1,8 +1,8 @@
 """Cross-fold scoring (``--fold each``): every essay of sets 7 and 8 scored with the other folds as its exemplar
 pool, one bank per fold; ``eval`` then gives the MADRAG paper's Table 2's extreme-subset sizes (2,474 and 67).
 
-The fast test replaces the Chroma bank by an in-memory one (same questions, same job path); the integration
-test builds the real per-fold Chroma banks (with the hashing embedder: minutes on two cores).
+The fast test replaces the bank by a stand-in (same questions, same job path); the integration test builds the
+real per-fold banks (with the hashing embedder: minutes on two cores).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_fold_pools_leave_out_each_essays_own_fold() -> None:
 
 
 class MemoryBank:
-    """An in-memory stand-in for the Chroma bank: per level, the first pool essay with that reference."""
+    """A stand-in for the exemplar bank: per level, the first pool essay with that reference."""
 
     def __init__(self, pool: list[Essay], rubric: Rubric) -> None:
         self.pool, self.rubric = pool, rubric
@@ -84,13 +84,13 @@ def test_fold_each_reproduces_table2_sizes_without_leaking_a_fold(
 
 @pytest.mark.integration
 @pytest.mark.parametrize("essay_set", [7, 8])
-def test_fold_each_with_chroma_banks(essay_set: int, asap: Path, tmp_path: Path) -> None:
-    """The real per-fold Chroma banks, each built from the whole set less one fold, queried for the set's first
-    {CHROMA_SCORED} essays (every fold among them): the fast test above checks Table 2's N on every essay."""
-    _check_fold_each_run(essay_set, asap, tmp_path, limit=CHROMA_SCORED)
+def test_fold_each_with_real_banks(essay_set: int, asap: Path, tmp_path: Path) -> None:
+    """The real per-fold banks, each built from the whole set less one fold, queried for the set's first
+    {REAL_SCORED} essays (every fold among them): the fast test above checks Table 2's N on every essay."""
+    _check_fold_each_run(essay_set, asap, tmp_path, limit=REAL_SCORED)
 
 
-CHROMA_SCORED = 150
+REAL_SCORED = 150
 
 
 def _check_fold_each_run(essay_set: int, asap: Path, tmp_path: Path, limit: int | None = None) -> None:

@@ -53,8 +53,8 @@ def test_marks_follow_the_folder_and_the_slow_list() -> None:
     browser = TESTS / "e2e" / "browser" / "test_server_browser.py"
     assert not is_serial(browser, integration=False)  # its own server and Chromium: beside others
     assert [m.name for m in marks_of(browser, "test_x", integration=False)] == ["e2e", "slow"]
-    chroma = TESTS / "unit" / "pipeline" / "test_fold_each.py"
-    assert not is_serial(chroma, integration=True, name="test_fold_each_with_chroma_banks")
+    banks = TESTS / "unit" / "pipeline" / "test_fold_each.py"
+    assert not is_serial(banks, integration=True, name="test_fold_each_with_real_banks")
     vectors = TESTS / "unit" / "retrieval" / "test_vectors.py"
     assert not is_serial(vectors, integration=True, name="test_fold_each_embeds_each_essay_once")
     assert is_serial(vectors, integration=True, name="test_shipped_vectors_are_minilms_vectors")  # MiniLM

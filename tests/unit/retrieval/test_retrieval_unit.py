@@ -1,10 +1,11 @@
-"""Tests of the exemplar bank with a deterministic bag-of-words fake embedder. The bank tests use real Chroma (in
-tmp_path) and are marked ``integration``; the embedder protocol and window planning tests need neither."""
+"""Tests of the exemplar bank with a deterministic bag-of-words fake embedder, its store in tmp_path (madrag's
+SQLite store, read into memory), and of the embedder protocol and window planning."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from tests.helpers import BagOfWordsEmbedder
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.retrieval import Embedder, ExemplarBank, LevelExemplar, plan_windows
+from madrag.retrieval.sqlite_banks import BANKS_FILE, SqliteBanks
 from madrag.rubric import Rubric, Trait
 
 LEVELS = {0: "none", 1: "some", 2: "good", 3: "great"}
@@ -80,7 +82,6 @@ def test_fake_embedder_satisfies_protocol(fake: BagOfWordsEmbedder) -> None:
     assert isinstance(fake, Embedder)
 
 
-@pytest.mark.integration
 def test_bank_stores_whole_pool_in_batches(bank: ExemplarBank, pool: list[Essay], fake: BagOfWordsEmbedder) -> None:
     assert bank.size == len(pool)
     assert bank.built_now is True
@@ -88,7 +89,6 @@ def test_bank_stores_whole_pool_in_batches(bank: ExemplarBank, pool: list[Essay]
     assert fake.texts_embedded == len(pool)
 
 
-@pytest.mark.integration
 def test_per_level_one_exemplar_per_level_with_that_score(bank: ExemplarBank, pool: list[Essay]) -> None:
     query = essay("q1", "river boat journey story about patience", ideas=1, style=2)
     levels = bank.per_level(query, STYLE)
@@ -102,7 +102,6 @@ def test_per_level_one_exemplar_per_level_with_that_score(bank: ExemplarBank, po
         assert ref == lv.score
 
 
-@pytest.mark.integration
 def test_per_level_picks_the_nearest_candidate(bank: ExemplarBank, pool: list[Essay], fake: Embedder) -> None:
     query = essay("q2", "mountain snow climb with patience", ideas=0)
     for lv in bank.per_level(query, IDEAS):
@@ -112,7 +111,6 @@ def test_per_level_picks_the_nearest_candidate(bank: ExemplarBank, pool: list[Es
         assert lv.exemplar.essay_id == brute_force_nearest(query, candidates, fake)
 
 
-@pytest.mark.integration
 def test_per_level_records_none_for_empty_level(bank: ExemplarBank) -> None:
     levels = bank.per_level(essay("q3", "apple orchard"), IDEAS)
     assert [lv.score for lv in levels] == [0, 1, 2, 3]
@@ -120,7 +118,6 @@ def test_per_level_records_none_for_empty_level(bank: ExemplarBank) -> None:
     assert all(lv.exemplar is not None for lv in levels[:3])
 
 
-@pytest.mark.integration
 def test_query_in_pool_is_never_returned(bank: ExemplarBank, pool: list[Essay]) -> None:
     query = pool[4]  # identical text is in the bank: it would be its own nearest neighbour
     style = bank.per_level(query, STYLE)
@@ -132,7 +129,6 @@ def test_query_in_pool_is_never_returned(bank: ExemplarBank, pool: list[Essay]) 
     assert len(similar) == len(pool) - 1
 
 
-@pytest.mark.integration
 def test_only_candidate_of_a_level_being_the_query_gives_none(fake: Embedder, tmp_path: Path) -> None:
     pool = [essay("a", "alpha text", ideas=0), essay("b", "beta text", ideas=1), essay("c", "gamma", ideas=1)]
     bank = ExemplarBank.build_or_load(pool, RUBRIC, fake, tmp_path)
@@ -141,7 +137,6 @@ def test_only_candidate_of_a_level_being_the_query_gives_none(fake: Embedder, tm
     assert levels[1].exemplar is not None and levels[1].exemplar.essay_id in {"b", "c"}
 
 
-@pytest.mark.integration
 def test_similar_is_sorted_and_excludes_self(bank: ExemplarBank, pool: list[Essay], fake: Embedder) -> None:
     query = essay("q4", "city market noise story", style=1)
     found = bank.similar(query, k=3)
@@ -153,7 +148,6 @@ def test_similar_is_sorted_and_excludes_self(bank: ExemplarBank, pool: list[Essa
     assert {x.essay_id for x in found} <= {e.id for e in pool}
 
 
-@pytest.mark.integration
 def test_missing_reference_is_not_a_level_candidate(fake: Embedder, tmp_path: Path) -> None:
     pool = [essay("n", "unscored apple orchard", style=1), essay("s", "scored river boat", ideas=2, style=1)]
     bank = ExemplarBank.build_or_load(pool, RUBRIC, fake, tmp_path)
@@ -164,7 +158,6 @@ def test_missing_reference_is_not_a_level_candidate(fake: Embedder, tmp_path: Pa
     assert nearest.essay_id == "n" and "Ideas" not in nearest.scores and nearest.scores["Style"] == 1
 
 
-@pytest.mark.integration
 def test_second_build_reuses_collection(pool: list[Essay], tmp_path: Path) -> None:
     first_emb, second_emb = BagOfWordsEmbedder(), BagOfWordsEmbedder()
     first = ExemplarBank.build_or_load(pool, RUBRIC, first_emb, tmp_path)
@@ -178,15 +171,18 @@ def test_second_build_reuses_collection(pool: list[Essay], tmp_path: Path) -> No
 
 
 def collection_names(folder: Path) -> list[str]:
-    """The collections of a cache folder, read by a client of its own."""
-    import chromadb
-    from chromadb.config import Settings
-
-    client = chromadb.PersistentClient(path=str(folder), settings=Settings(anonymized_telemetry=False))
-    return sorted(c.name for c in client.list_collections())
+    """The collections of a cache folder, read by a store object of its own."""
+    return sorted(c.name for c in SqliteBanks(folder).list_collections())
 
 
-@pytest.mark.integration
+def damage(folder: Path, name: str, essay_id: str) -> None:
+    """Delete one essay of the stored bank ``name`` behind madrag's back (a damaged bank with the right name)."""
+    with sqlite3.connect(folder / BANKS_FILE) as conn:
+        (cid,) = conn.execute("SELECT cid FROM collections WHERE name = ?", (name,)).fetchone()
+        assert conn.execute("DELETE FROM items WHERE cid = ? AND id = ?", (cid, essay_id)).rowcount == 1
+    conn.close()
+
+
 @pytest.mark.parametrize(
     "change",
     ["text", "score", "drop", "embedder"],
@@ -211,7 +207,6 @@ def test_changed_inputs_build_a_new_bank_and_keep_the_old(pool: list[Essay], tmp
     assert first.similar(query, k=3)  # the first run's bank still answers
 
 
-@pytest.mark.integration
 def test_prune_deletes_only_unused_banks(pool: list[Essay], tmp_path: Path) -> None:
     from madrag.retrieval.bank_store import list_banks, prune_banks
 
@@ -231,15 +226,10 @@ def test_prune_deletes_only_unused_banks(pool: list[Essay], tmp_path: Path) -> N
     assert again.built_now and again.size == len(pool) - 1
 
 
-@pytest.mark.integration
 def test_incomplete_collection_is_replaced_not_overwritten(pool: list[Essay], tmp_path: Path) -> None:
-    import chromadb
-    from chromadb.config import Settings
-
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
-    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
     name = f"madrag-bank-{first.fingerprint[:40]}"
-    client.get_collection(name, embedding_function=None).delete(ids=["p0"])  # a damaged bank with the right name
+    damage(tmp_path, name, "p0")  # a damaged bank with the right name
     emb = BagOfWordsEmbedder()
     again = ExemplarBank.build_or_load(pool, RUBRIC, emb, tmp_path)
     assert again.built_now and again.size == len(pool) and emb.texts_embedded == len(pool)
@@ -248,7 +238,6 @@ def test_incomplete_collection_is_replaced_not_overwritten(pool: list[Essay], tm
     assert ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path).built_now is False
 
 
-@pytest.mark.integration
 def test_query_embedding_computed_once_per_essay(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     query = essay("q5", "apple orchard harvest", ideas=1)
     before = fake.texts_embedded
@@ -260,7 +249,6 @@ def test_query_embedding_computed_once_per_essay(bank: ExemplarBank, fake: BagOf
     assert fake.texts_embedded == before + 1
 
 
-@pytest.mark.integration
 def test_precomputed_query_vector_and_prefetch_skip_embedding(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     query = essay("q6", "mountain snow climb")
     vector = fake.embed([query.text])[0]
@@ -280,7 +268,6 @@ def test_precomputed_query_vector_and_prefetch_skip_embedding(bank: ExemplarBank
     assert fake.calls == calls + 1
 
 
-@pytest.mark.integration
 def test_same_id_new_text_is_embedded_again(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     bank.similar(essay("q7", "apple orchard"), k=1)
     before = fake.texts_embedded
@@ -289,7 +276,6 @@ def test_same_id_new_text_is_embedded_again(bank: ExemplarBank, fake: BagOfWords
     assert "river" in found[0].text
 
 
-@pytest.mark.integration
 def test_results_are_json_serialisable(bank: ExemplarBank) -> None:
     levels = bank.per_level(essay("q8", "city market"), IDEAS)
     payload = json.loads(json.dumps([lv.model_dump(mode="json") for lv in levels]))
@@ -298,7 +284,6 @@ def test_results_are_json_serialisable(bank: ExemplarBank) -> None:
     assert restored == levels
 
 
-@pytest.mark.integration
 def test_input_errors(bank: ExemplarBank, fake: Embedder, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="empty"):
         ExemplarBank.build_or_load([], RUBRIC, fake, tmp_path / "x")
@@ -343,7 +328,6 @@ def test_plan_windows_overlong_word_is_cut() -> None:
     assert covered == set(range(len(word_ids)))
 
 
-@pytest.mark.integration
 def test_losing_a_build_race_uses_the_finished_bank(
     pool: list[Essay], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -359,18 +343,13 @@ def test_losing_a_build_race_uses_the_finished_bank(
     assert collection_names(tmp_path) == [f"madrag-bank-{first.fingerprint[:40]}"]
 
 
-@pytest.mark.integration
 def test_banks_of_other_rubrics_are_kept_and_leftovers_only_pruned_explicitly(
     pool: list[Essay], tmp_path: Path
 ) -> None:
-    import chromadb
-    from chromadb.config import Settings
-
     from madrag.retrieval.bank_store import prune_banks
 
-    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
     leftover = "madrag-bank-0000-building-999999999"
-    client.create_collection(leftover, embedding_function=None)  # a crashed build
+    SqliteBanks(tmp_path).create_collection(leftover)  # a crashed build
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
     other_rubric = Rubric(traits=[Trait(name="Voice", min=0, max=3, levels=LEVELS)])
     other = ExemplarBank.build_or_load(pool, other_rubric, BagOfWordsEmbedder(), tmp_path)
@@ -381,17 +360,12 @@ def test_banks_of_other_rubrics_are_kept_and_leftovers_only_pruned_explicitly(
     assert ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path).built_now is False
 
 
-@pytest.mark.integration
 def test_a_replacement_bank_in_use_is_not_pruned(pool: list[Essay], tmp_path: Path) -> None:
-    import chromadb
-    from chromadb.config import Settings
-
     from madrag.retrieval.bank_store import prune_banks
 
     first = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)
-    client = chromadb.PersistentClient(path=str(tmp_path), settings=Settings(anonymized_telemetry=False))
     name = f"madrag-bank-{first.fingerprint[:40]}"
-    client.get_collection(name, embedding_function=None).delete(ids=["p0"])  # damaged: the next run replaces it
+    damage(tmp_path, name, "p0")  # damaged: the next run replaces it
     assert first.lease is not None
     first.lease.release()
     again = ExemplarBank.build_or_load(pool, RUBRIC, BagOfWordsEmbedder(), tmp_path)  # leases the bank's name

@@ -88,7 +88,7 @@ BankFactory = Callable[[list[Essay], int], SimilarBank]
 
 
 def minilm_bank_factory(rubric: Rubric, embedder: Embedder, cache_dir: Path) -> BankFactory:
-    """Fold banks as real :class:`~madrag.retrieval.ExemplarBank` s, one Chroma directory per fold.
+    """Fold banks as real :class:`~madrag.retrieval.ExemplarBank` s, one bank store folder per fold.
 
     A rerun with the same data reuses them without embedding anything.
     """
@@ -111,7 +111,7 @@ def cross_validate_retrieval(
     """5-fold CV of :class:`RetrievalScorer`: each fold is scored against a bank of the other four folds.
 
     Every essay is embedded at most once (see :class:`CachingEmbedder`); ``bank_factory(pool, fold)`` builds a
-    fold's bank (default: :func:`minilm_bank_factory`, real Chroma under ``cache_dir``).
+    fold's bank (default: :func:`minilm_bank_factory`, real banks under ``cache_dir``).
     """
     start = time.perf_counter()
     folds = fold_indices([e.fold for e in essays])

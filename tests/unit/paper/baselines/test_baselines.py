@@ -1,7 +1,7 @@
 """Fast tests of the LLM-free baselines: features, the fold protocol, the RF scorer and the retrieval-only scorer.
 
 No MiniLM here: the retrieval scorer runs on a stub bank that only answers ``similar``, or (one test, marked
-``integration``) on a hashed bag-of-words fake embedder with real Chroma in tmp_path.
+``integration``) on a hashed bag-of-words fake embedder with real fold banks in tmp_path.
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ def test_caching_embedder_embeds_each_text_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_retrieval_cv_with_real_chroma_uses_other_folds_only(tmp_path: Path) -> None:
+def test_retrieval_cv_with_real_banks_uses_other_folds_only(tmp_path: Path) -> None:
     essays = make_essays(per_fold=3)
     embedder = BagOfWordsEmbedder()
     pools: dict[int, set[str]] = {}
