@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import tempfile
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -33,13 +34,14 @@ from madrag.errors import InputError
 from madrag.evaluation.score_index import keep_job_scores
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, job_rubric
-from madrag.pipeline.run_dir import on_disk_errors
 from madrag.protocols import get_protocol
 from madrag.providers import ProviderSpec
 from madrag.providers.base import Provider
 from madrag.retrieval.embedder import Embedder
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -189,8 +191,10 @@ async def arun_job(
         if backend is None and job.provider.options.tiny_default():
             bar.note(TINY_MODEL_NOTE)
         done = await execute(job, hooks, backend=backend, embedder=embedder)
-        with on_disk_errors(f"run directory {job.run_dir}"):  # the run's pages open from its scores, not records
+        try:  # the run's pages open from its scores, not its records; a cache: the scored run stands without it
             await asyncio.to_thread(keep_job_scores, job.run_dir, done.scores, len(done.essays))
+        except OSError as exc:
+            log.warning("the run's score index was not kept (%s); its pages read its records instead", exc)
     return ScoringResult(
         run_dir=job.run_dir,
         temporary=temporary,
