@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -106,11 +107,12 @@ def wait_ready_line(proc: subprocess.Popen[bytes], log: Any, timeout_s: float) -
     raise RuntimeError(f"llama.cpp server not ready after {timeout_s:.0f}s:\n{_tail(log)}")
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if it has not exited after 15 s."""
-    proc.terminate()
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15) -> None:
+    """``sig`` (SIGTERM; SIGINT: a server's graceful stop, as Ctrl-C), then SIGKILL if it has not exited after
+    ``timeout`` seconds."""
+    proc.send_signal(sig)
     try:
-        proc.wait(timeout=15)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=15)

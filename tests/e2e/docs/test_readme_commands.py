@@ -38,7 +38,7 @@ import httpx
 import pytest
 import typer.main
 import yaml
-from tests.servers import free_port
+from tests.servers import free_port, stop_process
 from typer.testing import CliRunner
 
 from madrag.cli.app import app
@@ -415,12 +415,7 @@ def test_readme_serve_answers(tmp_path: Path) -> None:
         assert page is not None, f"madrag serve did not answer: {log.read_text(errors='replace')}"
         assert page.status_code == 200 and "madrag" in page.text
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGINT, timeout=20)
 
 
 @pytest.mark.integration

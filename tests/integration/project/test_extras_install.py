@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.integration.project.venvs import Venv, install
-from tests.servers import free_port
+from tests.servers import free_port, stop_process
 
 from madrag.rubric import Rubric, Trait
 from madrag.testing.stub_server import StubServer
@@ -100,12 +100,7 @@ def test_web_serves_the_home_page_and_the_json_api(tmp_path: Path) -> None:
         rubrics = httpx.get(f"http://127.0.0.1:{port}/api/rubrics", timeout=10)
         assert rubrics.status_code == 200 and "Ideas" in rubrics.text  # the shipped ASAP rubrics, from the wheel
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGINT, timeout=20)
 
 
 def get_when_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120) -> httpx.Response:
