@@ -119,7 +119,7 @@ def score_class(src: Path, n_essays: int, work: Path) -> dict[str, float]:
     with data.open("w", encoding="utf-8") as fh:
         for i in range(n_essays):
             text = " ".join(words[(i + j) % len(words)] for j in range(250))
-            fh.write(f'{{"id": "s{i:05d}", "text": "{text}"}}\n')
+            fh.write(json.dumps({"id": f"s{i:05d}", "text": text}) + "\n")
     levels = {str(s): f"level {s}" for s in range(1, 5)}
     traits = [{"name": t, "min": 1, "max": 4, "levels": levels} for t in ("Ideas", "Style")]
     rubric.write_text(json.dumps({"name": "class", "prompt": "Write.", "traits": traits}), encoding="utf-8")

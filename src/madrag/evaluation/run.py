@@ -163,13 +163,12 @@ def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) 
     try:
         config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
+        # the consensus protocols' agent records (the consensus paper) are read from the store by their namespaces
         if judges:  # the records are kept: read once, each protocol's scores read from memory
             found = [r for r in store.records(role="judge", answers_only=True) if not r.failed]
-            reader: _JudgeRecords | _StreamedJudges = _JudgeRecords(found, store)
+            scores = trait_scores(cast(RunStore, _JudgeRecords(found, store)), rubric, configured)
         else:  # only the scores are kept: the records streamed past each protocol's reading
-            found, reader = [], _StreamedJudges(store)  # (as read_trait_scores reads them)
-        # the consensus protocols' agent records (the consensus paper) are read from the store by their namespaces
-        scores = trait_scores(cast(RunStore, reader), rubric, configured)
+            found, scores = [], read_trait_scores(store, rubric, configured)
         accounts = stored_accounts(store)
     finally:
         store.close()
