@@ -38,11 +38,12 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
     found_grades = grade_table(state, run_id)  # the reviews are in it: read once, there
     scored = {(s.protocol, s.essay_id, s.trait) for s in view.scores}
     traits = view.rubric.traits
+    protocols = ordered_protocols(state, run_id)
     rows = []
     for essay in view.essays:
         refs = {t.name: essay.reference(t) for t in traits}
         cells = []
-        for protocol in view.protocols:
+        for protocol in protocols:
             for trait in traits:
                 grade = found_grades[(protocol, essay.id, trait.name)]
                 # madrag's suggestion against the teacher's decision where there is one, else the human reference
@@ -59,7 +60,7 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
                     }
                 )
         rows.append({"essay_id": essay.id, "cells": cells})
-    return {"protocols": view.protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
+    return {"protocols": protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
 
 
 def grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
@@ -74,7 +75,7 @@ def _grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]
     reviews = latest(all_reviews(state.runs.run_dir(run_id)))
     scores = view_scores(view)
     out: dict[tuple[str, str, str], Grade] = {}
-    for protocol in view.protocols or [""]:
+    for protocol in ordered_protocols(state, run_id) or [""]:
         for essay in view.essays:
             for trait in view.rubric.traits:
                 found = scores.get((protocol, essay.id, trait.name))
@@ -91,10 +92,18 @@ def _grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]
     return out
 
 
-def first_protocol(state: State, run_id: str) -> str:
-    """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's)."""
-    protocols = state.runs.view(run_id).protocols
-    return protocols[0] if protocols else ""
+def grading_protocol(state: State, run_id: str) -> str:
+    """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's, every
+    file's): the one the teacher chose for the run, recorded in its ``run.json``; the others are for comparison."""
+    return state.runs.meta(run_id).grading
+
+
+def ordered_protocols(state: State, run_id: str) -> list[str]:
+    """The run's protocols, its grading protocol first (listed even before it has a score), then the others in
+    the run's order (shown for comparison)."""
+    grading = grading_protocol(state, run_id)
+    found = state.runs.view(run_id).protocols
+    return ([grading] if grading else []) + [p for p in found if p != grading]
 
 
 def view_scores(view: library_runs.RunView) -> dict[tuple[str, str, str], Any]:
@@ -117,7 +126,7 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
     traits = []
     for trait in view.rubric.traits:
         entries = []
-        for protocol in view.protocols:
+        for protocol in ordered_protocols(state, run_id):
             found = next((s for s in mine if s.protocol == protocol and s.trait == trait.name), None)
             judge = records.get(found.record_key) if found is not None else None
             debate = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
@@ -125,6 +134,7 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
             entry = _protocol_entry(protocol, found, judge, debate, history)
             grade = found_grades[(protocol, essay_id, trait.name)]
             entry |= {"in_force": grade, "grade": grade.points, "graded_by": grade.by, "graded_how": grade.how}
+            entry["grading"] = protocol == grading_protocol(state, run_id)  # the others: for comparison
             entries.append(entry)
         traits.append(
             {
@@ -184,7 +194,7 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
         trait = view.rubric.trait(req.trait)
     except MadragError:
         raise NotFound(f"the rubric has no trait {req.trait!r}", "trait") from None
-    protocol = req.protocol or (view.protocols[0] if view.protocols else "")
+    protocol = req.protocol or grading_protocol(state, run_id)
     if protocol not in view.protocols:
         raise NotFound(f"run {run_id} has no scores of protocol {protocol!r}", "protocol")
     found = view_scores(view).get((protocol, req.essay_id, trait.name))
@@ -208,8 +218,7 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
 
 def override_in_force(state: State, run_id: str, essay_id: str, trait: str, protocol: str | None) -> Review | None:
     """The teacher's override in force on one essay-trait (None when its latest review is not an override)."""
-    view = state.runs.view(run_id)
-    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    chosen = protocol or grading_protocol(state, run_id)
     found = latest(all_reviews(state.runs.run_dir(run_id), essay_id)).get((essay_id, trait, chosen))
     return found if found is not None and found.action == "override" else None
 

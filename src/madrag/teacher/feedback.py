@@ -35,6 +35,7 @@ class TraitFeedback:
     why: str
     quotes: list[str] = field(default_factory=list)
     edited: bool = False
+    debated: bool = True  # the grading method had an Advocate and a Skeptic (a quick method has neither)
 
 
 def _you(m: re.Match[str]) -> str:
@@ -81,8 +82,10 @@ def verified_quotes(texts: list[str], essay: str) -> list[str]:
 
 
 def draft(trait: str, advocate: str, skeptic: str, judge: str, essay: str) -> TraitFeedback:
-    """The drafted feedback of one criterion from the three agents' answers."""
+    """The drafted feedback of one criterion from the three agents' answers (a method without a debate, the
+    Judge's alone: no "what works" / "what next" is drafted, and ``debated`` says so)."""
     return TraitFeedback(
+        debated=bool(advocate or skeptic),
         trait=trait,
         works=to_student(summary(advocate)),
         next=to_student(summary(skeptic)),

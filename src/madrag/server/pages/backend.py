@@ -105,7 +105,9 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
     form = await read_form(request)
     action = str(form.get("action") or "")
     protocols = [str(p) for p in form.getlist("protocols")] or draft.protocols
-    draft = draft.model_copy(update={"protocols": protocols, "name": str(form.get("name") or "")})
+    grading = str(form.get("grading_protocol") or "") or draft.grading_protocol
+    update = {"protocols": protocols, "grading_protocol": grading, "name": str(form.get("name") or "")}
+    draft = draft.model_copy(update=update)
     try:
         if action.startswith("preset-"):
             return _preset(request, draft, form, action[len("preset-") :])
@@ -182,6 +184,8 @@ def _run_request(draft: Draft, backend: BackendSettings, form: Any, dry_run: boo
         rubric_id=draft.rubric_id,
         essays=[],
         protocols=draft.protocols,
+        # with several methods ticked, the one she chose gives the grades (none chosen: refused, in words)
+        grading_protocol=draft.grading_protocol if len(draft.protocols) > 1 else None,
         eval_fold=draft.eval_fold,
         backend=backend,
         dry_run=dry_run,

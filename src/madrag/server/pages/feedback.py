@@ -1,8 +1,8 @@
 """The student feedback pages: one student's feedback to read and edit, every student's printable one page
-each, and the CSV export. Drafted per essay and criterion by :mod:`madrag.teacher.feedback` from the run's first
-protocol, the teacher's edits kept in ``feedback.json`` beside the run. The score shown is the grade in force
-(the teacher's, else the AI's); where it is the teacher's, the teacher's comment is shown and the AI's reasoning
-for its own score is not."""
+each, and the CSV export. Drafted per essay and criterion by :mod:`madrag.teacher.feedback` from the records of
+the run's grading protocol (the method whose scores are the grades), the teacher's edits kept in
+``feedback.json`` beside the run. The score shown is the grade in force (the teacher's, else the AI's); where it
+is the teacher's, the teacher's comment is shown and the AI's reasoning for its own score is not."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from fastapi.responses import Response
 from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import csv_text
 from madrag.records import AgentRecord
+from madrag.server import results
 from madrag.server.http.errors import ApiError
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
@@ -53,7 +54,7 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
     essay = next((e for e in view.essays if e.id == essay_id), None)
     if essay is None:
         raise ApiError(404, f"run {run_id} has no essay {essay_id!r}", "essay_id")
-    first = view.protocols[0] if view.protocols else ""
+    first = results.grading_protocol(state, run_id)
     mine = {s.trait: s for s in view.scores if s.essay_id == essay_id and s.protocol == first}
     run_dir = state.runs.run_dir(run_id)
     records = library_runs.essay_records(run_dir, sorted({s.record_key for s in mine.values() if s.record_key}))
@@ -69,6 +70,7 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
         item = feedback.draft(trait.name, _latest(turns, "advocate"), _latest(turns, "skeptic"), judged, essay.text)
         if trait.name in edits:
             item.works, item.next, item.edited = edits[trait.name]["works"], edits[trait.name]["next"], True
+            item.debated = True  # her wording is shown whatever the method
         traits.append(feedback.with_grade(asdict(item), row.grades[trait.name], trait.max))
     quotes = [q for t in traits for q in t["quotes"]]
     return {

@@ -1,5 +1,5 @@
-"""The gradebook pages: a run's gradebook, one row per student from the run's first protocol, each grade the
-teacher's (their score in the class file, or their override on review) else the AI's
+"""The gradebook pages: a run's gradebook, one row per student from the run's grading protocol (the teacher's
+choice), each grade the teacher's (their score in the class file, or their override on review) else the AI's
 (:func:`madrag.teacher.grades.grade_of`), the roster carried from the import (``roster.json`` beside the run),
 how each student is shown; the class overview; and the downloads (madrag, Canvas, Google Classroom and Moodle
 layouts, one assignment or one per criterion)."""
@@ -54,9 +54,9 @@ def load_roster(folder: Path) -> dict[str, dict[str, str]]:
 
 
 def grades(state: State, run_id: str) -> dict[tuple[str, str], Grade]:
-    """The grade in force per (essay id, trait) of the run's first protocol (:func:`madrag.server.results.
+    """The grade in force per (essay id, trait) of the run's grading protocol (:func:`madrag.server.results.
     grade_table`, the one table every page and file reads)."""
-    first = results.first_protocol(state, run_id)
+    first = results.grading_protocol(state, run_id)
     return {
         (essay, trait): g
         for (protocol, essay, trait), g in results.grade_table(state, run_id).items()
