@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from madrag.records import EvidenceCounts
 from madrag.server import results
 from madrag.server.http.security import check_csrf
-from madrag.server.pages import gradebook
+from madrag.server.pages import gradebook, reading_pane
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
 from madrag.server.results import view_scores
 from madrag.server.reviews import Review, add_review
@@ -248,6 +248,7 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
         approved=approved,
         names=names,
         reviewer=request.cookies.get(REVIEWER_COOKIE, ""),
+        reading=reading_pane.pane(s, run_id, request, rows, found["rows"]),
     )
 
 

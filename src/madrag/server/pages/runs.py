@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
@@ -185,9 +185,9 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
             return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
     results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
     back = str(form.get("back") or "")
-    if back.startswith("review"):  # the review desk, with the filter it showed
-        query = back.partition("?")[2]
-        response = redirect(f"/runs/{run_id}/review" + (f"?{query}" if query else ""))
+    if back.startswith("review"):  # the review desk, with the filter it showed, reading the essay just reviewed
+        kept = [(k, v) for k, v in parse_qsl(back.partition("?")[2]) if k != "open"]
+        response = redirect(f"/runs/{run_id}/review?" + urlencode([*kept, ("open", essay_id)]))
     else:
         anchor = quote(body["trait"], safe="")
         response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={anchor}#trait-{anchor}")
