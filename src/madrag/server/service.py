@@ -29,7 +29,7 @@ from madrag.server.http.schemas import (
     SingleScoreIn,
 )
 from madrag.server.reviews import review_version
-from madrag.server.runs import scoring
+from madrag.server.runs import probe, scoring
 from madrag.server.runs.probe import ProbeResult
 from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
 from madrag.teacher.plain_words import protocol_label
@@ -226,6 +226,15 @@ async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
     key_env = state.config.key_env(backend.kind)
     return await state.runs.test_backend(backend.kind, backend.model, backend.base_url, key_env, backend.api_key)
+
+
+async def only_model(state: State, backend: BackendSettings) -> str | None:
+    """The model a server kind's backend serves when it serves exactly one (its ``GET /models``), so the teacher
+    need not type a name there is no choice of; None otherwise."""
+    if not find_backend(backend.kind).traits.connection_test or not backend.base_url:
+        return None
+    found = probe.only_model(backend.base_url, state.config.key_env(backend.kind), backend.api_key)
+    return await asyncio.wrap_future(state.runs.worker.submit(found))
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------

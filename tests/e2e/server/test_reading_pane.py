@@ -106,3 +106,15 @@ def test_the_model_server_and_the_name_are_remembered_never_the_key(tmp_path: Pa
         assert 'value="http://127.0.0.1:9/v1"' in page and 'value="class-model"' in page
         assert re.search(r'name="reviewer" id="reviewer" value="Ms. Rivera"', page)
         assert 'value="openai" checked' in page and "sk-secret" not in page
+
+
+def test_a_server_that_serves_one_model_needs_no_model_name(tmp_path: Path) -> None:
+    from madrag.testing.stub_server import StubServer
+
+    with StubServer(latency_s=0.0) as stub, client_for(make_config(tmp_path)) as client:
+        token = csrf(client)
+        draft = draft_at_backend(client, token)
+        sent = form_post(client, f"/drafts/{draft}/backend", token, action="test", base_url=stub.base_url)
+        assert sent.status_code == 200, sent.text[-300:]
+        served = client.get("/api/health").status_code == 200 and stub.config.model
+        assert f'name="model" value="{served}"' in sent.text  # read from the server's one model, not typed

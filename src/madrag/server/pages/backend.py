@@ -151,6 +151,9 @@ async def _submit(draft_id: str, request: Request, form: Any) -> Response:
         if key := backend_form.typed_key(form, raw["kind"]):
             s.drafts.set_key(draft.id, key, raw["kind"])
         draft = draft.model_copy(update={"backend": raw})
+        if not raw.get("model"):  # a server that serves one model: its name, not typed
+            found = await service.only_model(s, s.drafts.backend(draft))
+            draft = draft.model_copy(update={"backend": {**raw, "model": found}}) if found else draft
         s.drafts.save(draft)
         if action == "test":
             return await _test_connection(request, draft)
