@@ -103,6 +103,12 @@ def _book(state: State, run_id: str) -> dict[str, Any]:
     }
 
 
+def canvas_matching(state: State, run_id: str) -> str:
+    """How Canvas will match the run's students (the gradebook's and the review desk's export say it)."""
+    found = book(state, run_id)
+    return state.memo("canvas-matching", run_id, lambda: gradebook.canvas_matching(found["rows"]))  # type: ignore[no-any-return]
+
+
 def safe_cell(value: Any) -> Any:
     """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
     return csv_safe.safe_cell(value)
@@ -154,7 +160,7 @@ def gradebook_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     found = book(s, run_id)
-    matching = s.memo("canvas-matching", run_id, lambda: gradebook.canvas_matching(found["rows"]))
+    matching = canvas_matching(s, run_id)
     rows, pager = paginate(request, found["rows"])
     return render(request, "gradebook.html", run=run, book=found, rows=rows, pager=pager, canvas_matching=matching)
 

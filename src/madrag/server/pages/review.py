@@ -249,6 +249,7 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
         names=names,
         reviewer=request.cookies.get(REVIEWER_COOKIE, ""),
         reading=reading_pane.pane(s, run_id, request, rows, found["rows"]),
+        canvas_matching=gradebook.canvas_matching(s, run_id),
     )
 
 
