@@ -13,8 +13,10 @@ with ``props`` ``GET /props`` and ``POST /tokenize`` answer as llama.cpp's serve
 a word count); ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
-With ``fault_rate`` it answers that share of the chat requests with ``fault_status`` (default 503) at once, as an
-overloaded server does; ``answer_prefix`` and ``fingerprint`` make two stubs different servers under one model
+With ``torn_rate`` that share of the Judge's scores come with the next score's logprob close behind (a torn
+Judge, which the review desk flags). With ``fault_rate`` it answers that share of the chat requests with
+``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix`` and ``fingerprint``
+make two stubs different servers under one model
 name (see :class:`~madrag.testing.stub_answers.StubConfig`).
 The answers and the stub's configuration (:class:`~madrag.testing.stub_answers.StubConfig`) are
 :mod:`madrag.testing.stub_answers`.
@@ -271,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
+    parser.add_argument("--torn-rate", type=float, default=0.0, help="share of Judge scores torn between two")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -295,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         n_ctx=args.n_ctx,
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
+        torn_rate=args.torn_rate,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -345,6 +349,7 @@ class StubServer:
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             f"--owned-by={c.owned_by}",
+            *([f"--torn-rate={c.torn_rate}"] if c.torn_rate > 0 else []),
             f"--port={self.port}",
         ]
 
