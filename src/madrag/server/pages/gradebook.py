@@ -104,9 +104,11 @@ def _book(state: State, run_id: str) -> dict[str, Any]:
 
 
 def canvas_matching(state: State, run_id: str) -> str:
-    """How Canvas will match the run's students (the gradebook's and the review desk's export say it)."""
-    found = book(state, run_id)
-    return state.memo("canvas-matching", run_id, lambda: gradebook.canvas_matching(found["rows"]))  # type: ignore[no-any-return]
+    """How Canvas will match the run's students (the gradebook's and the review desk's export say it): from their
+    identifiers, which no review changes (kept until the scores change)."""
+    return state.memo(  # type: ignore[no-any-return]
+        "canvas-matching", run_id, lambda: gradebook.canvas_matching(book(state, run_id)["rows"]), reviews=False
+    )
 
 
 def safe_cell(value: Any) -> Any:
