@@ -224,7 +224,9 @@ def override_in_force(state: State, run_id: str, essay_id: str, trait: str, prot
 
 
 def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
-    """The library's score rows with the review in force beside each agent score."""
+    """The library's score rows with the review in force beside each agent score; the grade (``grade``,
+    ``final_score``, ``graded_by``) only on the grading protocol's rows (``grading``), empty on a comparison
+    method's."""
     return state.memo("export", run_id, lambda: _export_rows(state, run_id))  # type: ignore[no-any-return]
 
 
@@ -234,10 +236,13 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     found_grades = grade_table(state, run_id)
     backend = state.runs.describe(run_id)["backend"]
     label, valid = scored_by(backend), warning(backend) is None
+    grading = grading_protocol(state, run_id)
     rows = []
     for row in library_runs.export_rows(view):
         review = reviews.get((row["essay_id"], row["trait"], row["protocol"]))
         grade = found_grades.get((row["protocol"], row["essay_id"], row["trait"])) or grade_of(row["score"])
+        if row["protocol"] != grading:  # a method shown for comparison: its scores are never a grade
+            grade = Grade(None, None, "missing")
         rows.append(
             {
                 **row,
@@ -249,6 +254,7 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
                 "reviewed_at": None if review is None else review.created_at,
                 "grade": grade.points,
                 "graded_by": grade.by,
+                "grading": row["protocol"] == grading,  # this protocol's scores are the run's grades
                 "scored_by": label,
                 "valid_scores": valid,
             }

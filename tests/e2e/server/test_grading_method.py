@@ -59,6 +59,10 @@ def test_two_methods_ticked_ask_which_gives_the_grades(tmp_path: Path) -> None:
         assert 'name="protocol" value="MAD"' in desk and 'name="protocol" value="MA"' not in desk
         essay = client.get(f"/runs/{run_id}/essays/e1", headers=HTML).text
         assert essay.index("gives the grade") < essay.index("for comparison, not the grade")
+        exported = list(csv.DictReader(io.StringIO(client.get(f"/api/runs/{run_id}/export?format=csv").text)))
+        assert {r["grading"] for r in exported if r["protocol"] == "MAD"} == {"True"}
+        compared = [r for r in exported if r["protocol"] == "MA"]
+        assert compared and all(r["grade"] == r["final_score"] == "" and r["grading"] == "False" for r in compared)
         results = client.get(f"/runs/{run_id}/results", headers=HTML).text
         assert "MAD (the grades)" in results and "MA (for comparison)" in results
 
