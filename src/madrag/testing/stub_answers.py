@@ -67,6 +67,9 @@ class StubConfig:
     # that share of the Judge's scores (drawn from the prompt) is torn: the next score's logprob close behind the
     # winner's, so the score distribution is split and the review desk flags it ("the Judge was torn")
     torn_rate: float = 0.0
+    # each request holds its slot latency_s times a factor drawn from 1 - latency_spread to 1 + latency_spread (a
+    # server whose answers take varying times; seeded, in the order requests take their slot)
+    latency_spread: float = 0.0
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

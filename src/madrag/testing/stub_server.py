@@ -14,7 +14,8 @@ a word count); ``GET /stats`` reports the requests and the most concurrent ones 
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
 With ``torn_rate`` that share of the Judge's scores come with the next score's logprob close behind (a torn
-Judge, which the review desk flags). With ``fault_rate`` it answers that share of the chat requests with
+Judge, which the review desk flags); with ``latency_spread`` each request's latency varies around ``latency_s``
+by up to that share. With ``fault_rate`` it answers that share of the chat requests with
 ``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix`` and ``fingerprint``
 make two stubs different servers under one model
 name (see :class:`~madrag.testing.stub_answers.StubConfig`).
@@ -38,6 +39,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import selectors
 import socket
 import subprocess
@@ -107,6 +109,7 @@ class StubApp:
         self.stats = StubStats()
         self.roles: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(config.capacity)
+        self._latency = random.Random(0)
         self._sent: Counter[str] = Counter()  # times each request body was sent (for the fault draws)
 
     def build(self) -> web.Application:
@@ -171,7 +174,9 @@ class StubApp:
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
             answer = json.dumps(completion(body, self.config, role)).encode("utf-8")
-            await asyncio.sleep(max(0.0, self.config.latency_s - (time.monotonic() - start)))
+            spread = self.config.latency_spread
+            latency = self.config.latency_s * (1.0 + spread * self._latency.uniform(-1.0, 1.0) if spread else 1.0)
+            await asyncio.sleep(max(0.0, latency - (time.monotonic() - start)))
             return answer
         finally:
             self.stats.in_flight -= 1
@@ -273,6 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
+    parser.add_argument("--latency-spread", type=float, default=0.0, help="each latency varies by up to this share")
     parser.add_argument("--torn-rate", type=float, default=0.0, help="share of Judge scores torn between two")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
@@ -299,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
         torn_rate=args.torn_rate,
+        latency_spread=args.latency_spread,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -350,6 +357,7 @@ class StubServer:
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             f"--owned-by={c.owned_by}",
             *([f"--torn-rate={c.torn_rate}"] if c.torn_rate > 0 else []),
+            *([f"--latency-spread={c.latency_spread}"] if c.latency_spread > 0 else []),
             f"--port={self.port}",
         ]
 
