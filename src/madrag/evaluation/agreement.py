@@ -342,6 +342,7 @@ def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None,
         "reference": reference_line(rule),
         "reference_ties": rule,
         "model": run_model(run.config),
+        "populations": {p: found.tag for p in run.protocols if (found := evaluated_on(run, p)) is not None},
     }
     return Evaluation(
         rubric=run.rubric,

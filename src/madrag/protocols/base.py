@@ -35,10 +35,13 @@ __all__ = ["Population", "RecordReader", "ScoringProtocol", "TraitScore", "essay
 @dataclass(frozen=True)
 class Population:
     """The essays of a run that a protocol's paper computes its agreement on, when not every scored essay: their
-    ids and a line saying what they are (the evaluation shows the QWK on them, every essay's beside it)."""
+    ids, a line saying what they are and a short tag (the evaluation shows the QWK on them, every essay's beside
+    it)."""
 
     ids: frozenset[str]
     label: str
+    tag: str
+    """A few words naming the population beside the protocol's name in a table ("the MTS authors' sample")."""
 
 
 class RecordReader(Protocol):

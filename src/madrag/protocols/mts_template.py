@@ -235,7 +235,7 @@ class MTSTemplateProtocol(ScoringProtocol):
         )
         if unknown:
             label += f"; prompt(s) {', '.join(map(str, unknown))}: not a whole ASAP prompt, its sample not known"
-        return Population(ids=ids, label=label)
+        return Population(ids=ids, label=label, tag="the MTS authors' sample")
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """The essay's four conversations, concurrently; one provisional holistic score (None: the final one is
