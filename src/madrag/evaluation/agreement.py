@@ -140,12 +140,12 @@ def qwk_long(
         population = evaluated_on(run, protocol)
         if population is not None and notes is not None:
             notes.append(POPULATION_NOTE.format(protocol=protocol, label=population.label, all=all_essays(protocol)))
-        groups = [(protocol, None if population is None else population.ids)]
-        groups += [(all_essays(protocol), None)] if population is not None else []
-        for name, only in groups:
+        shown: list[tuple[str, frozenset[str] | None]] = [(protocol, None if population is None else population.ids)]
+        shown += [(all_essays(protocol), None)] if population is not None else []
+        for label, only in shown:
             for trait in run.rubric.traits:
                 refs, preds, counts = protocol_cell(run, protocol, trait, scores, only)
-                rows.append(_qwk_row(name, trait, refs, preds, bootstrap, seed, **counts))
+                rows.append(_qwk_row(label, trait, refs, preds, bootstrap, seed, **counts))
     groups = [(HH_FULL, full_essays), (HH_EVAL, run.essays)] if full_essays is not None else [(HH_EVAL, run.essays)]
     left_out = []
     for name, essays in groups:

@@ -15,6 +15,10 @@ of it, shared by madrag's MTS per rubric trait (:mod:`madrag.protocols.mts`) and
 
 A score turn's record keeps the decimal score in ``context["score_0_10"]`` (None when unreadable, with the
 record's ``error`` saying why): the run's integer ``ScoreResult`` cannot hold 7.5.
+
+Attribution: the steps above are ported from the authors' ``ASAP/preprocess.py`` (``sample_essay_ids_for_test_frac``),
+``ASAP/organize_dataset_and_template.py`` (``reformat_essay``) and ``ASAP/postprocess.py`` (``EvaluatorMTS``,
+``Evaluator.map_score``), reimplemented rather than copied: their repository states no licence.
 """
 
 from __future__ import annotations
