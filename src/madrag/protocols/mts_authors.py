@@ -186,13 +186,6 @@ def sample_positions(
     }
 
 
-def sample_ids(groups: Mapping[int, Sequence[str]], frac: float = SAMPLE_FRACTION, seed: int = SAMPLE_SEED) -> set[str]:
-    """The essays of ``groups`` (prompt -> its essay ids, in order) that the authors' draw
-    (:func:`sample_positions`) picks when these groups are the whole data file."""
-    drawn = sample_positions({prompt: len(ids) for prompt, ids in groups.items()}, frac, seed)
-    return {groups[prompt][i] for prompt, positions in drawn.items() for i in positions}
-
-
 def authors_sample(groups: Mapping[int, Sequence[str]]) -> dict[int, frozenset[str] | None]:
     """Per prompt of ``groups`` (prompt -> essay ids of a run), those in the authors' own test sample: their draw
     (:func:`sample_positions`) over ASAP's eight prompts of :data:`ASAP_SIZES` in order, each prompt's essays in

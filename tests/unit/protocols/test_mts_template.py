@@ -22,7 +22,7 @@ from madrag.errors import ConfigError
 from madrag.evaluation.run import trait_scores
 from madrag.extras import MissingExtra
 from madrag.protocols import get_protocol
-from madrag.protocols.mts_authors import authors_sample, bands, clean_essay, read_score, sample_ids
+from madrag.protocols.mts_authors import authors_sample, bands, clean_essay, read_score, sample_positions
 from madrag.protocols.mts_template import COLUMNS, MTSTemplateProtocol, read_template
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider
@@ -96,7 +96,9 @@ def test_the_sample_is_pandas_groupby_sample_with_random_state_41() -> None:
     }
     frame = pd.DataFrame([(e, p) for p, ids in groups.items() for e in ids], columns=["essay_id", "prompt_id"])
     want = set(frame.groupby("prompt_id").sample(frac=0.1, replace=False, random_state=41)["essay_id"])
-    assert sample_ids(groups) == want and len(want) == 4 + 2 + 2  # round(3.7), round(2.3), round(1.5)
+    drawn = sample_positions({prompt: len(ids) for prompt, ids in groups.items()})
+    mine = {groups[prompt][i] for prompt, positions in drawn.items() for i in positions}
+    assert mine == want and len(want) == 4 + 2 + 2  # round(3.7), round(2.3), round(1.5)
 
 
 # -- MTS[template=FILE] ---------------------------------------------------------------------------------------
