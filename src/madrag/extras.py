@@ -4,7 +4,8 @@ extra to install when a feature needs a package that is not there.
 The core install scores on any OpenAI-compatible or Anthropic server, retrieves through a server's
 ``/v1/embeddings``, evaluates and lists runs; what only some users need is an extra (docs/dependencies.md):
 ``embedded`` (the offline llama.cpp model and the MiniLM embedder), ``paper`` (the papers' figures, the report's
-plots, their classifiers and baselines), ``web``, ``ray``, ``llama-cpp-python``. A module that needs one of these
+plots, their classifiers and baselines), ``web``, ``documents`` (Excel workbooks, .docx and .pdf), ``ray``,
+``llama-cpp-python``. A module that needs one of these
 packages imports it with :func:`require` where it is used, never at the top, so that ``madrag --help``, ``madrag
 score`` on a server, ``madrag eval`` and ``madrag runs list`` run without them; the CLI turns an import of such a
 package that fails anywhere else into the same message (:func:`missing_for`).
@@ -23,6 +24,8 @@ EXTRAS: dict[str, str] = {
     "--embedder server",
     "paper": "the research papers' figures and studies, and the report's plots",
     "web": "the web app",
+    "documents": "reading Excel workbooks (a class file, the MTS authors' template of MTS[template=FILE]) and "
+    ".docx / .pdf submissions",
     "ray": "scoring across a Ray cluster",
     "llama-cpp-python": "the embedded model's llama-cpp-python runtime",
 }
@@ -38,6 +41,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "sklearn": ("scikit-learn", "paper"),
     "spellchecker": ("pyspellchecker", "paper"),
     "textblob": ("textblob", "paper"),
+    "openpyxl": ("openpyxl", "documents"),
     "fastapi": ("fastapi", "web"),
     "uvicorn": ("uvicorn", "web"),
     "ray": ("ray", "ray"),
