@@ -50,7 +50,9 @@ def _transient(exc: Exception, errors: Any) -> bool:
 
 
 def _refusal(exc: Exception, errors: Any, what: str) -> LmsError | None:
-    """The one sentence for a 401 / 403 / 404 (None for anything else)."""
+    """The one sentence for a 401 / 403 / 404 (None for anything else, a rate limit's 429 / 403 too)."""
+    if _transient(exc, errors):
+        return None
     if isinstance(exc, errors.InvalidAccessToken | errors.Unauthorized):
         return LmsError(
             f"Canvas refused the access token while {what} (401): it is wrong, expired or deleted, or its user may "

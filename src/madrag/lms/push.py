@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from madrag.errors import InputError
 from madrag.lms.client import CanvasClient, LmsTransient
 from madrag.lms.journal import Entry, Journal, digest, our_scores, sent_digests
 from madrag.lms.manifest import PullManifest, PulledSubmission
@@ -94,7 +95,7 @@ def _lines(row: StudentRow, manifest: PullManifest, feedback: dict[str, str], cr
     out = []
     for c in criteria:
         grade, link = row.grades[c.name], links[c.name]
-        text = grade.comment.strip() or feedback.get(c.name, "").strip()
+        text = feedback.get(c.name, "").strip() or grade.comment.strip()
         rating = None if grade.points is None else link.ratings.get(grade.points)
         by = "teacher" if grade.teacher else "AI, accepted" if grade.reviewed else "AI"
         out.append(Line(c.name, link.criterion_id, grade.points, c.max, text, rating, by))
@@ -143,6 +144,12 @@ def plan_push(
     """Every student's change, with what will be sent and what will not and why (``current``: each student's
     submission in Canvas now, by user id)."""
     pulled, entries = manifest.by_essay(), journal.entries(manifest.assignment_id)
+    linked = {c.trait for c in manifest.criteria}
+    if {c.name for c in grades.criteria} != linked:
+        raise InputError(
+            f"the run's rubric ({', '.join(c.name for c in grades.criteria)}) is not the pulled assignment's "
+            f"({', '.join(sorted(linked))}): score the essays with the rubric.json of the pull"
+        )
     changes = []
     for row in grades.rows:
         found = pulled.get(row.essay_id)

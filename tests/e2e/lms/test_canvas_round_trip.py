@@ -1,0 +1,228 @@
+"""The Canvas round trip on the local Canvas double (tests/canvas_double.py), with the real canvasapi client: 25
+submissions pulled (text entries, .docx and .pdf), the rubric imported, a run scored on the fake backend, two
+overrides and the rest accepted on review, the preview, the push; then a push killed midway and rerun, a grade
+changed in Canvas after the pull, and the token found in no file madrag wrote but its credential file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import madrag
+from madrag.lms.client import Backoff, CanvasClient
+from madrag.lms.credentials import FILE_NAME, load_credentials, save_credentials
+from madrag.lms.journal import Journal
+from madrag.lms.manifest import load_manifest, load_roster
+from madrag.lms.preview import preview_text
+from madrag.lms.pull import pull
+from madrag.lms.push import Change, current_state, plan_push, push
+from madrag.server.reviews import Review, add_review
+from tests.canvas_double import CanvasDouble, class_of
+
+pytest.importorskip("canvasapi")
+pytestmark = pytest.mark.filterwarnings("ignore:Canvas may respond unexpectedly")
+
+SENTINEL = "canvas-token-SENTINEL-7f3a9c"
+OVERRIDES = {("1001", "Ideas"): (1, "Your ideas need support from the text."), ("1002", "Conventions"): (0, "Proofread.")}
+UNDECIDED = ("1024", "1025")
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """(pull folder, scored run) of the class of 25, with the teacher's reviews."""
+    root = tmp_path_factory.mktemp("canvas")
+    double = CanvasDouble(class_of(SENTINEL))
+    base = double.start()
+    try:
+        client = CanvasClient(load_or_save(root / "data", base))
+        pulled = pull(client, 7, 77, root / "pull", base)
+    finally:
+        double.stop()
+    assert pulled.essays == 25 and not pulled.manifest.refused
+    assert {s.source.rsplit(".", 1)[-1] for s in pulled.manifest.submissions} == {"text entry", "docx", "pdf"}
+    run = root / "run"
+    madrag.score(
+        str(root / "pull" / "essays.jsonl"),
+        str(root / "pull" / "rubric.json"),
+        protocol="MAD",
+        provider="fake",
+        fold="all",
+        run_dir=run,
+        cache_dir=root / "cache",
+        progress=False,
+    )
+    result = madrag.load_run(run) if hasattr(madrag, "load_run") else None
+    del result
+    for essay in (s.essay_id for s in pulled.manifest.submissions):
+        if essay in UNDECIDED:
+            continue
+        for trait in ("Ideas", "Conventions"):
+            found = OVERRIDES.get((essay, trait))
+            action = "override" if found else "accept"
+            add_review(
+                run,
+                Review(
+                    essay_id=essay,
+                    trait=trait,
+                    protocol="MAD",
+                    action=action,
+                    new_score=found[0] if found else None,
+                    comment=found[1] if found else "",
+                ),
+            )
+    yield root / "pull", run
+
+
+def load_or_save(folder: Path, base: str) -> object:
+    save_credentials(base, SENTINEL, folder)
+    return load_credentials(folder)
+
+
+@pytest.fixture()
+def canvas(tmp_path: Path) -> Iterator[tuple[CanvasDouble, CanvasClient]]:
+    double = CanvasDouble(class_of(SENTINEL))
+    base = double.start()
+    client = CanvasClient(load_or_save(tmp_path / "data", base), Backoff(tries=3, first_s=0.0))  # type: ignore[arg-type]
+    yield double, client
+    double.stop()
+
+
+def _copy(scored: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    pull_dir, run = scored
+    shutil.copytree(run, tmp_path / "run")
+    return pull_dir, tmp_path / "run"
+
+
+def _plan(client: CanvasClient, pull_dir: Path, run: Path, include_undecided: bool = False):  # type: ignore[no-untyped-def]
+    from madrag.cli.lms_grades import class_grades
+
+    manifest = load_manifest(pull_dir)
+    grades = class_grades(run, load_roster(pull_dir))
+    return grades, plan_push(grades, manifest, current_state(client, manifest), Journal(run), include_undecided)
+
+
+def test_round_trip_sends_the_teachers_decisions(scored: tuple[Path, Path], canvas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    double, client = canvas
+    pull_dir, run = _copy(scored, tmp_path)
+    grades, plan = _plan(client, pull_dir, run)
+    by_status = {c.essay_id: c.status for c in plan.changes}
+    assert [e for e, s in by_status.items() if s != "send"] == list(UNDECIDED)
+    text = preview_text(plan)
+    assert "Pupil1 Family1: no grade ->" in text and "2 undecided" in text and "23 send" in text
+    assert all(s.updates == 0 for s in double.data.subs.values())  # a preview sends nothing
+
+    result = push(client, plan, run)
+    assert len(result.sent) == 23
+    rows = {r.essay_id: r for r in grades.rows}
+    for change in result.sent:
+        sub, row = double.data.subs[change.user_id], rows[change.essay_id]
+        assert sub.score == row.total and [c["comment"] for c in sub.comments] == [change.comment]
+        assert sub.posted_at is not None and not sub.comments[0]["hidden"]  # posted automatically
+        for line in change.lines:
+            assert sub.assessment[line.criterion_id]["points"] == row.grades[line.trait].points
+            assert sub.assessment[line.criterion_id]["comments"] == grades.feedback[change.essay_id][line.trait]
+    for (essay, trait), (points, comment) in OVERRIDES.items():
+        sub = double.data.subs[int(essay)]
+        criterion = {"Ideas": "_101", "Conventions": "_102"}[trait]
+        assert sub.assessment[criterion]["points"] == points and comment in sub.assessment[criterion]["comments"]
+        assert comment in sub.comments[0]["comment"]
+    for essay in UNDECIDED:
+        assert double.data.subs[int(essay)].updates == 0 and double.data.subs[int(essay)].score is None
+
+    _, again = _plan(client, pull_dir, run, include_undecided=True)
+    assert {c.essay_id for c in again.to_send()} == set(UNDECIDED)  # the 23 are "sent before"
+    push(client, again, run)
+    assert all(len(s.comments) == 1 for s in double.data.subs.values())
+
+
+def test_a_killed_push_rerun_sends_each_student_once(scored: tuple[Path, Path], canvas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    double, client = canvas
+    pull_dir, run = _copy(scored, tmp_path)
+    _, plan = _plan(client, pull_dir, run)
+    sent: list[Change] = []
+
+    def kill_after_five(change: Change) -> None:  # killed after Canvas took the 5th, before the journal says so
+        sent.append(change)
+        if len(sent) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        push(client, plan, run, after_each=kill_after_five)
+    assert sum(s.updates > 0 for s in double.data.subs.values()) == 5
+    double.data.fail_next = [503, 429]  # and Canvas is busy when the push is run again
+    grades, plan = _plan(client, pull_dir, run)
+    assert sum(c.status == "sent before" for c in plan.changes) == 4 and not any(c.status == "conflict" for c in plan.changes)
+    push(client, plan, run)
+    rows = {r.essay_id: r for r in grades.rows}
+    for essay, row in rows.items():
+        sub = double.data.subs[int(essay)]
+        if essay in UNDECIDED:
+            assert sub.comments == [] and sub.score is None
+            continue
+        assert len(sub.comments) == 1 and sub.score == row.total
+    assert double.data.subs[int(sent[4].essay_id)].updates == 2  # sent again, its comment not added twice
+
+
+def test_a_grade_changed_in_canvas_is_a_conflict_left_alone(scored: tuple[Path, Path], canvas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    double, client = canvas
+    pull_dir, run = _copy(scored, tmp_path)
+    changed = double.data.subs[1003]
+    changed.score, changed.grade = 5.0, "5"
+    _, plan = _plan(client, pull_dir, run)
+    conflict = next(c for c in plan.changes if c.user_id == 1003)
+    assert conflict.status == "conflict" and "now 5" in conflict.reason
+    assert "Pupil3 Family3: 5 ->" in preview_text(plan)
+    push(client, plan, run)
+    assert (changed.score, changed.grade, changed.comments, changed.updates) == (5.0, "5", [], 0)
+
+
+def test_manual_posting_keeps_grades_and_comments_hidden(scored: tuple[Path, Path], tmp_path: Path) -> None:
+    double = CanvasDouble(class_of(SENTINEL, post_manually=True))
+    base = double.start()
+    try:
+        client = CanvasClient(load_or_save(tmp_path / "data", base))  # type: ignore[arg-type]
+        pull_dir, run = _copy(scored, tmp_path)
+        _, plan = _plan(client, pull_dir, run)
+        plan = plan.__class__(plan.manifest.model_copy(update={"post_manually": True}), plan.changes)
+        assert "posts grades manually" in preview_text(plan)
+        push(client, plan, run)
+        graded = [s for s in double.data.subs.values() if s.score is not None]
+        assert len(graded) == 23 and all(s.posted_at is None and s.comments[0]["hidden"] for s in graded)
+    finally:
+        double.stop()
+
+
+def test_the_token_is_in_no_file_madrag_writes_but_its_own(scored: tuple[Path, Path], tmp_path: Path) -> None:
+    double = CanvasDouble(class_of(SENTINEL))
+    base = double.start()
+    data = tmp_path / "data"
+    env = {**os.environ, "MADRAG_DATA_DIR": str(data), "PYTHONWARNINGS": "ignore"}
+    try:
+        cli = [sys.executable, "-m", "madrag", "lms"]
+        proc = subprocess.run([*cli, "connect", "--url", base], input=SENTINEL + "\n", env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        creds = data / FILE_NAME
+        assert stat.S_IMODE(creds.stat().st_mode) == 0o600 and SENTINEL in creds.read_text()
+        proc = subprocess.run([*cli, "pull", "7", "77", "--out", str(tmp_path / "pull")], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "Pulled 25 essay(s)" in proc.stdout, proc.stderr
+        run = tmp_path / "run"
+        shutil.copytree(scored[1], run)
+        dry = subprocess.run([*cli, "push", str(run), "--pull", str(tmp_path / "pull"), "--dry-run"], env=env, capture_output=True, text=True, timeout=300)
+        assert dry.returncode == 0 and "23 send" in dry.stdout, dry.stderr
+        assert all(s.updates == 0 for s in double.data.subs.values())
+        sent = subprocess.run([*cli, "push", str(run), "--pull", str(tmp_path / "pull")], env=env, capture_output=True, text=True, timeout=300)
+        assert sent.returncode == 0 and "Sent 23 student(s)" in sent.stdout, sent.stderr
+        for out in (proc, dry, sent):
+            assert SENTINEL not in out.stdout + out.stderr
+    finally:
+        double.stop()
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != creds]
+    assert len(written) > 5
+    assert [p for p in written if SENTINEL.encode() in p.read_bytes()] == []
