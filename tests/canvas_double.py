@@ -16,7 +16,8 @@ Followed from instructure/canvas-lms at commit 0088c23eacf462cb7f275db5be83d0269
   ``"next"``, ``"first"``, ``"last"``;
 - ``lib/api/v1/assignment.rb``: the assignment carries ``rubric`` (criteria with ``id``, ``description``,
   ``long_description``, ``points``, ``ratings``) and ``rubric_settings`` when it has a rubric, and ``post_manually``;
-- the users API (``courses/:id/users`` and ``courses/:id/search_users``, both ``courses#users``, with ``enrollment_type[]=student``, ``include[]=email``): ``id``,
+- the users API (``courses/:id/users`` and ``courses/:id/search_users``, both ``courses#users``,
+  with ``enrollment_type[]=student``, ``include[]=email``): ``id``,
   ``name``, ``sortable_name``, ``sis_user_id``, ``login_id``;
 - an invalid token: 401 with ``WWW-Authenticate`` and ``{"errors": [{"message": "Invalid access token."}]}``.
 """
@@ -115,7 +116,11 @@ class CanvasDouble:
             "graded_at": sub.graded_at,
             "posted_at": sub.posted_at,
             "excused": sub.excused,
-            "workflow_state": "graded" if sub.grade is not None else "submitted" if sub.submission_type else "unsubmitted",
+            "workflow_state": "graded"
+            if sub.grade is not None
+            else "submitted"
+            if sub.submission_type
+            else "unsubmitted",
             "grade_matches_current_submission": True,
         }
         if sub.attachments:
@@ -384,7 +389,11 @@ def class_of(token: str, n: int = 25, post_manually: bool = False) -> CanvasData
         if i % 3 == 1:
             sub.submission_type, sub.body = "online_text_entry", "<p>" + "</p><p>".join(essay_words(i)) + "</p>"
         elif i % 3 == 2:
-            files[9000 + i] = (f"essay{i}.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", docx_bytes(essay_words(i)))
+            files[9000 + i] = (
+                f"essay{i}.docx",
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                docx_bytes(essay_words(i)),
+            )
             sub.submission_type, sub.attachments = "online_upload", [9000 + i]
         else:
             files[9000 + i] = (f"essay{i}.pdf", "application/pdf", pdf_bytes(essay_words(i)))

@@ -15,11 +15,11 @@ import typer
 from madrag.cli.output import console
 from madrag.lms.client import CanvasClient
 from madrag.lms.credentials import load_credentials, save_credentials
+from madrag.lms.journal import Journal
 from madrag.lms.manifest import load_manifest, load_roster
 from madrag.lms.preview import preview_json, preview_text
 from madrag.lms.pull import pull
 from madrag.lms.push import ClassGrades, current_state, plan_push, push
-from madrag.lms.journal import Journal
 
 lms_app = typer.Typer(help="Canvas: pull an assignment's submissions and rubric, send grades and feedback back.")
 
@@ -68,12 +68,16 @@ def assignments_command(course: Annotated[int, typer.Argument(help="The course i
 def pull_command(
     course: Annotated[int, typer.Argument(help="The course id.")],
     assignment: Annotated[int, typer.Argument(help="The assignment id.")],
-    out: Annotated[Path, typer.Option("--out", help="The folder to write essays.jsonl, rubric.json and the manifest in.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="The folder to write essays.jsonl, rubric.json and the manifest in.")
+    ],
 ) -> None:
     """Pull an assignment's submissions (text entries, .docx / .pdf files), roster and rubric as madrag's inputs."""
     creds = load_credentials()
     done = pull(CanvasClient(creds), course, assignment, out, creds.url)
-    console.print(f"Pulled {done.essays} essay(s) into {out}: essays.jsonl, rubric.json, roster.json, canvas-pull.json.")
+    console.print(
+        f"Pulled {done.essays} essay(s) into {out}: essays.jsonl, rubric.json, roster.json, canvas-pull.json."
+    )
     for refused in done.manifest.refused:
         console.print(f"  not pulled: {refused.name}: {refused.reason}")
     console.print(f"Score them: madrag score --essays {out / 'essays.jsonl'} --rubric {out / 'rubric.json'} ...")

@@ -127,7 +127,9 @@ class CanvasClient:
 
     def assignments(self, course_id: int) -> list[dict[str, Any]]:
         course = self._course(course_id)
-        return self.call(f"listing the assignments of course {course_id}", lambda: [plain(a) for a in course.get_assignments()])
+        return self.call(
+            f"listing the assignments of course {course_id}", lambda: [plain(a) for a in course.get_assignments()]
+        )
 
     def assignment(self, course_id: int, assignment_id: int) -> dict[str, Any]:
         """The assignment's JSON, its ``rubric`` and ``rubric_settings`` in it when it has a rubric."""

@@ -41,7 +41,9 @@ def check_url(url: str) -> str:
         url = url[: -len("/api/v1")]
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"the Canvas address must start with https:// (e.g. https://school.instructure.com), not {url!r}")
+        raise ConfigError(
+            f"the Canvas address must start with https:// (e.g. https://school.instructure.com), not {url!r}"
+        )
     return url
 
 
@@ -53,7 +55,9 @@ def save_credentials(url: str, token: str, folder: Path | None = None) -> Path:
     """Keep the address and token in the data directory, the file created readable by its owner only (0600) and
     renamed into place whole; returns its path."""
     if not token.strip():
-        raise ConfigError("the Canvas access token is empty: make one in Canvas under Account > Settings > New access token")
+        raise ConfigError(
+            "the Canvas access token is empty: make one in Canvas under Account > Settings > New access token"
+        )
     creds = CanvasCredentials(url=check_url(url), token=SecretStr(token.strip()))
     path = credentials_path(folder)
     path.parent.mkdir(parents=True, exist_ok=True)

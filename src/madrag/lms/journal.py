@@ -45,7 +45,9 @@ class Journal:
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
                 raw = json.loads(line)
-                entry = Entry(raw["event"], int(raw["assignment_id"]), int(raw["user_id"]), float(raw["score"]), raw["digest"])
+                entry = Entry(
+                    raw["event"], int(raw["assignment_id"]), int(raw["user_id"]), float(raw["score"]), raw["digest"]
+                )
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a kill
             if entry.assignment_id == assignment_id:

@@ -21,7 +21,10 @@ def preview_text(plan: PushPlan, verbose: bool = True) -> str:
     m = plan.manifest
     out = [f"Canvas: {m.course_name or m.course_id} / {m.assignment_name or m.assignment_id}"]
     if m.post_manually:
-        out.append("This assignment posts grades manually: grades sent stay hidden from students until you post them in Canvas.")
+        out.append(
+            "This assignment posts grades manually: grades sent stay hidden from students until you post them "
+            "in Canvas."
+        )
     for c in plan.changes:
         head = f"{c.student}: {_old(c.old_score, c.old_grade)} -> {'-' if c.new_points is None else c.new_points}"
         out.append(f"{head}  [{c.status}{': ' + c.reason if c.reason else ''}]")

@@ -65,7 +65,9 @@ def submission_text(client: CanvasClient, submission: Any) -> tuple[str, str]:
         return text, "text entry"
     if kind == "online_upload":
         files = list(getattr(submission, "attachments", []) or [])
-        readable = [f for f in files if PurePosixPath(str(getattr(f, "filename", ""))).suffix.lower() in DOCUMENT_SUFFIXES]
+        readable = [
+            f for f in files if PurePosixPath(str(getattr(f, "filename", ""))).suffix.lower() in DOCUMENT_SUFFIXES
+        ]
         if not readable:
             names = ", ".join(str(getattr(f, "display_name", "")) for f in files) or "no file"
             raise InputError(f"no .docx, .pdf or .txt among the files handed in ({names})")

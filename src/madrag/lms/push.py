@@ -21,7 +21,7 @@ from typing import Any, Literal
 from madrag.errors import InputError
 from madrag.lms.client import CanvasClient, LmsTransient
 from madrag.lms.journal import Entry, Journal, digest, our_scores, sent_digests
-from madrag.lms.manifest import PullManifest, PulledSubmission
+from madrag.lms.manifest import PulledSubmission, PullManifest
 from madrag.teacher.gradebook import Criterion, StudentRow
 
 Status = Literal["send", "sent before", "conflict", "undecided", "missing", "not pulled"]
@@ -130,7 +130,11 @@ def _status(
     score = now.get("score")
     ours = score is not None and float(score) in our_scores(entries).get(pulled.user_id, set())
     if _changed(pulled, now) and not ours:
-        return "conflict", f"changed in Canvas since the pull (was {pulled.grade or 'no grade'}, now {now.get('grade') or 'no grade'})"
+        return (
+            "conflict",
+            f"changed in Canvas since the pull (was {pulled.grade or 'no grade'}, "
+            f"now {now.get('grade') or 'no grade'})",
+        )
     return "send", ""
 
 
@@ -158,10 +162,15 @@ def plan_push(
         lines = _lines(row, manifest, grades.feedback.get(row.essay_id, {}), grades.criteria)
         text = comment_text(manifest, lines, row.total, row.possible)
         now = current.get(found.user_id, {})
-        change = Change(row.essay_id, found.user_id, row.name, _score(now), now.get("grade"), row.total, lines, text, "send")
+        change = Change(
+            row.essay_id, found.user_id, row.name, _score(now), now.get("grade"), row.total, lines, text, "send"
+        )
         status, reason = _status(row, found, now, entries, digest(change.payload()))
         if status == "send" and not row.reviewed and not include_undecided:
-            status, reason = "undecided", "not every criterion decided by the teacher (--include-undecided sends the AI's)"
+            status, reason = (
+                "undecided",
+                "not every criterion decided by the teacher (--include-undecided sends the AI's)",
+            )
         changes.append(Change(**{**change.__dict__, "status": status, "reason": reason}))
     return PushPlan(manifest, changes)
 
@@ -184,7 +193,9 @@ class PushResult:
 
 
 def _has_comment(submission: Any, text: str) -> bool:
-    return any(str(c.get("comment", "")).strip() == text.strip() for c in getattr(submission, "submission_comments", []) or [])
+    return any(
+        str(c.get("comment", "")).strip() == text.strip() for c in getattr(submission, "submission_comments", []) or []
+    )
 
 
 def _send_one(client: CanvasClient, manifest: PullManifest, change: Change) -> None:

@@ -62,7 +62,9 @@ def _levels(criterion: dict[str, Any], name: str) -> tuple[dict[int, str], dict[
         raise RubricError(f"criterion {name!r} has no ratings: give it ratings in Canvas, or the rubric as a file")
     low, high = min(texts), max(texts)
     if high - low + 1 > MAX_LEVELS:
-        raise RubricError(f"criterion {name!r} runs from {low} to {high} points: madrag takes at most {MAX_LEVELS} levels")
+        raise RubricError(
+            f"criterion {name!r} runs from {low} to {high} points: madrag takes at most {MAX_LEVELS} levels"
+        )
     levels: dict[int, str] = {}
     below = low
     for points in range(low, high + 1):
@@ -95,7 +97,7 @@ def import_rubric(assignment: dict[str, Any]) -> tuple[Rubric, list[CriterionLin
             f"Canvas assignment {assignment.get('name', '')!r} has no rubric: add one in Canvas, or give madrag's "
             "rubric file with --rubric"
         )
-    traits, links, taken = [], [], set()
+    traits, links, taken = [], [], set[str]()
     for criterion in criteria:
         if criterion.get("ignore_for_scoring"):
             continue

@@ -93,10 +93,14 @@ def grade_of(
 class Decision(Protocol):
     """A teacher's review in force on one essay-trait (the web app's :class:`madrag.server.reviews.Review`)."""
 
-    action: str
-    new_score: int | None
-    comment: str
-    reviewer: str
+    @property
+    def action(self) -> str: ...
+    @property
+    def new_score(self) -> int | None: ...
+    @property
+    def comment(self) -> str: ...
+    @property
+    def reviewer(self) -> str: ...
 
 
 def grade_table(

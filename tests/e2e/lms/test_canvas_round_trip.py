@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.canvas_double import CanvasDouble, class_of
 
 import madrag
 from madrag.lms.client import Backoff, CanvasClient
@@ -24,13 +25,15 @@ from madrag.lms.preview import preview_text
 from madrag.lms.pull import pull
 from madrag.lms.push import Change, current_state, plan_push, push
 from madrag.server.reviews import Review, add_review
-from tests.canvas_double import CanvasDouble, class_of
 
 pytest.importorskip("canvasapi")
 pytestmark = pytest.mark.filterwarnings("ignore:Canvas may respond unexpectedly")
 
 SENTINEL = "canvas-token-SENTINEL-7f3a9c"
-OVERRIDES = {("1001", "Ideas"): (1, "Your ideas need support from the text."), ("1002", "Conventions"): (0, "Proofread.")}
+OVERRIDES = {
+    ("1001", "Ideas"): (1, "Your ideas need support from the text."),
+    ("1002", "Conventions"): (0, "Proofread."),
+}
 UNDECIDED = ("1024", "1025")
 
 
@@ -158,7 +161,9 @@ def test_a_killed_push_rerun_sends_each_student_once(scored: tuple[Path, Path], 
     assert sum(s.updates > 0 for s in double.data.subs.values()) == 5
     double.data.fail_next = [503, 429]  # and Canvas is busy when the push is run again
     grades, plan = _plan(client, pull_dir, run)
-    assert sum(c.status == "sent before" for c in plan.changes) == 4 and not any(c.status == "conflict" for c in plan.changes)
+    assert sum(c.status == "sent before" for c in plan.changes) == 4 and not any(
+        c.status == "conflict" for c in plan.changes
+    )
     push(client, plan, run)
     rows = {r.essay_id: r for r in grades.rows}
     for essay, row in rows.items():
@@ -206,18 +211,43 @@ def test_the_token_is_in_no_file_madrag_writes_but_its_own(scored: tuple[Path, P
     env = {**os.environ, "MADRAG_DATA_DIR": str(data), "PYTHONWARNINGS": "ignore"}
     try:
         cli = [sys.executable, "-m", "madrag", "lms"]
-        proc = subprocess.run([*cli, "connect", "--url", base], input=SENTINEL + "\n", env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [*cli, "connect", "--url", base],
+            input=SENTINEL + "\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         creds = data / FILE_NAME
         assert stat.S_IMODE(creds.stat().st_mode) == 0o600 and SENTINEL in creds.read_text()
-        proc = subprocess.run([*cli, "pull", "7", "77", "--out", str(tmp_path / "pull")], env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [*cli, "pull", "7", "77", "--out", str(tmp_path / "pull")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0 and "Pulled 25 essay(s)" in proc.stdout, proc.stderr
         run = tmp_path / "run"
         shutil.copytree(scored[1], run)
-        dry = subprocess.run([*cli, "push", str(run), "--pull", str(tmp_path / "pull"), "--dry-run"], env=env, capture_output=True, text=True, timeout=300)
+        dry = subprocess.run(
+            [*cli, "push", str(run), "--pull", str(tmp_path / "pull"), "--dry-run"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert dry.returncode == 0 and "23 send" in dry.stdout, dry.stderr
         assert all(s.updates == 0 for s in double.data.subs.values())
-        sent = subprocess.run([*cli, "push", str(run), "--pull", str(tmp_path / "pull")], env=env, capture_output=True, text=True, timeout=300)
+        sent = subprocess.run(
+            [*cli, "push", str(run), "--pull", str(tmp_path / "pull")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert sent.returncode == 0 and "Sent 23 student(s)" in sent.stdout, sent.stderr
         for out in (proc, dry, sent):
             assert SENTINEL not in out.stdout + out.stderr

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
+from tests.canvas_double import RUBRIC, CanvasDouble, class_of
 
 from madrag.errors import RubricError
 from madrag.lms.client import Backoff, CanvasClient, LmsError, LmsTransient
 from madrag.lms.credentials import CanvasCredentials, load_credentials, save_credentials
 from madrag.lms.rubric_import import import_rubric
-from tests.canvas_double import RUBRIC, CanvasDouble, class_of
 
 pytest.importorskip("canvasapi")
 pytestmark = pytest.mark.filterwarnings("ignore:Canvas may respond unexpectedly")
@@ -100,8 +100,22 @@ def test_an_assignment_without_a_rubric_is_refused() -> None:
 
 def test_same_points_share_a_level_and_names_are_unique() -> None:
     twice = [
-        {"id": "a", "description": "Voice", "points": 2, "ratings": [{"id": "1", "description": "Strong", "points": 2}, {"id": "2", "description": "Vivid", "points": 2}, {"id": "3", "description": "Flat", "points": 0}]},
-        {"id": "b", "description": "voice", "points": 1, "ratings": [{"id": "4", "description": "Yes", "points": 1}, {"id": "5", "description": "No", "points": 0}]},
+        {
+            "id": "a",
+            "description": "Voice",
+            "points": 2,
+            "ratings": [
+                {"id": "1", "description": "Strong", "points": 2},
+                {"id": "2", "description": "Vivid", "points": 2},
+                {"id": "3", "description": "Flat", "points": 0},
+            ],
+        },
+        {
+            "id": "b",
+            "description": "voice",
+            "points": 1,
+            "ratings": [{"id": "4", "description": "Yes", "points": 1}, {"id": "5", "description": "No", "points": 0}],
+        },
     ]
     rubric, _ = import_rubric({"name": "E", "rubric": twice})
     assert rubric.trait_names == ["Voice", "voice (2)"] and rubric.traits[0].levels[2] == "Strong / Vivid"
