@@ -1,13 +1,13 @@
-"""The optional parts of madrag (the extras of ``pip install 'madrag[...]'``) and the one error that names the
-extra to install when a feature needs a package that is not there.
+"""The optional parts of madrag (the extras of ``pip install 'madrag[...]'``) and the one error that names the extra to
+install when a feature needs a package that is not there.
 
 The core install scores on any OpenAI-compatible or Anthropic server, retrieves through a server's
 ``/v1/embeddings``, evaluates and lists runs; what only some users need is an extra (docs/dependencies.md):
 ``embedded`` (the offline llama.cpp model and the MiniLM embedder), ``paper`` (the papers' figures, the report's
 plots, their classifiers and baselines), ``web``, ``ray``, ``llama-cpp-python``, ``lms`` (Canvas). A module that
-needs one of these packages imports it with :func:`require` where it is used, never at the top, so that
-``madrag --help``, ``madrag score`` on a server, ``madrag eval`` and ``madrag runs list`` run without them; the CLI turns an import of such a
-package that fails anywhere else into the same message (:func:`missing_for`).
+needs one of these packages imports it with :func:`require` where it is used, never at the top, so that ``madrag
+--help``, ``madrag score`` on a server, ``madrag eval`` and ``madrag runs list`` run without them; the CLI turns an
+import of such a package that fails anywhere else into the same message (:func:`missing_for`).
 """
 
 from __future__ import annotations
