@@ -18,12 +18,12 @@ from tests.canvas_double import CanvasDouble, class_of
 
 import madrag
 from madrag.lms.client import Backoff, CanvasClient
-from madrag.lms.credentials import FILE_NAME, load_credentials, save_credentials
+from madrag.lms.credentials import FILE_NAME, CanvasCredentials, load_credentials, save_credentials
 from madrag.lms.journal import Journal
 from madrag.lms.manifest import load_manifest, load_roster
 from madrag.lms.preview import preview_text
 from madrag.lms.pull import pull
-from madrag.lms.push import Change, current_state, plan_push, push
+from madrag.lms.push import Change, ClassGrades, PushPlan, current_state, plan_push, push
 from madrag.server.reviews import Review, add_review
 
 pytest.importorskip("canvasapi")
@@ -61,8 +61,6 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
         cache_dir=root / "cache",
         progress=False,
     )
-    result = madrag.load_run(run) if hasattr(madrag, "load_run") else None
-    del result
     for essay in (s.essay_id for s in pulled.manifest.submissions):
         if essay in UNDECIDED:
             continue
@@ -83,16 +81,19 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
     yield root / "pull", run
 
 
-def load_or_save(folder: Path, base: str) -> object:
+def load_or_save(folder: Path, base: str) -> CanvasCredentials:
     save_credentials(base, SENTINEL, folder)
     return load_credentials(folder)
 
 
+Canvas = tuple[CanvasDouble, CanvasClient]
+
+
 @pytest.fixture()
-def canvas(tmp_path: Path) -> Iterator[tuple[CanvasDouble, CanvasClient]]:
+def canvas(tmp_path: Path) -> Iterator[Canvas]:
     double = CanvasDouble(class_of(SENTINEL))
     base = double.start()
-    client = CanvasClient(load_or_save(tmp_path / "data", base), Backoff(tries=3, first_s=0.0))  # type: ignore[arg-type]
+    client = CanvasClient(load_or_save(tmp_path / "data", base), Backoff(tries=3, first_s=0.0))
     yield double, client
     double.stop()
 
@@ -103,7 +104,9 @@ def _copy(scored: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
     return pull_dir, tmp_path / "run"
 
 
-def _plan(client: CanvasClient, pull_dir: Path, run: Path, include_undecided: bool = False):  # type: ignore[no-untyped-def]
+def _plan(
+    client: CanvasClient, pull_dir: Path, run: Path, include_undecided: bool = False
+) -> tuple[ClassGrades, PushPlan]:
     from madrag.cli.lms_grades import class_grades
 
     manifest = load_manifest(pull_dir)
@@ -111,7 +114,7 @@ def _plan(client: CanvasClient, pull_dir: Path, run: Path, include_undecided: bo
     return grades, plan_push(grades, manifest, current_state(client, manifest), Journal(run), include_undecided)
 
 
-def test_round_trip_sends_the_teachers_decisions(scored: tuple[Path, Path], canvas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_round_trip_sends_the_teachers_decisions(scored: tuple[Path, Path], canvas: Canvas, tmp_path: Path) -> None:
     double, client = canvas
     pull_dir, run = _copy(scored, tmp_path)
     grades, plan = _plan(client, pull_dir, run)
@@ -145,7 +148,7 @@ def test_round_trip_sends_the_teachers_decisions(scored: tuple[Path, Path], canv
     assert all(len(s.comments) == 1 for s in double.data.subs.values())
 
 
-def test_a_killed_push_rerun_sends_each_student_once(scored: tuple[Path, Path], canvas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_push_rerun_sends_each_student_once(scored: tuple[Path, Path], canvas: Canvas, tmp_path: Path) -> None:
     double, client = canvas
     pull_dir, run = _copy(scored, tmp_path)
     _, plan = _plan(client, pull_dir, run)
@@ -175,7 +178,9 @@ def test_a_killed_push_rerun_sends_each_student_once(scored: tuple[Path, Path], 
     assert double.data.subs[int(sent[4].essay_id)].updates == 2  # sent again, its comment not added twice
 
 
-def test_a_grade_changed_in_canvas_is_a_conflict_left_alone(scored: tuple[Path, Path], canvas, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_grade_changed_in_canvas_is_a_conflict_left_alone(
+    scored: tuple[Path, Path], canvas: Canvas, tmp_path: Path
+) -> None:
     double, client = canvas
     pull_dir, run = _copy(scored, tmp_path)
     changed = double.data.subs[1003]
@@ -192,7 +197,7 @@ def test_manual_posting_keeps_grades_and_comments_hidden(scored: tuple[Path, Pat
     double = CanvasDouble(class_of(SENTINEL, post_manually=True))
     base = double.start()
     try:
-        client = CanvasClient(load_or_save(tmp_path / "data", base))  # type: ignore[arg-type]
+        client = CanvasClient(load_or_save(tmp_path / "data", base))
         pull_dir, run = _copy(scored, tmp_path)
         _, plan = _plan(client, pull_dir, run)
         plan = plan.__class__(plan.manifest.model_copy(update={"post_manually": True}), plan.changes)
