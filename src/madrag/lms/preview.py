@@ -25,6 +25,12 @@ def preview_text(plan: PushPlan, verbose: bool = True) -> str:
             "This assignment posts grades manually: grades sent stay hidden from students until you post them "
             "in Canvas."
         )
+    possible = sum(c.points for c in m.criteria)
+    if m.points_possible is not None and abs(possible - m.points_possible) > 1e-9:
+        out.append(
+            f"The rubric totals {possible:g} points and the assignment is worth {m.points_possible:g}: the grade sent "
+            "is the rubric's points."
+        )
     for c in plan.changes:
         head = f"{c.student}: {_old(c.old_score, c.old_grade)} -> {'-' if c.new_points is None else c.new_points}"
         out.append(f"{head}  [{c.status}{': ' + c.reason if c.reason else ''}]")

@@ -127,6 +127,15 @@ def _status(
         return "missing", "a criterion has no grade"
     if sent_digests(entries).get(pulled.user_id) == change_digest:
         return "sent before", "this grade and feedback were sent already"
+    if not now:
+        return "conflict", "no longer in Canvas (the student left the course, or the submission was deleted)"
+    if now.get("attempt") != pulled.attempt:
+        return (
+            "conflict",
+            f"handed in again since the pull (attempt {pulled.attempt} -> {now.get('attempt')}): pull again",
+        )
+    if bool(now.get("excused", False)):
+        return "conflict", "excused in Canvas: left as it is"
     score = now.get("score")
     ours = score is not None and float(score) in our_scores(entries).get(pulled.user_id, set())
     if _changed(pulled, now) and not ours:

@@ -182,14 +182,18 @@ def test_a_grade_changed_in_canvas_is_a_conflict_left_alone(
 ) -> None:
     double, client = canvas
     pull_dir, run = _copy(scored, tmp_path)
-    changed = double.data.subs[1003]
+    changed, again, excused = double.data.subs[1003], double.data.subs[1004], double.data.subs[1005]
     changed.score, changed.grade = 5.0, "5"
+    again.attempt = 2  # handed in again after the pull: madrag graded the first attempt
+    excused.excused = True
     _, plan = _plan(client, pull_dir, run)
-    conflict = next(c for c in plan.changes if c.user_id == 1003)
-    assert conflict.status == "conflict" and "now 5" in conflict.reason
+    reasons = {c.user_id: c.reason for c in plan.changes if c.status == "conflict"}
+    assert set(reasons) == {1003, 1004, 1005} and "now 5" in reasons[1003]
+    assert "attempt 1 -> 2" in reasons[1004] and "excused" in reasons[1005]
     assert "Pupil3 Family3: 5 ->" in preview_text(plan)
     push(client, plan, run)
     assert (changed.score, changed.grade, changed.comments, changed.updates) == (5.0, "5", [], 0)
+    assert again.updates == 0 and excused.updates == 0 and excused.score is None
 
 
 def test_manual_posting_keeps_grades_and_comments_hidden(scored: tuple[Path, Path], tmp_path: Path) -> None:
