@@ -66,6 +66,7 @@ class CanvasData:
     fail_next: list[int] = field(default_factory=list)  # statuses answered to the next requests, in order
     requests: list[tuple[str, str]] = field(default_factory=list)
     before_update: Callable[[int], None] | None = None
+    fail_after_update: list[int] = field(default_factory=list)  # statuses answered after an update was applied
 
 
 def _parse_form(pairs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -235,6 +236,10 @@ class CanvasDouble:
         if refused is not None:
             return refused
         sub.updates += 1
+        if self.data.fail_after_update:  # applied, but the answer lost (a gateway's 502 after Canvas saved it)
+            return web.json_response(
+                {"errors": [{"message": "double: lost"}]}, status=self.data.fail_after_update.pop(0)
+            )
         return web.json_response(self.sub_json(sub, ["submission_comments"]))
 
     def _apply(self, sub: Sub, params: dict[str, Any]) -> web.Response | None:

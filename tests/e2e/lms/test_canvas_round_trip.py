@@ -177,6 +177,19 @@ def test_a_killed_push_rerun_sends_each_student_once(scored: tuple[Path, Path], 
     assert double.data.subs[int(sent[4].essay_id)].updates == 2  # sent again, its comment not added twice
 
 
+def test_an_update_whose_answer_was_lost_is_retried_without_a_second_comment(
+    scored: tuple[Path, Path], canvas: Canvas, tmp_path: Path
+) -> None:
+    double, client = canvas
+    pull_dir, run = _copy(scored, tmp_path)
+    _, plan = _plan(client, pull_dir, run)
+    double.data.fail_after_update = [502, 503]  # the first student's update saved twice, both answers lost
+    result = push(client, plan, run)
+    first = double.data.subs[result.sent[0].user_id]
+    assert first.updates == 3 and len(first.comments) == 1 and first.score == result.sent[0].new_points
+    assert all(len(double.data.subs[c.user_id].comments) == 1 for c in result.sent)
+
+
 def test_a_grade_changed_in_canvas_is_a_conflict_left_alone(
     scored: tuple[Path, Path], canvas: Canvas, tmp_path: Path
 ) -> None:
