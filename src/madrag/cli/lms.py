@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import SecretStr
 
 from madrag.cli.output import console
 from madrag.lms.client import CanvasClient
-from madrag.lms.credentials import load_credentials, save_credentials
+from madrag.lms.credentials import CanvasCredentials, check_url, load_credentials, save_credentials
 from madrag.lms.journal import Journal
 from madrag.lms.manifest import load_manifest, load_roster
 from madrag.lms.preview import preview_json, preview_text
@@ -44,8 +45,9 @@ def connect_command(
     ],
 ) -> None:
     """Keep your Canvas address and access token in madrag's data directory (readable by you only), and check them."""
-    path = save_credentials(url, token)
-    courses = _client().courses()
+    creds = CanvasCredentials(url=check_url(url), token=SecretStr(token.strip()))
+    courses = CanvasClient(creds).courses()  # checked before it is kept: a wrong token is refused, not stored
+    path = save_credentials(creds.url, token)
     console.print(f"Connected: {len(courses)} course(s) you teach. Kept in {path} (mode 0600).")
 
 

@@ -252,3 +252,11 @@ def test_the_token_is_in_no_file_madrag_writes_but_its_own(
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p != creds]
     assert {p.name for p in written} >= {"essays.jsonl", "rubric.json", "roster.json", "canvas-pull.json", JOURNAL}
     assert [p for p in written if SENTINEL.encode() in p.read_bytes()] == []
+
+
+def test_a_wrong_token_is_refused_and_not_kept(canvas: Canvas, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    double, _ = canvas
+    monkeypatch.setenv("MADRAG_DATA_DIR", str(tmp_path / "mine"))
+    result = CliRunner().invoke(app, ["lms", "connect", "--url", double.base], input="not-the-token\n")
+    assert result.exit_code != 0 and "(401)" in str(result.exception) and "not-the-token" not in str(result.exception)
+    assert not (tmp_path / "mine" / FILE_NAME).exists()
