@@ -24,7 +24,7 @@ from madrag.lms.journal import Entry, Journal, digest, our_scores, sent_digests
 from madrag.lms.manifest import PulledSubmission, PullManifest
 from madrag.teacher.gradebook import Criterion, StudentRow
 
-Status = Literal["send", "sent before", "conflict", "undecided", "missing", "not pulled"]
+Status = Literal["send", "sent before", "conflict", "undecided", "missing"]
 WILL_SEND: tuple[Status, ...] = ("send",)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from madrag.data.documents import html_text
 from madrag.errors import RubricError
 from madrag.rubric import Rubric, Trait
 
@@ -122,6 +123,4 @@ def _prompt_text(html: str) -> str:
     """The assignment's description (HTML in Canvas) as the essay prompt's plain text."""
     if not html.strip():
         return ""
-    from madrag.data.documents import html_text
-
     return html_text(html)[1].strip()
