@@ -13,6 +13,7 @@ from madrag.server.http.schemas import OverrideIn
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.runs import library_runs
 from madrag.server.service import State
+from madrag.teacher import grades
 from madrag.teacher.grades import Grade, grade_of
 from madrag.teacher.scored_by import scored_by, warning
 
@@ -71,24 +72,16 @@ def grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
 
 def _grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
     view = state.runs.view(run_id)
-    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
-    scores = view_scores(view)
-    out: dict[tuple[str, str, str], Grade] = {}
-    for protocol in view.protocols or [""]:
-        for essay in view.essays:
-            for trait in view.rubric.traits:
-                found = scores.get((protocol, essay.id, trait.name))
-                review = reviews.get((essay.id, trait.name, protocol))
-                override = review is not None and review.action == "override"
-                out[(protocol, essay.id, trait.name)] = grade_of(
-                    None if found is None else found.score,
-                    upload=essay.reference(trait),
-                    override=review.new_score if review is not None and override else None,
-                    comment=review.comment if review is not None and override else "",
-                    accepted=review is not None and not override,
-                    reviewer=None if review is None else review.reviewer,
-                )
-    return out
+    return run_grade_table(view, latest(all_reviews(state.runs.run_dir(run_id))))
+
+
+def run_grade_table(
+    view: library_runs.RunView, reviews: dict[tuple[str, str, str], Review]
+) -> dict[tuple[str, str, str], Grade]:
+    """:func:`madrag.teacher.grades.grade_table` of a run's view and its reviews in force."""
+    ai = {key: s.score for key, s in view_scores(view).items()}
+    essays = {e.id: {t.name: e.reference(t) for t in view.rubric.traits} for e in view.essays}
+    return grades.grade_table(view.protocols, essays, ai, reviews)
 
 
 def first_protocol(state: State, run_id: str) -> str:

@@ -13,8 +13,9 @@ Every surface shows ``points`` as *the* score and the AI's own score (``ai``) as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 By = Literal["teacher", "ai"]
 How = Literal["override", "class file", "accepted", "ai", "missing"]
@@ -87,3 +88,42 @@ def grade_of(
     if ai is None:
         return Grade(None, None, "missing")
     return Grade(ai, "ai", "accepted" if accepted else "ai", ai, reviewer=reviewer if accepted else None)
+
+
+class Decision(Protocol):
+    """A teacher's review in force on one essay-trait (the web app's :class:`madrag.server.reviews.Review`)."""
+
+    @property
+    def action(self) -> str: ...
+    @property
+    def new_score(self) -> int | None: ...
+    @property
+    def comment(self) -> str: ...
+    @property
+    def reviewer(self) -> str: ...
+
+
+def grade_table(
+    protocols: list[str],
+    essays: Mapping[str, Mapping[str, int | None]],
+    ai: Mapping[tuple[str, str, str], int | None],
+    reviews: Mapping[tuple[str, str, str], Decision],
+) -> dict[tuple[str, str, str], Grade]:
+    """The grade in force per (protocol, essay id, trait) by :func:`grade_of`: ``essays`` gives each essay's
+    class-file score per trait (None: none), ``ai`` the AI's score per (protocol, essay, trait), ``reviews`` the
+    review in force per (essay, trait, protocol). The one table every page, file, API answer and LMS push reads."""
+    out: dict[tuple[str, str, str], Grade] = {}
+    for protocol in protocols or [""]:
+        for essay_id, uploads in essays.items():
+            for trait, upload in uploads.items():
+                review = reviews.get((essay_id, trait, protocol))
+                override = review is not None and review.action == "override"
+                out[(protocol, essay_id, trait)] = grade_of(
+                    ai.get((protocol, essay_id, trait)),
+                    upload=upload,
+                    override=review.new_score if review is not None and override else None,
+                    comment=review.comment if review is not None and override else "",
+                    accepted=review is not None and not override,
+                    reviewer=None if review is None else review.reviewer,
+                )
+    return out
