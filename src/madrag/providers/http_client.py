@@ -28,6 +28,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from madrag.providers.accounting import count_sent
 from madrag.providers.openai_http import (
     ClientFailure,
     StatusFailure,
@@ -124,6 +125,7 @@ class AiohttpClient:
     async def _send(self, method: str, path: str, content: bytes | None) -> bytes:
         session = self._session if self._loop is asyncio.get_running_loop() and not self._closed else self._open()
         assert session is not None
+        count_sent()  # a check's request, counted (madrag.providers.accounting)
         try:
             async with session.request(method, self._url(path), data=content, proxy=self._proxy) as answer:
                 body = await answer.read()
