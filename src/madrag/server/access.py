@@ -12,15 +12,17 @@ backend's ``base_url``. Two rules keep that from turning the server against its 
   sent only to its kind's own server and to the base URLs the operator named with ``--api-key-url``. Any other
   URL gets the key typed with it (held with the run, :mod:`madrag.server.runs.keys`) or none.
 
-The address is checked when the request comes in and again on the scoring thread just before a run's first
-request (a name whose address changes in between is checked twice); the HTTP client resolves the name once
-more when it connects, so a DNS server that answers a loopback address and then another one within those
-seconds is not caught: name such servers by address, or allow them by name.
+The address is checked when the request comes in, again on the scoring thread just before a run's first
+request, and a third time by madrag's HTTP client itself each time it resolves the name to connect
+(:func:`connect_problem`, the guard of :mod:`madrag.providers.address_guard` set around every run and test): a
+name that answers a loopback address first and another one when the client connects (DNS rebinding) is refused
+there, its request failing with the reason.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
@@ -100,6 +102,7 @@ def allowed_origins(config: ServerConfig) -> set[tuple[str, str, int]]:
     operator named (``--allow-backend-url``, ``--api-key-url``)."""
     urls: Iterable[str] = (
         *(b.traits.default_url for b in backends() if b.traits.default_url),
+        *([own] if (own := os.environ.get("OPENAI_BASE_URL", "").strip()) else []),  # the openai kind's own then
         *presets.preset_urls(),
         *config.allow_backend_urls,
         *config.api_key_urls,
@@ -144,3 +147,15 @@ def check_address(config: ServerConfig, base_url: str | None, resolver: Resolver
         "`--api-key-url`)",
         "base_url",
     )
+
+
+def connect_problem(config: ServerConfig, host: str, port: int, addresses: list[str]) -> str | None:
+    """Why madrag's HTTP client may not connect to ``host`` (a name, resolved to ``addresses`` just before it
+    connects): the guard of every run and connection test (:mod:`madrag.providers.address_guard`). None when it
+    may: a server the operator or a preset names by that name and port, or every address a loopback one."""
+    if (host.lower().rstrip("."), port) in {(h, p) for _, h, p in allowed_origins(config)}:
+        return None
+    if addresses and all(_is_loopback(a) for a in addresses):
+        return None
+    found = ", ".join(addresses[:3]) or "no address"
+    return f"{host} resolved to {found} when connecting: not allowed ({ALLOW_OPTION})"

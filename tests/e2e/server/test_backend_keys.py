@@ -169,3 +169,42 @@ def test_a_name_is_resolved_and_every_address_must_be_allowed(
     with client_for(make_config(tmp_path, allow_backend_urls=("http://10.0.0.1:8000",))) as client:
         assert client.app.state.madrag.config.allow_backend_urls  # type: ignore[attr-defined]
         access.check_address(client.app.state.madrag.config, "http://10.0.0.1:8000/v1")  # allowed: no error
+
+
+def test_a_name_that_changes_its_address_before_the_connection_is_refused_there(
+    tmp_path: Path, stub: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the name resolves to loopback when the request is checked, to 10.0.0.1 when the HTTP client
+    resolves it to connect; the client's guard refuses it before any connection (and lets loopback through)."""
+    import aiohttp.connector
+
+    from madrag.providers import http_client
+
+    monkeypatch.setattr(access, "resolve", lambda host, port: ["127.0.0.1"])  # what the check sees
+    when_connecting = {"address": "10.0.0.1"}
+
+    class Rebinding:  # what the HTTP client sees
+        async def resolve(self, host: str, port: int = 0, family: int = 0) -> list[dict[str, Any]]:
+            address = when_connecting["address"]
+            return [{"hostname": host, "host": address, "port": port, "family": 2, "proto": 0, "flags": 0}]
+
+        async def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(http_client, "DefaultResolver", Rebinding)
+    connected: list[str] = []
+    original = aiohttp.connector.TCPConnector._wrap_create_connection
+
+    async def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
+        connected.append(str(kwargs.get("host") or args[1:2]))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiohttp.connector.TCPConnector, "_wrap_create_connection", recording)
+    url = f"http://rebind.test:{stub.port}/v1"
+    with client_for(make_config(tmp_path)) as client:
+        refused = client.post("/api/backends/test", json=openai(url)).json()
+        assert refused["answered"] is False and "resolved to 10.0.0.1 when connecting" in refused["error"]
+        assert "--allow-backend-url" in refused["error"] and connected == []
+        when_connecting["address"] = "127.0.0.1"
+        assert client.post("/api/backends/test", json=openai(url)).json()["answered"] is True
+    assert connected and "10.0.0.1" not in " ".join(connected)

@@ -122,3 +122,19 @@ def test_a_public_servers_token_has_a_minimum_strength(monkeypatch: pytest.Monke
     monkeypatch.setenv("MADRAG_SERVER_TOKEN", "weak")
     with pytest.raises(ConfigError, match="at least 16"):
         _token(None, "::")
+
+
+def test_the_http_clients_guard_allows_loopback_and_the_names_the_operator_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from madrag.server.access import connect_problem
+
+    operator = ServerConfig(allow_backend_urls=("http://gpu.lan:8000",))
+    assert connect_problem(operator, "gpu.lan", 8000, ["10.0.0.7"]) is None  # named by the operator
+    assert connect_problem(operator, "api.openai.com", 443, ["104.18.0.1"]) is None  # the openai kind's own
+    assert connect_problem(operator, "localhost", 11434, ["127.0.0.1", "::1"]) is None
+    refused = connect_problem(operator, "gpu.lan", 8001, ["10.0.0.7"])
+    assert refused == "gpu.lan resolved to 10.0.0.7 when connecting: not allowed (madrag serve --allow-backend-url)"
+    assert "no address" in (connect_problem(operator, "x.test", 80, []) or "")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://gateway.corp:9000/v1")  # the openai kind's own, set so
+    assert connect_problem(operator, "gateway.corp", 9000, ["10.1.1.1"]) is None

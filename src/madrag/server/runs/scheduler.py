@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -26,6 +28,7 @@ from madrag.data.essay import Essay
 from madrag.errors import MadragError
 from madrag.pipeline.job import ScoreJob
 from madrag.providers import ProviderSpec
+from madrag.providers.address_guard import guarding
 from madrag.providers.backends import find_backend, own_options
 from madrag.rubric import Rubric
 from madrag.server import access, library
@@ -49,6 +52,7 @@ CANCEL_WAIT_S = 5.0
 """How long a cancel waits (without blocking the web loop) for the run to record that it stopped."""
 
 __all__ = ["ACTIVE", "NewRun", "RunManager", "RunMeta"]
+T = TypeVar("T")
 
 
 def run_key_env(config: ServerConfig, meta: RunMeta) -> str | None:
@@ -258,8 +262,17 @@ class RunManager:
     def _start(self, meta: RunMeta) -> None:
         self.events.begin(meta.id)
         job = self.job(meta)
-        task = self.worker.schedule(self._execute(meta.id, job), on_end=lambda: self._settle(meta.id))
+        task = self.worker.schedule(
+            self._guarded(lambda: self._execute(meta.id, job)), on_end=lambda: self._settle(meta.id)
+        )
         self._tasks[meta.id] = task
+
+    async def _guarded(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``work()``, each connection it makes put to the server's address rules when the HTTP client connects
+        (:func:`access.connect_problem`; checked before, too: :func:`access.check_address`); made only here, so a
+        task cancelled before it starts leaves no coroutine behind."""
+        with guarding(functools.partial(access.connect_problem, self.config)):
+            return await work()
 
     def _settle(self, run_id: str) -> None:
         """After the run's task ended: a run cancelled before it started is recorded as stopped too."""
@@ -381,7 +394,7 @@ class RunManager:
             await asyncio.to_thread(access.check_address, self.config, base_url)
             return await probe.probe(model, base_url, key_env, api_key, slot=limiter.slot)
 
-        return await asyncio.wrap_future(self.worker.submit(checked()))
+        return await asyncio.wrap_future(self.worker.submit(self._guarded(checked)))
 
     def ended(self, run_id: str) -> asyncio.Future[None] | None:
         """A future (of the calling loop) done when the run's task has ended; None when it never ran here.
