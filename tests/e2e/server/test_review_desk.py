@@ -70,7 +70,9 @@ def test_enter_in_a_comment_saves_it_and_sets_no_level(client: TestClient) -> No
     token = token_in(client.get(f"/runs/{run_id}/review", headers=HTML).text)
     before = grades(client, run_id)
     # Enter in the desk's comment of e1/Ideas: the browser sends the default button, action=comment
-    sent = review(client, run_id, token, "e1", "Ideas", action="comment", comment="where is the thesis?", back="review?")
+    sent = review(
+        client, run_id, token, "e1", "Ideas", action="comment", comment="where is the thesis?", back="review?"
+    )
     assert sent.status_code == 303 and sent.headers["location"] == f"/runs/{run_id}/review"
     after = grades(client, run_id)
     assert after[("e1", "Ideas")] == (before[("e1", "Ideas")][0], "comment", "where is the thesis?")
@@ -124,7 +126,10 @@ def test_bulk_approvals_read_approved_in_bulk_everywhere_and_agreement_counts_on
     assert hows[("e3", "Style")] == "AI's score, approved in bulk (Ms. Rivera)"
     assert hows[("e2", "Ideas")] == "AI's score, confirmed by you (Ms. Rivera)"
     assert hows[("e1", "Ideas")] == "your score (changed on review) (Ms. Rivera)"
-    assert "accepted by" not in desk and "approved in bulk" in tree.xpath("//p[@id='unreviewed-counter']")[0].text_content()
+    assert (
+        "accepted by" not in desk
+        and "approved in bulk" in tree.xpath("//p[@id='unreviewed-counter']")[0].text_content()
+    )
     assert tree.xpath("//span[@id='in-bulk']")[0].text == "8" and tree.xpath("//span[@id='decided']")[0].text == "2"
     agreement = {
         r.get("data-trait"): [td.text_content() for td in r.xpath("./td")]
@@ -136,7 +141,9 @@ def test_bulk_approvals_read_approved_in_bulk_everywhere_and_agreement_counts_on
 
     essay = lxml_html.fromstring(client.get(f"/runs/{run_id}/essays/e3", headers=HTML).text)
     style = essay.xpath("//section[@id='trait-Style']")[0]
-    assert style.xpath(".//small[@class='how']")[0].text_content().startswith("AI's score, approved in bulk (Ms. Rivera, ")
+    assert (
+        style.xpath(".//small[@class='how']")[0].text_content().startswith("AI's score, approved in bulk (Ms. Rivera, ")
+    )
     assert "Confirm madrag's" in style.text_content()
     grid = lxml_html.fromstring(client.get(f"/runs/{run_id}/results", headers=HTML).text)
     assert {c.get("title").split(": ", 1)[1] for c in grid.xpath("//td[@data-how='bulk']")} == {
@@ -161,7 +168,11 @@ def test_one_name_asked_once_signs_every_decision_through_filters_and_pages(clie
     assert saved.status_code == 303 and saved.headers["location"] == back  # back to the filter it was typed on
     assert form_post(client, "/reviewer", token, reviewer="x", back="//evil.example/").headers["location"] == "/"
     form_post(client, "/reviewer", token, reviewer="Ms. Rivera", back="/")
-    for path in (f"/runs/{run_id}/review?trait=Ideas", f"/runs/{run_id}/review?state=open", f"/runs/{run_id}/essays/e2"):
+    for path in (
+        f"/runs/{run_id}/review?trait=Ideas",
+        f"/runs/{run_id}/review?state=open",
+        f"/runs/{run_id}/essays/e2",
+    ):
         shown = lxml_html.fromstring(client.get(path, headers=HTML).text)
         assert shown.xpath("//b[@id='reviewer-name']")[0].text == "Ms. Rivera", path  # kept, not asked again
         assert not shown.xpath("//input[@id='reviewer-in']"), path

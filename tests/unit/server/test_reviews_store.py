@@ -87,7 +87,9 @@ def test_a_store_of_the_older_two_actions_reads_as_before(tmp_path: Path) -> Non
         ("e1", "Ideas", "MAD", "override", 2, 3, "mine", "Ms. R", 1.0),
         ("e2", "Ideas", "MAD", "accept", 2, 2, "", "Ms. R", 2.0),
     ]
-    conn.executemany(f"INSERT INTO reviews ({reviews._COLUMNS.replace('id, ', '', 1)}) VALUES ({','.join('?' * 9)})", rows)
+    conn.executemany(
+        f"INSERT INTO reviews ({reviews._COLUMNS.replace('id, ', '', 1)}) VALUES ({','.join('?' * 9)})", rows
+    )
     conn.commit()
     conn.close()
     found = latest(all_reviews(tmp_path))
