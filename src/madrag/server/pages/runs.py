@@ -119,7 +119,7 @@ def _cell(c: dict[str, Any]) -> str:
     differs = grade.teacher and c["scored"] and grade.ai != grade.points
     hint = f' <small class="suggested">madrag {_missing(grade.ai)}</small>' if differs else ""
     ref = "" if c["reference"] is None or grade.how == "class file" else f"<small>/{c['reference']}</small>"
-    kind = c["class"] + ("" if grade.open else " reviewed")
+    kind = c["class"] + (" bulk" if grade.in_bulk else "" if grade.open else " reviewed")
     title = f"{c['protocol']} {c['trait']}: {grade.words}"
     return f'<td class="cell {kind}" title="{escape(title)}" data-how="{grade.how}">{text}{mark}{hint}{ref}</td>'
 
