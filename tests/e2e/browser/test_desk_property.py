@@ -133,6 +133,7 @@ def _desk_step(tab: Any, base: str, rng: random.Random, model: dict[Key, Cell], 
 
 
 def test_random_hands_on_the_desk_set_only_what_they_mean(server: Server, page: Any) -> None:  # noqa: F811
+    page.set_default_timeout(60_000)  # a loaded 2-core machine: each step a page load or two
     for seed in (5, 11):
         rng = random.Random(seed)
         run_id, model = _start(server)
@@ -222,6 +223,7 @@ def _essay_step(tab: Any, base: str, rng: random.Random, model: dict[Key, Cell],
 
 
 def test_random_hands_on_the_essay_page_set_only_what_they_mean(server: Server, page: Any) -> None:  # noqa: F811
+    page.set_default_timeout(60_000)  # a loaded 2-core machine: each step a page load or two
     for seed in (6, 12):
         rng = random.Random(seed)
         run_id, model = _start(server)
