@@ -84,6 +84,7 @@ def run_grade_table(
     return grades.grade_table(view.protocols, essays, ai, reviews)
 
 
+
 def first_protocol(state: State, run_id: str) -> str:
     """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's)."""
     protocols = state.runs.view(run_id).protocols
@@ -168,21 +169,30 @@ def _protocol_entry(
 # -- reviews and export ---------------------------------------------------------------------------------------
 
 
+def _scored_cell(
+    state: State, run_id: str, essay_id: str, trait_name: str, protocol: str | None
+) -> tuple[Any, str, Any]:
+    """(trait, protocol, the AI's stored score) of one essay-trait a review is about; a 404 for an essay, trait or
+    protocol the run does not have, a 409 before it is scored."""
+    view = state.runs.view(run_id)
+    if not any(e.id == essay_id for e in view.essays):
+        raise NotFound(f"run {run_id} has no essay {essay_id!r}", "essay_id")
+    try:
+        trait = view.rubric.trait(trait_name)
+    except MadragError:
+        raise NotFound(f"the rubric has no trait {trait_name!r}", "trait") from None
+    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    if chosen not in view.protocols:
+        raise NotFound(f"run {run_id} has no scores of protocol {chosen!r}", "protocol")
+    found = view_scores(view).get((chosen, essay_id, trait.name))
+    if found is None:
+        raise WrongState(f"essay {essay_id} has no {chosen} score for {trait.name} yet", "trait")
+    return trait, chosen, found
+
+
 def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
     """Record a review of one trait score (the agent's record stays as it is)."""
-    view = state.runs.view(run_id)
-    if not any(e.id == req.essay_id for e in view.essays):
-        raise NotFound(f"run {run_id} has no essay {req.essay_id!r}", "essay_id")
-    try:
-        trait = view.rubric.trait(req.trait)
-    except MadragError:
-        raise NotFound(f"the rubric has no trait {req.trait!r}", "trait") from None
-    protocol = req.protocol or (view.protocols[0] if view.protocols else "")
-    if protocol not in view.protocols:
-        raise NotFound(f"run {run_id} has no scores of protocol {protocol!r}", "protocol")
-    found = view_scores(view).get((protocol, req.essay_id, trait.name))
-    if found is None:
-        raise WrongState(f"essay {req.essay_id} has no {protocol} score for {trait.name} yet", "trait")
+    trait, protocol, found = _scored_cell(state, run_id, req.essay_id, req.trait, req.protocol)
     if req.action == "override":
         if req.score is None or not trait.contains(req.score):
             raise InvalidRequest(f"score must be an integer from {trait.min} to {trait.max}", "score")
@@ -197,6 +207,36 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
         reviewer=req.reviewer,
     )
     return add_review(state.runs.run_dir(run_id), review)
+
+
+COMMENT_LIMIT = 5000
+"""The longest comment kept (as the review's own limit)."""
+
+
+def add_comment(
+    state: State, run_id: str, cell: tuple[str, str, str | None], comment: str, reviewer: str
+) -> Review | None:
+    """Save the teacher's comment on one trait score (``cell``: essay id, trait, protocol or None for the
+    grading one) alone: no score is set and nothing is decided (an undecided grade stays undecided, a decided one
+    stays as it was, with this comment). None when the comment is already the one in force (nothing written)."""
+    essay_id, trait_name, protocol = cell
+    if len(comment) > COMMENT_LIMIT:
+        raise InvalidRequest(f"a comment holds at most {COMMENT_LIMIT} characters", "comment")
+    trait, chosen, found = _scored_cell(state, run_id, essay_id, trait_name, protocol)
+    run_dir = state.runs.run_dir(run_id)
+    standing = latest(all_reviews(run_dir, essay_id)).get((essay_id, trait.name, chosen))
+    if (standing.comment if standing is not None else "") == comment:
+        return None
+    note = Review(
+        essay_id=essay_id,
+        trait=trait.name,
+        protocol=chosen,
+        action="comment",
+        agent_score=found.score,
+        comment=comment,
+        reviewer=reviewer,
+    )
+    return add_review(run_dir, note)
 
 
 def override_in_force(state: State, run_id: str, essay_id: str, trait: str, protocol: str | None) -> Review | None:
