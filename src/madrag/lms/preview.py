@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from madrag.lms.push import BY_FILE, PushPlan
+from madrag.lms.push import PushPlan
 
 CLASSROOM_SENDS = (
     "Google Classroom takes the grade only (assignedGrade and draftGrade), and the submission is returned to the "
     "student; its API takes no comment or rubric grades: the feedback stays on madrag's student feedback pages."
+)
+CLASSROOM_BY_FILE = (
+    "This coursework was made in Classroom's own pages: Google lets only the Cloud project that made a coursework "
+    "change its grades, so madrag cannot send them; they go back through the Google Classroom grade file."
 )
 
 
@@ -26,7 +30,7 @@ def preview_text(plan: PushPlan, verbose: bool = True) -> str:
     m = plan.manifest
     out = [f"{m.lms_name}: {m.course_name or m.course_id} / {m.assignment_name or m.assignment_id}"]
     if m.lms == "classroom":
-        out.append(CLASSROOM_SENDS if m.made_by_madrag is not False else f"This coursework was {BY_FILE}.")
+        out.append(CLASSROOM_SENDS if m.made_by_madrag is not False else CLASSROOM_BY_FILE)
     if m.post_manually:
         out.append(
             "This assignment posts grades manually: grades sent stay hidden from students until you post them "

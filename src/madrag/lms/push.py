@@ -178,10 +178,7 @@ def _grade_text(score: float | None, grade: str | None) -> str:
     return grade or ("no grade" if score is None else f"{score:g}")
 
 
-BY_FILE = (
-    "made in Classroom's own pages: Google lets only the Cloud project that made a coursework change its grades, "
-    "so they go back through the Google Classroom grade file"
-)
+BY_FILE = "the coursework was made in Classroom's own pages: the grade goes back in the Google Classroom file"
 
 
 def plan_push(
