@@ -12,7 +12,9 @@ that madrag's project did not make (``associatedWithDeveloper`` false) are answe
 ``@ProjectPermissionDenied The Developer Console project is not permitted to make this request.`` (the Classroom
 API's "Access Errors" reference); ``courseWork.create`` makes a coursework associated with the caller's project;
 lists come in pages (``nextPageToken``); a Drive ``export`` is for Google Docs only; a request without the
-expected bearer token is a 401. ``fail_next`` answers the next requests with the statuses it holds."""
+expected bearer token is a 401, and google-auth's renewal of the sign-in that follows is refused (``invalid_grant``,
+as Google's token endpoint answers for a revoked refresh token). ``fail_next`` answers the next requests with the
+statuses it holds."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ STATUS |= {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 MASKABLE = {"draftGrade", "assignedGrade", "draftRubricGrades", "assignedRubricGrades"}
 PAGE = 10
 GOOGLE_DOC = "application/vnd.google-apps.document"
+TOKEN_URI = "https://oauth2.googleapis.com/token"
 
 
 def load_doc(name: str) -> dict[str, Any]:
@@ -109,9 +112,7 @@ class Api:
             return [e for i, v in enumerate(value) for e in self.check_value(schema["items"], v, f"{where}[{i}]")]
         types: dict[str, tuple[type, ...]] = {"string": (str,), "number": (int, float), "integer": (int,)}
         types["boolean"] = (bool,)
-        if kind in types and (
-            not isinstance(value, types[kind]) or (kind != "boolean" and isinstance(value, bool))
-        ):
+        if kind in types and (not isinstance(value, types[kind]) or (kind != "boolean" and isinstance(value, bool))):
             return [f"{where}: {value!r} is not a {kind}"]
         if "enum" in schema and value not in schema["enum"]:
             return [f"{where}: {value!r} not one of {schema['enum']}"]
@@ -180,11 +181,15 @@ class ClassroomDouble:
         self.apis = [Api("classroom.v1.json"), Api("drive.v3.json")]
         self.violations: list[str] = []
         self.calls: list[str] = []
+        self.refreshes = 0
 
     def request(
         self, uri: str, method: str = "GET", body: Any = None, headers: dict[str, str] | None = None, **_: Any
     ) -> tuple[httplib2.Response, bytes]:
         headers = {k.lower(): v for k, v in (headers or {}).items()}
+        if uri == TOKEN_URI and method == "POST":  # google-auth renewing the sign-in after a 401: refused
+            self.refreshes += 1
+            return _answer(400, {"error": "invalid_grant", "error_description": "Token has been expired or revoked."})
         if headers.get("authorization") != f"Bearer {self.data.token}":
             return error(401, "Request had invalid authentication credentials.")
         found = self._method(uri, method)
@@ -236,7 +241,9 @@ class ClassroomDouble:
         if method == "classroom.courses.list":
             return self._page([d.course], "courses", query)
         if method == "classroom.courses.get":
-            return _answer(200, d.course) if params["id"] == course_id else error(404, "Requested entity was not found.")
+            return (
+                _answer(200, d.course) if params["id"] == course_id else error(404, "Requested entity was not found.")
+            )
         if method == "classroom.courses.students.list":
             return self._page(d.students, "students", query)
         if method == "classroom.courses.courseWork.list":
@@ -281,9 +288,7 @@ class ClassroomDouble:
             return _answer(200, {})
         return error(400, f"the double does not answer {method}")
 
-    def _drive(
-        self, method: str, params: dict[str, str], query: dict[str, str]
-    ) -> tuple[httplib2.Response, bytes]:
+    def _drive(self, method: str, params: dict[str, str], query: dict[str, str]) -> tuple[httplib2.Response, bytes]:
         found = self.data.files.get(params["fileId"])
         if found is None:
             return error(404, f"File not found: {params['fileId']}.")
@@ -294,7 +299,9 @@ class ClassroomDouble:
             return _answer(200, data, query.get("mimeType", "text/plain"))
         if query.get("alt") == "media":
             if mime.startswith("application/vnd.google-apps."):
-                return error(403, "Only files with binary content can be downloaded. Use Export with Docs Editors files.")
+                return error(
+                    403, "Only files with binary content can be downloaded. Use Export with Docs Editors files."
+                )
             return _answer(200, data, mime)
         meta = {"id": params["fileId"], "name": name, "mimeType": mime}
         wanted = [f for f in query.get("fields", "").split(",") if f]
@@ -312,13 +319,21 @@ def class_of(token: str, n: int = 25, made_by_madrag: bool = True) -> Classroom:
         uid = str(2000 + i)
         name = {"givenName": f"Pupil{i}", "familyName": f"Family{i}", "fullName": f"Pupil{i} Family{i}"}
         students.append(
-            {"courseId": "61", "userId": uid, "profile": {"id": uid, "name": name, "emailAddress": f"pupil{i}@school.example"}}
+            {
+                "courseId": "61",
+                "userId": uid,
+                "profile": {"id": uid, "name": name, "emailAddress": f"pupil{i}@school.example"},
+            }
         )
         fid = f"file{i}"
         if i % 3 == 1:
             files[fid] = (f"Pupil{i} Family{i} - River essay", GOOGLE_DOC, "\ufeff" + "\r\n".join(essay_words(i)))
         elif i % 3 == 2:
-            files[fid] = (f"essay{i}.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", docx_bytes(essay_words(i)))
+            files[fid] = (
+                f"essay{i}.docx",
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                docx_bytes(essay_words(i)),
+            )
         else:
             files[fid] = (f"essay{i}.pdf", "application/pdf", pdf_bytes(essay_words(i)))
         subs[f"Cg{i}"] = Submission(id=f"Cg{i}", user_id=uid, coursework_id="71", files=[fid])

@@ -34,7 +34,8 @@ lms_app = typer.Typer(
 lms_app.add_typer(classroom_app, name="classroom")
 
 PullDir = Annotated[
-    Path, typer.Option("--pull", help="The folder `madrag lms pull` wrote (its canvas-pull.json or classroom-pull.json).")
+    Path,
+    typer.Option("--pull", help="The folder `madrag lms pull` wrote (its canvas-pull.json or classroom-pull.json)."),
 ]
 CLASSROOM_FILE = "classroom-grades.csv"
 

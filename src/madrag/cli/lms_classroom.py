@@ -32,9 +32,7 @@ def _client() -> ClassroomClient:
 def connect_command(
     client_file: Annotated[
         Path,
-        typer.Option(
-            "--client-file", help="Your school's OAuth client file (a desktop app's client_secret_....json)."
-        ),
+        typer.Option("--client-file", help="Your school's OAuth client file (a desktop app's client_secret_....json)."),
     ],
 ) -> None:
     """Sign in to Google in the browser (madrag listens on 127.0.0.1 for the answer) and keep the token in madrag's

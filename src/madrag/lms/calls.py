@@ -64,8 +64,7 @@ def with_retries(what: str, fn: Callable[[], T], judge: Judge, backoff: Backoff,
                 raise judge.failed(exc, what) from None
             if attempt == backoff.tries:
                 raise LmsTransient(
-                    f"{judge.lms} did not answer while {what} after {attempt} tries ({str(exc)[:200]}): try again "
-                    "later"
+                    f"{judge.lms} did not answer while {what} after {attempt} tries ({str(exc)[:200]}): try again later"
                 ) from None
             sleep(wait)
             wait = min(wait * 2, backoff.max_s)

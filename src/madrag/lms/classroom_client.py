@@ -51,21 +51,27 @@ def _error(exc: Exception) -> tuple[int | None, str, set[str]]:
     return int(resp.status), message, {str(e.get("reason", "")) for e in body.get("errors", []) or []}
 
 
+def _refreshing_refused(exc: Exception) -> bool:
+    """google-auth's RefreshError: Google would not renew the sign-in (revoked, expired, the client deleted)."""
+    return exc.__class__.__name__ == "RefreshError" and exc.__class__.__module__.startswith("google.auth")
+
+
 def _transient(exc: Exception) -> bool:
     status, _message, reasons = _error(exc)
     if status is None:  # no answer: a dropped connection, a timeout
-        return isinstance(exc, OSError | ConnectionError) or exc.__class__.__module__.startswith(
-            ("httplib2", "google.auth")
+        return not _refreshing_refused(exc) and (
+            isinstance(exc, OSError | ConnectionError)
+            or exc.__class__.__module__.startswith(("httplib2", "google.auth"))
         )
     return status == 429 or status >= 500 or (status == 403 and bool(reasons & RATE_LIMITS))
 
 
 def _refusal(exc: Exception, what: str) -> LmsError | None:
+    if _transient(exc):
+        return None
     status, message, _ = _error(exc)
-    if status == 401:
-        return LmsError(
-            f"Google refused the kept sign-in while {what} (401): run `madrag lms classroom connect` again"
-        )
+    if status == 401 or _refreshing_refused(exc):
+        return LmsError(f"Google refused the kept sign-in while {what} (401): run `madrag lms classroom connect` again")
     if status == 403 and "@ProjectPermissionDenied" in message:
         return NotMadragsCoursework(NOT_MADRAGS)
     if status == 403:

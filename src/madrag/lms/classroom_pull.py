@@ -71,9 +71,7 @@ def _record(submission: dict[str, Any], essay_id: str, source: str) -> PulledSub
     )
 
 
-def pull_classroom(
-    client: ClassroomClient, course_id: str, coursework_id: str, folder: Path, rubric: Rubric
-) -> Pulled:
+def pull_classroom(client: ClassroomClient, course_id: str, coursework_id: str, folder: Path, rubric: Rubric) -> Pulled:
     """Pull the coursework's submissions and roster into ``folder`` with ``rubric`` (see the module)."""
     work = client.coursework(course_id, coursework_id)
     students = {str(s["userId"]): s for s in client.students(course_id)}

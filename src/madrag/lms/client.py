@@ -71,9 +71,7 @@ class CanvasClient:
         self._canvas = self._api.Canvas(creds.url, creds.token.get_secret_value())
         self.backoff = backoff or Backoff()
         self.sleep = sleep
-        self.judge = Judge(
-            "Canvas", partial(_transient, errors=self._errors), partial(_refusal, errors=self._errors)
-        )
+        self.judge = Judge("Canvas", partial(_transient, errors=self._errors), partial(_refusal, errors=self._errors))
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """``fn()``, retried on what a retry may fix; a 401/403/404 or the last failure as one LmsError line."""

@@ -1,7 +1,7 @@
-"""madrag's data directory, the one writer and reader of a credential file (:func:`write_private`,
-:func:`read_private`: mode 0600), and the Canvas address and access token, kept in one file of madrag's data directory, readable by its owner only
-(mode 0600), and nowhere else: never logged, never in a run, a manifest, a journal or an export. The token is a
-:class:`~pydantic.SecretStr`, so a repr or a dump of the model shows ``**********``."""
+"""madrag's data directory, the one writer and reader of a credential file (:func:`write_private`, :func:`read_private`:
+mode 0600), and the Canvas address and access token, kept in one file of madrag's data directory, readable by its
+owner only (mode 0600), and nowhere else: never logged, never in a run, a manifest, a journal or an export. The token
+is a :class:`~pydantic.SecretStr`, so a repr or a dump of the model shows ``**********``."""
 
 from __future__ import annotations
 
@@ -97,7 +97,9 @@ def load_credentials(folder: Path | None = None) -> CanvasCredentials:
     """The stored address and token; a ConfigError saying how to store them when there are none, or when the file
     can be read by others (its mode is not 0600)."""
     path = credentials_path(folder)
-    text = read_private(path, "no Canvas connection: run `madrag lms connect --url https://school.instructure.com` first")
+    text = read_private(
+        path, "no Canvas connection: run `madrag lms connect --url https://school.instructure.com` first"
+    )
     try:
         return CanvasCredentials.model_validate(json.loads(text))
     except (ValueError, ValidationError):

@@ -1,8 +1,8 @@
-"""The push journal, ``canvas-push.jsonl`` (``classroom-push.jsonl`` for Google Classroom) in the run folder: one line before each student's grade is sent
-(``sending``) and one after Canvas took it (``sent``), with the assignment, the student, the points and a digest of
-what was sent. A push killed midway and run again reads it: a student ``sent`` with the same digest is not sent
-again, and a grade the LMS holds that this journal says madrag sent is madrag's own, not a conflict. Appended and
-flushed line by line; a last line cut by a kill is skipped. No credential is in it."""
+"""The push journal, ``canvas-push.jsonl`` (``classroom-push.jsonl`` for Google Classroom) in the run folder: one line
+before each student's grade is sent (``sending``) and one after the LMS took it (``sent``), with the assignment, the
+student, the points and a digest of what was sent. A push killed midway and run again reads it: a student ``sent``
+with the same digest is not sent again, and a grade the LMS holds that this journal says madrag sent is madrag's own,
+not a conflict. Appended and flushed line by line; a last line cut by a kill is skipped. No credential is in it."""
 
 from __future__ import annotations
 

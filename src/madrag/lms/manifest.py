@@ -98,7 +98,6 @@ class PullManifest(BaseModel):
     def by_essay(self) -> dict[str, PulledSubmission]:
         return {s.essay_id: s for s in self.submissions}
 
-
     @property
     def lms_name(self) -> str:
         return LMS_NAMES[self.lms]
@@ -111,7 +110,11 @@ def save_manifest(folder: Path, manifest: PullManifest) -> Path:
 
 
 def save_pull(
-    folder: Path, essays: list[dict[str, str]], rubric: Rubric, roster: dict[str, dict[str, str]], manifest: PullManifest
+    folder: Path,
+    essays: list[dict[str, str]],
+    rubric: Rubric,
+    roster: dict[str, dict[str, str]],
+    manifest: PullManifest,
 ) -> None:
     """A pull's files: ``essays.jsonl`` (id, text), ``rubric.json``, ``roster.json`` (by essay id) and the manifest,
     each written whole."""

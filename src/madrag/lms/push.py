@@ -207,8 +207,16 @@ def plan_push(
         text = comment_text(manifest, lines, row.total, row.possible)
         now = current.get(found.user_id, {})
         change = Change(
-            row.essay_id, found.user_id, row.name, _number(now.get("score")), _shown(now), row.total, lines, text,
-            "send", lms=manifest.lms,
+            row.essay_id,
+            found.user_id,
+            row.name,
+            _number(now.get("score")),
+            _shown(now),
+            row.total,
+            lines,
+            text,
+            "send",
+            lms=manifest.lms,
         )
         status, reason = _status(row, found, now, entries, digest(change.payload()), manifest.lms_name)
         if status == "send" and not row.reviewed and not include_undecided:

@@ -270,7 +270,10 @@ def test_a_coursework_made_in_classroom_goes_back_by_file(
 def test_googles_403_body_is_the_documented_one() -> None:
     double = ClassroomDouble(class_of(SENTINEL, made_by_madrag=False))
     _, content = double.answer(
-        "classroom.courses.courseWork.studentSubmissions.return", {"courseId": "61", "courseWorkId": "71", "id": "Cg1"}, {}, {}
+        "classroom.courses.courseWork.studentSubmissions.return",
+        {"courseId": "61", "courseWorkId": "71", "id": "Cg1"},
+        {},
+        {},
     )
     assert json.loads(content) == {"error": {"code": 403, "message": PROJECT_DENIED, "status": "PERMISSION_DENIED"}}
 
@@ -302,10 +305,19 @@ def test_the_token_is_in_no_file_madrag_writes_but_its_own(
     monkeypatch.setattr(google_auth_oauthlib.flow.InstalledAppFlow, "run_local_server", signed_in)
     _with_double(monkeypatch, double)
     secrets = tmp_path / "client_secret.json"
-    secrets.write_text(json.dumps({"installed": {
-        "client_id": "school-client.apps.googleusercontent.com", "client_secret": "school-client-secret",
-        "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": "https://oauth2.googleapis.com/token",
-        "redirect_uris": ["http://localhost"]}}))
+    secrets.write_text(
+        json.dumps(
+            {
+                "installed": {
+                    "client_id": "school-client.apps.googleusercontent.com",
+                    "client_secret": "school-client-secret",
+                    "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+                    "token_uri": "https://oauth2.googleapis.com/token",
+                    "redirect_uris": ["http://localhost"],
+                }
+            }
+        )
+    )
     runner = CliRunner()
     outs = [runner.invoke(app, ["lms", "classroom", "connect", "--client-file", str(secrets)])]
     token = data / TOKEN_FILE
@@ -315,7 +327,9 @@ def test_the_token_is_in_no_file_madrag_writes_but_its_own(
     assert load_token().token == SENTINEL
     outs.append(runner.invoke(app, ["lms", "classroom", "courses"]))
     assert re.search(r"^61\s+English 9$", outs[-1].output, re.M), outs[-1].output
-    outs.append(runner.invoke(app, ["lms", "classroom", "create", "61", "--rubric", str(scored[2]), "--title", "River"]))
+    outs.append(
+        runner.invoke(app, ["lms", "classroom", "create", "61", "--rubric", str(scored[2]), "--title", "River"])
+    )
     assert re.search(r"Created 9001\s+River\s+7 points", outs[-1].output), outs[-1].output
     hand_in(double, "9001")
     outs.append(runner.invoke(app, ["lms", "classroom", "coursework", "61"]))
