@@ -139,7 +139,12 @@ def push_command(
         console.print(preview_text(plan), markup=False, highlight=False)
     if any(c.status == "by file" for c in plan.changes):
         path = _by_file(run_dir, grades, manifest)
-        console.print(f"The grades are in {path}: import it in Classroom.", markup=False, soft_wrap=True)
+        console.print(
+            f"The grades are in {path} (by student, with email): enter them in Classroom's gradebook from it "
+            "(Classroom imports no grade file).",
+            markup=False,
+            soft_wrap=True,
+        )
     if dry_run:
         return
     _send(client, plan, run_dir, grades)
