@@ -51,11 +51,14 @@ def _sender(manifest: PullManifest) -> Sender:
     return _client()
 
 
-def _by_file(run_dir: Path, grades: ClassGrades, manifest: PullManifest) -> Path:
-    """The Google Classroom grade file of the run's grades (the gradebook's), beside the run: how the grades of a
-    coursework madrag did not make go back."""
+def _by_file(run_dir: Path, grades: ClassGrades, plan: PushPlan) -> Path:
+    """The Google Classroom grade file, beside the run, of the students the push would send (the gradebook's rows:
+    not the undecided, unless she said so, nor conflicts): how the grades of a coursework madrag did not make go
+    back."""
+    going = {c.essay_id for c in plan.changes if c.status in ("send", "by file")}
+    rows = [r for r in grades.rows if r.essay_id in going]
     path = run_dir / CLASSROOM_FILE
-    write_text_atomic(path, classroom_csv(grades.rows, grades.criteria, manifest.assignment_name or "madrag"))
+    write_text_atomic(path, classroom_csv(rows, grades.criteria, plan.manifest.assignment_name or "madrag"))
     return path
 
 
@@ -138,7 +141,7 @@ def push_command(
     else:
         console.print(preview_text(plan), markup=False, highlight=False)
     if any(c.status == "by file" for c in plan.changes):
-        path = _by_file(run_dir, grades, manifest)
+        path = _by_file(run_dir, grades, plan)
         console.print(
             f"The grades are in {path} (by student, with email): enter them in Classroom's gradebook from it "
             "(Classroom imports no grade file).",
@@ -154,6 +157,6 @@ def _send(client: Sender, plan: PushPlan, run_dir: Path, grades: ClassGrades) ->
     try:
         result = push(client, plan, run_dir)
     except NotMadragsCoursework:
-        _by_file(run_dir, grades, plan.manifest)  # Google refused: the file is how they go back
+        _by_file(run_dir, grades, plan)  # Google refused: the file is how they go back
         raise
     console.print(f"Sent {len(result.sent)} student(s); {len(result.left)} left as shown above.", markup=False)
