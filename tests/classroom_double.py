@@ -2,9 +2,10 @@
 google-api-python-client's services) that checks every request madrag's client makes against the discovery
 documents google-api-python-client ships (``classroom.v1.json``, ``drive.v3.json``): the method found by its HTTP
 method and path, its path parameters, each query parameter one the method or the API declares (repeated only where
-declared, an enum's value one of its values, its required ones there), and the body against the method's request
-schema, property by property through each ``$ref`` (no property the schema lacks, each of its type and enum).
-A request that breaks them is answered 400 and listed in ``violations``: a test asserts there are none.
+declared, an enum's value one of its values, its required ones there; ``alt=media`` only where it downloads media),
+and the body against the method's request schema, property by property through each ``$ref`` (no property the
+schema lacks, each of its type and enum). A request that breaks them is answered 400 and listed in ``violations``:
+a test asserts there are none.
 
 It answers with Classroom's rules as Google documents them: ``studentSubmissions.patch`` takes only the fields of its
 ``updateMask`` (``draftGrade``, ``assignedGrade``, and the rubric grades); ``patch`` and ``return`` of a coursework
@@ -198,6 +199,8 @@ class ClassroomDouble:
         api, spec, params, query = found
         payload = json.loads(body) if body else None
         problems = api.check_query(spec, query)
+        if query.get("alt") == ["media"] and not spec.get("supportsMediaDownload"):
+            problems.append(f"{spec['id']}: downloads no media (alt=media)")
         if "request" in spec:
             problems += api.check_value(spec["request"], payload, spec["id"])
         elif payload is not None:
