@@ -10,8 +10,9 @@ from typing import Any
 from madrag.lms.push import PushPlan
 
 CLASSROOM_SENDS = (
-    "Google Classroom takes the grade only (assignedGrade and draftGrade), and the submission is returned to the "
-    "student; its API takes no comment or rubric grades: the feedback stays on madrag's student feedback pages."
+    "madrag sends Google Classroom the total only (assignedGrade and draftGrade) and returns the submission to the "
+    "student: Classroom's API takes no comment, nor rubric grades on an assignment without a Classroom rubric, so "
+    "the feedback stays on madrag's student feedback pages."
 )
 CLASSROOM_BY_FILE = (
     "This coursework was made in Classroom's own pages: Google lets only the Cloud project that made a coursework "

@@ -70,8 +70,8 @@ class Change:
 
     def payload(self) -> dict[str, Any]:
         """What is sent: Canvas, the fields of the ``PUT`` (canvasapi writes them as ``submission[posted_grade]``
-        ...); Classroom, the ``StudentSubmission`` fields patched (the total only: its API takes no rubric
-        assessment or comment)."""
+        ...); Classroom, the ``StudentSubmission`` fields patched (the total only: its API takes no comment, nor
+        rubric grades on an assignment without a Classroom rubric)."""
         if self.lms == "classroom":
             points = None if self.new_points is None else float(self.new_points)
             return {"assignedGrade": points, "draftGrade": points}
@@ -152,7 +152,7 @@ def _status(
     if row.total is None:
         return "missing", "a criterion has no grade"
     if sent_digests(entries).get(pulled.user_id) == change_digest:
-        return "sent before", "this grade and feedback were sent already"
+        return "sent before", "sent already, exactly this (the push journal says so)"
     if not now:
         return "conflict", f"no longer in {lms} (the student left the course, or the submission was deleted)"
     if now.get("state") == "RECLAIMED_BY_STUDENT":
@@ -189,7 +189,7 @@ def plan_push(
     include_undecided: bool = False,
 ) -> PushPlan:
     """Every student's change, with what will be sent and what will not and why (``current``: each student's
-    submission in Canvas now, by user id)."""
+    submission in the LMS now, by user id)."""
     pulled, entries = manifest.by_essay(), journal.entries(manifest.assignment_id)
     sendable = manifest.lms != "classroom" or manifest.made_by_madrag is not False
     linked = {c.trait for c in manifest.criteria}

@@ -161,7 +161,7 @@ def test_round_trip_sends_the_teachers_decisions(
     grades, plan = _plan(client, pull_dir, run)
     assert [c.essay_id for c in plan.changes if c.status != "send"] == list(UNDECIDED)
     text = preview_text(plan)
-    assert text.startswith("Google Classroom: English 9 / River essay") and "its API takes no comment" in text
+    assert text.startswith("Google Classroom: English 9 / River essay") and "Classroom's API takes no comment" in text
     assert "Pupil1 Family1: no grade ->" in text and "2 undecided" in text and "23 send" in text
     assert all(s.patches == 0 and s.returns == 0 for s in double.data.subs.values())  # a preview sends nothing
     assert preview_json(plan)["lms"] == "classroom"
