@@ -353,3 +353,86 @@ def class_of(token: str, n: int = 25, made_by_madrag: bool = True) -> Classroom:
     course = {"id": "61", "name": "English 9", "courseState": "ACTIVE"}
     encoded = {k: (n_, m, d if isinstance(d, bytes) else d.encode()) for k, (n_, m, d) in files.items()}
     return Classroom(token, course, students, {"71": work}, subs, encoded)
+
+
+class GoogleSignIn:
+    """Google's side of the installed-app sign-in, on this machine: a token endpoint (``POST /token`` on
+    ``127.0.0.1``, answering an authorization code, with its PKCE verifier, by a token as Google's does) and a
+    "browser" that, shown the consent page's address, follows the redirect back to madrag's one-time server with a
+    code, as Google's page does once the teacher agrees. ``client_file`` writes a desktop app's client file whose
+    token address is this endpoint (oauthlib must be told that plain http is fine: ``OAUTHLIB_INSECURE_TRANSPORT``)."""
+
+    CODE = "4/0-one-time-code"
+
+    def __init__(self, token: str, refresh: str) -> None:
+        self.token, self.refresh = token, refresh
+        self.opened: list[str] = []
+        self.exchanged: list[dict[str, list[str]]] = []
+        self.server: Any = None
+        self.scopes: tuple[str, ...] = ()
+
+    def start(self) -> str:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                outer.exchanged.append(form)
+                ok = form.get("code") == [outer.CODE] and form.get("code_verifier") and form.get("redirect_uri")
+                body = {
+                    "access_token": outer.token,
+                    "refresh_token": outer.refresh,
+                    "expires_in": 3599,
+                    "token_type": "Bearer",
+                    "scope": " ".join(outer.scopes),  # the scopes asked for, granted
+                }
+                data = json.dumps(body if ok else {"error": "invalid_grant"}).encode()
+                self.send_response(200 if ok else 400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_port}/token"
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def client_file(self, path: Any, token_uri: str, scopes: tuple[str, ...]) -> Any:
+        self.scopes = scopes
+        installed = {
+            "client_id": "school-client.apps.googleusercontent.com",
+            "client_secret": "school-client-secret",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+            "token_uri": token_uri,
+            "redirect_uris": ["http://localhost"],
+        }
+        path.write_text(json.dumps({"installed": installed}), encoding="utf-8")
+        return path
+
+    def open(self, url: str, new: int = 0, autoraise: bool = True) -> bool:
+        """The browser: Google's consent page agreed to at once, its redirect followed (in a thread: madrag's
+        one-time server answers once this returns)."""
+        import threading
+        import urllib.request
+        from urllib.parse import urlencode
+
+        self.opened.append(url)
+        asked = parse_qs(urlsplit(url).query)
+        back = (
+            asked["redirect_uri"][0]
+            + "?"
+            + urlencode({"state": asked["state"][0], "code": self.CODE, "scope": asked["scope"][0]})
+        )
+        threading.Thread(target=lambda: urllib.request.urlopen(back, timeout=10).read(), daemon=True).start()
+        return True

@@ -14,7 +14,7 @@ import typer
 from madrag.cli.output import console
 from madrag.lms.classroom_client import ClassroomClient
 from madrag.lms.classroom_pull import pull_classroom
-from madrag.lms.google_auth import authorize, load_token, save_token
+from madrag.lms.google_auth import SIGN_IN_S, authorize, load_token, save_token
 from madrag.rubric import load_rubric
 
 classroom_app = typer.Typer(
@@ -37,6 +37,11 @@ def connect_command(
 ) -> None:
     """Sign in to Google in the browser (madrag listens on 127.0.0.1 for the answer) and keep the token in madrag's
     data directory (readable by you only)."""
+    console.print(
+        f"Sign in to Google in the browser (the address is printed below too); madrag waits {SIGN_IN_S // 60} "
+        "minutes for Google's answer on 127.0.0.1.",
+        markup=False,
+    )
     credentials = authorize(client_file)
     courses = ClassroomClient.signed_in(credentials).courses()  # checked before it is kept
     path = save_token(credentials)

@@ -8,6 +8,7 @@ and kept again."""
 from __future__ import annotations
 
 import json
+import webbrowser
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from madrag.lms.calls import LmsTransient
 from madrag.lms.credentials import data_dir, read_private, write_private
 
 TOKEN_FILE = "classroom-token.json"
+SIGN_IN_S = 300
 SCOPES = (
     "https://www.googleapis.com/auth/classroom.courses.readonly",
     "https://www.googleapis.com/auth/classroom.coursework.students",
@@ -44,7 +46,19 @@ def authorize(client_file: Path) -> Any:
         raise ConfigError(
             f"{client_file} is not an OAuth client file of a desktop app ({str(exc)[:120]}): docs/lms.md"
         ) from None
-    return app.run_local_server(host="127.0.0.1", port=0, open_browser=True)
+    try:
+        return app.run_local_server(host="127.0.0.1", port=0, open_browser=_has_browser(), timeout_seconds=SIGN_IN_S)
+    except require("lms", "google_auth_oauthlib.flow").WSGITimeoutError:
+        raise ConfigError(f"no answer from Google's sign-in within {SIGN_IN_S // 60} minutes: connect again") from None
+
+
+def _has_browser() -> bool:
+    """Whether this machine can open a browser (without one the flow prints the address to open by hand)."""
+    try:
+        webbrowser.get()
+    except webbrowser.Error:
+        return False
+    return True
 
 
 def save_token(credentials: Any, folder: Path | None = None) -> Path:

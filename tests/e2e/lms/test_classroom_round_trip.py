@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from tests.canvas_double import class_of as canvas_class
-from tests.classroom_double import PROJECT_DENIED, ClassroomDouble, class_of
+from tests.classroom_double import PROJECT_DENIED, ClassroomDouble, GoogleSignIn, class_of
 from typer.testing import CliRunner
 
 import madrag
@@ -27,7 +28,7 @@ from madrag.cli.app import app
 from madrag.lms.calls import Backoff
 from madrag.lms.classroom_client import NOT_MADRAGS, ClassroomClient, NotMadragsCoursework
 from madrag.lms.classroom_pull import pull_classroom
-from madrag.lms.google_auth import TOKEN_FILE, load_token, save_token
+from madrag.lms.google_auth import SCOPES, TOKEN_FILE, load_token, save_token
 from madrag.lms.journal import JOURNALS, Journal
 from madrag.lms.manifest import load_manifest, load_roster
 from madrag.lms.preview import preview_json, preview_text
@@ -289,42 +290,31 @@ def _with_double(monkeypatch: pytest.MonkeyPatch, double: ClassroomDouble) -> No
 def test_the_token_is_in_no_file_madrag_writes_but_its_own(
     scored: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """connect (Google's sign-in replaced by its answer), courses, create, pull, push --dry-run and push through the
-    CLI, in this process."""
-    import google_auth_oauthlib.flow
+    """connect (Google's sign-in run for real against a local token endpoint), courses, create, pull, push
+    --dry-run and push through the CLI, in this process."""
+    import webbrowser
 
     double = ClassroomDouble(class_of(SENTINEL, made_by_madrag=False))
     data, pull_dir, run = tmp_path / "data", tmp_path / "pull", tmp_path / "run"
     monkeypatch.setenv("MADRAG_DATA_DIR", str(data))
-    asked: list[dict[str, Any]] = []
-
-    def signed_in(self: Any, **kwargs: Any) -> Any:
-        asked.append(kwargs)
-        return credentials()
-
-    monkeypatch.setattr(google_auth_oauthlib.flow.InstalledAppFlow, "run_local_server", signed_in)
+    monkeypatch.setenv("OAUTHLIB_INSECURE_TRANSPORT", "1")  # the local token endpoint is plain http
+    google = GoogleSignIn(SENTINEL, REFRESH)
+    secrets = google.client_file(tmp_path / "client_secret.json", google.start(), SCOPES)
+    monkeypatch.setattr(webbrowser, "get", lambda using=None: google)
     _with_double(monkeypatch, double)
-    secrets = tmp_path / "client_secret.json"
-    secrets.write_text(
-        json.dumps(
-            {
-                "installed": {
-                    "client_id": "school-client.apps.googleusercontent.com",
-                    "client_secret": "school-client-secret",
-                    "auth_uri": "https://accounts.google.com/o/oauth2/auth",
-                    "token_uri": "https://oauth2.googleapis.com/token",
-                    "redirect_uris": ["http://localhost"],
-                }
-            }
-        )
-    )
     runner = CliRunner()
-    outs = [runner.invoke(app, ["lms", "classroom", "connect", "--client-file", str(secrets)])]
+    try:
+        outs = [runner.invoke(app, ["lms", "classroom", "connect", "--client-file", str(secrets)])]
+    finally:
+        google.stop()
     token = data / TOKEN_FILE
     assert outs[0].exit_code == 0, outs[0].output
-    assert asked[0]["host"] == "127.0.0.1" and asked[0]["port"] == 0
+    assert urlsplit(google.opened[0]).netloc == "accounts.google.com"
+    asked = parse_qs(urlsplit(google.opened[0]).query)
+    assert asked["redirect_uri"][0].startswith("http://127.0.0.1:") and asked["scope"] == [" ".join(SCOPES)]
+    assert google.exchanged[0]["code"] == [GoogleSignIn.CODE] and google.exchanged[0]["code_verifier"]
     assert stat.S_IMODE(token.stat().st_mode) == 0o600 and SENTINEL in token.read_text()
-    assert load_token().token == SENTINEL
+    assert load_token().token == SENTINEL and load_token().refresh_token == REFRESH
     outs.append(runner.invoke(app, ["lms", "classroom", "courses"]))
     assert re.search(r"^61\s+English 9$", outs[-1].output, re.M), outs[-1].output
     outs.append(
