@@ -5,7 +5,7 @@ The core install scores on any OpenAI-compatible or Anthropic server, retrieves 
 ``/v1/embeddings``, evaluates and lists runs; what only some users need is an extra (docs/dependencies.md):
 ``embedded`` (the offline llama.cpp model and the MiniLM embedder), ``paper`` (the papers' figures, the report's
 plots, their classifiers and baselines), ``web``, ``documents`` (Excel workbooks, .docx and .pdf), ``ray``,
-``llama-cpp-python``, ``lms`` (Canvas). A module that needs one of these
+``llama-cpp-python``, ``lms`` (Canvas, Google Classroom). A module that needs one of these
 packages imports it with :func:`require` where it is used, never at the top, so that ``madrag --help``, ``madrag
 score`` on a server, ``madrag eval`` and ``madrag runs list`` run without them; the CLI turns an import of such a
 package that fails anywhere else into the same message (:func:`missing_for`).
@@ -28,7 +28,7 @@ EXTRAS: dict[str, str] = {
     ".docx / .pdf submissions",
     "ray": "scoring across a Ray cluster",
     "llama-cpp-python": "the embedded model's llama-cpp-python runtime",
-    "lms": "Canvas: pulling a class and its rubric, sending grades and feedback back (madrag lms)",
+    "lms": "Canvas and Google Classroom: pulling a class, sending grades (and, to Canvas, feedback) back (madrag lms)",
 }
 """Each extra and what it is for (the extras of pyproject.toml that a feature asks for by name)."""
 
@@ -48,6 +48,10 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "ray": ("ray", "ray"),
     "llama_cpp": ("llama-cpp-python", "llama-cpp-python"),
     "canvasapi": ("canvasapi", "lms"),
+    "googleapiclient": ("google-api-python-client", "lms"),
+    "google_auth_oauthlib": ("google-auth-oauthlib", "lms"),
+    "google_auth_httplib2": ("google-auth-httplib2", "lms"),
+    "google": ("google-auth", "lms"),
 }
 """Import name -> (distribution name, the extra that installs it), for every package an extra brings."""
 

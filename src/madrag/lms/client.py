@@ -8,34 +8,20 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
-from madrag.errors import MadragError
 from madrag.extras import require
+from madrag.lms.calls import Backoff, Judge, LmsError, LmsTransient, with_retries
 from madrag.lms.credentials import CanvasCredentials
+from madrag.lms.manifest import LmsId, PullManifest
+from madrag.lms.push import Change
+
+__all__ = ["Backoff", "CanvasClient", "LmsError", "LmsTransient", "plain"]
 
 T = TypeVar("T")
 SUBMISSION_INCLUDES = ["submission_comments", "rubric_assessment", "user"]
 _STATUS = re.compile(r"status code (\d{3})")
-
-
-class LmsError(MadragError):
-    """Canvas refused or could not answer a request; one line saying what to do."""
-
-
-class LmsTransient(LmsError):
-    """An answer a retry may change (429, 5xx, a dropped connection), after the retries ran out."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """How often and how long a failed call is retried: ``tries`` in all, waiting ``first_s``, doubled each
-    time, at most ``max_s``."""
-
-    tries: int = 5
-    first_s: float = 1.0
-    max_s: float = 30.0
 
 
 def _transient(exc: Exception, errors: Any) -> bool:
@@ -49,7 +35,7 @@ def _transient(exc: Exception, errors: Any) -> bool:
     return exc.__class__.__module__.startswith("requests") or isinstance(exc, ConnectionError)
 
 
-def _refusal(exc: Exception, errors: Any, what: str) -> LmsError | None:
+def _refusal(exc: Exception, what: str, errors: Any) -> LmsError | None:
     """The one sentence for a 401 / 403 / 404 (None for anything else, a rate limit's 429 / 403 too)."""
     if _transient(exc, errors):
         return None
@@ -85,26 +71,11 @@ class CanvasClient:
         self._canvas = self._api.Canvas(creds.url, creds.token.get_secret_value())
         self.backoff = backoff or Backoff()
         self.sleep = sleep
+        self.judge = Judge("Canvas", partial(_transient, errors=self._errors), partial(_refusal, errors=self._errors))
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """``fn()``, retried on what a retry may fix; a 401/403/404 or the last failure as one LmsError line."""
-        wait = self.backoff.first_s
-        for attempt in range(1, self.backoff.tries + 1):
-            try:
-                return fn()
-            except Exception as exc:  # canvasapi's and requests' exceptions
-                refused = _refusal(exc, self._errors, what)
-                if refused is not None:
-                    raise refused from None
-                if not _transient(exc, self._errors):
-                    raise LmsError(f"Canvas answered an error while {what}: {str(exc)[:300]}") from None
-                if attempt == self.backoff.tries:
-                    raise LmsTransient(
-                        f"Canvas did not answer while {what} after {attempt} tries ({str(exc)[:200]}): try again later"
-                    ) from None
-                self.sleep(wait)
-                wait = min(wait * 2, self.backoff.max_s)
-        raise AssertionError("unreachable")
+        return with_retries(what, fn, self.judge, self.backoff, self.sleep)
 
     def courses(self) -> list[dict[str, Any]]:
         """The courses the token's user teaches."""
@@ -170,9 +141,33 @@ class CanvasClient:
         try:
             return plain(submission.edit(**fields))
         except Exception as exc:
-            refused = _refusal(exc, self._errors, what)
-            if refused is not None:
-                raise refused from None
-            if _transient(exc, self._errors):
-                raise LmsTransient(f"Canvas did not answer while {what} ({str(exc)[:200]})") from None
-            raise LmsError(f"Canvas answered an error while {what}: {str(exc)[:300]}") from None
+            raise self.judge.failed(exc, what) from None
+
+    def current_state(self, manifest: PullManifest) -> dict[LmsId, dict[str, Any]]:
+        """Each student's submission in Canvas now (score, grade, excused, attempt, comments), by user id."""
+        found = self.submissions(int(manifest.course_id), int(manifest.assignment_id))
+        return {int(s.user_id): plain(s) for s in found}
+
+    def send(self, manifest: PullManifest, change: Change) -> None:
+        """One student's grade, assessment and comment, retried on what a retry may fix; before each try it reads
+        the submission, so a comment a failed try already added is not added again."""
+        wait = self.backoff.first_s
+        for attempt in range(1, self.backoff.tries + 1):
+            submission = self.submission(int(manifest.course_id), int(manifest.assignment_id), int(change.user_id))
+            fields = change.payload()
+            if _has_comment(submission, change.comment):
+                fields.pop("comment")
+            try:
+                self.grade(submission, f"sending the grade of {change.student}", fields)
+                return
+            except LmsTransient:
+                if attempt == self.backoff.tries:
+                    raise
+                self.sleep(wait)
+                wait = min(wait * 2, self.backoff.max_s)
+
+
+def _has_comment(submission: Any, text: str) -> bool:
+    return any(
+        str(c.get("comment", "")).strip() == text.strip() for c in getattr(submission, "submission_comments", []) or []
+    )

@@ -1,6 +1,7 @@
-"""The Canvas address and access token, kept in one file of madrag's data directory, readable by its owner only
-(mode 0600), and nowhere else: never logged, never in a run, a manifest, a journal or an export. The token is a
-:class:`~pydantic.SecretStr`, so a repr or a dump of the model shows ``**********``."""
+"""madrag's data directory, the one writer and reader of a credential file (:func:`write_private`, :func:`read_private`:
+mode 0600), and the Canvas address and access token, kept in one file of madrag's data directory, readable by its
+owner only (mode 0600), and nowhere else: never logged, never in a run, a manifest, a journal or an export. The token
+is a :class:`~pydantic.SecretStr`, so a repr or a dump of the model shows ``**********``."""
 
 from __future__ import annotations
 
@@ -60,12 +61,19 @@ def save_credentials(url: str, token: str, folder: Path | None = None) -> Path:
         )
     creds = CanvasCredentials(url=check_url(url), token=SecretStr(token.strip()))
     path = credentials_path(folder)
+    write_private(path, json.dumps({"url": creds.url, "token": creds.token.get_secret_value()}))
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` into ``path``, created readable by its owner only (0600) beside it and renamed into place whole:
+    the one way madrag writes a credential file (Canvas's token, Google's OAuth token)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"url": creds.url, "token": creds.token.get_secret_value()}, fh)
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(temp, 0o600)
@@ -74,18 +82,25 @@ def save_credentials(url: str, token: str, folder: Path | None = None) -> Path:
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    return path
+
+
+def read_private(path: Path, missing: str) -> str:
+    """A credential file's text; a ConfigError (``missing``) when there is none, or when others can read it."""
+    if not path.is_file():
+        raise ConfigError(missing)
+    if path.stat().st_mode & 0o077:
+        raise ConfigError(f"{path} can be read by other users: run `chmod 600 {path}` (or connect again)")
+    return path.read_text(encoding="utf-8")
 
 
 def load_credentials(folder: Path | None = None) -> CanvasCredentials:
     """The stored address and token; a ConfigError saying how to store them when there are none, or when the file
     can be read by others (its mode is not 0600)."""
     path = credentials_path(folder)
-    if not path.is_file():
-        raise ConfigError("no Canvas connection: run `madrag lms connect --url https://school.instructure.com` first")
-    if path.stat().st_mode & 0o077:
-        raise ConfigError(f"{path} can be read by other users: run `chmod 600 {path}` (or `madrag lms connect` again)")
+    text = read_private(
+        path, "no Canvas connection: run `madrag lms connect --url https://school.instructure.com` first"
+    )
     try:
-        return CanvasCredentials.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return CanvasCredentials.model_validate(json.loads(text))
     except (ValueError, ValidationError):
         raise ConfigError(f"{path} is not a Canvas connection madrag wrote: run `madrag lms connect` again") from None

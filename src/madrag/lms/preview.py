@@ -1,4 +1,4 @@
-"""The preview of a push, before anything is sent: per student Canvas's grade now, the new grade, the rubric
+"""The preview of a push, before anything is sent: per student the LMS's grade now, the new grade, the rubric
 assessment (points and comment per criterion, who decided it) and whether it will be sent, with why not; as text
 for ``madrag lms push --dry-run`` and as JSON for a program."""
 
@@ -8,6 +8,16 @@ from collections import Counter
 from typing import Any
 
 from madrag.lms.push import PushPlan
+
+CLASSROOM_SENDS = (
+    "madrag sends Google Classroom the total only (assignedGrade and draftGrade) and returns the submission to the "
+    "student: Classroom's API takes no comment, nor rubric grades on an assignment without a Classroom rubric, so "
+    "the feedback stays on madrag's student feedback pages."
+)
+CLASSROOM_BY_FILE = (
+    "This coursework was made in Classroom's own pages: Google lets only the Cloud project that made a coursework "
+    "change its grades, so madrag cannot send them; they go back through the Google Classroom grade file."
+)
 
 
 def _old(score: float | None, grade: str | None) -> str:
@@ -19,7 +29,9 @@ def _old(score: float | None, grade: str | None) -> str:
 def preview_text(plan: PushPlan, verbose: bool = True) -> str:
     """The preview as lines of text."""
     m = plan.manifest
-    out = [f"Canvas: {m.course_name or m.course_id} / {m.assignment_name or m.assignment_id}"]
+    out = [f"{m.lms_name}: {m.course_name or m.course_id} / {m.assignment_name or m.assignment_id}"]
+    if m.lms == "classroom":
+        out.append(CLASSROOM_SENDS if m.made_by_madrag is not False else CLASSROOM_BY_FILE)
     if m.post_manually:
         out.append(
             "This assignment posts grades manually: grades sent stay hidden from students until you post them "
@@ -47,9 +59,11 @@ def preview_json(plan: PushPlan) -> dict[str, Any]:
     """The preview as JSON: the assignment and one entry per student."""
     m = plan.manifest
     return {
+        "lms": m.lms,
         "course_id": m.course_id,
         "assignment_id": m.assignment_id,
         "post_manually": m.post_manually,
+        "made_by_madrag": m.made_by_madrag,
         "changes": [
             {
                 "essay_id": c.essay_id,

@@ -7,36 +7,15 @@ madrag reads, is listed in the manifest as refused, with why; the pull goes on."
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from madrag.atomic_files import write_text_atomic
 from madrag.data.documents import DOCUMENT_SUFFIXES, document_text, html_text
 from madrag.errors import InputError
 from madrag.lms.client import CanvasClient
-from madrag.lms.manifest import (
-    ESSAYS,
-    ROSTER,
-    RUBRIC,
-    Criterion,
-    PulledSubmission,
-    PullManifest,
-    Refused,
-    save_manifest,
-)
+from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, save_pull
 from madrag.lms.rubric_import import import_rubric
-
-
-@dataclass(frozen=True)
-class Pulled:
-    """What a pull wrote: the folder, the manifest and how many essays."""
-
-    folder: Path
-    manifest: PullManifest
-    essays: int
 
 
 def _number(value: Any) -> float | None:
@@ -100,7 +79,7 @@ def pull(client: CanvasClient, course_id: int, assignment_id: int, folder: Path,
     rubric, links = import_rubric(assignment)
     students = {int(u["id"]): u for u in client.students(course_id)}
     folder.mkdir(parents=True, exist_ok=True)
-    lines, pulled, refused, roster = [], [], [], {}
+    essays, pulled, refused, roster = [], [], [], {}
     for submission in sorted(client.submissions(course_id, assignment_id), key=lambda s: int(s.user_id)):
         user = students.get(int(submission.user_id))
         if user is None:  # a test student, or one no longer enrolled
@@ -111,7 +90,7 @@ def pull(client: CanvasClient, course_id: int, assignment_id: int, folder: Path,
         except InputError as exc:
             refused.append(Refused(user_id=int(submission.user_id), name=str(user.get("name", "")), reason=str(exc)))
             continue
-        lines.append(json.dumps({"id": essay_id, "text": text}, ensure_ascii=False))
+        essays.append({"id": essay_id, "text": text})
         pulled.append(_record(submission, essay_id, source))
         roster[essay_id] = _who(user)
     course_name = str(client.course(course_id).get("name") or "")
@@ -128,8 +107,5 @@ def pull(client: CanvasClient, course_id: int, assignment_id: int, folder: Path,
         submissions=pulled,
         refused=refused,
     )
-    write_text_atomic(folder / ESSAYS, "".join(line + "\n" for line in lines))
-    write_text_atomic(folder / RUBRIC, json.dumps(rubric.model_dump(mode="json"), indent=2, ensure_ascii=False))
-    write_text_atomic(folder / ROSTER, json.dumps(roster, ensure_ascii=False, indent=2))
-    save_manifest(folder, manifest)
-    return Pulled(folder, manifest, len(lines))
+    save_pull(folder, essays, rubric, roster, manifest)
+    return Pulled(folder, manifest, len(essays))

@@ -1,30 +1,31 @@
-"""A run's grades back to Canvas: a preview of every change first (student, Canvas's grade now, the new grade,
-the rubric assessment per criterion with points and comment), then, for each student, one ``PUT`` of
-``submission[posted_grade]``, ``rubric_assessment[criterion][points|rating_id|comments]`` and
-``comment[text_comment]`` (the feedback).
+"""A run's grades back to the LMS: a preview of every change first (student, the LMS's grade now, the new grade,
+the rubric assessment per criterion with points and comment), then each student's grade sent by the LMS's client
+(its ``send``): Canvas, one ``PUT`` of ``submission[posted_grade]``,
+``rubric_assessment[criterion][points|rating_id|comments]`` and ``comment[text_comment]`` (the feedback); Google
+Classroom, ``assignedGrade`` and ``draftGrade`` patched, then the submission returned.
 
 The grades are the gradebook's rows (:mod:`madrag.teacher.gradebook`; each grade the teacher's decision, else the
 AI's, by :mod:`madrag.teacher.grades`). What is never sent: a student with a criterion nobody could grade; a
 student with a grade nobody decided (an AI score not accepted or replaced) unless ``include_undecided``; a
-student whose Canvas grade changed since the pull (a conflict: shown, left alone). Posting is not touched: where
-the assignment posts grades manually they stay hidden until the teacher posts them in Canvas. The journal
-(:mod:`madrag.lms.journal`) makes a rerun send each student once, and a comment already on the submission is
-never added twice."""
+student whose grade in the LMS changed since the pull (a conflict: shown, left alone); a Classroom coursework
+made in Classroom's own pages (Google lets only the project that made it change its grades: ``by file``, the
+Classroom grade file carries them). Posting is not touched: where a Canvas assignment posts grades manually they
+stay hidden until the teacher posts them. The journal (:mod:`madrag.lms.journal`) makes a rerun send each student
+once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from madrag.errors import InputError
-from madrag.lms.client import CanvasClient, LmsTransient
 from madrag.lms.journal import Entry, Journal, digest, our_scores, sent_digests
-from madrag.lms.manifest import PulledSubmission, PullManifest
+from madrag.lms.manifest import Lms, LmsId, PulledSubmission, PullManifest
 from madrag.teacher.gradebook import Criterion, StudentRow
 
-Status = Literal["send", "sent before", "conflict", "undecided", "missing"]
+Status = Literal["send", "sent before", "conflict", "undecided", "missing", "by file"]
 WILL_SEND: tuple[Status, ...] = ("send",)
 
 
@@ -56,7 +57,7 @@ class Change:
     """One student's line of the preview, and what is sent when ``status`` is ``send``."""
 
     essay_id: str
-    user_id: int
+    user_id: LmsId
     student: str
     old_score: float | None
     old_grade: str | None
@@ -65,9 +66,15 @@ class Change:
     comment: str
     status: Status
     reason: str = ""
+    lms: Lms = "canvas"
 
     def payload(self) -> dict[str, Any]:
-        """The fields of the ``PUT`` (canvasapi writes them as ``submission[posted_grade]`` ...)."""
+        """What is sent: Canvas, the fields of the ``PUT`` (canvasapi writes them as ``submission[posted_grade]``
+        ...); Classroom, the ``StudentSubmission`` fields patched (the total only: its API takes no comment, nor
+        rubric grades on an assignment without a Classroom rubric)."""
+        if self.lms == "classroom":
+            points = None if self.new_points is None else float(self.new_points)
+            return {"assignedGrade": points, "draftGrade": points}
         assessment: dict[str, dict[str, Any]] = {}
         for line in self.lines:
             item: dict[str, Any] = {"points": line.points, "comments": line.comment}
@@ -111,24 +118,45 @@ def comment_text(manifest: PullManifest, lines: list[Line], total: int | None, p
     return "\n".join(parts)
 
 
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _changed(pulled: PulledSubmission, now: dict[str, Any]) -> bool:
-    score = now.get("score")
     return (
-        (None if score is None else float(score)) != pulled.score
+        _number(now.get("score")) != pulled.score
+        or _number(now.get("draft")) != pulled.draft
         or now.get("grade") != pulled.grade
         or bool(now.get("excused", False)) != pulled.excused
     )
 
 
+def _ours(pulled: PulledSubmission, now: dict[str, Any], entries: list[Entry]) -> bool:
+    """Whether the grade the LMS holds now is one madrag sent (or began to send): its score, and draft if any."""
+    sent = our_scores(entries).get(pulled.user_id, set())
+    held = [v for v in (_number(now.get("score")), _number(now.get("draft"))) if v is not None]
+    return bool(held) and all(v in sent for v in held)
+
+
+def _shown(now: dict[str, Any]) -> str | None:
+    """The LMS's grade now as the preview shows it (Classroom: a draft grade not yet returned says so)."""
+    draft = _number(now.get("draft"))
+    if now.get("grade") or draft is None or now.get("score") is not None:
+        return now.get("grade")
+    return f"draft {draft:g}"
+
+
 def _status(
-    row: StudentRow, pulled: PulledSubmission, now: dict[str, Any], entries: list[Entry], change_digest: str
+    row: StudentRow, pulled: PulledSubmission, now: dict[str, Any], entries: list[Entry], change_digest: str, lms: str
 ) -> tuple[Status, str]:
     if row.total is None:
         return "missing", "a criterion has no grade"
     if sent_digests(entries).get(pulled.user_id) == change_digest:
-        return "sent before", "this grade and feedback were sent already"
+        return "sent before", "sent already, exactly this (the push journal says so)"
     if not now:
-        return "conflict", "no longer in Canvas (the student left the course, or the submission was deleted)"
+        return "conflict", f"no longer in {lms} (the student left the course, or the submission was deleted)"
+    if now.get("state") == "RECLAIMED_BY_STUDENT":
+        return "conflict", "taken back by the student since the pull (unsubmitted): pull again"
     if now.get("attempt") != pulled.attempt:
         return (
             "conflict",
@@ -136,27 +164,34 @@ def _status(
         )
     if bool(now.get("excused", False)):
         return "conflict", "excused in Canvas: left as it is"
-    score = now.get("score")
-    ours = score is not None and float(score) in our_scores(entries).get(pulled.user_id, set())
-    if _changed(pulled, now) and not ours:
+    if _changed(pulled, now) and not _ours(pulled, now, entries):
+        was = _shown({"score": pulled.score, "draft": pulled.draft, "grade": pulled.grade})
         return (
             "conflict",
-            f"changed in Canvas since the pull (was {pulled.grade or 'no grade'}, "
-            f"now {now.get('grade') or 'no grade'})",
+            f"changed in {lms} since the pull (was {_grade_text(pulled.score, was)}, "
+            f"now {_grade_text(_number(now.get('score')), _shown(now))})",
         )
     return "send", ""
+
+
+def _grade_text(score: float | None, grade: str | None) -> str:
+    return grade or ("no grade" if score is None else f"{score:g}")
+
+
+BY_FILE = "the coursework was made in Classroom's own pages: the grade goes back in the Google Classroom file"
 
 
 def plan_push(
     grades: ClassGrades,
     manifest: PullManifest,
-    current: dict[int, dict[str, Any]],
+    current: dict[LmsId, dict[str, Any]],
     journal: Journal,
     include_undecided: bool = False,
 ) -> PushPlan:
     """Every student's change, with what will be sent and what will not and why (``current``: each student's
-    submission in Canvas now, by user id)."""
+    submission in the LMS now, by user id)."""
     pulled, entries = manifest.by_essay(), journal.entries(manifest.assignment_id)
+    sendable = manifest.lms != "classroom" or manifest.made_by_madrag is not False
     linked = {c.trait for c in manifest.criteria}
     if {c.name for c in grades.criteria} != linked:
         raise InputError(
@@ -172,27 +207,45 @@ def plan_push(
         text = comment_text(manifest, lines, row.total, row.possible)
         now = current.get(found.user_id, {})
         change = Change(
-            row.essay_id, found.user_id, row.name, _score(now), now.get("grade"), row.total, lines, text, "send"
+            row.essay_id,
+            found.user_id,
+            row.name,
+            _number(now.get("score")),
+            _shown(now),
+            row.total,
+            lines,
+            text,
+            "send",
+            lms=manifest.lms,
         )
-        status, reason = _status(row, found, now, entries, digest(change.payload()))
+        status, reason = _status(row, found, now, entries, digest(change.payload()), manifest.lms_name)
         if status == "send" and not row.reviewed and not include_undecided:
             status, reason = (
                 "undecided",
                 "not every criterion decided by the teacher (--include-undecided sends the AI's)",
             )
+        if status == "send" and not sendable:
+            status, reason = "by file", BY_FILE
         changes.append(Change(**{**change.__dict__, "status": status, "reason": reason}))
     return PushPlan(manifest, changes)
 
 
-def _score(now: dict[str, Any]) -> float | None:
-    score = now.get("score")
-    return None if score is None else float(score)
+class Sender(Protocol):
+    """An LMS's client as a push uses it (:class:`madrag.lms.client.CanvasClient`,
+    :class:`madrag.lms.classroom_client.ClassroomClient`)."""
+
+    def current_state(self, manifest: PullManifest) -> dict[LmsId, dict[str, Any]]:
+        """Each student's submission in the LMS now (score, grade, excused, attempt ...), by user id."""
+        ...
+
+    def send(self, manifest: PullManifest, change: Change) -> None:
+        """Send one student's change, retried on what a retry may fix, never twice what a failed try did."""
+        ...
 
 
-def current_state(client: CanvasClient, manifest: PullManifest) -> dict[int, dict[str, Any]]:
-    """Each student's submission in Canvas now (score, grade, excused, comments), by user id."""
-    found = client.submissions(manifest.course_id, manifest.assignment_id)
-    return {int(s.user_id): {k: v for k, v in vars(s).items() if not k.startswith("_")} for s in found}
+def current_state(client: Sender, manifest: PullManifest) -> dict[LmsId, dict[str, Any]]:
+    """Each student's submission in the LMS now, by user id (the client's own reading)."""
+    return client.current_state(manifest)
 
 
 @dataclass
@@ -201,46 +254,21 @@ class PushResult:
     left: list[Change] = field(default_factory=list)
 
 
-def _has_comment(submission: Any, text: str) -> bool:
-    return any(
-        str(c.get("comment", "")).strip() == text.strip() for c in getattr(submission, "submission_comments", []) or []
-    )
-
-
-def _send_one(client: CanvasClient, manifest: PullManifest, change: Change) -> None:
-    """One student's grade, assessment and comment, retried on what a retry may fix; before each try it reads
-    the submission, so a comment a failed try already added is not added again."""
-    wait = client.backoff.first_s
-    for attempt in range(1, client.backoff.tries + 1):
-        submission = client.submission(manifest.course_id, manifest.assignment_id, change.user_id)
-        fields = change.payload()
-        if _has_comment(submission, change.comment):
-            fields.pop("comment")
-        try:
-            client.grade(submission, f"sending the grade of {change.student}", fields)
-            return
-        except LmsTransient:
-            if attempt == client.backoff.tries:
-                raise
-            client.sleep(wait)
-            wait = min(wait * 2, client.backoff.max_s)
-
-
 def push(
-    client: CanvasClient,
+    client: Sender,
     plan: PushPlan,
     run_dir: Path,
     after_each: Callable[[Change], None] | None = None,
 ) -> PushResult:
     """Send every change of ``plan`` whose status is ``send``, each journalled before and after."""
-    journal, result = Journal(run_dir), PushResult()
+    journal, result = Journal(run_dir, plan.manifest.lms), PushResult()
     for change in plan.changes:
         if change.status not in WILL_SEND or change.new_points is None:
             result.left.append(change)
             continue
         mark = digest(change.payload())
         journal.write(Entry("sending", plan.manifest.assignment_id, change.user_id, float(change.new_points), mark))
-        _send_one(client, plan.manifest, change)
+        client.send(plan.manifest, change)
         if after_each is not None:
             after_each(change)
         journal.write(Entry("sent", plan.manifest.assignment_id, change.user_id, float(change.new_points), mark))
