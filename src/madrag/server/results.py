@@ -84,7 +84,6 @@ def run_grade_table(
     return grades.grade_table(view.protocols, essays, ai, reviews)
 
 
-
 def first_protocol(state: State, run_id: str) -> str:
     """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's)."""
     protocols = state.runs.view(run_id).protocols
