@@ -38,6 +38,7 @@ from madrag.pipeline.identity import (
     job_config,
     prompt_names,
     resumed_job,
+    resumed_limits,
     run_identity,
     store_meta,
     stored_meta,
@@ -54,7 +55,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.preflight import check_backends, preflight, prompt_floor
+from madrag.pipeline.preflight import Rehearsal, check_backends, preflight
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -63,10 +64,11 @@ from madrag.pipeline.run_dir import (
     prompt_names_of,
     recorded_prompts,
 )
-from madrag.pipeline.run_log import run_log, settings_line
+from madrag.pipeline.run_log import run_log, session_note, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
 from madrag.pipeline.unusable import Unusable, store_accounts, unusable_by_protocol
+from madrag.pipeline.worst_case import rehearsal
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.base import Provider
@@ -342,11 +344,10 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             checked = None
             if meta is None:  # a new run's backends are built and checked before anything is written
                 backends = _backends(job, backend)
-                uses_bank = any(p.uses_bank for p in run.protocols)
-                if uses_bank and embedder is None:
+                if embedder is None and any(p.uses_bank for p in run.protocols):
                     check_embedder(job.embedder)  # an extra's embedder not installed: said before any folder
-                floor = prompt_floor(run.essays, run.pool, run.rubric, job.settings, uses_bank)
-                checked = await check_backends(backends.main, backends.roles, job.settings, floor)
+                rehearsed = _rehearsal(job, run, backends)
+                checked = await check_backends(backends.main, backends.roles, job.settings, rehearsed)
             store = store or _open_store(job, held)
             _open_run(job, store, run)  # refuses a resume with other settings
             done = await _finished(job, run, hooks) if run.resumed else None
@@ -403,7 +404,10 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    run.store.set_meta("preflight", checked if checked is not None else await preflight(ctx))
+    found = checked if checked is not None else await preflight(ctx, _rehearsal(job, run, backends))
+    run.store.set_meta("preflight", found)
+    changed = resumed_limits(run.store, run.config) if run.resumed else None  # kept once the check passed
+    session_note(f"token limits changed this session: {changed} (each record keeps its own)", changed)
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
@@ -427,6 +431,11 @@ async def _score(
     elapsed = time.monotonic() - started
     final = scores_over_run(scores, run.store, run)
     return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info, _accounts(run, final))
+
+
+def _rehearsal(job: ScoreJob, run: _Prepared, backends: _Backends) -> Rehearsal | None:
+    caps = {"*": backends.main.capabilities, **{r: b.capabilities for r, b in backends.roles.items()}}
+    return rehearsal(run.protocols, run.essays, run.pool, run.rubric, run.prompts, job.settings, caps)
 
 
 def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:

@@ -64,6 +64,9 @@ class StubConfig:
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
     owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
+    # as llama.cpp's server: a chat request whose prompt (one token per word) is this long or longer is answered
+    # HTTP 400 "the request exceeds the available context size"; None: any prompt is answered
+    context_limit: int | None = None
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

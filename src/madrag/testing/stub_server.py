@@ -135,12 +135,25 @@ class StubApp:
         if self.config.reasoning_model and (refused := refusal(body)) is not None:
             self.stats.refused += 1
             return web.json_response(refused, status=400)
+        if self._over_context(body):
+            self.stats.refused += 1
+            return _error(
+                400, "the request exceeds the available context size, try increasing it", "exceed_context_size_error"
+            )
         if self._fault(body):
             self.stats.faults += 1
             return _error(self.config.fault_status, "stub fault: the server is overloaded", "server_error")
         answer = await self._hold_slot(body, role)
         self.stats.completed += 1
         return web.Response(body=answer, content_type="application/json")
+
+    def _over_context(self, body: dict[str, Any]) -> bool:
+        """Whether the prompt (one token per word of its messages) fills ``context_limit`` (llama.cpp's check)."""
+        limit = self.config.context_limit
+        if limit is None:
+            return False
+        words = sum(len(str(m.get("content", "")).split()) for m in body["messages"] if isinstance(m, dict))
+        return words >= limit
 
     def _fault(self, body: dict[str, Any]) -> bool:
         """Whether this attempt fails: a draw from the seed, the body and the times it was sent before."""
@@ -271,6 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
+    parser.add_argument(
+        "--context-limit", type=int, default=None, help="answer 400 for a prompt of this many words or more"
+    )
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -295,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         n_ctx=args.n_ctx,
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
+        context_limit=args.context_limit,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -344,6 +361,7 @@ class StubServer:
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
+            *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",
             f"--port={self.port}",
         ]
