@@ -39,6 +39,7 @@ HINTS: dict[str, str] = {
     "sampling-params": "use --sampling-params auto or omit",
     "no-logprobs": "this model gives no logprobs: use --no-logprobs, and debaters state their confidence",
     "context-limits": "or score with {options} (token limits may change on resume)",
+    "fold-all": "use --fold all",
 }
 """Every hint that names options of ``madrag score`` / ``madrag resume``, by name: where each is printed uses it
 (``{...}``: the values filled in there)."""

@@ -135,3 +135,12 @@ def stored_meta(run_dir: Path) -> dict[str, Any] | None:
         return store_meta(store)
     finally:
         store.close()
+
+
+def unstarted(store: RunStore, config: dict[str, Any]) -> RunStore:
+    """``store``, its configuration replaced by ``config`` when it holds no record yet (a run refused before its
+    first answer, or stopped by its first call: nothing of it has a meaning to keep, so the option a refusal
+    suggests works on the same run folder)."""
+    if store.get_meta("config") is not None and store.count() == 0:
+        store.set_meta("config", config)
+    return store

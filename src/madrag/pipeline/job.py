@@ -42,6 +42,7 @@ from madrag.pipeline.identity import (
     run_identity,
     store_meta,
     stored_meta,
+    unstarted,
 )
 from madrag.pipeline.inputs import (
     check_pool,
@@ -187,7 +188,7 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
 
 def _open_run(job: ScoreJob, store: RunStore, run: _Prepared) -> _Prepared:
     """Bind (or check) the run's configuration in its store, record the inputs and the prompt templates."""
-    run.store = store
+    run.store = unstarted(store, run.config)  # a run with no record yet takes the settings it is given now
     run.resumed = store.bind_config(run.config, run_identity(job), prompts_may_differ=True)
     run.run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     if store.prompt_drift is not None:  # nothing written: its finished scores are read, or the job is refused
@@ -404,7 +405,7 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    found = checked if checked is not None else await preflight(ctx, _rehearsal(job, run, backends))
+    found = checked or await preflight(ctx, _rehearsal(job, run, backends), started=run.store.count() > 0)
     run.store.set_meta("preflight", found)
     changed = resumed_limits(run.store, run.config) if run.resumed else None  # kept once the check passed
     session_note(f"token limits changed this session: {changed} (each record keeps its own)", changed)

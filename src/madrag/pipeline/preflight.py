@@ -60,10 +60,10 @@ async def schema_problem(provider: Provider, timeout_s: float) -> str | None:
     return None
 
 
-async def preflight(ctx: CallContext, rehearsal: Rehearsal | None = None) -> dict[str, Any]:
-    """:func:`check_backends` of a run's call context (a resumed run's: a hint that changes its settings names a
-    new run folder)."""
-    return await check_backends(ctx.provider, ctx.role_providers, ctx.settings, rehearsal, started=True)
+async def preflight(ctx: CallContext, rehearsal: Rehearsal | None = None, started: bool = True) -> dict[str, Any]:
+    """:func:`check_backends` of a run's call context (``started``: the run holds records, so a hint that changes
+    its settings names a new run folder)."""
+    return await check_backends(ctx.provider, ctx.role_providers, ctx.settings, rehearsal, started=started)
 
 
 async def check_backends(
