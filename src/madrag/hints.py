@@ -15,11 +15,6 @@ call uses the session's, and run.log says what changed in the session."""
 NEW_RUN_DIR = "with a new --run-dir"
 
 
-def new_run_dir() -> str:
-    """How a hint says that its option needs a new run folder."""
-    return NEW_RUN_DIR
-
-
 def option_hint(options: str, started: bool) -> str:
     """``options`` (e.g. ``--score-method text``) as a hint: for a run that has started (its folder holds records
     made with other settings), with a new ``--run-dir``."""
