@@ -18,6 +18,7 @@ from madrag.agents.prompts import (
 )
 from madrag.hints import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
+from madrag.pipeline.run_log import session_note
 from madrag.pipeline.score_job import ScoreJob
 from madrag.protocols.base import ScoringProtocol
 from madrag.providers.base import Provider
@@ -85,19 +86,21 @@ def _without_limits(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "settings": settings}
 
 
-def resumed_limits(store: RunStore, config: dict[str, Any]) -> str | None:
+def resumed_limits(store: RunStore, config: dict[str, Any], resumed: bool = True) -> str | None:
     """On a resumed run, the token limits this session changes (``judge_max_tokens 1024 -> 2048``), now the run's
-    configuration's (a later ``madrag resume`` uses them; each record keeps the limit it was made with); None
-    when none changes."""
+    configuration's (a later ``madrag resume`` uses them; each record keeps the limit it was made with) and said
+    in this session's run.log; None when none changes."""
     stored = store.get_meta("config")
-    if not isinstance(stored, dict):
+    if not resumed or not isinstance(stored, dict):
         return None
     before, now = stored_settings(stored.get("settings") or {}), config.get("settings") or {}
     changed = {k: (before.get(k), now.get(k)) for k in RESUMABLE_SETTINGS if before.get(k) != now.get(k)}
     if not changed or store.read_only:
         return None
     store.set_meta("config", {**stored, "settings": {**before, **{k: new for k, (_, new) in changed.items()}}})
-    return ", ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items())
+    said = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items())
+    session_note(f"token limits changed this session: {said} (each record keeps its own)")
+    return said
 
 
 def resumed_job(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:

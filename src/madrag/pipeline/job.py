@@ -56,7 +56,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.preflight import Rehearsal, check_backends, preflight
+from madrag.pipeline.preflight import Rehearsal, check_backends, preflight, record_checks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -65,7 +65,7 @@ from madrag.pipeline.run_dir import (
     prompt_names_of,
     recorded_prompts,
 )
-from madrag.pipeline.run_log import run_log, session_note, settings_line
+from madrag.pipeline.run_log import run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
 from madrag.pipeline.unusable import Unusable, store_accounts, unusable_by_protocol
@@ -181,6 +181,8 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
+    for protocol in protocols:  # what a protocol cannot score (MTS[template=FILE]: its file, rows, prompts)
+        protocol.check_inputs(rubric, essays)
     with_source = any(e.source for e in essays)
     config = job_config(job, rubric, protocols, prompts, backend, with_source)
     return _Prepared(rubric, protocols, prompts, essays, pool, config)
@@ -405,10 +407,8 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    found = checked or await preflight(ctx, _rehearsal(job, run, backends), started=run.store.count() > 0)
-    run.store.set_meta("preflight", found)
-    changed = resumed_limits(run.store, run.config) if run.resumed else None  # kept once the check passed
-    session_note(f"token limits changed this session: {changed} (each record keeps its own)", changed)
+    record_checks(run.store, checked or await preflight(ctx, _rehearsal(job, run, backends), run.store.count() > 0))
+    resumed_limits(run.store, run.config, run.resumed)  # kept (and said in run.log) once the check passed
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))

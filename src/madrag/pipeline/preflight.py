@@ -20,10 +20,12 @@ from madrag.errors import ConfigError, ProviderError, TransientProviderError
 from madrag.hints import hint, option_hint
 from madrag.pipeline.context_fit import context_problem
 from madrag.pipeline.worst_case import WorstPrompt
+from madrag.providers.accounting import CheckTally, counting_checks
 from madrag.providers.base import ChatRequest, Message, Provider
 from madrag.providers.policy import ManagedProvider
 from madrag.providers.server_props import SaysItsProps, ServerProps, fit_concurrency
 from madrag.settings import ScoringSettings
+from madrag.store import RunStore
 
 Rehearsal = Callable[[], Awaitable[list[WorstPrompt]]]
 """The run's rehearsal (:func:`madrag.pipeline.worst_case.worst_prompts` of its protocols and longest essay),
@@ -66,6 +68,21 @@ async def preflight(ctx: CallContext, rehearsal: Rehearsal | None = None, starte
     return await check_backends(ctx.provider, ctx.role_providers, ctx.settings, rehearsal, started=started)
 
 
+class _Worst:
+    """The run's rehearsal, made once, when the first server that says its context asks for it."""
+
+    def __init__(self, rehearsal: Rehearsal | None) -> None:
+        self._rehearsal = rehearsal
+        self._found: list[WorstPrompt] | None = None
+
+    async def of(self, backend: str) -> list[WorstPrompt]:
+        if self._rehearsal is None:
+            return []
+        if self._found is None:
+            self._found = await self._rehearsal()
+        return [p for p in self._found if p.backend == backend]
+
+
 async def check_backends(
     provider: ManagedProvider,
     role_providers: dict[str, ManagedProvider],
@@ -81,33 +98,64 @@ async def check_backends(
     ``/props``) gets no more requests at once than it has slots, unless a concurrency was given. ``started``:
     the run folder holds records, so a hint that changes the run's settings names a new ``--run-dir``."""
     found: dict[str, Any] = {}
-    worst: list[WorstPrompt] | None = None
-    limits = {"debater_max_tokens": settings.debater_max_tokens, "judge_max_tokens": settings.judge_max_tokens}
+    worst = _Worst(rehearsal)
     for role, managed in [("*", provider), *role_providers.items()]:
-        await managed.provider.check_reachable()
-        reading = score_reading(managed, settings)
-        found[role] = {"reachable": True, "score_reading": reading}
-        if (props := await _server_props(managed)) is not None:
-            found[role]["server"] = props.as_dict()
-            if props.n_ctx is not None and rehearsal is not None:
-                worst = await rehearsal() if worst is None else worst
-                mine = [p for p in worst if p.backend == role]
-                where = f"{managed.provider.name} ({managed.provider.model})"
-                if (problem := await context_problem(managed.provider, props, mine, limits, where)) is not None:
-                    raise ConfigError(problem)
-        if managed.provider.capabilities.logprobs:
-            found[role]["logprobs"] = await _logprobs_checked(managed)
-        if reading != "schema":
-            continue
-        problem = await schema_problem(managed.provider, managed.policy.timeout_s)
-        if problem is not None:
-            name = f"{managed.provider.name} ({managed.provider.model})"
-            raise ConfigError(
-                f"--score-method constrained: {name} cannot restrict the Judge's score: {problem}; "
-                + option_hint(hint("score-method-text"), started)
-            )
-        found[role]["json_schema_probe"] = "honoured"
+        with counting_checks() as sent:  # the HTTP requests of the checks, by check (no record holds them)
+            found[role] = await _check_one(role, managed, settings, worst, sent, started)
+        found[role]["requests"] = dict(sent.by_check)
     return found
+
+
+async def _check_one(
+    role: str, managed: ManagedProvider, settings: ScoringSettings, worst: _Worst, sent: CheckTally, started: bool
+) -> dict[str, Any]:
+    """:func:`check_backends` of one backend (``role``'s): what was found; each check's requests counted in
+    ``sent``."""
+    with sent.during("reachable"):
+        await managed.provider.check_reachable()
+    reading = score_reading(managed, settings)
+    found: dict[str, Any] = {"reachable": True, "score_reading": reading}
+    with sent.during("server_props"):
+        props = await _server_props(managed)
+    if props is not None:
+        found["server"] = props.as_dict()
+        limits = {"debater_max_tokens": settings.debater_max_tokens, "judge_max_tokens": settings.judge_max_tokens}
+        where = f"{managed.provider.name} ({managed.provider.model})"
+        with sent.during("context"):
+            mine = await worst.of(role) if props.n_ctx is not None else []
+            problem = await context_problem(managed.provider, props, mine, limits, where)
+        if problem is not None:
+            raise ConfigError(problem)
+    if managed.provider.capabilities.logprobs:
+        with sent.during("logprobs"):
+            found["logprobs"] = await _logprobs_checked(managed)
+    if reading != "schema":
+        return found
+    with sent.during("json_schema"):
+        problem = await schema_problem(managed.provider, managed.policy.timeout_s)
+    if problem is not None:
+        name = f"{managed.provider.name} ({managed.provider.model})"
+        raise ConfigError(
+            f"--score-method constrained: {name} cannot restrict the Judge's score: {problem}; "
+            + option_hint(hint("score-method-text"), started)
+        )
+    found["json_schema_probe"] = "honoured"
+    return found
+
+
+def record_checks(store: RunStore, found: dict[str, Any]) -> None:
+    """Keep what this session's checks found (``preflight``, replaced each session) and add their HTTP requests,
+    by check, to the run's sum over its sessions (``check_requests``: ``by_check`` and ``complete``, false when
+    an earlier session of the run made calls before madrag counted its checks), which ``madrag costs`` reads."""
+    store.set_meta("preflight", found)
+    kept = store.get_meta("check_requests")
+    if not isinstance(kept, dict):
+        kept = {"by_check": {}, "complete": store.count() == 0}
+    by_check: dict[str, int] = dict(kept.get("by_check") or {})
+    for role in found.values():
+        for check, n in (role.get("requests") or {}).items() if isinstance(role, dict) else ():
+            by_check[check] = by_check.get(check, 0) + int(n)
+    store.set_meta("check_requests", {"by_check": by_check, "complete": bool(kept.get("complete"))})
 
 
 async def _logprobs_checked(managed: ManagedProvider) -> str:

@@ -329,5 +329,9 @@ class OpenAICompatProvider(Provider):
             return TransientProviderError(f"{where} answered HTTP {status}: {detail}")
         if status == 400 and CONTEXT_OVERFLOW.search(detail):
             return ContextOverflow(f"{where} answered HTTP 400: {detail}")
-        hint = f" (check ${self.api_key_env})" if status in (401, 403) else self.adapter.hint(detail)
+        if status in (401, 403):
+            hint = f" (check ${self.api_key_env})" if self.api_key_env else ""
+            hint = hint or ("" if self._key_set else " (no API key was sent)")
+        else:
+            hint = self.adapter.hint(detail)
         return ProviderError(f"{where} answered HTTP {status}{hint}: {detail}")

@@ -51,7 +51,7 @@ from typing import Any
 from aiohttp import web
 
 from madrag.testing.reasoning import refusal
-from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings
+from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings, over_context
 
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Requests to the stub's own port on loopback: no proxy of the environment in between."""
@@ -64,6 +64,8 @@ class StubStats:
     """What the stub has seen since it started (or was reset)."""
 
     requests: int = 0
+    http_requests: int = 0  # every HTTP request but the stats' own (chat, models, embeddings, props, malformed)
+    watched: int = 0  # requests whose address, headers or body held ``watch`` (a key that must never arrive)
     completed: int = 0
     refused: int = 0  # requests answered 400 for a parameter the emulated model refuses
     faults: int = 0  # requests answered ``fault_status`` (``fault_rate``)
@@ -109,7 +111,7 @@ class StubApp:
 
     def build(self) -> web.Application:
         """The aiohttp application with the stub's routes."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.seen])
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/embeddings", self.embeddings)
@@ -119,6 +121,19 @@ class StubApp:
             app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/stats/reset", self.reset)
         return app
+
+    @web.middleware
+    async def seen(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Count every request but ``/stats``'s, and those that carry ``watch`` anywhere."""
+        if not request.path.startswith("/stats"):
+            self.stats.http_requests += 1
+            watch = self.config.watch
+            if watch:
+                headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+                if watch in request.path_qs or watch in headers or watch.encode() in await request.read():
+                    self.stats.watched += 1
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def chat(self, request: web.Request) -> web.Response:
         """``POST /v1/chat/completions``: a 400 for a malformed body (or, as a reasoning model, a refused
@@ -135,7 +150,7 @@ class StubApp:
         if self.config.reasoning_model and (refused := refusal(body)) is not None:
             self.stats.refused += 1
             return web.json_response(refused, status=400)
-        if self._over_context(body):
+        if over_context(body, self.config.context_limit):
             self.stats.refused += 1
             return _error(
                 400, "the request exceeds the available context size, try increasing it", "exceed_context_size_error"
@@ -146,14 +161,6 @@ class StubApp:
         answer = await self._hold_slot(body, role)
         self.stats.completed += 1
         return web.Response(body=answer, content_type="application/json")
-
-    def _over_context(self, body: dict[str, Any]) -> bool:
-        """Whether the prompt (one token per word of its messages) fills ``context_limit`` (llama.cpp's check)."""
-        limit = self.config.context_limit
-        if limit is None:
-            return False
-        words = sum(len(str(m.get("content", "")).split()) for m in body["messages"] if isinstance(m, dict))
-        return words >= limit
 
     def _fault(self, body: dict[str, Any]) -> bool:
         """Whether this attempt fails: a draw from the seed, the body and the times it was sent before."""
@@ -287,6 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--context-limit", type=int, default=None, help="answer 400 for a prompt of this many words or more"
     )
+    parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -312,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
         context_limit=args.context_limit,
+        watch=args.watch,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -363,6 +372,7 @@ class StubServer:
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",
+            *([f"--watch={c.watch}"] if c.watch else []),
             f"--port={self.port}",
         ]
 
