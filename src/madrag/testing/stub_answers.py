@@ -64,6 +64,9 @@ class StubConfig:
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
     owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
+    # as llama.cpp's server: a chat request whose prompt (one token per word) is this long or longer is answered
+    # HTTP 400 "the request exceeds the available context size"; None: any prompt is answered
+    context_limit: int | None = None
     watch: str = ""  # a text the stub counts the requests carrying (in address, headers or body): a key's sentinel
 
 
@@ -204,3 +207,11 @@ def embeddings(body: Any, config: StubConfig) -> dict[str, Any] | str:
         "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
         "usage": {"prompt_tokens": words, "total_tokens": words},
     }
+
+
+def over_context(body: dict[str, Any], limit: int | None) -> bool:
+    """Whether a chat request's prompt (one token per word of its messages) fills ``limit``, llama.cpp's check
+    (None: no limit)."""
+    if limit is None:
+        return False
+    return sum(len(str(m.get("content", "")).split()) for m in body["messages"] if isinstance(m, dict)) >= limit

@@ -51,7 +51,7 @@ from typing import Any
 from aiohttp import web
 
 from madrag.testing.reasoning import refusal
-from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings
+from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings, over_context
 
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Requests to the stub's own port on loopback: no proxy of the environment in between."""
@@ -150,6 +150,11 @@ class StubApp:
         if self.config.reasoning_model and (refused := refusal(body)) is not None:
             self.stats.refused += 1
             return web.json_response(refused, status=400)
+        if over_context(body, self.config.context_limit):
+            self.stats.refused += 1
+            return _error(
+                400, "the request exceeds the available context size, try increasing it", "exceed_context_size_error"
+            )
         if self._fault(body):
             self.stats.faults += 1
             return _error(self.config.fault_status, "stub fault: the server is overloaded", "server_error")
@@ -286,6 +291,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
+    parser.add_argument(
+        "--context-limit", type=int, default=None, help="answer 400 for a prompt of this many words or more"
+    )
     parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
@@ -311,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         n_ctx=args.n_ctx,
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
+        context_limit=args.context_limit,
         watch=args.watch,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
@@ -361,6 +370,7 @@ class StubServer:
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
+            *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",
             *([f"--watch={c.watch}"] if c.watch else []),
             f"--port={self.port}",

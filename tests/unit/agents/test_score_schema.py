@@ -126,9 +126,11 @@ async def test_preflight_refuses_a_server_that_ignores_the_schema(tmp_path: Path
     seen: list[dict[str, Any]] = []
     provider = _openai(_server("OK", seen))
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
-    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*--score-method text"):
-        await preflight(ctx)
+    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*--score-method text with a new --run-dir$"):
+        await preflight(ctx)  # a run that has records: the option changes what they mean
     assert seen[0]["response_format"]["type"] == "json_schema"
+    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*use --score-method text$"):
+        await preflight(ctx, started=False)  # a run with no record yet takes it in the same folder
 
 
 async def test_preflight_accepts_a_server_that_honours_the_schema(tmp_path: Path) -> None:
