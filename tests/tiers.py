@@ -84,6 +84,9 @@ SLOW: dict[str, str] = {
     "test_confidence_figure3::test_sets_need_two_judged_runs_with_distinct_labels": "judged runs: 3 s",
     "test_readme_commands::test_readme_serve_answers": "madrag serve as a process: 3 s",
     "test_reasoning_backend::test_score_against_a_reasoning_model_from_the_command_line": "a process: 3 s",
+    "test_hints::test_a_reasoning_models_refusals_print_hints_that_run": "six score processes on the stub: 35 s",
+    "test_hints::test_a_cut_judge_and_a_server_without_schemas_print_hints_that_run": "six score processes: 33 s",
+    "test_hints::test_token_limits_run_as_printed_on_a_run_that_has_records": "four processes: 17 s",
     # the integration tier (serial), measured alone on the 2-core machine
     "test_core_install::test_the_core_install_pulls_no_extra_and_scores_with_a_servers_embeddings": "a fresh venv "
     "and pip install of the core from pip's cache, then madrag as processes: 50 s",

@@ -37,6 +37,12 @@ class RetriesExhausted(ProviderError):
         self.reasons = reasons
 
 
+class ContextOverflow(ProviderError):
+    """A request whose prompt (and answer) does not fit the server's context, said by the server (an HTTP 400
+    naming its context): no retry can help, so the call is recorded as failed at once and the run goes on
+    without its essay-trait (it does not count against ``--max-failures``)."""
+
+
 class CallFailed(ProviderError):
     """An agent call that got no answer after its retries, recorded as a failed record (``key``); the run goes on
     without it and a resume makes it again."""

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
-from madrag.errors import CallFailed, ConfigError, RetriesExhausted, RunStopping
+from madrag.errors import CallFailed, ConfigError, ContextOverflow, ProviderError, RetriesExhausted, RunStopping
+from madrag.hints import hint
 from madrag.providers.accounting import CallTally, current_tally, tallying
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob
 from madrag.providers.policy import ManagedProvider
@@ -154,7 +155,7 @@ def score_reading(provider: ManagedProvider, settings: ScoringSettings) -> Score
         return "schema"
     raise ConfigError(
         f"score method 'constrained' needs a backend with prefill and choices or one that takes a JSON "
-        f"schema; {provider.provider.name} has neither (use --score-method text)"
+        f"schema; {provider.provider.name} has neither ({hint('score-method-text')})"
     )
 
 
@@ -247,7 +248,7 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
         with tallying() as tally:
             try:
                 record = await make()
-            except RetriesExhausted as exc:
+            except (RetriesExhausted, ContextOverflow) as exc:
                 if ctx.failures is None:
                     raise
                 raise await record_failure(ctx, call, tally, exc) from exc
@@ -264,13 +265,16 @@ async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[A
     return record
 
 
-async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, exc: RetriesExhausted) -> CallFailed:
+async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, exc: ProviderError) -> CallFailed:
     """Store the failed record of ``call`` (what it sent and got before giving up), count it against the run's
-    budget and return the :class:`CallFailed` to raise."""
+    budget (a prompt over the server's context, :class:`ContextOverflow`, is not: it fails its essay-trait, never
+    the run) and return the :class:`CallFailed` to raise."""
+    overflow = isinstance(exc, ContextOverflow)
+    error = f"{OVERFLOW}: {exc}" if overflow else str(exc)
     record = new_record(
         ctx,
         call,
-        error=str(exc),
+        error=error,
         failed=True,
         requests=tally.answers,
         attempts=tally.attempts,
@@ -282,12 +286,25 @@ async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, ex
     record.key = failed_key(call.key, uuid.uuid4().hex[:12])
     await ctx.store.aput(record)
     ctx.stats.failed_calls += 1
-    if ctx.failures is not None:
-        ctx.failures.add(call.key, str(exc))
+    if ctx.failures is not None and not overflow:
+        ctx.failures.add(call.key, error)
     if ctx.on_failed is not None:
         ctx.on_failed(record)
-    log.warning("call %s failed after its retries (%s); recorded as failed, a resume retries it", call.key, exc)
-    return CallFailed(f"call {call.key} failed: {exc}", call.key)
+    if overflow:
+        log.warning("%s: %s; recorded as failed, the run goes on without it", called(call), error)
+    else:
+        log.warning("call %s failed after its retries (%s); recorded as failed, a resume retries it", call.key, exc)
+    return CallFailed(f"call {call.key} failed: {error}", call.key)
+
+
+OVERFLOW = "the prompt does not fit the server's context"
+"""The start of a failed record's error when the server refused its prompt as too long for its context."""
+
+
+def called(call: AgentCall) -> str:
+    """A call named by its essay, trait, role and protocol."""
+    trait = "every trait" if call.trait == "*" else f"trait {call.trait}"
+    return f"essay {call.essay_id}, {trait}, role {call.role} ({call.protocol})"
 
 
 def build_request(ctx: CallContext, call: AgentCall, **overrides: Any) -> ChatRequest:

@@ -24,11 +24,24 @@ def resume_command(
         ),
     ] = None,
     cache_dir: CacheDirOpt = DEFAULT_CACHE,
+    debater_max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Token limit of Advocate/Skeptic messages from now on (default: the run's last)."),
+    ] = None,
+    judge_max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Token limit of the Judge's answer from now on (default: the run's last)."),
+    ] = None,
 ) -> None:
     """Continue the run in RUN_DIR exactly as it was made: its settings, essays, backend and prompt templates come
     from the run folder; only the calls it has left are made (none when it is finished).
 
+    The token limits may change (each record keeps the limit it was made with; run.log says what changed).
+
     Exit code 0: every call answered. 2: an error. 3: calls failed after their retries (resume again).
     """
     job = recorded_job(run_dir, cache_dir=cache_dir, prompts_dir=prompts_dir)
+    limits = {"debater_max_tokens": debater_max_tokens, "judge_max_tokens": judge_max_tokens}
+    if changed := {k: v for k, v in limits.items() if v is not None}:
+        job = job.model_copy(update={"settings": job.settings.model_copy(update=changed)})
     exit_on_failed_calls(run_cli_job(job))

@@ -22,6 +22,7 @@ from madrag.cli.output import console, err
 from madrag.cli.presets import PresetOpt, ProtocolListOpt, choose_protocols
 from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
 from madrag.data.shipped import find_asap_dir
+from madrag.errors import clip
 from madrag.pipeline.job import ScoreJob
 from madrag.rubric import load_rubric
 from madrag.settings import ScoringSettings
@@ -104,10 +105,20 @@ FAILED_CALLS_EXIT = 3
 score; resuming retries them). A run stopped by ``--max-failures`` is an error (exit code 2)."""
 
 
+MAX_NAMED = 10
+"""The most failed calls the warning of a run names (essay, trait, role); ``result.failures`` has them all."""
+
+
 def exit_on_failed_calls(result: ScoringResult) -> None:
     """A warning on stderr and exit code 3 when calls of the run failed after their retries."""
     failed = result.stats.failed_calls
     if failed:
+        for call in result.failures[:MAX_NAMED]:
+            trait = "every trait" if call.trait == "*" else f"trait {call.trait}"
+            err.print(
+                f"failed: essay {call.essay}, {trait}, role {call.role} ({call.protocol}): {clip(call.error)}",
+                markup=False,
+            )
         err.print(
             f"warning: {failed} call{'s' if failed != 1 else ''} failed after retries; resume to retry them "
             f"(run the same command again; every other call is saved in {result.run_dir})"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
+from madrag.hints import hint
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ def split_by_fold(essays: list[Essay], eval_fold: int | None = 0) -> Split:
     if eval_fold is None:
         return Split(eval=list(essays), pool=list(essays), eval_fold=None)
     if any(e.fold is None for e in essays):
-        raise InputError("data has no 'fold' for some essays; use --fold all or add a fold column")
+        raise InputError(f"data has no 'fold' for some essays; {hint('fold-all')} or add a fold column")
     eval_part = [e for e in essays if e.fold == eval_fold]
     if not eval_part:
         folds = sorted({e.fold for e in essays if e.fold is not None})

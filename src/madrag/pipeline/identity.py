@@ -16,7 +16,9 @@ from madrag.agents.prompts import (
     TRAINING_FREE_PROMPT_NAMES,
     PromptLibrary,
 )
+from madrag.hints import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
+from madrag.pipeline.run_log import session_note
 from madrag.pipeline.score_job import ScoreJob
 from madrag.protocols.base import ScoringProtocol
 from madrag.providers.base import Provider
@@ -24,6 +26,7 @@ from madrag.providers.spec import spec_identity
 from madrag.retrieval.embedder import stored_embedder
 from madrag.rubric import Rubric
 from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, prompt_identity
+from madrag.settings import stored_settings
 from madrag.store import RunStore
 
 PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES)
@@ -72,8 +75,32 @@ def job_config(
 
 def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """What of a stored configuration must match the job's for its run to resume (older configurations read as
-    the latest version, with the job's settings class: :func:`madrag.run_config.identity`)."""
-    return functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
+    the latest version, with the job's settings class: :func:`madrag.run_config.identity`), less the settings a
+    resumed run may change (:data:`~madrag.hints.RESUMABLE_SETTINGS`, the token limits)."""
+    read = functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
+    return lambda config: _without_limits(read(config))
+
+
+def _without_limits(config: dict[str, Any]) -> dict[str, Any]:
+    settings = {k: v for k, v in (config.get("settings") or {}).items() if k not in RESUMABLE_SETTINGS}
+    return {**config, "settings": settings}
+
+
+def resumed_limits(store: RunStore, config: dict[str, Any], resumed: bool = True) -> str | None:
+    """On a resumed run, the token limits this session changes (``judge_max_tokens 1024 -> 2048``), now the run's
+    configuration's (a later ``madrag resume`` uses them; each record keeps the limit it was made with) and said
+    in this session's run.log; None when none changes."""
+    stored = store.get_meta("config")
+    if not resumed or not isinstance(stored, dict):
+        return None
+    before, now = stored_settings(stored.get("settings") or {}), config.get("settings") or {}
+    changed = {k: (before.get(k), now.get(k)) for k in RESUMABLE_SETTINGS if before.get(k) != now.get(k)}
+    if not changed or store.read_only:
+        return None
+    store.set_meta("config", {**stored, "settings": {**before, **{k: new for k, (_, new) in changed.items()}}})
+    said = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items())
+    session_note(f"token limits changed this session: {said} (each record keeps its own)")
+    return said
 
 
 def resumed_job(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
@@ -111,3 +138,12 @@ def stored_meta(run_dir: Path) -> dict[str, Any] | None:
         return store_meta(store)
     finally:
         store.close()
+
+
+def unstarted(store: RunStore, config: dict[str, Any]) -> RunStore:
+    """``store``, its configuration replaced by ``config`` when it holds no record yet (a run refused before its
+    first answer, or stopped by its first call: nothing of it has a meaning to keep, so the option a refusal
+    suggests works on the same run folder)."""
+    if store.get_meta("config") is not None and store.count() == 0:
+        store.set_meta("config", config)
+    return store

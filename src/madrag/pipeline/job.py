@@ -38,9 +38,11 @@ from madrag.pipeline.identity import (
     job_config,
     prompt_names,
     resumed_job,
+    resumed_limits,
     run_identity,
     store_meta,
     stored_meta,
+    unstarted,
 )
 from madrag.pipeline.inputs import (
     check_pool,
@@ -54,7 +56,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.preflight import check_backends, preflight, prompt_floor
+from madrag.pipeline.preflight import Rehearsal, check_backends, preflight, record_checks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -67,6 +69,7 @@ from madrag.pipeline.run_log import run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
 from madrag.pipeline.unusable import Unusable, store_accounts, unusable_by_protocol
+from madrag.pipeline.worst_case import rehearsal
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.base import Provider
@@ -178,6 +181,8 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
+    for protocol in protocols:  # what a protocol cannot score (MTS[template=FILE]: its file, rows, prompts)
+        protocol.check_inputs(rubric, essays)
     with_source = any(e.source for e in essays)
     config = job_config(job, rubric, protocols, prompts, backend, with_source)
     return _Prepared(rubric, protocols, prompts, essays, pool, config)
@@ -185,7 +190,7 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
 
 def _open_run(job: ScoreJob, store: RunStore, run: _Prepared) -> _Prepared:
     """Bind (or check) the run's configuration in its store, record the inputs and the prompt templates."""
-    run.store = store
+    run.store = unstarted(store, run.config)  # a run with no record yet takes the settings it is given now
     run.resumed = store.bind_config(run.config, run_identity(job), prompts_may_differ=True)
     run.run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
     if store.prompt_drift is not None:  # nothing written: its finished scores are read, or the job is refused
@@ -342,11 +347,10 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             checked = None
             if meta is None:  # a new run's backends are built and checked before anything is written
                 backends = _backends(job, backend)
-                uses_bank = any(p.uses_bank for p in run.protocols)
-                if uses_bank and embedder is None:
+                if embedder is None and any(p.uses_bank for p in run.protocols):
                     check_embedder(job.embedder)  # an extra's embedder not installed: said before any folder
-                floor = prompt_floor(run.essays, run.pool, run.rubric, job.settings, uses_bank)
-                checked = await check_backends(backends.main, backends.roles, job.settings, floor)
+                rehearsed = _rehearsal(job, run, backends)
+                checked = await check_backends(backends.main, backends.roles, job.settings, rehearsed)
             store = store or _open_store(job, held)
             _open_run(job, store, run)  # refuses a resume with other settings
             done = await _finished(job, run, hooks) if run.resumed else None
@@ -403,7 +407,8 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    run.store.set_meta("preflight", checked if checked is not None else await preflight(ctx))
+    record_checks(run.store, checked or await preflight(ctx, _rehearsal(job, run, backends), run.store.count() > 0))
+    resumed_limits(run.store, run.config, run.resumed)  # kept (and said in run.log) once the check passed
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
@@ -427,6 +432,11 @@ async def _score(
     elapsed = time.monotonic() - started
     final = scores_over_run(scores, run.store, run)
     return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info, _accounts(run, final))
+
+
+def _rehearsal(job: ScoreJob, run: _Prepared, backends: _Backends) -> Rehearsal | None:
+    caps = {"*": backends.main.capabilities, **{r: b.capabilities for r, b in backends.roles.items()}}
+    return rehearsal(run.protocols, run.essays, run.pool, run.rubric, run.prompts, job.settings, caps)
 
 
 def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:

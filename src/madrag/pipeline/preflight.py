@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from madrag.agents.calls import CallContext, score_reading
-from madrag.data.essay import Essay
 from madrag.errors import ConfigError, ProviderError, TransientProviderError
+from madrag.hints import hint, option_hint
+from madrag.pipeline.context_fit import context_problem
+from madrag.pipeline.worst_case import WorstPrompt
+from madrag.providers.accounting import CheckTally, counting_checks
 from madrag.providers.base import ChatRequest, Message, Provider
 from madrag.providers.policy import ManagedProvider
-from madrag.providers.server_props import PromptFloor, SaysItsProps, ServerProps, context_problem, fit_concurrency
-from madrag.rubric import Rubric, Trait
+from madrag.providers.server_props import SaysItsProps, ServerProps, fit_concurrency
 from madrag.settings import ScoringSettings
+from madrag.store import RunStore
+
+Rehearsal = Callable[[], Awaitable[list[WorstPrompt]]]
+"""The run's rehearsal (:func:`madrag.pipeline.worst_case.worst_prompts` of its protocols and longest essay),
+made only when a server says its context."""
 
 PROBE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -54,45 +62,100 @@ async def schema_problem(provider: Provider, timeout_s: float) -> str | None:
     return None
 
 
-async def preflight(ctx: CallContext) -> dict[str, Any]:
-    """:func:`check_backends` of a run's call context."""
-    return await check_backends(ctx.provider, ctx.role_providers, ctx.settings)
+async def preflight(ctx: CallContext, rehearsal: Rehearsal | None = None, started: bool = True) -> dict[str, Any]:
+    """:func:`check_backends` of a run's call context (``started``: the run holds records, so a hint that changes
+    its settings names a new run folder)."""
+    return await check_backends(ctx.provider, ctx.role_providers, ctx.settings, rehearsal, started=started)
+
+
+class _Worst:
+    """The run's rehearsal, made once, when the first server that says its context asks for it."""
+
+    def __init__(self, rehearsal: Rehearsal | None) -> None:
+        self._rehearsal = rehearsal
+        self._found: list[WorstPrompt] | None = None
+
+    async def of(self, backend: str) -> list[WorstPrompt]:
+        if self._rehearsal is None:
+            return []
+        if self._found is None:
+            self._found = await self._rehearsal()
+        return [p for p in self._found if p.backend == backend]
 
 
 async def check_backends(
     provider: ManagedProvider,
     role_providers: dict[str, ManagedProvider],
     settings: ScoringSettings,
-    floor: PromptFloor | None = None,
+    rehearsal: Rehearsal | None = None,
+    started: bool = False,
 ) -> dict[str, Any]:
     """Check every backend (the main one and each role's) before the run's first call; what was found, by role
     (``*``: the main backend), for the run store. :class:`ProviderError` for a backend that cannot be reached or
     that drops the logprobs it was asked for, :class:`ConfigError` for a JSON-schema reading the server does not
-    honour or for a ``floor`` (the run's smallest prompt for its largest essay) its server's context cannot hold.
-    A server that says its slots (llama.cpp's ``/props``) gets no more requests at once than it has slots,
-    unless a concurrency was given."""
+    honour or for a prompt of the ``rehearsal`` (the run's largest, per protocol and role) that its server's
+    context cannot hold (:mod:`madrag.pipeline.context_fit`). A server that says its slots (llama.cpp's
+    ``/props``) gets no more requests at once than it has slots, unless a concurrency was given. ``started``:
+    the run folder holds records, so a hint that changes the run's settings names a new ``--run-dir``."""
     found: dict[str, Any] = {}
+    worst = _Worst(rehearsal)
     for role, managed in [("*", provider), *role_providers.items()]:
-        await managed.provider.check_reachable()
-        reading = score_reading(managed, settings)
-        found[role] = {"reachable": True, "score_reading": reading}
-        if (props := await _server_props(managed)) is not None:
-            found[role]["server"] = props.as_dict()
-            if (problem := await context_problem(managed.provider, props, floor)) is not None:
-                raise ConfigError(f"{managed.provider.name} ({managed.provider.model}): {problem}")
-        if managed.provider.capabilities.logprobs:
-            found[role]["logprobs"] = await _logprobs_checked(managed)
-        if reading != "schema":
-            continue
-        problem = await schema_problem(managed.provider, managed.policy.timeout_s)
-        if problem is not None:
-            name = f"{managed.provider.name} ({managed.provider.model})"
-            raise ConfigError(
-                f"--score-method constrained: {name} cannot restrict the Judge's score: {problem}; "
-                "use --score-method text"
-            )
-        found[role]["json_schema_probe"] = "honoured"
+        with counting_checks() as sent:  # the HTTP requests of the checks, by check (no record holds them)
+            found[role] = await _check_one(role, managed, settings, worst, sent, started)
+        found[role]["requests"] = dict(sent.by_check)
     return found
+
+
+async def _check_one(
+    role: str, managed: ManagedProvider, settings: ScoringSettings, worst: _Worst, sent: CheckTally, started: bool
+) -> dict[str, Any]:
+    """:func:`check_backends` of one backend (``role``'s): what was found; each check's requests counted in
+    ``sent``."""
+    with sent.during("reachable"):
+        await managed.provider.check_reachable()
+    reading = score_reading(managed, settings)
+    found: dict[str, Any] = {"reachable": True, "score_reading": reading}
+    with sent.during("server_props"):
+        props = await _server_props(managed)
+    if props is not None:
+        found["server"] = props.as_dict()
+        limits = {"debater_max_tokens": settings.debater_max_tokens, "judge_max_tokens": settings.judge_max_tokens}
+        where = f"{managed.provider.name} ({managed.provider.model})"
+        with sent.during("context"):
+            mine = await worst.of(role) if props.n_ctx is not None else []
+            problem = await context_problem(managed.provider, props, mine, limits, where)
+        if problem is not None:
+            raise ConfigError(problem)
+    if managed.provider.capabilities.logprobs:
+        with sent.during("logprobs"):
+            found["logprobs"] = await _logprobs_checked(managed)
+    if reading != "schema":
+        return found
+    with sent.during("json_schema"):
+        problem = await schema_problem(managed.provider, managed.policy.timeout_s)
+    if problem is not None:
+        name = f"{managed.provider.name} ({managed.provider.model})"
+        raise ConfigError(
+            f"--score-method constrained: {name} cannot restrict the Judge's score: {problem}; "
+            + option_hint(hint("score-method-text"), started)
+        )
+    found["json_schema_probe"] = "honoured"
+    return found
+
+
+def record_checks(store: RunStore, found: dict[str, Any]) -> None:
+    """Keep what this session's checks found (``preflight``, replaced each session) and add their HTTP requests,
+    by check, to the run's sum over its sessions (``check_requests``: ``by_check`` and ``complete``, false when
+    an earlier session of the run made calls before madrag counted its checks), which ``madrag costs`` reads."""
+    store.set_meta("preflight", found)
+    kept = store.get_meta("check_requests")
+    if not isinstance(kept, dict):
+        kept = {"by_check": {}, "complete": store.count() == 0}
+    by_check: dict[str, int] = dict(kept.get("by_check") or {})
+    for role in found.values():
+        for check, n in (role.get("requests") or {}).items() if isinstance(role, dict) else ():
+            by_check[check] = by_check.get(check, 0) + int(n)
+    store.set_meta("check_requests", {"by_check": by_check, "complete": bool(kept.get("complete"))})
 
 
 async def _logprobs_checked(managed: ManagedProvider) -> str:
@@ -121,36 +184,3 @@ async def _server_props(managed: ManagedProvider) -> ServerProps | None:
     if (fit := fit_concurrency(managed.concurrency, managed.max_concurrency, props, where)) is not None:
         managed.limit_concurrency(fit)
     return props
-
-
-def _shortest_exemplars(trait: Trait, pool: list[Essay], settings: ScoringSettings) -> list[str]:
-    """Per score level the pool has, its shortest essay (cut to ``exemplar_max_words`` when set): the least a
-    retrieving Judge is shown for ``trait`` (one exemplar per level)."""
-    shortest: dict[int, str] = {}
-    for essay in pool:
-        level = essay.reference(trait)
-        if level is not None and (level not in shortest or len(essay.text) < len(shortest[level])):
-            shortest[level] = essay.text
-    words = settings.exemplar_max_words
-    return [" ".join(text.split()[:words]) if words else text for _, text in sorted(shortest.items())]
-
-
-def prompt_floor(
-    essays: list[Essay], pool: list[Essay], rubric: Rubric, settings: ScoringSettings, bank: bool
-) -> PromptFloor | None:
-    """The largest of the run's smallest Judge prompts, with the Judge's answer budget: what a Judge prompt for
-    the run's longest essay surely holds (the essay, the trait's rubric text and, when a protocol retrieves
-    (``bank``), one exemplar per score level, the pool's shortest), for the trait where that is most. None
-    without essays. Templates and debate are left out: it is a floor, so a run is refused only when it surely
-    cannot fit."""
-    if not essays:
-        return None
-    longest = max(essays, key=lambda e: len(e.text))
-    best: tuple[str, str] | None = None
-    for trait in rubric.traits:
-        exemplars = _shortest_exemplars(trait, pool, settings) if bank else []
-        text = "\n".join([longest.text, trait.description, *trait.levels.values(), *exemplars])
-        if best is None or len(text) > len(best[0]):
-            best = (text, f"essay {longest.id}'s Judge prompt for {trait.name}")
-    assert best is not None  # a rubric has traits
-    return PromptFloor(best[0], best[1], settings.judge_max_tokens)

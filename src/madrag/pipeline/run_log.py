@@ -155,3 +155,9 @@ def settings_line(
         line += f", max failures {max_failures}"
     changed = settings.model_dump(mode="json", exclude_defaults=True)
     return line + (f"; settings {changed}" if changed else "; default settings")
+
+
+def session_note(text: str, when: object = True) -> None:
+    """A line of this session in the current run's log (e.g. the token limits a resume changed), if ``when``."""
+    if when:
+        log.info("%s", text)

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from madrag.hints import hint
 from madrag.protocols.scores import TraitScore
 from madrag.records import AgentRecord
 from madrag.store import RunStore
@@ -34,6 +35,7 @@ _KINDS = [
     (re.compile(r"^score \S+ outside"), "a score outside"),
 ]
 """What is left out of a reading's problem to name its cause (the values it found)."""
+_CUT_AT = re.compile(r"^cut off at the token limit \(--judge-max-tokens (\d+)")
 REPEAT_RATIO = 0.12
 """An answer "repeats itself" when the second half of its text compresses (zlib) below this share of its length:
 looping output compresses to a few percent, prose to about half."""
@@ -136,8 +138,8 @@ class Unusable:
         said += f"{self.missing} of {self.expected} essay-trait scores missing"
         why = ", ".join(f"{n} {cause}" for cause, n in self.missing_causes.most_common())
         said += f": {why}." if why else "."
-        if any(c.startswith("cut off") for c in self.causes):
-            said += " Try a larger --judge-max-tokens, or --score-method constrained where the server takes a schema."
+        if cut := [int(m.group(1)) for c in self.causes if (m := _CUT_AT.search(c))]:
+            said += " " + hint("larger-judge-limit", larger=2 * max(cut))
         return said
 
 

@@ -17,6 +17,8 @@ import logging
 import re
 from typing import Any, Literal
 
+from madrag.hints import hint
+
 log = logging.getLogger(__name__)
 
 TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
@@ -98,11 +100,11 @@ class RequestAdapter:
         """A suggestion to add to a refusal this adapter did not adapt to ("" when it has none)."""
         param = refused_parameter(message)
         if param == "max_tokens" and self.token_param == "max_tokens":
-            return " (use --token-param auto or max_completion_tokens)"
+            return f" ({hint('token-param')})"
         if param in SAMPLING and self.sampling_params == "send":
-            return " (use --sampling-params auto or omit)"
+            return f" ({hint('sampling-params')})"
         if "logprobs" in message.lower():
-            return " (this model gives no logprobs: use --no-logprobs, and debaters state their confidence)"
+            return f" ({hint('no-logprobs')})"
         return ""
 
     def _say(self, what: str) -> None:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
-from madrag.errors import ProviderError, TransientProviderError
+from madrag.errors import ContextOverflow, ProviderError, TransientProviderError
 from madrag.providers.accounting import count_extra_request
 from madrag.providers.adapt import MAX_ADAPTATIONS, RequestAdapter, SamplingParams, TokenParam
 from madrag.providers.base import (
@@ -49,6 +49,14 @@ LOGPROBS_PROBE = ChatRequest(
 """The request of :meth:`OpenAICompatProvider.check_logprobs`: a few tokens, logprobs asked for."""
 
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
+CONTEXT_OVERFLOW = re.compile(
+    r"exceeds? the available context size|exceed_context_size|context[_ ]length[_ ]exceeded|maximum context length"
+    r"|context (?:window|size) (?:of|is)|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+"""A 400's message that says the prompt does not fit the server's context: llama.cpp's ("the request exceeds the
+available context size", ``exceed_context_size_error``), vLLM's and OpenAI's ("maximum context length",
+``context_length_exceeded``)."""
 _MAX_DETAIL = 200
 _KEYLIKE = re.compile(r"\b(sk|key|rk|pk)-[A-Za-z0-9_\-*.]{6,}", re.IGNORECASE)
 
@@ -327,5 +335,11 @@ class OpenAICompatProvider(Provider):
         detail = self._scrub(exc.detail)
         if status >= 500 or status in _TRANSIENT_STATUS:
             return TransientProviderError(f"{where} answered HTTP {status}: {detail}")
-        hint = f" (check ${self.api_key_env})" if status in (401, 403) else self.adapter.hint(detail)
+        if status == 400 and CONTEXT_OVERFLOW.search(detail):
+            return ContextOverflow(f"{where} answered HTTP 400: {detail}")
+        if status in (401, 403):
+            hint = f" (check ${self.api_key_env})" if self.api_key_env else ""
+            hint = hint or ("" if self._key_set else " (no API key was sent)")
+        else:
+            hint = self.adapter.hint(detail)
         return ProviderError(f"{where} answered HTTP {status}{hint}: {detail}")

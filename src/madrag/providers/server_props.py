@@ -6,8 +6,8 @@ the tokens of a text. madrag reads both when they are there:
 
 * the default concurrency never exceeds the server's slots (a request beyond them waits in the server's queue,
   and its timeout counts the wait): :func:`fit_concurrency`;
-* a run whose smallest possible prompt cannot fit one slot's context is refused before its first call, with the
-  numbers (:func:`context_problem`; the prompt counted by ``/tokenize``, else estimated at one token per three
+* a run whose largest prompt cannot fit one slot's context is refused before its first call, with the numbers
+  (:mod:`madrag.pipeline.context_fit`; the prompt counted by ``/tokenize``, else estimated at one token per three
   characters, more than English text takes).
 
 vLLM has no ``/props``, but its model list says the model's context (``max_model_len`` in ``GET /v1/models``):
@@ -204,31 +204,3 @@ def fit_concurrency(given: int | None, current: int, props: ServerProps | None, 
         current,
     )
     return props.slots
-
-
-@dataclass(frozen=True)
-class PromptFloor:
-    """The smallest prompt a run must send for its largest essay: ``text`` (what surely is in it) and what it is."""
-
-    text: str
-    what: str
-    answer_tokens: int
-
-
-async def context_problem(provider: Any, props: ServerProps | None, floor: PromptFloor | None) -> str | None:
-    """Why ``floor`` cannot fit one slot of the server (its tokens, the answer's, the context), or None."""
-    if props is None or props.n_ctx is None or floor is None:
-        return None
-    counted = await provider.count_tokens(floor.text) if isinstance(provider, SaysItsProps) else None
-    tokens = counted if counted is not None else estimate_tokens(floor.text)
-    how = (
-        "counted by the server's /tokenize"
-        if counted is not None
-        else f"estimated at {CHARS_PER_TOKEN} characters a token"
-    )
-    if tokens + floor.answer_tokens <= props.n_ctx:
-        return None
-    return (
-        f"{floor.what} needs at least {tokens} prompt tokens ({how}) + {floor.answer_tokens} answer tokens = "
-        f"{tokens + floor.answer_tokens}, more than {props.context_words()}, or score shorter essays"
-    )

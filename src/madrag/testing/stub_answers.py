@@ -70,6 +70,10 @@ class StubConfig:
     # each request holds its slot latency_s times a factor drawn from 1 - latency_spread to 1 + latency_spread (a
     # server whose answers take varying times; seeded, in the order requests take their slot)
     latency_spread: float = 0.0
+    # as llama.cpp's server: a chat request whose prompt (one token per word) is this long or longer is answered
+    # HTTP 400 "the request exceeds the available context size"; None: any prompt is answered
+    context_limit: int | None = None
+    watch: str = ""  # a text the stub counts the requests carrying (in address, headers or body): a key's sentinel
 
 
 def classify(messages: list[dict[str, Any]]) -> str:
@@ -217,3 +221,11 @@ def embeddings(body: Any, config: StubConfig) -> dict[str, Any] | str:
         "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
         "usage": {"prompt_tokens": words, "total_tokens": words},
     }
+
+
+def over_context(body: dict[str, Any], limit: int | None) -> bool:
+    """Whether a chat request's prompt (one token per word of its messages) fills ``limit``, llama.cpp's check
+    (None: no limit)."""
+    if limit is None:
+        return False
+    return sum(len(str(m.get("content", "")).split()) for m in body["messages"] if isinstance(m, dict)) >= limit

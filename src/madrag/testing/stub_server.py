@@ -55,7 +55,7 @@ from typing import Any
 from aiohttp import web
 
 from madrag.testing.reasoning import refusal
-from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings
+from madrag.testing.stub_answers import MODEL, StubConfig, classify, completion, embeddings, over_context
 
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """Requests to the stub's own port on loopback: no proxy of the environment in between."""
@@ -68,6 +68,8 @@ class StubStats:
     """What the stub has seen since it started (or was reset)."""
 
     requests: int = 0
+    http_requests: int = 0  # every HTTP request but the stats' own (chat, models, embeddings, props, malformed)
+    watched: int = 0  # requests whose address, headers or body held ``watch`` (a key that must never arrive)
     completed: int = 0
     refused: int = 0  # requests answered 400 for a parameter the emulated model refuses
     faults: int = 0  # requests answered ``fault_status`` (``fault_rate``)
@@ -114,7 +116,7 @@ class StubApp:
 
     def build(self) -> web.Application:
         """The aiohttp application with the stub's routes."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.seen])
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/embeddings", self.embeddings)
@@ -124,6 +126,19 @@ class StubApp:
             app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/stats/reset", self.reset)
         return app
+
+    @web.middleware
+    async def seen(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Count every request but ``/stats``'s, and those that carry ``watch`` anywhere."""
+        if not request.path.startswith("/stats"):
+            self.stats.http_requests += 1
+            watch = self.config.watch
+            if watch:
+                headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+                if watch in request.path_qs or watch in headers or watch.encode() in await request.read():
+                    self.stats.watched += 1
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def chat(self, request: web.Request) -> web.Response:
         """``POST /v1/chat/completions``: a 400 for a malformed body (or, as a reasoning model, a refused
@@ -140,6 +155,11 @@ class StubApp:
         if self.config.reasoning_model and (refused := refusal(body)) is not None:
             self.stats.refused += 1
             return web.json_response(refused, status=400)
+        if over_context(body, self.config.context_limit):
+            self.stats.refused += 1
+            return _error(
+                400, "the request exceeds the available context size, try increasing it", "exceed_context_size_error"
+            )
         if self._fault(body):
             self.stats.faults += 1
             return _error(self.config.fault_status, "stub fault: the server is overloaded", "server_error")
@@ -280,12 +300,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
     parser.add_argument("--latency-spread", type=float, default=0.0, help="each latency varies by up to this share")
     parser.add_argument("--torn-rate", type=float, default=0.0, help="share of Judge scores torn between two")
+    parser.add_argument(
+        "--context-limit", type=int, default=None, help="answer 400 for a prompt of this many words or more"
+    )
+    parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
         parser.error("--capacity must be >= 1 and --latency >= 0")
     if not 0.0 <= args.fault_rate <= 1.0 or not 400 <= args.fault_status <= 599:
         parser.error("--fault-rate must be in [0, 1] and --fault-status an HTTP error status")
+    same = (  # the options whose StubConfig field has the option's name
+        "answer_prefix fingerprint fault_rate fault_status fault_seed props n_ctx max_model_len owned_by torn_rate "
+        "latency_spread context_limit watch"
+    ).split()
     config = StubConfig(
         args.capacity,
         args.latency,
@@ -295,17 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         args.reasoning_model,
         usage=not args.no_usage,
         logprobs=not args.no_logprobs,
-        answer_prefix=args.answer_prefix,
-        fingerprint=args.fingerprint,
-        fault_rate=args.fault_rate,
-        fault_status=args.fault_status,
-        fault_seed=args.fault_seed,
-        props=args.props,
-        n_ctx=args.n_ctx,
-        max_model_len=args.max_model_len,
-        owned_by=args.owned_by,
-        torn_rate=args.torn_rate,
-        latency_spread=args.latency_spread,
+        **{name: getattr(args, name) for name in same},
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -355,9 +373,11 @@ class StubServer:
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
+            *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",
             *([f"--torn-rate={c.torn_rate}"] if c.torn_rate > 0 else []),
             *([f"--latency-spread={c.latency_spread}"] if c.latency_spread > 0 else []),
+            *([f"--watch={c.watch}"] if c.watch else []),
             f"--port={self.port}",
         ]
 

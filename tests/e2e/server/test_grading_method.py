@@ -110,3 +110,20 @@ def test_the_api_refuses_two_methods_without_a_grading_one(tmp_path: Path) -> No
         assert chosen.json()["grading_protocol"] == "MA"
         one = client.post("/api/runs", json={**base, "protocols": ["MAD"]})
         assert one.json()["grading_protocol"] == "MAD"
+
+
+def test_an_lms_push_grades_by_the_run_s_grading_method(tmp_path: Path) -> None:
+    import pytest
+
+    from madrag.cli.lms_grades import grading
+    from madrag.errors import MadragError
+
+    with client_for(make_config(tmp_path)) as client:
+        token = csrf(client)
+        started = _start(client, token, _draft(client, token), grading_protocol="MAD")
+        run_id = started.headers["location"].split("/")[2]
+        assert wait_status(client, run_id, timeout=120)["status"] == "finished"
+    assert grading(tmp_path / "server" / "runs" / run_id, ["MA", "MAD"]) == "MAD"  # as run.json records it
+    with pytest.raises(MadragError, match="records no choice of the one that gives the grades"):
+        grading(tmp_path, ["MA", "MAD"])  # a run of two methods that names none: refused, not the first
+    assert grading(tmp_path, ["MAD"]) == "MAD"

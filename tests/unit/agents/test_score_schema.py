@@ -126,9 +126,11 @@ async def test_preflight_refuses_a_server_that_ignores_the_schema(tmp_path: Path
     seen: list[dict[str, Any]] = []
     provider = _openai(_server("OK", seen))
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
-    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*--score-method text"):
-        await preflight(ctx)
+    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*--score-method text with a new --run-dir$"):
+        await preflight(ctx)  # a run that has records: the option changes what they mean
     assert seen[0]["response_format"]["type"] == "json_schema"
+    with pytest.raises(ConfigError, match=r"ignored a JSON schema.*use --score-method text$"):
+        await preflight(ctx, started=False)  # a run with no record yet takes it in the same folder
 
 
 async def test_preflight_accepts_a_server_that_honours_the_schema(tmp_path: Path) -> None:
@@ -136,7 +138,9 @@ async def test_preflight_accepts_a_server_that_honours_the_schema(tmp_path: Path
     provider = _openai(_server('{"madrag_probe": 7}', seen))
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
     found = await preflight(ctx)
-    assert found["*"] == {"reachable": True, "score_reading": "schema", "json_schema_probe": "honoured"}
+    # the requests of the checks are counted by madrag's HTTP client (these tests give an httpx one): none here
+    honoured = {"reachable": True, "score_reading": "schema", "json_schema_probe": "honoured", "requests": {}}
+    assert found["*"] == honoured
 
 
 async def test_preflight_asks_nothing_of_the_default_reading(tmp_path: Path) -> None:
@@ -164,7 +168,8 @@ async def test_preflight_accepts_a_server_that_gives_logprobs(tmp_path: Path) ->
 
     provider = _openai(httpx.AsyncClient(transport=httpx.MockTransport(handler)), logprobs=True)
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings())
-    assert (await preflight(ctx))["*"] == {"reachable": True, "score_reading": "text", "logprobs": "checked"}
+    found = (await preflight(ctx))["*"]
+    assert found == {"reachable": True, "score_reading": "text", "logprobs": "checked", "requests": {}}
 
 
 async def test_an_unreachable_server_is_one_line_before_any_call(tmp_path: Path) -> None:

@@ -12,11 +12,8 @@ import pytest
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.pipeline.job import ScoreJob, execute
-from madrag.pipeline.preflight import prompt_floor
 from madrag.providers import ProviderSpec
 from madrag.providers.server_props import estimate_tokens, parse_props, root_path
-from madrag.rubric import Rubric
-from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 from madrag.testing.stub_server import StubServer
 
@@ -75,7 +72,7 @@ async def test_a_prompt_over_the_context_is_refused_before_any_call(
             await execute(_job(asap, essays7[:3], run_dir, server.base_url))
         stats = server.stats()
     message = str(refused.value)
-    assert "prompt tokens (counted by the server's /tokenize)" in message
+    assert "prompt tokens (counted by the server's /tokenize, with the chat template)" in message, message
     assert "context of 300 tokens per slot" in message
     assert "--ctx-size" in message
     assert stats.requests == 0 and not run_dir.exists()  # no chat call made, no run folder left
@@ -98,23 +95,6 @@ def test_reading_props_and_estimates() -> None:
     assert parse_props(b'{"object": "list"}') is None and parse_props(b"<html>") is None
     assert parse_props(b'{"total_slots": 0, "default_generation_settings": {"n_ctx": true}}') is None
     assert estimate_tokens("x" * 10) == 4
-
-
-def test_the_prompt_floor_takes_the_longest_essay_and_the_shortest_exemplars(rubric7: Rubric) -> None:
-    trait = rubric7.traits[0]
-    rubric7 = Rubric(traits=[trait])
-    essays = [Essay(id="short", text="short"), Essay(id="long", text="long " * 50)]
-    pool = [
-        Essay(id=f"p{i}", text=f"pool{i} " * (i + 1), rater_scores={trait.name: [level, level]})
-        for i, level in enumerate([0, 0, 1])
-    ]
-    floor = prompt_floor(essays, pool, rubric7, ScoringSettings(), bank=True)
-    assert floor is not None and "essay long's" in floor.what
-    assert "long " * 50 in floor.text and "pool0" in floor.text and "pool1" not in floor.text  # shortest of level 0
-    without = prompt_floor(essays, pool, rubric7, ScoringSettings(), bank=False)
-    assert without is not None and "pool" not in without.text
-    assert floor.answer_tokens == ScoringSettings().judge_max_tokens
-    assert prompt_floor([], pool, rubric7, ScoringSettings(), bank=True) is None
 
 
 async def test_vllms_model_context_refuses_a_prompt_that_cannot_fit(

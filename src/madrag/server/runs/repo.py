@@ -120,6 +120,15 @@ class RunMeta(RefusedFields):
         return self.protocols[0] if self.protocols else ""
 
 
+def recorded_grading(run_dir: Path) -> str | None:
+    """The grading protocol a server run recorded in its ``run.json`` (None: the folder has none, a run made by
+    ``madrag score``)."""
+    path = run_dir / "run.json"
+    if not path.is_file():
+        return None
+    return RunMeta.model_validate_json(path.read_text(encoding="utf-8")).grading
+
+
 class RunRepository:
     """The run directories under ``root``: each run's ``run.json`` found, read, written and listed."""
 
