@@ -87,7 +87,10 @@ class AgentRecord(BaseModel):
     round: int = 1
     index: int = 0
     provider: str = ""
+    # the model the call's answers name (the ``model`` of each chat completion; the one asked for when they name
+    # none): llama.cpp's server answers as the model it runs under any name asked
     model: str = ""
+    requested_model: str | None = None  # the model the call asked for (None: a record made before it was kept)
     settings: dict[str, Any] = Field(default_factory=dict)
     prompt_hash: str = ""
     messages: list[Message] = Field(default_factory=list)

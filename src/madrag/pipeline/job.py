@@ -63,10 +63,10 @@ from madrag.pipeline.run_dir import (
     prompt_names_of,
     recorded_prompts,
 )
-from madrag.pipeline.run_log import run_log, settings_line
+from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
-from madrag.pipeline.unusable import Unusable, store_accounts, unusable_by_protocol
+from madrag.pipeline.unusable import ModelsNamed, Unusable, store_accounts, unusable_by_protocol
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers.base import Provider
@@ -305,7 +305,8 @@ def scores_over_run(scores: list[TraitScore], store: RunStore, run: _Prepared) -
 
 def job_line(job: ScoreJob, n_essays: int, backend: Provider | None) -> str:
     """The job's settings in one line of its run.log (:func:`~madrag.pipeline.run_log.settings_line`)."""
-    return settings_line(job.provider, job.protocols, job.settings, n_essays, job.max_failures, backend)
+    extra = job_settings(job)
+    return settings_line(job.provider, job.protocols, job.settings, n_essays, job.max_failures, backend, extra)
 
 
 async def execute(
@@ -403,7 +404,9 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    run.store.set_meta("preflight", checked if checked is not None else await preflight(ctx))
+    found = checked if checked is not None else await preflight(ctx)
+    run.store.set_meta("preflight", found)
+    log_backends(found, run.store)  # the concurrency resolved, the server's model and build, in run.log
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))
@@ -433,8 +436,10 @@ def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:
     """Per protocol, the unusable and missing scores of the job's essays, counted once from their stored records
     and kept in the store for every later reader."""
     ids = [essay.id for essay in run.essays]
-    records = run.store.records_of(ids)
+    models = ModelsNamed()  # the models the records asked for and their answers named, as they are read
+    records = models.counting(run.store.records_of(ids))
     protocols = [protocol.name for protocol in run.protocols]
     accounts = unusable_by_protocol(records, final, ids, run.rubric.trait_names, protocols)
     store_accounts(run.store, accounts)
+    models.store(run.store)
     return accounts

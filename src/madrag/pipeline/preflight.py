@@ -19,7 +19,7 @@ from madrag.data.essay import Essay
 from madrag.errors import ConfigError, ProviderError, TransientProviderError
 from madrag.providers.base import ChatRequest, Message, Provider
 from madrag.providers.policy import ManagedProvider
-from madrag.providers.server_props import PromptFloor, SaysItsProps, ServerProps, context_problem, fit_concurrency
+from madrag.providers.server_props import PromptFloor, context_problem, fit_to_server
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
 
@@ -70,13 +70,17 @@ async def check_backends(
     that drops the logprobs it was asked for, :class:`ConfigError` for a JSON-schema reading the server does not
     honour or for a ``floor`` (the run's smallest prompt for its largest essay) its server's context cannot hold.
     A server that says its slots (llama.cpp's ``/props``) gets no more requests at once than it has slots,
-    unless a concurrency was given."""
+    unless a concurrency was given (:func:`~madrag.providers.server_props.fit_to_server`; the concurrency
+    resolved, and the server's model and build, are in what is returned, for the run's log)."""
     found: dict[str, Any] = {}
     for role, managed in [("*", provider), *role_providers.items()]:
         await managed.provider.check_reachable()
         reading = score_reading(managed, settings)
         found[role] = {"reachable": True, "score_reading": reading}
-        if (props := await _server_props(managed)) is not None:
+        server = await fit_to_server(managed)
+        found[role]["backend"] = f"{managed.provider.name} ({managed.provider.model})"
+        found[role]["concurrency"] = server.fit.as_dict()
+        if (props := server.props) is not None:
             found[role]["server"] = props.as_dict()
             if (problem := await context_problem(managed.provider, props, floor)) is not None:
                 raise ConfigError(f"{managed.provider.name} ({managed.provider.model}): {problem}")
@@ -105,22 +109,6 @@ async def _logprobs_checked(managed: ManagedProvider) -> str:
     except (TransientProviderError, TimeoutError):
         return "unknown"
     return "checked"
-
-
-async def _server_props(managed: ManagedProvider) -> ServerProps | None:
-    """What the backend's server says of its slots and context (None: nothing, or no answer in time); the
-    backend's concurrency fitted to its slots (:func:`~madrag.providers.server_props.fit_concurrency`)."""
-    if not isinstance(managed.provider, SaysItsProps):
-        return None
-    try:
-        async with asyncio.timeout(managed.policy.timeout_s):
-            props = await managed.provider.server_props()
-    except TimeoutError:
-        return None
-    where = f"{managed.provider.name} ({managed.provider.model})"
-    if (fit := fit_concurrency(managed.concurrency, managed.max_concurrency, props, where)) is not None:
-        managed.limit_concurrency(fit)
-    return props
 
 
 def _shortest_exemplars(trait: Trait, pool: list[Essay], settings: ScoringSettings) -> list[str]:

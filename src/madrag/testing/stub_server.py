@@ -203,9 +203,17 @@ class StubApp:
         return web.json_response({"object": "list", "data": [model]})
 
     async def props(self, _request: web.Request) -> web.Response:
-        """``GET /props`` as llama.cpp's server answers it: its slots and each slot's context."""
+        """``GET /props`` as llama.cpp's server answers it: its slots, each slot's context, its model file and
+        build."""
         settings = {"n_ctx": self.config.n_ctx, "params": {}}
-        return web.json_response({"total_slots": self.config.capacity, "default_generation_settings": settings})
+        return web.json_response(
+            {
+                "total_slots": self.config.capacity,
+                "default_generation_settings": settings,
+                "model_path": f"/models/{self.config.model}.gguf",
+                "build_info": self.config.build_info,
+            }
+        )
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """``POST /tokenize``: one token per word of ``content``."""
