@@ -151,26 +151,28 @@ def settings_line(
     max_failures: int | None = None,
     given: Provider | None = None,
     job: dict[str, Any] | None = None,
+    items: str = "essays",
 ) -> str:
     """One line of what this session of the run was asked: essays, protocols, backend (``given``: the ready
     backend the caller passed instead of ``spec``) and every option of it not at its default (``--no-logprobs``
     as ``logprobs False``; URLs without user info or query), the concurrency given (the one resolved is on the
     backend line, :func:`log_backends`), timeout and retries, the failure budget, ``job``'s other settings not
-    at their default, every scoring setting that is not its default, and madrag's version."""
+    at their default, every scoring setting that is not its default, and madrag's version (``items``: what
+    ``n_essays`` counts)."""
     kind, model = (given.name, given.model) if given is not None else (spec.kind, spec.model)
     backend = kind + (f" model {model}" if model else "")
     options = {} if given is not None else _scrubbed(spec.options.model_dump(mode="json", exclude_defaults=True))
     if options:
         backend += f" options {options}"
     concurrency = f"concurrency {spec.concurrency}" if spec.concurrency else "concurrency not given"
-    line = f"{n_essays} essays x {', '.join(protocols)}; backend {backend}; {concurrency}, timeout {spec.timeout_s:g}s"
+    line = f"{n_essays} {items} x {', '.join(protocols)}; backend {backend}; {concurrency}, timeout {spec.timeout_s:g}s"
     line += f", retries {spec.retries}"
     if max_failures is not None:
         line += f", max failures {max_failures}"
     if job:
         line += f"; job {_scrubbed(job)}"
     changed = settings.model_dump(mode="json", exclude_defaults=True)
-    line += f"; settings {changed}" if changed else "; default settings"
+    line += f"; scoring settings {changed}" if changed else "; default scoring settings"
     return f"{line}; {madrag_version()}"
 
 
@@ -256,7 +258,8 @@ def _server_words(server: Any) -> str:
         return "the server said nothing of its slots, context, model or build"
     said = []
     if server.get("total_slots") is not None:
-        said.append(f"{server['total_slots']} slots")
+        slots = server["total_slots"]
+        said.append(f"{slots} slot" + ("" if slots == 1 else "s"))
     if server.get("n_ctx") is not None:
         said.append(f"{server['n_ctx']} tokens of context per slot")
     if server.get("max_model_len") is not None:

@@ -23,14 +23,17 @@ from madrag.testing.stub_server import StubServer
 MODEL = "stub-model"
 
 
-def _job(asap: Path, essays: list[Essay], run_dir: Path, base_url: str, concurrency: int | None = None) -> ScoreJob:
+def _job(
+    asap: Path, essays: list[Essay], run_dir: Path, base_url: str, concurrency: int | None = None, **options: object
+) -> ScoreJob:
+    spec = ProviderSpec(kind="openai", model=MODEL, base_url=base_url, timeout_s=20, concurrency=concurrency, **options)
     return ScoreJob(
         essays=essays,
         rubric=asap / "rubric_set7.json",
         run_dir=run_dir,
         eval_fold=None,
         protocols=["MAD"],
-        provider=ProviderSpec(kind="openai", model=MODEL, base_url=base_url, timeout_s=20, concurrency=concurrency),
+        provider=spec,
         cache_dir=run_dir.parent / "cache",
         response_cache=False,
     )
@@ -48,12 +51,28 @@ def _preflight(run_dir: Path) -> dict[str, object]:
 
 async def test_one_slot_server_gets_one_request_at_a_time(tmp_path: Path, asap: Path, essays7: list[Essay]) -> None:
     with StubServer(capacity=1, latency_s=0.02, props=True, n_ctx=8192) as server:
-        result = await execute(_job(asap, essays7[:3], tmp_path / "run", server.base_url))
+        result = await execute(_job(asap, essays7[:3], tmp_path / "run", server.base_url, logprobs=False))
         stats = server.stats()
     assert len(result.scores) == 3 * 4
     # the stub counts a request as waiting until it takes the slot: 1 is a request alone, nothing queued behind it
     assert stats.max_waiting == 1 and stats.max_in_flight == 1
-    assert _preflight(tmp_path / "run")["*"]["server"] == {"total_slots": 1, "n_ctx": 8192}  # type: ignore[index]
+    found = _preflight(tmp_path / "run")["*"]
+    assert found["server"] == {  # type: ignore[index]
+        "total_slots": 1,
+        "n_ctx": 8192,
+        "model": "stub-model.gguf",
+        "build": "b0000-stub",
+    }
+    assert found["concurrency"] == {"given": None, "default": 8, "slots": 1, "resolved": 1}  # type: ignore[index]
+    # issue 48: run.log names the value resolved (not "auto"), the server's model and build, --no-logprobs
+    log = (tmp_path / "run" / "run.log").read_text(encoding="utf-8")
+    assert "options {'base_url': " in log and "'logprobs': False}" in log.split("\n")[0]
+    assert "concurrency not given" in log and "concurrency auto" not in log
+    assert (
+        "INFO madrag.run: backend: openai (stub-model): concurrency 1 (the server's 1 slot; the default 8 would wait "
+        "in its queue); the server says: 1 slot, 8192 tokens of context per slot, model stub-model.gguf, "
+        "build b0000-stub"
+    ) in log
 
 
 async def test_a_given_concurrency_is_kept_with_a_warning(
@@ -63,7 +82,10 @@ async def test_a_given_concurrency_is_kept_with_a_warning(
         await execute(_job(asap, essays7[:3], tmp_path / "run", server.base_url, concurrency=4))
         stats = server.stats()
     assert stats.max_waiting > 1  # as asked
-    assert "has 1 slots; --concurrency 4 keeps 3 requests waiting" in caplog.text
+    said = "openai (stub-model) has 1 slot; --concurrency 4 keeps 3 requests waiting in its queue, where their timeout"
+    assert said in caplog.text and caplog.text.count(said) == 1
+    log = (tmp_path / "run" / "run.log").read_text(encoding="utf-8")  # the warning the docs promise, in the log too
+    assert f"WARNING madrag.run: {said}" in log and "concurrency 4 (--concurrency 4; the server's 1 slot)" in log
 
 
 async def test_a_prompt_over_the_context_is_refused_before_any_call(
