@@ -438,7 +438,7 @@ def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:
     ids = [essay.id for essay in run.essays]
     models = ModelsNamed()  # the models the records asked for and their answers named, as they are read
     records = models.counting(run.store.records_of(ids))
-    protocols = [protocol.name for protocol in run.protocols]
+    protocols = {protocol.name: protocol.record_groups() for protocol in run.protocols}
     accounts = unusable_by_protocol(records, final, ids, run.rubric.trait_names, protocols)
     store_accounts(run.store, accounts)
     models.store(run.store)

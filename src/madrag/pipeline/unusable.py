@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,28 +193,35 @@ def unusable_by_protocol(
     scores: list[TraitScore],
     essay_ids: list[str],
     traits: list[str],
-    protocols: list[str],
+    protocols: Sequence[str] | Mapping[str, Iterable[str]],
 ) -> dict[str, Unusable]:
     """One :class:`Unusable` per protocol of the run: its judge answers' unusable scores by cause (a record
-    counts for its own protocol: a debate shared by MAD and MADRAG gives no score, so no count), and its
-    essay-trait scores of ``essay_ids`` x ``traits`` left missing, by cause (:func:`missing_cause`)."""
-    found = {p: Unusable(expected=len(essay_ids) * len(traits)) for p in protocols}
+    counts for the protocols whose records it is: ``protocols`` maps each to its record groups,
+    :meth:`~madrag.protocols.base.ScoringProtocol.record_groups`, a consensus protocol's rounds and its shared
+    round 0; a list names protocols whose records carry their own name; a debate shared by MAD and MADRAG gives no
+    score, so no count), and its essay-trait scores of ``essay_ids`` x ``traits`` left missing, by cause
+    (:func:`missing_cause`, the answers behind each first)."""
+    groups = (
+        {p: set(protocols[p]) for p in protocols} if isinstance(protocols, Mapping) else {p: {p} for p in protocols}
+    )
+    found = {p: Unusable(expected=len(essay_ids) * len(traits)) for p in groups}
     behind: dict[tuple[str, str, str], Counter[str]] = {}  # (protocol, essay, trait): its answers' causes
     own: dict[tuple[str, str], str] = {}  # (record key, trait): the cause of that record's unusable score
     for record in records:
-        account = found.get(record.protocol)
-        if account is None:
+        mine = [p for p, spaces in groups.items() if record.protocol in spaces]
+        if not mine:
             continue
         given, bad = _unusable_by_trait(record)
-        account.given += given
-        account.causes.update(cause for _, cause in bad)
-        if _is_comparison(record):
-            account.answers = "comparisons"  # one comparison speaks of two essays: no essay-trait of its own
-            continue
-        for trait, cause in bad:
-            for name in traits if trait == "*" else [trait]:
-                behind.setdefault((record.protocol, record.essay_id, name), Counter())[cause] += 1
-                own[(record.key, name)] = cause
+        for protocol in mine:
+            found[protocol].given += given
+            found[protocol].causes.update(cause for _, cause in bad)
+            if _is_comparison(record):
+                found[protocol].answers = "comparisons"  # one comparison speaks of two essays: no essay-trait
+                continue
+            for trait, cause in bad:
+                for name in traits if trait == "*" else [trait]:
+                    behind.setdefault((protocol, record.essay_id, name), Counter())[cause] += 1
+                    own[(record.key, name)] = cause
     by_key = {(s.protocol, s.essay_id, s.trait): s for s in scores}
     for protocol, account in found.items():
         for essay_id in essay_ids:
