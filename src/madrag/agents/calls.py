@@ -274,7 +274,7 @@ async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, ex
         call,
         error=str(exc),
         failed=True,
-        requests=tally.answers,
+        answers=tally.answers,
         attempts=tally.attempts,
         retries=list(tally.retries),
         usage=tally.usage,

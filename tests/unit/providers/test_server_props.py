@@ -186,3 +186,29 @@ def test_which_model_lists_refuse_a_model() -> None:
     hosted = b'{"data": [{"id": "gpt-4o", "owned_by": "system"}, {"id": "x", "owned_by": "acme"}]}'
     assert other_models(hosted, "my-deployment") is None  # a list that cannot tell: not judged
     assert other_models(b'{"data": []}', "m") is None and other_models(b"<html>", "m") is None
+
+
+async def test_the_model_the_answers_name_is_the_one_recorded(tmp_path: Path, asap: Path, essays7: list[Essay]) -> None:
+    """Issue 48: llama.cpp's server answers any model name as the model it runs; a run asking for gpt-4o-mini
+    records, and runs list shows, the model every answer named, with the one asked for beside it."""
+    import io
+    from unittest.mock import patch
+
+    from rich.console import Console
+
+    from madrag.cli import runs
+
+    with StubServer(capacity=2, latency_s=0.0, props=True, model="smollm2") as server:
+        job = _job(asap, essays7[:1], tmp_path / "runs" / "run", server.base_url)
+        job = job.model_copy(update={"provider": job.provider.model_copy(update={"model": "gpt-4o-mini"})})
+        await execute(job)
+    store = RunStore(job.run_dir / "store.sqlite", read_only=True)
+    try:
+        records = list(store.records())
+    finally:
+        store.close()
+    assert records and {(r.model, r.requested_model) for r in records} == {("smollm2", "gpt-4o-mini")}
+    buffer = io.StringIO()
+    with patch.object(runs, "console", Console(file=buffer, width=2000)):
+        runs.runs_list(tmp_path / "runs")
+    assert "smollm2 (asked for gpt-4o-mini)" in buffer.getvalue()

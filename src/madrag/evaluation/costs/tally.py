@@ -95,7 +95,7 @@ class CallCost:
             group=record.protocol,
             role=record.role,
             model=record.model,
-            requests=record.requests,
+            requests=record.answers,
             prompt_tokens=record.usage.prompt_tokens,
             completion_tokens=record.usage.completion_tokens,
             cached=record.cached,
