@@ -63,6 +63,8 @@ class StubConfig:
     props: bool = False
     n_ctx: int = 4096
     build_info: str = "b0000-stub"  # what /props says of the build (with ``props``)
+    # as a CPU-bound llama.cpp server: the slots share one compute, so its throughput does not grow with them
+    cpu_bound: bool = False
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
     owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
