@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -207,8 +208,10 @@ def _scrubbed(values: dict[str, Any]) -> dict[str, Any]:
 def version_info() -> dict[str, str | None]:
     """madrag's ``version`` and, run from a git checkout of madrag, its ``commit`` (``git describe --always
     --dirty --tags``; None for an installed package, or where git cannot say)."""
-    from madrag import __version__
-
+    try:
+        version: str | None = metadata.version("madrag")  # what madrag.__version__ says (pyproject's version)
+    except metadata.PackageNotFoundError:
+        version = None
     root = Path(__file__).resolve().parents[3]  # src/madrag/pipeline/run_log.py -> the checkout
     commit = None
     if (root / ".git").exists() and (root / "pyproject.toml").is_file():
@@ -223,14 +226,14 @@ def version_info() -> dict[str, str | None]:
         except (OSError, subprocess.SubprocessError):
             done = None
         commit = done.stdout.strip() or None if done is not None and done.returncode == 0 else None
-    return {"version": __version__, "commit": commit}
+    return {"version": version, "commit": commit}
 
 
 def madrag_version() -> str:
     """``madrag 0.1.0 (git 3e6d5ef-dirty)``, or ``madrag 0.1.0 (installed, no commit)``."""
     info = version_info()
     commit = f"git {info['commit']}" if info["commit"] else "installed, no commit"
-    return f"madrag {info['version']} ({commit})"
+    return f"madrag {info['version'] or '(version unknown)'} ({commit})"
 
 
 def backend_lines(found: dict[str, Any]) -> list[tuple[int, str]]:

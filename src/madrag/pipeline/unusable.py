@@ -298,6 +298,7 @@ def models_words(store: RunStore) -> str | None:
     found = store.get_meta(MODELS)
     if not isinstance(found, dict) or not found.get("answered"):
         return None
-    answered = ", ".join(name for name, _ in Counter(found["answered"]).most_common())
-    asked = [name for name in Counter(found.get("requested") or {}) if name not in found["answered"]]
+    named: Counter[str] = Counter(found["answered"])
+    asked = [str(name) for name in found.get("requested") or {} if name not in named]
+    answered = ", ".join(name for name, _ in named.most_common())
     return answered + (f" (asked for {', '.join(asked)})" if asked else "")

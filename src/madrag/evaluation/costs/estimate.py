@@ -79,9 +79,9 @@ class Served:
         found = preflight.get("*") if isinstance(preflight, dict) else None
         if not isinstance(found, dict):
             return cls()
-        fit = found.get("concurrency") if isinstance(found.get("concurrency"), dict) else {}
-        server = found.get("server") if isinstance(found.get("server"), dict) else {}
-        slots, resolved = server.get("total_slots"), fit.get("resolved")
+        fit, server = found.get("concurrency"), found.get("server")
+        resolved = fit.get("resolved") if isinstance(fit, dict) else None
+        slots = server.get("total_slots") if isinstance(server, dict) else None
         return cls(slots if isinstance(slots, int) else None, resolved if isinstance(resolved, int) else None)
 
 
