@@ -136,7 +136,7 @@ async def test_preflight_accepts_a_server_that_honours_the_schema(tmp_path: Path
     provider = _openai(_server('{"madrag_probe": 7}', seen))
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings(score_method="constrained"))
     found = await preflight(ctx)
-    assert found["*"] == {"reachable": True, "score_reading": "schema", "json_schema_probe": "honoured"}
+    assert found["*"] == {"reachable": True, "score_reading": "schema", "json_schema_probe": "honoured"} | _FIT
 
 
 async def test_preflight_asks_nothing_of_the_default_reading(tmp_path: Path) -> None:
@@ -154,6 +154,13 @@ async def test_preflight_refuses_a_server_that_drops_the_logprobs_it_was_asked_f
     assert len(seen) == 1 and seen[0]["logprobs"] is True and seen[0]["max_tokens"] <= 8
 
 
+_FIT = {
+    "backend": "openai (m)",
+    "concurrency": {"given": None, "default": 8, "slots": None, "resolved": 8},  # a server saying no slots
+}
+"""What the start-up check records of a backend whose server says nothing of itself: its default concurrency."""
+
+
 async def test_preflight_accepts_a_server_that_gives_logprobs(tmp_path: Path) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/models"):
@@ -164,7 +171,7 @@ async def test_preflight_accepts_a_server_that_gives_logprobs(tmp_path: Path) ->
 
     provider = _openai(httpx.AsyncClient(transport=httpx.MockTransport(handler)), logprobs=True)
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings())
-    assert (await preflight(ctx))["*"] == {"reachable": True, "score_reading": "text", "logprobs": "checked"}
+    assert (await preflight(ctx))["*"] == {"reachable": True, "score_reading": "text", "logprobs": "checked"} | _FIT
 
 
 async def test_an_unreachable_server_is_one_line_before_any_call(tmp_path: Path) -> None:
