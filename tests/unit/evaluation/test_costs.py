@@ -282,3 +282,14 @@ async def test_consensus_round_zero_is_shared_among_the_protocols_that_read_it(t
     text = render_text(report)
     assert "per essay, calls scoring every trait (2)" in text and "StrictJudge (shared consensus/init" in text
     ctx.store.close()
+
+
+def test_an_answer_naming_a_dated_model_is_priced_as_the_model_asked_for() -> None:
+    """Records keep the model the answers named (OpenAI's API answers gpt-4o-mini as gpt-4o-mini-2024-07-18)
+    beside the one asked for: a price table naming the one asked for still prices them."""
+    from madrag.evaluation.costs.prices import Price
+
+    record = rec("MA", "e1", "Ideas", "judge", 1_000_000, 0, model="gpt-4o-mini-2024-07-18")
+    record.requested_model = "gpt-4o-mini"
+    report = cost_report([record], {"gpt-4o-mini": Price(0.15, 0.6)})
+    assert report.total.spend == pytest.approx(0.15) and set(report.by_model) == {"gpt-4o-mini-2024-07-18"}
