@@ -15,8 +15,9 @@ One vocabulary serves both counts: an essay-trait score left missing is named by
 answer behind it (the score's own record, else the essay-trait's other unusable answers: a consensus judge cut
 off at the token limit leaves its score missing as "cut off at the token limit", never "no score read"); only
 where every answer behind it was read does the final score's own cause show (G-Eval's "no score distribution",
-MTS's min-max without a range, CJ's "no readable comparison"), or "no answer" when a call failed after its
-retries."""
+MTS's min-max without a range, CJ's anchors without a line), or "no answer" when a call failed after its retries.
+A CJ comparison is its essay's answer (the essay against an anchor): an essay none of whose comparisons could be
+read is missing for their cause."""
 
 from __future__ import annotations
 
@@ -215,9 +216,8 @@ def unusable_by_protocol(
         for protocol in mine:
             found[protocol].given += given
             found[protocol].causes.update(cause for _, cause in bad)
-            if _is_comparison(record):
-                found[protocol].answers = "comparisons"  # one comparison speaks of two essays: no essay-trait
-                continue
+            if _is_comparison(record):  # a comparison of CJ: of its essay (essay_id) with an anchor
+                found[protocol].answers = "comparisons"
             for trait, cause in bad:
                 for name in traits if trait == "*" else [trait]:
                     behind.setdefault((protocol, record.essay_id, name), Counter())[cause] += 1

@@ -55,7 +55,8 @@ def test_each_protocol_names_why_its_scores_are_missing(asap: Path, tmp_path: Pa
     compares = [r for r in stored_records(job.run_dir) if r.protocol == "CJ" and r.role == "compare"]
     assert cj.answers == "comparisons" and cj.given == cj.unusable == len(compares) > 0  # was "0 of 0 unusable"
     assert cj.causes == {"no 'Answer: A' or 'Answer: B' line": len(compares)}
-    assert cj.missing == 3 and cj.missing_causes == {"no readable comparison": 3}
+    # each essay's comparisons all unreadable: its score is missing for their cause (one vocabulary, issue 48)
+    assert cj.missing == 3 and cj.missing_causes == {"no 'Answer: A' or 'Answer: B' line": 3}
     assert mts.missing == 3 and mts.missing_causes == {"min-max over 3 essays has no range": 3}
     assert ma.line() == ""  # every MA score was read
 
