@@ -315,3 +315,22 @@ async def test_the_meta_evaluator_keeps_to_the_servers_slots_and_logs_its_sessio
     finally:
         store.close()
     assert {(r.model, r.requested_model) for r in judged} == {("smollm2", "gpt-4o-mini")}
+
+
+async def test_a_judgment_over_the_servers_context_is_refused_before_the_folder(tmp_path: Path) -> None:
+    """Issue 48: the meta-evaluator reads the server's context as ``madrag score`` does: a judgment's prompt and
+    its --max-tokens over one slot's context is refused in one line, with the numbers, before any folder."""
+    from madrag.providers.spec import ProviderSpec
+    from madrag.testing.stub_server import StubServer
+
+    run_dir, out = tmp_path / "run", tmp_path / "meta"
+    make_debate_run(run_dir)
+    with StubServer(capacity=1, latency_s=0.0, props=True, n_ctx=300) as server:
+        spec = ProviderSpec(kind="openai", model="m", base_url=server.base_url)
+        with pytest.raises(
+            ConfigError,
+            match=r"meta-evaluator's prompt for .*/tokenize.* 300 tokens per slot.*--max-tokens$",
+        ):
+            await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=spec, method="json", limit=1))
+        assert server.stats().requests == 0
+    assert not out.exists()

@@ -20,19 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
-from madrag.errors import InputError
+from madrag.errors import ConfigError, InputError
 from madrag.evaluation.run import open_store
 from madrag.paper.confidence.meta_eval import (
     MetaMethod,
     MetaSummary,
     latest_judgments,
+    meta_messages,
     resolve_method,
     run_meta_evaluation,
 )
 from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import provider_slots
 from madrag.providers.policy import ManagedProvider
-from madrag.providers.server_props import ServerCheck, fit_to_server
+from madrag.providers.server_props import PromptFloor, ServerCheck, context_problem, fit_to_server
 from madrag.providers.spec import ProviderSpec, managed, spec_identity, upgrade_identity
 from madrag.records import AgentRecord
 from madrag.settings import ScoringSettings
@@ -145,6 +146,7 @@ async def execute_meta(
         resolve_method(provider, job.method)  # a backend that cannot do the method, before anything is written
         await provider.provider.check_reachable()  # an unreachable server stops the job before any call
         server = await fit_to_server(provider)  # no more judgments in flight than the server has slots
+        await _check_context(provider, server, prompts, records, job.max_tokens)
         job.meta_dir.mkdir(parents=True, exist_ok=True)
         store = RunStore(job.meta_dir / "store.sqlite")
         try:
@@ -159,6 +161,22 @@ async def execute_meta(
     finally:
         await provider.aclose()
     return MetaJobResult(run_id, resumed, len(records), summary, time.monotonic() - started, job.meta_dir)
+
+
+async def _check_context(
+    provider: ManagedProvider, server: ServerCheck, prompts: PromptLibrary, records: list[AgentRecord], tokens: int
+) -> None:
+    """ConfigError, before anything is written, when the longest judgment's prompt (the evaluator's whole
+    request: its templates, the agent's prompt and answer) and ``tokens`` of answer cannot fit one slot of the
+    server's context, read as ``madrag score`` reads it (:func:`~madrag.providers.server_props.context_problem`)."""
+    if server.props is None or not records:
+        return
+    longest = max(records, key=lambda r: len(r.text) + sum(len(m.content) for m in r.messages))
+    text = "\n".join(m.content for m in meta_messages(prompts, longest))
+    floor = PromptFloor(text, f"the meta-evaluator's prompt for {longest.key}", tokens)
+    if (problem := await context_problem(provider.provider, server.props, floor)) is not None:
+        advice = problem.removesuffix(", or score shorter essays") + ", or give a smaller --max-tokens"
+        raise ConfigError(f"{provider.provider.name} ({provider.provider.model}): {advice}")
 
 
 def _server_found(server: ServerCheck) -> dict[str, Any]:
