@@ -144,7 +144,8 @@ def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
     for entry in listed_models(body):
         if model is None or entry["id"] == model:
             n_ctx = _positive(entry.get("max_model_len"))
-            return None if n_ctx is None else ServerProps(None, n_ctx, said_in="models")
+            served = _text(entry.get("root")) or entry["id"]  # vLLM's root: the weights behind the served name
+            return None if n_ctx is None else ServerProps(None, n_ctx, said_in="models", model=served)
     return None
 
 

@@ -155,7 +155,7 @@ async def test_vllms_model_context_refuses_a_prompt_that_cannot_fit(
     assert stats.requests == 0 and not run_dir.exists()
     with StubServer(capacity=1, latency_s=0.0, max_model_len=32768) as server:
         await execute(_job(asap, essays7[:1], run_dir, server.base_url))
-    assert _preflight(run_dir)["*"]["server"] == {"max_model_len": 32768}  # type: ignore[index]
+    assert _preflight(run_dir)["*"]["server"] == {"max_model_len": 32768, "model": MODEL}  # type: ignore[index]
 
 
 async def test_a_model_the_server_does_not_serve_is_refused_before_anything_is_written(
@@ -212,3 +212,29 @@ async def test_the_model_the_answers_name_is_the_one_recorded(tmp_path: Path, as
     with patch.object(runs, "console", Console(file=buffer, width=2000)):
         runs.runs_list(tmp_path / "runs")
     assert "smollm2 (asked for gpt-4o-mini)" in buffer.getvalue()
+
+
+def test_the_model_and_build_a_server_says_and_the_concurrency_fitted() -> None:
+    """Issue 48: /props names the model (its --alias, else its file) and the build; vLLM's model list its weights
+    (root); a fit says the concurrency resolved and why, and warns of a given one above the slots."""
+    from madrag.providers.server_props import fit_concurrency, parse_model_context
+
+    props = parse_props(
+        b'{"total_slots": 4, "default_generation_settings": {"n_ctx": 2048}, "build_info": "b5000-1a2b3c4d",'
+        b' "model_path": "/models/SmolLM2-135M-Instruct-Q8_0.gguf"}'
+    )
+    assert props is not None and (props.model, props.build) == ("SmolLM2-135M-Instruct-Q8_0.gguf", "b5000-1a2b3c4d")
+    aliased = parse_props(b'{"total_slots": 1, "model_alias": "smollm2", "model_path": "/m/x.gguf"}')
+    assert aliased is not None and aliased.model == "smollm2" and aliased.build is None
+    vllm = parse_model_context(b'{"data": [{"id": "q", "root": "Qwen/Qwen2.5-7B", "max_model_len": 8}]}', "q")
+    assert vllm is not None and vllm.model == "Qwen/Qwen2.5-7B"
+    default = fit_concurrency(None, 8, props)
+    assert default.resolved == 4 and default.warning("s") is None
+    assert default.words() == "concurrency 4 (the server's 4 slots; the default 8 would wait in its queue)"
+    given = fit_concurrency(8, 8, props)
+    assert given.resolved == 8 and given.queued == 4
+    assert given.warning("s") == (
+        "s has 4 slots; --concurrency 8 keeps 4 requests waiting in its queue, where their timeout runs"
+    )
+    unknown = fit_concurrency(None, 8, None)
+    assert unknown.resolved == 8 and unknown.words() == "concurrency 8 (the backend's default)"
