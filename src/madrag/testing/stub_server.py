@@ -1,23 +1,18 @@
 """A local OpenAI-compatible chat server for load tests and benchmarks (no model: canned, role-aware answers).
 
-Every ``POST /v1/chat/completions`` waits for one of ``capacity`` slots (requests beyond capacity wait in a
-queue), holds it for ``latency_s`` seconds (composing its answer meanwhile, so the answer leaves ``latency_s``
-after the slot was taken), then answers as the role the prompt asks for: an Advocate or a
-Skeptic argument of ``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` with N inside
-the range the prompt states (the last "between A and B" of the last user message). With ``logprobs`` it
-returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
-other valid scores, so a score distribution can be read (``--no-logprobs``: it returns none, as several
-common backends do). ``POST /v1/embeddings`` answers a deterministic vector per text (a hashed bag of words, so
-texts that share words are near: ``--embedder server`` against the stub). ``GET /v1/models`` lists the one model;
-with ``props`` ``GET /props`` and ``POST /tokenize`` answer as llama.cpp's server does (its slots, its context,
-a word count); ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
+Every ``POST /v1/chat/completions`` waits for one of ``capacity`` slots (the rest wait in a queue), holds it
+``latency_s`` seconds, then answers as the role the prompt asks for: an Advocate or Skeptic argument of
+``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` within the prompt's last "between A
+and B"; with ``logprobs``, per-token logprobs and ``top_logprobs`` (the other valid scores at the score token);
+``/v1/embeddings`` a hashed bag-of-words vector; with ``props``, ``/props`` and ``/tokenize`` as llama.cpp's.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
-With ``fault_rate`` it answers that share of the chat requests with ``fault_status`` (default 503) at once, as an
-overloaded server does; ``answer_prefix`` and ``fingerprint`` make two stubs different servers under one model
-name (see :class:`~madrag.testing.stub_answers.StubConfig`).
-The answers and the stub's configuration (:class:`~madrag.testing.stub_answers.StubConfig`) are
-:mod:`madrag.testing.stub_answers`.
+With ``cpu_bound`` its slots share one compute, as a CPU-bound server's do: each answer takes ``latency_s`` of
+it, one at a time, so more requests in flight are answered no faster. With ``fault_rate`` it answers that share
+of the chat requests with ``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix``
+and ``fingerprint`` make two stubs different servers under one model name (see
+:class:`~madrag.testing.stub_answers.StubConfig`). The answers and the stub's configuration
+(:class:`~madrag.testing.stub_answers.StubConfig`) are :mod:`madrag.testing.stub_answers`.
 
 It listens on 127.0.0.1 only, and exits by itself when its parent process dies or after ``max_lifetime_s``.
 
@@ -107,6 +102,7 @@ class StubApp:
         self.stats = StubStats()
         self.roles: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(config.capacity)
+        self._compute = asyncio.Lock()  # a CPU-bound server's one compute its slots share (``cpu_bound``)
         self._sent: Counter[str] = Counter()  # times each request body was sent (for the fault draws)
 
     def build(self) -> web.Application:
@@ -189,6 +185,10 @@ class StubApp:
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
             answer = json.dumps(completion(body, self.config, role)).encode("utf-8")
+            if self.config.cpu_bound:  # its slots share one compute: one answer at a time, each latency_s of it
+                async with self._compute:
+                    await asyncio.sleep(self.config.latency_s)
+                return answer
             await asyncio.sleep(max(0.0, self.config.latency_s - (time.monotonic() - start)))
             return answer
         finally:
@@ -223,9 +223,11 @@ class StubApp:
         return web.json_response({"object": "list", "data": [model]})
 
     async def props(self, _request: web.Request) -> web.Response:
-        """``GET /props`` as llama.cpp's server answers it: its slots and each slot's context."""
-        settings = {"n_ctx": self.config.n_ctx, "params": {}}
-        return web.json_response({"total_slots": self.config.capacity, "default_generation_settings": settings})
+        """``GET /props`` as llama.cpp's server answers it: its slots, each slot's context, its model file and
+        build."""
+        c = self.config
+        body = {"total_slots": c.capacity, "default_generation_settings": {"n_ctx": c.n_ctx, "params": {}}}
+        return web.json_response(body | {"model_path": f"/models/{c.model}.gguf", "build_info": c.build_info})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """``POST /tokenize``: one token per word of ``content``."""
@@ -288,6 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-status", type=int, default=503, help="HTTP status of a failed request")
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
     parser.add_argument("--props", action="store_true", help="answer /props and /tokenize as llama.cpp's server")
+    parser.add_argument("--cpu-bound", action="store_true", help="slots share one compute: no faster when fuller")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
@@ -316,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         fault_status=args.fault_status,
         fault_seed=args.fault_seed,
         props=args.props,
+        cpu_bound=args.cpu_bound,
         n_ctx=args.n_ctx,
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
@@ -369,6 +373,7 @@ class StubServer:
                 else []
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
+            *(["--cpu-bound"] if c.cpu_bound else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",

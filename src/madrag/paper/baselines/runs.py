@@ -81,7 +81,7 @@ def baseline_record(
         model=protocol,
         settings=settings,
         score=result,
-        requests=0,
+        answers=0,
     )
 
 
