@@ -16,6 +16,7 @@ from madrag.audit.report import audit_html
 from madrag.errors import MadragError
 from madrag.server import library, results
 from madrag.server.http.errors import ApiError
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
@@ -167,7 +168,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "trait": str(form.get("trait") or ""),
         "protocol": str(form.get("protocol") or "") or None,
         "action": action,
-        "score": int(score) if score.lstrip("-").isdigit() else None,
+        "score": whole_number(score),
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer,
     }
