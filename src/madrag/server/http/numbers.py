@@ -1,9 +1,10 @@
 """The one reader of a whole number a form field, a query parameter or a header carries.
 
-``str.isdigit`` is no test of what ``int`` reads: ``'²'`` and ``'١'`` are digits to it and ``int`` refuses them,
-and ``int`` refuses a string of more than 4,300 digits; each was a 500. A number here is ASCII digits (an
-optional sign before them) and at most :data:`MAX_DIGITS` of them, read without ever calling ``int`` on anything
-else; anything else is no number (``None``), or, where the request cannot go on without it, a 400 naming the field.
+``str.isdigit`` is no test of what ``int`` reads: a superscript two and an Arabic-Indic one are digits to it and
+``int`` refuses them, and ``int`` refuses a string of more than 4,300 digits; each was a 500. A number here is
+ASCII digits (an optional sign before them) and at most :data:`MAX_DIGITS` of them, read without ever calling
+``int`` on anything else; anything else is no number (``None``), or, where the request cannot go on without it,
+a 400 naming the field.
 """
 
 from __future__ import annotations
