@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.web_helpers import HTML, RUBRIC, TEXTS, client_for, csrf, form_post, make_config, wait_status
 
 from madrag.data.class_files import read_csv_text
