@@ -128,7 +128,6 @@ LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selec
 MaxRowsOpt = Annotated[
     int,
     typer.Option(
-        min=1,
         help="Refuse a data file of more than N rows (counted before it is read, as the web server refuses an "
         "upload over its --max-essays); raise it for a larger file.",
     ),
