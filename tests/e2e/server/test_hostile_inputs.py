@@ -110,3 +110,12 @@ def test_a_content_length_of_thousands_of_digits_is_a_413(served: tuple[TestClie
     client, _, _ = served
     response = client.post("/api/rubrics", content=b"{}", headers={"content-length": "9" * 5000})
     assert response.status_code == 413
+
+
+def test_a_reviewer_named_in_any_script_is_remembered(served: tuple[TestClient, str, str]) -> None:
+    client, run_id, token = served
+    saved = _review(client, run_id, token, trait="Trait 2", protocol="MADRAG", score="1", reviewer="李老师")
+    assert saved.status_code == 303  # a cookie's header is Latin-1: the name is kept quoted, never a 500
+    assert "李老师" in client.get(f"/runs/{run_id}/review", headers=HTML).text
+    approved = form_post(client, f"/runs/{run_id}/approve", token, reviewer="\u0660 Ōta")
+    assert approved.status_code == 303

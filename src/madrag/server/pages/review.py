@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -214,13 +214,19 @@ STUDENT_MENU = 500
 
 def reviewer_of(request: Request, given: str = "") -> str:
     """Who reviews: the name typed, else the one this browser remembers, else ``teacher``."""
-    return (given.strip() or request.cookies.get(REVIEWER_COOKIE, "") or "teacher")[:200]
+    return (given.strip() or remembered_reviewer(request) or "teacher")[:200]
+
+
+def remembered_reviewer(request: Request) -> str:
+    """The reviewer's name this browser remembers (empty when none)."""
+    return unquote(request.cookies.get(REVIEWER_COOKIE, ""))
 
 
 def remember_reviewer(response: Response, reviewer: str) -> None:
     """This browser keeps the reviewer's name, so it is asked once (a year; changed whenever another is typed)."""
-    if reviewer and reviewer != "teacher":
-        response.set_cookie(REVIEWER_COOKIE, reviewer[:200], max_age=365 * 86400, httponly=True, samesite="strict")
+    if reviewer and reviewer != "teacher":  # quoted: a header is Latin-1, a name (李, Ōta) may be any script
+        cookie = quote(reviewer[:200], safe="")
+        response.set_cookie(REVIEWER_COOKIE, cookie, max_age=365 * 86400, httponly=True, samesite="strict")
 
 
 @router.get("/runs/{run_id}/review")
@@ -247,7 +253,7 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
         levels={t.name: list(range(t.min, t.max + 1)) for t in s.runs.view(run_id).rubric.traits},
         approved=approved,
         names=names,
-        reviewer=request.cookies.get(REVIEWER_COOKIE, ""),
+        reviewer=remembered_reviewer(request),
     )
 
 
