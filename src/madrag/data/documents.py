@@ -76,7 +76,7 @@ def _tidy(text: str) -> str:
     return re.sub(r"\n[ \u00a0]*\n(\s*\n)+", "\n\n", text).strip()
 
 
-def _docx_text(data: bytes, name: str, parts: PartLimits) -> str:
+def _docx_text(data: bytes, name: str, limits: PartLimits) -> str:
     """The body of a Word document in reading order: paragraphs, and table rows as cells joined by `` | ``
     (headers and footers, which hold names and page numbers, are left out)."""
     try:
@@ -84,7 +84,7 @@ def _docx_text(data: bytes, name: str, parts: PartLimits) -> str:
         from docx.table import Table
     except ImportError as exc:  # pragma: no cover - the documents extra is missing
         raise InputError(_NEEDS.format(what=".docx files", package="python-docx")) from exc
-    open_checked(data, name, parts, _DOCX_TOO_BIG, _NOT_DOCX).close()
+    open_checked(data, name, limits, _DOCX_TOO_BIG, _NOT_DOCX).close()
     try:
         document: Any = docx.Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises zip, XML and key errors for a file that is no .docx
