@@ -181,3 +181,10 @@ def test_a_docx_and_an_xlsx_bomb_are_refused_with_the_process_under_500_mb(tmp_p
     assert found["peak_mb"] < 500, found
     for path, said in found["said"].items():
         assert "unpacks to" in said and "\n" not in said, (path, said)
+
+
+def test_one_document_uploaded_on_its_own_is_held_to_the_limits_given() -> None:
+    essay = docx_bytes(["An essay about patience, long enough to be read as one."])
+    assert read_class_file(essay, "ann.docx").rows[0]["Essay"].startswith("An essay")
+    table = read_class_file(essay, "ann.docx", limits=ArchiveLimits(parts=PartLimits(max_total_bytes=1_000)))
+    assert table.rows == [] and "the limit is 1,000" in table.refused[0][1]
