@@ -88,3 +88,14 @@ def test_rows_are_counted_as_the_file_streams_whatever_its_encoding(tmp_path: Pa
     check_rows(one_line, ".jsonl", 1)
     assert count_rows(io.StringIO('id,text\na,"two\nlines"\n\n,\nb,c\n'), ".csv") == 2
     assert count_rows(io.StringIO("{}\n\n{}\n{}\n"), ".jsonl", stop_after=1) == 2
+
+
+def test_the_python_api_holds_a_data_file_to_the_limit_and_takes_another(tmp_path: Path) -> None:
+    import madrag
+
+    data = _csv(tmp_path / "six.csv", 6)
+    options: dict[str, object] = {"protocol": "MA", "provider": "fake", "progress": False, "fold": "all"}
+    options["cache_dir"] = tmp_path / "cache"
+    with pytest.raises(InputError, match="more than 5 rows"):
+        madrag.score(data, RUBRIC, max_rows=5, **options)  # type: ignore[arg-type]
+    assert len(madrag.score(data, RUBRIC, max_rows=6, **options).scores) == 6  # type: ignore[arg-type]
