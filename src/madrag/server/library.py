@@ -224,8 +224,8 @@ def write_essays(path: Path, essays: list[Essay]) -> None:
 
 
 def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
-    """Essays written by :func:`write_essays`."""
-    return load_table(path, rubric)
+    """Essays written by :func:`write_essays` (held to the server's row limit when they came)."""
+    return load_table(path, rubric, max_rows=None)
 
 
 def shipped_pool(asap_dir: Path | None, rubric: Rubric) -> list[Essay] | None:
