@@ -1,10 +1,11 @@
-"""The optional parts of madrag (the extras of ``pip install 'madrag[...]'``) and the one error that names the
-extra to install when a feature needs a package that is not there.
+"""The optional parts of madrag (the extras of ``pip install 'madrag[...]'``) and the one error that names the extra to
+install when a feature needs a package that is not there.
 
 The core install scores on any OpenAI-compatible or Anthropic server, retrieves through a server's
 ``/v1/embeddings``, evaluates and lists runs; what only some users need is an extra (docs/dependencies.md):
 ``embedded`` (the offline llama.cpp model and the MiniLM embedder), ``paper`` (the papers' figures, the report's
-plots, their classifiers and baselines), ``web``, ``ray``, ``llama-cpp-python``. A module that needs one of these
+plots, their classifiers and baselines), ``web``, ``documents`` (Excel workbooks, .docx and .pdf), ``ray``,
+``llama-cpp-python``, ``lms`` (Canvas). A module that needs one of these
 packages imports it with :func:`require` where it is used, never at the top, so that ``madrag --help``, ``madrag
 score`` on a server, ``madrag eval`` and ``madrag runs list`` run without them; the CLI turns an import of such a
 package that fails anywhere else into the same message (:func:`missing_for`).
@@ -23,8 +24,11 @@ EXTRAS: dict[str, str] = {
     "--embedder server",
     "paper": "the research papers' figures and studies, and the report's plots",
     "web": "the web app",
+    "documents": "reading Excel workbooks (a class file, the MTS authors' template of MTS[template=FILE]) and "
+    ".docx / .pdf submissions",
     "ray": "scoring across a Ray cluster",
     "llama-cpp-python": "the embedded model's llama-cpp-python runtime",
+    "lms": "Canvas: pulling a class and its rubric, sending grades and feedback back (madrag lms)",
 }
 """Each extra and what it is for (the extras of pyproject.toml that a feature asks for by name)."""
 
@@ -38,10 +42,12 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "sklearn": ("scikit-learn", "paper"),
     "spellchecker": ("pyspellchecker", "paper"),
     "textblob": ("textblob", "paper"),
+    "openpyxl": ("openpyxl", "documents"),
     "fastapi": ("fastapi", "web"),
     "uvicorn": ("uvicorn", "web"),
     "ray": ("ray", "ray"),
     "llama_cpp": ("llama-cpp-python", "llama-cpp-python"),
+    "canvasapi": ("canvasapi", "lms"),
 }
 """Import name -> (distribution name, the extra that installs it), for every package an extra brings."""
 

@@ -54,6 +54,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "data": LazyCommand("data", "data_app", panel=SCORING),
     "cache": LazyCommand("cache", "cache_app", panel=SCORING),
     "serve": LazyCommand("serve", "serve_command", panel=TEACHERS),
+    "lms": LazyCommand("lms", "lms_app", panel=TEACHERS),
     "paper": LazyCommand("paper", "paper_app", panel=PAPERS),
     "ablate": LazyCommand("score", "ablate", _SCORE_COMMAND, renamed="score --protocols paper-ablation"),
     "ablate-consensus": LazyCommand(

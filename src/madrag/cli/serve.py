@@ -38,7 +38,8 @@ TokenOpt = Annotated[
     str | None,
     typer.Option(
         help=f"Token every page and API call must carry (or ${TOKEN_ENV}); on a non-loopback address one is "
-        "generated and printed once when none is given; on a loopback address none is needed unless given."
+        "generated and printed once when none is given, and one given must have at least 16 characters and no "
+        "spaces; on a loopback address none is needed unless given."
     ),
 ]
 KeyEnvOpt = Annotated[
@@ -46,8 +47,27 @@ KeyEnvOpt = Annotated[
     typer.Option(
         help="The environment variable holding a backend's API key when none is typed into a page: KIND=VAR for "
         "one backend (anthropic=TEAM_ANTHROPIC_KEY), VAR alone for the OpenAI-compatible one; again for more. "
-        "A backend not named reads its own (OPENAI_API_KEY, ANTHROPIC_API_KEY).",
+        "A backend not named reads its own (OPENAI_API_KEY, ANTHROPIC_API_KEY). The key is sent only to its "
+        "backend's own server (OpenAI's, Anthropic's) and to the URLs of --api-key-url, never to a URL a caller "
+        "names.",
         metavar="VAR",
+    ),
+]
+KeyUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A base URL the server's own API key (--api-key-env) is sent to besides its backend's own server: "
+        "KIND=URL for one backend, URL alone for the OpenAI-compatible one; again for more. Runs may reach it.",
+        metavar="URL",
+    ),
+]
+AllowUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A model server runs and connection tests may reach (its scheme, host and port), besides loopback "
+        "addresses, the presets' servers and --api-key-url's; again for more. Any other address is refused "
+        "(403). It gets no key of the server's.",
+        metavar="URL",
     ),
 ]
 ResumeOpt = Annotated[
@@ -72,6 +92,8 @@ def serve_command(
         int, typer.Option(help="Requests in flight to one backend, shared by every run on it.")
     ] = 8,
     api_key_env: KeyEnvOpt = None,
+    api_key_url: KeyUrlOpt = None,
+    allow_backend_url: AllowUrlOpt = None,
     embedder: Annotated[
         str,
         typer.Option(
@@ -90,6 +112,7 @@ def serve_command(
     chosen_embedder, chosen_runtime = _check_choices(embedder=embedder, runtime=runtime, port=port)
     given, generated = _token(token, host)
     any_kind, per_kind = _key_envs(api_key_env or [])
+    any_kind_urls, per_kind_urls = _key_urls(api_key_url or [])
     limits = Limits(max_upload_bytes=int(max_upload_mb * 1024 * 1024), max_rows=max_essays)
     config = ServerConfig(
         data_dir=data_dir or default_data_dir(),
@@ -105,6 +128,9 @@ def serve_command(
         backend_concurrency=backend_concurrency,
         api_key_env=any_kind,
         kind_key_envs=per_kind,
+        api_key_urls=any_kind_urls,
+        kind_key_urls=per_kind_urls,
+        allow_backend_urls=tuple(_url("--allow-backend-url", u) for u in allow_backend_url or []),
         embedder=chosen_embedder,
         auto_resume=resume,
     )
@@ -148,12 +174,50 @@ def _key_envs(given: list[str]) -> tuple[str | None, dict[str, str]]:
     return alone, found
 
 
+def _url(option: str, text: str) -> str:
+    """A URL given to ``option``, checked (a ConfigError when it is not an http(s) address with a host)."""
+    from madrag.server.access import origin
+    from madrag.server.http.faults import BadInput
+
+    try:
+        origin(text)
+    except BadInput:
+        raise ConfigError(f"{option} takes an http:// or https:// URL with a host; got {text!r}") from None
+    return text.strip()
+
+
+def _key_urls(given: list[str]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """``--api-key-url``'s values read: (the URLs named alone, the URLs named per kind); a ConfigError for a kind
+    not registered or that takes no key, or a value that is not a URL."""
+    from madrag.providers.backends import find_backend
+
+    alone: list[str] = []
+    per_kind: dict[str, tuple[str, ...]] = {}
+    for text in given:
+        kind, sep, url = text.partition("=") if not text.strip().startswith(("http://", "https://")) else ("", "", text)
+        kind = kind.strip()
+        if sep:
+            try:
+                takes_key = find_backend(kind).traits.needs_key
+            except ConfigError as exc:
+                raise ConfigError(f"--api-key-url {text}: {exc}") from None
+            if not takes_key:
+                raise ConfigError(f"--api-key-url {text}: the {kind} backend takes no API key")
+            per_kind[kind] = (*per_kind.get(kind, ()), _url("--api-key-url", url))
+        else:
+            alone.append(_url("--api-key-url", text))
+    return tuple(alone), per_kind
+
+
 def _token(token: str | None, host: str) -> tuple[str | None, bool]:
     """The server's token (``--token``, else ``$MADRAG_SERVER_TOKEN``, else one generated off loopback; None on
-    loopback without one) and whether it was generated."""
-    from madrag.server.config import is_loopback
+    loopback without one) and whether it was generated; a ConfigError for one too weak to guard ``host``
+    (:func:`~madrag.server.config.token_problem`)."""
+    from madrag.server.config import is_loopback, token_problem
 
-    given = token or os.environ.get(TOKEN_ENV) or None
+    given = token if token is not None else os.environ.get(TOKEN_ENV) or None
+    if problem := token_problem(given, host):
+        raise ConfigError(f"--token: {problem}")
     generated = given is None and not is_loopback(host)
     if generated:
         given = secrets.token_urlsafe(24)

@@ -8,7 +8,9 @@ else the package's own copy, so a fresh install needs nothing beside it.
 
 from __future__ import annotations
 
+import csv
 import os
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -55,3 +57,14 @@ def asap_rubric_file(essay_set: int, explicit: Path | None = None) -> Path:
     if essay_set not in ASAP_RUBRICS:
         raise InputError(f"madrag ships ASAP sets 7 and 8, not set {essay_set}")
     return find_asap_dir(explicit) / ASAP_RUBRICS[essay_set]
+
+
+@cache
+def shipped_essay_ids() -> dict[int, list[str]]:
+    """Each shipped essay set's essay ids, in the file's order, from the package's own copy (not
+    ``$MADRAG_ASAP_DIR``: what is asked for is ASAP's ids, e.g. the MTS authors' sample of them)."""
+    out: dict[int, list[str]] = {}
+    with (shipped_asap_dir() / ASAP_DATA).open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            out.setdefault(int(row["essay_set"]), []).append(row["essay_id"].strip())
+    return out

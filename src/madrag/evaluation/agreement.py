@@ -5,7 +5,9 @@
   imputed; essays without a human reference for the trait are counted too (``n_no_reference``). Two
   Human-Human rows: rater 1 vs rater 2 on the FULL data file of the run's essay set (this is the paper's row)
   and on the evaluated essays only (the ceiling for exactly the essays the protocols scored). With one rater
-  per essay there is no Human-Human row, and a note says so.
+  per essay there is no Human-Human row, and a note says so. A protocol whose paper computes its agreement on
+  part of the essays (``ScoringProtocol.evaluated_on``: MTS[template=FILE] on its authors' sample) is shown on
+  them, with a row ``<protocol> (all essays)`` beside it and a note saying what the population is.
 * The extreme-score subset (Table 2): Agree@1 and MAE from the extreme reference, per protocol and trait.
 * Paired bootstrap comparisons of each protocol against a baseline protocol (default MADRAG) on QWK.
 """
@@ -33,7 +35,8 @@ from madrag.metrics import (
     rater_pairs,
     small_n_warning,
 )
-from madrag.protocols.base import TraitScore
+from madrag.protocols import find_protocol
+from madrag.protocols.base import Population, TraitScore
 from madrag.rubric import Rubric, Trait
 
 SHORT_LABELS = {
@@ -54,6 +57,9 @@ QWK_COLUMNS = [
     "protocol", "trait", "label", "qwk", "ci_low", "ci_high", "n", "n_unusable", "n_missing", "n_no_reference",
     "n_truncated", "valid_rate",
 ]  # fmt: skip
+POPULATION_NOTE = (
+    "{protocol}: QWK on the essays its paper evaluates it on, {label}; the row {all} is every essay of the run"
+)
 ONE_RATER = (
     "Human-Human is left out ({where}): no essay has scores from two raters for any trait (one rater per "
     "essay), so there is no human agreement to compare with"
@@ -90,15 +96,19 @@ def human_rows(essays: list[Essay], rubric: Rubric, name: str, bootstrap: int, s
 
 
 def protocol_cell(
-    run: RunData, protocol: str, trait: Trait, scores: dict[tuple[str, str, str], TraitScore]
+    run: RunData,
+    protocol: str,
+    trait: Trait,
+    scores: dict[tuple[str, str, str], TraitScore],
+    only: frozenset[str] | None = None,
 ) -> tuple[list[float], list[float], dict[str, Any]]:
     """(reference, prediction) pairs of one cell and its counts: unusable, missing, usable scores of essays without
     a human reference (``n_no_reference``), truncated (a Judge answer cut by the token limit, usable or not) and
-    the valid-score rate."""
+    the valid-score rate; over the run's essays, or those of ``only``."""
     refs: list[float] = []
     preds: list[float] = []
     produced = unusable = missing = no_reference = truncated = 0
-    for essay in run.essays:
+    for essay in run.essays if only is None else [e for e in run.essays if e.id in only]:
         found = scores.get((protocol, essay.id, trait.name))
         if found is None:
             missing += 1
@@ -127,9 +137,15 @@ def qwk_long(
     rows: list[dict[str, Any]] = []
     scores = run.score_map()
     for protocol in run.protocols:
-        for trait in run.rubric.traits:
-            refs, preds, counts = protocol_cell(run, protocol, trait, scores)
-            rows.append(_qwk_row(protocol, trait, refs, preds, bootstrap, seed, **counts))
+        population = evaluated_on(run, protocol)
+        if population is not None and notes is not None:
+            notes.append(POPULATION_NOTE.format(protocol=protocol, label=population.label, all=all_essays(protocol)))
+        shown: list[tuple[str, frozenset[str] | None]] = [(protocol, None if population is None else population.ids)]
+        shown += [(all_essays(protocol), None)] if population is not None else []
+        for label, only in shown:
+            for trait in run.rubric.traits:
+                refs, preds, counts = protocol_cell(run, protocol, trait, scores, only)
+                rows.append(_qwk_row(label, trait, refs, preds, bootstrap, seed, **counts))
     groups = [(HH_FULL, full_essays), (HH_EVAL, run.essays)] if full_essays is not None else [(HH_EVAL, run.essays)]
     left_out = []
     for name, essays in groups:
@@ -141,6 +157,18 @@ def qwk_long(
     if left_out and notes is not None:
         notes.append(ONE_RATER.format(where=" and ".join(left_out)))
     return pd.DataFrame(rows, columns=QWK_COLUMNS)
+
+
+def evaluated_on(run: RunData, protocol: str) -> Population | None:
+    """The essays the protocol's paper computes its agreement on, when not every essay of the run
+    (:meth:`~madrag.protocols.base.ScoringProtocol.evaluated_on`: MTS[template=FILE]'s authors' sample)."""
+    found = find_protocol(protocol)
+    return None if found is None else found.evaluated_on(run.essays, run.rubric)
+
+
+def all_essays(protocol: str) -> str:
+    """The row of a protocol's QWK over every essay, beside its paper's population."""
+    return f"{protocol} (all essays)"
 
 
 def wide(long: pd.DataFrame, value: str = "qwk") -> pd.DataFrame:
@@ -314,6 +342,7 @@ def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None,
         "reference": reference_line(rule),
         "reference_ties": rule,
         "model": run_model(run.config),
+        "populations": {p: found.tag for p in run.protocols if (found := evaluated_on(run, p)) is not None},
     }
     return Evaluation(
         rubric=run.rubric,

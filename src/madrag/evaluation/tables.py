@@ -139,11 +139,13 @@ def _extreme_display(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def display_tables(evaluation: Evaluation) -> dict[str, pd.DataFrame]:
     """The tables as strings, titled: QWK with CI, n / valid rate, extreme subset, comparisons."""
     qwk_rows = records(evaluation.qwk)
+    # a protocol shown on its paper's population (MTS[template=FILE]: its authors' sample) is named with it
+    tagged = {p: f"{p} ({tag})" for p, tag in evaluation.meta.get("populations", {}).items()}
     tables = {
-        "QWK vs human reference [95% bootstrap CI]": cells(qwk_rows, _qwk_cell),
+        "QWK vs human reference [95% bootstrap CI]": cells(qwk_rows, _qwk_cell).rename(index=tagged),
         "essays per cell / valid-score rate (+ scored essays without a human reference; unusable, truncated)": cells(
             qwk_rows, _count_cell
-        ),
+        ).rename(index=tagged),
         "extreme-score subset (Table 2): a rater gave the trait's min or max": _extreme_display(
             records(evaluation.extreme)
         ),

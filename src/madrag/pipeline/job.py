@@ -54,7 +54,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.preflight import check_backends, preflight, prompt_floor
+from madrag.pipeline.preflight import check_backends, preflight, prompt_floor, record_checks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
     check_folders,
@@ -178,6 +178,8 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
     essays, pool = select_essays(job, rubric)
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
+    for protocol in protocols:  # what a protocol cannot score (MTS[template=FILE]: its file, rows, prompts)
+        protocol.check_inputs(rubric, essays)
     with_source = any(e.source for e in essays)
     config = job_config(job, rubric, protocols, prompts, backend, with_source)
     return _Prepared(rubric, protocols, prompts, essays, pool, config)
@@ -403,7 +405,7 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    run.store.set_meta("preflight", checked if checked is not None else await preflight(ctx))
+    record_checks(run.store, checked if checked is not None else await preflight(ctx))
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
     hooks.on_start(len(run.essays) * len(run.rubric.traits) * len(run.protocols))

@@ -17,11 +17,13 @@ from typing import Any
 from madrag.agents.calls import CallContext, score_reading
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError, ProviderError, TransientProviderError
+from madrag.providers.accounting import CheckTally, counting_checks
 from madrag.providers.base import ChatRequest, Message, Provider
 from madrag.providers.policy import ManagedProvider
 from madrag.providers.server_props import PromptFloor, SaysItsProps, ServerProps, context_problem, fit_concurrency
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
+from madrag.store import RunStore
 
 PROBE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -73,26 +75,57 @@ async def check_backends(
     unless a concurrency was given."""
     found: dict[str, Any] = {}
     for role, managed in [("*", provider), *role_providers.items()]:
-        await managed.provider.check_reachable()
-        reading = score_reading(managed, settings)
-        found[role] = {"reachable": True, "score_reading": reading}
-        if (props := await _server_props(managed)) is not None:
-            found[role]["server"] = props.as_dict()
-            if (problem := await context_problem(managed.provider, props, floor)) is not None:
-                raise ConfigError(f"{managed.provider.name} ({managed.provider.model}): {problem}")
-        if managed.provider.capabilities.logprobs:
-            found[role]["logprobs"] = await _logprobs_checked(managed)
-        if reading != "schema":
-            continue
-        problem = await schema_problem(managed.provider, managed.policy.timeout_s)
-        if problem is not None:
-            name = f"{managed.provider.name} ({managed.provider.model})"
-            raise ConfigError(
-                f"--score-method constrained: {name} cannot restrict the Judge's score: {problem}; "
-                "use --score-method text"
-            )
-        found[role]["json_schema_probe"] = "honoured"
+        with counting_checks() as sent:  # the HTTP requests of the checks, by check (no record holds them)
+            found[role] = await _check_one(managed, settings, floor, sent)
+        found[role]["requests"] = dict(sent.by_check)
     return found
+
+
+async def _check_one(
+    managed: ManagedProvider, settings: ScoringSettings, floor: PromptFloor | None, sent: CheckTally
+) -> dict[str, Any]:
+    """:func:`check_backends` of one backend: what was found; each check's requests counted in ``sent``."""
+    with sent.during("reachable"):
+        await managed.provider.check_reachable()
+    reading = score_reading(managed, settings)
+    found: dict[str, Any] = {"reachable": True, "score_reading": reading}
+    with sent.during("server_props"):
+        props = await _server_props(managed)
+    if props is not None:
+        found["server"] = props.as_dict()
+        with sent.during("context"):
+            problem = await context_problem(managed.provider, props, floor)
+        if problem is not None:
+            raise ConfigError(f"{managed.provider.name} ({managed.provider.model}): {problem}")
+    if managed.provider.capabilities.logprobs:
+        with sent.during("logprobs"):
+            found["logprobs"] = await _logprobs_checked(managed)
+    if reading != "schema":
+        return found
+    with sent.during("json_schema"):
+        problem = await schema_problem(managed.provider, managed.policy.timeout_s)
+    if problem is not None:
+        name = f"{managed.provider.name} ({managed.provider.model})"
+        raise ConfigError(
+            f"--score-method constrained: {name} cannot restrict the Judge's score: {problem}; use --score-method text"
+        )
+    found["json_schema_probe"] = "honoured"
+    return found
+
+
+def record_checks(store: RunStore, found: dict[str, Any]) -> None:
+    """Keep what this session's checks found (``preflight``, replaced each session) and add their HTTP requests,
+    by check, to the run's sum over its sessions (``check_requests``: ``by_check`` and ``complete``, false when
+    an earlier session of the run made calls before madrag counted its checks), which ``madrag costs`` reads."""
+    store.set_meta("preflight", found)
+    kept = store.get_meta("check_requests")
+    if not isinstance(kept, dict):
+        kept = {"by_check": {}, "complete": store.count() == 0}
+    by_check: dict[str, int] = dict(kept.get("by_check") or {})
+    for role in found.values():
+        for check, n in (role.get("requests") or {}).items() if isinstance(role, dict) else ():
+            by_check[check] = by_check.get(check, 0) + int(n)
+    store.set_meta("check_requests", {"by_check": by_check, "complete": bool(kept.get("complete"))})
 
 
 async def _logprobs_checked(managed: ManagedProvider) -> str:

@@ -8,7 +8,9 @@ A protocol owns everything that makes it a method, so no caller asks what kind o
 * its prompt templates beyond the MADRAG paper's, which every run records (``templates``);
 * how its final scores are read back from a run's stored records (``read_scores``, from ``record_groups``),
   when a stored score is finished (``judges_needed``), and the shared calls it reads without linking them in
-  its own records (``shared_calls``, for cost attribution).
+  its own records (``shared_calls``, for cost attribution);
+* the inputs it refuses before anything is written (``check_inputs``) and the essays its paper evaluates it on
+  when not every scored essay (``evaluated_on``: MTS[template=FILE]'s authors' sample).
 
 Protocols are found by name through :func:`madrag.protocols.registry.register_protocol` (see there).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from madrag.agents.calls import CallContext
@@ -26,7 +29,19 @@ from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 
-__all__ = ["RecordReader", "ScoringProtocol", "TraitScore", "essay_width"]
+__all__ = ["Population", "RecordReader", "ScoringProtocol", "TraitScore", "essay_width"]
+
+
+@dataclass(frozen=True)
+class Population:
+    """The essays of a run that a protocol's paper computes its agreement on, when not every scored essay: their
+    ids, a line saying what they are and a short tag (the evaluation shows the QWK on them, every essay's beside
+    it)."""
+
+    ids: frozenset[str]
+    label: str
+    tag: str
+    """A few words naming the population beside the protocol's name in a table ("the MTS authors' sample")."""
 
 
 class RecordReader(Protocol):
@@ -97,6 +112,16 @@ class ScoringProtocol(ABC):
     def judges_needed(self, settings: ScoringSettings) -> int:
         """Judges a finished stored trait score combines (``TraitScore.n_judges``); fewer: still to score."""
         return 1
+
+    def check_inputs(self, rubric: Rubric, essays: Sequence[Essay]) -> None:
+        """Refuse (a :class:`madrag.errors.MadragError`) a new run's rubric or essays it cannot score, before
+        anything is written; default: nothing to refuse."""
+        return None
+
+    def evaluated_on(self, essays: Sequence[Essay], rubric: Rubric) -> Population | None:
+        """The essays of ``essays`` its paper's agreement is computed on, when not all of them; None (the
+        default): every essay."""
+        return None
 
     def shared_calls(self) -> Mapping[str, frozenset[str]]:
         """Shared call groups (protocol field -> roles) its scores read without linking them in its own

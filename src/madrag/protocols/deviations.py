@@ -85,13 +85,19 @@ DEVIATIONS: tuple[Deviation, ...] = (
     Deviation("debater-temperature", CONFIDENCE, ("setting:debater_temperature",)),
     Deviation("extreme-both", MADRAG),
     Deviation("exemplar-length", MADRAG, ("setting:exemplar_max_words",)),
+    Deviation("meta-eval-tokens", CONFIDENCE, ("--max-tokens",)),
+    Deviation("meta-eval-followup", CONFIDENCE, ("--method",)),
+    Deviation("consensus-bootstrap", CONSENSUS, ("--bootstrap",)),
+    Deviation("sarag-k", MADRAG, ("--sarag-exemplars",)),
+    Deviation("nikl-prompt", CONSENSUS),
+    Deviation("cj-fold-each", CJ, ("--fold",)),
 )
 """The rows of docs/differences.md."""
 
 AS_THE_PAPERS: dict[str, str] = {
     "SA": "the MADRAG paper's Appendix D",
     "SARAG": "the MADRAG paper's Appendix D",
-    "MA": "the MADRAG paper's 3.4 (several judges: row ma-judges)",
+    "MA": "the MADRAG paper's 4.2.1 and Appendix D (several judges: row ma-judges)",
     "MAD": "the MADRAG paper's Algorithm 1 (its shared debate: row shared-debate)",
     "MARAG": "the MADRAG paper's Appendix D",
     "MADRAG": "the MADRAG paper's Algorithm 1",

@@ -7,13 +7,18 @@ of it, shared by madrag's MTS per rubric trait (:mod:`madrag.protocols.mts`) and
 * their reading of a 0-10 trait score (:func:`read_score`): the first of their answer patterns found in the
   answer, the number in it kept as a decimal, missing outside 0..10;
 * their essay cleanup (:func:`clean_essay`);
-* their test sample (:func:`sample_ids`): per prompt, 10% of its essays drawn by one numpy ``RandomState(41)``,
-  as pandas' ``groupby("prompt_id").sample(frac=0.1, random_state=41)`` draws them;
+* their test sample (:func:`authors_sample`): per prompt, 10% of its essays drawn by one numpy
+  ``RandomState(41)`` over ASAP's eight prompts in order, as pandas' ``groupby("prompt_id").sample(frac=0.1,
+  random_state=41)`` draws them (:func:`sample_positions`), so the very essays they scored;
 * the score turn's two output formats (:data:`TAG_FORMAT`, theirs; :data:`LINE_FORMAT`, madrag's
   ``Final score: N``) and the 0-10 bands their criteria are written in (:func:`bands`).
 
 A score turn's record keeps the decimal score in ``context["score_0_10"]`` (None when unreadable, with the
 record's ``error`` saying why): the run's integer ``ScoreResult`` cannot hold 7.5.
+
+Attribution: the steps above are ported from the authors' ``ASAP/preprocess.py`` (``sample_essay_ids_for_test_frac``),
+``ASAP/organize_dataset_and_template.py`` (``reformat_essay``) and ``ASAP/postprocess.py`` (``EvaluatorMTS``,
+``Evaluator.map_score``), reimplemented rather than copied: their repository states no licence.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
+from madrag.data.shipped import shipped_essay_ids
 from madrag.protocols.scores import TraitScore
 from madrag.records import AgentRecord, ScoreResult
 
@@ -45,6 +51,13 @@ SAMPLE_FRACTION = 0.1
 """The share of each prompt's essays the authors score (``preprocess.py --sampling_frac``)."""
 SAMPLE_SEED = 41
 """The authors' ``--random_state``."""
+ASAP_SIZES: dict[int, int] = {1: 1783, 2: 1800, 3: 1726, 4: 1770, 5: 1805, 6: 1800, 7: 1569, 8: 723}
+"""Essays per prompt of ASAP's ``training_set_rel3`` (12,976), the file the authors' ``dataset.xlsx`` is made of, a
+row per essay in essay-id order: the group sizes their draw runs over. Sets 7 and 8 are counted in madrag's
+shipped copy (checked by the tests); sets 1-6, which madrag does not ship, as the ASAP literature counts them
+(e.g. Taghipour and Ng 2016, Table 1)."""
+SHIPPED_SETS = (7, 8)
+"""The ASAP prompts whose essay ids madrag ships (:func:`madrag.data.shipped.shipped_essay_ids`)."""
 
 TAG_FORMAT = (
     "[Output Format]\nScore: <score>insert ONLY the numeric score (from 0 to 10) here</score>\n(End of [Output Format])"
@@ -158,17 +171,45 @@ def numpy_round(value: float) -> int:
     return int(np.round(value))
 
 
-def sample_ids(groups: Mapping[int, Sequence[str]], frac: float = SAMPLE_FRACTION, seed: int = SAMPLE_SEED) -> set[str]:
-    """The essays the authors' ``preprocess.py`` samples: for each prompt in ascending order, ``round(frac * n)``
-    of its ``n`` essays (in the order given) drawn without replacement by one ``numpy.random.RandomState(seed)``
-    shared across prompts, as pandas' ``groupby(...).sample(frac=frac, random_state=seed)`` draws them."""
+def sample_positions(
+    sizes: Mapping[int, int], frac: float = SAMPLE_FRACTION, seed: int = SAMPLE_SEED
+) -> dict[int, list[int]]:
+    """The rows pandas' ``groupby("prompt_id").sample(frac=frac, random_state=seed)`` draws from groups of these
+    sizes: for each prompt in ascending order, ``round(frac * n)`` of its ``n`` rows (0-based positions in the
+    group's order, in the order drawn), without replacement, by one ``numpy.random.RandomState(seed)`` shared
+    across prompts (``RandomState.choice``, as pandas' ``sample`` calls it): a prompt's draw depends on the sizes
+    of every prompt before it."""
     state = np.random.RandomState(seed)
-    chosen: set[str] = set()
-    for prompt in sorted(groups):
-        ids = list(groups[prompt])
-        picked = state.choice(len(ids), size=round(frac * len(ids)), replace=False)
-        chosen.update(ids[int(i)] for i in picked)
-    return chosen
+    return {
+        prompt: [int(i) for i in state.choice(sizes[prompt], size=round(frac * sizes[prompt]), replace=False)]
+        for prompt in sorted(sizes)
+    }
+
+
+def authors_sample(groups: Mapping[int, Sequence[str]]) -> dict[int, frozenset[str] | None]:
+    """Per prompt of ``groups`` (prompt -> essay ids of a run), those in the authors' own test sample: their draw
+    (:func:`sample_positions`) over ASAP's eight prompts of :data:`ASAP_SIZES` in order, each prompt's essays in
+    essay-id order, as their ``preprocess.py`` draws from their ``dataset.xlsx``. A prompt's ids are ASAP's:
+    sets 7 and 8 from madrag's shipped copy, sets 1-6 from ``groups`` when it holds every essay of the prompt.
+    None for a prompt whose ids are not known (not an ASAP prompt, or a prompt of sets 1-6 not given whole)."""
+    drawn = sample_positions(ASAP_SIZES)
+    out: dict[int, frozenset[str] | None] = {}
+    for prompt, ids in groups.items():
+        every = asap_ids(prompt, ids)
+        out[prompt] = None if every is None else frozenset(every[i] for i in drawn[prompt]) & frozenset(ids)
+    return out
+
+
+def asap_ids(prompt: int, given: Sequence[str]) -> list[str] | None:
+    """ASAP prompt ``prompt``'s essay ids in essay-id order: sets 7 and 8 from madrag's shipped copy, others from
+    ``given`` when it holds the prompt's every essay (:data:`ASAP_SIZES`); None when not known."""
+    if prompt in SHIPPED_SETS:
+        ids = shipped_essay_ids()[prompt]
+    elif prompt in ASAP_SIZES and len(set(given)) == ASAP_SIZES[prompt]:
+        ids = list(dict.fromkeys(given))
+    else:
+        return None
+    return sorted(ids, key=id_order)
 
 
 def id_order(essay_id: str) -> tuple[int, int | str]:
@@ -207,12 +248,15 @@ async def _score_turn(ctx: CallContext, call: AgentCall) -> AgentRecord:
     return await finish_record(ctx, record)
 
 
-def final_score(raw: TraitScore, value: float | None, means: Sequence[float | None]) -> TraitScore:
+def final_score(
+    raw: TraitScore, value: float | None, means: Sequence[float | None], no_group: str | None = None
+) -> TraitScore:
     """The final TraitScore of a raw one (``mean_score``: its 0-10 mean) and its scaled value, rounded as numpy
-    rounds; missing, with the reason, when the value is None."""
+    rounds; missing, with the reason, when the value is None (``no_group``: why there is no min-max group)."""
     if value is None or math.isnan(value):
         usable = sum(1 for m in means if m is not None)
         why = "unreadable 0-10 score" if raw.mean_score is None else f"min-max over {usable} essays has no range"
+        why = no_group if raw.mean_score is not None and no_group else why
         return raw.model_copy(update={"result": ScoreResult(mode="failed", invalid_raw=why), "mean_score": None})
     final = numpy_round(value)
     result = ScoreResult(parsed=final, reported=final, mode="parsed_text")

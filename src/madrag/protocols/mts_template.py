@@ -14,9 +14,12 @@ it, the score read as they read it (decimals kept).
 The essay's score is theirs: the mean of its four trait scores (missing when one is), clipped to the IQR fences
 and min-max scaled to the holistic score's range, rounded half to even. The rubric of such a run has one trait,
 the holistic score (ASAP's, for their comparison: docs/protocols.md). The min-max group (``group=sample``, the
-default) is the authors' test sample: per prompt, 10% of the scored essays (ordered by essay id, as ASAP's file
-is) drawn with ``random_state=41`` as their ``preprocess.py`` draws them; its fences and extremes scale every
-essay of the prompt, those outside the sample clamped to the range. ``group=run``: every scored essay of the prompt.
+default) is the authors' own test sample (:func:`madrag.protocols.mts_authors.authors_sample`: their
+``preprocess.py`` draw, ``random_state=41``, over ASAP's eight prompts in order, so the very essays they scored),
+those of it the run scored; its fences and extremes scale every essay of the prompt, those outside the sample
+clamped to the range. The evaluation's QWK of such a run is on the sample's essays, as theirs is
+(:meth:`MTSTemplateProtocol.evaluated_on`), with every essay's beside it. ``group=run``: every scored essay of
+the prompt is the group and the population.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -36,14 +39,15 @@ from madrag.agents.calls import AgentCall, CallContext, debater
 from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore
+from madrag.extras import require
+from madrag.protocols.base import Population, RecordReader, ScoringProtocol, TraitScore
 from madrag.protocols.mts_authors import (
     MinMax,
+    authors_sample,
     clean_essay,
     final_score,
     fit_minmax,
     id_order,
-    sample_ids,
     sampling,
     score_turn,
     stored_score,
@@ -130,9 +134,9 @@ def _row(cells: dict[str, Any], where: str) -> PromptRow:
 
 @cache
 def read_template(path: str) -> Template:
-    """The authors' template file at ``path`` (read once per process); ConfigError naming what is wrong."""
-    from openpyxl import load_workbook
-
+    """The authors' template file at ``path`` (read once per process); ConfigError naming what is wrong (openpyxl,
+    the ``documents`` extra's, not installed: :class:`madrag.extras.MissingExtra` naming it)."""
+    load_workbook = require("documents", "openpyxl").load_workbook
     file = Path(path)
     try:
         data = file.read_bytes()
@@ -200,22 +204,45 @@ class MTSTemplateProtocol(ScoringProtocol):
             "essay_cleanup": "authors",
             "sampling": sampling(1024),
             "post": "mean_iqr_clip_minmax",
-            "minmax_group": "authors_sample_10pct_seed41" if self.group == "sample" else "run",
+            "minmax_group": "authors_asap_sample_10pct_seed41" if self.group == "sample" else "run",
             "per_trait": False,
         }
+
+    def check_inputs(self, rubric: Rubric, essays: Sequence[Essay]) -> None:
+        """Before anything is written: the rubric of one trait, the template file read, a row for every essay's
+        prompt, and an essay prompt for every call (the template's cell or the essay's)."""
+        holistic_trait(rubric, self.name)
+        template = read_template(self.template)
+        for essay in essays:
+            _essay_prompt(self.name, _row_of(self.name, template, essay, rubric), essay)
+
+    def evaluated_on(self, essays: Sequence[Essay], rubric: Rubric) -> Population | None:
+        """``group=sample``: the run's essays in the authors' sample, which their QWK is computed on; None
+        (every essay) for ``group=run``."""
+        if self.group != "sample":
+            return None
+        by_prompt: dict[int, list[str]] = defaultdict(list)
+        for essay in essays:
+            prompt_id = essay.essay_set if essay.essay_set is not None else rubric.essay_set
+            if prompt_id is not None:
+                by_prompt[prompt_id].append(essay.id)
+        members = authors_sample(by_prompt)
+        ids = frozenset().union(*(m for m in members.values() if m is not None))
+        unknown = sorted(p for p, m in members.items() if m is None)
+        label = (
+            "the MTS authors' test sample (10% of each ASAP prompt, drawn by their preprocess.py with random_state 41 "
+            f"over the eight prompts in order): {len(ids)} of the run's {len(essays)} essays"
+        )
+        if unknown:
+            label += f"; prompt(s) {', '.join(map(str, unknown))}: not a whole ASAP prompt, its sample not known"
+        return Population(ids=ids, label=label, tag="the MTS authors' sample")
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """The essay's four conversations, concurrently; one provisional holistic score (None: the final one is
         scaled over the run when read), none when a call failed."""
         trait = holistic_trait(rubric, self.name)
         template = read_template(self.template)
-        prompt_id = essay.essay_set if essay.essay_set is not None else rubric.essay_set
-        row = template.rows.get(prompt_id) if prompt_id is not None else None
-        if row is None:
-            raise ConfigError(
-                f"{self.name}: no row of the template for essay {essay.id!r}'s prompt ({prompt_id}); it has "
-                f"prompts {', '.join(map(str, sorted(template.rows)))}"
-            )
+        row = _row_of(self.name, template, essay, rubric)
         talks = [self._conversation(ctx, essay, trait, (row, i, template.sha256)) for i in range(TRAITS)]
         records = await gather_settled(*talks)
         if any(r is None for r in records):
@@ -231,7 +258,7 @@ class MTSTemplateProtocol(ScoringProtocol):
         row, index, sha = where
         own = row.traits[index]
         text = clean_essay(essay.text)
-        prompt = row.prompt if row.prompt.strip() else essay.prompt
+        prompt = _essay_prompt(self.name, row, essay)
         system = Message(role="system", content=fill(row.system, {"trait": own.name, "description": own.description}))
         ask = Message(role="user", content=fill(row.retrieval, {"prompt": prompt, "essay": text, "trait": own.name}))
         context = {
@@ -285,16 +312,58 @@ class MTSTemplateProtocol(ScoringProtocol):
             by_prompt[prompt_id].append(essay_id)
         for ids in by_prompt.values():
             ids.sort(key=id_order)
-        members = sample_ids(by_prompt) if self.group == "sample" else set(raw)
+        members = (
+            authors_sample(by_prompt) if self.group == "sample" else {p: frozenset(ids) for p, ids in by_prompt.items()}
+        )
         out: list[TraitScore] = []
-        for ids in by_prompt.values():
-            group = [raw[e][1].mean_score for e in ids if e in members]
+        for prompt_id, ids in by_prompt.items():
+            group = [raw[e][1].mean_score for e in ids if e in (members[prompt_id] or ())]
             fit: MinMax | None = fit_minmax(group)
+            why = None if group else _no_sample(prompt_id, members[prompt_id])
             for essay_id in ids:
                 mean = raw[essay_id][1].mean_score
                 value = None if mean is None or fit is None else fit.scale(mean, trait.min, trait.max)
-                out.append(final_score(raw[essay_id][1], value, group))
+                out.append(final_score(raw[essay_id][1], value, group, why))
         return out
+
+
+def _no_sample(prompt_id: int, members: frozenset[str] | None) -> str:
+    """Why a prompt has no min-max group under ``group=sample``."""
+    if members is None:
+        return (
+            f"prompt {prompt_id} is not a whole ASAP prompt, so the MTS authors' sample of it is not known "
+            "(MTS[template=FILE,group=run] scales over the run's essays)"
+        )
+    return (
+        f"none of the run's essays of prompt {prompt_id} is in the MTS authors' sample, the min-max group "
+        "(MTS[template=FILE,group=run] scales over the run's essays)"
+    )
+
+
+def _row_of(name: str, template: Template, essay: Essay, rubric: Rubric) -> PromptRow:
+    """The template's row of ``essay``'s prompt (its ``essay_set``, else the rubric's); ConfigError when none."""
+    prompt_id = essay.essay_set if essay.essay_set is not None else rubric.essay_set
+    row = template.rows.get(prompt_id) if prompt_id is not None else None
+    if row is None:
+        raise ConfigError(
+            f"{name}: no row of the template for essay {essay.id!r}'s prompt ({prompt_id}); it has "
+            f"prompts {', '.join(map(str, sorted(template.rows)))}"
+        )
+    return row
+
+
+def _essay_prompt(name: str, row: PromptRow, essay: Essay) -> str:
+    """The essay prompt a call shows: the template's ``prompt`` cell, else the essay's (its data's ``prompt``
+    column, else the rubric's); ConfigError when both are empty, never an empty prompt."""
+    if row.prompt.strip():
+        return row.prompt
+    if essay.prompt.strip():
+        return essay.prompt
+    raise ConfigError(
+        f"{name}: the template's prompt cell of prompt {row.prompt_id} is empty and essay {essay.id!r} has no "
+        "prompt (neither a prompt column in the data nor a prompt in the rubric): fill the template's prompt "
+        "column, as the MTS authors' README asks, or give the rubric its prompt"
+    )
 
 
 def _raw_means(protocol: str, trait: Trait, turns: list[AgentRecord]) -> dict[str, tuple[int, TraitScore]]:

@@ -6,6 +6,10 @@ call policy (:class:`~madrag.providers.policy.ManagedProvider`) and a backend th
 per attempt (an OpenAI-compatible server refusing a parameter: the request is adapted and sent again) count into
 the scope's :class:`CallTally` through :func:`current_tally`. Outside a scope nothing is counted. The scope is a
 context variable, so concurrent calls (each in its own task) never count into each other's tally.
+
+The checks before a run's first call (:mod:`madrag.pipeline.preflight`) are no agent call: their HTTP requests are
+counted by madrag's HTTP client (:func:`count_sent`) into a :func:`counting_checks` scope's :class:`CheckTally`,
+by check, and the run keeps the sum (``madrag costs`` shows them beside the calls' requests).
 """
 
 from __future__ import annotations
@@ -58,3 +62,41 @@ def count_extra_request() -> None:
     """One more HTTP request within one attempt (a backend resending an adapted request)."""
     if (tally := _CURRENT.get()) is not None:
         tally.attempts += 1
+
+
+@dataclass
+class CheckTally:
+    """HTTP requests sent by the checks before a run's first call, by check (``reachable``, ``logprobs`` ...)."""
+
+    by_check: dict[str, int] = field(default_factory=dict)
+    step: str = "other"
+
+    @contextmanager
+    def during(self, step: str) -> Iterator[None]:
+        """Count the requests sent inside the ``with`` block as ``step``'s."""
+        before, self.step = self.step, step
+        try:
+            yield
+        finally:
+            self.step = before
+
+
+_CHECKS: ContextVar[CheckTally | None] = ContextVar("madrag_check_tally", default=None)
+
+
+@contextmanager
+def counting_checks() -> Iterator[CheckTally]:
+    """A fresh tally of the HTTP requests sent inside the ``with`` block (in this task and the tasks it starts)."""
+    tally = CheckTally()
+    token = _CHECKS.set(tally)
+    try:
+        yield tally
+    finally:
+        _CHECKS.reset(token)
+
+
+def count_sent() -> None:
+    """One HTTP request sent (madrag's HTTP client calls it for each): counted inside a :func:`counting_checks`
+    scope, by its current step; elsewhere an agent call's :class:`CallTally` counts its requests."""
+    if (tally := _CHECKS.get()) is not None:
+        tally.by_check[tally.step] = tally.by_check.get(tally.step, 0) + 1

@@ -23,6 +23,8 @@ from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits,
 from madrag.providers.base import Capabilities, ChatRequest, ChatResponse, Provider, Usage
 from madrag.providers.openai_http import ClientFailure, HttpClient, HttpClientFactory, StatusFailure
 
+DEFAULT_URL = "https://api.anthropic.com"
+"""The API's address when none is given."""
 API_VERSION = "2023-06-01"
 """The ``anthropic-version`` header the requests are written for."""
 TRANSIENT = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -127,7 +129,7 @@ def build(model: str | None, options: AnthropicOptions, limits: CallLimits, key:
         raise ConfigError("the anthropic provider needs --model (e.g. claude-3-5-haiku-latest)")
     if key is None and (value := os.environ.get(options.api_key_env)):
         key = SecretStr(value)
-    url = options.base_url or "https://api.anthropic.com"
+    url = options.base_url or DEFAULT_URL
     return AnthropicProvider(model, url, key, limits.timeout_s, limits.concurrency)
 
 
@@ -141,6 +143,8 @@ register_backend(
     "anthropic",
     AnthropicOptions,
     build,
-    BackendTraits(label="Anthropic's Messages API", remote=True, needs_key=True, needs_model=True),
+    BackendTraits(
+        label="Anthropic's Messages API", remote=True, needs_key=True, needs_model=True, default_url=DEFAULT_URL
+    ),
     _role_fields,
 )

@@ -103,7 +103,9 @@ class BackendTraits:
     (an OpenAI-compatible one) applies to it, and finds out about its logprobs. ``needs_key``: it takes an API
     key. ``needs_model``: it needs ``model`` (the name the server serves). ``valid_grades``: its scores can be
     used as grades; if not, ``not_grades`` says why (``is for trying the app out``) and the web app offers it
-    only to try the pipeline."""
+    only to try the pipeline. ``default_url``: the address a remote one sends to when no ``base_url`` is given
+    (OpenAI's, Anthropic's): the one address the web server sends its environment's key to unless its operator
+    names more (``madrag serve --api-key-url``)."""
 
     label: str
     offer: str = ""
@@ -114,6 +116,7 @@ class BackendTraits:
     needs_model: bool = False
     valid_grades: bool = True
     not_grades: str = ""
+    default_url: str = ""
 
 
 Opts = TypeVar("Opts", bound=BackendOptions)

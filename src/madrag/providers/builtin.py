@@ -13,6 +13,7 @@ from madrag.errors import ConfigError
 from madrag.providers.adapt import SamplingParams, TokenParam
 from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, option, register_backend
 from madrag.providers.base import Provider
+from madrag.providers.openai_http import DEFAULT_BASE_URL as OPENAI_URL
 from madrag.providers.runtimes import LlamaRuntime
 
 
@@ -157,6 +158,7 @@ register_backend(
         connection_test=True,
         needs_key=True,
         needs_model=True,
+        default_url=OPENAI_URL,
     ),
     _openai_role_fields,
 )

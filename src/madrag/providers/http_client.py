@@ -19,15 +19,21 @@ anew if a later request runs in another loop.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 import ssl
 import urllib.request
 from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
+from madrag.providers.accounting import count_sent
+from madrag.providers.address_guard import AddressGuard, current_guard
 from madrag.providers.openai_http import (
     ClientFailure,
     StatusFailure,
@@ -67,6 +73,28 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=cafile)
 
 
+class GuardedResolver(AbstractResolver):
+    """aiohttp's resolver, with the addresses of ``target`` (the model server's host) put to an
+    :data:`~madrag.providers.address_guard.AddressGuard` before a connection is made to one (an ``OSError`` with
+    its reason when it refuses them); other hosts (a proxy's) are resolved as they are."""
+
+    def __init__(self, guard: AddressGuard, target: str) -> None:
+        self._inner = DefaultResolver()
+        self._guard = guard
+        self._target = target.lower()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._inner.resolve(host, port, family)
+        if host.lower().rstrip(".") == self._target and (why := self._guard(host, port, [r["host"] for r in found])):
+            raise OSError(errno.EACCES, why)  # aiohttp's connection error shows its strerror
+        return found
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
 class AiohttpClient:
     """The client on one ``aiohttp.ClientSession`` sized to the provider's concurrency; JSON by orjson. The
     headers of every request are OpenAI's (:func:`~madrag.providers.openai_http.openai_headers`) unless given."""
@@ -99,7 +127,11 @@ class AiohttpClient:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop:
             ssl_arg: ssl.SSLContext | bool = _ssl_context() if self._base.startswith("https:") else True
-            connector = aiohttp.TCPConnector(limit=self._limit, keepalive_timeout=KEEPALIVE_S, ssl=ssl_arg)
+            guard, host = current_guard(), URL(self._base).host
+            resolver = GuardedResolver(guard, host) if guard is not None and host else None
+            connector = aiohttp.TCPConnector(
+                limit=self._limit, keepalive_timeout=KEEPALIVE_S, ssl=ssl_arg, resolver=resolver
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector, headers=self._headers, timeout=self._timeout, trust_env=False
             )
@@ -124,6 +156,7 @@ class AiohttpClient:
     async def _send(self, method: str, path: str, content: bytes | None) -> bytes:
         session = self._session if self._loop is asyncio.get_running_loop() and not self._closed else self._open()
         assert session is not None
+        count_sent()  # a check's request, counted (madrag.providers.accounting)
         try:
             async with session.request(method, self._url(path), data=content, proxy=self._proxy) as answer:
                 body = await answer.read()

@@ -319,5 +319,9 @@ class OpenAICompatProvider(Provider):
         detail = self._scrub(exc.detail)
         if status >= 500 or status in _TRANSIENT_STATUS:
             return TransientProviderError(f"{where} answered HTTP {status}: {detail}")
-        hint = f" (check ${self.api_key_env})" if status in (401, 403) else self.adapter.hint(detail)
+        if status in (401, 403):
+            hint = f" (check ${self.api_key_env})" if self.api_key_env else ""
+            hint = hint or ("" if self._key_set else " (no API key was sent)")
+        else:
+            hint = self.adapter.hint(detail)
         return ProviderError(f"{where} answered HTTP {status}{hint}: {detail}")

@@ -40,6 +40,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     }
     for code, text in {
         400: "bad input (essays, rubric or settings)",
+        403: "a model server at an address the server's operator did not allow (madrag serve --allow-backend-url)",
         404: "no such rubric, run or essay",
         409: "the run is in the wrong state for this",
         413: "upload over the limits",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.data import shipped
 from madrag.data.row_limit import MAX_ROWS
@@ -32,6 +33,27 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+MIN_PUBLIC_TOKEN = 16
+"""The fewest characters of the token of a server bound to a non-loopback address."""
+
+
+def token_problem(token: str | None, host: str) -> str | None:
+    """Why ``token`` cannot guard a server bound to ``host`` (None when it can, or when none is given): off
+    loopback at least :data:`MIN_PUBLIC_TOKEN` characters and no whitespace; on loopback not blank."""
+    if token is None:
+        return None
+    if not token.strip():
+        return "the token is blank: give one of printable characters, or none"
+    if is_loopback(host):
+        return None
+    if len(token) < MIN_PUBLIC_TOKEN or any(c.isspace() for c in token):
+        return (
+            f"a server bound to {host} (not a loopback address) needs a token of at least {MIN_PUBLIC_TOKEN} "
+            "characters without spaces (or none: one is generated and printed once)"
+        )
+    return None
 
 
 class Limits(BaseModel):
@@ -60,7 +82,9 @@ class ServerConfig(BaseModel):
     address (``madrag serve`` generates one then). ``backend_concurrency``: requests in flight to one backend,
     shared by every run on it. ``embedder``: the exemplar pools' (MiniLM; ``hashing`` for quick checks and tests).
     ``api_key_env`` and ``kind_key_envs``: the environment variables of the backends' keys
-    (:meth:`key_env`).
+    (:meth:`key_env`); ``api_key_urls`` and ``kind_key_urls``: the base URLs such a key is sent to besides its
+    kind's own address (:meth:`key_urls`); ``allow_backend_urls``: the model servers a run or a connection test may
+    reach besides loopback, the presets and the key URLs (:mod:`madrag.server.access`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -78,8 +102,26 @@ class ServerConfig(BaseModel):
     backend_concurrency: int = Field(default=8, ge=1)
     api_key_env: str | None = None  # ``--api-key-env VAR``: the OpenAI-compatible backends' key variable
     kind_key_envs: dict[str, str] = Field(default_factory=dict)  # ``--api-key-env KIND=VAR``: one kind's
+    api_key_urls: tuple[str, ...] = ()  # ``--api-key-url URL``: the OpenAI-compatible backends' key goes there too
+    kind_key_urls: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # ``--api-key-url KIND=URL``
+    allow_backend_urls: tuple[str, ...] = ()  # ``--allow-backend-url URL``: a model server runs may reach
     auto_resume: bool = False
     embedder: EmbedderName = "minilm"
+
+    @model_validator(mode="after")
+    def _strong_token(self) -> ServerConfig:
+        if problem := token_problem(self.token, self.host):
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _urls(self) -> ServerConfig:
+        named = [*self.api_key_urls, *self.allow_backend_urls, *(u for us in self.kind_key_urls.values() for u in us)]
+        for url in named:
+            parts = urlsplit(url.strip())
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
+        return self
 
     def key_env(self, kind: str) -> str | None:
         """The environment variable a run of ``kind`` reads its API key from when none is typed in: the one
@@ -95,6 +137,12 @@ class ServerConfig(BaseModel):
         field = backend.option_fields().get("api_key_env")
         default = None if field is None else field.default
         return default if isinstance(default, str) and default else None
+
+    def key_urls(self, kind: str) -> tuple[str, ...]:
+        """The base URLs the server's environment key of ``kind`` is sent to besides the kind's own address
+        (``--api-key-url KIND=URL``, and ``--api-key-url URL`` for an OpenAI-compatible backend)."""
+        alone = self.api_key_urls if find_backend(kind).traits.connection_test else ()
+        return (*self.kind_key_urls.get(kind, ()), *alone)
 
     @property
     def token_required(self) -> bool:

@@ -48,7 +48,7 @@ class Drafts:
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "drafts"
         self.root.mkdir(parents=True, exist_ok=True)
-        self._keys: dict[str, tuple[str, SecretStr]] = {}  # draft -> (the kind it was typed for, the key)
+        self._keys: dict[str, tuple[str, str, SecretStr]] = {}  # draft -> (its kind, its URL, the key)
         self._lock = threading.Lock()
 
     def new(self) -> Draft:
@@ -88,24 +88,32 @@ class Drafts:
         path = self.folder(draft.id) / "essays.jsonl"
         return library.read_essays(path, rubric) if path.is_file() and draft.n_essays else []
 
-    def set_key(self, draft_id: str, key: SecretStr | None, kind: str) -> None:
-        """Hold ``key``, typed for a backend of ``kind``, for the draft (an empty one: forget the held one)."""
+    def set_key(self, draft_id: str, key: SecretStr | None, kind: str, base_url: object = None) -> None:
+        """Hold ``key``, typed for a backend of ``kind`` at ``base_url``, for the draft (an empty one: forget the
+        held one)."""
         with self._lock:
             if key is None or not key.get_secret_value():
                 self._keys.pop(draft_id, None)
             else:
-                self._keys[draft_id] = (kind, key)
+                self._keys[draft_id] = (kind, _url(base_url), key)
 
-    def key(self, draft_id: str, kind: str) -> SecretStr | None:
-        """The key held for the draft, if it was typed for a backend of ``kind`` (an OpenAI key is never sent
-        to another kind's server because the teacher changed the backend)."""
+    def key(self, draft_id: str, kind: str, base_url: object = None) -> SecretStr | None:
+        """The key held for the draft, if it was typed for a backend of ``kind`` at ``base_url`` (a key goes
+        only to the server it was typed with: never to another kind's, nor to another URL because the teacher
+        or a caller changed it; it is typed again then)."""
         with self._lock:
             held = self._keys.get(draft_id)
-        return held[1] if held is not None and held[0] == kind else None
+        return held[2] if held is not None and held[:2] == (kind, _url(base_url)) else None
 
     def backend(self, draft: Draft) -> BackendSettings:
         """The draft's backend with its typed key (if any); an error when no model was chosen yet."""
         if not draft.backend.get("kind"):
             raise ApiError(400, "choose which model scores first (step 4)", "kind")
         kind = str(draft.backend["kind"])
-        return BackendSettings.model_validate({**draft.backend, "api_key": self.key(draft.id, kind)})
+        key = self.key(draft.id, kind, draft.backend.get("base_url"))
+        return BackendSettings.model_validate({**draft.backend, "api_key": key})
+
+
+def _url(base_url: object) -> str:
+    """A typed URL as a key is bound to it (the same server however its end is typed)."""
+    return str(base_url or "").strip().rstrip("/")

@@ -13,6 +13,7 @@ from madrag.server.http.schemas import OverrideIn
 from madrag.server.reviews import Review, add_review, all_reviews, latest
 from madrag.server.runs import library_runs
 from madrag.server.service import State
+from madrag.teacher import grades
 from madrag.teacher.grades import Grade, grade_of
 from madrag.teacher.scored_by import scored_by, warning
 
@@ -71,24 +72,16 @@ def grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
 
 def _grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
     view = state.runs.view(run_id)
-    reviews = latest(all_reviews(state.runs.run_dir(run_id)))
-    scores = view_scores(view)
-    out: dict[tuple[str, str, str], Grade] = {}
-    for protocol in view.protocols or [""]:
-        for essay in view.essays:
-            for trait in view.rubric.traits:
-                found = scores.get((protocol, essay.id, trait.name))
-                review = reviews.get((essay.id, trait.name, protocol))
-                override = review is not None and review.action == "override"
-                out[(protocol, essay.id, trait.name)] = grade_of(
-                    None if found is None else found.score,
-                    upload=essay.reference(trait),
-                    override=review.new_score if review is not None and override else None,
-                    comment=review.comment if review is not None and override else "",
-                    accepted=review is not None and not override,
-                    reviewer=None if review is None else review.reviewer,
-                )
-    return out
+    return run_grade_table(view, latest(all_reviews(state.runs.run_dir(run_id))))
+
+
+def run_grade_table(
+    view: library_runs.RunView, reviews: dict[tuple[str, str, str], Review]
+) -> dict[tuple[str, str, str], Grade]:
+    """:func:`madrag.teacher.grades.grade_table` of a run's view and its reviews in force."""
+    ai = {key: s.score for key, s in view_scores(view).items()}
+    essays = {e.id: {t.name: e.reference(t) for t in view.rubric.traits} for e in view.essays}
+    return grades.grade_table(view.protocols, essays, ai, reviews)
 
 
 def first_protocol(state: State, run_id: str) -> str:
@@ -175,21 +168,30 @@ def _protocol_entry(
 # -- reviews and export ---------------------------------------------------------------------------------------
 
 
+def _scored_cell(
+    state: State, run_id: str, essay_id: str, trait_name: str, protocol: str | None
+) -> tuple[Any, str, Any]:
+    """(trait, protocol, the AI's stored score) of one essay-trait a review is about; a 404 for an essay, trait or
+    protocol the run does not have, a 409 before it is scored."""
+    view = state.runs.view(run_id)
+    if not any(e.id == essay_id for e in view.essays):
+        raise NotFound(f"run {run_id} has no essay {essay_id!r}", "essay_id")
+    try:
+        trait = view.rubric.trait(trait_name)
+    except MadragError:
+        raise NotFound(f"the rubric has no trait {trait_name!r}", "trait") from None
+    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    if chosen not in view.protocols:
+        raise NotFound(f"run {run_id} has no scores of protocol {chosen!r}", "protocol")
+    found = view_scores(view).get((chosen, essay_id, trait.name))
+    if found is None:
+        raise WrongState(f"essay {essay_id} has no {chosen} score for {trait.name} yet", "trait")
+    return trait, chosen, found
+
+
 def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
     """Record a review of one trait score (the agent's record stays as it is)."""
-    view = state.runs.view(run_id)
-    if not any(e.id == req.essay_id for e in view.essays):
-        raise NotFound(f"run {run_id} has no essay {req.essay_id!r}", "essay_id")
-    try:
-        trait = view.rubric.trait(req.trait)
-    except MadragError:
-        raise NotFound(f"the rubric has no trait {req.trait!r}", "trait") from None
-    protocol = req.protocol or (view.protocols[0] if view.protocols else "")
-    if protocol not in view.protocols:
-        raise NotFound(f"run {run_id} has no scores of protocol {protocol!r}", "protocol")
-    found = view_scores(view).get((protocol, req.essay_id, trait.name))
-    if found is None:
-        raise WrongState(f"essay {req.essay_id} has no {protocol} score for {trait.name} yet", "trait")
+    trait, protocol, found = _scored_cell(state, run_id, req.essay_id, req.trait, req.protocol)
     if req.action == "override":
         if req.score is None or not trait.contains(req.score):
             raise InvalidRequest(f"score must be an integer from {trait.min} to {trait.max}", "score")
@@ -204,6 +206,36 @@ def add_override(state: State, run_id: str, req: OverrideIn) -> Review:
         reviewer=req.reviewer,
     )
     return add_review(state.runs.run_dir(run_id), review)
+
+
+COMMENT_LIMIT = 5000
+"""The longest comment kept (as the review's own limit)."""
+
+
+def add_comment(
+    state: State, run_id: str, cell: tuple[str, str, str | None], comment: str, reviewer: str
+) -> Review | None:
+    """Save the teacher's comment on one trait score (``cell``: essay id, trait, protocol or None for the
+    grading one) alone: no score is set and nothing is decided (an undecided grade stays undecided, a decided one
+    stays as it was, with this comment). None when the comment is already the one in force (nothing written)."""
+    essay_id, trait_name, protocol = cell
+    if len(comment) > COMMENT_LIMIT:
+        raise InvalidRequest(f"a comment holds at most {COMMENT_LIMIT} characters", "comment")
+    trait, chosen, found = _scored_cell(state, run_id, essay_id, trait_name, protocol)
+    run_dir = state.runs.run_dir(run_id)
+    standing = latest(all_reviews(run_dir, essay_id)).get((essay_id, trait.name, chosen))
+    if (standing.comment if standing is not None else "") == comment:
+        return None
+    note = Review(
+        essay_id=essay_id,
+        trait=trait.name,
+        protocol=chosen,
+        action="comment",
+        agent_score=found.score,
+        comment=comment,
+        reviewer=reviewer,
+    )
+    return add_review(run_dir, note)
 
 
 def override_in_force(state: State, run_id: str, essay_id: str, trait: str, protocol: str | None) -> Review | None:

@@ -2,8 +2,18 @@
 
 Reviews live in ``<run_dir>/reviews.sqlite``, next to the run store and apart from it: an agent record is never
 changed. Every review is appended (who, when, which essay, trait and protocol, the agent's score at that moment,
-the new score, the comment); the latest review of an essay-trait-protocol is the one in force, and the history
-stays. Exports show the agent's score and the review side by side.
+the new score, the comment); the history stays. Four actions:
+
+- ``override``: the teacher's own score replaces the AI's;
+- ``accept``: the teacher confirmed the AI's score, this one score;
+- ``bulk-accept``: the AI's score approved in bulk (one click for many scores: recorded as such, never as a
+  decision of the teacher's on this score; :func:`add_bulk_approvals` writes them in one transaction);
+- ``comment``: a comment saved alone; it sets no score and decides nothing.
+
+The decision in force of an essay-trait-protocol is its latest override, acceptance or bulk approval; the comment
+in force is the one the teacher last wrote (with a decision or alone; a bulk approval writes none and keeps it).
+Stores written before bulk approvals and comments were their own actions (only ``accept`` / ``override``) read as
+they were. Exports show the agent's score and the review side by side.
 """
 
 from __future__ import annotations
@@ -31,11 +41,20 @@ CREATE TABLE IF NOT EXISTS reviews (
 CREATE INDEX IF NOT EXISTS reviews_cell ON reviews (essay_id, trait, protocol);
 """
 
-Action = Literal["accept", "override"]
+Action = Literal["accept", "override", "bulk-accept", "comment"]
+DECISIONS: frozenset[str] = frozenset({"accept", "override", "bulk-accept"})
+"""The actions that decide a grade (a ``comment`` decides nothing)."""
+ACTION_WORDS: dict[str, str] = {
+    "accept": "confirmed madrag's score",
+    "override": "changed the score",
+    "bulk-accept": "approved in bulk",
+    "comment": "comment",
+}
 
 
 class Review(BaseModel):
-    """One review of a trait score: ``accept`` keeps the agent's score, ``override`` replaces it."""
+    """One review of a trait score: ``accept`` keeps the agent's score, ``override`` replaces it, ``bulk-accept``
+    keeps it in a bulk approval, ``comment`` only saves a comment."""
 
     id: int = 0
     essay_id: str
@@ -50,12 +69,23 @@ class Review(BaseModel):
 
     @property
     def final(self) -> int | None:
-        """The score in force after this review."""
+        """The score in force after this review (a comment alone: the agent's, as before it)."""
         return self.new_score if self.action == "override" else self.agent_score
+
+    @property
+    def decides(self) -> bool:
+        """This review decides the grade (every action but a comment alone)."""
+        return self.action in DECISIONS
+
+    @property
+    def words(self) -> str:
+        """The action in plain words, for the review history."""
+        return ACTION_WORDS[self.action]
 
 
 def _connect(run_dir: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(run_dir / "reviews.sqlite", isolation_level=None)
+    # a writer waits for another's transaction (a large bulk approval) rather than failing at once
+    conn = sqlite3.connect(run_dir / "reviews.sqlite", isolation_level=None, timeout=60)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.executescript(SCHEMA)
@@ -63,27 +93,58 @@ def _connect(run_dir: Path) -> sqlite3.Connection:
 
 
 _COLUMNS = "id, essay_id, trait, protocol, action, agent_score, new_score, comment, reviewer, created_at"
+_INSERT = f"INSERT INTO reviews ({_COLUMNS.replace('id, ', '', 1)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_UNDECIDED = (
+    "SELECT 1 FROM reviews WHERE essay_id = ? AND trait = ? AND protocol = ? "
+    f"AND action IN ({', '.join(repr(a) for a in sorted(DECISIONS))}) LIMIT 1"
+)
+
+
+def _values(review: Review) -> tuple[object, ...]:
+    return (
+        review.essay_id,
+        review.trait,
+        review.protocol,
+        review.action,
+        review.agent_score,
+        review.new_score,
+        review.comment,
+        review.reviewer,
+        review.created_at,
+    )
 
 
 def add_review(run_dir: Path, review: Review) -> Review:
     """Append a review; returns it with its id."""
     conn = _connect(run_dir)
     try:
-        cur = conn.execute(
-            f"INSERT INTO reviews ({_COLUMNS.replace('id, ', '', 1)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                review.essay_id,
-                review.trait,
-                review.protocol,
-                review.action,
-                review.agent_score,
-                review.new_score,
-                review.comment,
-                review.reviewer,
-                review.created_at,
-            ),
-        )
+        cur = conn.execute(_INSERT, _values(review))
         return review.model_copy(update={"id": int(cur.lastrowid or 0)})
+    finally:
+        conn.close()
+
+
+def add_bulk_approvals(run_dir: Path, approvals: list[Review]) -> int:
+    """Write a bulk approval whole, in one transaction: every one of ``approvals`` (action ``bulk-accept``) whose
+    essay-trait-protocol nobody decided yet, or none of them (an error or a kill midway leaves the store as it was
+    before). Undecided is checked inside the transaction, so a decision the teacher made while the approval was
+    being prepared stays in force. Returns how many were written."""
+    if any(a.action != "bulk-accept" for a in approvals):
+        raise ValueError("a bulk approval writes only bulk-accept reviews")
+    conn = _connect(run_dir)
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # the write lock for the whole approval: no decision slips in between
+        try:
+            written = 0
+            for review in approvals:
+                if conn.execute(_UNDECIDED, (review.essay_id, review.trait, review.protocol)).fetchone() is None:
+                    conn.execute(_INSERT, _values(review))
+                    written += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return written
     finally:
         conn.close()
 
@@ -116,8 +177,22 @@ def review_version(run_dir: Path) -> int:
 
 
 def latest(reviews: list[Review]) -> dict[tuple[str, str, str], Review]:
-    """The review in force per (essay, trait, protocol)."""
-    out: dict[tuple[str, str, str], Review] = {}
+    """The review in force per (essay, trait, protocol): its latest decision (override, acceptance or bulk
+    approval) carrying the comment in force (the one last written, with a decision or alone; a bulk approval
+    keeps the one before it); where nothing is decided but a comment was saved, the latest ``comment`` review."""
+    decided: dict[tuple[str, str, str], Review] = {}
+    commented: dict[tuple[str, str, str], Review] = {}
     for review in reviews:
-        out[(review.essay_id, review.trait, review.protocol)] = review
+        cell = (review.essay_id, review.trait, review.protocol)
+        if review.action != "bulk-accept":
+            commented[cell] = review
+        if review.decides:
+            decided[cell] = review
+    out: dict[tuple[str, str, str], Review] = {}
+    for cell, note in commented.items():
+        if cell not in decided:
+            out[cell] = note
+    for cell, decision in decided.items():
+        comment = commented[cell].comment if cell in commented else decision.comment
+        out[cell] = decision if comment == decision.comment else decision.model_copy(update={"comment": comment})
     return out

@@ -12,7 +12,7 @@ from typing import Any
 from madrag.errors import MadragError
 from madrag.providers.backends import find_backend
 from madrag.rubric import Rubric
-from madrag.server import library
+from madrag.server import access, library
 from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
@@ -188,7 +188,8 @@ def create_run(
 
 async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
     """Send the test request to an OpenAI-compatible backend (an invalid request for another kind or without a
-    model); a key not typed in is read from the variable the server names for its kind."""
+    model, :class:`NotAllowed` for an address the operator did not allow); a key not typed in is read from the
+    variable the server names for its kind, only where that key goes to ``base_url`` (:func:`access.env_key`)."""
     if not find_backend(backend.kind).traits.connection_test:
         raise InvalidRequest(
             f"the test request is an OpenAI-compatible one: the {backend.kind} backend is not tested before a run",
@@ -196,7 +197,7 @@ async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
         )
     if not backend.model:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
-    key_env = state.config.key_env(backend.kind)
+    key_env = access.env_key(state.config, backend.kind, backend.base_url)
     return await state.runs.test_backend(backend.kind, backend.model, backend.base_url, key_env, backend.api_key)
 
 

@@ -44,6 +44,7 @@ class TraitAgreement:
     difference: int = 0  # the sum of madrag's score minus the teacher's, over the n papers
     higher: int = 0  # papers madrag scored above the teacher
     lower: int = 0  # papers madrag scored below the teacher
+    in_bulk: int = 0  # madrag's scores approved in bulk: no decision of the teacher's, so not counted above
 
     @property
     def mean_difference(self) -> float | None:
@@ -86,8 +87,10 @@ def anchors(essays: list[Essay]) -> list[Essay]:
     return [e for e in essays if e.rater_scores]
 
 
-def pair_agreement(trait: str, pairs: list[tuple[str, int, int | None]]) -> TraitAgreement:
-    """One trait's agreement over ``(essay id, teacher's score, madrag's score or None)`` pairs."""
+def pair_agreement(trait: str, pairs: list[tuple[str, int, int | None]], in_bulk: int = 0) -> TraitAgreement:
+    """One trait's agreement over ``(essay id, teacher's score, madrag's score or None)`` pairs, the teacher's
+    decided one by one; ``in_bulk``: how many of madrag's scores of the trait were approved in bulk (said beside
+    the agreement, never counted in it: madrag would be agreeing with itself)."""
     n = exact = within = unscored = difference = higher = lower = 0
     disagreed = []
     for essay_id, teacher, mine in pairs:
@@ -102,7 +105,7 @@ def pair_agreement(trait: str, pairs: list[tuple[str, int, int | None]]) -> Trai
         difference += mine - teacher
         higher += mine > teacher
         lower += mine < teacher
-    return TraitAgreement(trait, n, exact, within, unscored, tuple(disagreed), difference, higher, lower)
+    return TraitAgreement(trait, n, exact, within, unscored, tuple(disagreed), difference, higher, lower, in_bulk)
 
 
 def agreement(rubric: Rubric, essays: list[Essay], scores: dict[tuple[str, str], int | None]) -> list[TraitAgreement]:

@@ -8,10 +8,12 @@ is left out."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from madrag.agents.evidence import extract_quotes, normalise, verify_quote
+from madrag.records import AgentRecord
+from madrag.rubric import Trait
 from madrag.teacher.grades import Grade
 
 _SCORE_LINE = re.compile(r"^\s*(final score|score|confidence)\s*[:=].*$", re.IGNORECASE | re.MULTILINE)
@@ -122,3 +124,31 @@ def with_grade(item: dict[str, Any], grade: Grade, max_points: int) -> dict[str,
         "dropped": stale,
         "suggested": grade.ai,
     }
+
+
+def _latest(turns: list[AgentRecord], role: str) -> str:
+    mine = [t for t in turns if t.role == role]
+    return max(mine, key=lambda t: t.round).text if mine else ""
+
+
+def criteria(
+    essay: str,
+    traits: list[Trait],
+    judges: dict[str, AgentRecord | None],
+    records: dict[str, AgentRecord],
+    edits: dict[str, dict[str, str]],
+    grades: dict[str, Grade],
+) -> list[dict[str, Any]]:
+    """One student's feedback per criterion with the grade in force (:func:`with_grade`): drafted from the Judge
+    record of each trait (``judges``) and the debate it read (in ``records``), the teacher's edits (``edits``:
+    trait -> works / next) in place of the drafted text. The feedback page, its export and an LMS push read it."""
+    out = []
+    for trait in traits:
+        judge = judges.get(trait.name)
+        turns = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
+        judged = "" if judge is None else (judge.rationale or judge.text)
+        item = draft(trait.name, _latest(turns, "advocate"), _latest(turns, "skeptic"), judged, essay)
+        if trait.name in edits:
+            item.works, item.next, item.edited = edits[trait.name]["works"], edits[trait.name]["next"], True
+        out.append(with_grade(asdict(item), grades[trait.name], trait.max))
+    return out

@@ -64,6 +64,7 @@ class StubConfig:
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
     owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
+    watch: str = ""  # a text the stub counts the requests carrying (in address, headers or body): a key's sentinel
 
 
 def classify(messages: list[dict[str, Any]]) -> str:

@@ -64,6 +64,8 @@ class StubStats:
     """What the stub has seen since it started (or was reset)."""
 
     requests: int = 0
+    http_requests: int = 0  # every HTTP request but the stats' own (chat, models, embeddings, props, malformed)
+    watched: int = 0  # requests whose address, headers or body held ``watch`` (a key that must never arrive)
     completed: int = 0
     refused: int = 0  # requests answered 400 for a parameter the emulated model refuses
     faults: int = 0  # requests answered ``fault_status`` (``fault_rate``)
@@ -109,7 +111,7 @@ class StubApp:
 
     def build(self) -> web.Application:
         """The aiohttp application with the stub's routes."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.seen])
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/embeddings", self.embeddings)
@@ -119,6 +121,19 @@ class StubApp:
             app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/stats/reset", self.reset)
         return app
+
+    @web.middleware
+    async def seen(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Count every request but ``/stats``'s, and those that carry ``watch`` anywhere."""
+        if not request.path.startswith("/stats"):
+            self.stats.http_requests += 1
+            watch = self.config.watch
+            if watch:
+                headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+                if watch in request.path_qs or watch in headers or watch.encode() in await request.read():
+                    self.stats.watched += 1
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def chat(self, request: web.Request) -> web.Response:
         """``POST /v1/chat/completions``: a 400 for a malformed body (or, as a reasoning model, a refused
@@ -271,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
+    parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
@@ -295,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         n_ctx=args.n_ctx,
         max_model_len=args.max_model_len,
         owned_by=args.owned_by,
+        watch=args.watch,
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -345,6 +362,7 @@ class StubServer:
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             f"--owned-by={c.owned_by}",
+            *([f"--watch={c.watch}"] if c.watch else []),
             f"--port={self.port}",
         ]
 

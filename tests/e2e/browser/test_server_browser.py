@@ -244,9 +244,11 @@ def test_teacher_scores_reviews_and_exports(server: Server, page: Any, tmp_path:
     assert page.inner_text("#essay-id") == SCRIPT_ID
     assert page.inner_text("#essay-text") == SCRIPT_TEXT
     assert page.locator("#essay-text script, #essay-text img").count() == 0
+    page.fill("#reviewer-in", "Ms. K")  # the name that signs her decisions, asked once in this browser
+    page.click("#save-reviewer")
+    assert page.inner_text("#reviewer-name") == "Ms. K" and page.inner_text("#essay-id") == SCRIPT_ID
     section = page.locator("[id='trait-Style']")
     section.locator("input[name=comment]").fill("strong voice <b>really</b>")
-    section.locator("input[name=reviewer]").fill("Ms. K")
     section.locator("button.level[value='4']").first.click()  # a level of the rubric: the teacher's score
     assert "saved" in page.locator("[id='trait-Style'] .saved").inner_text()
     assert page.locator("[id='trait-Style'] b.score").first.inner_text() == "4"

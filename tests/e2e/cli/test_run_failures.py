@@ -4,6 +4,7 @@ answer that arrived, counts every request it sent, and a resume retries exactly 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -256,3 +257,31 @@ def test_the_failure_options() -> None:
         failure_budget(0, False)
     with pytest.raises(InputError, match="--fail-fast is --max-failures 1"):
         failure_budget(3, True)
+
+
+async def test_costs_count_every_request_the_server_saw_checks_included(
+    tmp_path: Path, asap: Path, essays7: list[Essay]
+) -> None:
+    """Under 30% HTTP 500s, over two sessions (the second resumes the failed calls), ``madrag costs`` counts
+    exactly the HTTP requests the server saw: the calls' attempts and the checks before each session's first
+    call (the model list, the server's props, the logprobs check), by check."""
+    from typer.testing import CliRunner
+
+    from madrag.cli.app import app
+
+    essays, run_dir = essays7[:2], tmp_path / "run"
+    with StubServer(latency_s=0.0, fault_rate=0.3, fault_status=500, fault_seed=5) as server:
+        first = await execute(_job(asap, essays, run_dir, server.base_url, retries=1))
+        second = await execute(_job(asap, essays, run_dir, server.base_url))
+        stats = server.stats()
+    assert first.stats.failed_calls > 0 and second.resumed and stats.faults > 0
+    shown = CliRunner().invoke(app, ["costs", "--run-dir", str(run_dir), "--json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.output)["report"]
+    checks = report["check_requests"]
+    # one each a session: GET /models, GET /props (the stub answers 404: still a request), the logprobs check
+    assert checks["complete"] and checks["by_check"] == {"logprobs": 2, "reachable": 2, "server_props": 2}
+    assert report["requests_sent"] == stats.http_requests == report["total"]["attempts"] + checks["total"]
+    text = CliRunner().invoke(app, ["costs", "--run-dir", str(run_dir)]).output
+    said = "requests of the checks before the first call 6 (logprobs 2, reachable 2, server_props 2)"
+    assert f"{said}; requests sent in all {stats.http_requests}" in text

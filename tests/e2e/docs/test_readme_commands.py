@@ -60,6 +60,8 @@ SETUP = {
 NOT_RUN = {
     "docs/reproduce.md": "every command of it runs in its own tests (tests/e2e/docs/test_reproduce_commands.py)",
     "docs/scaling.md": "a Ray cluster and several GPU servers, with `...` for the options given above them",
+    "docs/lms.md": "a Canvas instance and its token: the same commands (connect, pull, push --dry-run, push) run "
+    "against a local Canvas double in tests/e2e/lms/test_canvas_round_trip.py",
     "docs/dependencies.md": "the installs' measurement: a fresh venv and a timed pip install per extra (each install "
     "is run by its own test in tests/integration/project)",
 }

@@ -1,8 +1,9 @@
 """An Anthropic run started from the backend page, in process (FastAPI's TestClient) over the stub of Anthropic's
 Messages API (tests/anthropic_stub.py, the anthropic backend's own tests' stub): the key typed into the page, or
-else the server environment's ``ANTHROPIC_API_KEY`` (never ``OPENAI_API_KEY``'s value, nor a key typed for another
-backend), reaches the API in ``x-api-key``; ``run.json`` records the kind and where the key came from, never the
-key; "Test connection" says plainly that such a server is not tested before the run."""
+else the server environment's ``ANTHROPIC_API_KEY`` where its operator bound it to the URL (never
+``OPENAI_API_KEY``'s value, nor a key typed for another backend), reaches the API in ``x-api-key``; ``run.json``
+records the kind and where the key came from, never the key; "Test connection" says plainly that such a server is
+not tested before the run."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.web_helpers import (
     wait_status,
 )
 
+from madrag.server import ServerConfig
 from madrag.teacher.presets import PRESETS
 
 MODEL = "claude-stub-1"
@@ -72,6 +74,12 @@ def test_an_anthropic_run_from_the_page_sends_the_typed_key(tmp_path: Path, monk
     assert meta["key_env"].startswith("MADRAG_SERVE_KEY_") and KEY not in text and OPENAI_SECRET not in text
 
 
+def _bound(tmp_path: Path, url: str) -> ServerConfig:
+    """``--api-key-env VAR`` (the OpenAI-compatible one's) and ``--api-key-url anthropic=URL``: the server's
+    Anthropic key goes to the stub's URL (besides Anthropic's own address), as an operator binds it."""
+    return make_config(tmp_path, api_key_env="MADRAG_TEST_OPENAI_KEY", kind_key_urls={"anthropic": (url,)})
+
+
 def test_without_a_typed_key_the_run_reads_the_servers_anthropic_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,8 +87,7 @@ def test_without_a_typed_key_the_run_reads_the_servers_anthropic_key(
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_SECRET)
     monkeypatch.setenv("MADRAG_TEST_OPENAI_KEY", OPENAI_SECRET)
     stub = Stub()
-    config = make_config(tmp_path, api_key_env="MADRAG_TEST_OPENAI_KEY")  # --api-key-env VAR: the OpenAI one's
-    with messages_api(stub) as url, client_for(config) as client:
+    with messages_api(stub) as url, client_for(_bound(tmp_path, url)) as client:
         token = csrf(client)
         draft = draft_at_backend(client, token)
         dead = f"http://127.0.0.1:{closed_port()}/v1"

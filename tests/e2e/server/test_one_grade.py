@@ -114,9 +114,10 @@ def test_the_teachers_grade_is_the_one_score_on_every_surface_and_bulk_approval_
         form_post(client, f"/runs/{run_id}/approve", token, reviewer="Ms. Rivera")
         form_post(client, f"/runs/{run_id}/approve", token, state="open", reviewer="Ms. Rivera")
         reviews = client.get(f"/api/runs/{run_id}/overrides").json()
-        accepted = {(r["essay_id"], r["trait"]) for r in reviews if r["action"] == "accept"}
-        assert accepted and not accepted & decided  # no acceptance recorded under a grade the teacher decided
+        accepted = {(r["essay_id"], r["trait"]) for r in reviews if r["action"] == "bulk-accept"}
+        assert accepted and not accepted & decided  # no approval recorded under a grade the teacher decided
         assert accepted == {cell for cell in ai if cell not in decided}
+        assert not [r for r in reviews if r["action"] == "accept"]  # bulk approvals are never recorded as hers
 
         expected = dict(ai)
         for i, (ideas, style) in TEACHER.items():

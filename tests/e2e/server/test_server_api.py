@@ -352,14 +352,14 @@ def test_score_one_essay_time_limit_is_503(client: TestClient) -> None:
 def test_token_required_off_loopback(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         client_for(make_config(tmp_path, host="0.0.0.0")).__enter__()
-    config = make_config(tmp_path, host="0.0.0.0", token="s3cret-token")
+    config = make_config(tmp_path, host="0.0.0.0", token="s3cret-token-for-tests")
     with client_for(config, base_url="http://192.0.2.10:8000") as client:
         for path in ("/api/health", "/api/runs", "/", "/docs", "/static/app.css"):
             error_of(client.get(path), 401)
         error_of(client.get("/api/health", headers={"Authorization": "Bearer wrong"}), 401)
-        assert client.get("/api/health", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
-        assert client.get("/api/health", headers={"X-Madrag-Token": "s3cret-token"}).status_code == 200
-        first = client.get("/api/health?token=s3cret-token")
+        assert client.get("/api/health", headers={"Authorization": "Bearer s3cret-token-for-tests"}).status_code == 200
+        assert client.get("/api/health", headers={"X-Madrag-Token": "s3cret-token-for-tests"}).status_code == 200
+        first = client.get("/api/health?token=s3cret-token-for-tests")
         assert first.status_code == 200 and "madrag_token=" in first.headers["set-cookie"]
         assert client.get("/api/runs").status_code == 200  # the cookie now carries it
 

@@ -12,14 +12,51 @@ from madrag.protocols.deviations import AS_THE_PAPERS, DEVIATIONS
 from madrag.settings import ScoringSettings
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "differences.md"
-_ROW = re.compile(r"^\| `([a-z0-9-]+)` \|(.*)$", re.MULTILINE)
+HEADER = ["id", "what", "paper", "madrag default", "option (the other choice)", "why the option exists"]
+_PIPE = re.compile(r"(?<!\\)\|")  # a cell border: a pipe not escaped (inside backticks too, as GitHub splits)
+_ID = re.compile(r"^`([a-z0-9-]+)`$")
+
+
+def cells(line: str) -> list[str]:
+    """A markdown table row's cells, split at its unescaped pipes and stripped."""
+    parts = _PIPE.split(line.strip())
+    assert parts[0] == "" and parts[-1] == "", f"a row must start and end with a pipe: {line[:80]!r}"
+    return [c.strip() for c in parts[1:-1]]
+
+
+def table() -> list[list[str]]:
+    """The rows of the table (below its header and rule), each as its cells; the table is the document's only
+    one, and runs to the first line that is not a row."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| id |"))
+    assert cells(lines[start]) == HEADER
+    assert set(cells(lines[start + 1])) == {"---"}
+    body = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        body.append(cells(line))
+    after = [line for line in lines[start + 2 + len(body) :] if line.startswith("|")]
+    assert after == [], "a table row after the table's end (a blank line inside the table?)"
+    return body
 
 
 def rows() -> dict[str, str]:
-    found = _ROW.findall(DOC.read_text(encoding="utf-8"))
-    ids = [i for i, _ in found]
+    """Row id -> the row's text after its id."""
+    found = table()
+    ids = []
+    for row in found:
+        match = _ID.match(row[0])
+        assert match is not None, f"a row whose first cell is not an id in backticks: {row[0]!r}"
+        ids.append(match.group(1))
     assert len(ids) == len(set(ids)), f"an id is given to two rows: {sorted(i for i in ids if ids.count(i) > 1)}"
-    return dict(found)
+    return {i: " | ".join(row[1:]) for i, row in zip(ids, found, strict=True)}
+
+
+def test_every_row_has_six_cells_none_empty() -> None:
+    wrong = {row[0]: len(row) for row in table() if len(row) != len(HEADER)}
+    assert wrong == {}, f"rows of docs/differences.md without {len(HEADER)} cells (id: cells)"
+    assert [row[0] for row in table() if any(not c for c in row)] == [], "a row with an empty cell"
 
 
 def test_every_row_has_its_entry_and_every_entry_its_row() -> None:

@@ -17,10 +17,12 @@ from tests.helpers import make_ctx
 from tests.unit.protocols.test_cj_mts_papers import TEXT_ONLY, authors_minmax
 
 from madrag.data.essay import Essay
+from madrag.data.shipped import shipped_essay_ids
 from madrag.errors import ConfigError
 from madrag.evaluation.run import trait_scores
+from madrag.extras import MissingExtra
 from madrag.protocols import get_protocol
-from madrag.protocols.mts_authors import bands, clean_essay, read_score, sample_ids
+from madrag.protocols.mts_authors import authors_sample, bands, clean_essay, read_score, sample_positions
 from madrag.protocols.mts_template import COLUMNS, MTSTemplateProtocol, read_template
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider
@@ -94,7 +96,9 @@ def test_the_sample_is_pandas_groupby_sample_with_random_state_41() -> None:
     }
     frame = pd.DataFrame([(e, p) for p, ids in groups.items() for e in ids], columns=["essay_id", "prompt_id"])
     want = set(frame.groupby("prompt_id").sample(frac=0.1, replace=False, random_state=41)["essay_id"])
-    assert sample_ids(groups) == want and len(want) == 4 + 2 + 2  # round(3.7), round(2.3), round(1.5)
+    drawn = sample_positions({prompt: len(ids) for prompt, ids in groups.items()})
+    mine = {groups[prompt][i] for prompt, positions in drawn.items() for i in positions}
+    assert mine == want and len(want) == 4 + 2 + 2  # round(3.7), round(2.3), round(1.5)
 
 
 # -- MTS[template=FILE] ---------------------------------------------------------------------------------------
@@ -113,10 +117,13 @@ def _scripted(scores: dict[tuple[str, str], float]) -> FakeProvider:
 
 
 def test_mts_template_runs_the_authors_traits_turns_and_sampling_on_their_file(tmp_path: Path) -> None:
-    ids = [str(i) for i in range(100, 121)]  # 21 essays of set 7: the authors' sample is 2 of them
+    shipped = shipped_essay_ids()[7]
+    theirs = authors_sample({7: shipped})[7]
+    assert theirs is not None
+    ids = sorted(theirs)[:6] + [e for e in shipped if e not in theirs][:15]  # 6 of the authors' sample, 15 not
     rng = np.random.default_rng(3)
     scores = {(e, t): float(rng.integers(0, 21)) / 2 for e in ids for t in TRAITS}  # 0..10 in halves
-    scores[("103", "Voice")] = 0.0  # an outlier for the IQR clip
+    scores[(ids[10], "Voice")] = 0.0  # an outlier for the IQR clip
     provider = _scripted(scores)
     ctx = make_ctx(tmp_path, provider)
     file = synthetic_template(tmp_path / "template.xlsx")
@@ -132,28 +139,45 @@ def test_mts_template_runs_the_authors_traits_turns_and_sampling_on_their_file(t
     )
     assert quotes.messages[0].content == 'SYSTEM: rate "Focus" only. How well the essay does focus.'
     # the essay cleaned, the essay's prompt where the template's is empty
-    assert quotes.messages[1].content.startswith("PROMPT:\nWrite about patience.\nESSAY:\nEssay 100 by {PERSON}!\n")
+    assert quotes.messages[1].content.startswith(
+        f"PROMPT:\nWrite about patience.\nESSAY:\nEssay {ids[0]} by {{PERSON}}!\n"
+    )
     assert [m.role for m in score.messages] == ["system", "user", "assistant", "user"]
     assert score.messages[-1].content.startswith("RUBRIC for **Focus**:\n- 0-2: no focus\n- 9-10: superb focus\n")
     assert {c.temperature for c in provider.calls} == {0.1} and {c.max_tokens for c in provider.calls} == {1024}
     means = {e: float(np.mean([scores[(e, t)] for t in TRAITS])) for e in ids}
-    sample = sorted(
-        pd.DataFrame({"essay_id": ids, "prompt_id": 7})
-        .groupby("prompt_id")
-        .sample(frac=0.1, random_state=41)["essay_id"]
-    )
     read = {s.essay_id: s for s in trait_scores(ctx.store, HOLISTIC, [protocol.name])}  # type: ignore[arg-type]
     assert set(read) == set(ids)
+    sample = ids[:6]  # the min-max group: the essays of the authors' own sample, not a draw over the run's
     want = authors_minmax([means[e] for e in sample], 0, 30)  # the authors' post-processing on their sample
-    assert [read[e].score for e in sample] == want and sorted(want) == [0, 30]  # two essays: the extremes
+    assert [read[e].score for e in sample] == want and min(want) == 0 and max(want) == 30
     assert all(0 <= (read[e].score or 0) <= 30 for e in ids)
     whole = get_protocol(f"MTS[template={file},group=run]")
     assert isinstance(whole, MTSTemplateProtocol)
     ctx2 = make_ctx(tmp_path / "run", _scripted(scores))
     for e in ids:
-        asyncio.run(whole.score_essay(ctx2, Essay(id=e, text=f"Essay {e}.", essay_set=7), HOLISTIC))
+        asyncio.run(whole.score_essay(ctx2, Essay(id=e, text=f"Essay {e}.", prompt="P.", essay_set=7), HOLISTIC))
     over_run = {s.essay_id: s.score for s in trait_scores(ctx2.store, HOLISTIC, [whole.name])}  # type: ignore[arg-type]
     assert [over_run[e] for e in ids] == authors_minmax([means[e] for e in ids], 0, 30)
+
+
+def test_essays_outside_asap_have_no_authors_sample_and_say_so(tmp_path: Path) -> None:
+    ids = [str(900000 + i) for i in range(5)]  # not ASAP's ids
+    scores = {(e, t): float(i) for i, e in enumerate(ids) for t in TRAITS}
+    ctx = make_ctx(tmp_path, _scripted(scores))
+    protocol = get_protocol(f"MTS[template={synthetic_template(tmp_path / 'template.xlsx')}]")
+    essays = [Essay(id=e, text=f"Essay {e}.", prompt="P.", essay_set=7) for e in ids]
+    for essay in essays:
+        asyncio.run(protocol.score_essay(ctx, essay, HOLISTIC))
+    read = trait_scores(ctx.store, HOLISTIC, [protocol.name])  # type: ignore[arg-type]
+    assert [s.score for s in read] == [None] * 5
+    assert all(
+        "none of the run's essays of prompt 7 is in the MTS authors' sample" in (s.result.invalid_raw or "")
+        for s in read
+        if s.result
+    )
+    population = protocol.evaluated_on(essays, HOLISTIC)
+    assert population is not None and population.ids == frozenset() and "0 of the run's 5 essays" in population.label
 
 
 def test_an_unreadable_trait_score_leaves_the_essay_missing(tmp_path: Path) -> None:
@@ -165,7 +189,7 @@ def test_an_unreadable_trait_score_leaves_the_essay_missing(tmp_path: Path) -> N
     protocol = get_protocol(f"MTS[template={file},group=run]")
     scores[("101", "Order")] = 12.0  # outside 0..10: NaN in the authors' code, so the essay's mean is too
     for e in ids:
-        asyncio.run(protocol.score_essay(ctx, Essay(id=e, text=f"Essay {e}.", essay_set=7), HOLISTIC))
+        asyncio.run(protocol.score_essay(ctx, Essay(id=e, text=f"Essay {e}.", prompt="P.", essay_set=7), HOLISTIC))
     read = {s.essay_id: s for s in trait_scores(ctx.store, HOLISTIC, [protocol.name])}  # type: ignore[arg-type]
     assert read["101"].score is None and read["101"].n_usable == 3
     assert [read[e].score for e in ("100", "102", "103")] == [0, 20, 30]  # (0, 2, 3) over the three usable
@@ -192,3 +216,33 @@ def test_the_template_file_and_the_rubric_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no row of the template"):
         asyncio.run(protocol.score_essay(ctx, Essay(id="1", text="Essay 1.", essay_set=3), HOLISTIC))
     assert read_template(str(file)).rows[8].prompt == "Tell a story about laughter."
+    # checked before a run writes anything (pipeline._plan calls check_inputs)
+    with pytest.raises(ConfigError, match="give a rubric of one trait"):
+        protocol.check_inputs(two, [])
+    with pytest.raises(ConfigError, match="no row of the template"):
+        protocol.check_inputs(HOLISTIC, [Essay(id="1", text="Essay 1.", prompt="P.", essay_set=3)])
+
+
+def test_an_empty_prompt_cell_and_an_essay_without_prompt_are_refused_before_any_call(tmp_path: Path) -> None:
+    file = synthetic_template(tmp_path / "template.xlsx")  # prompt 7's cell is empty, prompt 8's filled
+    protocol = get_protocol(f"MTS[template={file}]")
+    bare = Essay(id="1", text="Essay 1.", essay_set=7)  # no prompt column, a rubric without prompt
+    with pytest.raises(ConfigError, match="prompt cell of prompt 7 is empty and essay '1' has no prompt"):
+        protocol.check_inputs(HOLISTIC, [bare])
+    provider = FakeProvider(caps=TEXT_ONLY)
+    with pytest.raises(ConfigError, match="fill the template's prompt column"):
+        asyncio.run(protocol.score_essay(make_ctx(tmp_path, provider), bare, HOLISTIC))
+    assert provider.calls == []
+    protocol.check_inputs(HOLISTIC, [Essay(id="2", text="Essay 2.", essay_set=8)])  # prompt 8's cell is filled
+
+
+def test_without_openpyxl_the_template_names_the_documents_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import madrag.extras
+
+    monkeypatch.setattr(madrag.extras, "installed", lambda module: module != "openpyxl")
+    read_template.cache_clear()
+    with pytest.raises(MissingExtra, match=re.escape("openpyxl is not installed (the documents extra")) as caught:
+        read_template(str(tmp_path / "template.xlsx"))
+    assert "pip install 'madrag[documents]'" in str(caught.value)

@@ -75,6 +75,20 @@ def _sent_line(t: Tally) -> str:
     return line + (" (no answer after retries; resume the run to retry them)" if t.failed_calls else "")
 
 
+def _checks_lines(report: CostReport) -> list[str]:
+    """The requests of the checks before the first call, by check, and every request sent (nothing for a report
+    of records alone)."""
+    checks = report.checks
+    if checks is None:
+        return []
+    kinds = ", ".join(f"{check} {n:,}" for check, n in sorted(checks.by_check.items()))
+    line = f"requests of the checks before the first call {checks.total:,}" + (f" ({kinds})" if kinds else "")
+    if not checks.complete:
+        line += "; a session's checks were not counted (it ran before madrag counted them)"
+    sent = report.requests_sent
+    return [line + ("" if sent is None else f"; requests sent in all {sent:,}")]
+
+
 def _prefix_cache_line(t: Tally) -> str:
     """Prompt tokens served from the servers' prefix caches, where they said, and the calls that did not say."""
     reported = t.calls - t.no_usage_calls - t.cache_unreported_calls
@@ -98,6 +112,7 @@ def render_report(report: CostReport) -> str:
         f"errors {t.errors:,.0f}; truncated {t.truncated_calls:,.0f}; without usage {t.no_usage_calls:,.0f}"
         + (f"; unpriced calls {t.unpriced_calls:,.0f}" if priced else ""),
         _sent_line(t),
+        *_checks_lines(report),
         _prefix_cache_line(t),
         *_retry_lines(report),
         *_unit_summary(report),
@@ -191,6 +206,10 @@ def report_to_dict(report: CostReport) -> dict[str, Any]:
         "retried_calls": {c.key: list(c.retries) for c in report.retried_calls},
         "by_model": {m: _tally_dict(t) for m, t in report.by_model.items()},
         "by_role": {r: _tally_dict(t) for r, t in report.by_role.items()},
+        "check_requests": None
+        if report.checks is None
+        else {"by_check": report.checks.by_check, "total": report.checks.total, "complete": report.checks.complete},
+        "requests_sent": report.requests_sent,
     }
 
 

@@ -38,6 +38,11 @@ counts calls that got no answer after their retries (failed records: their reque
 no score until a resume makes the call again); ``errors`` counts every record with an error, unusable Judge
 scores included.
 
+The checks before a run's first call (:mod:`madrag.pipeline.preflight`: the server reachable, its props, the
+logprobs check, a JSON-schema probe) are no agent call and have no record: their HTTP requests, counted by check
+and summed over the run's sessions in the store, are the report's ``checks`` (:class:`CheckRequests`); the
+requests sent in all are the calls' ``attempts`` plus them.
+
 A planned run's cost from a sample: :mod:`madrag.evaluation.costs.estimate`.
 """
 
@@ -222,6 +227,28 @@ class ProtocolCost:
         return self.own.plus(self.shared)
 
 
+@dataclass(frozen=True)
+class CheckRequests:
+    """The HTTP requests the checks before a run's first call sent, by check, summed over the run's sessions;
+    ``complete`` is false when a session's were not counted (it ran before madrag counted them)."""
+
+    by_check: dict[str, int]
+    complete: bool
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_check.values())
+
+    @classmethod
+    def of(cls, store: RunStore) -> CheckRequests:
+        """What ``store`` kept (:func:`madrag.pipeline.preflight.record_checks`); none counted, and so not
+        complete, for a run that kept nothing."""
+        kept = store.get_meta("check_requests")
+        if not isinstance(kept, dict):
+            return cls({}, complete=False)
+        return cls({str(k): int(v) for k, v in (kept.get("by_check") or {}).items()}, bool(kept.get("complete")))
+
+
 @dataclass
 class CostReport:
     """A run's tallies: in total, per group, per protocol (three ways), per model, per role and per essay-trait
@@ -236,6 +263,14 @@ class CostReport:
     per_unit: dict[tuple[str, str], Tally]
     calls: list[CallCost]
     priced: bool
+    checks: CheckRequests | None = None  # the checks' requests (None: a report of records, not of a run's store)
+
+    @property
+    def requests_sent(self) -> int | None:
+        """Every HTTP request the run sent: its calls' and its checks'; None where some were not counted."""
+        if self.checks is None or not self.checks.complete or self.total.attempts_unknown:
+            return None
+        return round(self.total.attempts) + self.checks.total
 
     @property
     def retry_kinds(self) -> dict[str, int]:
@@ -347,7 +382,7 @@ def cost_report(
     }
     return CostReport(
         total, dict(groups), by_protocol, unattributed, dict(by_model), dict(by_role), dict(per_unit), calls,
-        priced=prices is not None,
+        priced=prices is not None, checks=CheckRequests.of(records) if isinstance(records, RunStore) else None,
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from madrag.errors import (
 from madrag.server.http.faults import (
     BadInput,
     InvalidRequest,
+    NotAllowed,
     NotFound,
     OverLimit,
     ServerError,
@@ -55,6 +56,7 @@ SERVER_STATUS: tuple[tuple[type[ServerError], int], ...] = (
     (WrongState, 409),
     (InvalidRequest, 422),
     (BadInput, 400),
+    (NotAllowed, 403),
     (OverLimit, 413),
     (Unavailable, 503),
 )

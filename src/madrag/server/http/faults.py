@@ -35,6 +35,11 @@ class BadInput(ServerError):
     """Input that cannot be used: no usable essays, a pool that does not fit, a key that must be given again."""
 
 
+class NotAllowed(ServerError):
+    """What the server's operator did not allow: a model server at an address not allowed (the sentence names
+    the option that allows it)."""
+
+
 class Unavailable(ServerError):
     """Scoring did not finish: the time limit passed or the backend failed."""
 

@@ -57,7 +57,7 @@ def _backend_page(
         protocols=_protocol_options(draft),
         estimate=estimate,
         note=library.TINY_MODEL_NOTE,
-        has_key=s.drafts.key(draft.id, str(draft.backend.get("kind") or "")) is not None,
+        has_key=s.drafts.key(draft.id, str(draft.backend.get("kind") or ""), draft.backend.get("base_url")) is not None,
         probe=draft.probe,
         untested=untested,
         untested_words=backend_form.untested_words,
@@ -112,7 +112,7 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         raw = _backend_from_form(form)
         BackendSettings.model_validate(raw)
         if key := backend_form.typed_key(form, raw["kind"]):
-            s.drafts.set_key(draft.id, key, raw["kind"])
+            s.drafts.set_key(draft.id, key, raw["kind"], raw.get("base_url"))
         draft = draft.model_copy(update={"backend": raw})
         s.drafts.save(draft)
         if action == "test":

@@ -7,7 +7,6 @@ for its own score is not."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -17,7 +16,6 @@ from fastapi.responses import Response
 
 from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import csv_text
-from madrag.records import AgentRecord
 from madrag.server.http.errors import ApiError
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
@@ -42,11 +40,6 @@ def save_edit(run_dir: Path, essay_id: str, trait: str, works: str, next_step: s
     write_text_atomic(run_dir / EDITS, json.dumps(edits, ensure_ascii=False))
 
 
-def _latest(turns: list[AgentRecord], role: str) -> str:
-    mine = [t for t in turns if t.role == role]
-    return max(mine, key=lambda t: t.round).text if mine else ""
-
-
 def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | None = None) -> dict[str, Any]:
     """One student's feedback: per criterion the score in force and the feedback, the essay highlighted."""
     view = state.runs.view(run_id)
@@ -60,16 +53,8 @@ def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | Non
     edits = load_edits(run_dir).get(essay_id, {})
     book = book or gradebook.book(state, run_id)
     row = next(r for r in book["rows"] if r.essay_id == essay_id)
-    traits = []
-    for trait in view.rubric.traits:
-        found = mine.get(trait.name)
-        judge = records.get(found.record_key) if found is not None else None
-        turns = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
-        judged = "" if judge is None else (judge.rationale or judge.text)
-        item = feedback.draft(trait.name, _latest(turns, "advocate"), _latest(turns, "skeptic"), judged, essay.text)
-        if trait.name in edits:
-            item.works, item.next, item.edited = edits[trait.name]["works"], edits[trait.name]["next"], True
-        traits.append(feedback.with_grade(asdict(item), row.grades[trait.name], trait.max))
+    judges = {t: records.get(s.record_key) if s.record_key else None for t, s in mine.items()}
+    traits = feedback.criteria(essay.text, view.rubric.traits, judges, records, edits, row.grades)
     quotes = [q for t in traits for q in t["quotes"]]
     return {
         "essay_id": essay_id,

@@ -1,25 +1,32 @@
 """The review queue page: a run's trait scores of its first protocol (the one the gradebook uses), ranked by
 :mod:`madrag.teacher.review_queue` (most likely wrong first), with the review in force and the unreviewed
 counter, and the one-click approvals (every agreeing score, or one essay's). An approval only accepts scores
-nobody has reviewed yet: a teacher's override stays until the teacher changes it."""
+nobody has reviewed yet: a teacher's override stays until the teacher changes it. A bulk approval is recorded as
+one (``bulk-accept``, "approved in bulk"), written whole in one transaction on a worker thread; agreement with the
+teacher counts only the scores decided one by one. What a review form's POST asks for is read from the button that
+sent it (:func:`chosen_action`): Enter in a comment saves the comment, never a level. Who signs the decisions: one
+name, asked once per browser (:data:`REVIEWER_COOKIE`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, unquote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 
 from madrag.records import EvidenceCounts
 from madrag.server import results
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
 from madrag.server.results import view_scores
-from madrag.server.reviews import Review, add_review
+from madrag.server.reviews import Review, add_bulk_approvals
 from madrag.server.runs import library_runs
 from madrag.server.service import State
 from madrag.teacher import calibration
@@ -94,6 +101,7 @@ def _row(item: QueueItem, grade: Grade) -> dict[str, Any]:
         "how": grade.how,
         "words": grade.words,
         "open": grade.open,
+        "one_by_one": grade.one_by_one,
         "doubt": item.doubt,
         "reasons": item.reasons,
         "notes": item.notes,
@@ -123,19 +131,24 @@ def _queue(state: State, run_id: str) -> dict[str, Any]:
         "unreviewed": len(open_rows),
         "flagged": sum(1 for r in open_rows if r["flagged"]),
         "agreeing": sum(1 for r in open_rows if not r["flagged"] and r["ai"] is not None),
+        "in_bulk": sum(1 for r in rows if r["how"] == "bulk"),
         "agreement": _agreement(state, run_id, rows),
     }
 
 
 def _agreement(state: State, run_id: str, rows: list[dict[str, Any]]) -> list[calibration.TraitAgreement]:
-    """Per criterion, madrag's suggestions against the teacher's decisions so far (their own scores, overrides
-    and acceptances), updated with each decision."""
+    """Per criterion, madrag's suggestions against the teacher's decisions so far, updated with each decision:
+    only the scores decided one by one (their own scores, overrides, scores confirmed one at a time); a score
+    approved in bulk is madrag agreeing with itself, so it is left out and counted apart (``in_bulk``)."""
     traits = [t.name for t in state.runs.view(run_id).rubric.traits]
     pairs: dict[str, list[tuple[str, int, int | None]]] = {t: [] for t in traits}
+    in_bulk = dict.fromkeys(traits, 0)
     for r in rows:
-        if not r["open"] and r["score"] is not None and r["how"] != "missing":
+        if r["how"] == "bulk":
+            in_bulk[r["trait"]] += 1
+        elif r["one_by_one"] and r["score"] is not None:
             pairs[r["trait"]].append((r["essay_id"], r["score"], r["ai"]))
-    return [calibration.pair_agreement(t, pairs[t]) for t in traits]
+    return [calibration.pair_agreement(t, pairs[t], in_bulk=in_bulk[t]) for t in traits]
 
 
 @dataclass(frozen=True)
@@ -179,27 +192,45 @@ def read_filter(fields: Mapping[str, Any]) -> QueueFilter:
 
 
 def approve(state: State, run_id: str, reviewer: str, shown: QueueFilter | None = None) -> int:
-    """Accept, in one go, madrag's score on every undecided row the filter shows (no filter: every score nothing
-    casts doubt on). A score the teacher already decided (their own score in the class file, an override, an
-    earlier acceptance) is never touched. Returns how many were accepted."""
+    """Approve in bulk, in one go, madrag's score on every undecided row the filter shows (no filter: every score
+    nothing casts doubt on): recorded as ``bulk-accept`` ("approved in bulk"), never as the teacher's decision on
+    each score, and written whole, in one transaction (:func:`madrag.server.reviews.add_bulk_approvals`: all or
+    none). A score the teacher already decided (their own score in the class file, an override, a confirmation),
+    even while this approval was being prepared, is never touched. Blocking: the page runs it on a worker thread.
+    Returns how many were approved."""
     found = queue(state, run_id)
     chosen_filter = shown if shown is not None and shown.active else QueueFilter(flag="agreeing")
     chosen = [r for r in found["rows"] if r["open"] and r["ai"] is not None and chosen_filter.shows(r)]
-    run_dir = state.runs.run_dir(run_id)
-    for r in chosen:
-        add_review(
-            run_dir,
-            Review(
-                essay_id=r["essay_id"],
-                trait=r["trait"],
-                protocol=found["protocol"],
-                action="accept",
-                agent_score=r["ai"],
-                new_score=r["ai"],
-                reviewer=reviewer,
-            ),
+    approvals = [
+        Review(
+            essay_id=r["essay_id"],
+            trait=r["trait"],
+            protocol=found["protocol"],
+            action="bulk-accept",
+            agent_score=r["ai"],
+            new_score=r["ai"],
+            reviewer=reviewer,
         )
-    return len(chosen)
+        for r in chosen
+    ]
+    return add_bulk_approvals(state.runs.run_dir(run_id), approvals)
+
+
+def chosen_action(form: FormData) -> Literal["accept", "override", "comment"]:
+    """What a review form's POST asks for, read from the button that sent it: ``accept`` ("use madrag's score"),
+    ``override`` (a level's own button, which alone sends a ``score``), else ``comment``: Enter in a field sends the
+    form's default button (``action=comment``, first in the form), and a form that names no level sets none."""
+    actions = {str(a) for a in form.getlist("action")}
+    if "comment" in actions:
+        return "comment"
+    if "accept" in actions:
+        return "accept"
+    return "override" if str(form.get("score") or "").strip() else "comment"
+
+
+def level_of(form: Mapping[str, Any]) -> int | None:
+    """The level a form's ``score`` names (None: none, or not a whole number; an override then refuses it)."""
+    return whole_number(form.get("score"))
 
 
 # -- the pages ---------------------------------------------------------------------------------------------------------
@@ -226,7 +257,27 @@ def remember_reviewer(response: Response, reviewer: str) -> None:
     """This browser keeps the reviewer's name, so it is asked once (a year; changed whenever another is typed)."""
     if reviewer and reviewer != "teacher":  # quoted: a header is Latin-1, a name (李, Ōta) may be any script
         cookie = quote(reviewer[:200], safe="")
-        response.set_cookie(REVIEWER_COOKIE, cookie, max_age=365 * 86400, httponly=True, samesite="strict")
+        response.set_cookie(REVIEWER_COOKIE, cookie, max_age=365 * 86400, httponly=True, samesite="strict", path="/")
+
+
+def _local(back: str) -> str:
+    """``back`` when it is a path of this server (a page to return to), else the home page."""
+    return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/"
+
+
+@router.post("/reviewer")
+async def reviewer_submit(request: Request) -> Response:
+    """The name that signs this browser's decisions (overrides, confirmations, bulk approvals), asked once and
+    kept in a cookie; an empty name forgets it. Back to the page it was typed on, its filter and page kept."""
+    await check_csrf(request)
+    form = await request.form()
+    name = str(form.get("reviewer") or "").strip()[:200]
+    response = redirect(_local(str(form.get("back") or "/")))
+    if name:
+        remember_reviewer(response, name)
+    else:
+        response.delete_cookie(REVIEWER_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
 
 
 @router.get("/runs/{run_id}/review")
@@ -263,7 +314,8 @@ async def approve_submit(run_id: str, request: Request) -> Response:
     form = await request.form()
     shown = read_filter(form)
     reviewer = reviewer_of(request, str(form.get("reviewer") or ""))
-    count = approve(state_of(request), run_id, reviewer, shown)
+    # a large approval takes a while: on a worker thread, so the server answers other requests meanwhile
+    count = await run_in_threadpool(approve, state_of(request), run_id, reviewer, shown)
     if shown.essay_id and str(form.get("back") or "") == "essay":
         response = redirect(f"/runs/{run_id}/essays/{quote(shown.essay_id, safe='')}?approved={count}")
     else:

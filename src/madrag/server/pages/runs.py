@@ -11,17 +11,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from markupsafe import Markup, escape
 from pydantic import SecretStr
+from starlette.concurrency import run_in_threadpool
 
 from madrag.audit.report import audit_html
 from madrag.errors import MadragError
 from madrag.server import library, results
 from madrag.server.http.errors import ApiError
-from madrag.server.http.numbers import whole_number
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
 from madrag.server.pages import review as review_pages
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
+from madrag.server.reviews import ACTION_WORDS
 from madrag.server.runs import archive, library_runs
 from madrag.server.service import State
 from madrag.teacher.feedback import verified_quotes
@@ -118,7 +119,7 @@ def _cell(c: dict[str, Any]) -> str:
     differs = grade.teacher and c["scored"] and grade.ai != grade.points
     hint = f' <small class="suggested">madrag {_missing(grade.ai)}</small>' if differs else ""
     ref = "" if c["reference"] is None or grade.how == "class file" else f"<small>/{c['reference']}</small>"
-    kind = c["class"] + ("" if grade.open else " reviewed")
+    kind = c["class"] + (" bulk" if grade.in_bulk else "" if grade.open else " reviewed")
     title = f"{c['protocol']} {c['trait']}: {grade.words}"
     return f'<td class="cell {kind}" title="{escape(title)}" data-how="{grade.how}">{text}{mark}{hint}{ref}</td>'
 
@@ -158,26 +159,33 @@ def grid_table(grid: dict[str, Any], rows: Sequence[str]) -> str:
 
 @router.post("/runs/{run_id}/essays/{essay_id:path}/review")
 async def review(run_id: str, essay_id: str, request: Request) -> Response:
+    """One score's review from the desk or the essay page: a level's button sets that level (an override), "use
+    madrag's score" confirms the AI's, and anything else (Enter in a comment sends the form's default button,
+    ``comment``) saves the comment alone: no level is ever set by a form that did not name one."""
     await check_csrf(request)
     form = await request.form()
-    action = "accept" if "accept" in [str(a) for a in form.getlist("action")] else "override"
-    score = str(form.get("score") or "").strip()
+    s = state_of(request)
+    action = review_pages.chosen_action(form)
     reviewer = review_pages.reviewer_of(request, str(form.get("reviewer") or ""))
     body: dict[str, Any] = {
         "essay_id": essay_id,
         "trait": str(form.get("trait") or ""),
         "protocol": str(form.get("protocol") or "") or None,
         "action": action,
-        "score": whole_number(score),
+        "score": review_pages.level_of(form),
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer,
     }
-    if action == "accept" and str(form.get("confirm") or "") != "yes":
-        standing = results.override_in_force(state_of(request), run_id, essay_id, body["trait"], body["protocol"])
-        if standing is not None:  # accepting would put the AI's score back over the teacher's: ask first
-            run = state_of(request).runs.describe(run_id)
-            return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
-    results.add_override(state_of(request), run_id, OverrideIn.model_validate(body))
+    if action == "comment":
+        cell = (essay_id, body["trait"], body["protocol"])
+        await run_in_threadpool(results.add_comment, s, run_id, cell, body["comment"], reviewer)
+    else:
+        if action == "accept" and str(form.get("confirm") or "") != "yes":
+            standing = results.override_in_force(s, run_id, essay_id, body["trait"], body["protocol"])
+            if standing is not None:  # accepting would put the AI's score back over the teacher's: ask first
+                run = s.runs.describe(run_id)
+                return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
+        await run_in_threadpool(results.add_override, s, run_id, OverrideIn.model_validate(body))
     back = str(form.get("back") or "")
     if back.startswith("review"):  # the review desk, with the filter it showed
         query = back.partition("?")[2]
@@ -211,6 +219,7 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", ap
         saved=saved,
         approved=approved,
         reviewer=reviewer,
+        action_words=ACTION_WORDS,
         pool_prefix=library.POOL_PREFIX,
     )
 

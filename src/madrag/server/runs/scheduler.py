@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -26,9 +28,10 @@ from madrag.data.essay import Essay
 from madrag.errors import MadragError
 from madrag.pipeline.job import ScoreJob
 from madrag.providers import ProviderSpec
+from madrag.providers.address_guard import guarding
 from madrag.providers.backends import find_backend, own_options
 from madrag.rubric import Rubric
-from madrag.server import library
+from madrag.server import access, library
 from madrag.server.config import ServerConfig
 from madrag.server.http.faults import BadInput, WrongState
 from madrag.server.http.refusals import Refusals
@@ -49,6 +52,16 @@ CANCEL_WAIT_S = 5.0
 """How long a cancel waits (without blocking the web loop) for the run to record that it stopped."""
 
 __all__ = ["ACTIVE", "NewRun", "RunManager", "RunMeta"]
+T = TypeVar("T")
+
+
+def run_key_env(config: ServerConfig, meta: RunMeta) -> str | None:
+    """The name a run's key is read under: its typed key's (held in the key store), else the server's variable
+    where that key goes to the run's URL, ``""`` where it does not (:func:`access.env_key`, read anew: a run
+    recorded before the rule, or a server restarted with other options, sends no key elsewhere)."""
+    if meta.backend.key_source == "memory" and meta.key_env:
+        return meta.key_env
+    return access.env_key(config, meta.backend.kind, meta.backend.base_url)
 
 
 class NewRun(BaseModel):
@@ -166,7 +179,9 @@ class RunManager:
 
     # -- creating and running ------------------------------------------------------------------------------
     def create(self, new: NewRun) -> RunMeta:
-        """Write a new run's inputs and description and start it."""
+        """Write a new run's inputs and description and start it (:class:`NotAllowed` first, before anything is
+        written, for a model server the operator did not allow: :func:`access.check_address`)."""
+        access.check_address(self.config, new.backend.base_url)
         run_id = self.repo.new_id()
         inputs = library.write_inputs(
             self.repo.folder(run_id), new.rubric, new.essays, new.pool, new.pool_essays, new.eval_fold
@@ -198,15 +213,17 @@ class RunManager:
         return meta
 
     def _hold_key(self, run_id: str, backend: BackendSettings) -> tuple[str | None, KeySource]:
-        """(the name the run's key is under, where it comes from): a typed key goes into the key store; without
-        one, the server environment's variable for the run's kind (:meth:`ServerConfig.key_env`)."""
+        """(the name the run's key is under, where it comes from): a typed key goes into the key store (it goes
+        to the run's URL only: a run's URL never changes); without one, the server environment's variable for the
+        run's kind where that key goes to the run's URL (:func:`access.env_key`), else none."""
         if not find_backend(backend.kind).traits.needs_key:
             return None, "none"
         if backend.api_key is not None and backend.api_key.get_secret_value():
             name = key_name(run_id)
             self.keys.put(name, backend.api_key)
             return name, "memory"
-        return self.config.key_env(backend.kind), "server-env"  # the kind's variable (ServerConfig.key_env)
+        key_env = access.env_key(self.config, backend.kind, backend.base_url)
+        return (key_env, "server-env") if key_env else (None, "none")
 
     def _spec(self, meta: RunMeta) -> ProviderSpec:
         """The library's description of the run's backend (the name of its key, never the key)."""
@@ -218,7 +235,7 @@ class RunManager:
         }  # the server's
         offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False, **b.options}  # the run's
         extra = own_options(b.kind, offered)  # those its kind reads
-        key_env = meta.key_env or c.key_env(b.kind)
+        key_env = run_key_env(c, meta)
         return library.provider_spec(b.kind, b.model, b.base_url, key_env, b.concurrency, **extra)
 
     def job(self, meta: RunMeta) -> ScoreJob:
@@ -235,14 +252,27 @@ class RunManager:
 
     def _backend(self, meta: RunMeta, job: ScoreJob) -> SharedBackend:
         """The server's shared backend for the run, with the run's typed key when it has one."""
-        key = self.keys.get(meta.key_env)
-        return self.backends.get(job.provider, key, self.keys.version(meta.key_env))
+        key = self._typed_key(meta)
+        return self.backends.get(job.provider, key, self.keys.version(meta.key_env) if key else 0)
+
+    def _typed_key(self, meta: RunMeta) -> SecretStr | None:
+        """The key typed with the run (held in memory), if it has one."""
+        return self.keys.get(meta.key_env) if meta.backend.key_source == "memory" else None
 
     def _start(self, meta: RunMeta) -> None:
         self.events.begin(meta.id)
         job = self.job(meta)
-        task = self.worker.schedule(self._execute(meta.id, job), on_end=lambda: self._settle(meta.id))
+        task = self.worker.schedule(
+            self._guarded(lambda: self._execute(meta.id, job)), on_end=lambda: self._settle(meta.id)
+        )
         self._tasks[meta.id] = task
+
+    async def _guarded(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """``work()``, each connection it makes put to the server's address rules when the HTTP client connects
+        (:func:`access.connect_problem`; checked before, too: :func:`access.check_address`); made only here, so a
+        task cancelled before it starts leaves no coroutine behind."""
+        with guarding(functools.partial(access.connect_problem, self.config)):
+            return await work()
 
     def _settle(self, run_id: str) -> None:
         """After the run's task ended: a run cancelled before it started is recorded as stopped too."""
@@ -257,6 +287,8 @@ class RunManager:
         self._set(run_id, status="running", error=None, finished_at=None)
         self.events.start_live(run_id)
         try:
+            # again just before the first request: the server's options, or a name's address, may have changed
+            await asyncio.to_thread(access.check_address, self.config, self.repo.get(run_id).backend.base_url)
             job, meta = await self._settle_backend(run_id, job)
             hooks = self.events.hooks(run_id)
             # the run's score index is kept by the library's job runner (madrag.evaluation.score_index)
@@ -281,9 +313,9 @@ class RunManager:
             return job, meta
         prog = self.events.of(run_id)
         prog.change({"type": "stage", "message": "testing the backend"}, stage="testing the backend")
-        key_env = meta.key_env or self.config.key_env(meta.backend.kind)
+        key_env = run_key_env(self.config, meta)
         limiter = self.backends.limiter_for(meta.backend.kind, meta.backend.base_url)
-        tested = await probe.settle(meta.backend, key_env, self.keys.get(meta.key_env), slot=limiter.slot)
+        tested = await probe.settle(meta.backend, key_env, self._typed_key(meta), slot=limiter.slot)
         meta = self._set(run_id, backend=tested)
         prog.change({"type": "stage", "message": tested.tested}, stage=tested.tested or "")
         return self.job(meta), meta
@@ -340,6 +372,7 @@ class RunManager:
             raise WrongState(f"run {run_id} is already {meta.status}")
         if meta.status == "finished" and not meta.failed_calls:
             raise WrongState(f"run {run_id} has finished; there is nothing to resume")
+        access.check_address(self.config, meta.backend.base_url)
         typed = api_key is not None and bool(api_key.get_secret_value())
         if meta.backend.key_source == "memory" and meta.key_env and meta.key_env not in self.keys and not typed:
             raise BadInput("this run's API key was only in memory before a restart: give it again", "api_key")
@@ -356,8 +389,12 @@ class RunManager:
         its server's limit, as every call of a run is (tests never put more than ``backend_concurrency``
         requests in flight)."""
         limiter = self.backends.limiter_for(kind, base_url)
-        sent = probe.probe(model, base_url, key_env, api_key, slot=limiter.slot)
-        return await asyncio.wrap_future(self.worker.submit(sent))
+
+        async def checked() -> probe.ProbeResult:  # on the scoring loop, just before the request
+            await asyncio.to_thread(access.check_address, self.config, base_url)
+            return await probe.probe(model, base_url, key_env, api_key, slot=limiter.slot)
+
+        return await asyncio.wrap_future(self.worker.submit(self._guarded(checked)))
 
     def ended(self, run_id: str) -> asyncio.Future[None] | None:
         """A future (of the calling loop) done when the run's task has ended; None when it never ran here.

@@ -130,24 +130,41 @@
     sync();
   }
 
+  function anchoredSection() {
+    // the criterion the page was opened at (#trait-NAME: the desk's link, or the page after a save), else none
+    var hash = window.location.hash;
+    if (!hash || hash.indexOf("#trait-") !== 0) { return null; }
+    var id;
+    try { id = decodeURIComponent(hash.slice(1)); } catch (err) { return null; }
+    var found = document.getElementById(id);
+    return found && found.matches("section.trait") ? found : null;
+  }
+
+  function focusedIn(selector) {
+    var active = document.activeElement;
+    return active && active !== document.body && active.closest ? active.closest(selector) : null;
+  }
+
   function gradingKeys() {
-    // the essay page as a grading desk: a digit clicks that level of the criterion the teacher is on (the one
-    // holding the focus, else the first one not decided yet, else the first); n / p: next / previous student
-    var sections = Array.prototype.slice.call(document.querySelectorAll("section.trait"));
-    if (!sections.length) { return; }
+    // a digit clicks that level of the criterion the teacher is on, never another: on the essay page the
+    // criterion holding the focus, else the one in the URL's #trait-NAME, else nothing; on the review desk the
+    // row holding the focus, else nothing. n / p: next / previous student (the essay page). Typing in a field
+    // is left alone (Enter there sends the form's default button: the comment, never a level).
+    var sections = document.querySelectorAll("section.trait");
+    var desk = byId("review-queue");
+    if (!sections.length && !desk) { return; }
     function current() {
-      var focused = document.activeElement && document.activeElement.closest ? document.activeElement.closest("section.trait") : null;
-      if (focused) { return focused; }
-      var open = sections.filter(function (s) { return s.querySelector(".protocol[data-how=ai]"); });
-      return open.length ? open[0] : sections[0];
+      if (desk) { return focusedIn("tr[data-essay][data-trait]"); }
+      return focusedIn("section.trait") || anchoredSection();
     }
     document.addEventListener("keydown", function (e) {
       var t = e.target;
       if (e.ctrlKey || e.metaKey || e.altKey || (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT"))) { return; }
       if (/^[0-9]$/.test(e.key)) {
-        var level = current().querySelector("button.level[value='" + e.key + "']");
+        var on = current();
+        var level = on ? on.querySelector("button.level[value='" + e.key + "']") : null;
         if (level) { e.preventDefault(); level.click(); }
-      } else if (e.key === "n" || e.key === "p") {
+      } else if (!desk && (e.key === "n" || e.key === "p")) {
         var link = byId(e.key === "n" ? "next-essay" : "prev-essay");
         if (link) { e.preventDefault(); window.location.href = link.href; }
       }
