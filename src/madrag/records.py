@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from madrag.providers.base import Message, TokenLogprob, Usage
 
@@ -87,7 +87,10 @@ class AgentRecord(BaseModel):
     round: int = 1
     index: int = 0
     provider: str = ""
+    # the model the call's answers name (the ``model`` of each chat completion; the one asked for when they name
+    # none): llama.cpp's server answers as the model it runs under any name asked
     model: str = ""
+    requested_model: str | None = None  # the model the call asked for (None: a record made before it was kept)
     settings: dict[str, Any] = Field(default_factory=dict)
     prompt_hash: str = ""
     messages: list[Message] = Field(default_factory=list)
@@ -103,7 +106,9 @@ class AgentRecord(BaseModel):
     evidence: EvidenceCounts | None = None  # None: no essay to check against (or a record older than the check)
     latency_s: float = 0.0  # time the backend spent on this call's requests
     wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
-    requests: int = 1  # answers the call used (a two-step Judge: 2; a follow-up adds one)
+    # answers the call used (a two-step Judge: 2; a follow-up adds one); read from ``requests``, as records made
+    # before issue 48 named it, though a request retried once is one answer of two requests sent (``attempts``)
+    answers: int = Field(default=1, validation_alias=AliasChoices("answers", "requests"))
     # requests sent to the backend, failed attempts included (0: every answer came from the response cache);
     # None on records made before they were counted
     attempts: int | None = None
@@ -116,3 +121,8 @@ class AgentRecord(BaseModel):
     error: str | None = None
     failed: bool = False  # no answer after the retries: not the call's record (see the class docstring)
     created_at: float = Field(default_factory=time.time)
+
+    @property
+    def requests(self) -> int:
+        """The answers the call used (:attr:`answers`; the name older code and records use)."""
+        return self.answers

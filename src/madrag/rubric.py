@@ -26,6 +26,13 @@ from pydantic import (
 
 from madrag.errors import MAX_ECHO, RubricError, clip
 
+MAX_LEVELS = 101
+"""The most levels a trait's scale may have (0 to 100, a percentage, is the widest a rubric writes): every level
+is shown as a button on the review page, described in the Judge's prompt and counted in QWK's table, so the scale
+is checked by arithmetic (``max - min + 1``) before anything is built over it."""
+MAX_SCORE = 1_000_000
+"""The largest score (and the lowest, negated) a scale may reach: scores are read and averaged as floats."""
+
 
 class Trait(BaseModel):
     """One analytic trait of a rubric, scored on the integer range [min, max]."""
@@ -35,7 +42,7 @@ class Trait(BaseModel):
     name: str = Field(min_length=1)
     min: int
     max: int
-    levels: dict[int, str]
+    levels: dict[int, str] = Field(max_length=MAX_LEVELS)
     description: str = ""
     column: str | None = None  # the data column holding this trait's rater scores (e.g. "trait1")
 
@@ -53,6 +60,14 @@ class Trait(BaseModel):
     def _check_levels(self) -> Trait:
         if self.min > self.max:
             raise ValueError(f"trait {self.name!r}: min {self.min} > max {self.max}")
+        width = self.max - self.min + 1  # arithmetic: the range is built only once it is known to be small
+        if width > MAX_LEVELS:
+            raise ValueError(
+                f"trait {self.name!r}: the scale {self.min} to {self.max} has {width:,} levels; "
+                f"a trait has at most {MAX_LEVELS} (each level is described and shown)"
+            )
+        if max(abs(self.min), abs(self.max)) > MAX_SCORE:
+            raise ValueError(f"trait {self.name!r}: scores beyond {MAX_SCORE:,} (or -{MAX_SCORE:,}) are not a scale")
         expected = set(range(self.min, self.max + 1))
         missing = sorted(expected - set(self.levels))
         extra = sorted(set(self.levels) - expected)

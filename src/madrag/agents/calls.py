@@ -201,6 +201,7 @@ def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
         index=call.index,
         provider=ctx.provider.provider.name,
         model=ctx.provider.provider.model,
+        requested_model=ctx.provider.provider.model,
         prompt_hash=prompt_hash(call.messages),
         messages=call.messages,
         context=call.context,
@@ -209,11 +210,12 @@ def new_record(ctx: CallContext, call: AgentCall, **fields: Any) -> AgentRecord:
 
 
 async def finish_record(ctx: CallContext, record: AgentRecord) -> AgentRecord:
-    """Store a made call's record (with the requests it sent, when made inside :func:`once`); the call counts as
-    made (and its record is returned) once it is committed. The commit runs in the store's writer thread, so the
-    event loop serves other calls meanwhile."""
+    """Store a made call's record (with the requests it sent and the model its answers name, when made inside
+    :func:`once`); the call counts as made (and its record is returned) once it is committed. The commit runs in
+    the store's writer thread, so the event loop serves other calls meanwhile."""
     if (tally := current_tally()) is not None:
         record.attempts = tally.attempts
+        record.model = tally.answered_model or record.model  # the model its answers name
     await ctx.store.aput(record)
     ctx.stats.made += 1
     ctx.stats.cached += int(record.cached)
@@ -276,13 +278,14 @@ async def record_failure(ctx: CallContext, call: AgentCall, tally: CallTally, ex
         call,
         error=error,
         failed=True,
-        requests=tally.answers,
+        answers=tally.answers,
         attempts=tally.attempts,
         retries=list(tally.retries),
         usage=tally.usage,
         cached=False,
         evidence=None,
     )
+    record.model = tally.answered_model or record.model
     record.key = failed_key(call.key, uuid.uuid4().hex[:12])
     await ctx.store.aput(record)
     ctx.stats.failed_calls += 1

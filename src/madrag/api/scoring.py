@@ -28,6 +28,7 @@ from madrag.api.progress import ScoreProgress
 from madrag.api.result import ScoringResult
 from madrag.data.essay import Essay
 from madrag.data.loaders import load_essays
+from madrag.data.row_limit import MAX_ROWS
 from madrag.data.splits import EACH
 from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
@@ -72,14 +73,16 @@ def _eval_fold(fold: Fold, essays: list[Essay], pool_given: bool) -> int | str |
     return fold
 
 
-def _essays_source(essays: EssaysLike | str | Path, rubric: Rubric) -> tuple[Path | None, list[Essay]]:
+def _essays_source(
+    essays: EssaysLike | str | Path, rubric: Rubric, max_rows: int | None
+) -> tuple[Path | None, list[Essay]]:
     """(data file, essays): a path is a data file as ``madrag score --data`` reads it; anything else is
     in-memory essays."""
     if isinstance(essays, str | Path):
         path = Path(essays)
         if not path.exists():  # a file, or a folder of submissions
             raise InputError(f"data file not found: {path} (to score one essay text, pass a list: [text])")
-        return path, load_essays(path, rubric)
+        return path, load_essays(path, rubric, max_rows=max_rows)
     return None, to_essays(essays, rubric)
 
 
@@ -104,6 +107,7 @@ async def ascore(
     progress: bool = True,
     ray: str | RayOptions | None = None,
     max_failures: int | None = None,
+    max_rows: int | None = MAX_ROWS,
 ) -> ScoringResult:
     """Score essays trait by trait and return a :class:`ScoringResult` (the async twin of :func:`score`,
     which documents the arguments). Use it inside ``async`` code; :func:`score` everywhere else.
@@ -117,7 +121,7 @@ async def ascore(
     if max_failures is not None and (isinstance(max_failures, bool) or max_failures < 1):
         raise InputError(f"max_failures must be a whole number >= 1, or None for no limit (got {max_failures!r})")
     the_rubric = to_rubric(rubric)
-    data, loaded = _essays_source(essays, the_rubric)
+    data, loaded = _essays_source(essays, the_rubric, max_rows)
     exemplars = None if pool is None else to_essays(pool, the_rubric, "pool")
     if exemplars is not None:
         check_pool(loaded, exemplars)
@@ -149,6 +153,7 @@ async def ascore(
         response_cache=response_cache if response_cache is not None else backend is None,
         executor=ray_executor(ray),
         max_failures=max_failures,
+        max_rows=max_rows,
     )
     return await arun_job(job, backend=backend, embedder=embedder, progress=progress, temporary=temporary)
 
@@ -313,6 +318,8 @@ Args:
         :class:`~madrag.errors.TooManyFailures` is raised). Default None: every failed call is recorded as
         failed, its essay-trait left without a score, and the run goes on; ``result.failed_calls`` counts them
         and ``result.failures`` lists them. Scoring again with the same ``run_dir`` retries them.
+    max_rows: the most rows a data file (``essays`` as a path) may hold, counted before it is read (default
+        20,000, as ``madrag score --max-rows``; None: no limit).
 
 Example:
     >>> import madrag

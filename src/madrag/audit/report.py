@@ -27,8 +27,8 @@ class ConditionCost(BaseModel):
     essays: int
     calls: int
     failed_calls: int
-    requests: int
-    attempts: int | None
+    requests: int  # answers the calls used (audit.json's name)
+    attempts: int | None  # requests sent, failed attempts included (None: a record made before they were counted)
     cached_calls: int
     run_dirs: list[str]
 
@@ -73,7 +73,7 @@ def condition_cost(name: str, kind: str, essays: int, dirs: list[Path]) -> Condi
             for record in store.records():
                 failed += record.failed
                 calls += not record.failed
-                requests += record.requests
+                requests += record.answers
                 cached += record.cached
                 attempts = None if attempts is None or record.attempts is None else attempts + record.attempts
         finally:
@@ -243,7 +243,7 @@ def _costs_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[s
     return [
         (
             "cost of the audit",
-            ["condition", "kind", "essays", "calls", "failed", "requests", "cached"],
+            ["condition", "kind", "essays", "calls", "failed", "answers", "requests sent", "cached"],
             [
                 [
                     c.condition,
@@ -252,6 +252,7 @@ def _costs_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[s
                     str(c.calls),
                     str(c.failed_calls),
                     str(c.requests),
+                    "— (not counted)" if c.attempts is None else str(c.attempts),
                     str(c.cached_calls),
                 ]
                 for c in report.costs

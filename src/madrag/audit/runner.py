@@ -64,7 +64,7 @@ def run_sources(run: RunData) -> tuple[list[Essay], list[Essay] | None]:
         raise InputError(f"the run's data file {run.data_path} is not there: the audit needs its exemplar pool")
     if fingerprint_file(run.data_path) != run.config.get("data_sha256"):
         raise InputError(f"the run's data file {run.data_path} changed since the run was made")
-    return load_essays(run.data_path, run.rubric, "auto"), pool
+    return load_essays(run.data_path, run.rubric, "auto", max_rows=None), pool  # the run's own data
 
 
 def pool_groups(

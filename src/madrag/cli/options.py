@@ -125,6 +125,13 @@ FoldOpt = Annotated[
     ),
 ]
 LimitOpt = Annotated[int | None, typer.Option(help="Score only the first N selected essays.")]
+MaxRowsOpt = Annotated[
+    int,
+    typer.Option(
+        help="Refuse a data file of more than N rows (counted before it is read, as the web server refuses an "
+        "upload over its --max-essays); raise it for a larger file.",
+    ),
+]
 IdsOpt = Annotated[str | None, typer.Option(help="Comma-separated essay ids to score.")]
 RoleProviderOpt = Annotated[
     list[str] | None,

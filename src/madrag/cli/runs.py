@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from madrag.atomic_files import write_text_atomic
 from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
@@ -16,7 +17,7 @@ from madrag.cli.paths import output_file
 from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store, require_run
-from madrag.pipeline.unusable import Unusable, stored_accounts
+from madrag.pipeline.unusable import Unusable, models_words, stored_accounts
 from madrag.store import RunStore
 
 runs_app = typer.Typer(help="List runs and export their scores or records.", no_args_is_help=True)
@@ -34,7 +35,7 @@ def runs_list(
     for col in (*columns, "ran on"):
         table.add_column(col)
     for db in sorted(root.glob("*/store.sqlite")):
-        table.add_row(*_run_row(db.parent))
+        table.add_row(*(Text(cell) for cell in _run_row(db.parent)))  # as written: "[rounds=1]" is no markup
     console.print(table)
 
 
@@ -47,7 +48,8 @@ def _run_row(run_dir: Path) -> list[str]:
     store = open_store(run_dir)
     try:
         config = store.get_meta("config") or {}
-        model = (store.get_meta("provider") or {}).get("model")
+        # the model the answers named (the one asked for beside it where it differs), else the one asked for
+        model = models_words(store) or (store.get_meta("provider") or {}).get("model")
         return [
             str(run_dir),
             logged.started or "—",

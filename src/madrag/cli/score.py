@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from madrag.cli.groups import OptionGroup, with_groups
 from madrag.cli.options import DryRunOpt, DryRunPricesOpt, SampleOpt, at_least_one
@@ -167,7 +168,7 @@ def _summary(result: ScoringResult) -> None:
                 ref = essay.references_by_name().get(t)
                 got = "?" if s is None or s.score is None else str(s.score)
                 cells.append(got if ref is None else f"{got} (human {ref})")
-            table.add_row(essay.id, protocol, *cells)
+            table.add_row(*(Text(cell) for cell in (essay.id, protocol, *cells)))  # "[rounds=1]" is no markup
     console.print(table)
     console.print(_calls_line(result), markup=False)
     for line in summary_lines(result.unusable):

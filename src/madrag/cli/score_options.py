@@ -26,6 +26,7 @@ from madrag.cli.options import (
     IdsOpt,
     LimitOpt,
     MaxFailuresOpt,
+    MaxRowsOpt,
     NoCacheOpt,
     PromptsDirOpt,
     RayOpt,
@@ -36,6 +37,7 @@ from madrag.cli.options import (
     comma_list,
     failure_budget,
 )
+from madrag.data.row_limit import MAX_ROWS
 from madrag.data.splits import EACH
 from madrag.distributed.options import LOCAL
 from madrag.errors import InputError
@@ -68,12 +70,14 @@ def source_options(
     fold: FoldOpt = "0",
     limit: LimitOpt = None,
     ids: IdsOpt = None,
+    max_rows: MaxRowsOpt = MAX_ROWS,
 ) -> JobFields:
     """The essays and rubric of a job, and which of the essays it scores."""
     return {
         "data": data,
         "rubric": rubric,
         "data_format": data_format,
+        "max_rows": max_rows,
         "eval_fold": parse_fold(fold),
         "limit": limit,
         "ids": comma_list(ids) if ids else None,

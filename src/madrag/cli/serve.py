@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from madrag.cli.options import RuntimeOpt
+from madrag.data.row_limit import MAX_ROWS
 from madrag.errors import ConfigError
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
 from madrag.retrieval.embedder import EMBEDDERS, EmbedderName
@@ -102,7 +103,7 @@ def serve_command(
     ] = "minilm",
     resume: ResumeOpt = False,
     max_upload_mb: Annotated[float, typer.Option(help="Largest request body (upload), in MB.")] = 20.0,
-    max_essays: Annotated[int, typer.Option(help="Most essays in one upload.")] = 20_000,
+    max_essays: Annotated[int, typer.Option(help="Most essays in one upload.")] = MAX_ROWS,
 ) -> None:
     """Serve the web app for teachers and the JSON API (OpenAPI at /docs) on the same pipeline and run store."""
     from madrag.server import Limits, ServerConfig

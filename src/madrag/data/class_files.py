@@ -97,7 +97,7 @@ def read_class_file(
         if kind == "zip":
             found = read_submissions_zip(data, limits)
         else:
-            found = _one_document(data, name)
+            found = _one_document(data, name, limits)
         return _submissions_table(found, "ZIP of submissions" if kind == "zip" else "one document")
     text, codec = decode_text(data, name)
     header, rows = read_csv_text(text, name, max_rows)
@@ -118,12 +118,12 @@ def read_class_path(path: Path, max_rows: int = 1_000_000, limits: ArchiveLimits
     return read_class_file(data, str(path), max_rows, limits)
 
 
-def _one_document(data: bytes, name: str) -> Submissions:
-    """A single submitted document, as the archive of one file it is."""
+def _one_document(data: bytes, name: str, limits: ArchiveLimits | None) -> Submissions:
+    """A single submitted document, as the archive of one file it is (its parts checked against ``limits``)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
         archive.writestr(PurePosixPath(name.replace("\\", "/")).name, data)
-    return read_submissions_zip(buf.getvalue())
+    return read_submissions_zip(buf.getvalue(), limits)
 
 
 def _submissions_table(found: Submissions, what: str) -> ClassTable:

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from madrag.data.reading import MAX_FIELD_CHARS, decode_text
+from madrag.data.zip_parts import PartLimits, open_checked
 from madrag.errors import InputError
 
 DOCUMENT_SUFFIXES = (".docx", ".pdf", ".txt", ".html", ".htm")
@@ -34,15 +35,18 @@ _OTHER_FORMATS = {
 }
 _PICTURES = (".jpg", ".jpeg", ".png", ".gif", ".heic", ".heif", ".webp", ".tif", ".tiff", ".bmp")
 _SENTENCE_ENDS = (".", "!", "?", ":", '"', "\u201d", "'", "\u2019")
+_NOT_DOCX = "cannot be read as a Word document: open it and save it again as .docx"
+_DOCX_TOO_BIG = "refused; save the essay without its pictures (or paste its text)"
 _NEEDS = "reading {what} needs {package}: pip install 'madrag[documents]'"
 
 
-def document_text(data: bytes, name: str) -> str:
+def document_text(data: bytes, name: str, parts: PartLimits | None = None) -> str:
     """The text of a submitted document named ``name`` (its suffix says how to read it); an InputError that
-    names the file and what to do when it holds none."""
+    names the file and what to do when it holds none. A ``.docx`` is a ZIP: its parts are checked against
+    ``parts`` before python-docx, which reads every one into memory, opens it."""
     suffix = PurePosixPath(name).suffix.lower()
     if suffix == ".docx":
-        text = _docx_text(data, name)
+        text = _docx_text(data, name, parts or PartLimits())
     elif suffix == ".pdf":
         text = _pdf_text(data, name)
     elif suffix == ".txt":
@@ -72,7 +76,7 @@ def _tidy(text: str) -> str:
     return re.sub(r"\n[ \u00a0]*\n(\s*\n)+", "\n\n", text).strip()
 
 
-def _docx_text(data: bytes, name: str) -> str:
+def _docx_text(data: bytes, name: str, limits: PartLimits) -> str:
     """The body of a Word document in reading order: paragraphs, and table rows as cells joined by `` | ``
     (headers and footers, which hold names and page numbers, are left out)."""
     try:
@@ -80,10 +84,11 @@ def _docx_text(data: bytes, name: str) -> str:
         from docx.table import Table
     except ImportError as exc:  # pragma: no cover - the documents extra is missing
         raise InputError(_NEEDS.format(what=".docx files", package="python-docx")) from exc
+    open_checked(data, name, limits, _DOCX_TOO_BIG, _NOT_DOCX).close()
     try:
         document: Any = docx.Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises zip, XML and key errors for a file that is no .docx
-        raise InputError(f"{name}: cannot be read as a Word document: open it and save it again as .docx") from exc
+        raise InputError(f"{name}: {_NOT_DOCX}") from exc
     parts: list[str] = []
     for block in document.iter_inner_content():
         if isinstance(block, Table):

@@ -6,7 +6,9 @@ Every problem with the input is raised as a one-line :class:`InputError`. A trai
 columns named by its rubric ``column`` field (or, in CSV / JSONL, by its name): ``<column>`` for one rater,
 ``rater<i>_<column>`` for several. A CSV / JSONL column that is neither known nor a trait's is kept as essay
 metadata and reported once (a warning on the ``madrag.data`` logger). No field may exceed
-:data:`MAX_FIELD_CHARS` characters. The data format is documented in ``docs/data-and-rubric-formats.md``.
+:data:`MAX_FIELD_CHARS` characters, and no file more than ``max_rows`` rows (:data:`MAX_ROWS` unless raised; None:
+none), counted as the file streams, before it is read (:mod:`madrag.data.row_limit`). The data format is documented
+in ``docs/data-and-rubric-formats.md``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from madrag.data.reading import (
     report_once,
     too_long,
 )
+from madrag.data.row_limit import JSONL_SUFFIXES, MAX_ROWS, check_rows
 from madrag.data.spreadsheets import XLSX_SUFFIXES
 from madrag.data.submissions import ArchiveLimits
 from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
@@ -95,7 +99,9 @@ def _rater_score(raw: str, essay: str, column: str, where: str) -> float | None:
     return score
 
 
-def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) -> list[Essay]:
+def load_asap(
+    path: str | Path, rubric: Rubric, essay_set: int | None = None, max_rows: int | None = MAX_ROWS
+) -> list[Essay]:
     """Load essays in the Kaggle ``training_set_rel3.tsv`` layout.
 
     Works on the shared UTF-8 file of sets 7 and 8 and on the original full file (latin-1). Rater trait
@@ -103,6 +109,7 @@ def load_asap(path: str | Path, rubric: Rubric, essay_set: int | None = None) ->
     ``essay_set`` (default: the rubric's ``essay_set``) are kept.
     """
     p = Path(path)
+    check_rows(p, ".tsv", max_rows)
     text = read_text(p, ("utf-8", "latin-1"))
     header, rows = _csv_table(text.splitlines(), p, "\t")
     missing = [c for c in ASAP_REQUIRED if c not in header]
@@ -256,7 +263,7 @@ def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[
         )
 
 
-def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
+def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS) -> list[Essay]:
     """Load a generic CSV, JSONL or Excel workbook of ``id, text[, prompt, fold, essay_set, <column>,
     rater<i>_<column>...]``.
 
@@ -268,11 +275,13 @@ def load_table(path: str | Path, rubric: Rubric) -> list[Essay]:
     p = Path(path)
     columns = trait_columns(rubric)
     suffix = p.suffix.lower()
-    if suffix in {".jsonl", ".ndjson"}:
+    if suffix not in XLSX_SUFFIXES:
+        check_rows(p, suffix if suffix in JSONL_SUFFIXES else ".csv", max_rows)
+    if suffix in JSONL_SUFFIXES:
         rows = jsonl_rows(read_text(p, ("utf-8",)), p)
         keys = [k for _, raw in rows for k in raw]
     else:
-        keys, rows = _xlsx_rows(p) if suffix in XLSX_SUFFIXES else _csv_rows(p)
+        keys, rows = _xlsx_rows(p, max_rows) if suffix in XLSX_SUFFIXES else _csv_rows(p)
         if "id" not in keys or "text" not in keys:
             raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
     _report_columns(p, keys, rubric, columns)
@@ -298,19 +307,31 @@ def _csv_rows(p: Path) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
     return keys, [(f"{p}:{line}", dict(r)) for line, r in lines]
 
 
-def _xlsx_rows(p: Path) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
-    """The header and ``(path row N, row)`` pairs of a workbook's first sheet with data."""
-    table = read_class_path(p)
+def _xlsx_rows(p: Path, max_rows: int | None) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
+    """The header and ``(path row N, row)`` pairs of a workbook's first sheet with data (read up to the row past
+    ``max_rows``, then refused)."""
+    table = read_class_path(p, max_rows if max_rows is not None else sys.maxsize)
+    _refuse_rows(p, len(table.rows), max_rows)
     return table.header, [(f"{p} row {i}", dict(r)) for i, r in enumerate(table.rows, 2)]
 
 
-def load_submissions(path: str | Path, rubric: Rubric, limits: ArchiveLimits | None = None) -> list[Essay]:
+def _refuse_rows(p: Path, n: int, max_rows: int | None) -> None:
+    if max_rows is not None and n > max_rows:
+        raise InputError(
+            f"{p}: more than {max_rows:,} rows, the limit: score the file in parts, or raise the limit with --max-rows"
+        )
+
+
+def load_submissions(
+    path: str | Path, rubric: Rubric, limits: ArchiveLimits | None = None, max_rows: int | None = MAX_ROWS
+) -> list[Essay]:
     """Load a folder or ZIP of submitted documents (``.docx``, ``.pdf``, ``.txt``), one essay per student, the
     student read from the file names as Canvas and Google Classroom name them (``docs/data-and-rubric-formats.md``).
     An essay's id is the student's Canvas user id, else their name; the name, file and late flag are its
     metadata. A file that cannot be read (a scanned PDF) is reported, with what to do, and left out."""
     p = Path(path)
     table = read_class_path(p, limits=limits)
+    _refuse_rows(p, len(table.rows), max_rows)
     for file, why in table.refused:
         report_once(p, f"{file}: {why} (left out)")
     if not table.rows:
@@ -324,10 +345,10 @@ def load_submissions(path: str | Path, rubric: Rubric, limits: ArchiveLimits | N
     return essays
 
 
-def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Essay]:
+def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto", max_rows: int | None = MAX_ROWS) -> list[Essay]:
     """Load essays, picking the format from ``fmt`` or the file (.tsv = ASAP; a .jsonl whose rows are
     SummEval's = SummEval; a folder, .zip, .docx or .pdf = submissions; other .csv / .jsonl / .xlsx = the generic
-    table)."""
+    table); a file of more than ``max_rows`` rows (None: no limit) is refused before it is read."""
     p = Path(path)
     kind = fmt
     if fmt == "auto":
@@ -337,9 +358,11 @@ def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Ess
         if p.is_dir() or suffix in {".zip", ".docx", ".pdf"}:
             kind = "submissions"
     if kind == "submissions":
-        return load_submissions(p, rubric)
+        return load_submissions(p, rubric, max_rows=max_rows)
     if kind == "asap":
-        return load_asap(p, rubric)
+        return load_asap(p, rubric, max_rows=max_rows)
+    if kind not in {"table", "csv", "jsonl"} and p.suffix.lower() in JSONL_SUFFIXES:  # SummEval's, NIKL's lines
+        check_rows(p, ".jsonl", max_rows)
     if kind == "summeval":
         return load_summeval(p, rubric)
     if kind == "summeval-sample" or kind.startswith("summeval-sample:"):
@@ -349,5 +372,5 @@ def load_essays(path: str | Path, rubric: Rubric, fmt: str = "auto") -> list[Ess
         essays = load_nikl(p, rubric)
         return sample_nikl(essays) if kind == "nikl" else essays
     if kind in {"table", "csv", "jsonl"}:
-        return load_table(p, rubric)
+        return load_table(p, rubric, max_rows)
     raise InputError(f"unknown data format {fmt!r}; use {', '.join(DATA_FORMATS)}")

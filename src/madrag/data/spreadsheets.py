@@ -3,6 +3,9 @@ sheet that holds data, its first non-empty row the header, every cell as the tex
 without ``.0``, percentages as ``85%``, dates as ``2026-09-14``, a formula as its last computed value; a formula
 never computed is an empty cell, never 0).
 
+A workbook is a ZIP: its parts are checked (:mod:`madrag.data.zip_parts`) and every row of every sheet counted
+before openpyxl opens it, which builds a row whole (a row of millions of cells would take gigabytes).
+
 openpyxl is imported when a workbook is read (``pip install 'madrag[documents]'``).
 """
 
@@ -11,14 +14,21 @@ from __future__ import annotations
 import datetime as dt
 import io
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Any
+from xml.parsers import expat
 
 from madrag.data.reading import unique_header
 from madrag.data.submissions import ArchiveLimits
+from madrag.data.zip_parts import PartLimits, open_checked
 from madrag.errors import InputError
 
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
+MAX_COLUMNS = 1_000
+"""The most cells a row of a sheet may have (Excel allows 16,384; a class sheet has a few dozen columns)."""
+_SAVE_CSV = "save the class's sheet on its own as CSV UTF-8"
+_NOT_XLSX = "not an Excel workbook that can be opened: save it again as .xlsx"
 
 
 @dataclass
@@ -52,28 +62,52 @@ def cell_text(value: Any, number_format: str = "General") -> str:
     return str(value)
 
 
-def _check_unpacked(data: bytes, name: str, limits: ArchiveLimits) -> None:
-    """A workbook is a ZIP: refuse one that unpacks past the archive limits before openpyxl opens it."""
+class _TooWide(Exception):
+    """A row with more cells than :data:`MAX_COLUMNS`."""
+
+
+def _check_workbook(data: bytes, name: str, parts: PartLimits) -> None:
+    """Refuse a workbook whose parts unpack past ``parts``, or a sheet with a row wider than
+    :data:`MAX_COLUMNS`, before openpyxl opens it: each sheet is read as a stream of tags, a cell counted and
+    dropped, so the check takes no more memory than a few kilobytes of the sheet."""
+    with open_checked(data, name, parts, _SAVE_CSV, _NOT_XLSX) as archive:
+        for info in archive.infolist():
+            if info.filename.startswith("xl/worksheets/") and info.filename.endswith(".xml"):
+                _check_sheet(archive, info, name)
+
+
+def _check_sheet(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> None:
+    cells = 0
+
+    def start(tag: str, _attrs: Any) -> None:
+        nonlocal cells
+        local = tag.rpartition(" ")[2]  # the tag without its namespace (a sheet may write <x:c>)
+        if local == "row":
+            cells = 0
+        elif local == "c":
+            cells += 1
+            if cells > MAX_COLUMNS:
+                raise _TooWide
+
+    parser = expat.ParserCreate(namespace_separator=" ")
+    parser.StartElementHandler = start
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            total = sum(info.file_size for info in archive.infolist())
-    except zipfile.BadZipFile as exc:
-        raise InputError(f"{name}: not an Excel workbook that can be opened: save it again as .xlsx") from exc
-    if total > limits.max_total_bytes:
-        raise InputError(
-            f"{name}: the workbook unpacks to {total:,} bytes: the limit is {limits.max_total_bytes:,}; "
-            "save the class's sheet on its own as CSV UTF-8"
-        )
+        with archive.open(info) as stream:
+            parser.ParseFile(stream)
+    except _TooWide:
+        raise InputError(f"{name}: a row of a sheet has over {MAX_COLUMNS:,} cells: {_SAVE_CSV}") from None
+    except (expat.ExpatError, zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+        raise InputError(f"{name}: {_NOT_XLSX}") from exc
 
 
 def read_xlsx(data: bytes, name: str, max_rows: int, limits: ArchiveLimits) -> Sheet:
     """The first worksheet with a header and at least one row below it (else the first with a header); a
-    one-line InputError for a file openpyxl cannot open or a workbook with no data."""
+    one-line InputError for a file openpyxl cannot open, a workbook past ``limits.parts`` or with no data."""
     try:
         import openpyxl
     except ImportError as exc:  # pragma: no cover - the documents extra is missing
         raise InputError("reading .xlsx files needs openpyxl: pip install 'madrag[documents]'") from exc
-    _check_unpacked(data, name, limits)
+    _check_workbook(data, name, limits.parts)
     try:
         book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises many kinds (KeyError, ValueError, XML errors) for a broken file

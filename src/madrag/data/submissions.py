@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 
 from madrag.data.documents import document_text, html_text
 from madrag.data.reading import decode_text
+from madrag.data.zip_parts import PartLimits, too_packed
 from madrag.errors import InputError
 
 COLUMNS = ("Student", "First Name", "Last Name", "ID", "Late", "File", "Essay")
@@ -42,6 +43,7 @@ _CANVAS = re.compile(
     r"_(?:(?P<fid>\d+)_(?P<original>.+)|(?P<entry>text|link)\.html?)$",
     re.IGNORECASE,
 )
+_BOMB = "refused as a ZIP bomb; zip the submissions again without it"
 _TOO_BIG = "refused; save that essay without its pictures (or paste its text) and zip the class again"
 _CLASSROOM = re.compile(r"^(?P<name>[^\W\d_][\w.'\u2019-]*(?: [^\W\d_][\w.'\u2019-]*){1,4}) - (?P<title>.+)$")
 
@@ -49,11 +51,14 @@ _CLASSROOM = re.compile(r"^(?P<name>[^\W\d_][\w.'\u2019-]*(?: [^\W\d_][\w.'\u201
 @dataclass(frozen=True)
 class ArchiveLimits:
     """What one archive (or folder) of submissions may hold: files, bytes once uncompressed, and bytes of one
-    file (the upload's own size limit applies to the archive before it is opened)."""
+    file (the upload's own size limit applies to the archive before it is opened); ``parts``: what each
+    ``.docx`` or ``.xlsx`` in it (or a workbook uploaded on its own) may unpack to, and the ratio no file of the
+    archive may pass (:mod:`madrag.data.zip_parts`)."""
 
     max_files: int = 2_000
     max_total_bytes: int = 500 * 1024 * 1024
     max_file_bytes: int = 100 * 1024 * 1024
+    parts: PartLimits = field(default_factory=PartLimits)
 
 
 @dataclass
@@ -134,6 +139,9 @@ def _zip_members(archive: zipfile.ZipFile, limits: ArchiveLimits) -> list[_Membe
     named = [(_safe_name(_member_name(i)), i) for i in infos]
     named = [(n, i) for n, i in named if not _IGNORED.search(n)]
     _check_sizes([(n, i.file_size) for n, i in named], limits)
+    packed = next((n for n, i in named if too_packed(i, limits.parts.max_ratio, limits.parts.ratio_from_bytes)), None)
+    if packed is not None:
+        raise InputError(f"{packed}: unpacks to over {limits.parts.max_ratio} times its size in the ZIP: {_BOMB}")
     members = []
     for name, info in named:
         if info.flag_bits & 0x1:
@@ -194,19 +202,22 @@ def read_submissions_zip(data: bytes, limits: ArchiveLimits | None = None) -> Su
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError) as exc:
         raise InputError("the file is not a ZIP archive that can be opened: zip the submissions again") from exc
+    limits = limits or ArchiveLimits()
     with archive:
-        return _collect(_zip_members(archive, limits or ArchiveLimits()))
+        return _collect(_zip_members(archive, limits), limits.parts)
 
 
 def read_submissions_folder(folder: Path, limits: ArchiveLimits | None = None) -> Submissions:
     """The submissions in a folder (and its subfolders)."""
     if not folder.is_dir():
         raise InputError(f"folder not found: {folder}")
-    return _collect(_folder_members(folder, limits or ArchiveLimits()))
+    limits = limits or ArchiveLimits()
+    return _collect(_folder_members(folder, limits), limits.parts)
 
 
-def _collect(members: list[_Member]) -> Submissions:
-    """The rows of the readable documents, one per student, and the files refused."""
+def _collect(members: list[_Member], parts: PartLimits) -> Submissions:
+    """The rows of the readable documents, one per student, and the files refused (a document's parts checked
+    against ``parts`` before it is opened)."""
     wrapper = _wrapper_folder([m.name for m in members])
     found: dict[str, tuple[_Who, list[tuple[str, str]]]] = {}
     out = Submissions()
@@ -214,7 +225,7 @@ def _collect(members: list[_Member]) -> Submissions:
         try:
             if member.read is None:
                 raise InputError(member.why)
-            who, text = _read_one(member.name, member.name[len(wrapper) :], member.read())
+            who, text = _read_one(member.name, member.name[len(wrapper) :], member.read(), parts)
         except InputError as exc:
             out.refused.append((member.name, str(exc).removeprefix(f"{PurePosixPath(member.name).name}: ")))
             continue
@@ -241,14 +252,14 @@ def _wrapper_folder(names: list[str]) -> str:
     return "".join(part + "/" for part in common)
 
 
-def _read_one(name: str, inner: str, data: bytes) -> tuple[_Who, str]:
+def _read_one(name: str, inner: str, data: bytes, parts: PartLimits) -> tuple[_Who, str]:
     """A submitted file's student (from its name ``inner`` within the archive's wrapper folder) and text; a
     Canvas text entry's page names the student in its heading."""
     who = student_of(inner)
     base = PurePosixPath(name).name
     if who.lms == "Canvas" and re.search(r"_link\.html?$", base, re.IGNORECASE):
         raise InputError(f"{base}: a web link, not text: ask for the essay as a file or a text entry")
-    text = document_text(data, base)
+    text = document_text(data, base, parts)
     if who.lms == "Canvas" and re.search(r"_text\.html?$", base, re.IGNORECASE):
         heading = html_text(decode_text(data, base)[0])[0]
         who.name = heading.rsplit(": ", 1)[1].strip() if ": " in heading else who.name

@@ -286,7 +286,7 @@ def load_full_data(path: Path | None, rubric: Rubric) -> tuple[list[Essay] | Non
         return None, "no data file recorded for the run: Human-Human on the full file is left out"
     if not path.is_file():
         return None, f"data file {path} not found: Human-Human on the full file is left out (pass --data)"
-    return load_essays(path, rubric), None
+    return load_essays(path, rubric, max_rows=None), None  # the run's own data, held to the limit when it ran
 
 
 def evaluate_run(

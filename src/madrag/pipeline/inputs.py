@@ -30,7 +30,7 @@ def job_essays(job: ScoreJob, rubric: Rubric) -> list[Essay]:
     if job.essays is not None:
         return list(job.essays)
     assert job.data is not None  # guaranteed by ScoreJob's validator
-    return load_essays(job.data, rubric, job.data_format)
+    return load_essays(job.data, rubric, job.data_format, job.max_rows)
 
 
 def select_essays(job: ScoreJob, rubric: Rubric) -> tuple[list[Essay], list[Essay]]:

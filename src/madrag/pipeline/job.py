@@ -7,13 +7,9 @@ A call that gets no answer after its retries is recorded as failed and the run g
 (``JobResult.stats.failed_calls`` counts them; a resume retries them); ``max_failures`` stops the run, with
 :class:`~madrag.errors.TooManyFailures`, once that many calls have failed (the calls in flight finish first).
 
-Essays come from a data file (``data``, the CLI) or from memory (``essays``, the Python API). In-memory essays
-are held by the job itself (no lossy round trip through a file format); the run's stored configuration
-records ``"data_source": "in-memory"`` and a SHA-256 fingerprint of the essays (``data_sha256``, as for a
-file), and the run directory keeps a copy of them in ``inputs/essays.jsonl`` (one :class:`Essay` JSON per
-line; ``inputs/pool.jsonl`` for an explicit exemplar pool), so the run can be reproduced exactly and
-resumed by passing the same essays again. The exemplar pool is the other folds of the data (the fold split),
-or an explicit in-memory ``pool``.
+Essays come from a data file (``data``, the CLI) or from memory (``essays``, the Python API), held by the job
+itself; how a run records and keeps each (a fingerprint, ``inputs/essays.jsonl``) is :mod:`madrag.pipeline.inputs`'s.
+The exemplar pool is the other folds of the data (the fold split), or an explicit in-memory ``pool``.
 """
 
 from __future__ import annotations
@@ -65,10 +61,10 @@ from madrag.pipeline.run_dir import (
     prompt_names_of,
     recorded_prompts,
 )
-from madrag.pipeline.run_log import run_log, settings_line
+from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import run_scoring
 from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
-from madrag.pipeline.unusable import Unusable, store_accounts, unusable_by_protocol
+from madrag.pipeline.unusable import ModelsNamed, Unusable, store_accounts, unusable_by_protocol
 from madrag.pipeline.worst_case import rehearsal
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -124,11 +120,9 @@ def build_bank(
     embedder: Embedder | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Bank:
-    """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, MiniLM unless ``job.embedder`` says
-    otherwise, through the cache folder's vector store, so each text is embedded once, ever), built
-    (``on_progress(done, total)``) or reused from the job's cache directory. Under
-    ``--fold each``: one bank per fold, each built from the other folds (:class:`madrag.retrieval.folds.FoldBanks`),
-    all in the persistent cache."""
+    """The exemplar bank of ``pool`` with ``embedder`` (default: the job's, through the cache folder's vector store,
+    so each text is embedded once, ever), built (``on_progress(done, total)``) or reused from the job's cache
+    directory; under ``--fold each`` one bank per fold from the other folds (``FoldBanks``)."""
     from madrag.retrieval import ExemplarBank, make_embedder
     from madrag.retrieval.folds import FoldBanks
     from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
@@ -142,8 +136,7 @@ def build_bank(
 
 
 def _backend(spec: ProviderSpec, cache: Path | None, instance: Provider | None) -> ManagedProvider:
-    """The managed backend: ``instance`` (a ready provider) under the spec's retry policy, or one built from
-    ``spec``."""
+    """The managed backend: ``instance`` (a ready provider) under the spec's retry policy, or built from ``spec``."""
     if instance is None:
         return managed(spec, cache)
     return ManagedProvider(
@@ -310,7 +303,8 @@ def scores_over_run(scores: list[TraitScore], store: RunStore, run: _Prepared) -
 
 def job_line(job: ScoreJob, n_essays: int, backend: Provider | None) -> str:
     """The job's settings in one line of its run.log (:func:`~madrag.pipeline.run_log.settings_line`)."""
-    return settings_line(job.provider, job.protocols, job.settings, n_essays, job.max_failures, backend)
+    extra = job_settings(job)
+    return settings_line(job.provider, job.protocols, job.settings, n_essays, job.max_failures, backend, extra)
 
 
 async def execute(
@@ -407,7 +401,11 @@ async def _score(
         failures=FailureBudget(job.max_failures),
     )
     # a backend that cannot serve the run stops it before the bank is built or a call is made
-    record_checks(run.store, checked or await preflight(ctx, _rehearsal(job, run, backends), run.store.count() > 0))
+    found = (
+        checked if checked is not None else await preflight(ctx, _rehearsal(job, run, backends), run.store.count() > 0)
+    )
+    record_checks(run.store, found)
+    log_backends(found, run.store)  # the concurrency resolved, the server's model and build, in run.log
     resumed_limits(run.store, run.config, run.resumed)  # kept (and said in run.log) once the check passed
     with on_disk_errors(f"cache directory {job.cache_dir}"):
         ctx.bank, bank_info = _prepare_bank(job, run, stage, embedder, hooks.on_bank_progress)
@@ -435,7 +433,7 @@ async def _score(
 
 
 def _rehearsal(job: ScoreJob, run: _Prepared, backends: _Backends) -> Rehearsal | None:
-    caps = {"*": backends.main.capabilities, **{r: b.capabilities for r, b in backends.roles.items()}}
+    caps = {"*": backends.main.capabilities} | {r: b.capabilities for r, b in backends.roles.items()}
     return rehearsal(run.protocols, run.essays, run.pool, run.rubric, run.prompts, job.settings, caps)
 
 
@@ -443,8 +441,10 @@ def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:
     """Per protocol, the unusable and missing scores of the job's essays, counted once from their stored records
     and kept in the store for every later reader."""
     ids = [essay.id for essay in run.essays]
-    records = run.store.records_of(ids)
-    protocols = [protocol.name for protocol in run.protocols]
+    models = ModelsNamed()  # the models the records asked for and their answers named, as they are read
+    records = models.counting(run.store.records_of(ids))
+    protocols = {protocol.name: protocol.record_groups() for protocol in run.protocols}
     accounts = unusable_by_protocol(records, final, ids, run.rubric.trait_names, protocols)
     store_accounts(run.store, accounts)
+    models.store(run.store)
     return accounts

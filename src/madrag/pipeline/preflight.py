@@ -23,7 +23,7 @@ from madrag.pipeline.worst_case import WorstPrompt
 from madrag.providers.accounting import CheckTally, counting_checks
 from madrag.providers.base import ChatRequest, Message, Provider
 from madrag.providers.policy import ManagedProvider
-from madrag.providers.server_props import SaysItsProps, ServerProps, fit_concurrency
+from madrag.providers.server_props import fit_to_server
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
@@ -95,8 +95,10 @@ async def check_backends(
     that drops the logprobs it was asked for, :class:`ConfigError` for a JSON-schema reading the server does not
     honour or for a prompt of the ``rehearsal`` (the run's largest, per protocol and role) that its server's
     context cannot hold (:mod:`madrag.pipeline.context_fit`). A server that says its slots (llama.cpp's
-    ``/props``) gets no more requests at once than it has slots, unless a concurrency was given. ``started``:
-    the run folder holds records, so a hint that changes the run's settings names a new ``--run-dir``."""
+    ``/props``) gets no more requests at once than it has slots, unless a concurrency was given
+    (:func:`~madrag.providers.server_props.fit_to_server`; the concurrency resolved, and the server's model and
+    build, are in what is returned, for the run's log). ``started``: the run folder holds records, so a hint that
+    changes the run's settings names a new ``--run-dir``."""
     found: dict[str, Any] = {}
     worst = _Worst(rehearsal)
     for role, managed in [("*", provider), *role_providers.items()]:
@@ -116,8 +118,10 @@ async def _check_one(
     reading = score_reading(managed, settings)
     found: dict[str, Any] = {"reachable": True, "score_reading": reading}
     with sent.during("server_props"):
-        props = await _server_props(managed)
-    if props is not None:
+        server = await fit_to_server(managed)
+    found["backend"] = f"{managed.provider.name} ({managed.provider.model})"
+    found["concurrency"] = server.fit.as_dict()
+    if (props := server.props) is not None:
         found["server"] = props.as_dict()
         limits = {"debater_max_tokens": settings.debater_max_tokens, "judge_max_tokens": settings.judge_max_tokens}
         where = f"{managed.provider.name} ({managed.provider.model})"
@@ -168,19 +172,3 @@ async def _logprobs_checked(managed: ManagedProvider) -> str:
     except (TransientProviderError, TimeoutError):
         return "unknown"
     return "checked"
-
-
-async def _server_props(managed: ManagedProvider) -> ServerProps | None:
-    """What the backend's server says of its slots and context (None: nothing, or no answer in time); the
-    backend's concurrency fitted to its slots (:func:`~madrag.providers.server_props.fit_concurrency`)."""
-    if not isinstance(managed.provider, SaysItsProps):
-        return None
-    try:
-        async with asyncio.timeout(managed.policy.timeout_s):
-            props = await managed.provider.server_props()
-    except TimeoutError:
-        return None
-    where = f"{managed.provider.name} ({managed.provider.model})"
-    if (fit := fit_concurrency(managed.concurrency, managed.max_concurrency, props, where)) is not None:
-        managed.limit_concurrency(fit)
-    return props

@@ -36,6 +36,7 @@ def recorded_job(run_dir: Path, cache_dir: Path | None = None, prompts_dir: Path
     chosen = _chosen_ids(run_dir)
     return ScoreJob(
         data=data,
+        max_rows=None,  # the run's data was held to its limit when the run was made
         essays=essays,
         pool=pool,
         rubric=_rubric(run_dir, config),

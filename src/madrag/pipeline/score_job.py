@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.agents.calls import CallContext, CallStats
 from madrag.data.essay import Essay
+from madrag.data.row_limit import MAX_ROWS
 from madrag.data.splits import EvalFold
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.unusable import Unusable
@@ -58,6 +59,9 @@ class ScoreJob(BaseModel):
     rubric: Path | Rubric
     run_dir: Path
     data_format: str = "auto"
+    # the most rows ``data`` may hold, counted before it is read (``--max-rows``; None: no limit, as when a run's
+    # own inputs are read again). Not part of the run's identity
+    max_rows: int | None = Field(default=MAX_ROWS, ge=1)
     eval_fold: EvalFold = 0  # a fold, "each" (cross-fold: every fold, the others as its pool) or None (all)
     limit: int | None = Field(default=None, ge=1)
     ids: list[str] | None = None

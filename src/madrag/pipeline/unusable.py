@@ -6,19 +6,25 @@ score: N' line. 42 of 48 essay-trait scores missing: ..."; "CJ: 21 of 24 compari
 or 'Answer: B' line. ..."; "MTS: 3 of 3 essay-trait scores missing: 3 min-max over 3 essays has no range").
 
 A judge answer is any agent call that gives a score: a Judge (per trait, or every trait in a ``Scores:`` block,
-counted per trait), a consensus judge, a comparison of comparative judgment. Scores derived from other calls
-(G-Eval's expectation, MTS's mean) are not answers of their own; their missing scores show in the essay-trait
-count, each with the cause its final score records (G-Eval's "no score distribution", MTS's min-max without a
-range, CJ's "no readable comparison"), or "no answer" when a call failed after its retries. A judge answer's cause
-is what the record says: cut by the token limit (``truncated``; such an answer that repeats itself is said to),
-else the reading's own problem (``error``)."""
+counted per trait), a consensus judge, MTS's score turn (its 0-10 score), a comparison of comparative judgment.
+Scores derived from other calls (G-Eval's expectation, MTS's min-max) are not answers of their own. A judge
+answer's cause is what the record says: cut by the token limit (``truncated``, ``finish_reason == "length"``;
+such an answer that repeats itself is said to), else the reading's own problem (``error``).
+
+One vocabulary serves both counts: an essay-trait score left missing is named by the cause of the unusable
+answer behind it (the score's own record, else the essay-trait's other unusable answers: a consensus judge cut
+off at the token limit leaves its score missing as "cut off at the token limit", never "no score read"); only
+where every answer behind it was read does the final score's own cause show (G-Eval's "no score distribution",
+MTS's min-max without a range, CJ's anchors without a line), or "no answer" when a call failed after its retries.
+A CJ comparison is its essay's answer (the essay against an anchor): an essay none of whose comparisons could be
+read is missing for their cause."""
 
 from __future__ import annotations
 
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,18 +67,27 @@ def _cause(record: AgentRecord, problem: str | None) -> str:
     return text.strip()
 
 
-def _unusable(record: AgentRecord) -> tuple[int, list[str]]:
-    """(scores the answer gives, the cause of each unusable one)."""
+def _unusable_by_trait(record: AgentRecord) -> tuple[int, list[tuple[str, str]]]:
+    """(scores the answer gives, (trait, cause) of each unusable one)."""
     if record.failed or record.context.get("derived"):
         return 0, []
     if record.trait_scores is not None:
-        bad = [r for r in record.trait_scores.values() if r.reported is None]
-        return len(record.trait_scores), [_cause(record, r.invalid_raw) for r in bad]
+        bad = [(t, r) for t, r in record.trait_scores.items() if r.reported is None]
+        return len(record.trait_scores), [(t, _cause(record, r.invalid_raw)) for t, r in bad]
+    if "score_0_10" in record.context:  # an MTS score turn: its 0-10 score, None when unreadable
+        return 1, [] if record.context["score_0_10"] is not None else [(record.trait, _cause(record, record.error))]
     if record.score is not None:
-        return 1, [] if record.score.reported is not None else [_cause(record, record.score.invalid_raw)]
+        problem = record.score.invalid_raw
+        return 1, [] if record.score.reported is not None else [(record.trait, _cause(record, problem))]
     if "winner" in record.context:  # a comparison of comparative judgment
-        return 1, [] if record.context["winner"] is not None else [_cause(record, None)]
+        return 1, [] if record.context["winner"] is not None else [(record.trait, _cause(record, None))]
     return 0, []
+
+
+def _unusable(record: AgentRecord) -> tuple[int, list[str]]:
+    """(scores the answer gives, the cause of each unusable one)."""
+    given, bad = _unusable_by_trait(record)
+    return given, [cause for _, cause in bad]
 
 
 def _is_comparison(record: AgentRecord) -> bool:
@@ -159,11 +174,14 @@ NO_ANSWER = "no answer (a call failed after its retries)"
 """Why an essay-trait has no final score at all."""
 
 
-def missing_cause(score: TraitScore | None) -> str:
-    """Why a final score is missing: the cause its result records (G-Eval's, MTS's, CJ's, a Judge's reading),
-    or :data:`NO_ANSWER` when there is no score at all."""
+def missing_cause(score: TraitScore | None, answers: Counter[str] | None = None) -> str:
+    """Why a final score is missing: the cause of the unusable answers behind it (``answers``: the causes of
+    the essay-trait's unusable judge answers, the score's own record's first), else the cause its result
+    records (G-Eval's, MTS's, CJ's), or :data:`NO_ANSWER` when there is no score at all."""
     if score is None:
         return NO_ANSWER
+    if answers:
+        return answers.most_common(1)[0][0]
     problem = score.result.invalid_raw if score.result is not None else None
     if not problem:
         return "no score read"
@@ -178,21 +196,34 @@ def unusable_by_protocol(
     scores: list[TraitScore],
     essay_ids: list[str],
     traits: list[str],
-    protocols: list[str],
+    protocols: Sequence[str] | Mapping[str, Iterable[str]],
 ) -> dict[str, Unusable]:
     """One :class:`Unusable` per protocol of the run: its judge answers' unusable scores by cause (a record
-    counts for its own protocol: a debate shared by MAD and MADRAG gives no score, so no count), and its
-    essay-trait scores of ``essay_ids`` x ``traits`` left missing, by cause (:func:`missing_cause`)."""
-    found = {p: Unusable(expected=len(essay_ids) * len(traits)) for p in protocols}
+    counts for the protocols whose records it is: ``protocols`` maps each to its record groups,
+    :meth:`~madrag.protocols.base.ScoringProtocol.record_groups`, a consensus protocol's rounds and its shared
+    round 0; a list names protocols whose records carry their own name; a debate shared by MAD and MADRAG gives no
+    score, so no count), and its essay-trait scores of ``essay_ids`` x ``traits`` left missing, by cause
+    (:func:`missing_cause`, the answers behind each first)."""
+    groups = (
+        {p: set(protocols[p]) for p in protocols} if isinstance(protocols, Mapping) else {p: {p} for p in protocols}
+    )
+    found = {p: Unusable(expected=len(essay_ids) * len(traits)) for p in groups}
+    behind: dict[tuple[str, str, str], Counter[str]] = {}  # (protocol, essay, trait): its answers' causes
+    own: dict[tuple[str, str], str] = {}  # (record key, trait): the cause of that record's unusable score
     for record in records:
-        account = found.get(record.protocol)
-        if account is None:
+        mine = [p for p, spaces in groups.items() if record.protocol in spaces]
+        if not mine:
             continue
-        given, causes = _unusable(record)
-        account.given += given
-        account.causes.update(causes)
-        if _is_comparison(record):
-            account.answers = "comparisons"
+        given, bad = _unusable_by_trait(record)
+        for protocol in mine:
+            found[protocol].given += given
+            found[protocol].causes.update(cause for _, cause in bad)
+            if _is_comparison(record):  # a comparison of CJ: of its essay (essay_id) with an anchor
+                found[protocol].answers = "comparisons"
+            for trait, cause in bad:
+                for name in traits if trait == "*" else [trait]:
+                    behind.setdefault((protocol, record.essay_id, name), Counter())[cause] += 1
+                    own[(record.key, name)] = cause
     by_key = {(s.protocol, s.essay_id, s.trait): s for s in scores}
     for protocol, account in found.items():
         for essay_id in essay_ids:
@@ -200,8 +231,19 @@ def unusable_by_protocol(
                 score = by_key.get((protocol, essay_id, trait))
                 if score is None or score.score is None:
                     account.missing += 1
-                    account.missing_causes[missing_cause(score)] += 1
+                    account.missing_causes[missing_cause(score, _answers_behind(score, behind, own))] += 1
     return found
+
+
+def _answers_behind(
+    score: TraitScore | None, behind: dict[tuple[str, str, str], Counter[str]], own: dict[tuple[str, str], str]
+) -> Counter[str] | None:
+    """The causes of the unusable answers behind a missing ``score``: its own record's, else its essay-trait's."""
+    if score is None:
+        return None
+    if (cause := own.get((score.record_key, score.trait))) is not None:
+        return Counter({cause: 1})
+    return behind.get((score.protocol, score.essay_id, score.trait))
 
 
 META = "unusable"
@@ -223,3 +265,42 @@ def stored_accounts(store: RunStore) -> dict[str, Unusable] | None:
 def summary_lines(accounts: dict[str, Unusable]) -> list[str]:
     """One line per protocol whose scores were not all read (``PROTOCOL: ...``); none when every score was."""
     return [f"{protocol}: {line}" for protocol, account in accounts.items() if (line := account.line())]
+
+
+MODELS = "models"
+"""The run store's meta key of the models its last finished job's records asked for and their answers named."""
+
+
+@dataclass
+class ModelsNamed:
+    """The models a job's records asked for and the models their answers named (a llama.cpp server answers as
+    the model it runs under any name asked: ``--model gpt-4o-mini`` there is answered by ``smollm2``), counted
+    as the records are read once for :func:`unusable_by_protocol`; kept in the store for ``runs list``."""
+
+    answered: Counter[str] = field(default_factory=Counter)
+    requested: Counter[str] = field(default_factory=Counter)
+
+    def counting(self, records: Iterable[AgentRecord]) -> Iterator[AgentRecord]:
+        """``records``, each counted as it passes."""
+        for record in records:
+            if not record.failed and record.model:
+                self.answered[record.model] += 1
+            if record.requested_model:
+                self.requested[record.requested_model] += 1
+            yield record
+
+    def store(self, store: RunStore) -> None:
+        """Keep the counts in ``store`` (meta :data:`MODELS`)."""
+        store.set_meta(MODELS, {"answered": dict(self.answered), "requested": dict(self.requested)})
+
+
+def models_words(store: RunStore) -> str | None:
+    """The model a run's answers named, with the one asked for where it differs ("smollm2 (asked for
+    gpt-4o-mini)"); None when its last finished job counted none (a run made before they were kept)."""
+    found = store.get_meta(MODELS)
+    if not isinstance(found, dict) or not found.get("answered"):
+        return None
+    named: Counter[str] = Counter(found["answered"])
+    asked = [str(name) for name in found.get("requested") or {} if name not in named]
+    answered = ", ".join(name for name, _ in named.most_common())
+    return answered + (f" (asked for {', '.join(asked)})" if asked else "")

@@ -3,7 +3,7 @@
 Such a protocol makes its LLM calls under its own roles (``rater``, ``compare``, ``mts``), then stores one
 *derived* record under the Judge's key (role ``judge``, round 1, index 0) carrying the computed
 :class:`~madrag.records.ScoreResult`: the run's readers of final scores (``madrag eval``, the report, the web
-app, a resume's plan) read it like any Judge record. It sends no request (``requests=0``, no usage); its
+app, a resume's plan) read it like any Judge record. It sends no request (``answers=0``, no usage); its
 ``context["from"]`` names the calls it was computed from.
 """
 
@@ -66,7 +66,7 @@ async def store_derived(
             text=rationale,
             rationale=rationale,
             score=score,
-            requests=0,
+            answers=0,
             attempts=0,
             evidence=None,
             truncated=any(r.truncated for r in sources),

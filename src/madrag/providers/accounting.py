@@ -14,6 +14,7 @@ by check, and the run keeps the sum (``madrag costs`` shows them beside the call
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,12 +32,20 @@ class CallTally:
     cache_hits: int = 0
     retries: list[str] = field(default_factory=list)  # why each failed attempt failed
     usage: Usage = field(default_factory=Usage.zero)  # of the answers received
+    models: Counter[str] = field(default_factory=Counter)  # the model each answer names
 
     def answered(self, response: ChatResponse) -> None:
-        """Count an answer (its usage; a cache hit as such)."""
+        """Count an answer (its usage; a cache hit as such; the model it names)."""
         self.answers += 1
         self.cache_hits += response.cached
         self.usage = self.usage + response.usage
+        if response.model:
+            self.models[response.model] += 1
+
+    @property
+    def answered_model(self) -> str | None:
+        """The model the answers name (the most named), None when no answer named one."""
+        return self.models.most_common(1)[0][0] if self.models else None
 
 
 _CURRENT: ContextVar[CallTally | None] = ContextVar("madrag_call_tally", default=None)

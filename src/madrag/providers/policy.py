@@ -91,6 +91,7 @@ class ManagedProvider:
     cache: ResponseCache | None = None
     concurrency: int | None = None
     requests_sent: int = 0
+    _fitted: bool = field(default=False, repr=False)
     _sem: asyncio.Semaphore | None = field(default=None, repr=False)
     _identity: dict[str, Any] | None = field(default=None, repr=False)
     _identity_lock: asyncio.Lock | None = field(default=None, repr=False)
@@ -110,9 +111,15 @@ class ManagedProvider:
         """How long one attempt may take: the policy's timeout, None (no limit) for an in-process provider."""
         return None if self.provider.in_process else self.policy.timeout_s
 
+    @property
+    def given_concurrency(self) -> int | None:
+        """The concurrency the caller gave (None: not given, or only fitted to the server's slots)."""
+        return None if self._fitted else self.concurrency
+
     def limit_concurrency(self, limit: int) -> None:
         """Send at most ``limit`` requests at once from now on (the server said it has that many slots)."""
         self.concurrency = limit
+        self._fitted = True
         self._sem = None
 
     def _semaphore(self) -> asyncio.Semaphore:

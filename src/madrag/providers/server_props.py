@@ -5,7 +5,11 @@ llama.cpp's server answers ``GET /props`` (at its root, beside ``/v1``) with its
 the tokens of a text. madrag reads both when they are there:
 
 * the default concurrency never exceeds the server's slots (a request beyond them waits in the server's queue,
-  and its timeout counts the wait): :func:`fit_concurrency`;
+  and its timeout counts the wait): :func:`fit_concurrency`, applied to a backend by :func:`fit_to_server`, the
+  one reading every command that calls a model makes (``madrag score`` and what runs through its job, the
+  meta-evaluator);
+* the model and build the server says it runs (``model_alias`` or ``model_path``, ``build_info``), for the run's
+  log;
 * a run whose largest prompt cannot fit one slot's context is refused before its first call, with the numbers
   (:mod:`madrag.pipeline.context_fit`; the prompt counted by ``/tokenize``, else estimated at one token per three
   characters, more than English text takes).
@@ -18,16 +22,18 @@ that cannot be asked; the run's own checks say that.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import logging
 import math
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from madrag.providers.openai_http import ClientFailure, StatusFailure
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from madrag.providers.policy import ManagedProvider
+
 
 CHARS_PER_TOKEN = 3
 """Characters per token of the estimate without ``/tokenize``: English text takes about four, so three counts
@@ -41,12 +47,15 @@ class ServerProps:
     slots: int | None
     n_ctx: int | None
     said_in: str = "props"  # where: llama.cpp's /props, or "models" (vLLM's max_model_len in /v1/models)
+    model: str | None = None  # the model it says it runs (llama.cpp: its alias, else its model file's name)
+    build: str | None = None  # its build (llama.cpp's build_info, e.g. "b5000-1a2b3c4d")
 
     def as_dict(self) -> dict[str, Any]:
         """For the run store's preflight record."""
+        said: dict[str, Any] = {"total_slots": self.slots, "n_ctx": self.n_ctx}
         if self.said_in == "models":
-            return {"max_model_len": self.n_ctx}
-        return {"total_slots": self.slots, "n_ctx": self.n_ctx}
+            said = {"max_model_len": self.n_ctx}
+        return said | {k: v for k, v in (("model", self.model), ("build", self.build)) if v is not None}
 
     def context_words(self) -> str:
         """The server's context, and how to make it larger, in the words of the server that said it."""
@@ -100,7 +109,21 @@ def parse_props(body: bytes) -> ServerProps | None:
     settings = data.get("default_generation_settings")
     n_ctx = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
     props = ServerProps(_positive(data.get("total_slots")), n_ctx)
-    return props if props.slots is not None or props.n_ctx is not None else None
+    if props.slots is None and props.n_ctx is None:
+        return None
+    return replace(props, model=_served_model(data), build=_text(data.get("build_info")))
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def _served_model(props: dict[str, Any]) -> str | None:
+    """The model a ``/props`` answer names: its alias (``--alias``), else its model file's name."""
+    if (alias := _text(props.get("model_alias"))) is not None:
+        return alias
+    path = _text(props.get("model_path"))
+    return None if path is None else path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def listed_models(body: bytes) -> list[dict[str, Any]]:
@@ -121,7 +144,8 @@ def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
     for entry in listed_models(body):
         if model is None or entry["id"] == model:
             n_ctx = _positive(entry.get("max_model_len"))
-            return None if n_ctx is None else ServerProps(None, n_ctx, said_in="models")
+            served = _text(entry.get("root")) or entry["id"]  # vLLM's root: the weights behind the served name
+            return None if n_ctx is None else ServerProps(None, n_ctx, said_in="models", model=served)
     return None
 
 
@@ -181,26 +205,86 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def fit_concurrency(given: int | None, current: int, props: ServerProps | None, where: str) -> int | None:
-    """The concurrency a backend should use now that its server said its slots: the slots when no concurrency
-    was given and the default is higher (said on the log), else None (leave it). A concurrency given above the
-    slots is kept, with a warning that its extra requests wait in the server's queue."""
-    if props is None or props.slots is None or current <= props.slots:
-        return None
-    if given is not None:
-        log.warning(
-            "%s has %d slots; --concurrency %d keeps %d requests waiting in its queue, where their timeout runs",
-            where,
-            props.slots,
-            given,
-            given - props.slots,
+@dataclass(frozen=True)
+class ConcurrencyFit:
+    """How many requests a backend sends at once, and why: ``given`` (``--concurrency``, None: not given),
+    ``default`` (the backend's own), the server's ``slots`` (None: not said) and the ``resolved`` number."""
+
+    given: int | None
+    default: int
+    slots: int | None
+    resolved: int
+
+    @property
+    def queued(self) -> int:
+        """Requests a given concurrency keeps waiting in the server's queue (beyond its slots)."""
+        return 0 if self.slots is None else max(0, self.resolved - self.slots)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the run store's preflight record and the run's log."""
+        return {"given": self.given, "default": self.default, "slots": self.slots, "resolved": self.resolved}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConcurrencyFit:
+        """The fit :meth:`as_dict` wrote."""
+        return cls(data.get("given"), int(data["default"]), data.get("slots"), int(data["resolved"]))
+
+    def words(self) -> str:
+        """The resolved concurrency and where it comes from, e.g. "concurrency 1 (the server's 1 slot; the
+        default 8 would wait in its queue)"."""
+        slots = "" if self.slots is None else f"the server's {_slots(self.slots)}"
+        if self.given is not None:
+            why = f"--concurrency {self.given}" + (f"; {slots}" if slots else "")
+        elif self.slots is not None and self.resolved < self.default:
+            why = f"{slots}; the default {self.default} would wait in its queue"
+        else:
+            why = "the backend's default" + (f"; {slots}" if slots else "")
+        return f"concurrency {self.resolved} ({why})"
+
+    def warning(self, where: str) -> str | None:
+        """The warning of a given concurrency above the server's slots (None when it is not)."""
+        if self.given is None or not self.queued or self.slots is None:
+            return None
+        return (
+            f"{where} has {_slots(self.slots)}; --concurrency {self.given} keeps {self.queued} requests waiting in "
+            "its queue, where their timeout runs"
         )
-        return None
-    log.info(
-        "%s has %d slots: %d requests at once (the default %d would wait in its queue)",
-        where,
-        props.slots,
-        props.slots,
-        current,
-    )
-    return props.slots
+
+
+def _slots(n: int) -> str:
+    return f"{n} slot" + ("" if n == 1 else "s")
+
+
+def fit_concurrency(given: int | None, current: int, props: ServerProps | None) -> ConcurrencyFit:
+    """The concurrency a backend should use now that its server said its slots (or nothing): the slots when no
+    concurrency was given and the default (``current``) is higher, else ``current``. A concurrency given above
+    the slots is kept (:meth:`ConcurrencyFit.warning`: its extra requests wait in the server's queue)."""
+    slots = None if props is None else props.slots
+    resolved = slots if given is None and slots is not None and current > slots else current
+    return ConcurrencyFit(given, current, slots, resolved)
+
+
+@dataclass(frozen=True)
+class ServerCheck:
+    """What a backend's server said of itself (``props``, None: nothing) and the concurrency fitted to it."""
+
+    props: ServerProps | None
+    fit: ConcurrencyFit
+
+
+async def fit_to_server(managed: ManagedProvider) -> ServerCheck:
+    """Ask the backend's server of its slots and context (within the backend's timeout; a backend that cannot
+    say, or does not answer in time, says nothing) and limit the backend to its slots
+    (:func:`fit_concurrency`). Every command that calls a model reads its server this way; the caller logs
+    what was found (:func:`madrag.pipeline.run_log.log_backends`), in the run's log once it is open."""
+    props: ServerProps | None = None
+    if isinstance(managed.provider, SaysItsProps):
+        try:
+            async with asyncio.timeout(managed.policy.timeout_s):
+                props = await managed.provider.server_props()
+        except TimeoutError:
+            props = None
+    fit = fit_concurrency(managed.given_concurrency, managed.max_concurrency, props)
+    if fit.resolved != managed.max_concurrency:
+        managed.limit_concurrency(fit.resolved)
+    return ServerCheck(props, fit)

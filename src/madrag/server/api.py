@@ -14,6 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 from madrag import __version__
 from madrag.server import library, results, service
 from madrag.server.http.faults import WrongState
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.responses import (
     EssayRecords,
     EvaluationOut,
@@ -145,7 +146,7 @@ async def run_events(
     prog = s.runs.progress_of(run_id)
     queue = prog.subscribe(asyncio.get_running_loop())
     header = request.headers.get("last-event-id", "")
-    last = after if after is not None else int(header) if header.isdigit() else 0
+    last = after if after is not None else max(0, whole_number(header) or 0)
     backlog = [e for e in list(prog.recent) if e["seq"] > last]
 
     async def stream() -> AsyncIterator[str]:

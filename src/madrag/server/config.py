@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.data import shipped
+from madrag.data.row_limit import MAX_ROWS
 from madrag.providers.backends import find_backend
 from madrag.providers.runtimes import LlamaRuntime
 from madrag.retrieval.embedder import EmbedderName
@@ -62,7 +63,7 @@ class Limits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_upload_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
-    max_rows: int = Field(default=20_000, ge=1)
+    max_rows: int = Field(default=MAX_ROWS, ge=1)  # the loaders' limit too (madrag.data.row_limit)
     max_essay_chars: int = Field(default=50_000, ge=100)
     max_rubric_bytes: int = Field(default=256 * 1024, ge=256)
     max_time_limit_s: float = Field(default=600.0, gt=0)

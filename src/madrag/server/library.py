@@ -33,6 +33,7 @@ from madrag.csv_safe import raw_csv_text
 from madrag.data.essay import Essay
 from madrag.data.loaders import essay_from_row, load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
+from madrag.data.row_limit import count_rows
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
@@ -45,7 +46,7 @@ from madrag.providers import Provider, ProviderSpec, make_provider, spec_identit
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
-from madrag.server.http.refusals import Refusals, check_count, count_rows, row_id
+from madrag.server.http.refusals import Refusals, check_count, row_id
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
@@ -170,12 +171,12 @@ def essays_from_upload(
     repeated ids are refused with the reason."""
     suffix = _suffix(filename, fmt)
     text = decode_text(data, filename or "the file")[0]  # UTF-8, else the encoding detected (the ASAP TSV's latin-1)
-    check_count(count_rows(text, suffix), max_rows, "data")
+    check_count(count_rows(io.StringIO(text), suffix), max_rows, "data")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"essays{suffix}"
         path.write_text(text, encoding="utf-8")
         try:
-            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto"))
+            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto", max_rows))
         except InputError as exc:
             upload = _row_by_row(text, suffix, rubric, str(exc).replace(str(path), filename or "upload"))
     return apply_limits(upload, max_rows, max_chars)
@@ -223,8 +224,8 @@ def write_essays(path: Path, essays: list[Essay]) -> None:
 
 
 def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
-    """Essays written by :func:`write_essays`."""
-    return load_table(path, rubric)
+    """Essays written by :func:`write_essays` (held to the server's row limit when they came)."""
+    return load_table(path, rubric, max_rows=None)
 
 
 def shipped_pool(asap_dir: Path | None, rubric: Rubric) -> list[Essay] | None:
@@ -329,6 +330,7 @@ def make_job(
         extra["pool"] = [Essay.model_validate_json(line) for line in lines if line.strip()]
     return ScoreJob(
         data=inputs.data,
+        max_rows=None,  # the server's own copy of essays it held to its --max-essays
         rubric=inputs.rubric,
         run_dir=run_dir,
         data_format="jsonl",

@@ -153,7 +153,7 @@ def canvas_header(title: str, assignment_id: str = "") -> str:
     with that id (a re-import updates it); without an id, the title alone (:func:`canvas_title`), which Canvas
     matches to an assignment of the course with that exact title, else creates a new one."""
     assignment_id = assignment_id.strip()
-    if assignment_id and not assignment_id.isdigit():
+    if assignment_id and not (assignment_id.isascii() and assignment_id.isdigit()):
         raise ValueError(
             f"a Canvas assignment id is a number (the digits at the end of its address), not {assignment_id!r}"
         )

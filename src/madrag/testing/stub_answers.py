@@ -42,7 +42,8 @@ class StubConfig:
         answered ``fault_status`` (503: a transient failure) at once; whether an attempt fails is drawn from
         ``fault_seed``, the request's body and how many times that body was sent before, so the same requests fail
         the same way whatever order they arrive in. With ``props`` it says its slots and context as llama.cpp's
-    server does (``/props``, ``/tokenize``)."""
+    server does (``/props``, ``/tokenize``), with its model file and ``build_info``, and its answers name its own
+    model whatever name a request asks for (as llama.cpp's server does)."""
 
     capacity: int = 32
     latency_s: float = 0.25
@@ -61,6 +62,9 @@ class StubConfig:
     # POST /tokenize counts a text's tokens (one per word); without ``props`` both answer 404, as vLLM's do
     props: bool = False
     n_ctx: int = 4096
+    build_info: str = "b0000-stub"  # what /props says of the build (with ``props``)
+    # as a CPU-bound llama.cpp server: the slots share one compute, so its throughput does not grow with them
+    cpu_bound: bool = False
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
     owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
@@ -170,7 +174,7 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
         "id": f"chatcmpl-stub-{_digest(messages):x}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": body.get("model") or config.model,
+        "model": config.model if config.props else body.get("model") or config.model,
         "choices": [
             {
                 "index": 0,

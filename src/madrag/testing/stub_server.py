@@ -1,26 +1,19 @@
 """A local OpenAI-compatible chat server for load tests and benchmarks (no model: canned, role-aware answers).
 
-Every ``POST /v1/chat/completions`` waits for one of ``capacity`` slots (requests beyond capacity wait in a
-queue), holds it for ``latency_s`` seconds (composing its answer meanwhile, so the answer leaves ``latency_s``
-after the slot was taken), then answers as the role the prompt asks for: an Advocate or a
-Skeptic argument of ``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` with N inside
-the range the prompt states (the last "between A and B" of the last user message). With ``logprobs`` it
-returns per-token logprobs and ``top_logprobs`` alternatives; at the score token the alternatives are the
-other valid scores, so a score distribution can be read (``--no-logprobs``: it returns none, as several
-common backends do). ``POST /v1/embeddings`` answers a deterministic vector per text (a hashed bag of words, so
-texts that share words are near: ``--embedder server`` against the stub). ``GET /v1/models`` lists the one model;
-with ``props`` ``GET /props`` and ``POST /tokenize`` answer as llama.cpp's server does (its slots, its context,
-a word count); ``GET /stats`` reports the requests and the most concurrent ones seen; ``POST /stats/reset`` zeroes them.
+Every ``POST /v1/chat/completions`` waits for one of ``capacity`` slots (the rest wait in a queue), holds it
+``latency_s`` seconds, then answers as the role the prompt asks for: an Advocate or Skeptic argument of
+``debater_tokens`` words, or a Judge rationale ending in ``Final score: N`` within the prompt's last "between A
+and B"; with ``logprobs``, per-token logprobs and ``top_logprobs`` (the other valid scores at the score token);
+``/v1/embeddings`` a hashed bag-of-words vector; with ``props``, ``/props`` and ``/tokenize`` as llama.cpp's.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
-With ``torn_rate`` that share of the Judge's scores come with the next score's logprob close behind (a torn
-Judge, which the review desk flags); with ``latency_spread`` each request's latency varies around ``latency_s``
-by up to that share. With ``fault_rate`` it answers that share of the chat requests with
-``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix`` and ``fingerprint``
-make two stubs different servers under one model
-name (see :class:`~madrag.testing.stub_answers.StubConfig`).
-The answers and the stub's configuration (:class:`~madrag.testing.stub_answers.StubConfig`) are
-:mod:`madrag.testing.stub_answers`.
+With ``torn_rate`` that share of the Judge's scores come with the next score's logprob close behind (a torn Judge,
+which the review desk flags); with ``latency_spread`` each latency varies by up to that share of ``latency_s``.
+With ``cpu_bound`` its slots share one compute, as a CPU-bound server's do: each answer takes ``latency_s`` of it,
+one at a time, so more requests in flight are answered no faster. With ``fault_rate`` it answers that share of the
+chat requests with ``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix`` and
+``fingerprint`` make two stubs different servers under one model name; the answers and the configuration
+(:class:`~madrag.testing.stub_answers.StubConfig`) are :mod:`madrag.testing.stub_answers`.
 
 It listens on 127.0.0.1 only, and exits by itself when its parent process dies or after ``max_lifetime_s``.
 
@@ -112,6 +105,7 @@ class StubApp:
         self.roles: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(config.capacity)
         self._latency = random.Random(0)
+        self._compute = asyncio.Lock()  # a CPU-bound server's one compute its slots share (``cpu_bound``)
         self._sent: Counter[str] = Counter()  # times each request body was sent (for the fault draws)
 
     def build(self) -> web.Application:
@@ -194,8 +188,11 @@ class StubApp:
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
             answer = json.dumps(completion(body, self.config, role)).encode("utf-8")
-            spread = self.config.latency_spread
-            latency = self.config.latency_s * (1.0 + spread * self._latency.uniform(-1.0, 1.0) if spread else 1.0)
+            if self.config.cpu_bound:  # its slots share one compute: one answer at a time, each latency_s of it
+                async with self._compute:
+                    await asyncio.sleep(self.config.latency_s)
+                return answer
+            latency = self.config.latency_s * (1.0 + self.config.latency_spread * self._latency.uniform(-1.0, 1.0))
             await asyncio.sleep(max(0.0, latency - (time.monotonic() - start)))
             return answer
         finally:
@@ -230,9 +227,11 @@ class StubApp:
         return web.json_response({"object": "list", "data": [model]})
 
     async def props(self, _request: web.Request) -> web.Response:
-        """``GET /props`` as llama.cpp's server answers it: its slots and each slot's context."""
-        settings = {"n_ctx": self.config.n_ctx, "params": {}}
-        return web.json_response({"total_slots": self.config.capacity, "default_generation_settings": settings})
+        """``GET /props`` as llama.cpp's server answers it: its slots, each slot's context, its model file and
+        build."""
+        c = self.config
+        body = {"total_slots": c.capacity, "default_generation_settings": {"n_ctx": c.n_ctx, "params": {}}}
+        return web.json_response(body | {"model_path": f"/models/{c.model}.gguf", "build_info": c.build_info})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """``POST /tokenize``: one token per word of ``content``."""
@@ -295,14 +294,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-status", type=int, default=503, help="HTTP status of a failed request")
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws")
     parser.add_argument("--props", action="store_true", help="answer /props and /tokenize as llama.cpp's server")
+    parser.add_argument("--cpu-bound", action="store_true", help="slots share one compute: no faster when fuller")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
     parser.add_argument("--latency-spread", type=float, default=0.0, help="each latency varies by up to this share")
     parser.add_argument("--torn-rate", type=float, default=0.0, help="share of Judge scores torn between two")
-    parser.add_argument(
-        "--context-limit", type=int, default=None, help="answer 400 for a prompt of this many words or more"
-    )
+    parser.add_argument("--context-limit", type=int, default=None, help="400 for a prompt of this many words or more")
     parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
@@ -312,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--fault-rate must be in [0, 1] and --fault-status an HTTP error status")
     same = (  # the options whose StubConfig field has the option's name
         "answer_prefix fingerprint fault_rate fault_status fault_seed props n_ctx max_model_len owned_by torn_rate "
-        "latency_spread context_limit watch"
+        "latency_spread context_limit watch cpu_bound"
     ).split()
     config = StubConfig(
         args.capacity,
@@ -372,6 +370,7 @@ class StubServer:
                 else []
             ),
             *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
+            *(["--cpu-bound"] if c.cpu_bound else []),
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",

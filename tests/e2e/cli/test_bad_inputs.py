@@ -41,6 +41,20 @@ def _jsonl(path: Path, rows: list[str]) -> Path:
     return path
 
 
+def _rows_csv(path: Path, n: int) -> Path:
+    path.write_text("id,text\n" + "".join(f"e{i},An essay about the lake.\n" for i in range(n)), encoding="utf-8")
+    return path
+
+
+def test_the_row_limit_is_raised_with_max_rows(tmp_path: Path) -> None:
+    rubric = _write(tmp_path / "rubric.json", json.dumps(SMALL))
+    data = _rows_csv(tmp_path / "six.csv", 6)
+    args = ["score", "--data", str(data), "--rubric", str(rubric), "--protocol", "MA", "--fold", "all",
+            "--provider", "fake", "--cache-dir", str(tmp_path / "c"), "--run-dir", str(tmp_path / "r")]  # fmt: skip
+    done = madrag_cli(*args, "--max-rows", "6")
+    assert done.returncode == 0, done.stderr
+
+
 def _deep(depth: int) -> str:
     return '{"id": "1", "text": "An essay.", "x": ' + "[" * depth + "]" * depth + "}"
 
@@ -69,7 +83,12 @@ CLI_CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     ),
     "rubric with a million levels": (
         lambda d: ["--rubric", str(_write(d / "huge.json", json.dumps(HUGE_SCALE)))],
-        "no description for level(s)",
+        "1,000,001 levels; a trait has at most 101",
+    ),
+    "a CSV of 20,001 rows": (lambda d: ["--data", str(_rows_csv(d / "big.csv", 20_001))], "more than 20,000 rows"),
+    "a CSV over --max-rows": (
+        lambda d: ["--data", str(_rows_csv(d / "six.csv", 6)), "--max-rows", "5"],
+        "more than 5 rows, the limit: score the file in parts, or raise the limit with --max-rows",
     ),
     "openai without --model": (lambda d: ["--provider", "openai"], "needs --model"),
 }
@@ -124,7 +143,7 @@ API_CASES: dict[str, tuple[dict[str, Any], type[MadragError], str]] = {
     "limit -1": ({"limit": -1}, InputError, "limit"),
     "2,000,000 characters": ({"essays": ["word " * 400_000]}, InputError, "maximum essay size"),
     "an id that is an object": ({"essays": [{"id": {"x": 1}, "text": "An essay."}]}, InputError, "essay id"),
-    "a million-level rubric": ({"rubric": HUGE_SCALE}, RubricError, "no description for level(s)"),
+    "a million-level rubric": ({"rubric": HUGE_SCALE}, RubricError, "a trait has at most 101"),
 }
 
 
@@ -166,7 +185,7 @@ def _short_4xx(response: Any) -> str:
 
 def test_http_a_huge_scale_is_a_short_400(client: TestClient) -> None:
     message = _short_4xx(client.post("/api/rubrics", json={"name": "huge", **HUGE_SCALE}))
-    assert "no description for level(s)" in message
+    assert "1,000,001 levels; a trait has at most 101" in message
 
 
 @pytest.mark.parametrize(

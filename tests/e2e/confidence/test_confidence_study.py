@@ -280,3 +280,57 @@ async def test_a_method_the_backend_cannot_do_leaves_no_folder(tmp_path: Path, f
     with pytest.raises(ConfigError, match="'constrained' needs a backend with prefill and choices"):
         await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, method="constrained"))
     assert not out.exists() and fake_backend.calls == []
+
+
+async def test_the_meta_evaluator_keeps_to_the_servers_slots_and_logs_its_session(tmp_path: Path) -> None:
+    """Issue 48: a llama.cpp-like server with 2 slots gets at most 2 judgments at once (the default 8 would wait
+    in its queue, where their timeout runs), read as ``madrag score`` reads it, and the meta folder has a run.log
+    naming the resolved concurrency, the server's model and build, the non-default settings and madrag's version;
+    each judgment records the model its answers named beside the one asked for."""
+    from madrag.pipeline.run_log import RUN_LOG, read_status
+    from madrag.providers.spec import ProviderSpec
+    from madrag.testing.stub_server import StubServer
+
+    run_dir, out = tmp_path / "run", tmp_path / "meta"
+    make_debate_run(run_dir)
+    with StubServer(capacity=2, latency_s=0.05, props=True, model="smollm2") as server:
+        spec = ProviderSpec(kind="openai", model="gpt-4o-mini", base_url=server.base_url, logprobs=False)
+        done = await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=spec, method="json", limit=4))
+        seen = server.stats()
+    assert done.summary.made == done.summary.total == 8
+    assert seen.max_in_flight == 2  # the server's slots, never more
+    log = (out / RUN_LOG).read_text(encoding="utf-8")
+    assert "start: 8 records x meta-evaluation; backend openai model gpt-4o-mini options {" in log
+    assert "'logprobs': False" in log and "concurrency not given" in log and "madrag 0.1.0 (" in log
+    assert "scoring settings {'method': 'json'}" in log and "job {'limit': 4}" in log
+    assert (
+        "backend: openai (gpt-4o-mini): concurrency 2 (the server's 2 slots; the default 8 would wait in its queue); "
+        "the server says: 2 slots, 4096 tokens of context per slot, model smollm2.gguf, build b0000-stub"
+    ) in log
+    assert read_status(out).status == "complete"
+    store = RunStore(out / "store.sqlite", read_only=True)
+    try:
+        judged = list(store.records())
+        assert store.get_meta("madrag")["version"] == "0.1.0"
+    finally:
+        store.close()
+    assert {(r.model, r.requested_model) for r in judged} == {("smollm2", "gpt-4o-mini")}
+
+
+async def test_a_judgment_over_the_servers_context_is_refused_before_the_folder(tmp_path: Path) -> None:
+    """Issue 48: the meta-evaluator reads the server's context as ``madrag score`` does: a judgment's prompt and
+    its --max-tokens over one slot's context is refused in one line, with the numbers, before any folder."""
+    from madrag.providers.spec import ProviderSpec
+    from madrag.testing.stub_server import StubServer
+
+    run_dir, out = tmp_path / "run", tmp_path / "meta"
+    make_debate_run(run_dir)
+    with StubServer(capacity=1, latency_s=0.0, props=True, n_ctx=300) as server:
+        spec = ProviderSpec(kind="openai", model="m", base_url=server.base_url)
+        with pytest.raises(
+            ConfigError,
+            match=r"meta-evaluator's prompt for .*/tokenize.* 300 tokens per slot.*--max-tokens$",
+        ):
+            await execute_meta(MetaJob(run_dir=run_dir, out_dir=out, provider=spec, method="json", limit=1))
+        assert server.stats().requests == 0
+    assert not out.exists()

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.web_helpers import HTML, RUBRIC, TEXTS, client_for, csrf, form_post, make_config, wait_status
 
 from madrag.data.class_files import read_csv_text
@@ -252,3 +253,9 @@ def test_a_class_without_emails_is_told_canvas_matches_by_name_only() -> None:
     assert (
         gradebook.canvas_header("Essay (3)") == "Essay [3]" and gradebook.canvas_header("Essay", "42") == "Essay (42)"
     )
+
+
+def test_a_canvas_assignment_id_is_ascii_digits() -> None:
+    for junk in ("\u00b2", "\u0661\u0662", "4 2"):  # digits to str.isdigit, no id Canvas gives
+        with pytest.raises(ValueError, match="a Canvas assignment id is a number"):
+            gradebook.canvas_header("Essay", junk)

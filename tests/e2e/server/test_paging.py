@@ -47,7 +47,9 @@ def test_the_review_desk_pages_and_keeps_its_filter(served: tuple[TestClient, st
     assert client.get(f"/runs/{run_id}/review?page=99", headers=HTML).text.count('class="score"') == len(
         re.findall('class="score"', last)
     )  # past the end: the last page
-    assert _count(client.get(f"/runs/{run_id}/review?page=x", headers=HTML).text)[0] == 1
+    for junk in ("x", "\u00b2", "1" * 5000):  # no page number: a 400 naming it, never a 500
+        refused = client.get(f"/runs/{run_id}/review?page={junk}", headers=HTML)
+        assert refused.status_code == 400 and "page must be a page number" in refused.text
     filtered = client.get(f"/runs/{run_id}/review?trait=Trait+1&page=2", headers=HTML).text
     assert _count(filtered) == (PAGE_SIZE + 1, ESSAYS, ESSAYS)
     assert 'href="?trait=Trait+1&amp;page=1"' in filtered  # the filter survives the link

@@ -140,7 +140,7 @@ async def test_preflight_accepts_a_server_that_honours_the_schema(tmp_path: Path
     found = await preflight(ctx)
     # the requests of the checks are counted by madrag's HTTP client (these tests give an httpx one): none here
     honoured = {"reachable": True, "score_reading": "schema", "json_schema_probe": "honoured", "requests": {}}
-    assert found["*"] == honoured
+    assert found["*"] == honoured | _FIT
 
 
 async def test_preflight_asks_nothing_of_the_default_reading(tmp_path: Path) -> None:
@@ -158,6 +158,13 @@ async def test_preflight_refuses_a_server_that_drops_the_logprobs_it_was_asked_f
     assert len(seen) == 1 and seen[0]["logprobs"] is True and seen[0]["max_tokens"] <= 8
 
 
+_FIT = {
+    "backend": "openai (m)",
+    "concurrency": {"given": None, "default": 8, "slots": None, "resolved": 8},  # a server saying no slots
+}
+"""What the start-up check records of a backend whose server says nothing of itself: its default concurrency."""
+
+
 async def test_preflight_accepts_a_server_that_gives_logprobs(tmp_path: Path) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/models"):
@@ -169,7 +176,7 @@ async def test_preflight_accepts_a_server_that_gives_logprobs(tmp_path: Path) ->
     provider = _openai(httpx.AsyncClient(transport=httpx.MockTransport(handler)), logprobs=True)
     ctx = make_ctx(tmp_path, provider, settings=ScoringSettings())
     found = (await preflight(ctx))["*"]
-    assert found == {"reachable": True, "score_reading": "text", "logprobs": "checked", "requests": {}}
+    assert found == {"reachable": True, "score_reading": "text", "logprobs": "checked", "requests": {}} | _FIT
 
 
 async def test_an_unreachable_server_is_one_line_before_any_call(tmp_path: Path) -> None:

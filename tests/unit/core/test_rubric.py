@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from madrag.errors import RubricError
-from madrag.rubric import load_rubric
+from madrag.rubric import MAX_LEVELS, load_rubric, rubric_from_mapping
 
 
 def test_asap_rubrics_load_as_they_are(rubric7, rubric8) -> None:  # type: ignore[no-untyped-def]
@@ -76,3 +77,22 @@ def test_only_keeps_the_named_traits_in_rubric_order(rubric7) -> None:  # type: 
     assert kept.trait("Style") == rubric7.trait("Style")
     with pytest.raises(RubricError, match="unknown trait 'Voice'"):
         rubric7.only(["Ideas", "Voice"])
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, 10**9), (-(10**12), 10**12), (1, 102)])
+def test_a_scale_too_wide_is_refused_by_arithmetic_at_once(tmp_path: Path, lo: int, hi: int) -> None:
+    payload = {"traits": [trait(lo=lo, hi=hi, levels={str(lo): "lowest", str(hi): "highest"})]}
+    start = time.monotonic()
+    with pytest.raises(RubricError, match=f"{hi - lo + 1:,} levels; a trait has at most {MAX_LEVELS}"):
+        load_rubric(_write(tmp_path, payload))  # the CLI's and the Python API's file
+    with pytest.raises(RubricError, match="at most 101"):
+        rubric_from_mapping(payload)  # a dict given to the Python API, a page's form, the HTTP API's body
+    assert time.monotonic() - start < 1.0
+
+
+def test_the_widest_scale_is_a_percentage_and_scores_stay_small() -> None:
+    widest = rubric_from_mapping({"traits": [trait(lo=0, hi=100)]})
+    assert len(widest.traits[0].scores) == MAX_LEVELS
+    far = {str(10**7 + i): f"L{i}" for i in range(3)}
+    with pytest.raises(RubricError, match="scores beyond 1,000,000"):
+        rubric_from_mapping({"traits": [trait(lo=10**7, hi=10**7 + 2, levels=far)]})

@@ -195,12 +195,34 @@ def test_the_time_is_the_samples_seconds_per_answered_call_times_the_calls_plann
     cached = rec("MA", "e9", "Ideas", "judge", 100, 10, cached=True)
     cached.created_at = 500.0  # served from the cache long after: not the backend's pace
     est = estimate_run([*sample, cached], n_essays=30, n_traits=1)
-    assert est.pace == Pace(calls=4, seconds=8.0)
+    assert est.pace == Pace(calls=4, seconds=8.0, busy_s=8.0) and est.pace.in_flight == pytest.approx(1.0)
     assert est.total.calls == pytest.approx(30) and est.seconds == pytest.approx(60.0)
     assert "time: about 60 s at the sample's pace (4 calls answered in 8 s, 2.00 s a call" in render_text(est)
     none = estimate_run([cached], n_essays=30, n_traits=1)
     assert none.pace is None and none.seconds is None
     assert "time: not estimated (the backend answered none of the sample's calls" in render_text(none)
+
+
+def test_the_time_never_divides_by_the_concurrency_beyond_what_the_server_served() -> None:
+    """Issue 48: a sample with 4 requests in flight on a 4-slot server given --concurrency 8 (4 answered at a time,
+    each 4 s): its pace is 1 s a call, and 80 calls planned take 80 s, never 80 / 8 (the concurrency) nor less
+    with more in flight (a CPU-bound server answers no more calls a second); a planned run sending only 2 at
+    once takes twice as long."""
+    from madrag.evaluation.costs.estimate import Served
+
+    sample = [rec("MA", f"e{i}", "Ideas", "judge", 100, 10) for i in range(8)]
+    for i, record in enumerate(sample):  # two waves of 4: stored at 104 and 108 s, each 4 s on the backend
+        record.created_at, record.latency_s = 104.0 + 4 * (i // 4), 4.0
+    est = estimate_run(sample, n_essays=80, n_traits=1)
+    assert est.pace is not None and est.pace.in_flight == pytest.approx(4.0) and est.seconds == pytest.approx(80.0)
+    served = Served(slots=4, concurrency=8)
+    assert served.at_once == 4
+    for planned, seconds in ((None, 80.0), (16, 80.0), (8, 80.0), (4, 80.0), (2, 160.0)):
+        est.served, est.concurrency = served, planned
+        assert est.seconds == pytest.approx(seconds), planned
+    assert "x2.00 for --concurrency 2" in render_text(est) and "go faster)" not in render_text(est)
+    assert Served.of({"*": {"concurrency": {"resolved": 8}, "server": {"total_slots": 4}}}) == served
+    assert Served.of(None) == Served()
 
 
 def test_whole_essay_calls_scale_with_essays_only() -> None:
@@ -260,3 +282,14 @@ async def test_consensus_round_zero_is_shared_among_the_protocols_that_read_it(t
     text = render_text(report)
     assert "per essay, calls scoring every trait (2)" in text and "StrictJudge (shared consensus/init" in text
     ctx.store.close()
+
+
+def test_an_answer_naming_a_dated_model_is_priced_as_the_model_asked_for() -> None:
+    """Records keep the model the answers named (OpenAI's API answers gpt-4o-mini as gpt-4o-mini-2024-07-18)
+    beside the one asked for: a price table naming the one asked for still prices them."""
+    from madrag.evaluation.costs.prices import Price
+
+    record = rec("MA", "e1", "Ideas", "judge", 1_000_000, 0, model="gpt-4o-mini-2024-07-18")
+    record.requested_model = "gpt-4o-mini"
+    report = cost_report([record], {"gpt-4o-mini": Price(0.15, 0.6)})
+    assert report.total.spend == pytest.approx(0.15) and set(report.by_model) == {"gpt-4o-mini-2024-07-18"}

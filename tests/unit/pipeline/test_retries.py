@@ -86,3 +86,29 @@ async def test_records_keep_retries_and_costs_count_them(tmp_path: Path) -> None
     assert "retries 2 over 1 calls: HTTP 429 x1, timeout x1" in text and "slow down" in text
     assert report_to_dict(report)["retried_calls"] == {call.key: record.retries}
     ctx.store.close()
+
+
+async def test_a_request_retried_once_is_recorded_as_two_requests_sent_for_one_answer(tmp_path: Path) -> None:
+    """Issue 48: a request retried once was recorded as ``requests=1``; the record now says what it counts: one
+    answer used (``answers``), two requests sent (``attempts``), and a record written before reads the same."""
+    import json
+
+    from madrag.records import AgentRecord
+
+    ctx = make_ctx(tmp_path, Troubled(FAILURES[:1]))
+    ctx.provider.policy = _policy(3)
+    call = AgentCall("debate/adv_r1", "e1", "Ideas", "advocate", [Message(role="user", content="x")], 0.7, 50)
+    await debater(ctx, call)
+    stored = ctx.store.get(call.key)
+    assert stored is not None and (stored.answers, stored.attempts, len(stored.retries)) == (1, 2, 1)
+    as_written = json.loads(stored.model_dump_json())
+    assert (as_written["answers"], as_written["attempts"]) == (1, 2) and "requests" not in as_written
+    older = AgentRecord.model_validate(_older(as_written))
+    assert older.answers == older.requests == 1
+    ctx.store.close()
+
+
+def _older(written: dict[str, object]) -> dict[str, object]:
+    """A record as madrag wrote it before issue 48: its answers under ``requests``."""
+    record = {k: v for k, v in written.items() if k != "answers"}
+    return record | {"requests": written["answers"]}

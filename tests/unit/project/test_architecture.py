@@ -32,7 +32,7 @@ they hold)."""
 
 EXCEPTIONS: dict[str, str] = {
     # module:qualname -> why it may break the rule; an entry that no longer breaks it fails the test
-    "madrag.api.scoring:ascore": "its 19 parameters are the public API's keyword options (madrag.score), as a CLI "
+    "madrag.api.scoring:ascore": "its 20 parameters are the public API's keyword options (madrag.score), as a CLI "
     "command's are its options",
     "madrag.audit.api:aaudit": "its 11 parameters are the public API's keyword options (madrag.audit.audit), as "
     "ascore's are",

@@ -31,11 +31,13 @@ Prices = Mapping[str, Price]
 """A price table: model name (or :data:`ANY_MODEL`) -> price."""
 
 
-def price_for(model: str, prices: Prices | None) -> Price | None:
-    """The model's price, else the table's :data:`ANY_MODEL` price; None without a table or a matching entry."""
+def price_for(model: str, prices: Prices | None, asked: str | None = None) -> Price | None:
+    """The model's price (the model the answers named), else the price of the model ``asked`` for (OpenAI's API
+    answers ``gpt-4o-mini`` as ``gpt-4o-mini-2024-07-18``), else the table's :data:`ANY_MODEL` price; None without
+    a table or a matching entry."""
     if prices is None:
         return None
-    return prices.get(model) or prices.get(ANY_MODEL)
+    return prices.get(model) or (prices.get(asked) if asked else None) or prices.get(ANY_MODEL)
 
 
 def load_prices(path: str | Path) -> dict[str, Price]:

@@ -161,10 +161,17 @@ def _time_line(estimate: RunEstimate) -> str:
     pace = estimate.pace
     if pace is None:
         return "time: not estimated (the backend answered none of the sample's calls: all from the response cache)"
+    at_once = estimate.served.at_once
+    served = "" if at_once is None else f", the server working on {at_once} at once"
+    if estimate.served.slots is not None:
+        served += f" of its {estimate.served.slots} slots"
+    flight = "" if pace.in_flight is None else f"; {pace.in_flight:.1f} requests in flight on average{served}"
+    slower = f"; x{estimate.slowdown:.2f} for --concurrency {estimate.concurrency}" if estimate.slowdown > 1 else ""
     return (
         f"time: {duration(estimate.seconds)} at the sample's pace ({pace.calls:,} calls answered in "
-        f"{pace.seconds:.0f} s, {pace.per_call_s:.2f} s a call; more essays in flight on a server with free slots "
-        "go faster)"
+        f"{pace.seconds:.0f} s, {pace.per_call_s:.2f} s a call{flight}{slower}; a run keeps as many requests in "
+        "flight as the sample did, and is not assumed to go faster with more essays in flight: a server whose "
+        "slots are all taken, or a CPU-bound one, answers no more calls a second)"
     )
 
 
@@ -224,5 +231,19 @@ def estimate_to_dict(estimate: RunEstimate) -> dict[str, Any]:
         "per_protocol": {p: _tally_dict(t) for p, t in estimate.per_protocol.items()},
         "sample_units": estimate.sample_units,
         "seconds": estimate.seconds,
-        "pace": None if estimate.pace is None else {"calls": estimate.pace.calls, "seconds": estimate.pace.seconds},
+        "pace": None if estimate.pace is None else _pace_dict(estimate),
+    }
+
+
+def _pace_dict(estimate: RunEstimate) -> dict[str, Any]:
+    """The sample's pace and what the server served it with, as the JSON estimate says them."""
+    pace = estimate.pace
+    assert pace is not None
+    return {
+        "calls": pace.calls,
+        "seconds": pace.seconds,
+        "in_flight": pace.in_flight,
+        "slots": estimate.served.slots,
+        "concurrency": estimate.served.concurrency,
+        "slowdown": estimate.slowdown,
     }

@@ -86,6 +86,7 @@ class CallCost:
     retries: tuple[str, ...] = ()  # why each failed attempt of the call was retried
     latency_s: float = 0.0  # the backend's time on the call's requests
     stored_at: float | None = None  # when the call was stored (epoch seconds; its end)
+    requested_model: str | None = None  # the model asked for, where the answers named ``model``
 
     @classmethod
     def of(cls, record: AgentRecord) -> CallCost:
@@ -100,7 +101,7 @@ class CallCost:
             group=record.protocol,
             role=record.role,
             model=record.model,
-            requests=record.requests,
+            requests=record.answers,
             prompt_tokens=record.usage.prompt_tokens,
             completion_tokens=record.usage.completion_tokens,
             cached=record.cached,
@@ -113,6 +114,7 @@ class CallCost:
             retries=tuple(record.retries),
             latency_s=record.latency_s,
             stored_at=record.created_at,
+            requested_model=record.requested_model,
         )
 
 
@@ -358,7 +360,7 @@ def cost_report(
     shared: dict[str, Tally] = defaultdict(Tally)
     attributed: dict[str, Tally] = defaultdict(Tally)
     for call in calls:
-        price = price_for(call.model, prices)
+        price = price_for(call.model, prices, call.requested_model)
         for tally in (total, by_model[call.model], by_role[call.role], per_unit[(call.essay_id, call.trait)]):
             tally.add(call, price)
         group = groups[call.group]

@@ -81,7 +81,7 @@ def baseline_record(
         model=protocol,
         settings=settings,
         score=result,
-        requests=0,
+        answers=0,
     )
 
 
@@ -122,7 +122,7 @@ def _run_essays(config: dict[str, Any], rubric: Rubric, data: Path | None, fmt: 
     stored = config.get("data_sha256")
     if stored and fingerprint_file(path) != stored:
         raise InputError(f"{path} is not the data file the run was made with (its contents differ)")
-    return load_essays(path, rubric, fmt)
+    return load_essays(path, rubric, fmt, max_rows=None)  # the run's own data, held to the limit when it ran
 
 
 def score_run(

@@ -20,16 +20,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
-from madrag.errors import InputError
+from madrag.errors import ConfigError, InputError
 from madrag.evaluation.run import open_store
 from madrag.paper.confidence.meta_eval import (
     MetaMethod,
     MetaSummary,
     latest_judgments,
+    meta_messages,
     resolve_method,
     run_meta_evaluation,
 )
+from madrag.pipeline.context_fit import needs
+from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import provider_slots
+from madrag.pipeline.worst_case import Limit, WorstPrompt
+from madrag.providers.policy import ManagedProvider
+from madrag.providers.server_props import CHARS_PER_TOKEN, ServerCheck, fit_to_server
 from madrag.providers.spec import ProviderSpec, managed, spec_identity, upgrade_identity
 from madrag.records import AgentRecord
 from madrag.settings import ScoringSettings
@@ -126,7 +132,9 @@ async def execute_meta(
     on_start: Callable[[int], None] | None = None,
 ) -> MetaJobResult:
     """Judge the selected debater records into the meta store (resuming what is there). The backend is checked
-    (reachable, able to do the method) before anything is written: a refused check leaves no meta folder."""
+    (reachable, able to do the method) and its server read (its slots and context, as ``madrag score`` reads
+    them: :func:`~madrag.providers.server_props.fit_to_server`) before anything is written: a refused check
+    leaves no meta folder. Each session is logged in ``run.log`` in the meta folder, as a scoring run's is."""
     started = time.monotonic()
     prompts = PromptLibrary(job.prompts_dir)
     source = open_store(job.run_dir)
@@ -139,31 +147,95 @@ async def execute_meta(
     try:
         resolve_method(provider, job.method)  # a backend that cannot do the method, before anything is written
         await provider.provider.check_reachable()  # an unreachable server stops the job before any call
+        server = await fit_to_server(provider)  # no more judgments in flight than the server has slots
+        await _check_context(provider, server, prompts, records, job.max_tokens)
         job.meta_dir.mkdir(parents=True, exist_ok=True)
         store = RunStore(job.meta_dir / "store.sqlite")
         try:
             resumed, run_id = _bind(store, meta_config(job, source_run_id, prompts))
-            store.set_meta("provider", provider.provider.describe())
-            ctx = CallContext(
-                run_id=run_id,
-                provider=provider,
-                store=store,
-                prompts=prompts,
-                settings=ScoringSettings(seed=job.seed),
-                on_record=on_record,
-            )
-            if on_start is not None:
-                on_start(len(records))
-            # by default as many judgments in flight as the backend serves at once (its slots or concurrency limit)
-            concurrency = job.concurrency or provider_slots(ctx)
-            summary = await run_meta_evaluation(
-                ctx, records, method=job.method, max_tokens=job.max_tokens, concurrency=concurrency
-            )
+            # this session's log, once nothing refuses it (a refused command is no session)
+            with run_log(job.meta_dir, _log_line(job, len(records))):
+                found = {"backend": f"{provider.provider.name} ({provider.provider.model})"}
+                log_backends({"*": found | _server_found(server)}, store)
+                summary = await _judge_all(job, records, prompts, provider, store, run_id, on_record, on_start)
         finally:
             store.close()
     finally:
         await provider.aclose()
     return MetaJobResult(run_id, resumed, len(records), summary, time.monotonic() - started, job.meta_dir)
+
+
+async def _check_context(
+    provider: ManagedProvider, server: ServerCheck, prompts: PromptLibrary, records: list[AgentRecord], tokens: int
+) -> None:
+    """ConfigError, before anything is written, when the longest judgment's prompt (the evaluator's whole
+    request: its templates, the agent's prompt and answer) and ``tokens`` of answer cannot fit one slot of the
+    server's context, counted as ``madrag score`` counts its prompts (:func:`madrag.pipeline.context_fit.needs`)."""
+    if server.props is None or server.props.n_ctx is None or not records:
+        return
+    longest = max(records, key=lambda r: len(r.text) + sum(len(m.content) for m in r.messages))
+    messages = meta_messages(prompts, longest)
+    text = "\n".join(m.content for m in messages)
+    prompt = WorstPrompt(
+        "the meta-evaluator", "judgment", "*", longest.essay_id, "*", text, len(messages), (), Limit(None, tokens)
+    )
+    (need,) = await needs(provider.provider, [prompt])
+    if need.total <= server.props.n_ctx:
+        return
+    how = "counted by the server's /tokenize" if need.counted else f"estimated at {CHARS_PER_TOKEN} characters a token"
+    raise ConfigError(
+        f"{provider.provider.name} ({provider.provider.model}): the meta-evaluator's prompt for {longest.key} needs "
+        f"{need.tokens} prompt tokens ({how}, with the chat template) + {tokens} answer tokens = {need.total}, more "
+        f"than {server.props.context_words()}, or give a smaller --max-tokens"
+    )
+
+
+def _server_found(server: ServerCheck) -> dict[str, Any]:
+    """What the start-up check found of the server, as a scoring run's preflight record keeps it."""
+    said = {} if server.props is None else {"server": server.props.as_dict()}
+    return {"concurrency": server.fit.as_dict(), **said}
+
+
+def _log_line(job: MetaJob, n_records: int) -> str:
+    """The session's start line: the records judged and the evaluator's settings (:func:`settings_line`)."""
+    settings = MetaSettings(method=job.method, max_tokens=job.max_tokens, seed=job.seed, roles=job.roles)
+    return settings_line(job.provider, ["meta-evaluation"], settings, n_records, job=job_settings(job), items="records")
+
+
+class MetaSettings(BaseModel):
+    """The meta-evaluator's settings as its run.log names them (those not at their default)."""
+
+    method: MetaMethod = "auto"
+    max_tokens: int = 400
+    seed: int | None = 1234
+    roles: list[str] = Field(default_factory=lambda: list(DEBATER_ROLES))
+
+
+async def _judge_all(
+    job: MetaJob,
+    records: list[AgentRecord],
+    prompts: PromptLibrary,
+    provider: ManagedProvider,
+    store: RunStore,
+    run_id: str,
+    on_record: Callable[[AgentRecord], None] | None,
+    on_start: Callable[[int], None] | None,
+) -> MetaSummary:
+    """Judge ``records`` into ``store``, as many in flight as the backend serves at once (its slots, or the
+    concurrency given)."""
+    store.set_meta("provider", provider.provider.describe())
+    ctx = CallContext(
+        run_id=run_id,
+        provider=provider,
+        store=store,
+        prompts=prompts,
+        settings=ScoringSettings(seed=job.seed),
+        on_record=on_record,
+    )
+    if on_start is not None:
+        on_start(len(records))
+    in_flight = job.concurrency or provider_slots(ctx)
+    return await run_meta_evaluation(ctx, records, method=job.method, max_tokens=job.max_tokens, concurrency=in_flight)
 
 
 def _bind(store: RunStore, config: dict[str, Any]) -> tuple[bool, str]:

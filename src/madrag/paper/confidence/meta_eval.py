@@ -212,7 +212,7 @@ def _record(
         rationale=judgment.reasoning if judgment is not None else None,
         usage=sum((r.usage for r in responses), Usage.zero()),
         latency_s=sum(r.latency_s for r in responses),
-        requests=len(responses),
+        answers=len(responses),
         retries=[reason for r in responses for reason in r.retries],
         cached=all(r.cached for r in responses),
         truncated=any(r.finish_reason == "length" for r in responses),

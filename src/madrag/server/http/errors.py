@@ -3,7 +3,8 @@
 Every error body of the API is ``{"error": {"status": 404, "message": "...", "field": "..."?}}``. Domain errors
 (:mod:`madrag.server.http.faults`, the library's :mod:`madrag.errors`) carry no status code: :func:`http_status` maps
 each kind to one here, at the edge, and one handler renders them all. The library's kinds: bad input or rubric
-400, a settings conflict or a run another process is writing 409, a backend failure or a full disk 503.
+400, a settings conflict or a run another process is writing 409, a backend failure or a full disk 503. A
+request model a page builds from its form (pydantic's ``ValidationError``) is refused as the API's bodies are, 422.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from madrag.errors import (
@@ -108,7 +110,7 @@ def render_error(request: Request, status: int, message: str, field: str | None 
     return JSONResponse(error_body(status, message, field), status_code=status, headers=headers)
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+def _validation_message(exc: RequestValidationError | ValidationError) -> tuple[str, str | None]:
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path", "header")]
     where = ".".join(loc) or None
@@ -130,6 +132,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        message, field = _validation_message(exc)
+        return render_error(request, 422, message, field)
+
+    @app.exception_handler(ValidationError)
+    async def _invalid_model(request: Request, exc: ValidationError) -> Response:
+        """A request model built from a form (a page's post) that the request's values do not fit: a comment
+        over its limit, a trait missing. The request is at fault, as with the API's bodies (422)."""
         message, field = _validation_message(exc)
         return render_error(request, 422, message, field)
 

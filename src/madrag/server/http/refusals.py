@@ -34,21 +34,6 @@ def check_count(n: int, max_rows: int, where: str = "essays") -> None:
         raise OverLimit(f"{n:,} essays in one request: the limit is {max_rows:,} (madrag serve --max-essays)", where)
 
 
-def count_rows(text: str, suffix: str) -> int:
-    """The data rows of a CSV / TSV (without the header) or the lines of a JSONL text, blank ones not counted.
-    A file the CSV reader cannot get through counts the rows before the problem (the loader then names it; the
-    essays it reads are counted again)."""
-    if suffix in {".jsonl", ".ndjson"}:
-        return sum(1 for line in text.splitlines() if line.strip())
-    rows = 0
-    try:
-        for row in csv.reader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ","):
-            rows += any(cell.strip() for cell in row)
-    except csv.Error:
-        pass
-    return max(0, rows - 1)
-
-
 def row_id(text: str, suffix: str) -> str | None:
     """The ``id`` a one-row CSV or JSONL text gives (None when it has none), to count refusals by reason."""
     try:

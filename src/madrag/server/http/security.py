@@ -28,6 +28,7 @@ from fastapi import Request
 
 from madrag.server.config import ServerConfig, is_loopback
 from madrag.server.http.errors import ApiError, error_body
+from madrag.server.http.numbers import MAX_DIGITS, whole_number
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -115,8 +116,9 @@ class Guard:
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             if scope["path"].startswith("/api/") and ctype in FORM_TYPES:
                 return 415, "the API takes JSON bodies (Content-Type: application/json)"
-        length = headers.get("content-length")
-        if length and length.isdigit() and int(length) > self.config.limits.max_upload_bytes:
+        length = headers.get("content-length", "").strip()
+        size = whole_number(length)
+        if len(length) > MAX_DIGITS or (size is not None and size > self.config.limits.max_upload_bytes):
             return 413, self._too_large()
         return None
 

@@ -63,7 +63,7 @@ def remember(response: Response, backend: dict[str, Any], reviewer: str) -> Resp
     """This browser keeps the model server chosen (kind, address, model: never a key) and the teacher's name."""
     if str(backend.get("kind") or "") in presets.server_kinds():
         fields = urlencode({k: str(backend[k]) for k in REMEMBERED if backend.get(k)})
-        response.set_cookie(SERVER_COOKIE, fields, max_age=365 * 86400, httponly=True, samesite="strict")
+        response.set_cookie(SERVER_COOKIE, fields, max_age=365 * 86400, httponly=True, samesite="strict", path="/")
     review_pages.remember_reviewer(response, reviewer)
     return response
 
@@ -89,7 +89,7 @@ def _backend_page(
         untested_words=backend_form.untested_words,
         presets=presets.PRESETS,
         teacher_protocols=plain_words.TEACHER_PROTOCOLS,
-        reviewer=request.cookies.get(review_pages.REVIEWER_COOKIE, ""),
+        reviewer=review_pages.remembered_reviewer(request),
         **backend_form.view(),
     )
 

@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from madrag import __version__
 from madrag.durations import duration
+from madrag.server.http.numbers import required_number
 from madrag.server.http.security import CSRF_COOKIE, csrf_cookie, csrf_token
 from madrag.server.service import State
 from madrag.teacher.plain_words import protocol_label, score_read
@@ -87,8 +88,8 @@ def paginate(request: Request, rows: Sequence[T], size: int = PAGE_SIZE) -> tupl
     """The rows of the page the query asks for (``?page=N``, 1-based; out of range: the nearest page) and where
     it is. The other query parameters, but a one-time note (``approved``), are kept in the links."""
     pages = max(1, -(-len(rows) // size))
-    asked = request.query_params.get("page", "1")
-    page = min(pages, max(1, int(asked))) if asked.isdigit() else 1
+    asked = request.query_params.get("page")
+    page = 1 if asked is None else min(pages, max(1, required_number(asked, "page", "a page number (1, 2, ...)")))
     start = (page - 1) * size
     shown = rows[start : start + size]
     kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("page", "approved")]

@@ -9,11 +9,10 @@ name, asked once per browser (:data:`REVIEWER_COOKIE`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -22,6 +21,7 @@ from starlette.datastructures import FormData
 
 from madrag.records import EvidenceCounts
 from madrag.server import results
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook, reading_pane
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
@@ -230,8 +230,7 @@ def chosen_action(form: FormData) -> Literal["accept", "override", "comment"]:
 
 def level_of(form: Mapping[str, Any]) -> int | None:
     """The level a form's ``score`` names (None: none, or not a whole number; an override then refuses it)."""
-    text = str(form.get("score") or "").strip()
-    return int(text) if re.fullmatch(r"-?[0-9]{1,9}", text) else None
+    return whole_number(form.get("score"))
 
 
 # -- the pages ---------------------------------------------------------------------------------------------------------
@@ -246,15 +245,19 @@ STUDENT_MENU = 500
 
 def reviewer_of(request: Request, given: str = "") -> str:
     """Who reviews: the name typed, else the one this browser remembers, else ``teacher``."""
-    return (given.strip() or request.cookies.get(REVIEWER_COOKIE, "") or "teacher")[:200]
+    return (given.strip() or remembered_reviewer(request) or "teacher")[:200]
+
+
+def remembered_reviewer(request: Request) -> str:
+    """The reviewer's name this browser remembers (empty when none)."""
+    return unquote(request.cookies.get(REVIEWER_COOKIE, ""))
 
 
 def remember_reviewer(response: Response, reviewer: str) -> None:
     """This browser keeps the reviewer's name, so it is asked once (a year; changed whenever another is typed)."""
-    if reviewer and reviewer != "teacher":
-        response.set_cookie(
-            REVIEWER_COOKIE, reviewer[:200], max_age=365 * 86400, httponly=True, samesite="strict", path="/"
-        )
+    if reviewer and reviewer != "teacher":  # quoted: a header is Latin-1, a name (李, Ōta) may be any script
+        cookie = quote(reviewer[:200], safe="")
+        response.set_cookie(REVIEWER_COOKIE, cookie, max_age=365 * 86400, httponly=True, samesite="strict", path="/")
 
 
 def _local(back: str) -> str:
@@ -301,7 +304,7 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
         levels={t.name: list(range(t.min, t.max + 1)) for t in s.runs.view(run_id).rubric.traits},
         approved=approved,
         names=names,
-        reviewer=request.cookies.get(REVIEWER_COOKIE, ""),
+        reviewer=remembered_reviewer(request),
         reading=reading_pane.pane(s, run_id, request, rows, found["rows"]),
         canvas_matching=gradebook.canvas_matching(s, run_id),
     )

@@ -215,7 +215,7 @@ def essay_page(run_id: str, essay_id: str, request: Request, saved: str = "", ap
         "prev": essays[index - 1] if index else None,
         "next": essays[index + 1] if index + 1 < len(essays) else None,
     }
-    reviewer = request.cookies.get(review_pages.REVIEWER_COOKIE, "")
+    reviewer = review_pages.remembered_reviewer(request)
     return render(
         request,
         "essay.html",

@@ -16,6 +16,7 @@ from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import class_import
@@ -75,34 +76,36 @@ def _field_of(message: str) -> str:
     return f"trait-{found.group(1)}-{part if part in ('name', 'min', 'max') else 'levels'}"
 
 
-def _levels(text: str, index: int) -> dict[str, str]:
+def _levels(text: str, index: int) -> dict[int, str]:
     levels = {}
     for line in text.splitlines():
         if not line.strip():
             continue
         score, sep, description = line.partition(":")
-        if not sep or not score.strip().lstrip("-").isdigit():
+        number = whole_number(score)
+        if not sep or number is None:
             raise ApiError(
                 400, f"write each level as 'score: description' (got {line.strip()[:40]!r})", f"trait-{index}-levels"
             )
-        levels[score.strip()] = description.strip()
+        levels[number] = description.strip()
     return levels
 
 
 def _slots(form: Any) -> int:
     """How many trait boxes the written rubric has (4, more after "Add a trait")."""
-    raw = str(form.get("slots") or "")
-    return min(MAX_TRAIT_SLOTS, max(TRAIT_SLOTS, int(raw))) if raw.isdigit() else TRAIT_SLOTS
+    asked = whole_number(form.get("slots"))
+    return TRAIT_SLOTS if asked is None else min(MAX_TRAIT_SLOTS, max(TRAIT_SLOTS, asked))
 
 
-def _scale(form: Any, slot: int, index: int, levels: dict[str, str]) -> tuple[int, int]:
+def _scale(form: Any, slot: int, index: int, levels: dict[int, str]) -> tuple[int, int]:
     """A written criterion's own scale: its lowest and highest score as typed, else read from its levels (a
     criterion with levels 1 to 6 is scored 1 to 6); never a default scale."""
     typed = [str(form.get(f"trait-{slot}-{end}") or "").strip() for end in ("min", "max")]
-    scores = sorted(int(k) for k in levels)
+    scores = sorted(levels)
     found = []
     for text, end, fallback in zip(typed, ("min", "max"), (scores[:1], scores[-1:]), strict=True):
-        if text and not text.lstrip("-").isdigit():
+        number = whole_number(text)
+        if text and number is None:
             raise ApiError(400, "the lowest and highest scores must be whole numbers", f"trait-{index}-{end}")
         if not text and not fallback:
             raise ApiError(
@@ -110,7 +113,7 @@ def _scale(form: Any, slot: int, index: int, levels: dict[str, str]) -> tuple[in
                 "give this criterion's lowest and highest score, or its levels (one per score)",
                 f"trait-{index}-{end}",
             )
-        found.append(int(text) if text else fallback[0])
+        found.append(number if number is not None else fallback[0])
     return found[0], found[1]
 
 
@@ -281,8 +284,8 @@ async def exemplars_submit(draft_id: str, request: Request) -> Response:
     form = await read_form(request)
     pool = str(form.get("pool") or "none")
     options = {key: ok for key, _, ok in _pool_options(request, draft, rubric)}
-    fold = str(form.get("eval_fold") or "0").strip()
-    if not options.get(pool) or not fold.lstrip("-").isdigit():
+    fold = whole_number(str(form.get("eval_fold") or "0"))
+    if not options.get(pool) or fold is None:
         error = (
             {"pool": "choose one of the pools offered"} if not options.get(pool) else {"eval_fold": "a whole number"}
         )
@@ -296,5 +299,5 @@ async def exemplars_submit(draft_id: str, request: Request) -> Response:
             errors=error,
         )
     protocols = draft.protocols if pool != "none" else ["MAD"]
-    s.drafts.save(draft.model_copy(update={"pool": pool, "eval_fold": int(fold), "protocols": protocols}))
+    s.drafts.save(draft.model_copy(update={"pool": pool, "eval_fold": fold, "protocols": protocols}))
     return redirect(f"/drafts/{draft_id}/backend")
