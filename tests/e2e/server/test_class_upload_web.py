@@ -26,7 +26,7 @@ from tests.web_helpers import HTML, RUBRIC, client_for, csrf, form_post, make_co
 
 from madrag.data.documents import SCANNED
 from madrag.server.pages.class_import import PENDING, READ_NOTE
-from madrag.server.pages.gradebook import ROSTER
+from madrag.server.class_book import ROSTER
 
 
 def _draft(client: TestClient) -> tuple[str, str]:
