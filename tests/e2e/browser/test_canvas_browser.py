@@ -2,7 +2,7 @@
 double (tests/canvas_double.py) with a ``madrag serve`` on loopback: connect (her Canvas address and token), pick
 the course and the assignment, pull the 25 submissions into a new class, start it on the fake backend, two
 overrides with comments and the bulk approval on the review desk, the preview, "Send to Canvas"; every action
-counted (at most 20); the double then holds her decisions; the token is on no page; axe-core finds no critical or
+counted (at most 20); the double then holds her decisions; the token is on no page and not in the server's log; axe-core finds no critical or
 serious violation on the Canvas pages once connected (the connect page is in test_pages_a11y's list)."""
 
 from __future__ import annotations
@@ -111,4 +111,9 @@ def test_connect_pull_review_preview_send(
         criterion = {"Ideas": "_101", "Conventions": "_102"}[trait]
         assert f"re-read: {trait} is" in sub.assessment[criterion]["comments"] and len(sub.comments) == 1
     assert all(SENTINEL not in text for text in seen)
+    server.stop()  # its whole log: the token is not in it
+    assert server.proc is not None and server.proc.stdout is not None
+    log = server.proc.stdout.read().decode("utf-8", "replace")
+    assert "Uvicorn running" in log or "127.0.0.1" in log, log[-500:]
+    assert SENTINEL not in log
     assert violations == {}, json.dumps(violations, indent=1)
