@@ -2,8 +2,9 @@
 double (tests/canvas_double.py) with a ``madrag serve`` on loopback: connect (her Canvas address and token), pick
 the course and the assignment, pull the 25 submissions into a new class, start it on the fake backend, two
 overrides with comments and the bulk approval on the review desk, the preview, "Send to Canvas"; every action
-counted (at most 20); the double then holds her decisions; the token is on no page and not in the server's log; axe-core finds no critical or
-serious violation on the Canvas pages once connected (the connect page is in test_pages_a11y's list)."""
+counted (at most 20); the double then holds her decisions; the token is on no page and not in the server's log;
+axe-core finds no critical or serious violation on the Canvas pages once connected (the connect page is in
+test_pages_a11y's list)."""
 
 from __future__ import annotations
 
