@@ -3,7 +3,8 @@ address and access token in madrag's data directory (0600); ``courses`` and ``as
 user teaches; ``pull`` writes an assignment's submissions, roster and rubric as madrag's inputs; ``classroom ...``
 does the same with Google Classroom (:mod:`madrag.cli.lms_classroom`); ``push`` sends a scored run's grades (and, to
 Canvas, rubric assessments and feedback) back to the LMS its pull came from, previewed with ``--dry-run``. The
-library is :mod:`madrag.lms`; the grades are the gradebook's (:func:`class_grades`)."""
+library is :mod:`madrag.lms`; the grades are the gradebook's (:func:`madrag.server.class_book.class_grades`, as the
+web app's gradebook and feedback pages read them)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def push_command(
     """Send the run's grades (your decisions) back to the LMS of the pull, one student at a time: to Canvas with
     rubric assessments and feedback, to Google Classroom as the grade, the work returned. A grade changed in the LMS
     since the pull is shown and left alone."""
-    from madrag.cli.lms_grades import class_grades
+    from madrag.server.class_book import class_grades
 
     manifest = load_manifest(pull_dir)
     client = _sender(manifest)

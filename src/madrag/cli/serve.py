@@ -76,6 +76,14 @@ ResumeOpt = Annotated[
         "--resume", help="Resume runs a stopped server left unfinished (never one another process is writing)."
     ),
 ]
+AllowLmsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A Canvas address (its scheme, host and port) the LMS pages and API may reach, besides loopback "
+        "addresses; again for more. Any other is refused (403).",
+        metavar="URL",
+    ),
+]
 
 
 def serve_command(
@@ -94,6 +102,7 @@ def serve_command(
     api_key_env: KeyEnvOpt = None,
     api_key_url: KeyUrlOpt = None,
     allow_backend_url: AllowUrlOpt = None,
+    allow_lms_url: AllowLmsOpt = None,
     embedder: Annotated[
         str,
         typer.Option(
@@ -131,6 +140,7 @@ def serve_command(
         api_key_urls=any_kind_urls,
         kind_key_urls=per_kind_urls,
         allow_backend_urls=tuple(_url("--allow-backend-url", u) for u in allow_backend_url or []),
+        allow_lms_urls=tuple(_url("--allow-lms-url", u) for u in allow_lms_url or []),
         embedder=chosen_embedder,
         auto_resume=resume,
     )

@@ -159,3 +159,27 @@ def connect_problem(config: ServerConfig, host: str, port: int, addresses: list[
         return None
     found = ", ".join(addresses[:3]) or "no address"
     return f"{host} resolved to {found} when connecting: not allowed ({ALLOW_OPTION})"
+
+
+LMS_OPTION = "madrag serve --allow-lms-url"
+
+
+def check_lms(config: ServerConfig, url: str, resolver: Resolver | None = None) -> None:
+    """Refuse (:class:`NotAllowed`) a Canvas address the server may not reach: one the operator named
+    (``--allow-lms-url``) or whose every address is a loopback one; checked before each call the LMS pages and API
+    make (connect, list, pull, preview, push). Connects to nothing."""
+    scheme, host, port = origin(url)
+    if (scheme, host, port) in {origin(u) for u in config.allow_lms_urls}:
+        return
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        addresses = [host]
+    except ValueError:
+        addresses = (resolver or resolve)(host, port)
+    if addresses and all(_is_loopback(a) for a in addresses):
+        return
+    shown = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+    raise NotAllowed(
+        f"this server may not reach the Canvas at {shown}: its operator allows one with `{LMS_OPTION} {shown}`",
+        "url",
+    )

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from madrag import __version__
-from madrag.server import library, results, service
+from madrag.server import library, lms_link, results, service
 from madrag.server.http.faults import WrongState
 from madrag.server.http.numbers import whole_number
 from madrag.server.http.responses import (
@@ -40,9 +40,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     }
     for code, text in {
         400: "bad input (essays, rubric or settings)",
-        403: "a model server at an address the server's operator did not allow (madrag serve --allow-backend-url)",
+        403: "a model server or a Canvas at an address the server's operator did not allow (madrag serve "
+        "--allow-backend-url, --allow-lms-url)",
         404: "no such rubric, run or essay",
-        409: "the run is in the wrong state for this",
+        409: "the run is in the wrong state for this (or a push's preview is no longer what would be sent)",
         413: "upload over the limits",
         422: "invalid request fields",
         503: "the backend failed or the time limit passed",
@@ -255,3 +256,56 @@ def evaluation(run_id: str, s: StateDep) -> EvaluationOut:
 @router.post("/score", summary="Score one essay now, within a time limit", responses=ERRORS)
 async def score_one(body: SingleScoreIn, s: StateDep) -> SingleScore:
     return await service.score_one(s, body)
+
+
+# -- Canvas: a class pulled from it and its grades sent back (docs/lms.md) ---------------------------------------------
+
+
+@router.get("/lms/connection", summary="Canvas: whether the server holds a connection, and to which address")
+def lms_connection(s: StateDep) -> lms_link.Connection:
+    return lms_link.connection(s)
+
+
+@router.post("/lms/connect", summary="Canvas: check and keep an address and access token", responses=ERRORS)
+def lms_connect(body: lms_link.ConnectIn, s: StateDep) -> lms_link.Connection:
+    """The token is checked (Canvas lists the courses it may teach), then kept in the server's data directory
+    (mode 0600); no answer ever shows it again."""
+    return lms_link.connect(s, body)
+
+
+@router.get("/lms/courses", summary="Canvas: the courses the connection's user teaches", responses=ERRORS)
+def lms_courses(s: StateDep) -> list[dict[str, Any]]:
+    return lms_link.courses(s)
+
+
+@router.get("/lms/courses/{course_id}/assignments", summary="Canvas: a course's assignments", responses=ERRORS)
+def lms_assignments(course_id: int, s: StateDep) -> list[dict[str, Any]]:
+    return lms_link.assignments(s, course_id)
+
+
+@router.post("/lms/pull", status_code=201, summary="Canvas: pull an assignment into a new class", responses=ERRORS)
+def lms_pull(body: lms_link.PullIn, s: StateDep) -> lms_link.PulledClass:
+    """Its submissions (text entries, .docx and .pdf files), roster and rubric; start its run with
+    ``POST /api/lms/pulls/{pull_id}/run``."""
+    return lms_link.pull_class(s, body)
+
+
+@router.post("/lms/pulls/{pull_id}/run", status_code=201, summary="Canvas: score a pulled class", responses=ERRORS)
+def lms_run(pull_id: str, body: RunCreate, s: StateDep) -> RunOut:
+    """A run of the pulled essays with the pulled rubric (give neither): its name, protocols, backend and
+    settings as ``POST /api/runs`` takes them."""
+    meta = lms_link.start_run(s, pull_id, body)
+    return s.runs.describe_run(meta.id)
+
+
+@router.get("/lms/runs/{run_id}/preview", summary="Canvas: what a push of the run would send", responses=ERRORS)
+def lms_preview(run_id: str, s: StateDep, include_undecided: bool = False) -> dict[str, Any]:
+    """Per student Canvas's grade now, the new grade, the rubric assessment and comment, and the status (``send``,
+    ``undecided``, ``conflict`` ...); its ``fingerprint`` is what ``push`` asks for."""
+    return lms_link.preview(s, run_id, include_undecided)
+
+
+@router.post("/lms/runs/{run_id}/push", summary="Canvas: send the previewed grades", responses=ERRORS)
+def lms_push(run_id: str, body: lms_link.PushIn, s: StateDep) -> dict[str, Any]:
+    """Sends only when the plan is still the one previewed (its ``fingerprint``); 409, nothing sent, otherwise."""
+    return lms_link.send(s, run_id, body)

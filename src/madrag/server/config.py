@@ -84,7 +84,8 @@ class ServerConfig(BaseModel):
     ``api_key_env`` and ``kind_key_envs``: the environment variables of the backends' keys
     (:meth:`key_env`); ``api_key_urls`` and ``kind_key_urls``: the base URLs such a key is sent to besides its
     kind's own address (:meth:`key_urls`); ``allow_backend_urls``: the model servers a run or a connection test may
-    reach besides loopback, the presets and the key URLs (:mod:`madrag.server.access`).
+    reach besides loopback, the presets and the key URLs (:mod:`madrag.server.access`); ``allow_lms_urls``: the
+    Canvas addresses the LMS pages and API may reach besides loopback ones (:func:`madrag.server.access.check_lms`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -105,6 +106,7 @@ class ServerConfig(BaseModel):
     api_key_urls: tuple[str, ...] = ()  # ``--api-key-url URL``: the OpenAI-compatible backends' key goes there too
     kind_key_urls: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # ``--api-key-url KIND=URL``
     allow_backend_urls: tuple[str, ...] = ()  # ``--allow-backend-url URL``: a model server runs may reach
+    allow_lms_urls: tuple[str, ...] = ()  # ``--allow-lms-url URL``: a Canvas the LMS pages and API may reach
     auto_resume: bool = False
     embedder: EmbedderName = "minilm"
 
@@ -116,7 +118,12 @@ class ServerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _urls(self) -> ServerConfig:
-        named = [*self.api_key_urls, *self.allow_backend_urls, *(u for us in self.kind_key_urls.values() for u in us)]
+        named = [
+            *self.api_key_urls,
+            *self.allow_backend_urls,
+            *self.allow_lms_urls,
+            *(u for us in self.kind_key_urls.values() for u in us),
+        ]
         for url in named:
             parts = urlsplit(url.strip())
             if parts.scheme.lower() not in ("http", "https") or not parts.hostname:

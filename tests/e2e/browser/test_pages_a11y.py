@@ -140,6 +140,7 @@ def _make_pages(server: Server, tab: Any, tmp: Path) -> list[str]:
         f"{run}/evaluation",
         f"{run}/report",  # the HTML report the results page links to: the same checks as the app's pages
         "/runs/no-such-run",
+        "/lms",  # Canvas's connect page (connected, its other pages: test_canvas_browser.py)
     ]
 
 
@@ -177,7 +178,7 @@ def browser() -> Iterator[Any]:
 
 def test_every_teacher_page_was_reached(site: tuple[Server, list[str]]) -> None:
     _server, pages = site
-    assert len(pages) == len(set(pages)) == 19
+    assert len(pages) == len(set(pages)) == 20
     assert "/calibration" in pages[6] and pages[5].endswith("/columns") and pages[10].endswith("/essays/s1")
 
 

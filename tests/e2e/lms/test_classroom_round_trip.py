@@ -147,7 +147,7 @@ def _copy(scored: tuple[Path, Path, Path], tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _plan(client: ClassroomClient, pull_dir: Path, run: Path) -> tuple[ClassGrades, PushPlan]:
-    from madrag.cli.lms_grades import class_grades
+    from madrag.server.class_book import class_grades
 
     manifest = load_manifest(pull_dir)
     grades = class_grades(run, load_roster(pull_dir))

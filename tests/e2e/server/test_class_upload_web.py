@@ -25,8 +25,8 @@ from tests.class_file_makers import (
 from tests.web_helpers import HTML, RUBRIC, client_for, csrf, form_post, make_config, wait_status
 
 from madrag.data.documents import SCANNED
+from madrag.server.class_book import ROSTER
 from madrag.server.pages.class_import import PENDING, READ_NOTE
-from madrag.server.pages.gradebook import ROSTER
 
 
 def _draft(client: TestClient) -> tuple[str, str]:

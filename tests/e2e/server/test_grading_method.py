@@ -115,8 +115,8 @@ def test_the_api_refuses_two_methods_without_a_grading_one(tmp_path: Path) -> No
 def test_an_lms_push_grades_by_the_run_s_grading_method(tmp_path: Path) -> None:
     import pytest
 
-    from madrag.cli.lms_grades import grading
     from madrag.errors import MadragError
+    from madrag.server.class_book import run_dir_grading as grading
 
     with client_for(make_config(tmp_path)) as client:
         token = csrf(client)

@@ -15,12 +15,13 @@ from madrag.errors import MadragError
 from madrag.providers.backends import find_backend
 from madrag.rubric import Rubric
 from madrag.server import library, service
+from madrag.server.class_book import carry_roster
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError, http_status
 from madrag.server.http.faults import ServerError
 from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
-from madrag.server.pages import backend_form, gradebook
+from madrag.server.pages import backend_form
 from madrag.server.pages import calibration as pages_calibration
 from madrag.server.pages import review as review_pages
 from madrag.server.pages.rendering import redirect, state_of
@@ -199,7 +200,7 @@ def _start(request: Request, draft: Draft, rubric: Rubric, body: RunCreate) -> R
     upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
     service.check_protocols(draft.protocols, draft.pool)  # type: ignore[arg-type]
     meta = service.create_run(s, rubric, upload, draft.pool, body)  # type: ignore[arg-type]
-    gradebook.carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
+    carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
     run_list.mark_from_pages(s.runs.run_dir(meta.id))
     if body.dry_run:
         s.drafts.save(draft.model_copy(update={"estimate_run": meta.id}))

@@ -21,9 +21,9 @@ from madrag.data.class_files import ClassTable, read_class_file, read_csv_text
 from madrag.errors import InputError, MadragError
 from madrag.rubric import Rubric
 from madrag.server import library
+from madrag.server.class_book import save_roster
 from madrag.server.http.refusals import Refusals, check_count
 from madrag.server.http.security import check_csrf
-from madrag.server.pages.gradebook import save_roster
 from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.teacher import columns
 

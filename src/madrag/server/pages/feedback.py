@@ -1,8 +1,8 @@
 """The student feedback pages: one student's feedback to read and edit, every student's printable one page
-each, and the CSV export. Drafted per essay and criterion by :mod:`madrag.teacher.feedback` from the records of
-the run's grading protocol (the method whose scores are the grades), the teacher's edits kept in
-``feedback.json`` beside the run. The score shown is the grade in force (the teacher's, else the AI's); where it
-is the teacher's, the teacher's comment is shown and the AI's reasoning for its own score is not."""
+each, and the CSV export. Drafted per essay and criterion by :mod:`madrag.teacher.feedback` from the run's first
+protocol (:func:`madrag.server.class_book.student`), the teacher's edits kept in ``feedback.json`` beside the run.
+The score shown is the grade in force (the teacher's, else the AI's); where it is the teacher's, the teacher's
+comment is shown and the AI's reasoning for its own score is not."""
 
 from __future__ import annotations
 
@@ -16,22 +16,10 @@ from fastapi.responses import Response
 
 from madrag.atomic_files import write_text_atomic
 from madrag.csv_safe import csv_text
-from madrag.server import results
-from madrag.server.http.errors import ApiError
+from madrag.server.class_book import EDITS, book, load_edits, student
 from madrag.server.http.security import check_csrf
-from madrag.server.pages import gradebook
 from madrag.server.pages.rendering import redirect, render, state_of
-from madrag.server.runs import library_runs
 from madrag.server.service import State
-from madrag.teacher import feedback
-
-EDITS = "feedback.json"
-
-
-def load_edits(run_dir: Path) -> dict[str, dict[str, dict[str, str]]]:
-    path = run_dir / EDITS
-    found: dict[str, dict[str, dict[str, str]]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    return found
 
 
 def save_edit(run_dir: Path, essay_id: str, trait: str, works: str, next_step: str) -> None:
@@ -39,31 +27,6 @@ def save_edit(run_dir: Path, essay_id: str, trait: str, works: str, next_step: s
     edits = load_edits(run_dir)
     edits.setdefault(essay_id, {})[trait] = {"works": works[:2000], "next": next_step[:2000]}
     write_text_atomic(run_dir / EDITS, json.dumps(edits, ensure_ascii=False))
-
-
-def student(state: State, run_id: str, essay_id: str, book: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One student's feedback: per criterion the score in force and the feedback, the essay highlighted."""
-    view = state.runs.view(run_id)
-    essay = next((e for e in view.essays if e.id == essay_id), None)
-    if essay is None:
-        raise ApiError(404, f"run {run_id} has no essay {essay_id!r}", "essay_id")
-    first = results.grading_protocol(state, run_id)
-    mine = {s.trait: s for s in view.scores if s.essay_id == essay_id and s.protocol == first}
-    run_dir = state.runs.run_dir(run_id)
-    records = library_runs.essay_records(run_dir, sorted({s.record_key for s in mine.values() if s.record_key}))
-    edits = load_edits(run_dir).get(essay_id, {})
-    book = book or gradebook.book(state, run_id)
-    row = next(r for r in book["rows"] if r.essay_id == essay_id)
-    judges = {t: records.get(s.record_key) if s.record_key else None for t, s in mine.items()}
-    traits = feedback.criteria(essay.text, view.rubric.traits, judges, records, edits, row.grades)
-    quotes = [q for t in traits for q in t["quotes"]]
-    return {
-        "essay_id": essay_id,
-        "name": row.name,
-        "row": row,
-        "traits": traits,
-        "pieces": feedback.highlight(essay.text, quotes),
-    }
 
 
 def export_csv(state: State, run_id: str) -> str:
@@ -86,9 +49,9 @@ def export_csv(state: State, run_id: str) -> str:
             "edited_by_teacher",
         ]
     ]
-    book = gradebook.book(state, run_id)
+    found_book = book(state, run_id)
     for essay in state.runs.view(run_id).essays:
-        found = student(state, run_id, essay.id, book)
+        found = student(state, run_id, essay.id, found_book)
         row = found["row"]
         for t in found["traits"]:
             cells = [
@@ -119,8 +82,8 @@ router = APIRouter(include_in_schema=False)
 def print_all(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
-    book = gradebook.book(s, run_id)
-    students = [student(s, run_id, e.id, book) for e in s.runs.view(run_id).essays]
+    found = book(s, run_id)
+    students = [student(s, run_id, e.id, found) for e in s.runs.view(run_id).essays]
     return render(request, "feedback_print.html", run=run, students=students)
 
 

@@ -1,67 +1,31 @@
-"""The gradebook pages: a run's gradebook, one row per student from the run's grading protocol (the teacher's
-choice), each grade the teacher's (their score in the class file, or their override on review) else the AI's
-(:func:`madrag.teacher.grades.grade_of`), the roster carried from the import (``roster.json`` beside the run),
-how each student is shown; the class overview; and the downloads (madrag, Canvas, Google Classroom and Moodle
+"""The gradebook pages: a run's gradebook (its rows built by :func:`madrag.server.class_book.book`: one row per
+student, each grade the teacher's else the AI's, the roster carried from the import), how each student is shown;
+the class overview; and the downloads (madrag, Canvas, Google Classroom and Moodle
 layouts, one assignment or one per criterion)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag import csv_safe
-from madrag.atomic_files import copy_atomic, write_text_atomic
-from madrag.server import results
+from madrag.server.class_book import book, load_roster
 from madrag.server.http.errors import ApiError
 from madrag.server.pages.rendering import paginate, render, state_of
 from madrag.server.service import State
 from madrag.teacher import gradebook, overview
 from madrag.teacher.columns import student_label
-from madrag.teacher.grades import Grade
-from madrag.teacher.scored_by import scored_by
 
-ROSTER = "roster.json"
 LAYOUTS = {
     "madrag": "gradebook.csv",
     "canvas": "canvas-gradebook.csv",
     "classroom": "classroom-grades.csv",
     "moodle": "moodle-grades.csv",
 }
-
-
-def save_roster(folder: Path, roster: dict[str, dict[str, str]]) -> None:
-    """Keep the students' identifiers (by essay id) in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(folder / ROSTER, json.dumps(roster, ensure_ascii=False))
-
-
-def carry_roster(draft_dir: Path, run_dir: Path) -> None:
-    """A draft's roster goes with the run made from it (nothing when the import had none)."""
-    if (draft_dir / ROSTER).is_file() and run_dir.is_dir():
-        copy_atomic(draft_dir / ROSTER, run_dir / ROSTER)
-
-
-def load_roster(folder: Path) -> dict[str, dict[str, str]]:
-    path = folder / ROSTER
-    found: dict[str, dict[str, str]] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    return found
-
-
-def grades(state: State, run_id: str) -> dict[tuple[str, str], Grade]:
-    """The grade in force per (essay id, trait) of the run's grading protocol (:func:`madrag.server.results.
-    grade_table`, the one table every page and file reads)."""
-    first = results.grading_protocol(state, run_id)
-    return {
-        (essay, trait): g
-        for (protocol, essay, trait), g in results.grade_table(state, run_id).items()
-        if protocol == first
-    }
 
 
 def names(state: State, run_id: str) -> dict[str, str]:
@@ -73,34 +37,6 @@ def names(state: State, run_id: str) -> dict[str, str]:
 def _names(state: State, run_id: str) -> dict[str, str]:
     roster = load_roster(state.runs.run_dir(run_id))
     return {e.id: student_label(roster.get(e.id, {}), e.id) for e in state.runs.view(run_id).essays}
-
-
-def book(state: State, run_id: str) -> dict[str, Any]:
-    """The gradebook's criteria and rows (the teacher's grades first), how many students are fully reviewed and
-    how many grades are the teacher's own; built once per change of the run's scores or reviews."""
-    return state.memo("book", run_id, lambda: _book(state, run_id))  # type: ignore[no-any-return]
-
-
-def _book(state: State, run_id: str) -> dict[str, Any]:
-    view = state.runs.view(run_id)
-    meta = state.runs.describe(run_id)
-    roster = load_roster(state.runs.run_dir(run_id))
-    criteria = [gradebook.Criterion(t.name, t.min, t.max) for t in view.rubric.traits]
-    label = scored_by(meta["backend"])
-    found = grades(state, run_id)
-    rows = [
-        gradebook.student_row(
-            essay.id, roster.get(essay.id, {}), criteria, {c.name: found[(essay.id, c.name)] for c in criteria}, label
-        )
-        for essay in view.essays
-    ]
-    return {
-        "criteria": criteria,
-        "rows": rows,
-        "reviewed": sum(r.reviewed for r in rows),
-        "teacher_grades": sum(g.teacher for r in rows for g in r.grades.values()),
-        "scored_by": label,
-    }
 
 
 def canvas_matching(state: State, run_id: str) -> str:
