@@ -36,7 +36,7 @@ from madrag.providers.base import (
 from madrag.providers.identity import models_identity
 from madrag.providers.openai_answer import AnswerReader, parse_json
 from madrag.providers.openai_http import ClientFailure, HttpClient, HttpClientFactory, StatusFailure
-from madrag.providers.server_props import ServerProps, other_models, read_props, tokenize
+from madrag.providers.server_props import ServerProps, listed_models, other_models, read_props, tokenize
 
 NO_KEY = "sk-no-key"
 """Placeholder key sent to local servers that need none (the client refuses an empty key)."""
@@ -199,6 +199,14 @@ class OpenAICompatProvider(Provider):
             return models_identity(parse_json(answer)[0], self.model)
         except ValueError:  # not JSON
             return None
+
+    async def served_models(self) -> list[str]:
+        """The model names the server's ``GET /models`` lists (none: it lists none or cannot be asked)."""
+        try:
+            answer = await self._client.get("/models")
+        except (ClientFailure, StatusFailure):
+            return []
+        return [str(e["id"]) for e in listed_models(answer)]
 
     async def server_props(self) -> ServerProps | None:
         """What a llama.cpp server says of its slots and context (``/props``), or vLLM of its model's context

@@ -1,7 +1,7 @@
 """A run's gradebook rows and each student's feedback, the one home the gradebook and feedback pages, the JSON
 API's LMS push (:mod:`madrag.server.lms_link`) and ``madrag lms push`` read them from.
 
-A row per student from the run's grading protocol (:func:`madrag.server.results.first_protocol`), each grade the
+A row per student from the run's grading protocol (:func:`madrag.server.results.grading_protocol`), each grade the
 teacher's (her score in the class file, or her override on review) else the AI's (:func:`madrag.teacher.grades.
 grade_of`), the roster carried from the import (``roster.json`` beside the run); a student's feedback drafted per
 criterion by :mod:`madrag.teacher.feedback`, the teacher's edits kept in ``feedback.json`` beside the run."""
@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from madrag.atomic_files import copy_atomic, write_text_atomic
+from madrag.errors import MadragError
 from madrag.lms.manifest import MANIFESTS
 from madrag.lms.push import ClassGrades
 from madrag.server import results
 from madrag.server.http.faults import NotFound
 from madrag.server.reviews import Review, all_reviews, latest
 from madrag.server.runs import library_runs
+from madrag.server.runs.repo import recorded_grading
 from madrag.server.service import State
 from madrag.teacher import feedback, gradebook
 from madrag.teacher.grades import Grade
@@ -108,7 +110,7 @@ def _book(state: State, run_id: str) -> dict[str, Any]:
     label = scored_by(state.runs.describe(run_id)["backend"])
     table = results.grade_table(state, run_id)
     roster = load_roster(state.runs.run_dir(run_id))
-    protocol = results.first_protocol(state, run_id)
+    protocol = results.grading_protocol(state, run_id)
     criteria, rows = student_rows(state.runs.view(run_id), table, roster, label, protocol)
     return {
         "criteria": criteria,
@@ -126,7 +128,7 @@ def student(state: State, run_id: str, essay_id: str, found: dict[str, Any] | No
         raise NotFound(f"run {run_id} has no essay {essay_id!r}", "essay_id")
     found = found or book(state, run_id)
     row = next(r for r in found["rows"] if r.essay_id == essay_id)
-    protocol = results.first_protocol(state, run_id)
+    protocol = results.grading_protocol(state, run_id)
     traits = criteria_feedback(view, state.runs.run_dir(run_id), essay_id, row, protocol)
     text = next(e.text for e in view.essays if e.id == essay_id)
     quotes = [q for t in traits for q in t["quotes"]]
@@ -161,12 +163,27 @@ def _class_grades(
     return ClassGrades(criteria, rows, texts)
 
 
+def run_dir_grading(run_dir: Path, protocols: list[str]) -> str:
+    """The protocol whose scores are a run folder's grades: the one the teacher chose (a web run's ``run.json``),
+    else a run's only protocol; a run of several with none chosen is refused, in words (no grade from a method
+    nobody picked)."""
+    chosen = recorded_grading(run_dir)
+    if chosen is not None:
+        return chosen
+    if len(protocols) > 1:
+        raise MadragError(
+            f"the run at {run_dir} was scored by {len(protocols)} methods ({', '.join(protocols)}) and records no "
+            "choice of the one that gives the grades: score it with one, or from the web app, which asks"
+        )
+    return protocols[0] if protocols else ""
+
+
 def class_grades(run_dir: Path, roster: dict[str, dict[str, str]], label: str = "madrag") -> ClassGrades:
     """A run folder's gradebook rows and feedback (``madrag lms push``: no server, the run read from its folder)."""
     view = library_runs.read_run(run_dir)
     reviews: dict[tuple[str, str, str], Review] = latest(all_reviews(run_dir))
-    table = results.run_grade_table(view, reviews)
-    protocol = view.protocols[0] if view.protocols else ""
+    protocol = run_dir_grading(run_dir, view.protocols)
+    table = results.run_grade_table(view, reviews, [protocol])
     return _class_grades(view, run_dir, student_rows(view, table, roster, label, protocol), protocol)
 
 
@@ -174,5 +191,5 @@ def run_class_grades(state: State, run_id: str) -> ClassGrades:
     """A server run's gradebook rows (:func:`book`: the rows its gradebook page shows) and feedback."""
     found = book(state, run_id)
     view = state.runs.view(run_id)
-    protocol = results.first_protocol(state, run_id)
+    protocol = results.grading_protocol(state, run_id)
     return _class_grades(view, state.runs.run_dir(run_id), (found["criteria"], found["rows"]), protocol)

@@ -36,6 +36,7 @@ class Draft(RefusedFields):
     pool: str | None = None
     eval_fold: int = 0
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"])
+    grading_protocol: str | None = None  # which ticked protocol gives the grades (asked when several are ticked)
     backend: dict[str, Any] = Field(default_factory=dict)  # no model chosen for the teacher: the step asks
     estimate_run: str | None = None
     probe: dict[str, Any] | None = None  # the last "Test connection" result

@@ -39,11 +39,12 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
     found_grades = grade_table(state, run_id)  # the reviews are in it: read once, there
     scored = {(s.protocol, s.essay_id, s.trait) for s in view.scores}
     traits = view.rubric.traits
+    protocols = ordered_protocols(state, run_id)
     rows = []
     for essay in view.essays:
         refs = {t.name: essay.reference(t) for t in traits}
         cells = []
-        for protocol in view.protocols:
+        for protocol in protocols:
             for trait in traits:
                 grade = found_grades[(protocol, essay.id, trait.name)]
                 # madrag's suggestion against the teacher's decision where there is one, else the human reference
@@ -60,7 +61,7 @@ def _grid(state: State, run_id: str) -> dict[str, Any]:
                     }
                 )
         rows.append({"essay_id": essay.id, "cells": cells})
-    return {"protocols": view.protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
+    return {"protocols": protocols, "traits": [t.name for t in traits], "rows": rows, "has_human": view.has_human}
 
 
 def grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
@@ -72,22 +73,31 @@ def grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
 
 def _grade_table(state: State, run_id: str) -> dict[tuple[str, str, str], Grade]:
     view = state.runs.view(run_id)
-    return run_grade_table(view, latest(all_reviews(state.runs.run_dir(run_id))))
+    return run_grade_table(view, latest(all_reviews(state.runs.run_dir(run_id))), ordered_protocols(state, run_id))
 
 
 def run_grade_table(
-    view: library_runs.RunView, reviews: dict[tuple[str, str, str], Review]
+    view: library_runs.RunView, reviews: dict[tuple[str, str, str], Review], protocols: list[str] | None = None
 ) -> dict[tuple[str, str, str], Grade]:
-    """:func:`madrag.teacher.grades.grade_table` of a run's view and its reviews in force."""
+    """:func:`madrag.teacher.grades.grade_table` of a run's view and its reviews in force, for ``protocols``
+    (default: those with scores; the server lists the grading protocol first, even before it has one)."""
     ai = {key: s.score for key, s in view_scores(view).items()}
     essays = {e.id: {t.name: e.reference(t) for t in view.rubric.traits} for e in view.essays}
-    return grades.grade_table(view.protocols, essays, ai, reviews)
+    return grades.grade_table(view.protocols if protocols is None else protocols, essays, ai, reviews)
 
 
-def first_protocol(state: State, run_id: str) -> str:
-    """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's)."""
-    protocols = state.runs.view(run_id).protocols
-    return protocols[0] if protocols else ""
+def grading_protocol(state: State, run_id: str) -> str:
+    """The protocol whose scores are the run's grades (the gradebook's, the review queue's, the feedback's, every
+    file's): the one the teacher chose for the run, recorded in its ``run.json``; the others are for comparison."""
+    return state.runs.meta(run_id).grading
+
+
+def ordered_protocols(state: State, run_id: str) -> list[str]:
+    """The run's protocols, its grading protocol first (listed even before it has a score), then the others in
+    the run's order (shown for comparison)."""
+    grading = grading_protocol(state, run_id)
+    found = state.runs.view(run_id).protocols
+    return ([grading] if grading else []) + [p for p in found if p != grading]
 
 
 def view_scores(view: library_runs.RunView) -> dict[tuple[str, str, str], Any]:
@@ -110,7 +120,7 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
     traits = []
     for trait in view.rubric.traits:
         entries = []
-        for protocol in view.protocols:
+        for protocol in ordered_protocols(state, run_id):
             found = next((s for s in mine if s.protocol == protocol and s.trait == trait.name), None)
             judge = records.get(found.record_key) if found is not None else None
             debate = [records[k] for k in (judge.context.get("debate") or [] if judge else []) if k in records]
@@ -118,6 +128,7 @@ def essay_detail(state: State, run_id: str, essay_id: str) -> dict[str, Any]:
             entry = _protocol_entry(protocol, found, judge, debate, history)
             grade = found_grades[(protocol, essay_id, trait.name)]
             entry |= {"in_force": grade, "grade": grade.points, "graded_by": grade.by, "graded_how": grade.how}
+            entry["grading"] = protocol == grading_protocol(state, run_id)  # the others: for comparison
             entries.append(entry)
         traits.append(
             {
@@ -180,7 +191,7 @@ def _scored_cell(
         trait = view.rubric.trait(trait_name)
     except MadragError:
         raise NotFound(f"the rubric has no trait {trait_name!r}", "trait") from None
-    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    chosen = protocol or grading_protocol(state, run_id)
     if chosen not in view.protocols:
         raise NotFound(f"run {run_id} has no scores of protocol {chosen!r}", "protocol")
     found = view_scores(view).get((chosen, essay_id, trait.name))
@@ -240,14 +251,15 @@ def add_comment(
 
 def override_in_force(state: State, run_id: str, essay_id: str, trait: str, protocol: str | None) -> Review | None:
     """The teacher's override in force on one essay-trait (None when its latest review is not an override)."""
-    view = state.runs.view(run_id)
-    chosen = protocol or (view.protocols[0] if view.protocols else "")
+    chosen = protocol or grading_protocol(state, run_id)
     found = latest(all_reviews(state.runs.run_dir(run_id), essay_id)).get((essay_id, trait, chosen))
     return found if found is not None and found.action == "override" else None
 
 
 def export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
-    """The library's score rows with the review in force beside each agent score."""
+    """The library's score rows with the review in force beside each agent score; the grade (``grade``,
+    ``final_score``, ``graded_by``) only on the grading protocol's rows (``grading``), empty on a comparison
+    method's."""
     return state.memo("export", run_id, lambda: _export_rows(state, run_id))  # type: ignore[no-any-return]
 
 
@@ -257,10 +269,13 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
     found_grades = grade_table(state, run_id)
     backend = state.runs.describe(run_id)["backend"]
     label, valid = scored_by(backend), warning(backend) is None
+    grading = grading_protocol(state, run_id)
     rows = []
     for row in library_runs.export_rows(view):
         review = reviews.get((row["essay_id"], row["trait"], row["protocol"]))
         grade = found_grades.get((row["protocol"], row["essay_id"], row["trait"])) or grade_of(row["score"])
+        if row["protocol"] != grading:  # a method shown for comparison: its scores are never a grade
+            grade = Grade(None, None, "missing")
         rows.append(
             {
                 **row,
@@ -272,6 +287,7 @@ def _export_rows(state: State, run_id: str) -> list[dict[str, Any]]:
                 "reviewed_at": None if review is None else review.created_at,
                 "grade": grade.points,
                 "graded_by": grade.by,
+                "grading": row["protocol"] == grading,  # this protocol's scores are the run's grades
                 "scored_by": label,
                 "valid_scores": valid,
             }

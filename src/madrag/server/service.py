@@ -29,9 +29,10 @@ from madrag.server.http.schemas import (
     SingleScoreIn,
 )
 from madrag.server.reviews import review_version
-from madrag.server.runs import scoring
+from madrag.server.runs import probe, scoring
 from madrag.server.runs.probe import ProbeResult
 from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
+from madrag.teacher.plain_words import protocol_label
 
 
 @dataclass
@@ -138,6 +139,31 @@ def check_protocols(protocols: list[str], pool: library.PoolMode) -> None:
             )
 
 
+def _named(protocols: list[str]) -> str:
+    labels = [f"“{protocol_label(p)}”" for p in protocols]
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def grading_protocol(protocols: list[str], chosen: str | None) -> str:
+    """Which protocol's scores are the run's grades: the one chosen, which must be one of ``protocols``; with one
+    protocol, that one. Several protocols and no choice is refused: a grade is never taken from a method the
+    teacher did not pick."""
+    if chosen:
+        if chosen not in protocols:
+            raise InvalidRequest(
+                f"The grades must come from a method the run uses ({_named(protocols)}), not from {_named([chosen])}.",
+                "grading_protocol",
+            )
+        return chosen
+    if len(protocols) == 1:
+        return protocols[0]
+    raise InvalidRequest(
+        f"You chose {len(protocols)} scoring methods, {_named(protocols)}: choose which one gives the grades (the "
+        "other is shown beside it for comparison), or keep one.",
+        "grading_protocol",
+    )
+
+
 def start_run(state: State, req: RunCreate) -> RunMeta:
     """Create and start a run (or a dry-run estimate) from an API request."""
     rubric = resolve_rubric(state, req.rubric_id, req.rubric)
@@ -156,6 +182,7 @@ def create_run(
     kind: RunKind = "run",
 ) -> RunMeta:
     """Start the run (or the sample of a dry run) on checked inputs."""
+    grading = grading_protocol(req.protocols, req.grading_protocol)
     if find_backend(req.backend.kind).traits.needs_model and not req.backend.model:
         raise InvalidRequest(f"the {req.backend.kind} backend needs the name of the model its server serves", "model")
     shipped = state.catalog.shipped_pool(rubric) if pool == "asap" else None
@@ -171,6 +198,7 @@ def create_run(
         essays=upload.essays,
         refused=upload.refused,
         protocols=req.protocols,
+        grading_protocol=grading,
         pool=pool,
         pool_essays=shipped,
         eval_fold=req.eval_fold,
@@ -199,6 +227,15 @@ async def try_backend(state: State, backend: BackendSettings) -> ProbeResult:
         raise InvalidRequest("an OpenAI-compatible backend needs the model name its server serves", "model")
     key_env = access.env_key(state.config, backend.kind, backend.base_url)
     return await state.runs.test_backend(backend.kind, backend.model, backend.base_url, key_env, backend.api_key)
+
+
+async def only_model(state: State, backend: BackendSettings) -> str | None:
+    """The model a server kind's backend serves when it serves exactly one (its ``GET /models``), so the teacher
+    need not type a name there is no choice of; None otherwise."""
+    if not find_backend(backend.kind).traits.connection_test or not backend.base_url:
+        return None
+    found = probe.only_model(backend.base_url, state.config.key_env(backend.kind), backend.api_key)
+    return await asyncio.wrap_future(state.runs.worker.submit(found))
 
 
 # -- one essay, now ---------------------------------------------------------------------------------------

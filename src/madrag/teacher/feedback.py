@@ -37,6 +37,7 @@ class TraitFeedback:
     why: str
     quotes: list[str] = field(default_factory=list)
     edited: bool = False
+    debated: bool = True  # the grading method had an Advocate and a Skeptic (a quick method has neither)
 
 
 def _you(m: re.Match[str]) -> str:
@@ -83,8 +84,10 @@ def verified_quotes(texts: list[str], essay: str) -> list[str]:
 
 
 def draft(trait: str, advocate: str, skeptic: str, judge: str, essay: str) -> TraitFeedback:
-    """The drafted feedback of one criterion from the three agents' answers."""
+    """The drafted feedback of one criterion from the three agents' answers (a method without a debate, the
+    Judge's alone: no "what works" / "what next" is drafted, and ``debated`` says so)."""
     return TraitFeedback(
+        debated=bool(advocate or skeptic),
         trait=trait,
         works=to_student(summary(advocate)),
         next=to_student(summary(skeptic)),
@@ -150,5 +153,6 @@ def criteria(
         item = draft(trait.name, _latest(turns, "advocate"), _latest(turns, "skeptic"), judged, essay)
         if trait.name in edits:
             item.works, item.next, item.edited = edits[trait.name]["works"], edits[trait.name]["next"], True
+            item.debated = True  # her wording is shown whatever the method
         out.append(with_grade(asdict(item), grades[trait.name], trait.max))
     return out

@@ -68,6 +68,12 @@ class StubConfig:
     # as vLLM's server: GET /v1/models says the model's context (``max_model_len``); None: not said
     max_model_len: int | None = None
     owned_by: str = "madrag-stub"  # the model list's owned_by ("vllm": a server that refuses unlisted models)
+    # that share of the Judge's scores (drawn from the prompt) is torn: the next score's logprob close behind the
+    # winner's, so the score distribution is split and the review desk flags it ("the Judge was torn")
+    torn_rate: float = 0.0
+    # each request holds its slot latency_s times a factor drawn from 1 - latency_spread to 1 + latency_spread (a
+    # server whose answers take varying times; seeded, in the order requests take their slot)
+    latency_spread: float = 0.0
     # as llama.cpp's server: a chat request whose prompt (one token per word) is this long or longer is answered
     # HTTP 400 "the request exceeds the available context size"; None: any prompt is answered
     context_limit: int | None = None
@@ -123,16 +129,22 @@ def compose(role: str, messages: list[dict[str, Any]], config: StubConfig) -> tu
     return text, None
 
 
-def token_logprobs(text: str, top_n: int, score: int | None, lo: int, hi: int, seed: int) -> list[dict[str, Any]]:
+def token_logprobs(
+    text: str, top_n: int, score: int | None, lo: int, hi: int, seed: int, torn: bool = False
+) -> list[dict[str, Any]]:
     """OpenAI ``logprobs.content``: one entry per whitespace-led piece; the last piece of a judge answer is the
-    score, whose alternatives are the other valid scores."""
+    score, whose alternatives are the other valid scores (``torn``: the next one close behind)."""
     pieces = _PIECE.findall(text)
     content = []
+    runner_up = None if score is None else (score + 1 if score < hi else score - 1)
     for i, piece in enumerate(pieces):
         logprob = -0.05 - ((seed >> (i % 32)) % 60) / 100 if i == 0 else -0.1
         if score is not None and i == len(pieces) - 1:
             alts = [
-                (f" {s}" if s != score else piece, -0.1 if s == score else -2.0 - abs(s - score))
+                (
+                    f" {s}" if s != score else piece,
+                    -0.1 if s == score else -0.3 if torn and s == runner_up else -2.0 - abs(s - score),
+                )
                 for s in range(lo, hi + 1)
             ]
             alts.sort(key=lambda a: -a[1])
@@ -153,7 +165,9 @@ def completion(body: dict[str, Any], config: StubConfig, role: str) -> dict[str,
     logprobs = None
     if body.get("logprobs") and config.logprobs:
         top_n = int(body.get("top_logprobs") or 0)
-        logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, _digest(messages))}
+        seed = _digest(messages)
+        torn = (seed >> 16) % 1000 < config.torn_rate * 1000
+        logprobs = {"content": token_logprobs(text, top_n, score, lo, hi, seed, torn)}
     prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
     completion_tokens = len(_PIECE.findall(text))
     answer: dict[str, Any] = {

@@ -7,11 +7,12 @@ and B"; with ``logprobs``, per-token logprobs and ``top_logprobs`` (the other va
 ``/v1/embeddings`` a hashed bag-of-words vector; with ``props``, ``/props`` and ``/tokenize`` as llama.cpp's.
 With ``reasoning_model`` it refuses, as OpenAI's reasoning models do, ``max_tokens``, a non-default
 ``temperature`` or ``top_p`` and ``logprobs`` with an HTTP 400 (see :mod:`madrag.testing.reasoning`).
-With ``cpu_bound`` its slots share one compute, as a CPU-bound server's do: each answer takes ``latency_s`` of
-it, one at a time, so more requests in flight are answered no faster. With ``fault_rate`` it answers that share
-of the chat requests with ``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix``
-and ``fingerprint`` make two stubs different servers under one model name (see
-:class:`~madrag.testing.stub_answers.StubConfig`). The answers and the stub's configuration
+With ``torn_rate`` that share of the Judge's scores come with the next score's logprob close behind (a torn Judge,
+which the review desk flags); with ``latency_spread`` each latency varies by up to that share of ``latency_s``.
+With ``cpu_bound`` its slots share one compute, as a CPU-bound server's do: each answer takes ``latency_s`` of it,
+one at a time, so more requests in flight are answered no faster. With ``fault_rate`` it answers that share of the
+chat requests with ``fault_status`` (default 503) at once, as an overloaded server does; ``answer_prefix`` and
+``fingerprint`` make two stubs different servers under one model name; the answers and the configuration
 (:class:`~madrag.testing.stub_answers.StubConfig`) are :mod:`madrag.testing.stub_answers`.
 
 It listens on 127.0.0.1 only, and exits by itself when its parent process dies or after ``max_lifetime_s``.
@@ -31,6 +32,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import selectors
 import socket
 import subprocess
@@ -102,6 +104,7 @@ class StubApp:
         self.stats = StubStats()
         self.roles: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(config.capacity)
+        self._latency = random.Random(0)
         self._compute = asyncio.Lock()  # a CPU-bound server's one compute its slots share (``cpu_bound``)
         self._sent: Counter[str] = Counter()  # times each request body was sent (for the fault draws)
 
@@ -189,7 +192,8 @@ class StubApp:
                 async with self._compute:
                     await asyncio.sleep(self.config.latency_s)
                 return answer
-            await asyncio.sleep(max(0.0, self.config.latency_s - (time.monotonic() - start)))
+            latency = self.config.latency_s * (1.0 + self.config.latency_spread * self._latency.uniform(-1.0, 1.0))
+            await asyncio.sleep(max(0.0, latency - (time.monotonic() - start)))
             return answer
         finally:
             self.stats.in_flight -= 1
@@ -294,9 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, default=4096, help="the per-slot context /props says")
     parser.add_argument("--max-model-len", type=int, default=None, help="the context /v1/models says, as vLLM")
     parser.add_argument("--owned-by", default="madrag-stub", help="owned_by in /v1/models (vllm: as vLLM says it)")
-    parser.add_argument(
-        "--context-limit", type=int, default=None, help="answer 400 for a prompt of this many words or more"
-    )
+    parser.add_argument("--latency-spread", type=float, default=0.0, help="each latency varies by up to this share")
+    parser.add_argument("--torn-rate", type=float, default=0.0, help="share of Judge scores torn between two")
+    parser.add_argument("--context-limit", type=int, default=None, help="400 for a prompt of this many words or more")
     parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
     args = parser.parse_args(argv)
@@ -304,6 +308,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--capacity must be >= 1 and --latency >= 0")
     if not 0.0 <= args.fault_rate <= 1.0 or not 400 <= args.fault_status <= 599:
         parser.error("--fault-rate must be in [0, 1] and --fault-status an HTTP error status")
+    same = (  # the options whose StubConfig field has the option's name
+        "answer_prefix fingerprint fault_rate fault_status fault_seed props n_ctx max_model_len owned_by torn_rate "
+        "latency_spread context_limit watch cpu_bound"
+    ).split()
     config = StubConfig(
         args.capacity,
         args.latency,
@@ -313,18 +321,7 @@ def main(argv: list[str] | None = None) -> None:
         args.reasoning_model,
         usage=not args.no_usage,
         logprobs=not args.no_logprobs,
-        answer_prefix=args.answer_prefix,
-        fingerprint=args.fingerprint,
-        fault_rate=args.fault_rate,
-        fault_status=args.fault_status,
-        fault_seed=args.fault_seed,
-        props=args.props,
-        cpu_bound=args.cpu_bound,
-        n_ctx=args.n_ctx,
-        max_model_len=args.max_model_len,
-        owned_by=args.owned_by,
-        context_limit=args.context_limit,
-        watch=args.watch,
+        **{name: getattr(args, name) for name in same},
     )
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
@@ -377,6 +374,8 @@ class StubServer:
             *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
             *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
             f"--owned-by={c.owned_by}",
+            *([f"--torn-rate={c.torn_rate}"] if c.torn_rate > 0 else []),
+            *([f"--latency-spread={c.latency_spread}"] if c.latency_spread > 0 else []),
             *([f"--watch={c.watch}"] if c.watch else []),
             f"--port={self.port}",
         ]

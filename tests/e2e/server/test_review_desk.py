@@ -73,7 +73,7 @@ def test_enter_in_a_comment_saves_it_and_sets_no_level(client: TestClient) -> No
     sent = review(
         client, run_id, token, "e1", "Ideas", action="comment", comment="where is the thesis?", back="review?"
     )
-    assert sent.status_code == 303 and sent.headers["location"] == f"/runs/{run_id}/review"
+    assert sent.status_code == 303 and sent.headers["location"] == f"/runs/{run_id}/review?open=e1"  # reading e1
     after = grades(client, run_id)
     assert after[("e1", "Ideas")] == (before[("e1", "Ideas")][0], "comment", "where is the thesis?")
     assert {k: v for k, v in after.items() if k != ("e1", "Ideas")} == {

@@ -114,12 +114,16 @@ class ProtocolDetail(BaseModel):
     """``teacher`` or ``ai`` (None: no grade)."""
     graded_how: str = "missing"
     """``override``, ``class file``, ``accepted``, ``ai`` or ``missing``."""
+    grading: bool = False
+    """Whether this protocol's scores are the run's grades (the others are shown for comparison)."""
 
 
 class TraitDetail(BaseModel):
     trait: str
     min: int
     max: int
+    levels: dict[int, str] = Field(default_factory=dict)
+    """The rubric's description of each score of the trait."""
     reference: int | None = None
     raters: list[float] = Field(default_factory=list)
     protocols: list[ProtocolDetail]

@@ -176,6 +176,12 @@ class RunCreate(TextRequest):
     essays: list[EssayIn] | None = None
     data: DataUpload | None = None
     protocols: list[str] = Field(default_factory=lambda: ["MADRAG"], min_length=1, max_length=12)
+    grading_protocol: str | None = Field(
+        default=None,
+        max_length=100,
+        description="which of ``protocols`` gives the grades (the others are shown for comparison); required "
+        "when there are several, else the one protocol",
+    )
     pool: PoolChoice = "auto"
     eval_fold: int = 0
     limit: int | None = Field(default=None, ge=1)

@@ -5,6 +5,7 @@ estimate, calibration on the teacher's own papers, and the start (also from the 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -22,12 +23,17 @@ from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.pages import backend_form
 from madrag.server.pages import calibration as pages_calibration
+from madrag.server.pages import review as review_pages
 from madrag.server.pages.rendering import redirect, state_of
 from madrag.server.pages.setup import read_form, step_page, with_rubric
 from madrag.server.runs import archive as run_list
 from madrag.teacher import plain_words, presets
 
 router = APIRouter(include_in_schema=False)
+SERVER_COOKIE = "madrag_server"
+"""This browser's model server (its kind, address and model name; never a key), so a second class is not typed
+again."""
+REMEMBERED = ("kind", "base_url", "model")
 CHOOSE_A_MODEL = (
     "choose which model scores: a model server (a preset fills it in), or, to try the pipeline only, the embedded model"
 )
@@ -40,7 +46,27 @@ def _protocol_options(draft: Draft) -> list[tuple[str, bool]]:
 @router.get("/drafts/{draft_id}/backend")
 def backend_page(draft_id: str, request: Request) -> Response:
     draft, _rubric = with_rubric(request, draft_id)
+    if not draft.backend.get("kind"):  # nothing chosen yet for this class: the server this browser used last
+        draft = draft.model_copy(update={"backend": remembered_server(request)})
     return _backend_page(request, draft, {})
+
+
+def remembered_server(request: Request) -> dict[str, Any]:
+    """The model server this browser chose last (a model server's kind only: never the fake or embedded one)."""
+    found = dict(parse_qsl(request.cookies.get(SERVER_COOKIE, "")))
+    kind = found.get("kind", "")
+    if kind not in presets.server_kinds():
+        return {}
+    return {k: v[:500] for k, v in found.items() if k in REMEMBERED and v}
+
+
+def remember(response: Response, backend: dict[str, Any], reviewer: str) -> Response:
+    """This browser keeps the model server chosen (kind, address, model: never a key) and the teacher's name."""
+    if str(backend.get("kind") or "") in presets.server_kinds():
+        fields = urlencode({k: str(backend[k]) for k in REMEMBERED if backend.get(k)})
+        response.set_cookie(SERVER_COOKIE, fields, max_age=365 * 86400, httponly=True, samesite="strict", path="/")
+    review_pages.remember_reviewer(response, reviewer)
+    return response
 
 
 def _backend_page(
@@ -64,6 +90,7 @@ def _backend_page(
         untested_words=backend_form.untested_words,
         presets=presets.PRESETS,
         teacher_protocols=plain_words.TEACHER_PROTOCOLS,
+        reviewer=review_pages.remembered_reviewer(request),
         **backend_form.view(),
     )
 
@@ -72,6 +99,8 @@ def _backend_from_form(form: Any, kind: str = "") -> dict[str, Any]:
     """The backend fields typed for the chosen kind (or ``kind``: a preset's); without a model chosen,
     :data:`CHOOSE_A_MODEL` (none is chosen for the teacher)."""
     kind = kind or str(form.get("kind") or "")
+    if not kind and str(form.get("base_url") or "").strip():  # a server's address typed: a model server
+        kind = presets.PRESET_KIND
     if not kind:
         raise ApiError(400, CHOOSE_A_MODEL, "kind")
     return backend_form.read_backend(form, kind)
@@ -101,12 +130,20 @@ def _preset(request: Request, draft: Draft, form: Any, name: str) -> Response:
 
 @router.post("/drafts/{draft_id}/backend")
 async def backend_submit(draft_id: str, request: Request) -> Response:
+    form = await read_form(request)
+    response = await _submit(draft_id, request, form)
+    draft = state_of(request).drafts.get(draft_id)
+    return remember(response, draft.backend, review_pages.reviewer_of(request, str(form.get("reviewer") or "")))
+
+
+async def _submit(draft_id: str, request: Request, form: Any) -> Response:
     s = state_of(request)
     draft, rubric = with_rubric(request, draft_id)
-    form = await read_form(request)
     action = str(form.get("action") or "")
     protocols = [str(p) for p in form.getlist("protocols")] or draft.protocols
-    draft = draft.model_copy(update={"protocols": protocols, "name": str(form.get("name") or "")})
+    grading = str(form.get("grading_protocol") or "") or draft.grading_protocol
+    update = {"protocols": protocols, "grading_protocol": grading, "name": str(form.get("name") or "")}
+    draft = draft.model_copy(update=update)
     try:
         if action.startswith("preset-"):
             return _preset(request, draft, form, action[len("preset-") :])
@@ -115,6 +152,9 @@ async def backend_submit(draft_id: str, request: Request) -> Response:
         if key := backend_form.typed_key(form, raw["kind"]):
             s.drafts.set_key(draft.id, key, raw["kind"], raw.get("base_url"))
         draft = draft.model_copy(update={"backend": raw})
+        if not raw.get("model"):  # a server that serves one model: its name, not typed
+            found = await service.only_model(s, s.drafts.backend(draft))
+            draft = draft.model_copy(update={"backend": {**raw, "model": found}}) if found else draft
         s.drafts.save(draft)
         if action == "test":
             return await _test_connection(request, draft)
@@ -183,6 +223,8 @@ def _run_request(draft: Draft, backend: BackendSettings, form: Any, dry_run: boo
         rubric_id=draft.rubric_id,
         essays=[],
         protocols=draft.protocols,
+        # with several methods ticked, the one she chose gives the grades (none chosen: refused, in words)
+        grading_protocol=draft.grading_protocol if len(draft.protocols) > 1 else None,
         eval_fold=draft.eval_fold,
         backend=backend,
         dry_run=dry_run,

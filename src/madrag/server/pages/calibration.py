@@ -33,6 +33,7 @@ def start(s: State, draft: Draft, rubric: Rubric) -> Response:
         rubric_id=draft.rubric_id,
         essays=[],
         protocols=protocols,
+        grading_protocol=draft.grading_protocol if draft.grading_protocol in protocols else None,
         backend=s.drafts.backend(draft),
     )
     meta = service.create_run(s, rubric, library.EssayUpload(marked, Refusals()), pool, body)  # type: ignore[arg-type]
@@ -49,7 +50,7 @@ def calibration_page(run_id: str, request: Request, draft: str = "") -> Response
     agreement: list[calibration.TraitAgreement] = []
     empty: dict[str, list[int]] = {}
     if view is not None:
-        first = view.protocols[0] if view.protocols else ""
+        first = s.runs.meta(run_id).grading
         scores = {(x.essay_id, x.trait): x.score for x in view.scores if x.protocol == first}
         marked = calibration.anchors(view.essays)
         agreement = calibration.agreement(view.rubric, marked, scores)

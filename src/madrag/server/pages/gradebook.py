@@ -39,6 +39,14 @@ def _names(state: State, run_id: str) -> dict[str, str]:
     return {e.id: student_label(roster.get(e.id, {}), e.id) for e in state.runs.view(run_id).essays}
 
 
+def canvas_matching(state: State, run_id: str) -> str:
+    """How Canvas will match the run's students (the gradebook's and the review desk's export say it): from their
+    identifiers, which no review changes (kept until the scores change)."""
+    return state.memo(  # type: ignore[no-any-return]
+        "canvas-matching", run_id, lambda: gradebook.canvas_matching(book(state, run_id)["rows"]), reviews=False
+    )
+
+
 def safe_cell(value: Any) -> Any:
     """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
     return csv_safe.safe_cell(value)
@@ -90,7 +98,7 @@ def gradebook_page(run_id: str, request: Request) -> Response:
     s = state_of(request)
     run = s.runs.describe(run_id)
     found = book(s, run_id)
-    matching = s.memo("canvas-matching", run_id, lambda: gradebook.canvas_matching(found["rows"]))
+    matching = canvas_matching(s, run_id)
     rows, pager = paginate(request, found["rows"])
     return render(request, "gradebook.html", run=run, book=found, rows=rows, pager=pager, canvas_matching=matching)
 

@@ -1,4 +1,4 @@
-"""The review queue page: a run's trait scores of its first protocol (the one the gradebook uses), ranked by
+"""The review queue page: a run's trait scores of its grading protocol (the gradebook's), ranked by
 :mod:`madrag.teacher.review_queue` (most likely wrong first), with the review in force and the unreviewed
 counter, and the one-click approvals (every agreeing score, or one essay's). An approval only accepts scores
 nobody has reviewed yet: a teacher's override stays until the teacher changes it. A bulk approval is recorded as
@@ -23,7 +23,7 @@ from madrag.records import EvidenceCounts
 from madrag.server import results
 from madrag.server.http.numbers import whole_number
 from madrag.server.http.security import check_csrf
-from madrag.server.pages import gradebook
+from madrag.server.pages import gradebook, reading_pane
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
 from madrag.server.results import view_scores
 from madrag.server.reviews import Review, add_bulk_approvals
@@ -60,11 +60,11 @@ def _debate_signals(judge: dict[str, Any] | None, records: dict[str, dict[str, A
 
 
 def signals(state: State, run_id: str) -> list[ItemSignals]:
-    """What the run's agents answered, per essay-trait of its first protocol."""
+    """What the run's agents answered, per essay-trait of its grading protocol (the others' scores beside)."""
     view = state.runs.view(run_id)
     if not view.protocols:
         return []
-    first, by_key = view.protocols[0], view_scores(view)
+    first, by_key = results.grading_protocol(state, run_id), view_scores(view)
     keys = sorted({s.record_key for s in view.scores if s.protocol == first and s.record_key})
     records = library_runs.record_fields(state.runs.run_dir(run_id), keys, SIGNAL_FIELDS)  # not the run's texts
     items = []
@@ -73,7 +73,7 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
             found = by_key.get((first, essay.id, trait.name))
             if found is None:
                 continue
-            others = [by_key.get((p, essay.id, trait.name)) for p in view.protocols[1:]]
+            others = [by_key.get((p, essay.id, trait.name)) for p in view.protocols if p != first]
             result = found.result
             items.append(
                 ItemSignals(
@@ -118,7 +118,7 @@ def queue(state: State, run_id: str) -> dict[str, Any]:
 
 
 def _queue(state: State, run_id: str) -> dict[str, Any]:
-    first = results.first_protocol(state, run_id)
+    first = results.grading_protocol(state, run_id)
     found = results.grade_table(state, run_id)
     ranked = state.memo("review-ranking", run_id, lambda: rank(signals(state, run_id)), reviews=False)
     rows = [_row(i, found[(first, i.essay_id, i.trait)]) for i in ranked]
@@ -305,6 +305,8 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
         approved=approved,
         names=names,
         reviewer=remembered_reviewer(request),
+        reading=reading_pane.pane(s, run_id, request, rows, found["rows"]),
+        canvas_matching=gradebook.canvas_matching(s, run_id),
     )
 
 

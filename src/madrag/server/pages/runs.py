@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
@@ -91,16 +91,16 @@ def results_page(run_id: str, request: Request) -> Response:
     table = results.grid(s, run_id)
     rows, pager = paginate(request, prepared_grid(s, run_id, table))
     cells = grid_table(table, rows)
-    unreviewed = s.memo("unreviewed", run_id, lambda: _unreviewed(table))
+    grading = results.grading_protocol(s, run_id)
+    unreviewed = s.memo("unreviewed", run_id, lambda: _unreviewed(table, grading))
     return render(
         request, "results.html", run=run, grid=table, grid_html=Markup(cells), unreviewed=unreviewed, pager=pager
     )
 
 
-def _unreviewed(table: dict[str, Any]) -> int:
-    """How many scores of the run's first protocol no teacher decided yet."""
-    first = table["protocols"][0] if table["protocols"] else ""
-    return sum(1 for r in table["rows"] for c in r["cells"] if c["protocol"] == first and c["grade"].open)
+def _unreviewed(table: dict[str, Any], grading: str) -> int:
+    """How many scores of the run's grading protocol no teacher decided yet."""
+    return sum(1 for r in table["rows"] for c in r["cells"] if c["protocol"] == grading and c["grade"].open)
 
 
 def _missing(score: int | None) -> str:
@@ -152,7 +152,14 @@ def grid_table(grid: dict[str, Any], rows: Sequence[str]) -> str:
     traits = "".join(f"<th>{escape(t)}</th>" for t in grid["traits"])
     if len(grid["protocols"]) > 1:
         span = len(grid["traits"])
-        head = "<tr><th></th>" + "".join(f'<th colspan="{span}">{escape(p)}</th>' for p in grid["protocols"]) + "</tr>"
+        head = (
+            "<tr><th></th>"
+            + "".join(
+                f'<th colspan="{span}">{escape(p)}{" (the grades)" if i == 0 else " (for comparison)"}</th>'
+                for i, p in enumerate(grid["protocols"])
+            )
+            + "</tr>"
+        )
     head += "<tr><th>essay</th>" + traits * len(grid["protocols"]) + "</tr>"
     return f'<table class="grid" id="results-grid"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
@@ -187,9 +194,9 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
                 return render(request, "confirm_accept.html", run=run, form=body, standing=standing)
         await run_in_threadpool(results.add_override, s, run_id, OverrideIn.model_validate(body))
     back = str(form.get("back") or "")
-    if back.startswith("review"):  # the review desk, with the filter it showed
-        query = back.partition("?")[2]
-        response = redirect(f"/runs/{run_id}/review" + (f"?{query}" if query else ""))
+    if back.startswith("review"):  # the review desk, with the filter it showed, reading the essay just reviewed
+        kept = [(k, v) for k, v in parse_qsl(back.partition("?")[2]) if k != "open"]
+        response = redirect(f"/runs/{run_id}/review?" + urlencode([*kept, ("open", essay_id)]))
     else:
         anchor = quote(body["trait"], safe="")
         response = redirect(f"/runs/{run_id}/essays/{quote(essay_id, safe='')}?saved={anchor}#trait-{anchor}")

@@ -187,7 +187,9 @@ def with_rubric(request: Request, draft_id: str) -> tuple[Draft, Rubric]:
 def essays_page(draft_id: str, request: Request) -> Response:
     draft, rubric = with_rubric(request, draft_id)
     essays = state_of(request).drafts.essays(draft, rubric)
-    return step_page(request, draft, "essays", errors={}, preview=essays[:5], values={})
+    return step_page(
+        request, draft, "essays", errors={}, preview=essays[:5], values={}, **_pools(request, draft, rubric)
+    )
 
 
 @router.post("/drafts/{draft_id}/essays")
@@ -229,7 +231,10 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
         typed = {k: str(v) for k, v in form.items() if isinstance(v, str)}  # a pasted essay is never wiped
         return step_page(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
     draft = s.drafts.set_essays(draft, upload.essays, upload.refused)
-    return step_page(request, draft, "essays", errors={}, preview=upload.essays[:5], values={}, read_as=read_as)
+    pools = _pools(request, draft, rubric)
+    return step_page(
+        request, draft, "essays", errors={}, preview=upload.essays[:5], values={}, read_as=read_as, **pools
+    )
 
 
 # -- 3 exemplars ----------------------------------------------------------------------------------------------
@@ -253,6 +258,15 @@ def _pool_options(request: Request, draft: Draft, rubric: Rubric) -> list[tuple[
         ("asap", _asap_label(rubric), s.catalog.pool_available(rubric)),
         ("none", "no example essays (the Quick way, or a debate without examples)", True),
     ]
+
+
+def _pools(request: Request, draft: Draft, rubric: Rubric) -> dict[str, Any]:
+    """The exemplar pools offered right under the essays read (step 3 in one click: its default kept, or
+    another chosen), with the one chosen by default."""
+    if not draft.n_essays:
+        return {"pool_options": [], "pool_default": ""}
+    options = _pool_options(request, draft, rubric)
+    return {"pool_options": options, "pool_default": next(key for key, _, ok in options if ok)}
 
 
 @router.get("/drafts/{draft_id}/exemplars")

@@ -136,6 +136,24 @@ async def probe(
     return found.model_copy(update={"message": describe(found)})
 
 
+async def only_model(
+    base_url: str | None, key_env: str | None, api_key: SecretStr | None = None, timeout_s: float = 10.0
+) -> str | None:
+    """The one model the server at ``base_url`` serves, by its ``GET /models``; None when it lists none or
+    several (then the teacher names one) or cannot be asked."""
+    from madrag.providers.openai_compat import OpenAICompatProvider
+
+    key = api_key if api_key is not None and api_key.get_secret_value() else None
+    provider = OpenAICompatProvider(
+        "unnamed", base_url, api_key_env=key_env or "", timeout_s=timeout_s, max_concurrency=1, api_key=key
+    )
+    try:
+        served = await provider.served_models()
+    finally:
+        await provider.aclose()
+    return served[0] if len(served) == 1 else None
+
+
 def needs_probe(backend: RunBackend) -> bool:
     """Whether a run's backend is an OpenAI-compatible server whose logprobs were never tested (a run recorded
     before the setting existed ran with them: see :class:`~madrag.server.runs.repo.RunBackend`)."""

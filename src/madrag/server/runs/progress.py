@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from madrag.server.runs.time_left import Remaining, TimeLeft
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Event = dict[str, Any]
@@ -137,24 +139,64 @@ class _Listener:
     queue: asyncio.Queue[Event]
 
 
+@dataclass(frozen=True)
+class Work:
+    """What a session has done: ``calls`` answered, ``essays_done`` finished, the run's ``essays_total`` and the
+    ``essays_left`` (default: total less done); with ``in_flight``, per unfinished essay of the session the calls
+    it made so far and the seconds since its last answer (None: not told apart, every call counted as a finished
+    essay's)."""
+
+    calls: int
+    essays_done: int
+    essays_total: int | None
+    essays_left: int | None = None
+    in_flight: tuple[tuple[int, float], ...] | None = None
+
+    def remaining(self) -> Remaining | None:
+        """The work left: the calls per finished essay (every essay of a run makes the same calls, where a
+        trait score is not: a shared debate or a comparison serves several) times the essays left, less the
+        calls the unfinished essays already made; None before an essay is finished."""
+        left = self.essays_left
+        if left is None and self.essays_total is not None:
+            left = max(0, self.essays_total - self.essays_done)
+        if not self.essays_done or left is None:
+            return None
+        started = self.in_flight or ()
+        made = sum(n for n, _ in started)
+        per_essay = (self.calls - made) / self.essays_done
+        calls_left = max(0, round(per_essay * left - made))
+        if self.in_flight is None:
+            return Remaining(calls_left)
+        mine = tuple((max(0.0, per_essay - n), age) for n, age in started)
+        return Remaining(calls_left, mine, max(0, left - len(mine)), per_essay)
+
+
 def pace(
-    since: float | None, calls: int, essays_done: int, essays_total: int | None, essays_left: int | None = None
+    since: float | None,
+    calls: int,
+    essays_done: int,
+    essays_total: int | None,
+    essays_left: int | None = None,
+    now: float | None = None,
+    time_left: TimeLeft | None = None,
 ) -> dict[str, Any]:
     """How fast a run goes, from the ``calls`` made since ``since`` (monotonic seconds, this session's start of
-    scoring) and the ``essays_done`` in that time: seconds per call, and once an essay is finished, the calls
-    left (this session's calls per finished essay times the essays left: every essay of a run makes the same
-    calls, where a trait score is not, since a shared debate or a comparison serves several) and the time left
-    (the session's seconds per finished essay times the essays left: the mean over the whole session, so one
-    quick or slow essay does not swing it). ``essays_left`` defaults to ``essays_total - essays_done``. What
-    cannot be measured yet is None."""
-    elapsed = None if since is None else max(0.0, time.monotonic() - since)
-    per_call = elapsed / calls if elapsed is not None and calls else None
-    calls_left = eta = None
-    if essays_left is None and essays_total is not None:
-        essays_left = max(0, essays_total - essays_done)
-    if per_call is not None and elapsed is not None and essays_done and essays_left is not None:
-        calls_left = round(calls / essays_done * essays_left)
-        eta = elapsed / essays_done * essays_left
+    scoring; ``now`` the clock's reading, default ``time.monotonic()``): seconds per call, the calls left
+    (:meth:`Work.calls_left`) and the time left: those calls over the session's smoothed rate of calls
+    (:class:`~madrag.server.runs.time_left.TimeLeft`, ``time_left`` keeping it from one reading to the next; a
+    fresh one: the session's mean rate). What cannot be measured yet is None."""
+    work = Work(calls, essays_done, essays_total, essays_left)
+    return work_pace(since, work, time.monotonic() if now is None else now, time_left or TimeLeft())
+
+
+def work_pace(since: float | None, work: Work, now: float, time_left: TimeLeft) -> dict[str, Any]:
+    """:func:`pace` of a :class:`Work`."""
+    elapsed = None if since is None else max(0.0, now - since)
+    per_call = elapsed / work.calls if elapsed is not None and work.calls else None
+    left = work.remaining() if per_call is not None else None
+    slots = len(work.in_flight or ()) or 1
+    eta = None if since is None else time_left.reading(now, since, work.calls, left, slots)
+    calls_left = None if left is None else left.calls_left
     return {"elapsed_s": elapsed, "per_call_s": per_call, "calls_left": calls_left, "eta_s": eta}
 
 
@@ -175,6 +217,10 @@ class Progress:
     essays: int | None = None  # the run's essays
     essays_done: set[str] = field(default_factory=set)  # essays finished in this session
     essays_called: set[str] = field(default_factory=set)  # essays that made a call in this session
+    calls_of: dict[str, int] = field(default_factory=dict)  # this session's calls per essay
+    answered_at: dict[str, float] = field(default_factory=dict)  # the clock at each essay's last answer
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)  # a test hands a simulated one
+    time_left: TimeLeft = field(default_factory=TimeLeft, repr=False)
     recent: deque[Event] = field(default_factory=lambda: deque(maxlen=200))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _listeners: list[_Listener] = field(default_factory=list, repr=False)
@@ -200,9 +246,12 @@ class Progress:
         # a (re)start makes a fresh Progress (RunEvents.begin): its records and essays are this session's own;
         # a resumed essay whose calls were all stored finishes at once without a call: it counts as done, not
         # in the pace (calls and seconds per essay)
-        paced = len(self.essays_done & self.essays_called)
+        paced = self.essays_done & self.essays_called
         left = None if self.essays is None else max(0, self.essays - len(self.essays_done))
-        return pace(self.scoring_since, self.records, paced, self.essays, left)
+        now = self.clock()
+        started = tuple((n, now - self.answered_at[e]) for e, n in self.calls_of.items() if e not in self.essays_done)
+        work = Work(self.records, len(paced), self.essays, left, started)
+        return work_pace(self.scoring_since, work, now, self.time_left)
 
     def essay_done(self, essay_id: str) -> None:
         """An essay's scores are all in (counted once, however often it is told)."""
@@ -241,6 +290,8 @@ class Progress:
             self.records += 1
             if essay_id is not None:
                 self.essays_called.add(essay_id)
+                self.calls_of[essay_id] = self.calls_of.get(essay_id, 0) + 1
+                self.answered_at[essay_id] = self.clock()
 
     def count_failed(self) -> None:
         with self._lock:

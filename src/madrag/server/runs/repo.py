@@ -90,6 +90,9 @@ class RunMeta(RefusedFields):
     error: str | None = None
     rubric_name: str = ""
     protocols: list[str]
+    # the protocol whose scores are the grades (the teacher's choice when the run has several; the others are
+    # shown beside it for comparison); None: recorded before the choice existed (see :attr:`grading`)
+    grading_protocol: str | None = None
     pool: str
     eval_fold: int | None
     backend: RunBackend
@@ -107,6 +110,23 @@ class RunMeta(RefusedFields):
     # the run's scoring settings (ScoringSettings as JSON; runs/scoring.py); None: recorded before the web app
     # took settings (its backend's max_tokens was both token limits)
     settings: dict[str, Any] | None = None
+
+    @property
+    def grading(self) -> str:
+        """The protocol whose scores are the run's grades: the one chosen when it was created; a run recorded
+        before that choice existed (or with one protocol) grades by the first protocol of its request."""
+        if self.grading_protocol is not None:
+            return self.grading_protocol
+        return self.protocols[0] if self.protocols else ""
+
+
+def recorded_grading(run_dir: Path) -> str | None:
+    """The grading protocol a server run recorded in its ``run.json`` (None: the folder has none, a run made by
+    ``madrag score``)."""
+    path = run_dir / "run.json"
+    if not path.is_file():
+        return None
+    return RunMeta.model_validate_json(path.read_text(encoding="utf-8")).grading
 
 
 class RunRepository:

@@ -15,8 +15,9 @@ class ProgressOut(BaseModel):
     (``records``) and failed after their retries, the current stage, and the last event's number (``seq``).
     The pace of this session (a resume starts its own): seconds of scoring (``elapsed_s``), seconds per call
     (``per_call_s``), the calls still to make (``calls_left``: the session's calls per finished essay times the
-    essays left) and the time left (``eta_s``: the session's seconds per finished essay times the essays left);
-    each None until it can be measured."""
+    essays left, less the calls the unfinished ones made) and the time left (``eta_s``: that work laid out on the
+    essays scored at once, over a smoothed rate of calls, never rising more than 10 % between readings:
+    :mod:`madrag.server.runs.time_left`); each None until it can be measured."""
 
     status: RunStatus
     total: int | None = None

@@ -77,6 +77,7 @@ class NewRun(BaseModel):
     essays: list[Essay]
     refused: Refusals
     protocols: list[str]
+    grading_protocol: str | None = None  # the protocol whose scores are the grades (one of ``protocols``)
     pool: library.PoolMode
     pool_essays: list[Essay] | None = None
     eval_fold: int = 0
@@ -196,6 +197,7 @@ class RunManager:
             name=new.name or f"{new.rubric.name or 'rubric'}: {len(new.essays)} essays",
             rubric_name=new.rubric.name,
             protocols=new.protocols,
+            grading_protocol=new.grading_protocol or (new.protocols[0] if len(new.protocols) == 1 else None),
             pool=new.pool,
             eval_fold=inputs.eval_fold,
             backend=RunBackend.of(new.backend, source),

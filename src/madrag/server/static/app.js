@@ -171,6 +171,91 @@
     });
   }
 
+  function readingPane() {
+    // the review desk's reading pane follows the row the teacher is on (focus or click): that row's essay, its
+    // criteria's levels, the grade in force, madrag's suggestion and reasons, from the JSON API (textContent only)
+    var pane = byId("reading-pane"), table = byId("review-queue");
+    if (!pane || !table) { return; }
+    var asked = null;
+    function el(tag, text, cls) {
+      var node = document.createElement(tag);
+      if (text !== undefined && text !== null) { node.textContent = String(text); }
+      if (cls) { node.className = cls; }
+      return node;
+    }
+    function mark(trait) {
+      pane.querySelectorAll(".reading-trait").forEach(function (s) {
+        var on = s.dataset.trait === trait;
+        s.classList.toggle("current", on);
+        var box = s.querySelector("details");
+        if (box) { box.open = on; }
+      });
+    }
+    function rowsOf(essay) {
+      return Array.prototype.filter.call(table.querySelectorAll("tr[data-essay]"), function (r) { return r.dataset.essay === essay; });
+    }
+    function section(t, index, rows) {
+      var entry = t.protocols.filter(function (p) { return p.grading; })[0] || t.protocols[0] || {};
+      var row = rows.filter(function (r) { return r.dataset.trait === t.trait; })[0];
+      var box = el("section", null, "reading-trait");
+      box.dataset.trait = t.trait;
+      box.setAttribute("aria-labelledby", "reading-t" + index);
+      var head = el("h3", t.trait + ": ");
+      head.id = "reading-t" + index;
+      head.appendChild(el("span", entry.grade === null || entry.grade === undefined ? "missing" : entry.grade, "rt-grade"));
+      var how = row ? row.querySelector(".how") : null;
+      if (how) { head.appendChild(document.createTextNode(" ")); head.appendChild(el("small", how.textContent, "rt-how")); }
+      box.appendChild(head);
+      var ai = el("p", "madrag suggested ", "rt-ai");
+      ai.appendChild(el("b", entry.score === null || entry.score === undefined ? "missing" : entry.score));
+      var flags = row ? row.querySelector(".reasons") : null;
+      if (flags) { ai.appendChild(document.createTextNode(" · ")); ai.appendChild(el("span", flags.textContent, "rt-flags")); }
+      box.appendChild(ai);
+      var why = el("p", null, "rt-why");
+      why.appendChild(el("b", "madrag's reasons:"));
+      why.appendChild(document.createTextNode(" "));
+      why.appendChild(el("span", entry.rationale || "The Judge gave no reason.", "rt-reasons"));
+      box.appendChild(why);
+      var levels = el("details", null, "rt-levels-box");
+      levels.appendChild(el("summary", "the rubric's levels of " + t.trait));
+      var list = el("ul", null, "rt-levels");
+      for (var s = t.min; s <= t.max; s++) {
+        var item = el("li", null, s === entry.grade ? "chosen" : "");
+        item.dataset.score = String(s);
+        item.appendChild(el("b", s));
+        item.appendChild(document.createTextNode(" " + ((t.levels || {})[s] || "")));
+        list.appendChild(item);
+      }
+      levels.appendChild(list);
+      box.appendChild(levels);
+      return box;
+    }
+    function fill(detail, row) {
+      var essay = detail.essay.id, rows = rowsOf(essay);
+      pane.dataset.essay = essay;
+      var link = row.querySelector("td a");
+      byId("reading-name").textContent = link ? link.textContent : essay;
+      byId("reading-page").href = "/runs/" + encodeURIComponent(pane.dataset.run) + "/essays/" + encodeURIComponent(essay);
+      byId("reading-text").textContent = detail.essay.text;
+      var traits = byId("reading-traits");
+      traits.replaceChildren.apply(traits, detail.traits.map(function (t, i) { return section(t, i + 1, rows); }));
+      mark(row.dataset.trait);
+    }
+    function show(row) {
+      if (!row) { return; }
+      var essay = row.dataset.essay;
+      if (essay === pane.dataset.essay) { mark(row.dataset.trait); return; }
+      asked = essay;
+      fetch("/api/runs/" + encodeURIComponent(pane.dataset.run) + "/essays/" + encodeURIComponent(essay), { headers: { Accept: "application/json" } })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (detail) { if (detail && asked === essay) { fill(detail, row); } })
+        .catch(function () { return null; });
+    }
+    function rowOf(e) { return e.target && e.target.closest ? e.target.closest("tr[data-essay]") : null; }
+    table.addEventListener("focusin", function (e) { show(rowOf(e)); });
+    table.addEventListener("click", function (e) { show(rowOf(e)); });
+  }
+
   function readOnChoice() {
     // a class file is read as soon as it is chosen (the label says so); without script, the button reads it
     document.querySelectorAll("input[type=file][data-read-on-choice]").forEach(function (input) {
@@ -182,6 +267,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     gradingKeys();
+    readingPane();
     readOnChoice();
     var panel = byId("progress");
     if (panel) { watchRun(panel); }
