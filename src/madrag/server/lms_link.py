@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
 
+from madrag.atomic_files import copy_atomic
 from madrag.errors import ConfigError
 from madrag.lms.calls import LmsError, LmsTransient
 from madrag.lms.client import CanvasClient
@@ -168,7 +169,7 @@ def pull_class(state: State, body: PullIn) -> PulledClass:
         limits.max_essay_chars,
     )
     for name in (ROSTER, MANIFESTS["canvas"]):
-        (folder / name).write_bytes((folder / PULLED / name).read_bytes())
+        copy_atomic(folder / PULLED / name, folder / name)
     m = pulled.manifest
     draft = draft.model_copy(update={"rubric_id": rubric_id, "name": m.assignment_name or "Canvas assignment"})
     draft = state.drafts.set_essays(draft, upload.essays, upload.refused)

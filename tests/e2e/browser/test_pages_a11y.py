@@ -53,7 +53,6 @@ SMALL_TARGETS = """(min) => {
     let target = el;
     if ((el.type === 'radio' || el.type === 'checkbox') && el.closest('label')) { target = el.closest('label'); }
     if (seen.has(target)) { continue; }
-    if (el.getAttribute('aria-hidden') === 'true' && el.tabIndex < 0) { continue; }  // Enter's hidden default button
     seen.add(target);
     const box = target.getBoundingClientRect();
     if (box.width === 0 && box.height === 0) { continue; }  // not shown (e.g. hidden fields of another choice)

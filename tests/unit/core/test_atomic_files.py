@@ -110,6 +110,15 @@ def test_only_whole_file_modes() -> None:
 # only into a folder of their own that is removed when the call ends (library.py's uploads, the Ray worker's
 # prompts) or renamed into place whole (run_dir.py's kept prompts)
 SCRATCH_WRITERS = {"server/library.py", "distributed/worker.py", "pipeline/run_dir.py"}
+# append-only journals: each entry one line, appended and fsynced, a line cut by a kill skipped when read back
+# (lms/journal.py: an LMS push's record of what each student was sent); only their appends are allowed
+JOURNALS = {"lms/journal.py"}
+
+
+def _appends(call: ast.Call) -> bool:
+    """``open(path, "a", ...)``: an append, the one write a journal makes."""
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    return isinstance(call.func, ast.Name) and isinstance(mode, ast.Constant) and mode.value == "a"
 
 
 def test_no_module_writes_a_file_but_through_the_atomic_helper() -> None:
@@ -121,7 +130,7 @@ def test_no_module_writes_a_file_but_through_the_atomic_helper() -> None:
         if rel == "atomic_files.py" or rel in SCRATCH_WRITERS:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and _writes(node):
+            if isinstance(node, ast.Call) and _writes(node) and not (rel in JOURNALS and _appends(node)):
                 found.append(f"{rel}:{node.lineno}")
     assert found == []
 

@@ -17,6 +17,7 @@ from madrag.errors import ConfigError, MadragError
 from madrag.pipeline.job import ScoreJob, execute, job_config
 from madrag.protocols import get_protocol
 from madrag.providers.spec import ProviderSpec
+from madrag.records import AgentRecord, call_key
 from madrag.retrieval import EMBEDDERS, MiniLMEmbedder, MiniLMWindowsEmbedder, make_embedder, stored_embedder
 from madrag.rubric import load_rubric
 from madrag.server.config import ServerConfig
@@ -103,13 +104,28 @@ def _current_prompt_identity(job: ScoreJob) -> dict[str, Any]:
 
 
 def _old_run(tmp_path: Path, job: ScoreJob) -> None:
-    """The previous release's run store: its stored config (the data path is this machine's) and bank info."""
+    """The previous release's run store: its stored config (the data path is this machine's), bank info and a
+    record (a run that has answered holds its settings; one with no record yet takes the settings it is given)."""
     assert job.data is not None
     store = RunStore(job.run_dir / "store.sqlite")
     try:
         stored = {**OLD_RUN["config"], "data": str(job.data.resolve()), **_current_prompt_identity(job)}
         store.set_meta("config", stored)
         store.set_meta("bank", OLD_RUN["bank"])
+        old = "an essay of the old run's other data"  # no essay of this job's: its scoring is not changed
+        store.put_many(
+            [
+                AgentRecord(
+                    run_id="old",
+                    key=call_key("OLD", old, "t", "judge"),
+                    essay_id=old,
+                    trait="t",
+                    protocol="OLD",
+                    role="judge",
+                    model="m",
+                )
+            ]
+        )
     finally:
         store.close()
 
