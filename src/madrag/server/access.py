@@ -66,9 +66,7 @@ def origin(url: str) -> tuple[str, str, int]:
 def normal_url(url: str) -> str:
     """``url`` as the key rule compares it: scheme, host and port (given or the scheme's) and the path without a
     trailing slash; no user, query or fragment."""
-    scheme, host, port = origin(url)
-    shown = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{shown}:{port}{urlsplit(url.strip()).path.rstrip('/')}"
+    return _shown(*origin(url)) + urlsplit(url.strip()).path.rstrip("/")
 
 
 def key_urls(config: ServerConfig, kind: str) -> set[str]:
@@ -120,6 +118,21 @@ def _is_loopback(address: str) -> bool:
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
+def _addresses(host: str, port: int, resolver: Resolver | None) -> list[str]:
+    """``host`` itself where it is an address, else every address it resolves to (``resolver``, else
+    :func:`resolve`)."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return (resolver or resolve)(host, port)
+    return [host]
+
+
+def _shown(scheme: str, host: str, port: int) -> str:
+    """``scheme://host:port``, an IPv6 host in brackets."""
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def check_address(config: ServerConfig, base_url: str | None, resolver: Resolver | None = None) -> None:
     """Refuse (:class:`NotAllowed`) a ``base_url`` the server may not reach (the rules above); None (the kind's
     own server) is allowed. Resolves a host name the operator did not name (``resolver``, else :func:`resolve`);
@@ -129,14 +142,10 @@ def check_address(config: ServerConfig, base_url: str | None, resolver: Resolver
     scheme, host, port = origin(base_url)
     if (scheme, host, port) in allowed_origins(config):
         return
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-        addresses = [host]
-    except ValueError:
-        addresses = (resolver or resolve)(host, port)
+    addresses = _addresses(host, port, resolver)
     if addresses and all(_is_loopback(a) for a in addresses):
         return
-    shown = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+    shown = _shown(scheme, host, port)
     if not addresses:
         why = f"{host} resolves to no address"
     else:
@@ -171,14 +180,10 @@ def check_lms(config: ServerConfig, url: str, resolver: Resolver | None = None) 
     scheme, host, port = origin(url)
     if (scheme, host, port) in {origin(u) for u in config.allow_lms_urls}:
         return
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-        addresses = [host]
-    except ValueError:
-        addresses = (resolver or resolve)(host, port)
+    addresses = _addresses(host, port, resolver)
     if addresses and all(_is_loopback(a) for a in addresses):
         return
-    shown = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+    shown = _shown(scheme, host, port)
     raise NotAllowed(
         f"this server may not reach the Canvas at {shown}: its operator allows one with `{LMS_OPTION} {shown}`",
         "url",
