@@ -46,11 +46,9 @@ def _inputs(tmp_path: Path, prompt: bool) -> tuple[Path, Path, int, int]:
     return data, rubric, len(chosen), 6
 
 
-def test_an_empty_prompt_is_refused_before_the_run_folder_is_written(tmp_path: Path) -> None:
-    data, rubric, _, _ = _inputs(tmp_path, prompt=False)
-    protocol = f"MTS[template={synthetic_template(tmp_path / 'template.xlsx')}]"
-    run = tmp_path / "run"
-    done = madrag(
+def _score(protocol: str, data: Path, rubric: Path, run: Path) -> subprocess.CompletedProcess[str]:
+    """``madrag score`` of the class with ``protocol`` on the fake backend, every essay scored (``--fold all``)."""
+    return madrag(
         "score",
         "--provider",
         "fake",
@@ -65,6 +63,13 @@ def test_an_empty_prompt_is_refused_before_the_run_folder_is_written(tmp_path: P
         "--run-dir",
         str(run),
     )
+
+
+def test_an_empty_prompt_is_refused_before_the_run_folder_is_written(tmp_path: Path) -> None:
+    data, rubric, _, _ = _inputs(tmp_path, prompt=False)
+    protocol = f"MTS[template={synthetic_template(tmp_path / 'template.xlsx')}]"
+    run = tmp_path / "run"
+    done = _score(protocol, data, rubric, run)
     assert done.returncode != 0
     assert "the template's prompt cell of prompt 7 is empty" in done.stderr and "Traceback" not in done.stderr
     assert not run.exists()
@@ -74,21 +79,7 @@ def test_madrag_eval_gives_the_qwk_on_the_authors_sample_with_every_essay_beside
     data, rubric, n, in_sample = _inputs(tmp_path, prompt=True)
     protocol = f"MTS[template={synthetic_template(tmp_path / 'template.xlsx')}]"
     run = tmp_path / "run"
-    done = madrag(
-        "score",
-        "--provider",
-        "fake",
-        "-p",
-        protocol,
-        "--data",
-        str(data),
-        "--rubric",
-        str(rubric),
-        "--fold",
-        "all",
-        "--run-dir",
-        str(run),
-    )
+    done = _score(protocol, data, rubric, run)
     assert done.returncode == 0, done.stderr
     evaluated = madrag("eval", str(run), "--bootstrap", "0", "--out", str(tmp_path / "eval"))
     assert evaluated.returncode == 0, evaluated.stderr
