@@ -273,12 +273,22 @@ def lms_connect(body: lms_link.ConnectIn, s: StateDep) -> lms_link.Connection:
     return lms_link.connect(s, body)
 
 
-@router.get("/lms/courses", summary="Canvas: the courses the connection's user teaches", responses=ERRORS)
+@router.get(
+    "/lms/courses",
+    summary="Canvas: the courses the connection's user teaches",
+    responses=ERRORS,
+    response_model=list[lms_link.CourseOut],
+)
 def lms_courses(s: StateDep) -> list[dict[str, Any]]:
     return lms_link.courses(s)
 
 
-@router.get("/lms/courses/{course_id}/assignments", summary="Canvas: a course's assignments", responses=ERRORS)
+@router.get(
+    "/lms/courses/{course_id}/assignments",
+    summary="Canvas: a course's assignments",
+    responses=ERRORS,
+    response_model=list[lms_link.AssignmentOut],
+)
 def lms_assignments(course_id: int, s: StateDep) -> list[dict[str, Any]]:
     return lms_link.assignments(s, course_id)
 
@@ -298,14 +308,24 @@ def lms_run(pull_id: str, body: RunCreate, s: StateDep) -> RunOut:
     return s.runs.describe_run(meta.id)
 
 
-@router.get("/lms/runs/{run_id}/preview", summary="Canvas: what a push of the run would send", responses=ERRORS)
+@router.get(
+    "/lms/runs/{run_id}/preview",
+    summary="Canvas: what a push of the run would send",
+    responses=ERRORS,
+    response_model=lms_link.PreviewOut,
+)
 def lms_preview(run_id: str, s: StateDep, include_undecided: bool = False) -> dict[str, Any]:
     """Per student Canvas's grade now, the new grade, the rubric assessment and comment, and the status (``send``,
     ``undecided``, ``conflict`` ...); its ``fingerprint`` is what ``push`` asks for."""
     return lms_link.preview(s, run_id, include_undecided)
 
 
-@router.post("/lms/runs/{run_id}/push", summary="Canvas: send the previewed grades", responses=ERRORS)
+@router.post(
+    "/lms/runs/{run_id}/push",
+    summary="Canvas: send the previewed grades",
+    responses=ERRORS,
+    response_model=lms_link.PushOut,
+)
 def lms_push(run_id: str, body: lms_link.PushIn, s: StateDep) -> dict[str, Any]:
     """Sends only when the plan is still the one previewed (its ``fingerprint``); 409, nothing sent, otherwise."""
     return lms_link.send(s, run_id, body)

@@ -88,6 +88,86 @@ class PushIn(BaseModel):
     include_undecided: bool = False
 
 
+class CourseOut(BaseModel):
+    """A course the connection's user teaches."""
+
+    id: int
+    name: str
+
+
+class AssignmentOut(BaseModel):
+    """An assignment of a course, and whether it has a rubric (madrag's rubric is imported from it)."""
+
+    id: int
+    name: str
+    points_possible: float | None
+    rubric: bool
+
+
+class AssessedLine(BaseModel):
+    """One criterion of a student's rubric assessment as a push sends it (points None: nobody graded it)."""
+
+    trait: str
+    criterion_id: str
+    points: int | None
+    max: int
+    comment: str
+    rating_id: str | None
+    by: str
+
+
+class PreviewChange(BaseModel):
+    """One student's line of the preview: Canvas's grade now, the new grade, and what is sent when ``status`` is
+    ``send`` (else why not: ``undecided``, ``conflict``, ``sent before`` ...)."""
+
+    essay_id: str
+    user_id: int | str
+    student: str
+    old_score: float | None
+    old_grade: str | None
+    new_grade: int | None
+    status: str
+    reason: str
+    rubric_assessment: list[AssessedLine]
+    comment: str
+
+
+class PreviewOut(BaseModel):
+    """What a push of the run would send (``madrag lms push --json``'s shape), its counts by status and the
+    ``fingerprint`` a push must give back."""
+
+    lms: str
+    course_id: int | str
+    assignment_id: int | str
+    post_manually: bool
+    made_by_madrag: bool | None  # Classroom: whether madrag made the coursework (None: not asked, Canvas)
+    assignment_name: str
+    course_name: str
+    changes: list[PreviewChange]
+    include_undecided: bool
+    counts: dict[str, int]
+    fingerprint: str
+
+
+class SentOut(BaseModel):
+    essay_id: str
+    student: str
+    grade: int | None
+
+
+class LeftOut(BaseModel):
+    essay_id: str
+    student: str
+    status: str
+
+
+class PushOut(BaseModel):
+    """The students whose grades were sent, and those left as they are in Canvas (with why)."""
+
+    sent: list[SentOut]
+    left: list[LeftOut]
+
+
 # -- connecting ----------------------------------------------------------------------------------------------------
 
 

@@ -46,6 +46,14 @@ JSON_ENDPOINTS = {
     ("post", "/api/runs/{run_id}/overrides"): "Review",
     ("get", "/api/runs/{run_id}/evaluation"): "EvaluationOut",
     ("post", "/api/score"): "SingleScore",
+    ("get", "/api/lms/connection"): "Connection",
+    ("post", "/api/lms/connect"): "Connection",
+    ("get", "/api/lms/courses"): "CourseOut",
+    ("get", "/api/lms/courses/{course_id}/assignments"): "AssignmentOut",
+    ("post", "/api/lms/pull"): "PulledClass",
+    ("post", "/api/lms/pulls/{pull_id}/run"): "RunOut",
+    ("get", "/api/lms/runs/{run_id}/preview"): "PreviewOut",
+    ("post", "/api/lms/runs/{run_id}/push"): "PushOut",
 }
 
 
