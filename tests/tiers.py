@@ -133,15 +133,24 @@ install in a venv of its own; no model, server, Ray or browser of theirs fills t
 another test (pip's cache aside: pip writes each entry whole, so installs beside each other share it)."""
 
 
+ON_THE_CLOCK: dict[str, str] = {
+    "test_time_left_stub::test_a_run_against_a_varying_server_counts_down_steadily": "the time left of a run read "
+    "against the wall clock: beside other tests, the run's own end (its accounts, its store) stretches past the "
+    "last call by seconds",
+}
+"""Tests of the fake backend that measure time on the real clock: they run alone (``serial``), like the real
+parts, so that what they measure is the run's and not the machine's other work."""
+
+
 def is_serial(path: Path, integration: bool, name: str = "") -> bool:
     """Whether a test must run alone, never beside another (``.ci/run`` runs these after the rest, in one process):
     every test that uses a real part (they share the model cache, fill the cores with llama.cpp's or MiniLM's
-    threads and start Ray), except those of :data:`BESIDE_OTHERS`. The browser tests (each its own server and
-    Chromium) run beside others. pytest-xdist's ``--dist loadgroup`` would keep the serial ones on one worker, but
-    pytest-xdist 3.8 marks the group in a field pytest 9.2 no longer reads (``item._nodeid``), so the groups
-    spread over the workers all the same."""
+    threads and start Ray), except those of :data:`BESIDE_OTHERS`; and those of :data:`ON_THE_CLOCK`. The browser
+    tests (each its own server and Chromium) run beside others. pytest-xdist's ``--dist loadgroup`` would keep the
+    serial ones on one worker, but pytest-xdist 3.8 marks the group in a field pytest 9.2 no longer reads
+    (``item._nodeid``), so the groups spread over the workers all the same."""
     beside = path.stem in BESIDE_OTHERS or f"{path.stem}::{name}" in BESIDE_OTHERS
-    return integration and not beside
+    return (integration and not beside) or f"{path.stem}::{name}" in ON_THE_CLOCK
 
 
 def is_browser(path: Path) -> bool:

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tests.tiers import BESIDE_OTHERS, SLOW, TESTS, TIERS, is_serial, marks_of, tier_of
+from tests.tiers import BESIDE_OTHERS, ON_THE_CLOCK, SLOW, TESTS, TIERS, is_serial, marks_of, tier_of
 
 REPO = TESTS.parent
 PACKAGES = {p.name for p in (REPO / "src" / "madrag").iterdir() if p.is_dir() and p.name != "__pycache__"}
@@ -44,6 +44,10 @@ def test_each_slow_entry_names_a_test_that_exists() -> None:
     for key, why in BESIDE_OTHERS.items():
         stem, _, name = key.partition("::")
         assert stem in files and (not name or name in _test_names(files[stem])), f"BESIDE_OTHERS names no test: {key}"
+        assert why.strip(), key
+    for key, why in ON_THE_CLOCK.items():
+        stem, name = key.split("::")
+        assert stem in files and name in _test_names(files[stem]), f"ON_THE_CLOCK names no test: {key}"
         assert why.strip(), key
 
 
