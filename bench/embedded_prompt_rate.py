@@ -325,7 +325,7 @@ def openvino_side(model: Path, args: argparse.Namespace, slots: int, requests: l
         xml = ov.convert_ir(ov_path, tmp)
         if args.per_core or args.at_once:  # instead of the wall-clock rates
             if args.per_core:
-                _per_core_side((model, ov_path), xml, args, rng, lengths)
+                _per_core_side((model, ov_path), xml, args, rng, lengths, requests)
             if args.at_once:
                 _at_once_side((model, ov_path), args, slots, rng)
             return
@@ -394,7 +394,12 @@ def _at_once_side(models: tuple[Path, Path], args: argparse.Namespace, slots: in
 
 
 def _per_core_side(
-    models: tuple[Path, Path], xml: Path, args: argparse.Namespace, rng: random.Random, lengths: Any
+    models: tuple[Path, Path],
+    xml: Path,
+    args: argparse.Namespace,
+    rng: random.Random,
+    lengths: Any,
+    requests: list[tuple[float, float]],
 ) -> None:
     """One thread each: prompt tokens per second of this process's CPU time (what load does not change)."""
     engine = XLlamaEngine(models[0], 8192, 1, N_BATCH, 1)
@@ -408,12 +413,45 @@ def _per_core_side(
     }
     for seconds in runners.values():
         seconds(_random_ids(rng, 64))
-    cpu = ov.alternate(runners, lengths, args.reps, rng)
+    cpu = ov.alternate(runners, lengths, args.reps, rng) if lengths else {}
     for name, samples in cpu.items():
         ov.show(f"{name}, 1 thread", samples, "prompt tok per CPU-s")
-    for name in ("genai", "logits"):
+    for name in ("genai", "logits") if cpu else ():
         ov.show_ratios(f"{name}, 1 thread", cpu[name], cpu["xllamacpp"])
+    if args.generated:
+        generation = _per_core_generation(server, genai, logits, args, rng)
+        for name, samples in cpu.items() if requests else ():
+            seconds = model_time(requests, _median_rates(samples), ov.median(generation[name]))
+            print(f"{name + ', 1 thread':<34} the run's model time {seconds:.0f} CPU-s", flush=True)
     engine.close()
+
+
+def _per_core_generation(
+    server: Any, genai: Any, logits: Any, args: argparse.Namespace, rng: random.Random
+) -> dict[str, list[float]]:
+    """One thread each: generated tokens per CPU-second after a 256-token prompt (the CPU time of the prompt and
+    ``--generated`` + 1 tokens less that of the prompt and 1 token), alternately."""
+    body = {"temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
+    runs = {
+        "xllamacpp": lambda ids, n: server.handle_completions({**body, "prompt": ids, "max_tokens": n}),
+        "genai": genai.complete,
+        "logits": logits.greedy,
+    }
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    n = args.generated
+    for _ in range(args.reps):
+        ids = _random_ids(rng, 256)
+        for name, run in runs.items():
+            start = time.process_time()
+            run(ids, 1)
+            prompt = time.process_time() - start
+            start = time.process_time()
+            run(ids, n + 1)
+            rates[name].append(n / (time.process_time() - start - prompt))
+    for name, values in rates.items():
+        each = " ".join(f"{x:.0f}" for x in values)
+        print(f"{name + ', 1 thread':<34} generation {ov.median(values):.0f} tok per CPU-s [{each}]", flush=True)
+    return rates
 
 
 def main() -> None:
@@ -437,7 +475,8 @@ def main() -> None:
     share = max(args.threads // slots, 1)  # as LlamaCppProvider shares the cores
     print("embedded model prompt and generation rates")
     print(f"hardware: {hardware()}; {args.threads} cores used")
-    print(f"model: {model.name}; n_batch {N_BATCH}, flash attention off; prompts of random ids; best of {args.reps}")
+    kept = f"median of {args.reps} alternating reps" if args.openvino else f"best of {args.reps}"
+    print(f"model: {model.name}; n_batch {N_BATCH}, flash attention off; prompts of random ids; {kept}")
     requests: list[tuple[float, float]] = []
     if args.run_dir:
         requests = run_requests(args.run_dir)
@@ -453,7 +492,7 @@ def main() -> None:
             f"requests, {DEMO_PROMPT:,} prompt tokens to evaluate, {DEMO_GENERATED:,} generated"
         )
     if args.openvino:
-        print(f"OpenVINO KV cache precision {args.kv_precision}; median of {args.reps} alternating reps")
+        print(f"OpenVINO KV cache precision {args.kv_precision}")
         openvino_side(model, args, slots, requests)
         print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return

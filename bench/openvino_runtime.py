@@ -153,15 +153,24 @@ class Logits:
         self.feed(ids, reset=True)
         return float(clock() - start)
 
-    def generation_rate(self, ids: list[int], n: int, top_k: int = 5) -> float:
-        """Greedy tokens per second, each step's log-softmax and top ``top_k`` computed as madrag records them."""
+    def greedy(self, ids: list[int], n: int, top_k: int = 5) -> None:
+        """Evaluate ``ids`` and generate ``n`` tokens greedily, each step's log-softmax and top ``top_k`` computed
+        as madrag records them."""
         logits = self.feed(ids, reset=True)[-1]
-        start = time.perf_counter()
-        for _ in range(n):
+        for i in range(n):
             lps = log_softmax(logits)
             top = np.argpartition(-lps, top_k)[:top_k]
-            logits = self.feed([int(top[np.argmax(lps[top])])])[-1]
-        return n / (time.perf_counter() - start)
+            if i + 1 < n:
+                logits = self.feed([int(top[np.argmax(lps[top])])])[-1]
+
+    def generation_rate(self, ids: list[int], n: int) -> float:
+        """Greedy tokens per second (see :meth:`greedy`), the prompt's time left out."""
+        start = time.perf_counter()
+        self.greedy(ids, 1)
+        prompt = time.perf_counter() - start
+        start = time.perf_counter()
+        self.greedy(ids, n + 1)
+        return n / (time.perf_counter() - start - prompt)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
