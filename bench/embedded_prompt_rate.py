@@ -461,9 +461,14 @@ def main() -> None:
     p.add_argument("--torch", action="store_true", help="also the same architecture in PyTorch (random weights)")
     p.add_argument("--per-core", action="store_true", help="also (with --openvino: instead) one thread each, per CPU-s")
     p.add_argument("--threads", type=int, default=usable_cores(), help="the cores (default: this process's)")
-    p.add_argument("--reps", type=int, default=2, help="prompt evaluations per length (the best is kept)")
+    p.add_argument("--reps", type=int, default=2, help="evaluations per length (best kept; --openvino: median)")
     p.add_argument("--openvino", action="store_true", help="instead: xllamacpp and OpenVINO side by side, alternately")
-    p.add_argument("--ov-weights", default="", help="with --openvino: OpenVINO reads the weights as f16 or q8_0")
+    p.add_argument(
+        "--ov-weights",
+        default="",
+        choices=("", "f16", "q8_0"),
+        help="with --openvino: OpenVINO reads the weights as f16 or q8_0",
+    )
     p.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="with --openvino: the prompt lengths")
     p.add_argument("--generated", type=int, default=GENERATED, help="with --openvino: tokens generated per rate")
     p.add_argument("--at-once", action="store_true", help="with --openvino: several prompts at once instead")

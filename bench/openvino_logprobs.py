@@ -96,7 +96,12 @@ def greedy(engine: XLlamaEngine, logits: ov.Logits, essay: str, n: int) -> tuple
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kv-precision", default="f16", help="OpenVINO's KV cache precision (f16, u8, f32)")
-    p.add_argument("--weights", default="", help="the GGUF's weights converted first: f16 or q8_0 (both runtimes)")
+    p.add_argument(
+        "--weights",
+        default="",
+        choices=("", "f16", "q8_0"),
+        help="the GGUF's weights converted first: f16 or q8_0 (both runtimes)",
+    )
     p.add_argument("--tokens", type=int, default=24, help="greedy tokens compared per prompt")
     args = p.parse_args()
     with ov.Workdir() as tmp:
