@@ -23,8 +23,19 @@ What-ifs, each measured in the same run:
 * ``--formats f16,q8_0``: the same weights dequantised to F16, or requantised to Q8_0, written to a temporary
   GGUF (needs the ``gguf`` package, in ``.[dev]``); does the weight format bound the rate?
 
+``--openvino`` (needs ``pip install openvino-genai``, see bench/openvino_runtime.py) measures instead xllamacpp and
+OpenVINO on the same GGUF, alternately (A B C A B C: each rep's prompt is the same random ids for every runtime;
+the medians and the medians of the paired ratios are printed, each rep's figure beside them): one xllamacpp
+context with every core, OpenVINO GenAI's ``LLMPipeline``, and the IR GenAI converts the GGUF to, run by the
+OpenVINO runtime with its logits (what a runtime recording top-k alternatives would run). Prompt rates at
+``--lengths``, then generation (``--generated`` tokens after a 256-token prompt, twice each). With ``--per-core``
+instead: one thread each, prompt tokens per CPU-second; with ``--at-once`` instead: ``slots`` prompts of 1,024
+tokens at once, the embedded default against GenAI's continuous batching. ``--demo-totals`` prices the demo's
+recorded requests (their totals split evenly) where no ``--run-dir`` is at hand.
+
 Usage (from the repository root):
     python -m bench.embedded_prompt_rate [--run-dir runs/demo] [--torch] [--per-core] [--formats f16,q8_0]
+    python -m bench.embedded_prompt_rate --openvino [--lengths 1024,2048] [--reps 2] [--per-core | --at-once]
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import openvino_runtime as ov
 from bench.embedded_slots import hardware
 
 from madrag.providers.builtin import LlamaCppOptions
@@ -51,6 +63,9 @@ from madrag.providers.xllama import XLlamaEngine
 LENGTHS = (256, 512, 1024, 2048)
 GENERATED = 128
 N_BATCH = 512  # madrag's (LlamaCppProvider's n_batch)
+# madrag demo's requests as recorded (docs/results/embedded-prompt-rate-demo.txt, the "after" run): 32 requests of
+# 24 calls, 39,262 prompt tokens of which 12,288 were reused from the context's cache, 3,560 generated
+DEMO_REQUESTS, DEMO_PROMPT, DEMO_GENERATED = 32, 26_974, 3_560
 
 
 def _random_ids(rng: random.Random, n: int) -> list[int]:
@@ -275,21 +290,198 @@ def per_core(model: Path) -> None:
     ratios("llama.cpp per core", llama, torch)
 
 
+def _llama_seconds(server: Any, clock: Any = time.perf_counter) -> Any:
+    def seconds(ids: list[int]) -> float:
+        start = clock()
+        server.handle_completions({"prompt": ids, "max_tokens": 1, "temperature": 0.0, "cache_prompt": False})
+        return float(clock() - start)
+
+    return seconds
+
+
+def _median_rates(samples: dict[int, list[float]]) -> dict[int, float]:
+    return {n: ov.median(v) for n, v in samples.items()}
+
+
+def _ov_model(model: Path, tmp: Path, weights: str) -> Path:
+    """The GGUF OpenVINO reads: madrag's, or its weights converted (xllamacpp keeps madrag's)."""
+    if not weights:
+        return model
+    converted = tmp / f"{model.stem}-{weights}.gguf"
+    convert(model, converted, weights)
+    print(f"OpenVINO reads {converted.name} (weights converted); xllamacpp {model.name}", flush=True)
+    return converted
+
+
+def openvino_side(model: Path, args: argparse.Namespace, slots: int, requests: list[tuple[float, float]]) -> None:
+    """xllamacpp and OpenVINO (GenAI's pipeline; the converted IR with its logits) on the same GGUF, measured
+    alternately: prompt rates by length, generation, several requests at once, one thread per CPU-second."""
+    lengths = tuple(int(n) for n in args.lengths.split(",") if n)
+    rng = random.Random(0)
+    engine = XLlamaEngine(model, 8192, args.threads, N_BATCH, args.threads)
+    server = engine._load()[0]
+    with ov.Workdir() as tmp:
+        ov_path = _ov_model(model, tmp, args.ov_weights)
+        xml = ov.convert_ir(ov_path, tmp)
+        if args.per_core or args.at_once:  # instead of the wall-clock rates
+            if args.per_core:
+                _per_core_side((model, ov_path), xml, args, rng, lengths, requests)
+            if args.at_once:
+                _at_once_side((model, ov_path), args, slots, rng)
+            return
+        genai = ov.GenAI(ov_path, args.threads, args.kv_precision)
+        logits = ov.Logits(xml, args.threads, args.kv_precision)
+        runners = {"xllamacpp": _llama_seconds(server), "genai": genai.prompt_seconds, "logits": logits.prompt_seconds}
+        for seconds in runners.values():  # warm up: first-inference compilation is not the rate
+            seconds(_random_ids(rng, 64))
+        labels = {
+            "xllamacpp": f"xllamacpp, one context, {args.threads} thr",
+            "genai": f"OpenVINO GenAI, {args.threads} thr",
+            "logits": f"OpenVINO IR + logits, {args.threads} thr",
+        }
+        wall = ov.alternate(runners, lengths, args.reps, rng) if lengths else {}
+        for name, samples in wall.items():
+            ov.show(labels[name], samples, "prompt tok/s")
+        for name in ("genai", "logits") if wall else ():
+            ov.show_ratios(labels[name], wall[name], wall["xllamacpp"])
+        if args.generated:
+            generation = _generation_side(server, genai, logits, args.generated, rng)
+            for name, rates in generation.items():
+                each = " ".join(f"{x:.0f}" for x in rates)
+                line = f"{labels[name]:<34} generation {ov.median(rates):.0f} tok/s [{each}]"
+                if requests and wall:
+                    seconds = model_time(requests, _median_rates(wall[name]), ov.median(rates))
+                    line += f"; the run's model time {seconds:.0f} s"
+                print(line, flush=True)
+    del server
+    engine.close()
+
+
+def _generation_side(server: Any, genai: Any, logits: Any, n: int, rng: random.Random) -> dict[str, list[float]]:
+    """Generated tokens/s of each runtime after one 256-token prompt, twice each, alternately."""
+    ids = _random_ids(rng, 256)
+    rates: dict[str, list[float]] = {"xllamacpp": [], "genai": [], "logits": []}
+    body = {"prompt": ids, "max_tokens": n, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
+    for _ in range(2):
+        rates["xllamacpp"].append(float(server.handle_completions(body)["timings"]["predicted_per_second"]))
+        rates["genai"].append(genai.generation_rate(ids, n))
+        rates["logits"].append(logits.generation_rate(ids, n))
+    return rates
+
+
+def _at_once_side(models: tuple[Path, Path], args: argparse.Namespace, slots: int, rng: random.Random) -> None:
+    """``slots`` prompts of 1024 tokens at once: madrag's embedded default (a context per slot, the cores shared)
+    against GenAI's continuous batching on every core, alternately."""
+    share = max(args.threads // slots, 1)
+    engines = [XLlamaEngine(models[0], 8192, share, N_BATCH, share) for _ in range(slots)]
+    servers = [e._load()[0] for e in engines]
+    batched = ov.Batched(models[1], args.threads, args.kv_precision)
+    n = 1024
+    rates: dict[str, list[float]] = {"default": [], "batched": []}
+    batched.seconds([_random_ids(rng, 64)], 1)
+    for _ in range(args.reps):
+        prompts = [_random_ids(rng, n) for _ in range(slots)]
+        bodies = [{"prompt": p, "max_tokens": 1, "temperature": 0.0, "cache_prompt": False} for p in prompts]
+        rates["default"].append(slots * n / _at_once(servers, bodies)[0])
+        rates["batched"].append(slots * n / batched.seconds(prompts, 1))
+    labels = {"default": f"embedded default: {slots} x {share} thr", "batched": "GenAI continuous batching"}
+    for key, label in labels.items():
+        shown = " ".join(f"{x:.0f}" for x in rates[key])
+        print(f"{label:<34} {slots} prompts of {n} at once: {ov.median(rates[key]):.0f} tok/s [{shown}]", flush=True)
+    del servers, batched
+    for e in engines:
+        e.close()
+
+
+def _per_core_side(
+    models: tuple[Path, Path],
+    xml: Path,
+    args: argparse.Namespace,
+    rng: random.Random,
+    lengths: Any,
+    requests: list[tuple[float, float]],
+) -> None:
+    """One thread each: prompt tokens per second of this process's CPU time (what load does not change)."""
+    engine = XLlamaEngine(models[0], 8192, 1, N_BATCH, 1)
+    server = engine._load()[0]
+    genai = ov.GenAI(models[1], 1, args.kv_precision)
+    logits = ov.Logits(xml, 1, args.kv_precision)
+    runners = {
+        "xllamacpp": _llama_seconds(server, time.process_time),
+        "genai": lambda ids: genai.prompt_seconds(ids, time.process_time),
+        "logits": lambda ids: logits.prompt_seconds(ids, time.process_time),
+    }
+    for seconds in runners.values():
+        seconds(_random_ids(rng, 64))
+    cpu = ov.alternate(runners, lengths, args.reps, rng) if lengths else {}
+    for name, samples in cpu.items():
+        ov.show(f"{name}, 1 thread", samples, "prompt tok per CPU-s")
+    for name in ("genai", "logits") if cpu else ():
+        ov.show_ratios(f"{name}, 1 thread", cpu[name], cpu["xllamacpp"])
+    if args.generated:
+        generation = _per_core_generation(server, genai, logits, args, rng)
+        for name, samples in cpu.items() if requests else ():
+            seconds = model_time(requests, _median_rates(samples), ov.median(generation[name]))
+            print(f"{name + ', 1 thread':<34} the run's model time {seconds:.0f} CPU-s", flush=True)
+    engine.close()
+
+
+def _per_core_generation(
+    server: Any, genai: Any, logits: Any, args: argparse.Namespace, rng: random.Random
+) -> dict[str, list[float]]:
+    """One thread each: generated tokens per CPU-second after a 256-token prompt (the CPU time of the prompt and
+    ``--generated`` + 1 tokens less that of the prompt and 1 token), alternately."""
+    body = {"temperature": 0.0, "ignore_eos": True, "cache_prompt": False}
+    runs = {
+        "xllamacpp": lambda ids, n: server.handle_completions({**body, "prompt": ids, "max_tokens": n}),
+        "genai": genai.complete,
+        "logits": logits.greedy,
+    }
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    n = args.generated
+    for _ in range(args.reps):
+        ids = _random_ids(rng, 256)
+        for name, run in runs.items():
+            start = time.process_time()
+            run(ids, 1)
+            prompt = time.process_time() - start
+            start = time.process_time()
+            run(ids, n + 1)
+            rates[name].append(n / (time.process_time() - start - prompt))
+    for name, values in rates.items():
+        each = " ".join(f"{x:.0f}" for x in values)
+        print(f"{name + ', 1 thread':<34} generation {ov.median(values):.0f} tok per CPU-s [{each}]", flush=True)
+    return rates
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run-dir", type=Path, help="a run of the embedded model to price at these rates")
     p.add_argument("--formats", default="", help="what-if weight formats, comma-separated: f16, q8_0")
     p.add_argument("--torch", action="store_true", help="also the same architecture in PyTorch (random weights)")
-    p.add_argument("--per-core", action="store_true", help="also one thread each, per second of CPU time")
+    p.add_argument("--per-core", action="store_true", help="also (with --openvino: instead) one thread each, per CPU-s")
     p.add_argument("--threads", type=int, default=usable_cores(), help="the cores (default: this process's)")
-    p.add_argument("--reps", type=int, default=2, help="prompt evaluations per length (the best is kept)")
+    p.add_argument("--reps", type=int, default=2, help="evaluations per length (best kept; --openvino: median)")
+    p.add_argument("--openvino", action="store_true", help="instead: xllamacpp and OpenVINO side by side, alternately")
+    p.add_argument(
+        "--ov-weights",
+        default="",
+        choices=("", "f16", "q8_0"),
+        help="with --openvino: OpenVINO reads the weights as f16 or q8_0",
+    )
+    p.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="with --openvino: the prompt lengths")
+    p.add_argument("--generated", type=int, default=GENERATED, help="with --openvino: tokens generated per rate")
+    p.add_argument("--at-once", action="store_true", help="with --openvino: several prompts at once instead")
+    p.add_argument("--kv-precision", default="f16", help="with --openvino: OpenVINO's KV cache (f16, u8, f32)")
+    p.add_argument("--demo-totals", action="store_true", help="price the recorded demo's totals (no --run-dir)")
     args = p.parse_args()
     model = smollm2_gguf_path()
     slots = LlamaCppOptions().slots
     share = max(args.threads // slots, 1)  # as LlamaCppProvider shares the cores
     print("embedded model prompt and generation rates")
     print(f"hardware: {hardware()}; {args.threads} cores used")
-    print(f"model: {model.name}; n_batch {N_BATCH}, flash attention off; prompts of random ids; best of {args.reps}")
+    kept = f"median of {args.reps} alternating reps" if args.openvino else f"best of {args.reps}"
+    print(f"model: {model.name}; n_batch {N_BATCH}, flash attention off; prompts of random ids; {kept}")
     requests: list[tuple[float, float]] = []
     if args.run_dir:
         requests = run_requests(args.run_dir)
@@ -298,6 +490,17 @@ def main() -> None:
             f"run {args.run_dir}: {len(requests)} requests, "
             f"{prompt:,.0f} prompt tokens to evaluate, {done:,.0f} generated"
         )
+    elif args.demo_totals:
+        requests = [(DEMO_PROMPT / DEMO_REQUESTS, DEMO_GENERATED / DEMO_REQUESTS)] * DEMO_REQUESTS
+        print(
+            f"the demo's recorded totals (docs/results/embedded-prompt-rate-demo.txt), split evenly: {DEMO_REQUESTS} "
+            f"requests, {DEMO_PROMPT:,} prompt tokens to evaluate, {DEMO_GENERATED:,} generated"
+        )
+    if args.openvino:
+        print(f"OpenVINO KV cache precision {args.kv_precision}")
+        openvino_side(model, args, slots, requests)
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     default = llama_rates(model, share, args.reps, slots)
     report(f"embedded default: {slots} x {share} thr", *default, requests)
     alone = llama_rates(model, args.threads, args.reps)
