@@ -37,6 +37,7 @@ from madrag.distributed.options import RayOptions
 from madrag.distributed.shard import Plan, Shard, StoredScores, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
+from madrag.pipeline.final_scores import keeper
 from madrag.pipeline.job import ScoreJob, ScoringRun, prompt_names
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_error
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -262,7 +263,7 @@ class RayRun:
             f"{len(shards)} shards of up to {size} essays"
         )
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        progress = await self.dispatch(plan, essays, shards, on_essay_done)
+        progress = await self.dispatch(plan, essays, shards, on_essay_done, protocols)
         cost = {
             "scoring_s": round(time.perf_counter() - wall0, 3),
             "driver_cpu_s": round(time.process_time() - cpu0, 3),
@@ -272,7 +273,12 @@ class RayRun:
         return progress
 
     async def dispatch(
-        self, plan: Plan, essays: Sequence[Essay], shards: list[Shard], on_essay_done: EssayDone | None
+        self,
+        plan: Plan,
+        essays: Sequence[Essay],
+        shards: list[Shard],
+        on_essay_done: EssayDone | None,
+        protocols: Sequence[ScoringProtocol] = (),
     ) -> Progress:
         """Hand the shards to the workers until every one is scored."""
         dispatcher = Dispatcher(
@@ -286,6 +292,7 @@ class RayRun:
             shards_per_worker=self.options.shards_per_worker,
             restart_wait_s=self.options.restart_wait_s,
             on_essay_done=on_essay_done,
+            keep_scores=keeper(self.store, protocols),
             stage=self.stage,
         )
         return await dispatcher.run(shards)

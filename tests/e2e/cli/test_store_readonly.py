@@ -213,15 +213,15 @@ def test_an_older_schema_is_migrated_in_memory_for_reading(tmp_path: Path) -> No
     store.close()
     before = snapshot(tmp_path)
 
-    def add_column(conn: sqlite3.Connection) -> None:  # a future migration 2
+    def add_column(conn: sqlite3.Connection) -> None:  # a future migration 3
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?immutable=1", uri=True, isolation_level=None)
     view = read_view(conn, db, [*MIGRATIONS, add_column])
     try:
-        assert view is not conn and schema_version(view) == 2
+        assert view is not conn and schema_version(view) == 3
         assert "note" in [row[1] for row in view.execute("PRAGMA table_info(records)")]
         assert [k for (k,) in view.execute("SELECT key FROM records")] == ["a"]
     finally:
         view.close()
-    assert snapshot(tmp_path) == before and user_version(db) == 1
+    assert snapshot(tmp_path) == before and user_version(db) == 2

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import BagOfWordsEmbedder, make_ctx, needs_ray
+from tests.helpers import BagOfWordsEmbedder, keep_derived_scores, make_ctx, needs_ray
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
@@ -29,6 +29,7 @@ from madrag.distributed.shard import Shard, known_records, make_shards, plan_run
 from madrag.distributed.worker import ShardWorker, WorkerSetup, prompt_library
 from madrag.errors import ProviderError
 from madrag.evaluation.run import trait_scores
+from madrag.pipeline.final_scores import keeper
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, get_protocol
 from madrag.protocols.base import TraitScore
@@ -138,6 +139,7 @@ async def stored_run(tmp_path: Path, essays: list[Essay], keep: Callable[[AgentR
     for record in scratch.store.records():  # type: ignore[attr-defined]
         if keep is None or keep(record):
             store.put(record)
+    keep_derived_scores(store, RUBRIC, PROTOCOLS)  # the final scores of what it holds, as the stopped run kept them
     scratch.store.close()  # type: ignore[attr-defined]
     return store
 
@@ -171,6 +173,7 @@ async def test_a_half_judged_ma_trait_is_not_finished(tmp_path: Path) -> None:
     for record in scratch.store.records():  # type: ignore[attr-defined]
         if not (record.trait == "Style" and record.index == 2):  # the third judge of Style is missing
             store.put(record)
+    keep_derived_scores(store, RUBRIC, ["MA"])
     plan = plan_run(store, ESSAYS[:1], RUBRIC, [get_protocol("MA")], settings, trait_scores)
     assert plan.todo == {"e0": {"MA": ["Style"]}} and plan.partial == {"e0"}
     store.close()
@@ -289,6 +292,7 @@ def dispatcher(
         shards_per_worker=2,
         restart_wait_s=5.0,
         on_essay_done=on_essay,
+        keep_scores=keeper(ctx.store, [get_protocol(p) for p in protocols]),
     )
 
 
@@ -370,6 +374,7 @@ async def test_consensus_judges_resumed_on_workers_make_the_records_of_a_local_r
     for record in local.store.records():  # type: ignore[attr-defined]
         if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.round == 0):
             ctx.store.put(record)  # type: ignore[attr-defined]
+    keep_derived_scores(ctx.store, RUBRIC, protocols)  # type: ignore[arg-type]
     before = ctx.store.count()  # type: ignore[attr-defined]
     job = dispatcher(ctx, [LocalActor(protocols=protocols), LocalActor(protocols=protocols)], [], protocols)
     assert set(job.plan.todo) == {"e2", "e3", "e4", "e5"} and job.plan.partial == {"e2"}
