@@ -275,16 +275,7 @@ def _as_recorded(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
 async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[list[TraitScore], CallStats] | None:
     """The scores of a resumed job that has nothing left to do (``hooks.on_essay_done`` called per essay), read
     without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
-    done = await stored_scores(
-        run_id=run.run_id,
-        store=run.store,
-        prompts=run.prompts,
-        settings=job.settings,
-        essays=run.essays,
-        rubric=run.rubric,
-        protocols=run.protocols,
-        roles=list(job.role_providers),
-    )
+    done = stored_scores(run.store, run.essays, run.rubric, run.protocols, job.settings)
     if done is not None:
         for essay in run.essays:
             hooks.on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])

@@ -127,8 +127,9 @@ def test_the_order_swap_is_what_cancels_the_bias(tmp_path: Path) -> None:
 
 
 def test_cj_resumes_an_interrupted_run(tmp_path: Path) -> None:
-    """Issue 32: a CJ run stopped mid-trait then run again finished, instead of failing with
-    ``'_StoreOnlyBackend' object has no attribute 'provider'`` on every rerun."""
+    """Issue 32: a CJ run stopped mid-trait then run again finished, instead of failing on every rerun. A resumed
+    CJ job has work left until its fit over the run is kept as its rows, and then none."""
+    from madrag.pipeline.final_scores import keep_over_run
     from madrag.pipeline.resume import stored_scores
 
     ctx = make_ctx(tmp_path, FakeProvider(script=_biased), bank=StubBank(POOL))
@@ -142,18 +143,15 @@ def test_cj_resumes_an_interrupted_run(tmp_path: Path) -> None:
         store.put(record)
 
     def check() -> object:
-        return asyncio.run(
-            stored_scores(
-                run_id="test", store=store, prompts=ctx.prompts, settings=ctx.settings, essays=ESSAYS[:2],
-                rubric=RUBRIC, protocols=[CJProtocol()], roles=[],
-            )
-        )  # fmt: skip
+        return stored_scores(store, ESSAYS[:2], RUBRIC, [CJProtocol()], ctx.settings)
 
-    assert check() is None  # work left: the rerun goes on to score (it raised AttributeError before)
+    assert check() is None  # work left: the rerun goes on to score
     again = make_ctx(tmp_path / "again", FakeProvider(script=_biased), bank=StubBank(POOL))
     again.store = store
     asyncio.run(CJProtocol().score_essay(again, ESSAYS[1], RUBRIC))
     assert again.stats.made == 8 - 2  # only the comparisons not stored yet
+    assert check() is None  # the fit over the run is kept when the job ends
+    keep_over_run([], store, [CJProtocol()], RUBRIC, {e.id for e in ESSAYS[:2]})
     assert check() is not None  # finished: nothing left
     store.close()
 

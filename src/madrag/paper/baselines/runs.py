@@ -100,7 +100,8 @@ def _store(store: RunStore, outcome: BaselineRun, run_id: str) -> None:
     outcome.written += written
     outcome.existing += len(records) - written
     # the run's final scores: each stored baseline record's (a record already stored is the one kept)
-    rubric = Rubric.model_validate(store.get_meta("config")["rubric"])
+    config = store.get_meta("config")
+    rubric = Rubric.model_validate(config["rubric"] if isinstance(config, dict) else None)
     kept = store.records(role=BASELINE_ROLE)
     store.put_scores(rows([combine_judges(r.protocol, rubric.trait(r.trait), [r]) for r in kept]))
 
