@@ -145,7 +145,7 @@ class RunStore:
     ) -> bool:
         """Store the run's configuration, or check it matches the stored one. True when resuming; the stored
         configuration is kept as it was written. ``identity``: what of a configuration must match (a scoring
-        run's: :func:`madrag.run_config.identity`, which reads an older configuration as the latest version);
+        run's: :func:`madrag.pipeline.migrations.identity`, which reads an older configuration as the latest version);
         default: all of it, as JSON. ``prompts_may_differ``: when only the prompt templates differ, resume and
         say why in :attr:`prompt_drift` (the caller makes no call with them: a finished run's scores are read).
         ``new_run``: how the refusal tells the caller's user to start a new run (the option that names the folder)."""

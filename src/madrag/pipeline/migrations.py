@@ -1,6 +1,12 @@
 """Runs made by earlier commits, brought to today's format in one place.
 
-A run store of schema version 2 keeps its final scores as rows (:meth:`madrag.store.RunStore.scores`), written
+A run's stored configuration: one stored before ``config_version`` is version 1; it is brought to
+:data:`CONFIG_VERSION` by :data:`UPGRADES` (``UPGRADES[i]`` takes version ``i + 1`` to ``i + 2``; append, never
+edit one that has shipped), each filling in what its version added with the value that reproduces what older runs
+did, before it is compared with a job's (:func:`identity`); a configuration newer than this code is refused.
+
+A run's final scores:
+a run store of schema version 2 keeps its final scores as rows (:meth:`madrag.store.RunStore.scores`), written
 as the protocols finish. A run made before then has records and no rows: opened for writing (a run resumed), its
 file is first kept beside it (:func:`madrag.store_schema.backup_path`) and its rows are derived here once, by the
 derivation the readers used before the rows existed (:func:`derive_scores`: each protocol's scores read back
@@ -10,18 +16,85 @@ the file left as it is. Every reader then reads rows, whatever commit made the r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
+from madrag.errors import ConfigError
+from madrag.metrics import PAPER_TIES
 from madrag.pipeline.unusable import missing_cause
 from madrag.protocols import find_protocol
 from madrag.protocols.base import ScoringProtocol
 from madrag.protocols.scores import combine_judges, judge_scores
+from madrag.providers.spec import upgrade_identity
 from madrag.records import BASELINE_ROLE, AgentRecord, TraitScore
 from madrag.rubric import Rubric
+from madrag.run_config import PROVENANCE, VERSION_KEY, Config
+from madrag.settings import ScoringSettings, stored_settings
 from madrag.store import RunStore, score_row
 
-__all__ = ["derive_scores", "upgrade_scores"]
+__all__ = ["CONFIG_VERSION", "UPGRADES", "derive_scores", "identity", "upgrade", "upgrade_scores"]
+
+Upgrade = Callable[[Config], Config]
+
+
+def _v1_to_v2(config: Config) -> Config:
+    """Version 1 -> 2. Version 1 left out what was the default when it was left out: the ``half_up`` tie rule,
+    the windows embedder (the default before the paper's), no role backends; and it recorded each template by
+    where it came from (version 2: the names are identity, the sources provenance)."""
+    out = dict(config)
+    out["settings"] = {"reference_ties": PAPER_TIES, **(out.get("settings") or {})}
+    out.setdefault("embedder", "minilm-windows")
+    out.setdefault("role_providers", {})
+    prompts = out.get("prompts") or {}
+    out["prompts"] = sorted(prompts)
+    out["prompt_sources"] = dict(prompts) if isinstance(prompts, dict) else {}
+    out[VERSION_KEY] = 2
+    return out
+
+
+def _v2_to_v3(config: Config) -> Config:
+    """Version 2 -> 3. Version 2 recorded a backend flat with every kind's fields (a fake backend's
+    ``base_url``, ``api_key_env``, ``n_ctx``...), which only the kind's own were ever read from; version 3
+    records the kind's own (:func:`madrag.providers.spec.upgrade_identity`)."""
+    out = dict(config)
+    provider = out.get("provider")
+    if isinstance(provider, dict) and "kind" in provider:
+        out["provider"] = upgrade_identity(provider)
+    roles = out.get("role_providers")
+    if isinstance(roles, dict):
+        out["role_providers"] = {r: upgrade_identity(s) if isinstance(s, dict) else s for r, s in roles.items()}
+    out[VERSION_KEY] = 3
+    return out
+
+
+UPGRADES: Sequence[Upgrade] = (_v1_to_v2, _v2_to_v3)
+"""``UPGRADES[i]`` takes a configuration from version ``i + 1`` to ``i + 2``, in order; append, never edit."""
+CONFIG_VERSION = len(UPGRADES) + 1
+"""The version of the configurations this code writes."""
+
+
+def upgrade(config: Config, where: str = "run") -> Config:
+    """``config`` at :data:`CONFIG_VERSION`, by the upgrades it still needs; a ConfigError when it is newer."""
+    version = int(config.get(VERSION_KEY, 1))
+    if version > CONFIG_VERSION:
+        raise ConfigError(
+            f"{where} was made by a newer madrag (run configuration version {version}; this one reads up to "
+            f"{CONFIG_VERSION}); resume it with that madrag"
+        )
+    for step in UPGRADES[version - 1 :]:
+        config = step(config)
+    return config
+
+
+def identity(config: Config, settings_model: type[BaseModel] = ScoringSettings, where: str = "run") -> Config:
+    """What two configurations must share for a run to resume: ``config`` upgraded, its settings completed
+    (:func:`~madrag.settings.stored_settings`), without provenance, as JSON."""
+    current = upgrade(json.loads(json.dumps(config, sort_keys=True, default=str)), where)
+    current["settings"] = stored_settings(current.get("settings") or {}, settings_model)
+    return {k: v for k, v in current.items() if k not in PROVENANCE}
 
 
 class _StreamedJudges:
