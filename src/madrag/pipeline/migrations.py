@@ -17,7 +17,7 @@ the file left as it is. Every reader then reads rows, whatever commit made the r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -28,16 +28,33 @@ from madrag.pipeline.unusable import missing_cause
 from madrag.protocols import find_protocol
 from madrag.protocols.base import ScoringProtocol
 from madrag.protocols.scores import combine_judges, judge_scores
-from madrag.providers.spec import upgrade_identity
+from madrag.providers.backends import backends, find_backend
+from madrag.providers.spec import ProviderSpec
 from madrag.records import BASELINE_ROLE, AgentRecord, TraitScore
 from madrag.rubric import Rubric
 from madrag.run_config import PROVENANCE, VERSION_KEY, Config
 from madrag.settings import ScoringSettings, stored_settings
 from madrag.store import RunStore, score_row
 
-__all__ = ["CONFIG_VERSION", "UPGRADES", "derive_scores", "identity", "upgrade", "upgrade_scores"]
+__all__ = ["CONFIG_VERSION", "UPGRADES", "derive_scores", "identity", "upgrade", "upgrade_identity", "upgrade_scores"]
 
 Upgrade = Callable[[Config], Config]
+
+
+def upgrade_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded identity in the shape of this release's: a record made before the options models held every
+    kind's fields (``model_path``, ``base_url``, ``api_key_env``, ``logprobs``, ``n_ctx`` for a fake backend too),
+    which only the kind's own were ever read from; they are left out. A record of an unknown kind is kept."""
+    kind = stored.get("kind")
+    try:
+        backend = find_backend(kind) if isinstance(kind, str) else None
+    except ConfigError:
+        backend = None
+    if backend is None:
+        return dict(stored)
+    known = {*ProviderSpec.model_fields, *(f for b in backends() for f in b.option_fields())}
+    keep = {*ProviderSpec.model_fields, *backend.option_fields()}
+    return {k: v for k, v in stored.items() if k in keep or k not in known}
 
 
 def _v1_to_v2(config: Config) -> Config:
@@ -58,7 +75,7 @@ def _v1_to_v2(config: Config) -> Config:
 def _v2_to_v3(config: Config) -> Config:
     """Version 2 -> 3. Version 2 recorded a backend flat with every kind's fields (a fake backend's
     ``base_url``, ``api_key_env``, ``n_ctx``...), which only the kind's own were ever read from; version 3
-    records the kind's own (:func:`madrag.providers.spec.upgrade_identity`)."""
+    records the kind's own (:func:`upgrade_identity`)."""
     out = dict(config)
     provider = out.get("provider")
     if isinstance(provider, dict) and "kind" in provider:
