@@ -14,6 +14,10 @@ committed together in the next transaction (group commit); all of them are on di
 awaiters resumes (the thread and the rows it writes: :mod:`madrag.store_writer`). Reads go through the store's
 main connection and see every committed record.
 
+Final scores: one row per protocol, essay and trait (:meth:`RunStore.scores`), kept by the runner as each essay
+finishes (:meth:`RunStore.aput_scores`, through the same writer thread as records) and by a run-wide protocol's
+fit when a job ends (:meth:`RunStore.put_scores`); every reader of a run's scores reads them.
+
 Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store_schema`); a store
 newer than this code is refused.
 
