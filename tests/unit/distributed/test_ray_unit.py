@@ -28,7 +28,6 @@ from madrag.distributed.options import RayOptions, ray_options, ray_summary
 from madrag.distributed.shard import Shard, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup, prompt_library
 from madrag.errors import ProviderError
-from madrag.evaluation.run import trait_scores
 from madrag.pipeline.final_scores import keeper
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, get_protocol
@@ -152,7 +151,7 @@ def no_mad_judge_on(essay_id: str) -> Callable[[AgentRecord], bool]:
 async def test_plan_hands_out_only_unfinished_essay_traits(tmp_path: Path) -> None:
     store = await stored_run(tmp_path, ESSAYS[:3], keep=no_mad_judge_on("e2"))
     protocols = [get_protocol(p) for p in PROTOCOLS]
-    plan = plan_run(store, ESSAYS, RUBRIC, protocols, ScoringSettings(), trait_scores)
+    plan = plan_run(store, ESSAYS, RUBRIC, protocols, ScoringSettings())
     assert set(plan.todo) == {"e2", "e3", "e4", "e5"}  # e0, e1 are finished
     assert plan.partial == {"e2"}  # its debates and its SA call are stored, no MAD judge
     assert plan.todo["e2"] == {"MAD": RUBRIC.trait_names}  # SA scored it already
@@ -174,7 +173,7 @@ async def test_a_half_judged_ma_trait_is_not_finished(tmp_path: Path) -> None:
         if not (record.trait == "Style" and record.index == 2):  # the third judge of Style is missing
             store.put(record)
     keep_derived_scores(store, RUBRIC, ["MA"])
-    plan = plan_run(store, ESSAYS[:1], RUBRIC, [get_protocol("MA")], settings, trait_scores)
+    plan = plan_run(store, ESSAYS[:1], RUBRIC, [get_protocol("MA")], settings)
     assert plan.todo == {"e0": {"MA": ["Style"]}} and plan.partial == {"e0"}
     store.close()
     scratch.store.close()  # type: ignore[attr-defined]
@@ -223,7 +222,7 @@ async def test_worker_streams_records_then_each_essay_then_done() -> None:
 
 async def test_worker_continues_from_the_records_shipped_with_the_shard(tmp_path: Path) -> None:
     store = await stored_run(tmp_path, [ESSAYS[2]], keep=no_mad_judge_on("e2"))
-    plan = plan_run(store, [ESSAYS[2]], RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings(), trait_scores)
+    plan = plan_run(store, [ESSAYS[2]], RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings())
     shard = Shard(index=0, essays=[ESSAYS[2]], todo=plan.todo)
     shard.known = known_records(store, shard, plan.partial)
     events = await collect(worker().score(shard))
@@ -273,7 +272,7 @@ def dispatcher(
     ctx: CallContext, actors: list[LocalActor], done: list[str], protocols: list[str] = PROTOCOLS
 ) -> Dispatcher:
     needs_ray()  # the dispatcher reads Ray's exceptions (a lost worker) from the ray module: skipped without Ray
-    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols], ScoringSettings(), trait_scores)  # type: ignore[arg-type]
+    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols], ScoringSettings())  # type: ignore[arg-type]
 
     async def prepare(shard: Shard) -> None:
         shard.known = known_records(ctx.store, shard, {e.id for e in shard.essays})  # type: ignore[arg-type]
