@@ -23,7 +23,7 @@ from madrag.records import AgentRecord
 from madrag.store import RunStore
 from madrag.store_schema import MIGRATIONS, schema_version
 
-MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 1 on disk"
+MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 2 on disk"
 
 
 def madrag(*args: str) -> subprocess.CompletedProcess[str]:
@@ -110,8 +110,9 @@ def test_reading_an_old_run_leaves_its_files_as_they_were_and_resuming_migrates_
 
     resumed = madrag(*score_args)  # the same job again: the run is resumed, so written, so migrated
     assert resumed.returncode == 0, resumed.stderr
-    assert MIGRATION_NOTE in resumed.stderr
+    assert MIGRATION_NOTE in resumed.stderr and "the store as it was is kept in store.v0.sqlite" in resumed.stderr
     assert user_version(old_run / "store.sqlite") == len(MIGRATIONS)
+    assert user_version(old_run / "store.v0.sqlite") == 0  # the run as the older madrag left it, kept
     assert "24 agent calls made" not in resumed.stdout.replace("\n", " ")  # nothing was scored again
 
 
