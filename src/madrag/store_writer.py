@@ -32,9 +32,14 @@ ScoreRow = tuple[str, str, str, int | None, str | None, float | None, str, float
 time, the whole score (JSON)."""
 
 INSERT_SCORE = (
-    "INSERT OR REPLACE INTO scores (protocol, essay_id, trait, score, cause, expected, record_keys, created_at, value) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO scores (protocol, essay_id, trait, score, cause, expected, record_keys, created_at, value) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (protocol, essay_id, trait) DO UPDATE SET score = excluded.score, "
+    "cause = excluded.cause, expected = excluded.expected, record_keys = excluded.record_keys, "
+    "created_at = excluded.created_at, value = excluded.value "
+    "WHERE scores.value IS NOT excluded.value OR scores.cause IS NOT excluded.cause"
 )
+"""A score replaces the stored one of its protocol, essay and trait; the same score again writes nothing (a resume
+keeps every finished essay's rows as they are, so its commits stay small)."""
 
 
 def score_row(score: TraitScore, cause: str | None = None) -> ScoreRow:
@@ -67,11 +72,18 @@ def row_score(value: str) -> TraitScore:
     return TraitScore.model_construct(**raw)
 
 
+WAL_PAGES = 256
+"""Pages the write-ahead log holds before a commit copies them into the store (SQLite's default is 1000): a run
+commits records and, as each essay finishes, its scores, so the log is kept to about 1 MiB beside the store."""
+
+
 def connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``)."""
+    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``, the log
+    checkpointed every :data:`WAL_PAGES` pages)."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
     return conn
 
 
