@@ -18,7 +18,7 @@ from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.records import AgentRecord
 from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.retrieval.embedder import FloatArray, HashingEmbedder
-from madrag.rubric import Trait
+from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
@@ -91,6 +91,15 @@ def stored_records(run_dir: Path) -> list[AgentRecord]:
         return list(store.records())
     finally:
         store.close()
+
+
+def keep_derived_scores(store: RunStore, rubric: Rubric, protocols: list[str]) -> None:
+    """Keep in ``store`` the final scores its records give (:func:`madrag.pipeline.migrations.derive_scores`): the
+    rows a run holding just these records (one stopped part-way, its records copied here) has."""
+    from madrag.pipeline.final_scores import rows
+    from madrag.pipeline.migrations import derive_scores
+
+    store.put_scores(rows(derive_scores(store, rubric, protocols)))
 
 
 def needs_ray() -> ModuleType:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from madrag.data.essay import Essay
+from madrag.pipeline.migrations import upgrade_scores
 from madrag.providers.base import Message, TokenLogprob, TopLogprob, Usage
 from madrag.records import AgentRecord, ScoreResult, call_key
 from madrag.rubric import Rubric, Trait
@@ -148,6 +149,7 @@ def synthesize_run(
                 records += [adv, skp, _judge(run_id, essay, trait, rng, failed, [adv.key, skp.key])]
         with ThreadPoolExecutor(1) as pool:  # its own event loop, whatever loop the caller runs
             pool.submit(asyncio.run, _write(store, records)).result()
+        upgrade_scores(store, rederive=True)  # the run's final scores, as its protocol returned them
     finally:
         store.close()
     meta = RunMeta(

@@ -126,3 +126,26 @@ class AgentRecord(BaseModel):
     def requests(self) -> int:
         """The answers the call used (:attr:`answers`; the name older code and records use)."""
         return self.answers
+
+
+class TraitScore(BaseModel):
+    """A protocol's final score for one essay and trait, with the records it came from: what a run store keeps as
+    one row of its final scores (:meth:`madrag.store.RunStore.scores`)."""
+
+    essay_id: str
+    trait: str
+    protocol: str
+    score: int | None
+    result: ScoreResult | None = None
+    rationale: str = ""
+    record_key: str = ""
+    record_keys: list[str] = Field(default_factory=list)  # every record it came from (empty: ``record_key`` alone)
+    n_judges: int = 1
+    n_usable: int | None = None  # judges whose score could be read (None: not counted, e.g. consensus agents)
+    mean_score: float | None = None  # set when several judges are averaged
+    truncated: bool = False  # a Judge answer behind this score was cut by the token limit
+
+    @property
+    def sources(self) -> list[str]:
+        """The keys of the records the score came from."""
+        return list(self.record_keys) or ([self.record_key] if self.record_key else [])

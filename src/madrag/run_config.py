@@ -1,10 +1,10 @@
-"""The schema of a run's stored configuration (its identity), its version and plain upgrade functions.
+"""The schema of a run's stored configuration (its identity): what is provenance, how two configurations differ.
 
 A run resumes only when the configuration it was made with matches the one a job has now. The configuration
 carries ``config_version``; one stored without it is version 1 (every release before versions). Before the
-comparison the stored configuration is brought to :data:`CONFIG_VERSION` by :data:`UPGRADES` (``UPGRADES[i]``
-takes version ``i + 1`` to ``i + 2``; append, never edit one that has shipped), each filling in what its version
-added with the value that reproduces what older runs did. A configuration newer than this code is refused.
+comparison the stored configuration is brought to the current version by the upgrades of
+:mod:`madrag.pipeline.migrations` (the one home of every older format), which also says what a run's identity
+is (``identity``). A configuration newer than this code is refused.
 
 Two things need no upgrade function:
 
@@ -23,60 +23,14 @@ from is provenance, so the override folder is accepted).
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
-from madrag.errors import ConfigError
-from madrag.metrics import PAPER_TIES
-from madrag.settings import ScoringSettings, stored_settings
-
 Config = dict[str, Any]
-Upgrade = Callable[[Config], Config]
 VERSION_KEY = "config_version"
 PROVENANCE = ("prompt_sources", "prompt_sha256", "protocol_preset")
 """Keys of a configuration that record where things came from, not what the run is (``protocol_preset``: the
 name of the list its protocols were given by, ``madrag score --protocols NAME``)."""
-
-
-def _v1_to_v2(config: Config) -> Config:
-    """Version 1 -> 2. Version 1 left out what was the default when it was left out: the ``half_up`` tie rule,
-    the windows embedder (the default before the paper's), no role backends; and it recorded each template by
-    where it came from (version 2: the names are identity, the sources provenance)."""
-    out = dict(config)
-    out["settings"] = {"reference_ties": PAPER_TIES, **(out.get("settings") or {})}
-    out.setdefault("embedder", "minilm-windows")
-    out.setdefault("role_providers", {})
-    prompts = out.get("prompts") or {}
-    out["prompts"] = sorted(prompts)
-    out["prompt_sources"] = dict(prompts) if isinstance(prompts, dict) else {}
-    out[VERSION_KEY] = 2
-    return out
-
-
-def _v2_to_v3(config: Config) -> Config:
-    """Version 2 -> 3. Version 2 recorded a backend flat with every kind's fields (a fake backend's
-    ``base_url``, ``api_key_env``, ``n_ctx``...), which only the kind's own were ever read from; version 3
-    records the kind's own (:func:`madrag.providers.spec.upgrade_identity`)."""
-    from madrag.providers.spec import upgrade_identity
-
-    out = dict(config)
-    provider = out.get("provider")
-    if isinstance(provider, dict) and "kind" in provider:
-        out["provider"] = upgrade_identity(provider)
-    roles = out.get("role_providers")
-    if isinstance(roles, dict):
-        out["role_providers"] = {r: upgrade_identity(s) if isinstance(s, dict) else s for r, s in roles.items()}
-    out[VERSION_KEY] = 3
-    return out
-
-
-UPGRADES: Sequence[Upgrade] = (_v1_to_v2, _v2_to_v3)
-"""``UPGRADES[i]`` takes a configuration from version ``i + 1`` to ``i + 2``, in order; append, never edit."""
-CONFIG_VERSION = len(UPGRADES) + 1
-"""The version of the configurations this code writes."""
 
 
 def prompt_identity(names: Sequence[str], texts: Sequence[str], sources: Sequence[str]) -> Config:
@@ -88,27 +42,6 @@ def prompt_identity(names: Sequence[str], texts: Sequence[str], sources: Sequenc
         "prompt_sources": dict(zip(names, sources, strict=True)),
         "prompt_sha256": {n: hashlib.sha256(t.encode()).hexdigest()[:16] for n, t in zip(names, texts, strict=True)},
     }
-
-
-def upgrade(config: Config, where: str = "run") -> Config:
-    """``config`` at :data:`CONFIG_VERSION`, by the upgrades it still needs; a ConfigError when it is newer."""
-    version = int(config.get(VERSION_KEY, 1))
-    if version > CONFIG_VERSION:
-        raise ConfigError(
-            f"{where} was made by a newer madrag (run configuration version {version}; this one reads up to "
-            f"{CONFIG_VERSION}); resume it with that madrag"
-        )
-    for step in UPGRADES[version - 1 :]:
-        config = step(config)
-    return config
-
-
-def identity(config: Config, settings_model: type[BaseModel] = ScoringSettings, where: str = "run") -> Config:
-    """What two configurations must share for a run to resume: ``config`` upgraded, its settings completed
-    (:func:`~madrag.settings.stored_settings`), without provenance, as JSON."""
-    current = upgrade(json.loads(json.dumps(config, sort_keys=True, default=str)), where)
-    current["settings"] = stored_settings(current.get("settings") or {}, settings_model)
-    return {k: v for k, v in current.items() if k not in PROVENANCE}
 
 
 def differences(stored: Any, current: Any) -> list[str]:

@@ -14,6 +14,10 @@ committed together in the next transaction (group commit); all of them are on di
 awaiters resumes (the thread and the rows it writes: :mod:`madrag.store_writer`). Reads go through the store's
 main connection and see every committed record.
 
+Final scores: one row per protocol, essay and trait (:meth:`RunStore.scores`), kept by the runner as each essay
+finishes (:meth:`RunStore.aput_scores`, through the same writer thread as records) and by a run-wide protocol's
+fit when a job ends (:meth:`RunStore.put_scores`); every reader of a run's scores reads them.
+
 Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store_schema`); a store
 newer than this code is refused.
 
@@ -31,7 +35,7 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +44,26 @@ from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
 from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import ConfigError
-from madrag.records import AgentRecord
+from madrag.records import AgentRecord, TraitScore
 from madrag.run_config import changed_templates, differences, runtime_hint
-from madrag.store_schema import migrate, open_read_only
-from madrag.store_writer import CHUNK, INSERT_RECORD, Row, Write, Writer, record_row, retrieve
+from madrag.store_schema import SCORES_PENDING, in_memory, migrate, open_read_only, scores_pending
+from madrag.store_writer import (
+    CHUNK,
+    INSERT_RECORD,
+    INSERT_SCORE,
+    Row,
+    ScoreRow,
+    Write,
+    Writer,
+    record_row,
+    retrieve,
+    row_score,
+    score_row,
+)
 from madrag.store_writer import connect as _connect  # a test limits the writer's connection here
 from madrag.writer_lock import WriterLock
 
-__all__ = ["PROMPT_KEYS", "Row", "RunStore", "record_row", "write_scores_csv"]
+__all__ = ["PROMPT_KEYS", "Row", "RunStore", "ScoreRow", "record_row", "score_row", "write_scores_csv"]
 
 _ANSWER_ONLY = "json_set(json_remove(record, '$.tokens'), '$.messages', json('[]'))"
 """A stored record less its prompt and tokens, as SQLite reads it (``answers_only``)."""
@@ -133,7 +149,7 @@ class RunStore:
     ) -> bool:
         """Store the run's configuration, or check it matches the stored one. True when resuming; the stored
         configuration is kept as it was written. ``identity``: what of a configuration must match (a scoring
-        run's: :func:`madrag.run_config.identity`, which reads an older configuration as the latest version);
+        run's: :func:`madrag.pipeline.migrations.identity`, which reads an older configuration as the latest version);
         default: all of it, as JSON. ``prompts_may_differ``: when only the prompt templates differ, resume and
         say why in :attr:`prompt_drift` (the caller makes no call with them: a finished run's scores are read).
         ``new_run``: how the refusal tells the caller's user to start a new run (the option that names the folder)."""
@@ -241,13 +257,22 @@ class RunStore:
     async def aput_row(self, row: Row) -> bool:
         """:meth:`aput` of a record already serialised by :func:`record_row` (a distributed run's workers
         serialise their records; the driver writes the rows as they come, without parsing them again)."""
+        return await self._await_write(row, ())
+
+    async def aput_scores(self, rows: Sequence[ScoreRow]) -> None:
+        """Keep final scores (:func:`score_row`: one per protocol, essay and trait, replacing a stored one) as
+        :meth:`aput` keeps a record: committed by the writer thread, durably, before this returns."""
+        if rows:
+            await self._await_write(None, rows)
+
+    async def _await_write(self, row: Row | None, scores: Sequence[ScoreRow]) -> bool:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         writer = self._writer_thread()
         # the outcome is always read, here or by the callback (no "exception was never retrieved" when the
         # awaiting task was cancelled before a failed commit)
         future.add_done_callback(retrieve)
-        writer.submit(Write(row, loop, future))
+        writer.submit(Write(row, loop, future, scores=scores))
         try:
             return await asyncio.shield(future)
         except sqlite3.OperationalError as exc:  # disk full, read-only, I/O: one line, the store as committed
@@ -347,6 +372,47 @@ class RunStore:
             for key, *values in self._conn.execute(sql, [*(paths[n] for n in names), *chunk]):
                 found[key] = {n: None if v is None else json.loads(v) for n, v in zip(names, values, strict=True)}
         return found
+
+    # -- final scores --------------------------------------------------------------------------------
+    def put_scores(self, rows: Sequence[ScoreRow], *, replace: Collection[str] = ()) -> None:
+        """Keep final scores in one transaction (a stored one of the same protocol, essay and trait replaced);
+        ``replace``: protocols whose stored scores are all dropped first (a run-wide protocol's fit over the run).
+        A store whose rows are still to be derived (:func:`madrag.store_schema.scores_pending`) has them now."""
+        if self.read_only and not in_memory(self._conn):
+            self._writable()
+        self.flush()
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("DELETE FROM scores WHERE protocol = ?", [(p,) for p in replace])
+            conn.executemany(INSERT_SCORE, rows)
+            conn.execute("DELETE FROM meta WHERE key = ?", (SCORES_PENDING,))
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.execute("COMMIT")
+
+    def scores_pending(self) -> bool:
+        """Whether the store's final scores are still to be derived from its records (a run made before they
+        were kept: :mod:`madrag.pipeline.migrations` derives them once)."""
+        return scores_pending(self._conn)
+
+    def scores(self, protocols: Collection[str] | None = None) -> list[TraitScore]:
+        """The run's final scores (after :meth:`flush`), optionally of ``protocols``: one per protocol, essay and
+        trait that was scored, in the order of the essays, then the protocol and trait they were written in."""
+        self.flush()
+        sql = "SELECT s.value FROM scores s LEFT JOIN essays e ON e.id = s.essay_id"
+        args: list[str] = sorted(protocols) if protocols is not None else []
+        if protocols is not None:
+            sql += f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
+        rows = self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args)
+        return [row_score(value) for (value,) in rows]
+
+    def score_stamp(self) -> tuple[int, float]:
+        """How many final scores are stored and when the latest was written (what a cached view is kept by)."""
+        self.flush()
+        count, latest = self._conn.execute("SELECT COUNT(*), MAX(created_at) FROM scores").fetchone()
+        return int(count), float(latest or 0.0)
 
     def recorded_essay_ids(self) -> set[str]:
         """The ids of the essays with at least one stored record (after :meth:`flush`)."""

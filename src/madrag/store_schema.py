@@ -11,6 +11,10 @@ missing (every statement says ``IF NOT EXISTS``), so such a store is stamped ver
 A later schema change is a new function appended to :data:`MIGRATIONS`; one that has shipped is never edited.
 A store of a newer version than this code knows is refused (:class:`~madrag.errors.InputError`), never guessed at.
 
+A store migrated on disk is first copied beside itself (:func:`backup_path`), so a run made by an earlier
+commit can be read by it again. Version 2 adds the run's final scores as rows (``scores``); the rows of a store
+that holds records are derived from them once by :mod:`madrag.pipeline.migrations`, which knows the protocols.
+
 Reading never migrates: :func:`read_view` gives a read-only connection's store as the latest version without
 writing to the file. An unversioned store with the version-1 tables already *is* version 1 and is read as it
 is; an older store is copied into memory and migrated there. Only a store opened for writing (a run started
@@ -54,7 +58,36 @@ def _v1_tables(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: Sequence[Migration] = (_v1_tables,)
+SCORES_PENDING = "scores_pending"
+"""The meta key of a store whose final-score rows are still to be derived from its records: set by migration 2 on
+a store that holds records, cleared when :mod:`madrag.pipeline.migrations` has filled its ``scores`` table."""
+
+
+def _v2_scores(conn: sqlite3.Connection) -> None:
+    """Version 2: the run's final scores as rows (``scores``: one per protocol, essay and trait, the score or
+    NULL with the cause of its absence, the records it came from, the whole score as JSON). A store that holds
+    records gets them derived from its records once (:data:`SCORES_PENDING`)."""
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS scores (
+    protocol TEXT NOT NULL,
+    essay_id TEXT NOT NULL,
+    trait TEXT NOT NULL,
+    score INTEGER,
+    cause TEXT,
+    expected REAL,
+    record_keys TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (protocol, essay_id, trait)
+)"""
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) SELECT ?, 'true' WHERE EXISTS (SELECT 1 FROM records)",
+        (SCORES_PENDING,),
+    )
+
+
+MIGRATIONS: Sequence[Migration] = (_v1_tables, _v2_scores)
 """``MIGRATIONS[i]`` takes a store from version ``i`` to ``i + 1``, in order; append, never edit."""
 
 
@@ -76,6 +109,18 @@ def content_version(conn: sqlite3.Connection) -> int:
     return found
 
 
+def scores_pending(conn: sqlite3.Connection) -> bool:
+    """Whether the store's final-score rows are still to be derived from its records (:data:`SCORES_PENDING`)."""
+    if "meta" not in _tables(conn):
+        return False
+    return conn.execute("SELECT 1 FROM meta WHERE key = ?", (SCORES_PENDING,)).fetchone() is not None
+
+
+def in_memory(conn: sqlite3.Connection) -> bool:
+    """Whether ``conn``'s store is a copy in memory (an older store read without changing its file)."""
+    return any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list"))
+
+
 def _refuse_newer(found: int, target: int, path: Path) -> None:
     if found > target:
         raise InputError(
@@ -95,7 +140,7 @@ def read_view(
     target = len(steps)
     found = content_version(conn)
     _refuse_newer(found, target, path)
-    if found == target:
+    if found == target and not scores_pending(conn):
         return conn
     log.info(
         "run store %s: schema version %d read as version %d in memory (the file is not changed)", path, found, target
@@ -111,6 +156,23 @@ def read_view(
     return memory
 
 
+def backup_path(path: Path, version: int) -> Path:
+    """Where a store of schema ``version`` is kept before it is migrated on disk: beside it, named for its version
+    (``store.v1.sqlite``), as the hand-codes file keeps its previous version."""
+    return path.with_name(f"{path.stem}.v{version}{path.suffix}")
+
+
+def _backup(conn: sqlite3.Connection, target: Path) -> None:
+    """A consistent copy of the store on ``conn`` at ``target`` (SQLite's backup; an earlier copy is kept)."""
+    if target.exists():
+        return
+    copy = sqlite3.connect(target)
+    try:
+        conn.backup(copy)
+    finally:
+        copy.close()
+
+
 def migrate(
     conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None, *, announce: bool = True
 ) -> int:
@@ -123,16 +185,20 @@ def migrate(
     target = len(steps)
     found = schema_version(conn)
     if found < target:
+        if announce and _tables(conn):  # kept before the change (SQLite copies no store it is writing)
+            _backup(conn, backup_path(path, found))
         conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others then find it done
         try:
             found = schema_version(conn)
             if announce and found < target and _tables(conn):
+                kept = backup_path(path, found)
                 log.warning(
                     "note: run store %s was written by an older madrag (schema version %d): migrating it to version %d "
-                    "on disk",
+                    "on disk (the store as it was is kept in %s)",
                     path,
                     found,
                     target,
+                    kept.name,
                 )
             for step in steps[found:]:
                 step(conn)

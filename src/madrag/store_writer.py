@@ -1,17 +1,22 @@
-"""The run store's rows and its writer thread: how a record is stored (:func:`record_row`), and the thread that
-commits :meth:`madrag.store.RunStore.aput`'s records with its own connection, those queued while a commit runs
-together in the next transaction (group commit); each caller's await resolved only once its record is on disk.
+"""The run store's rows and its writer thread: how a record is stored (:func:`record_row`), how a final score is
+(:func:`score_row`, read back by :func:`row_score`), and the thread that commits :meth:`madrag.store.RunStore.aput`'s
+records and :meth:`~madrag.store.RunStore.aput_scores`' scores with its own connection, those queued while a commit
+runs together in the next transaction (group commit); each caller's await resolved only once its rows are on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from madrag.records import AgentRecord
+from madrag.records import AgentRecord, ScoreResult, TraitScore
 
 INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
 
@@ -22,11 +27,63 @@ INSERT_RECORD = f"{INSERT_HEAD} VALUES {VALUES}"
 Row = tuple[str, str, str, str, str, int, str | None, float, str]
 
 
+ScoreRow = tuple[str, str, str, int | None, str | None, float | None, str, float, str]
+"""A final score as the ``scores`` table holds it: protocol, essay, trait, score, cause, expected, record keys,
+time, the whole score (JSON)."""
+
+INSERT_SCORE = (
+    "INSERT INTO scores (protocol, essay_id, trait, score, cause, expected, record_keys, created_at, value) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (protocol, essay_id, trait) DO UPDATE SET score = excluded.score, "
+    "cause = excluded.cause, expected = excluded.expected, record_keys = excluded.record_keys, "
+    "created_at = excluded.created_at, value = excluded.value "
+    "WHERE scores.value IS NOT excluded.value OR scores.cause IS NOT excluded.cause"
+)
+"""A score replaces the stored one of its protocol, essay and trait; the same score again writes nothing (a resume
+keeps every finished essay's rows as they are, so its commits stay small)."""
+
+
+def score_row(score: TraitScore, cause: str | None = None) -> ScoreRow:
+    """The row a final score is stored as; ``cause``: why it is missing (None for a score that was read)."""
+    expected = score.result.expected if score.result is not None else None
+    return (
+        score.protocol,
+        score.essay_id,
+        score.trait,
+        score.score,
+        None if score.score is not None else cause,
+        expected,
+        json.dumps(score.sources),
+        time.time(),
+        score.model_dump_json(),
+    )
+
+
+def row_score(value: str) -> TraitScore:
+    """A stored score (its ``value`` column) as the :class:`TraitScore` it was written from. The JSON was written
+    from the library's own objects by :func:`score_row`, so it is rebuilt without validating each part again
+    (a large run's thousands of scores read in a fraction of the time)."""
+    raw: dict[str, Any] = json.loads(value)
+    result = raw.get("result")
+    if result is not None:
+        dist = result.get("distribution")
+        if dist is not None:
+            result["distribution"] = {int(k): v for k, v in dist.items()}
+        raw["result"] = ScoreResult.model_construct(**result)
+    return TraitScore.model_construct(**raw)
+
+
+WAL_PAGES = 256
+"""Pages the write-ahead log holds before a commit copies them into the store (SQLite's default is 1000): a run
+commits records and, as each essay finishes, its scores, so the log is kept to about 1 MiB beside the store."""
+
+
 def connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``)."""
+    """A connection in autocommit mode with the store's durability settings (WAL, ``synchronous=FULL``, the log
+    checkpointed every :data:`WAL_PAGES` pages)."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
     return conn
 
 
@@ -48,14 +105,15 @@ def record_row(record: AgentRecord) -> Row:
 
 @dataclass
 class Write:
-    """One record (serialised) waiting for the writer thread, the future (on its event loop) to resolve, and
-    the outcome."""
+    """One record (serialised) or final scores waiting for the writer thread, the future (on its event loop) to
+    resolve, and the outcome. A write of scores has no record (``row`` None); its scores replace any stored ones."""
 
-    row: Row
+    row: Row | None
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[bool]
     inserted: bool = False
     error: BaseException | None = None
+    scores: Sequence[ScoreRow] = ()
 
 
 def _settle(writes: list[Write]) -> None:
@@ -166,7 +224,7 @@ class Writer:
 
     def _commit(self, batch: list[Write]) -> None:
         """Commit the batch's records in one transaction, setting each write's outcome (not settling it)."""
-        rows = [(write, write.row) for write in batch]
+        rows = [(write, row) for write in batch if (row := write.row) is not None]
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")  # the write lock: nobody adds a key between look-up and insert
@@ -181,17 +239,21 @@ class Writer:
                 chunk = fresh[i : i + CHUNK]
                 values = ", ".join([VALUES] * len(chunk))
                 conn.execute(f"{INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
+            for write in batch:
+                for score in write.scores:
+                    conn.execute(INSERT_SCORE, score)
+                write.inserted = write.inserted or bool(write.scores)
             conn.execute("COMMIT")
         except Exception as exc:
-            for write, _ in rows:
+            for write in batch:
                 write.inserted = False
             if conn.in_transaction:
                 conn.rollback()
-            if len(rows) == 1 or isinstance(exc, sqlite3.OperationalError):  # locked, disk full, I/O: all fail
-                for write, _ in rows:
+            if len(batch) == 1 or isinstance(exc, sqlite3.OperationalError):  # locked, disk full, I/O: all fail
+                for write in batch:
                     write.error = exc
-            else:  # a record SQLite refuses (e.g. too big): find it, each on its own
-                for write, _ in rows:
+            else:  # a row SQLite refuses (e.g. too big): find it, each on its own
+                for write in batch:
                     self._commit([write])
 
     def _stored_keys(self, keys: list[str]) -> set[str]:

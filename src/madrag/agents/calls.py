@@ -19,7 +19,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -32,6 +32,7 @@ from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogpr
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, call_key, failed_key, prompt_hash
 from madrag.settings import ScoringSettings
+from madrag.store_writer import ScoreRow
 
 if TYPE_CHECKING:
     from madrag.agents.context import ExemplarSource
@@ -45,13 +46,16 @@ SELF_CONFIDENCE = re.compile(r"confidence\s*[:=]\s*([01](?:\.\d+)?)", re.IGNOREC
 
 
 class RecordStore(Protocol):
-    """What a call needs of a run store: a finished call's record by key, and a durable write of a new one.
+    """What a call needs of a run store: a finished call's record by key, and a durable write of a new one (and
+    of an essay's final scores, :func:`madrag.pipeline.final_scores.keeper`).
     The run store (:class:`madrag.store.RunStore`) is one; a distributed worker's shard store, which streams
     records to the one writer of the run, is another."""
 
     def get(self, key: str) -> AgentRecord | None: ...
 
     async def aput(self, record: AgentRecord) -> bool: ...
+
+    async def aput_scores(self, rows: Sequence[ScoreRow]) -> None: ...
 
 
 @dataclass

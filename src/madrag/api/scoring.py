@@ -32,7 +32,6 @@ from madrag.data.row_limit import MAX_ROWS
 from madrag.data.splits import EACH
 from madrag.distributed.options import RayOptions
 from madrag.errors import InputError
-from madrag.evaluation.score_index import keep_job_scores
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, job_rubric
 from madrag.protocols import get_protocol
@@ -196,10 +195,6 @@ async def arun_job(
         if backend is None and job.provider.options.tiny_default():
             bar.note(TINY_MODEL_NOTE)
         done = await execute(job, hooks, backend=backend, embedder=embedder)
-        try:  # the run's pages open from its scores, not its records; a cache: the scored run stands without it
-            await asyncio.to_thread(keep_job_scores, job.run_dir, done.scores, len(done.essays))
-        except OSError as exc:
-            log.warning("the run's score index was not kept (%s); its pages read its records instead", exc)
     return ScoringResult(
         run_dir=job.run_dir,
         temporary=temporary,

@@ -28,8 +28,9 @@ from madrag.data.splits import EACH, split_essays
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, fingerprint_file
+from madrag.pipeline.migrations import upgrade_identity
 from madrag.providers.base import Provider
-from madrag.providers.spec import ProviderSpec, make_provider, spec_from_identity, spec_identity, upgrade_identity
+from madrag.providers.spec import ProviderSpec, make_provider, spec_from_identity, spec_identity
 from madrag.retrieval.embedder import Embedder
 from madrag.settings import ScoringSettings
 

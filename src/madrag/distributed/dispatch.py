@@ -31,6 +31,7 @@ from madrag.distributed.cluster import import_ray
 from madrag.distributed.shard import Plan, Shard
 from madrag.errors import MadragError
 from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.pipeline.final_scores import KeepScores
 from madrag.protocols.base import TraitScore
 from madrag.records import FAILED_MARK, AgentRecord
 from madrag.store import Row, RunStore
@@ -83,6 +84,7 @@ class Dispatcher:
     shards_per_worker: int
     restart_wait_s: float
     on_essay_done: EssayDone | None = None
+    keep_scores: KeepScores | None = None  # an essay's final scores kept as the run's rows, before it is reported
     stage: Callable[[str], None] = lambda _msg: None
     progress: Progress = field(default_factory=Progress)
     _queue: deque[Shard] = field(default_factory=deque)
@@ -190,6 +192,8 @@ class Dispatcher:
             await self._commit(pending)
             pending = []
             if kind == "essay":
+                if self.keep_scores is not None:
+                    await self.keep_scores(payload[1])
                 self._essay_done(*payload)
             elif kind == "done":
                 self.progress.reused += int(payload.get("reused", 0))

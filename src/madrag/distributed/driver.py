@@ -34,9 +34,10 @@ from madrag.distributed.bank import ShippedBanks, SourceBank, query_vectors
 from madrag.distributed.cluster import Cluster, connect, disconnect, import_ray, quiet_ray_env
 from madrag.distributed.dispatch import Dispatcher, EssayDone, Progress
 from madrag.distributed.options import RayOptions
-from madrag.distributed.shard import Plan, Shard, StoredScores, known_records, make_shards, plan_run, shard_size
+from madrag.distributed.shard import Plan, Shard, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
+from madrag.pipeline.final_scores import keeper
 from madrag.pipeline.job import ScoreJob, ScoringRun, prompt_names
 from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_error
 from madrag.protocols.base import ScoringProtocol, TraitScore
@@ -209,12 +210,11 @@ class RayRun:
         rubric: Rubric,
         protocols: Sequence[ScoringProtocol],
         on_essay_done: EssayDone | None,
-        stored_scores: StoredScores,
     ) -> list[TraitScore]:
-        """Score what is left of ``essays`` on the cluster (``stored_scores``: what the store already holds);
-        every essay's scores in order."""
+        """Score what is left of ``essays`` on the cluster (the store's score rows say what is finished); every
+        essay's scores in order."""
         ctx = self.ctx
-        plan = plan_run(self.store, essays, rubric, protocols, ctx.settings, stored_scores)
+        plan = plan_run(self.store, essays, rubric, protocols, ctx.settings)
         announce_finished(ctx, self.store, essays, plan, on_essay_done)
         if not plan.todo:
             return ordered(essays, plan, Progress(), rubric, protocols)
@@ -262,7 +262,7 @@ class RayRun:
             f"{len(shards)} shards of up to {size} essays"
         )
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        progress = await self.dispatch(plan, essays, shards, on_essay_done)
+        progress = await self.dispatch(plan, essays, shards, on_essay_done, protocols)
         cost = {
             "scoring_s": round(time.perf_counter() - wall0, 3),
             "driver_cpu_s": round(time.process_time() - cpu0, 3),
@@ -272,7 +272,12 @@ class RayRun:
         return progress
 
     async def dispatch(
-        self, plan: Plan, essays: Sequence[Essay], shards: list[Shard], on_essay_done: EssayDone | None
+        self,
+        plan: Plan,
+        essays: Sequence[Essay],
+        shards: list[Shard],
+        on_essay_done: EssayDone | None,
+        protocols: Sequence[ScoringProtocol] = (),
     ) -> Progress:
         """Hand the shards to the workers until every one is scored."""
         dispatcher = Dispatcher(
@@ -286,6 +291,7 @@ class RayRun:
             shards_per_worker=self.options.shards_per_worker,
             restart_wait_s=self.options.restart_wait_s,
             on_essay_done=on_essay_done,
+            keep_scores=keeper(self.store, protocols),
             stage=self.stage,
         )
         return await dispatcher.run(shards)
@@ -294,18 +300,15 @@ class RayRun:
 @dataclass(frozen=True)
 class RayExecutor:
     """Scores a job on Ray (``ScoreJob.executor``, what ``madrag score --ray`` and ``madrag.score(ray=...)``
-    choose); ``stored_scores`` reads the final scores a run already holds (``madrag.api.executors`` gives
-    :func:`madrag.evaluation.run.trait_scores`, the one reader of a run), so a resumed run only hands out the
-    rest."""
+    choose); a resumed run hands out only what its store's score rows do not hold."""
 
     options: RayOptions
-    stored_scores: StoredScores
 
     async def __call__(self, run: ScoringRun) -> list[TraitScore]:
-        return await score_on_ray(self.options, run, self.stored_scores)
+        return await score_on_ray(self.options, run)
 
 
-async def score_on_ray(options: RayOptions, run: ScoringRun, stored_scores: StoredScores) -> list[TraitScore]:
+async def score_on_ray(options: RayOptions, run: ScoringRun) -> list[TraitScore]:
     """Score ``run.essays`` of ``run.job`` on Ray (what :func:`madrag.pipeline.job.execute` runs instead of the
     local runner when the job's executor is a :class:`RayExecutor`); the scores of every essay, in order, as the
     local runner returns. A run whose caller gave a provider object (``run.ready_backend``), which lives in this
@@ -313,4 +316,4 @@ async def score_on_ray(options: RayOptions, run: ScoringRun, stored_scores: Stor
     if run.ready_backend:
         raise ConfigError("a Ray run builds its backends on the workers from a provider spec, not a provider object")
     session = RayRun(options, run.job, run.ctx, run.store, run.hooks.on_stage)
-    return await session.score(run.essays, run.rubric, run.protocols, run.hooks.on_essay_done, stored_scores)
+    return await session.score(run.essays, run.rubric, run.protocols, run.hooks.on_essay_done)

@@ -1,18 +1,17 @@
 """Planning a distributed run: which essay-traits are still to score, cut into shards a worker scores whole.
 
 A *unit* is one protocol on one essay: the traits it still has to score (for a protocol that scores every
-trait in one call, e.g. SA or the consensus judges, all of them or none). The plan reads the run store once:
-a (protocol, essay, trait) whose final score is already stored (read by the ``stored_scores`` the caller hands
-down: :func:`madrag.evaluation.run.trait_scores`, the one reader of a run; MA with n judges needs all n) is
-finished and never handed out again. Essays that still have units are cut into shards in the run's order; a
-shard carries the records its essays already have (the debate turns of a half-finished essay-trait), so a
-worker continues exactly where the run stopped.
+trait in one call, e.g. SA or the consensus judges, all of them or none). The plan reads the run store once: a
+(protocol, essay, trait) whose final score is already a row of the store (:meth:`madrag.store.RunStore.scores`;
+MA with n judges needs all n) is finished and never handed out again. Essays that still have units are cut into
+shards in the run's order; a shard carries the records its essays already have (the debate turns of a
+half-finished essay-trait), so a worker continues exactly where the run stopped.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from madrag.data.essay import Essay
@@ -21,10 +20,6 @@ from madrag.retrieval.embedder import FloatArray
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
-
-StoredScores = Callable[[RunStore, Rubric, Sequence[str]], list[TraitScore]]
-"""The final scores a run store holds for the named protocols, one per (protocol, essay, trait):
-:func:`madrag.evaluation.run.trait_scores`, handed down by the caller (this layer sits below evaluation)."""
 
 Todo = dict[str, list[str]]
 """Protocol name -> the trait names it still scores on one essay."""
@@ -73,19 +68,15 @@ def plan_run(
     rubric: Rubric,
     protocols: Sequence[ScoringProtocol],
     settings: ScoringSettings,
-    stored_scores: StoredScores,
 ) -> Plan:
-    """Read the store once (``stored_scores``) and list, per essay, the finished scores and the units still to
-    score."""
-    names = [p.name for p in protocols]
+    """Read the store's score rows once and list, per essay, the finished scores and the units still to score."""
     by_name = {p.name: p for p in protocols}
+    names = list(by_name)
     selected = {e.id for e in essays}
     done: dict[tuple[str, str, str], TraitScore] = {}
-    for score in stored_scores(store, rubric, names):
-        proto = by_name.get(score.protocol)
-        if proto is None or score.essay_id not in selected:
-            continue
-        if score.n_judges >= expected_judges(proto, settings):
+    for score in store.scores(set(names)):
+        proto = by_name[score.protocol]
+        if score.essay_id in selected and score.n_judges >= expected_judges(proto, settings):
             done[(score.protocol, score.essay_id, score.trait)] = score
     recorded = store.recorded_essay_ids()
     finished: dict[str, list[TraitScore]] = {}

@@ -24,7 +24,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from madrag.retrieval.embedder import Embedder
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
-from madrag.store import record_row
+from madrag.store import ScoreRow, record_row
 
 Event = tuple[str, Any]
 """One item of a shard's stream: ("record", (its store row, its light JSON)), ("essay", (essay id, scores)) or
@@ -102,6 +102,11 @@ class ShardStore:
         self._remember(record)
         self.emit(("record", (record_row(record), record.model_dump_json(exclude=set(HEAVY)))))
         return True
+
+    async def aput_scores(self, rows: Sequence[ScoreRow]) -> None:
+        """Nothing here: an essay's scores go to the driver with it (:meth:`essay_done`), which keeps them in the
+        run's store."""
+        return None
 
     def emit(self, event: Event) -> None:
         """Queue an event for the stream."""

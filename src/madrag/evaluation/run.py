@@ -1,23 +1,22 @@
 """The one reader of a run: its store (``open_store``), its stored configuration (``run_config``,
-``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``: each
-protocol's, a consensus protocol's too, as the protocol reads them back), and flat score rows for export."""
+``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``: the rows
+the store keeps of each protocol's final scores), and flat score rows for export."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
+from madrag.pipeline.migrations import upgrade_scores
 from madrag.pipeline.unusable import Unusable, stored_accounts
-from madrag.protocols import find_protocol
-from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.scores import combine_judges, judge_scores
-from madrag.records import BASELINE_ROLE, AgentRecord
+from madrag.protocols.base import TraitScore
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -57,7 +56,13 @@ def open_store(run_dir: Path) -> RunStore:
     """The run's store, opened read-only: reading leaves the run's files exactly as they were (an older schema is
     read without migrating it, a run on a read-only filesystem can be read); an InputError (not a new empty
     store) when ``run_dir`` holds no run."""
-    return RunStore(require_run(run_dir) / "store.sqlite", read_only=True)
+    store = RunStore(require_run(run_dir) / "store.sqlite", read_only=True)
+    try:
+        upgrade_scores(store)  # a run made before its scores were rows: derived in memory, the file unchanged
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def require_run(run_dir: Path) -> Path:
@@ -73,49 +78,6 @@ def _ordered_protocols(found: set[str], configured: list[str]) -> list[str]:
     ordered = [p for p in configured if p in found]
     ordered += [p for p in PAPER_ORDER if p in found and p not in ordered]
     return ordered + sorted(found - set(ordered))
-
-
-class _JudgeRecords:
-    """A run store whose Judge records were already read: they are served from memory, other records (the
-    consensus protocols' agents) from the store, so each record is parsed once (parsing dominates the time of
-    evaluating a large run)."""
-
-    def __init__(self, judges: list[AgentRecord], store: RunStore) -> None:
-        self._judges = judges
-        self._by_protocol: dict[str, list[AgentRecord]] = {}
-        for record in judges:
-            self._by_protocol.setdefault(record.protocol, []).append(record)
-        self._store = store
-
-    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
-        """The records of :meth:`RunStore.records`, Judge records from memory."""
-        if role == "judge":
-            return iter(self._judges if protocol is None else self._by_protocol.get(protocol, []))
-        return self._store.records(protocol=protocol, role=role)
-
-    def protocols_of(self, role: str) -> set[str]:
-        """The ``protocol`` values of the records of ``role`` (:meth:`RunStore.protocols_of`)."""
-        return set(self._by_protocol) if role == "judge" else self._store.protocols_of(role)
-
-
-class _StreamedJudges:
-    """A run store whose Judge records are read as they are needed, without their prompts and tokens and
-    without the failed calls (as :class:`_JudgeRecords` holds them), none kept: reading a run's scores holds the
-    scores, not the records they came from."""
-
-    def __init__(self, store: RunStore) -> None:
-        self._store = store
-
-    def records(self, protocol: str | None = None, role: str | None = None) -> Iterator[AgentRecord]:
-        """The records of :meth:`RunStore.records`, Judge records light and without failed calls."""
-        if role == "judge":
-            found = self._store.records(protocol=protocol, role="judge", answers_only=True)
-            return (r for r in found if not r.failed)
-        return self._store.records(protocol=protocol, role=role)
-
-    def protocols_of(self, role: str) -> set[str]:
-        """The ``protocol`` values of the records of ``role`` (:meth:`RunStore.protocols_of`)."""
-        return self._store.protocols_of(role)
 
 
 def run_config(store: RunStore) -> tuple[dict[str, Any], list[str]]:
@@ -157,18 +119,15 @@ def answer_only(record: AgentRecord) -> AgentRecord:
 
 def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) -> RunData:
     """Read rubric, essays, Judge records (without their prompts and tokens: ``answers_only``) and final trait scores of
-    a run; ``data_path`` overrides the stored data file. ``judges=False``: the Judge records are read for the
-    scores and not kept (``RunData.judges`` empty: what evaluating the scores needs, in less memory)."""
+    a run; ``data_path`` overrides the stored data file. ``judges=False``: the Judge records are not read
+    (``RunData.judges`` empty: what evaluating the scores needs, in less memory)."""
     store = open_store(run_dir)
     try:
         config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
         # the consensus protocols' agent records (the consensus paper) are read from the store by their namespaces
-        if judges:  # the records are kept: read once, each protocol's scores read from memory
-            found = [r for r in store.records(role="judge", answers_only=True) if not r.failed]
-            scores = trait_scores(cast(RunStore, _JudgeRecords(found, store)), rubric, configured)
-        else:  # only the scores are kept: the records streamed past each protocol's reading
-            found, scores = [], read_trait_scores(store, rubric, configured)
+        found = [r for r in store.records(role="judge", answers_only=True) if not r.failed] if judges else []
+        scores = store.scores()
         accounts = stored_accounts(store)
     finally:
         store.close()
@@ -179,36 +138,17 @@ def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) 
 
 
 def read_trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
-    """:func:`trait_scores` of a run store, its Judge records streamed without their prompts and tokens and
-    without the failed calls (what ``load_run(judges=False)`` reads): what a reader of a run's scores alone uses
-    (``madrag runs export``)."""
-    names = list(protocols) if protocols is not None else run_config(store)[1]
-    return trait_scores(cast(RunStore, _StreamedJudges(store)), rubric, names)
+    """:func:`trait_scores` (what a reader of a run's scores alone uses: ``madrag runs export``)."""
+    return trait_scores(store, rubric, protocols)
 
 
 def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
-    """One TraitScore per (protocol, essay, trait) from the stored records: each configured protocol's scores
-    as the protocol reads them back (:meth:`~madrag.protocols.base.ScoringProtocol.read_scores`: its Judge
-    records, or the consensus paper's final-round agent records), then the Judge records no configured protocol claims
-    (a protocol not registered now, a run without configuration) by the Judge-record rule, then the records of
-    the LLM-free baselines (role ``baseline``). The configured names are ``protocols``, else those of the
-    store's configuration. Failed calls (no answer after their retries) give no score: their (protocol, essay,
-    trait) is missing until a resume makes them."""
-    names = list(protocols) if protocols is not None else run_config(store)[1]
-    known = _known_protocols(names)
-    out = [score for proto in known for score in proto.read_scores(store, rubric)]
-    claimed = {group for proto in known for group in proto.record_groups()}
-    unclaimed = sorted(store.protocols_of("judge") - claimed)  # each read alone: the claimed are not read again
-    out += judge_scores((r for group in unclaimed for r in store.records(protocol=group, role="judge")), rubric)
-    for record in store.records(role=BASELINE_ROLE):  # LLM-free baselines (madrag baseline): one record each
-        out.append(combine_judges(record.protocol, rubric.trait(record.trait), [record]))
-    return out
-
-
-def _known_protocols(names: Iterable[str]) -> list[ScoringProtocol]:
-    """The registered protocols among ``names``, each once, in order."""
-    found = (find_protocol(name) for name in dict.fromkeys(names))
-    return [p for p in found if p is not None]
+    """The run's final scores: one TraitScore per (protocol, essay, trait) scored, as the store keeps them
+    (:meth:`RunStore.scores`, written as each protocol finished; a run made before they were kept has them
+    derived once when it is opened, :mod:`madrag.pipeline.migrations`). ``protocols``: only theirs (default:
+    every protocol's, the LLM-free baselines' too). An essay-trait whose call failed has none until a resume
+    makes it. ``rubric`` is not needed to read them (kept for the readers that hand it)."""
+    return store.scores(None if protocols is None else set(protocols))
 
 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:

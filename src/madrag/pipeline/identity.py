@@ -18,6 +18,7 @@ from madrag.agents.prompts import (
 )
 from madrag.hints import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
+from madrag.pipeline.migrations import CONFIG_VERSION, identity
 from madrag.pipeline.run_log import session_note
 from madrag.pipeline.score_job import ScoreJob
 from madrag.protocols.base import ScoringProtocol
@@ -25,7 +26,7 @@ from madrag.providers.base import Provider
 from madrag.providers.spec import spec_identity
 from madrag.retrieval.embedder import stored_embedder
 from madrag.rubric import Rubric
-from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, prompt_identity
+from madrag.run_config import VERSION_KEY, prompt_identity
 from madrag.settings import stored_settings
 from madrag.store import RunStore
 
@@ -75,7 +76,7 @@ def job_config(
 
 def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """What of a stored configuration must match the job's for its run to resume (older configurations read as
-    the latest version, with the job's settings class: :func:`madrag.run_config.identity`), less the settings a
+    the latest version, with the job's settings class: :func:`madrag.pipeline.migrations.identity`), less the settings a
     resumed run may change (:data:`~madrag.hints.RESUMABLE_SETTINGS`, the token limits)."""
     read = functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
     return lambda config: _without_limits(read(config))

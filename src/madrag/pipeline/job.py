@@ -27,6 +27,7 @@ from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.data.splits import EACH, fold_pools
 from madrag.errors import ConfigError, InputError
+from madrag.pipeline.final_scores import keep_over_run
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.identity import (
     PACKAGED_ORDER,
@@ -52,6 +53,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
+from madrag.pipeline.migrations import upgrade_scores
 from madrag.pipeline.preflight import Rehearsal, check_backends, preflight, record_checks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
@@ -106,7 +108,6 @@ __all__ = [  # the job's names, wherever they live (imported from here by the CL
     "record_inputs",
     "resumed_job",
     "run_identity",
-    "scores_over_run",
     "select_essays",
     "source_config",
     "stored_meta",
@@ -258,6 +259,7 @@ def _open_store(job: ScoreJob, held: contextlib.ExitStack) -> RunStore:
     held.enter_context(on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"))
     store = RunStore(job.run_dir / "store.sqlite")
     held.callback(store.close)
+    upgrade_scores(store)  # a run made before its scores were rows gets them, once
     return store
 
 
@@ -273,32 +275,11 @@ def _as_recorded(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
 async def _finished(job: ScoreJob, run: _Prepared, hooks: RunHooks) -> tuple[list[TraitScore], CallStats] | None:
     """The scores of a resumed job that has nothing left to do (``hooks.on_essay_done`` called per essay), read
     without building its bank or backend; None when it has work left (:mod:`madrag.pipeline.resume`)."""
-    done = await stored_scores(
-        run_id=run.run_id,
-        store=run.store,
-        prompts=run.prompts,
-        settings=job.settings,
-        essays=run.essays,
-        rubric=run.rubric,
-        protocols=run.protocols,
-        roles=list(job.role_providers),
-    )
+    done = stored_scores(run.store, run.essays, run.rubric, run.protocols, job.settings)
     if done is not None:
         for essay in run.essays:
             hooks.on_essay_done(essay, [s for s in done[0] if s.essay_id == essay.id])
     return done
-
-
-def scores_over_run(scores: list[TraitScore], store: RunStore, run: _Prepared) -> list[TraitScore]:
-    """``scores`` with those of the protocols scored over the run (MTS, CJ: a score depends on the run's other
-    essays) replaced by the protocol's scores read from the store, for the job's essays."""
-    later = [p for p in run.protocols if p.scored_over_run]
-    if not later:
-        return scores
-    names = {p.name for p in later}
-    wanted = {e.id for e in run.essays}
-    read = [s for p in later for s in p.read_scores(store, run.rubric) if s.essay_id in wanted]
-    return [s for s in scores if s.protocol not in names] + read
 
 
 def job_line(job: ScoreJob, n_essays: int, backend: Provider | None) -> str:
@@ -371,7 +352,7 @@ def _nothing_left(
         hooks.on_stage(f"note: {store.prompt_drift}; nothing was left to do, so none was used")
     hooks.on_stage("nothing left to do: every score of this job is in the run store")
     elapsed = time.monotonic() - started
-    final = scores_over_run(done[0], store, run)
+    final = keep_over_run(done[0], store, run.protocols, run.rubric, {e.id for e in run.essays})
     bank = store.get_meta("bank") or {}
     return JobResult(run.run_id, True, run.essays, final, done[1], elapsed, bank, _accounts(run, final))
 
@@ -428,7 +409,7 @@ async def _score(
         )
         scores = await job.executor(scoring)
     elapsed = time.monotonic() - started
-    final = scores_over_run(scores, run.store, run)
+    final = keep_over_run(scores, run.store, run.protocols, run.rubric, {e.id for e in run.essays})
     return JobResult(run.run_id, run.resumed, run.essays, final, ctx.stats, elapsed, bank_info, _accounts(run, final))
 
 

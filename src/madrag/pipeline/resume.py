@@ -1,98 +1,39 @@
-"""The fast path of resuming a finished run: are all of a job's scores already in its store?
+"""The fast path of resuming a finished run: are all of a job's final scores already rows in its store?
 
-Resuming a run that has nothing left to do used to load the embedder, open (or build) the exemplar bank and
-start the backend before the runner found every call in the store (about 28 s for a MiniLM run). Here the
-job's protocols are run once against the store alone: every call is answered from the store, a stand-in bank
-returns no exemplars (a stored call's key does not depend on its prompt) and a stand-in backend stops the
-pass at the first call that is not stored. When the pass completes, its scores are the run's scores and
-no bank, embedder or backend is ever built.
+A resumed job whose every (protocol, essay, trait) has its final score kept in the store
+(:meth:`madrag.store.RunStore.scores`; a trait of MA with n judges: all n of them) has nothing left to do: its
+scores are those rows, and no bank, embedder or backend is built. Otherwise it is scored as usual, every stored
+call reused. A call that failed after its retries left its essay-trait without a row, so a resume retries it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sequence
 
-from madrag.agents.calls import CallContext, CallStats
-from madrag.agents.prompts import PromptLibrary
+from madrag.agents.calls import CallStats
 from madrag.data.essay import Essay
-from madrag.pipeline.runner import run_scoring
 from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.providers.base import Capabilities, ChatRequest, ChatResponse
-from madrag.providers.policy import ManagedProvider
-from madrag.rubric import Rubric, Trait
+from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
-if TYPE_CHECKING:
-    from madrag.retrieval.bank import Exemplar, LevelExemplar
 
-
-CHECK_CONCURRENCY = 8
-"""Essays checked at once (no backend to keep busy: only store reads)."""
-
-
-class WorkLeft(Exception):
-    """Raised by the stand-in backend: a call of the job is not in the store yet."""
-
-
-class _StoreOnlyBackend:
-    """Stands in for the job's backend while checking: every capability (so no setting is refused), and any
-    request means a call is missing from the store."""
-
-    capabilities = Capabilities(logprobs=True, prefill=True, choices=True, grammar=True, json_schema=True, seed=True)
-
-    @property
-    def provider(self) -> ManagedProvider:
-        """Asked for by a record about to be made (a derived one, e.g. CJ's or GEval's final record, sends no
-        request): it is not in the store, so the job has work left."""
-        raise WorkLeft("a record not stored yet")
-
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Never answers: the call asking is not stored, so the job has work left."""
-        raise WorkLeft(request.messages[-1].content[:40] if request.messages else "")
-
-
-class _NoExemplars:
-    """Stands in for the exemplar bank while checking: no exemplars (stored calls are found by key alone)."""
-
-    def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
-        """No exemplar at any level."""
-        return []
-
-    def anchors(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
-        """No anchor at any level."""
-        return []
-
-    def similar(self, essay: Essay, k: int) -> list[Exemplar]:
-        """No similar essay."""
-        return []
-
-
-async def stored_scores(
-    *,
-    run_id: str,
+def stored_scores(
     store: RunStore,
-    prompts: PromptLibrary,
-    settings: ScoringSettings,
-    essays: list[Essay],
+    essays: Sequence[Essay],
     rubric: Rubric,
-    protocols: list[ScoringProtocol],
-    roles: list[str],
+    protocols: Sequence[ScoringProtocol],
+    settings: ScoringSettings,
 ) -> tuple[list[TraitScore], CallStats] | None:
-    """Every score of the job (and the statistics of reading them) when all its calls are stored; None when
-    any call is missing, i.e. the job has work left. ``roles`` are the roles with a backend of their own."""
-    backend = cast(ManagedProvider, _StoreOnlyBackend())
-    ctx = CallContext(
-        run_id=run_id,
-        provider=backend,
-        store=store,
-        prompts=prompts,
-        settings=settings,
-        bank=_NoExemplars() if any(p.uses_bank for p in protocols) else None,
-        role_providers=dict.fromkeys(roles, backend),
-    )
-    try:
-        scores = await run_scoring(ctx, essays, rubric, protocols, essay_concurrency=CHECK_CONCURRENCY)
-    except WorkLeft:
-        return None
-    return scores, ctx.stats
+    """Every final score of the job (each essay's, protocol by protocol, trait by trait) and the statistics of
+    reading them (the run's stored calls, each reused) when all of them are kept; None when the job has work left."""
+    ids = {essay.id for essay in essays}
+    found = {
+        (s.protocol, s.essay_id, s.trait): s for s in store.scores({p.name for p in protocols}) if s.essay_id in ids
+    }
+    wanted = [(p, (p.name, e.id, t)) for e in essays for p in protocols for t in rubric.trait_names]
+    for protocol, key in wanted:
+        score = found.get(key)
+        if score is None or score.n_judges < protocol.judges_needed(settings):
+            return None
+    return [found[key] for _, key in wanted], CallStats(reused=store.count())

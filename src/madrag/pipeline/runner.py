@@ -34,6 +34,7 @@ from madrag.agents.calls import CallContext, FailureBudget
 from madrag.concurrency import RECORDED, gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import TooManyFailures
+from madrag.pipeline.final_scores import keeper
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.protocols.base import essay_width as protocols_width
 from madrag.rubric import Rubric
@@ -171,7 +172,9 @@ async def run_scoring(
     ``essay_concurrency`` is the number of essays in flight; None derives it from the provider's concurrency
     and the chains one essay runs at once (:func:`auto_essay_concurrency`, :func:`essay_width`).
     ``on_essay_done`` is called as each essay finishes (in completion order). ``rubric_for`` limits the
-    traits scored per essay and protocol (see :data:`RubricFor`).
+    traits scored per essay and protocol (see :data:`RubricFor`). Each essay's final scores are kept in the
+    context's store as the essay finishes, before ``on_essay_done`` hears of it (the run's score rows:
+    :func:`madrag.pipeline.final_scores.keeper`).
     """
     if essay_concurrency is None:
         width = essay_width(protocols, len(rubric.traits))
@@ -182,6 +185,7 @@ async def run_scoring(
     for item in enumerate(essays):
         queue.put_nowait(item)
     results: dict[int, list[TraitScore]] = {}
+    keep_scores = keeper(ctx.store, protocols)
 
     async def worker() -> None:
         while ctx.failures is None or not ctx.failures.spent:
@@ -191,6 +195,7 @@ async def run_scoring(
                 return
             scores = await score_essay(ctx, essay, rubric, protocols, rubric_for)
             results[index] = scores
+            await keep_scores(scores)
             if on_essay_done is not None:
                 on_essay_done(essay, scores)
 

@@ -32,6 +32,7 @@ from madrag.records import AgentRecord
 from madrag.retrieval.exemplars import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
+from madrag.store_writer import ScoreRow
 
 MARK = re.compile("\u27e6(\\d+)\u27e7")
 """The placeholder answer: ``⟦i⟧``, ``i`` the index of the answer in the rehearsal."""
@@ -124,6 +125,9 @@ class _Store:
     async def aput(self, record: AgentRecord) -> bool:
         self.records[record.key] = record
         return True
+
+    async def aput_scores(self, rows: Sequence[ScoreRow]) -> None:
+        """A rehearsal keeps no scores."""
 
 
 @dataclass

@@ -6,9 +6,11 @@ A protocol owns everything that makes it a method, so no caller asks what kind o
 * what it needs: an exemplar bank (``uses_bank``), one call chain per trait or one for the whole essay
   (``per_trait``), the chains it shares with other protocols (``chains``: MAD and MADRAG wait on one debate);
 * its prompt templates beyond the MADRAG paper's, which every run records (``templates``);
-* how its final scores are read back from a run's stored records (``read_scores``, from ``record_groups``),
-  when a stored score is finished (``judges_needed``), and the shared calls it reads without linking them in
-  its own records (``shared_calls``, for cost attribution);
+* how its final scores are read back from a run's stored records (``read_scores``, from ``record_groups``): a
+  run-wide protocol's when a job ends, any protocol's for a run made before its scores were kept as rows
+  (:mod:`madrag.pipeline.migrations`); every other reader reads the store's score rows. When a stored score is
+  finished (``judges_needed``), and the shared calls it reads without linking them in its own records
+  (``shared_calls``, for cost attribution);
 * the inputs it refuses before anything is written (``check_inputs``) and the essays its paper evaluates it on
   when not every scored essay (``evaluated_on``: MTS[template=FILE]'s authors' sample).
 

@@ -11,30 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pydantic import BaseModel
-
 from madrag.metrics import round_half_up_clamped
-from madrag.records import AgentRecord, ScoreResult
+from madrag.records import AgentRecord, TraitScore
 from madrag.rubric import Rubric, Trait
+
+__all__ = ["ALL_TRAITS", "TraitScore", "combine_judges", "expand_trait_scores", "judge_scores"]
 
 ALL_TRAITS = "*"
 """The trait field of a call that scores every trait at once."""
-
-
-class TraitScore(BaseModel):
-    """A protocol's final score for one essay and trait, with the record it came from."""
-
-    essay_id: str
-    trait: str
-    protocol: str
-    score: int | None
-    result: ScoreResult | None = None
-    rationale: str = ""
-    record_key: str = ""
-    n_judges: int = 1
-    n_usable: int | None = None  # judges whose score could be read (None: not counted, e.g. consensus agents)
-    mean_score: float | None = None  # set when several judges are averaged
-    truncated: bool = False  # a Judge answer behind this score was cut by the token limit
 
 
 def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> TraitScore:
@@ -67,6 +51,7 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
         result=first.score,
         rationale="\n---\n".join(r.rationale or "" for r in records),
         record_key=first.key,
+        record_keys=[r.key for r in records],
         n_judges=len(records),
         n_usable=len(valid),
         mean_score=mean,

@@ -22,7 +22,6 @@ from madrag.providers.backends import (
     BackendTraits,
     CallLimits,
     backend_choices,
-    backends,
     find_backend,
     option,
     option_meta,
@@ -126,22 +125,6 @@ def spec_identity(spec: ProviderSpec) -> dict[str, object]:
 def spec_fields(spec: ProviderSpec) -> dict[str, object]:
     """Every setting of ``spec``, flat, as JSON values (what :func:`spec_identity` chooses from)."""
     return {**spec.model_dump(mode="json", exclude={"options"}), **spec.options.model_dump(mode="json")}
-
-
-def upgrade_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """A recorded identity in the shape of this release's: a record made before the options models held every
-    kind's fields (``model_path``, ``base_url``, ``api_key_env``, ``logprobs``, ``n_ctx`` for a fake backend too),
-    which only the kind's own were ever read from; they are left out. A record of an unknown kind is kept."""
-    kind = stored.get("kind")
-    try:
-        backend = find_backend(kind) if isinstance(kind, str) else None
-    except ConfigError:
-        backend = None
-    if backend is None:
-        return dict(stored)
-    known = {*ProviderSpec.model_fields, *(f for b in backends() for f in b.option_fields())}
-    keep = {*ProviderSpec.model_fields, *backend.option_fields()}
-    return {k: v for k, v in stored.items() if k in keep or k not in known}
 
 
 def spec_from_identity(stored: Mapping[str, Any]) -> ProviderSpec:

@@ -110,6 +110,7 @@ def test_token_limits_run_as_printed_on_a_run_that_has_records(tmp_path: Path) -
     assert again.returncode == 0, again.stderr
     conn = sqlite3.connect(run / "store.sqlite")  # as if interrupted: one essay's judge never answered
     conn.execute("DELETE FROM records WHERE essay_id = 'e0' AND role = 'judge'")
+    conn.execute("DELETE FROM scores WHERE essay_id = 'e0'")  # its scores are kept after its judges answered
     conn.commit()
     conn.close()
     resumed = cli("resume", str(run), "--judge-max-tokens", "300", "--cache-dir", str(tmp_path / "c"))

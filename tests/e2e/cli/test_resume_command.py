@@ -31,6 +31,7 @@ def test_resume_makes_exactly_the_calls_left_with_the_runs_own_templates(asap: P
     conn = sqlite3.connect(run / "store.sqlite")  # as if interrupted: one essay's Ideas call never finished
     essay = conn.execute("SELECT essay_id FROM records LIMIT 1").fetchone()[0]
     conn.execute("DELETE FROM records WHERE essay_id = ? AND trait = 'Ideas'", (essay,))
+    conn.execute("DELETE FROM scores WHERE essay_id = ? AND trait = 'Ideas'", (essay,))  # kept after its call
     conn.commit()
     conn.close()
     resumed = cli("resume", str(run), "--cache-dir", str(tmp_path / "c"))  # no option of the run given again

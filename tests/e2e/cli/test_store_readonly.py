@@ -23,7 +23,7 @@ from madrag.records import AgentRecord
 from madrag.store import RunStore
 from madrag.store_schema import MIGRATIONS, schema_version
 
-MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 1 on disk"
+MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 2 on disk"
 
 
 def madrag(*args: str) -> subprocess.CompletedProcess[str]:
@@ -110,8 +110,9 @@ def test_reading_an_old_run_leaves_its_files_as_they_were_and_resuming_migrates_
 
     resumed = madrag(*score_args)  # the same job again: the run is resumed, so written, so migrated
     assert resumed.returncode == 0, resumed.stderr
-    assert MIGRATION_NOTE in resumed.stderr
+    assert MIGRATION_NOTE in resumed.stderr and "the store as it was is kept in store.v0.sqlite" in resumed.stderr
     assert user_version(old_run / "store.sqlite") == len(MIGRATIONS)
+    assert user_version(old_run / "store.v0.sqlite") == 0  # the run as the older madrag left it, kept
     assert "24 agent calls made" not in resumed.stdout.replace("\n", " ")  # nothing was scored again
 
 
@@ -213,15 +214,15 @@ def test_an_older_schema_is_migrated_in_memory_for_reading(tmp_path: Path) -> No
     store.close()
     before = snapshot(tmp_path)
 
-    def add_column(conn: sqlite3.Connection) -> None:  # a future migration 2
+    def add_column(conn: sqlite3.Connection) -> None:  # a future migration 3
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?immutable=1", uri=True, isolation_level=None)
     view = read_view(conn, db, [*MIGRATIONS, add_column])
     try:
-        assert view is not conn and schema_version(view) == 2
+        assert view is not conn and schema_version(view) == 3
         assert "note" in [row[1] for row in view.execute("PRAGMA table_info(records)")]
         assert [k for (k,) in view.execute("SELECT key FROM records")] == ["a"]
     finally:
         view.close()
-    assert snapshot(tmp_path) == before and user_version(db) == 1
+    assert snapshot(tmp_path) == before and user_version(db) == 2

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import make_ctx
+from tests.helpers import keep_derived_scores, make_ctx
 
 from madrag.data.essay import Essay
 from madrag.evaluation.run import trait_scores
+from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.protocols.geval import GEvalProtocol, expected_result
@@ -80,7 +81,7 @@ def test_mts_asks_its_questions_in_one_conversation_and_averages_them(tmp_path: 
         "system", "user", "assistant", "user", "assistant", "user",
     ]  # fmt: skip
     assert "Final score: 10" in third.messages[4].content and "clear purpose" in third.messages[5].content
-    (read,) = trait_scores(ctx.store, RUBRIC, ["MTS[variant=madrag-v1]"])  # type: ignore[arg-type]
+    (read,) = derive_scores(ctx.store, RUBRIC, ["MTS[variant=madrag-v1]"])  # type: ignore[arg-type]
     assert read.score == 2
 
 
@@ -128,7 +129,7 @@ def test_geval_without_logprobs_is_missing_and_counted(tmp_path: Path) -> None:
     (score,) = _run(GEvalProtocol().score_essay(ctx, ESSAY, RUBRIC))
     assert score.score is None and ctx.stats.failed_scores == 1
     assert score.result is not None and "no score distribution" in (score.result.invalid_raw or "")
-    (read,) = trait_scores(ctx.store, RUBRIC, ["GEval"])  # type: ignore[arg-type]
+    (read,) = derive_scores(ctx.store, RUBRIC, ["GEval"])  # type: ignore[arg-type]
     assert read.score is None
 
 
@@ -212,6 +213,7 @@ async def test_geval_and_mts_resumed_on_workers_make_the_records_of_a_local_run(
     for record in local_store.records():
         if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.role != "judge"):
             store.put(record)
+    keep_derived_scores(store, RAY_RUBRIC, protocols)  # the rows of what it holds, as the stopped run kept them
     before = store.count()
     job = dispatcher(ctx, [LocalActor(protocols=protocols), LocalActor(protocols=protocols)], [], protocols)
     assert set(job.plan.todo) == {"e2", "e3", "e4", "e5"} and job.plan.partial == {"e2"}

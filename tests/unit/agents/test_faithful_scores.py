@@ -21,8 +21,9 @@ from madrag.data.essay import Essay
 from madrag.evaluation.agreement import protocol_cell, qwk_long
 from madrag.evaluation.costs.render import render_report
 from madrag.evaluation.costs.tally import cost_report
-from madrag.evaluation.run import RunData, score_rows, trait_scores
+from madrag.evaluation.run import RunData, score_rows
 from madrag.paper.confidence.features import Window, features_frame
+from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
 from madrag.providers.base import (
     Capabilities,
@@ -188,7 +189,7 @@ async def test_a_failed_parse_is_missing_in_the_store_the_export_and_eval(tmp_pa
     essay = Essay(id="e1", text="An essay.", rater_scores={"Ideas": [2, 2]})
     [live] = await get_protocol("MA").score_essay(ctx, essay, RUBRIC)
     assert live.score is None
-    [stored] = trait_scores(ctx.store, RUBRIC, ["MA"])
+    [stored] = derive_scores(ctx.store, RUBRIC, ["MA"])
     assert stored.score is None and stored.result is not None and stored.result.reported is None
     [row] = score_rows([essay], [stored], RUBRIC)
     assert row["score"] is None and row["score_mode"] == "failed"
@@ -220,7 +221,7 @@ async def test_ma_requires_every_judge_by_default_and_records_how_many_were_usab
     essay = Essay(id="e1", text="An essay.")
     [live] = await get_protocol("MA").score_essay(ctx, essay, RUBRIC)
     assert (live.score, live.n_judges, live.n_usable) == (None, 3, 2)
-    [stored] = trait_scores(ctx.store, RUBRIC, ["MA"])
+    [stored] = derive_scores(ctx.store, RUBRIC, ["MA"])
     assert (stored.score, stored.n_judges, stored.n_usable) == (None, 3, 2)
     for record in ctx.store.records(role="judge"):
         assert record.context["judges"] == {"n": 3, "min_usable": 3}
@@ -341,7 +342,7 @@ async def test_a_truncated_judge_answer_is_recorded_and_counted(tmp_path: Path) 
     stored = ctx.store.get(rec.key)
     assert stored is not None and stored.truncated
     essay = Essay(id="e1", text="An essay.", rater_scores={"Ideas": [2, 2]})
-    [score] = trait_scores(ctx.store, RUBRIC, ["MA"])
+    [score] = derive_scores(ctx.store, RUBRIC, ["MA"])
     assert score.truncated
     run = RunData(tmp_path, RUBRIC, [essay], [score], ["MA"], None)
     table = qwk_long(run, None, bootstrap=10, seed=0)

@@ -18,8 +18,9 @@ from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.evaluation.run import load_run, open_store
 from madrag.pipeline.job import ScoreJob
+from madrag.pipeline.migrations import CONFIG_VERSION, identity, upgrade
 from madrag.providers.spec import ProviderSpec
-from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, upgrade
+from madrag.run_config import VERSION_KEY
 from madrag.settings import ScoringSettings
 
 FIXTURE = Path(__file__).parents[2] / "data" / "previous_release" / "run"

@@ -84,7 +84,7 @@ def user_version(path: Path) -> int:
 
 def test_a_new_store_starts_at_the_latest_version(tmp_path: Path) -> None:
     RunStore(tmp_path / "store.sqlite").close()
-    assert user_version(tmp_path / "store.sqlite") == len(MIGRATIONS) == 1
+    assert user_version(tmp_path / "store.sqlite") == len(MIGRATIONS) == 2
 
 
 def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: Path) -> None:
@@ -96,7 +96,9 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
 
     store = RunStore(path)
     try:
-        assert user_version(path) == 1
+        assert user_version(path) == 2
+        assert (tmp_path / "store.v0.sqlite").is_file()  # the store as it was, kept before it was migrated
+        assert user_version(tmp_path / "store.v0.sqlite") == 0
         assert sorted(store.records(), key=lambda r: r.key) == sorted(records, key=lambda r: r.key)
         assert store.get(records[0].key) == records[0]
         assert store.essays() == essays
@@ -109,7 +111,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
     # opened again: already at the latest version, nothing re-run, same content
     again = RunStore(path)
     try:
-        assert user_version(path) == 1 and again.count() == 2
+        assert user_version(path) == 2 and again.count() == 2
     finally:
         again.close()
 
@@ -120,7 +122,7 @@ def test_a_store_newer_than_the_code_is_refused_untouched(tmp_path: Path) -> Non
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
     conn.close()
-    with pytest.raises(InputError, match=r"schema version 2, newer than this madrag reads \(1\)"):
+    with pytest.raises(InputError, match=r"schema version 3, newer than this madrag reads \(2\)"):
         RunStore(path)
     assert user_version(path) == len(MIGRATIONS) + 1
 
@@ -131,23 +133,23 @@ def test_migrations_run_in_order_and_a_failing_one_changes_nothing(tmp_path: Pat
     ran: list[str] = []
 
     def add_column(conn: sqlite3.Connection) -> None:
-        ran.append("v2")
+        ran.append("v3")
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     def broken(conn: sqlite3.Connection) -> None:
-        ran.append("v3")
-        raise RuntimeError("migration 3 failed")
+        ran.append("v4")
+        raise RuntimeError("migration 4 failed")
 
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        with pytest.raises(RuntimeError, match="migration 3 failed"):
+        with pytest.raises(RuntimeError, match="migration 4 failed"):
             migrate(conn, path, [*MIGRATIONS, add_column, broken])
-        assert ran == ["v2", "v3"]
+        assert ran == ["v3", "v4"]
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
-        assert "note" not in columns and schema_version(conn) == 1  # rolled back with the failure
+        assert "note" not in columns and schema_version(conn) == 2  # rolled back with the failure
 
-        assert migrate(conn, path, [*MIGRATIONS, add_column]) == 1  # the version it had
-        assert schema_version(conn) == 2
+        assert migrate(conn, path, [*MIGRATIONS, add_column]) == 2  # the version it had
+        assert schema_version(conn) == 3
         assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(records)")]
     finally:
         conn.close()

@@ -20,7 +20,6 @@ from tests.unit.distributed.test_ray_unit import (
 from madrag.agents.calls import FailureBudget
 from madrag.distributed.shard import Shard, make_shards, plan_run
 from madrag.errors import TransientProviderError
-from madrag.evaluation.run import trait_scores
 from madrag.protocols import get_protocol
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, default_script
@@ -80,7 +79,7 @@ async def test_the_driver_counts_failed_calls_and_a_resume_plan_retries_them(tmp
     assert ctx.stats.failed_calls == progress.failed_calls == len(ESSAYS)
     assert ctx.stats.made == (PER_ESSAY - 2) * len(ESSAYS)  # failed records are not made calls
     assert sum(r.failed for r in ctx.store.records()) == len(ESSAYS)  # type: ignore[attr-defined]
-    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings(), trait_scores)  # type: ignore[arg-type]
+    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings())  # type: ignore[arg-type]
     assert plan.todo == {e.id: {"MAD": ["Style"]} for e in ESSAYS}  # a resume hands out just the failed traits
     ctx.store.close()  # type: ignore[attr-defined]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import BagOfWordsEmbedder, make_ctx, needs_ray
+from tests.helpers import BagOfWordsEmbedder, keep_derived_scores, make_ctx, needs_ray
 
 from madrag.agents.calls import CallContext
 from madrag.agents.prompts import PromptLibrary
@@ -28,7 +28,7 @@ from madrag.distributed.options import RayOptions, ray_options, ray_summary
 from madrag.distributed.shard import Shard, known_records, make_shards, plan_run, shard_size
 from madrag.distributed.worker import ShardWorker, WorkerSetup, prompt_library
 from madrag.errors import ProviderError
-from madrag.evaluation.run import trait_scores
+from madrag.pipeline.final_scores import keeper
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, get_protocol
 from madrag.protocols.base import TraitScore
@@ -138,6 +138,7 @@ async def stored_run(tmp_path: Path, essays: list[Essay], keep: Callable[[AgentR
     for record in scratch.store.records():  # type: ignore[attr-defined]
         if keep is None or keep(record):
             store.put(record)
+    keep_derived_scores(store, RUBRIC, PROTOCOLS)  # the final scores of what it holds, as the stopped run kept them
     scratch.store.close()  # type: ignore[attr-defined]
     return store
 
@@ -150,7 +151,7 @@ def no_mad_judge_on(essay_id: str) -> Callable[[AgentRecord], bool]:
 async def test_plan_hands_out_only_unfinished_essay_traits(tmp_path: Path) -> None:
     store = await stored_run(tmp_path, ESSAYS[:3], keep=no_mad_judge_on("e2"))
     protocols = [get_protocol(p) for p in PROTOCOLS]
-    plan = plan_run(store, ESSAYS, RUBRIC, protocols, ScoringSettings(), trait_scores)
+    plan = plan_run(store, ESSAYS, RUBRIC, protocols, ScoringSettings())
     assert set(plan.todo) == {"e2", "e3", "e4", "e5"}  # e0, e1 are finished
     assert plan.partial == {"e2"}  # its debates and its SA call are stored, no MAD judge
     assert plan.todo["e2"] == {"MAD": RUBRIC.trait_names}  # SA scored it already
@@ -171,7 +172,8 @@ async def test_a_half_judged_ma_trait_is_not_finished(tmp_path: Path) -> None:
     for record in scratch.store.records():  # type: ignore[attr-defined]
         if not (record.trait == "Style" and record.index == 2):  # the third judge of Style is missing
             store.put(record)
-    plan = plan_run(store, ESSAYS[:1], RUBRIC, [get_protocol("MA")], settings, trait_scores)
+    keep_derived_scores(store, RUBRIC, ["MA"])
+    plan = plan_run(store, ESSAYS[:1], RUBRIC, [get_protocol("MA")], settings)
     assert plan.todo == {"e0": {"MA": ["Style"]}} and plan.partial == {"e0"}
     store.close()
     scratch.store.close()  # type: ignore[attr-defined]
@@ -220,7 +222,7 @@ async def test_worker_streams_records_then_each_essay_then_done() -> None:
 
 async def test_worker_continues_from_the_records_shipped_with_the_shard(tmp_path: Path) -> None:
     store = await stored_run(tmp_path, [ESSAYS[2]], keep=no_mad_judge_on("e2"))
-    plan = plan_run(store, [ESSAYS[2]], RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings(), trait_scores)
+    plan = plan_run(store, [ESSAYS[2]], RUBRIC, [get_protocol(p) for p in PROTOCOLS], ScoringSettings())
     shard = Shard(index=0, essays=[ESSAYS[2]], todo=plan.todo)
     shard.known = known_records(store, shard, plan.partial)
     events = await collect(worker().score(shard))
@@ -270,7 +272,7 @@ def dispatcher(
     ctx: CallContext, actors: list[LocalActor], done: list[str], protocols: list[str] = PROTOCOLS
 ) -> Dispatcher:
     needs_ray()  # the dispatcher reads Ray's exceptions (a lost worker) from the ray module: skipped without Ray
-    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols], ScoringSettings(), trait_scores)  # type: ignore[arg-type]
+    plan = plan_run(ctx.store, ESSAYS, RUBRIC, [get_protocol(p) for p in protocols], ScoringSettings())  # type: ignore[arg-type]
 
     async def prepare(shard: Shard) -> None:
         shard.known = known_records(ctx.store, shard, {e.id for e in shard.essays})  # type: ignore[arg-type]
@@ -289,6 +291,7 @@ def dispatcher(
         shards_per_worker=2,
         restart_wait_s=5.0,
         on_essay_done=on_essay,
+        keep_scores=keeper(ctx.store, [get_protocol(p) for p in protocols]),
     )
 
 
@@ -370,6 +373,7 @@ async def test_consensus_judges_resumed_on_workers_make_the_records_of_a_local_r
     for record in local.store.records():  # type: ignore[attr-defined]
         if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.round == 0):
             ctx.store.put(record)  # type: ignore[attr-defined]
+    keep_derived_scores(ctx.store, RUBRIC, protocols)  # type: ignore[arg-type]
     before = ctx.store.count()  # type: ignore[attr-defined]
     job = dispatcher(ctx, [LocalActor(protocols=protocols), LocalActor(protocols=protocols)], [], protocols)
     assert set(job.plan.todo) == {"e2", "e3", "e4", "e5"} and job.plan.partial == {"e2"}

@@ -21,7 +21,8 @@ from tests.unit.protocols.test_mts_template import HOLISTIC, TRAITS, synthetic_t
 from madrag.data.essay import Essay
 from madrag.data.shipped import asap_data_file, shipped_essay_ids
 from madrag.evaluation.agreement import all_essays, qwk_long
-from madrag.evaluation.run import RunData, trait_scores
+from madrag.evaluation.run import RunData
+from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.mts_authors import ASAP_SIZES, authors_sample
 from madrag.providers.base import ChatRequest
@@ -156,7 +157,7 @@ def test_mts_template_qwk_is_the_authors_on_their_sample(tmp_path: Path) -> None
         await asyncio.gather(*(protocol.score_essay(ctx, essay, HOLISTIC) for essay in essays))
 
     asyncio.run(score_all())
-    scores = trait_scores(ctx.store, HOLISTIC, [protocol.name])  # type: ignore[arg-type]
+    scores = derive_scores(ctx.store, HOLISTIC, [protocol.name])  # type: ignore[arg-type]
     run = RunData(tmp_path, HOLISTIC, essays, scores, [protocol.name], None)
     notes: list[str] = []
     table = qwk_long(run, None, bootstrap=0, seed=0, notes=notes).set_index("protocol")

@@ -1,6 +1,6 @@
-"""Every reading of a run's scores gives the same scores: the run reader keeping its Judge records, the one
-streaming them light (the server's pages, ``madrag eval``), and ``madrag runs export``, on a run with failed
-calls and a Judge group no configured protocol claims."""
+"""Every reading of a run's scores gives the same scores, its store's rows: the run reader keeping its Judge
+records, the one without them (the server's pages, ``madrag eval``), and ``madrag runs export``, on a run with
+failed calls and a Judge group no configured protocol claims."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from tests.synthetic_runs import rubric_of, synthesize_run
 
 from madrag.api.scoring import run_job
 from madrag.evaluation.run import load_run, read_trait_scores, score_rows, trait_scores
-from madrag.evaluation.score_index import INDEX_FILE, keep_job_scores, load_index
 from madrag.pipeline.job import ScoreJob
+from madrag.pipeline.migrations import derive_scores, upgrade_scores
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.records import AgentRecord
@@ -30,6 +30,7 @@ def test_kept_streamed_and_exported_scores_are_the_same(tmp_path: Path) -> None:
     try:  # Judge records of a protocol the run's configuration does not name (a run scored by an older madrag)
         judges = [r for r in store.records(role="judge") if not r.failed][:5]
         store.put_many([AgentRecord(**{**r.model_dump(), "key": "old-" + r.key, "protocol": "OLD"}) for r in judges])
+        upgrade_scores(store, rederive=True)  # as a run of that madrag is migrated
         whole = trait_scores(store, rubric)  # the store read whole, every record parsed with its prompt
         streamed = read_trait_scores(store, rubric)
         essays = store.essays()
@@ -53,10 +54,9 @@ def _readable(request: ChatRequest) -> FakeReply:
     return FakeReply(f"The reasons.\nFinal score: {1 + len(request.messages[-1].content) % 3}")
 
 
-def test_a_job_over_the_whole_run_keeps_the_scores_every_reader_reads(asap: Path, tmp_path: Path) -> None:
-    """The score index a finished job keeps (what the web app opens a run from) holds the scores read back from
-    the records, for protocols scored essay by essay and over the run (CJ, MTS); a job over part of a run keeps
-    none."""
+def test_a_job_keeps_the_scores_every_reader_reads(asap: Path, tmp_path: Path) -> None:
+    """The rows a job keeps (what every reader reads) hold the scores it returned and the scores derived again from
+    its records, for protocols scored essay by essay and over the run (CJ, MTS)."""
     rubric = load_rubric(asap / "rubric_set7.json").only(["Ideas", "Style"])
     job = ScoreJob(
         data=asap / "training_set_rel3_sets7_8.tsv",
@@ -71,16 +71,14 @@ def test_a_job_over_the_whole_run_keeps_the_scores_every_reader_reads(asap: Path
     result = run_job(job, backend=FakeProvider(script=_readable, caps=Capabilities(seed=True)), progress=False)
     store = RunStore(job.run_dir / "store.sqlite", read_only=True)
     try:
-        count, essays, read_back = store.count(), store.essays(), read_trait_scores(store, rubric)
+        essays, read_back = store.essays(), read_trait_scores(store, rubric)
+        derived = derive_scores(store, rubric, job.protocols)
     finally:
         store.close()
-    kept = load_index(job.run_dir, count)
-    assert kept is not None and len(essays) == 4
-    rows = [sorted(map(_key, score_rows(essays, found, rubric))) for found in (kept, read_back, result.trait_scores)]
-    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 4 * 2 * 3
+    assert len(essays) == 4
+    found = (read_back, result.trait_scores, derived, load_run(job.run_dir, judges=False).scores)
+    rows = [sorted(map(_key, score_rows(essays, scores, rubric))) for scores in found]
+    assert rows[0] == rows[1] == rows[2] == rows[3] and len(rows[0]) == 4 * 2 * 3
     read = {(r[1], r[3] is not None) for r in rows[0]}
     # read scores (MA's), and the missing ones of the protocols scored over the run, are the same from each reader
     assert ("MA", True) in read and {p for p, _ in read} == {"CJ", "MTS", "MA"}, read
-    (job.run_dir / INDEX_FILE).unlink()
-    assert not keep_job_scores(job.run_dir, result.trait_scores[:3], 3)  # 3 of the run's 4 essays: not the run's
-    assert not (job.run_dir / INDEX_FILE).exists()

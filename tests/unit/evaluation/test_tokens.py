@@ -238,7 +238,7 @@ async def test_adaptive_debate_skips_confident_traits_and_counts_saved_calls(tmp
 
 
 def test_a_run_recorded_before_the_new_settings_reads_them_as_their_defaults() -> None:
-    from madrag.run_config import identity
+    from madrag.pipeline.migrations import identity
 
     older = ScoringSettings().model_dump()
     del older["judge_exemplars"], older["adaptive_debate"]  # what a run made before they existed recorded

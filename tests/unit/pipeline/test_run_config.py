@@ -13,9 +13,10 @@ from madrag.api.scoring import run_job
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.pipeline.job import ScoreJob
+from madrag.pipeline.migrations import CONFIG_VERSION, identity, upgrade
 from madrag.providers.spec import ProviderSpec
 from madrag.rubric import Rubric, Trait
-from madrag.run_config import CONFIG_VERSION, VERSION_KEY, identity, upgrade
+from madrag.run_config import VERSION_KEY
 from madrag.store import RunStore
 
 RUBRIC = Rubric(name="r", traits=[Trait(name="Ideas", min=0, max=3, levels=dict.fromkeys(range(4), "..."))])

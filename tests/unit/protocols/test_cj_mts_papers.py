@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import StubBank, make_ctx
 
 from madrag.data.essay import Essay
-from madrag.evaluation.run import trait_scores
+from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.bradley_terry import fit_strengths, score_at, win_probability
 from madrag.protocols.cj import CJProtocol, parse_choice
@@ -88,7 +88,7 @@ def _score_all(tmp_path: Path, script: object, protocol: CJProtocol) -> tuple[li
         asyncio.run(protocol.score_essay(ctx, essay, RUBRIC))
     store = ctx.store
     assert isinstance(store, RunStore)
-    read = {s.essay_id: s.score for s in trait_scores(store, RUBRIC, [protocol.name])}
+    read = {s.essay_id: s.score for s in derive_scores(store, RUBRIC, [protocol.name])}
     return [read[e.id] for e in ESSAYS], store
 
 
@@ -104,7 +104,7 @@ def test_cj_asks_each_pair_in_both_orders_and_the_swap_cancels_a_position_bias(t
     # two or more apart the better one wins both: essay q_n has exactly anchor p_n's record, so the fit gives
     # them one strength (the fit is unique) and the essay is read at its own level's anchor on the line.
     assert scores == [0, 1, 2, 3]
-    fine = {s.essay_id: s.mean_score for s in trait_scores(store, RUBRIC, ["CJ"])}
+    fine = {s.essay_id: s.mean_score for s in derive_scores(store, RUBRIC, ["CJ"])}
     assert all(abs(fine[f"q{n}"] - n) < 0.5 for n in range(4))  # type: ignore[operator]
     store.close()
 
@@ -127,8 +127,9 @@ def test_the_order_swap_is_what_cancels_the_bias(tmp_path: Path) -> None:
 
 
 def test_cj_resumes_an_interrupted_run(tmp_path: Path) -> None:
-    """Issue 32: a CJ run stopped mid-trait then run again finished, instead of failing with
-    ``'_StoreOnlyBackend' object has no attribute 'provider'`` on every rerun."""
+    """Issue 32: a CJ run stopped mid-trait then run again finished, instead of failing on every rerun. A resumed
+    CJ job has work left until its fit over the run is kept as its rows, and then none."""
+    from madrag.pipeline.final_scores import keep_over_run
     from madrag.pipeline.resume import stored_scores
 
     ctx = make_ctx(tmp_path, FakeProvider(script=_biased), bank=StubBank(POOL))
@@ -142,18 +143,15 @@ def test_cj_resumes_an_interrupted_run(tmp_path: Path) -> None:
         store.put(record)
 
     def check() -> object:
-        return asyncio.run(
-            stored_scores(
-                run_id="test", store=store, prompts=ctx.prompts, settings=ctx.settings, essays=ESSAYS[:2],
-                rubric=RUBRIC, protocols=[CJProtocol()], roles=[],
-            )
-        )  # fmt: skip
+        return stored_scores(store, ESSAYS[:2], RUBRIC, [CJProtocol()], ctx.settings)
 
-    assert check() is None  # work left: the rerun goes on to score (it raised AttributeError before)
+    assert check() is None  # work left: the rerun goes on to score
     again = make_ctx(tmp_path / "again", FakeProvider(script=_biased), bank=StubBank(POOL))
     again.store = store
     asyncio.run(CJProtocol().score_essay(again, ESSAYS[1], RUBRIC))
     assert again.stats.made == 8 - 2  # only the comparisons not stored yet
+    assert check() is None  # the fit over the run is kept when the job ends
+    keep_over_run([], store, [CJProtocol()], RUBRIC, {e.id for e in ESSAYS[:2]})
     assert check() is not None  # finished: nothing left
     store.close()
 
@@ -209,7 +207,7 @@ def test_cj_comparisons_n_compares_with_the_n_nearest_of_each_level(tmp_path: Pa
         *((s, f"p{s}") for s in range(4)),
         *((s + 1000, f"r{s}") for s in range(4)),
     }
-    read = {s.essay_id: s.score for s in trait_scores(store, RUBRIC, ["CJ[comparisons=2]"])}
+    read = {s.essay_id: s.score for s in derive_scores(store, RUBRIC, ["CJ[comparisons=2]"])}
     assert [read[e.id] for e in ESSAYS] == [0, 1, 2, 3]  # each level's two anchors share its record: same line
     store.close()
 
@@ -294,7 +292,7 @@ def test_mts_scores_quotes_then_0_to_10_and_scales_over_the_run(tmp_path: Path) 
     assert "- 9-10: Ideas are rich.\n- 6-8: Ideas are developed.\n- 3-5: Ideas are minimal.\n- 0-2: Ideas are not" in (
         first.messages[0].content
     )
-    read = {s.essay_id: s for s in trait_scores(ctx.store, RUBRIC, ["MTS"])}  # type: ignore[arg-type]
+    read = {s.essay_id: s for s in derive_scores(ctx.store, RUBRIC, ["MTS"])}  # type: ignore[arg-type]
     want = authors_minmax(list(raw.values()), 0, 3)
     assert [read[k].score for k in raw] == want == [0, 3, 1, 2]
     assert read["q0"].mean_score == 0.0 and read["q3"].mean_score == pytest.approx((6.5 - 2.5) / 6.5 * 3)
@@ -321,7 +319,7 @@ def test_mts_reading_integer_keeps_madrags_final_score_line_at_the_judges_temper
     assert protocol.describe()["reading"] == "integer_as_judge" and get_protocol("MTS").describe()["reading"] == (
         "first_match_decimal"
     )
-    read = {s.essay_id: s.score for s in trait_scores(ctx.store, RUBRIC, ["MTS[reading=integer]"])}  # type: ignore[arg-type]
+    read = {s.essay_id: s.score for s in derive_scores(ctx.store, RUBRIC, ["MTS[reading=integer]"])}  # type: ignore[arg-type]
     assert read == {"q0": 0, "q1": 3}
 
 
@@ -345,6 +343,6 @@ def test_runs_of_the_earlier_cj_and_mts_are_read_as_they_were(tmp_path: Path) ->
     store.put(
         AgentRecord(run_id="r", key="cj", essay_id="q0", trait="Ideas", protocol="CJ", role="judge", score=old_cj)
     )
-    read = {s.protocol: s.score for s in trait_scores(store, RUBRIC, ["MTS", "CJ"])}
+    read = {s.protocol: s.score for s in derive_scores(store, RUBRIC, ["MTS", "CJ"])}
     assert read == {"MTS": old.score, "CJ": 1} and old.score == 2
     store.close()

@@ -19,8 +19,8 @@ from tests.unit.protocols.test_cj_mts_papers import TEXT_ONLY, authors_minmax
 from madrag.data.essay import Essay
 from madrag.data.shipped import shipped_essay_ids
 from madrag.errors import ConfigError
-from madrag.evaluation.run import trait_scores
 from madrag.extras import MissingExtra
+from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.mts_authors import authors_sample, bands, clean_essay, read_score, sample_positions
 from madrag.protocols.mts_template import COLUMNS, MTSTemplateProtocol, read_template
@@ -146,7 +146,7 @@ def test_mts_template_runs_the_authors_traits_turns_and_sampling_on_their_file(t
     assert score.messages[-1].content.startswith("RUBRIC for **Focus**:\n- 0-2: no focus\n- 9-10: superb focus\n")
     assert {c.temperature for c in provider.calls} == {0.1} and {c.max_tokens for c in provider.calls} == {1024}
     means = {e: float(np.mean([scores[(e, t)] for t in TRAITS])) for e in ids}
-    read = {s.essay_id: s for s in trait_scores(ctx.store, HOLISTIC, [protocol.name])}  # type: ignore[arg-type]
+    read = {s.essay_id: s for s in derive_scores(ctx.store, HOLISTIC, [protocol.name])}  # type: ignore[arg-type]
     assert set(read) == set(ids)
     sample = ids[:6]  # the min-max group: the essays of the authors' own sample, not a draw over the run's
     want = authors_minmax([means[e] for e in sample], 0, 30)  # the authors' post-processing on their sample
@@ -157,7 +157,7 @@ def test_mts_template_runs_the_authors_traits_turns_and_sampling_on_their_file(t
     ctx2 = make_ctx(tmp_path / "run", _scripted(scores))
     for e in ids:
         asyncio.run(whole.score_essay(ctx2, Essay(id=e, text=f"Essay {e}.", prompt="P.", essay_set=7), HOLISTIC))
-    over_run = {s.essay_id: s.score for s in trait_scores(ctx2.store, HOLISTIC, [whole.name])}  # type: ignore[arg-type]
+    over_run = {s.essay_id: s.score for s in derive_scores(ctx2.store, HOLISTIC, [whole.name])}  # type: ignore[arg-type]
     assert [over_run[e] for e in ids] == authors_minmax([means[e] for e in ids], 0, 30)
 
 
@@ -169,7 +169,7 @@ def test_essays_outside_asap_have_no_authors_sample_and_say_so(tmp_path: Path) -
     essays = [Essay(id=e, text=f"Essay {e}.", prompt="P.", essay_set=7) for e in ids]
     for essay in essays:
         asyncio.run(protocol.score_essay(ctx, essay, HOLISTIC))
-    read = trait_scores(ctx.store, HOLISTIC, [protocol.name])  # type: ignore[arg-type]
+    read = derive_scores(ctx.store, HOLISTIC, [protocol.name])  # type: ignore[arg-type]
     assert [s.score for s in read] == [None] * 5
     assert all(
         "none of the run's essays of prompt 7 is in the MTS authors' sample" in (s.result.invalid_raw or "")
@@ -190,7 +190,7 @@ def test_an_unreadable_trait_score_leaves_the_essay_missing(tmp_path: Path) -> N
     scores[("101", "Order")] = 12.0  # outside 0..10: NaN in the authors' code, so the essay's mean is too
     for e in ids:
         asyncio.run(protocol.score_essay(ctx, Essay(id=e, text=f"Essay {e}.", prompt="P.", essay_set=7), HOLISTIC))
-    read = {s.essay_id: s for s in trait_scores(ctx.store, HOLISTIC, [protocol.name])}  # type: ignore[arg-type]
+    read = {s.essay_id: s for s in derive_scores(ctx.store, HOLISTIC, [protocol.name])}  # type: ignore[arg-type]
     assert read["101"].score is None and read["101"].n_usable == 3
     assert [read[e].score for e in ("100", "102", "103")] == [0, 20, 30]  # (0, 2, 3) over the three usable
 

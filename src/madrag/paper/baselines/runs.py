@@ -33,7 +33,10 @@ from madrag.paper.baselines.retrieval_scorer import (
     cross_validate_retrieval,
     vector_cache_path,
 )
+from madrag.pipeline.final_scores import rows
 from madrag.pipeline.job import fingerprint_file
+from madrag.pipeline.migrations import upgrade_scores
+from madrag.protocols.scores import combine_judges
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
 from madrag.retrieval import ExemplarBank, make_embedder, stored_embedder
 from madrag.retrieval.vectors import CachingEmbedder
@@ -96,6 +99,11 @@ def _store(store: RunStore, outcome: BaselineRun, run_id: str) -> None:
     written = store.put_many(records)
     outcome.written += written
     outcome.existing += len(records) - written
+    # the run's final scores: each stored baseline record's (a record already stored is the one kept)
+    config = store.get_meta("config")
+    rubric = Rubric.model_validate(config["rubric"] if isinstance(config, dict) else None)
+    kept = store.records(role=BASELINE_ROLE)
+    store.put_scores(rows([combine_judges(r.protocol, rubric.trait(r.trait), [r]) for r in kept]))
 
 
 def _open_run(run_dir: Path) -> tuple[RunStore, dict[str, Any]]:
@@ -103,6 +111,7 @@ def _open_run(run_dir: Path) -> tuple[RunStore, dict[str, Any]]:
     if not db.is_file():
         raise InputError(f"no run at {run_dir} (missing store.sqlite)")
     store = RunStore(db, lock=True)
+    upgrade_scores(store)  # a run made before its scores were rows gets them, once
     config = store.get_meta("config")
     if not isinstance(config, dict) or "rubric" not in config or "data" not in config:
         store.close()

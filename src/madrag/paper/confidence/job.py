@@ -31,12 +31,13 @@ from madrag.paper.confidence.meta_eval import (
     run_meta_evaluation,
 )
 from madrag.pipeline.context_fit import needs
+from madrag.pipeline.migrations import upgrade_identity
 from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import provider_slots
 from madrag.pipeline.worst_case import Limit, WorstPrompt
 from madrag.providers.policy import ManagedProvider
 from madrag.providers.server_props import CHARS_PER_TOKEN, ServerCheck, fit_to_server
-from madrag.providers.spec import ProviderSpec, managed, spec_identity, upgrade_identity
+from madrag.providers.spec import ProviderSpec, managed, spec_identity
 from madrag.records import AgentRecord
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore

@@ -1,5 +1,5 @@
-"""The server's reader of runs, through the library: a run's final trait scores (kept in the library's score
-index beside the store: :mod:`madrag.evaluation.score_index`), one essay's records, the flat export rows,
+"""The server's reader of runs, through the library: a run's final trait scores (the rows its store keeps), one
+essay's records, the flat export rows,
 ``madrag eval``'s tables and ``madrag report``.
 
 With :mod:`madrag.server.library` (inputs and jobs) this is the only place the server calls the library."""
@@ -12,8 +12,6 @@ from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.evaluation.run import load_run, open_store, score_rows, stored_config
-from madrag.evaluation.score_index import load_index as load_index
-from madrag.evaluation.score_index import save_index as save_index
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
@@ -33,16 +31,17 @@ class RunView:
 
 def read_run(run_dir: Path) -> RunView:
     """Rubric, essays and final trait scores of a run, by the library's run reader."""
-    run = load_run(run_dir, judges=False)  # the scores: the Judge records are read, not kept
+    run = load_run(run_dir, judges=False)  # the scores' rows: no record is read
     has_human = any(e.rater_scores for e in run.essays)
     return RunView(run.rubric, run.essays, run.scores, run.protocols, has_human)
 
 
-def record_count(run_dir: Path) -> int:
-    """How many records the run store holds."""
+def stored_version(run_dir: Path) -> tuple[int, int, float]:
+    """What changes when a run's store does: its record count, and its score rows' count and latest time (a
+    run-wide protocol's fit rewrites its rows at a job's end without a new record)."""
     store = open_store(run_dir)
     try:
-        return store.count()
+        return (store.count(), *store.score_stamp())
     finally:
         store.close()
 

@@ -293,7 +293,7 @@ class RunManager:
             await asyncio.to_thread(access.check_address, self.config, self.repo.get(run_id).backend.base_url)
             job, meta = await self._settle_backend(run_id, job)
             hooks = self.events.hooks(run_id)
-            # the run's score index is kept by the library's job runner (madrag.evaluation.score_index)
+            # the run's final scores are kept as its store's rows by the library's runner (pipeline/final_scores)
             _scores, failed_calls = await library.run_job(job, hooks, self._backend(meta, job))
         except asyncio.CancelledError:
             elapsed = time.monotonic() - started

@@ -39,7 +39,7 @@ class RunViews:
                 cached = (version, library_runs.view_of(run_dir, live))
                 self._views[run_id] = cached
             return cached[1]
-        count = library_runs.record_count(run_dir)
+        count = library_runs.stored_version(run_dir)
         if cached is not None and cached[0] == count:
             return cached[1]
         # one reader per run: the start-up preparation and a page's request reading the same run build one view,
@@ -48,13 +48,7 @@ class RunViews:
             cached = self._views.get(run_id)
             if cached is not None and cached[0] == count:
                 return cached[1]
-            scores = library_runs.load_index(run_dir, count)
-            if scores is not None:
-                view = library_runs.view_of(run_dir, scores)
-            else:
-                view = library_runs.read_run(run_dir)
-                if status == "finished":
-                    library_runs.save_index(run_dir, view.scores, count)
+            view = library_runs.read_run(run_dir)
             self._views[run_id] = (count, view)
             return view
 
