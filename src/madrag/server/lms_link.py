@@ -34,7 +34,7 @@ from madrag.lms.journal import Journal
 from madrag.lms.manifest import ESSAYS, MANIFESTS, ROSTER, RUBRIC, PullManifest, load_manifest
 from madrag.lms.preview import preview_json
 from madrag.lms.pull import pull
-from madrag.lms.push import PushPlan, plan_push, push
+from madrag.lms.push import Line, PushPlan, plan_push, push
 from madrag.server import access, class_book, library, service
 from madrag.server.http.faults import BadInput, NotFound, Unavailable, WrongState
 from madrag.server.http.refusals import Refusals
@@ -104,18 +104,6 @@ class AssignmentOut(BaseModel):
     rubric: bool
 
 
-class AssessedLine(BaseModel):
-    """One criterion of a student's rubric assessment as a push sends it (points None: nobody graded it)."""
-
-    trait: str
-    criterion_id: str
-    points: int | None
-    max: int
-    comment: str
-    rating_id: str | None
-    by: str
-
-
 class PreviewChange(BaseModel):
     """One student's line of the preview: Canvas's grade now, the new grade, and what is sent when ``status`` is
     ``send`` (else why not: ``undecided``, ``conflict``, ``sent before`` ...)."""
@@ -128,7 +116,7 @@ class PreviewChange(BaseModel):
     new_grade: int | None
     status: str
     reason: str
-    rubric_assessment: list[AssessedLine]
+    rubric_assessment: list[Line]  # each criterion as the push sends it (points None: nobody graded it)
     comment: str
 
 
