@@ -297,11 +297,9 @@ class RunStore:
             return self._writer
 
     def flush(self) -> None:
-        """Wait (blocking) until every record handed to :meth:`aput` so far is committed or has failed.
-
-        :meth:`keys`, :meth:`count` and :meth:`records` do this first, so they include every record whose
-        write has started, e.g. right after a run that stopped on an error. :meth:`get` answers at once from
-        what is committed (a record still being written belongs to a call that is not finished yet)."""
+        """Wait (blocking) until every record handed to :meth:`aput` so far is committed or has failed. The
+        readers of records do this first, so they include every record whose write has started (a run stopped on
+        an error); :meth:`get` answers from what is committed (a record being written is of an unfinished call)."""
         writer = self._writer
         if writer is not None:
             writer.drain()
@@ -358,20 +356,23 @@ class RunStore:
                 yield AgentRecord.model_validate_json(blob)
 
     def record_fields(self, keys: Collection[str], paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        """Per stored record of ``keys`` (after :meth:`flush`), the values at ``paths`` (a name -> a JSON path
-        such as ``$.context.debate``; None where the record has none), read by SQLite from the stored JSON
-        without parsing whole records: what a page reads of every record of a large run."""
+        """Per stored record of ``keys``, the values at ``paths`` (:meth:`each_record_fields`)."""
+        return dict(self.each_record_fields(paths, keys))
+
+    def each_record_fields(
+        self, paths: Mapping[str, str], keys: Collection[str] | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(key, the values at ``paths``: names -> JSON paths, ``$.context.debate``, None where absent) of each stored
+        record of ``keys`` (None: all; after :meth:`flush`), read by SQLite from its JSON, none parsed, streamed."""
         self.flush()
-        names = list(paths)
-        columns = ", ".join("record -> ?" for _ in names)
-        found: dict[str, dict[str, Any]] = {}
-        unique = sorted(set(keys))
-        for i in range(0, len(unique), CHUNK):
-            chunk = unique[i : i + CHUNK]
-            sql = f"SELECT key, {columns} FROM records WHERE key IN ({', '.join('?' * len(chunk))})"
-            for key, *values in self._conn.execute(sql, [*(paths[n] for n in names), *chunk]):
-                found[key] = {n: None if v is None else json.loads(v) for n, v in zip(names, values, strict=True)}
-        return found
+        columns = ", ".join("record -> ?" for _ in paths)
+        unique = None if keys is None else sorted(set(keys))
+        chunks = [None] if unique is None else [unique[i : i + CHUNK] for i in range(0, len(unique), CHUNK)]
+        for chunk in chunks:
+            where = "" if chunk is None else f" WHERE key IN ({', '.join('?' * len(chunk))})"
+            rows = self._conn.execute(f"SELECT key, {columns} FROM records{where}", [*paths.values(), *(chunk or [])])
+            for key, *values in rows:
+                yield key, {n: None if v is None else json.loads(v) for n, v in zip(paths, values, strict=True)}
 
     # -- final scores --------------------------------------------------------------------------------
     def put_scores(self, rows: Sequence[ScoreRow], *, replace: Collection[str] = ()) -> None:
