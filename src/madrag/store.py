@@ -74,22 +74,16 @@ PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
 
 def _open_for_writing(path: Path) -> sqlite3.Connection:
     """The main connection of a store opened for writing, migrated; what the disk refuses is one StorageError."""
+    conn: sqlite3.Connection | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(path)
-    except (OSError, sqlite3.OperationalError) as exc:
-        if environment_kind(exc) is None:
-            raise
-        raise storage_error(exc, f"run store {path}") from exc
-    try:
         migrate(conn, path)
-    except sqlite3.OperationalError as exc:
-        conn.close()
-        if environment_kind(exc) is None:
-            raise
-        raise storage_error(exc, f"run store {path}") from exc
-    except BaseException:
-        conn.close()
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, (OSError, sqlite3.OperationalError)) and environment_kind(exc) is not None:
+            raise storage_error(exc, f"run store {path}") from exc
         raise
     return conn
 
@@ -215,8 +209,12 @@ class RunStore:
 
     def essays(self) -> list[Essay]:
         """The essays added with :meth:`add_essays`, in the order they were added."""
-        rows = self._conn.execute("SELECT essay FROM essays ORDER BY position")
-        return [Essay.model_validate_json(blob) for (blob,) in rows]
+        return list(self.each_essay())
+
+    def each_essay(self) -> Iterator[Essay]:
+        """:meth:`essays`, streamed: one parsed at a time."""
+        for (blob,) in self._conn.execute("SELECT essay FROM essays ORDER BY position"):
+            yield Essay.model_validate_json(blob)
 
     # -- records -----------------------------------------------------------------------------------
     def get(self, key: str) -> AgentRecord | None:
@@ -248,10 +246,9 @@ class RunStore:
         """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
         :meth:`put`) by the writer thread; False if its key was already stored. An error writing the record
         is raised here. The record is serialised at once (in the caller's thread), so the writer thread
-        only runs SQLite and the time between a call's end and its commit stays short.
-
-        Cancelling the caller does not take the record back: the cancellation is delayed until the writer has
-        committed (or failed to commit) it, so a cancelled run leaves no write in flight behind it."""
+        only runs SQLite and the time between a call's end and its commit stays short. Cancelling the caller does
+        not take the record back: the cancellation waits until the writer has committed (or failed to commit) it,
+        so a cancelled run leaves no write in flight behind it."""
         return await self.aput_row(record_row(record))
 
     async def aput_row(self, row: Row) -> bool:
@@ -318,9 +315,8 @@ class RunStore:
         self, protocol: str | None = None, role: str | None = None, answers_only: bool = False
     ) -> Iterator[AgentRecord]:
         """The stored records (after :meth:`flush`), optionally of one protocol and/or role, oldest first.
-        ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), which SQLite
-        leaves out before a record is parsed: most of a record's size, and nothing a reader of scores, rationales
-        or debates needs."""
+        ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), left out by SQLite
+        before a record is parsed: most of a record's size, nothing a reader of scores, rationales or debates needs."""
         self.flush()
         sql, args = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1", []
         if protocol is not None:
@@ -401,13 +397,17 @@ class RunStore:
     def scores(self, protocols: Collection[str] | None = None) -> list[TraitScore]:
         """The run's final scores (after :meth:`flush`), optionally of ``protocols``: one per protocol, essay and
         trait that was scored, in the order of the essays, then the protocol and trait they were written in."""
+        return list(self.each_score(protocols))
+
+    def each_score(self, protocols: Collection[str] | None = None) -> Iterator[TraitScore]:
+        """:meth:`scores`, streamed (a score without its essay in the store first)."""
         self.flush()
         sql = "SELECT s.value FROM scores s LEFT JOIN essays e ON e.id = s.essay_id"
         args: list[str] = sorted(protocols) if protocols is not None else []
         if protocols is not None:
             sql += f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
-        rows = self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args)
-        return [row_score(value) for (value,) in rows]
+        for (value,) in self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args):
+            yield row_score(value)
 
     def score_stamp(self) -> tuple[int, float]:
         """How many final scores are stored and when the latest was written (what a cached view is kept by)."""

@@ -117,3 +117,28 @@ def test_the_streamed_evidence_table_is_the_table_of_every_record_read_whole(run
     assert set(whole["protocol"]) == {"MADRAG", "MAD"} and set(whole["role"]) == {"advocate", "skeptic", "judge"}
     assert whole["quotes"].sum() > 0 and whole["placeholder_errors"].sum() > 0
     assert evidence_table(tmp_path, ["MADRAG", "MAD"]).equals(whole)
+
+
+def test_the_streamed_score_rows_are_the_rows_read_whole(run_dir: Path, tmp_path: Path) -> None:
+    """``runs export``'s rows, read a score and an essay at a time, are the rows made from every essay and score at
+    once, a score whose essay the store does not keep included (without its human scores), in a part of the
+    memory."""
+    import shutil
+    import sqlite3
+
+    from madrag.evaluation.run import each_score_row, score_rows
+
+    shutil.copytree(run_dir, tmp_path / "run")
+    with sqlite3.connect(tmp_path / "run" / "store.sqlite") as conn:
+        conn.execute("DELETE FROM essays WHERE id IN ('e00003', 'e00100')")
+    rubric = rubric_of(1)
+    store = open_store(tmp_path / "run")
+    try:
+        whole = score_rows(store.essays(), store.scores(), rubric)
+        peak, streamed = _peak(lambda: [len(row) for row in each_score_row(store, rubric)])
+        held, _ = _peak(lambda: score_rows(store.essays(), store.scores(), rubric))
+        assert list(each_score_row(store, rubric)) == whole and len(whole) == ESSAYS
+    finally:
+        store.close()
+    assert [r["essay_id"] for r in whole[:2]] == ["e00003", "e00100"]  # scores without an essay first
+    assert peak < held / 3, f"the streamed rows peaked at {peak:,} B; read whole they take {held:,} B"
