@@ -135,9 +135,9 @@ def test_the_streamed_score_rows_are_the_rows_read_whole(run_dir: Path, tmp_path
     store = open_store(tmp_path / "run")
     try:
         whole = score_rows(store.essays(), store.scores(), rubric)
-        peak, streamed = _peak(lambda: [len(row) for row in each_score_row(store, rubric)])
+        peak, widths = _peak(lambda: [len(row) for row in each_score_row(store, rubric)])
         held, _ = _peak(lambda: score_rows(store.essays(), store.scores(), rubric))
-        assert list(each_score_row(store, rubric)) == whole and len(whole) == ESSAYS
+        assert list(each_score_row(store, rubric)) == whole and len(whole) == len(widths) == ESSAYS
     finally:
         store.close()
     assert [r["essay_id"] for r in whole[:2]] == ["e00003", "e00100"]  # scores without an essay first
