@@ -319,7 +319,7 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
 
 APPROVAL_WAIT_S = 2.0
 """How long the approve button's request waits for the approval: one that takes longer answers with its progress
-page (which reloads itself, no script needed, until the approval is written or stopped)."""
+page ("n of N" checked; followed by the page's script, or by its "check again" link without one)."""
 APPROVALS_KEPT_S = 600.0
 """How long an ended approval's progress page still answers."""
 
@@ -370,8 +370,9 @@ def _follow(s: State, job: BulkProgress, work: asyncio.Future[int]) -> str:
 
 @router.get("/runs/{run_id}/approvals/{job_id}")
 def approval_page(run_id: str, job_id: str, request: Request) -> Response:
-    """An approval being written: how far it has got, "n of N", reloading itself each second; once written, the
-    page it was asked from, with the count approved; stopped: that none was approved."""
+    """An approval being written: how far it has got, "n of N" (read again by the page's script each second, or
+    by its "check again" link); once written, the page it was asked from, with the count approved; stopped: that
+    none was approved."""
     s = state_of(request)
     job = s.approvals.get(job_id)
     if job is None or job.run_id != run_id:
