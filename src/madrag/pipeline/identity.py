@@ -16,7 +16,7 @@ from madrag.agents.prompts import (
     TRAINING_FREE_PROMPT_NAMES,
     PromptLibrary,
 )
-from madrag.hints import RESUMABLE_SETTINGS
+from madrag.errors import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
 from madrag.pipeline.migrations import CONFIG_VERSION, identity
 from madrag.pipeline.run_log import session_note
@@ -26,9 +26,9 @@ from madrag.providers.base import Provider
 from madrag.providers.spec import spec_identity
 from madrag.retrieval.embedder import stored_embedder
 from madrag.rubric import Rubric
-from madrag.run_config import VERSION_KEY, prompt_identity
 from madrag.settings import stored_settings
 from madrag.store import RunStore
+from madrag.store.run_config import VERSION_KEY, prompt_identity
 
 PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES)
 """The order a run records packaged templates in (its prompt hash reads them in this order)."""
@@ -77,7 +77,7 @@ def job_config(
 def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """What of a stored configuration must match the job's for its run to resume (older configurations read as
     the latest version, with the job's settings class: :func:`madrag.pipeline.migrations.identity`), less the settings a
-    resumed run may change (:data:`~madrag.hints.RESUMABLE_SETTINGS`, the token limits)."""
+    resumed run may change (:data:`~madrag.errors.RESUMABLE_SETTINGS`, the token limits)."""
     read = functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
     return lambda config: _without_limits(read(config))
 

@@ -77,7 +77,7 @@ from madrag.providers.spec import ProviderSpec, managed
 from madrag.retrieval.choice import check_embedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
-from madrag.writer_lock import WriterLock
+from madrag.store.writer_lock import WriterLock
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import ExemplarBank

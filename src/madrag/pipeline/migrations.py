@@ -8,7 +8,7 @@ did, before it is compared with a job's (:func:`identity`); a configuration newe
 A run's final scores:
 a run store of schema version 2 keeps its final scores as rows (:meth:`madrag.store.RunStore.scores`), written
 as the protocols finish. A run made before then has records and no rows: opened for writing (a run resumed), its
-file is first kept beside it (:func:`madrag.store_schema.backup_path`) and its rows are derived here once, by the
+file is first kept beside it (:func:`madrag.store.schema.backup_path`) and its rows are derived here once, by the
 derivation the readers used before the rows existed (:func:`derive_scores`: each protocol's scores read back
 from its records); opened read-only, the same rows are derived into the in-memory copy the store is read from,
 the file left as it is. Every reader then reads rows, whatever commit made the run.
@@ -32,9 +32,10 @@ from madrag.providers.backends import backends, find_backend
 from madrag.providers.spec import ProviderSpec
 from madrag.records import BASELINE_ROLE, AgentRecord, TraitScore
 from madrag.rubric import Rubric
-from madrag.run_config import PROVENANCE, VERSION_KEY, Config
 from madrag.settings import ScoringSettings, stored_settings
-from madrag.store import RunStore, score_row
+from madrag.store import RunStore
+from madrag.store.run_config import PROVENANCE, VERSION_KEY, Config
+from madrag.store.writer import score_row
 
 __all__ = ["CONFIG_VERSION", "UPGRADES", "derive_scores", "identity", "upgrade", "upgrade_identity", "upgrade_scores"]
 

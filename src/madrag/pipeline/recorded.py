@@ -1,5 +1,5 @@
 """The job a run directory recorded: ``madrag resume RUN`` continues a run with nothing but its folder, from the
-configuration its store holds (read as the latest version, :mod:`madrag.run_config`), the inputs it keeps
+configuration its store holds (read as the latest version, :mod:`madrag.store.run_config`), the inputs it keeps
 (``inputs/``) and its prompt templates (``prompts/``, kept by runs made since it existed; an older run needs
 ``--prompts-dir``). The essays are the ones the run selected (its store's), so a resume makes exactly the calls the
 run had left.

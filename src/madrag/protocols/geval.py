@@ -17,11 +17,11 @@ from typing import Any, Literal
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.judge import judge_trait
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
 from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.derived import Derived, store_derived
 from madrag.protocols.registry import register_protocol
 from madrag.records import AgentRecord, ScoreResult

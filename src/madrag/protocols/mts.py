@@ -38,10 +38,10 @@ from madrag.agents.calls import AgentCall, CallContext, debater
 from madrag.agents.context import essay_values
 from madrag.agents.judge import judge_trait
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.mts_authors import (
     LINE_FORMAT,
     TAG_FORMAT,

@@ -27,10 +27,10 @@ from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values
 from madrag.agents.judge import judge_trait
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.metrics import round_half_up_clamped
 from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.derived import Derived, derived_result, store_derived
 from madrag.providers.base import Message
 from madrag.records import AgentRecord

@@ -32,11 +32,11 @@ from madrag.agents.context import (
     role_messages,
 )
 from madrag.agents.judge import judge_trait
-from madrag.concurrency import gather_or_cancel, gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols import adaptive
 from madrag.protocols.base import ScoringProtocol
+from madrag.protocols.concurrency import gather_or_cancel, gather_settled
 from madrag.protocols.debate import VARIANTS, Variant, debate_calls, run_debate, turn_of
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import TraitScore, combine_judges

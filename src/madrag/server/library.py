@@ -28,8 +28,6 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 import madrag
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import raw_csv_text
 from madrag.data.essay import Essay
 from madrag.data.loaders import essay_from_row, load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
@@ -38,6 +36,8 @@ from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
 from madrag.evaluation.costs.render import estimate_to_dict
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import raw_csv_text
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, essays_jsonl
 from madrag.protocols import available, get_protocol

@@ -21,7 +21,7 @@ from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.records import AgentRecord
 from madrag.store import RunStore
-from madrag.store_schema import MIGRATIONS, schema_version
+from madrag.store.schema import MIGRATIONS, schema_version
 
 MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 2 on disk"
 
@@ -206,7 +206,7 @@ def test_a_read_only_store_refuses_writes_and_a_newer_one_is_refused(tmp_path: P
 
 
 def test_an_older_schema_is_migrated_in_memory_for_reading(tmp_path: Path) -> None:
-    from madrag.store_schema import read_view
+    from madrag.store.schema import read_view
 
     db = tmp_path / "store.sqlite"
     store = RunStore(db)

@@ -29,7 +29,7 @@ from madrag.providers.spec import (
     spec_from_identity,
     spec_identity,
 )
-from madrag.run_config import differences, runtime_hint
+from madrag.store.run_config import differences, runtime_hint
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 needs_llama_cpp = pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed")

@@ -11,21 +11,21 @@ thread, which owns its own connection: it commits the record (the fsync of ``syn
 and only then resolves the caller's await, so a call counts as finished exactly when its record is on disk,
 and the event loop keeps serving other calls meanwhile. Records that queue up while a commit is running are
 committed together in the next transaction (group commit); all of them are on disk before any of their
-awaiters resumes (the thread and the rows it writes: :mod:`madrag.store_writer`). Reads go through the store's
+awaiters resumes (the thread and the rows it writes: :mod:`madrag.store.writer`). Reads go through the store's
 main connection and see every committed record.
 
 Final scores: one row per protocol, essay and trait (:meth:`RunStore.scores`), kept by the runner as each essay
 finishes (:meth:`RunStore.aput_scores`, through the same writer thread as records) and by a run-wide protocol's
 fit when a job ends (:meth:`RunStore.put_scores`); every reader of a run's scores reads them.
 
-Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store_schema`); a store
+Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store.schema`); a store
 newer than this code is refused.
 
 Reading: ``RunStore(path, read_only=True)`` (what :func:`madrag.evaluation.run.open_store` gives every command
 that only reads a run) opens the file with SQLite's ``mode=ro``, or - when no ``-wal`` file says a writer has it
 open or died with it open - as ``immutable``, so reading creates no ``-wal`` / ``-shm`` file either: the run's
 files keep their bytes and times, and a run on a read-only filesystem can be read. An older schema is read
-without migrating the file (:func:`madrag.store_schema.read_view`).
+without migrating the file (:func:`madrag.store.schema.read_view`).
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import open_atomic, write_text_atomic
-from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
-from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import ConfigError
+from madrag.files.atomic import open_atomic, write_text_atomic
+from madrag.files.csv_safe import dict_rows, write_csv
+from madrag.files.disk_errors import environment_kind, storage_error
 from madrag.records import AgentRecord, TraitScore
-from madrag.run_config import changed_templates, differences, runtime_hint
-from madrag.store_schema import SCORES_PENDING, in_memory, migrate, open_read_only, scores_pending
-from madrag.store_writer import (
+from madrag.store.run_config import changed_templates, differences, runtime_hint
+from madrag.store.schema import SCORES_PENDING, in_memory, migrate, open_read_only, scores_pending
+from madrag.store.writer import (
     CHUNK,
     INSERT_RECORD,
     INSERT_SCORE,
@@ -58,12 +58,11 @@ from madrag.store_writer import (
     record_row,
     retrieve,
     row_score,
-    score_row,
 )
-from madrag.store_writer import connect as _connect  # a test limits the writer's connection here
-from madrag.writer_lock import WriterLock
+from madrag.store.writer import connect as _connect  # a test limits the writer's connection here
+from madrag.store.writer_lock import WriterLock
 
-__all__ = ["PROMPT_KEYS", "Row", "RunStore", "ScoreRow", "record_row", "score_row", "write_scores_csv"]
+__all__ = ["PROMPT_KEYS", "RunStore", "write_scores_csv"]
 
 _ANSWER_ONLY = "json_set(json_remove(record, '$.tokens'), '$.messages', json('[]'))"
 """A stored record less its prompt and tokens, as SQLite reads it (``answers_only``)."""
@@ -102,7 +101,7 @@ def _as_json(value: dict[str, Any]) -> Any:
 class RunStore:
     """Records of one run directory (``<run dir>/store.sqlite``); ``read_only``: read an existing store without
     changing its files (see the module docstring); writing to it is then an error. ``lock``: hold the run
-    directory's writer lock (:class:`~madrag.writer_lock.WriterLock`) until :meth:`close`, for a writer that does
+    directory's writer lock (:class:`~madrag.store.writer_lock.WriterLock`) until :meth:`close`, for a writer that does
     not take it itself (a scoring job takes it before it opens the store)."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False, lock: bool = False) -> None:
@@ -377,7 +376,7 @@ class RunStore:
     def put_scores(self, rows: Sequence[ScoreRow], *, replace: Collection[str] = ()) -> None:
         """Keep final scores in one transaction (a stored one of the same protocol, essay and trait replaced);
         ``replace``: protocols whose stored scores are all dropped first (a run-wide protocol's fit over the run).
-        A store whose rows are still to be derived (:func:`madrag.store_schema.scores_pending`) has them now."""
+        A store whose rows are still to be derived (:func:`madrag.store.schema.scores_pending`) has them now."""
         if self.read_only and not in_memory(self._conn):
             self._writable()
         self.flush()

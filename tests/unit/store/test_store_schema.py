@@ -14,7 +14,7 @@ from madrag.errors import InputError
 from madrag.providers.base import TokenLogprob, TopLogprob
 from madrag.records import AgentRecord, ScoreResult
 from madrag.store import RunStore
-from madrag.store_schema import MIGRATIONS, migrate, schema_version
+from madrag.store.schema import MIGRATIONS, migrate, schema_version
 
 # the schema exactly as the store wrote it before it carried a version (frozen here on purpose)
 UNVERSIONED_SCHEMA = """
