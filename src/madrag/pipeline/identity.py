@@ -18,7 +18,7 @@ from madrag.agents.prompts import (
 )
 from madrag.errors import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
-from madrag.pipeline.migrations import CONFIG_VERSION, identity
+from madrag.pipeline.migrations import CONFIG_VERSION, identity, open_store
 from madrag.pipeline.run_log import session_note
 from madrag.pipeline.score_job import ScoreJob
 from madrag.protocols.base import ScoringProtocol
@@ -134,7 +134,7 @@ def stored_meta(run_dir: Path) -> dict[str, Any] | None:
     configured run yet."""
     if not has_store(run_dir):
         return None
-    store = RunStore(run_dir / "store.sqlite", read_only=True)
+    store = open_store(run_dir / "store.sqlite", read_only=True)
     try:
         return store_meta(store)
     finally:

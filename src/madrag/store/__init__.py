@@ -2,7 +2,7 @@
 
 * :mod:`~madrag.store.run_store`: :class:`RunStore`, one row per agent call and one per final score;
 * :mod:`~madrag.store.writer`: the rows a record and a score are stored as, and the writer thread that commits them;
-* :mod:`~madrag.store.schema`: the schema's version and its plain-function migrations;
+* :mod:`~madrag.store.schema`: the current tables and the version a store carries;
 * :mod:`~madrag.store.run_config`: a run's stored configuration (its identity) and how two of them differ;
 * :mod:`~madrag.store.writer_lock`: the one writer of a run directory (or a server's data directory).
 

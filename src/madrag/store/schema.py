@@ -1,43 +1,43 @@
-"""The run store's schema version and its migrations: a run made today opens tomorrow.
+"""The run store's schema: the tables of the current version and the version a store carries.
 
-The version is SQLite's ``PRAGMA user_version``. ``MIGRATIONS[i]`` is a plain function that brings a store from
-version ``i`` to ``i + 1``; :func:`migrate` runs the ones a store still needs when it is opened, all in one
-transaction together with the new version number, so a crash mid-way leaves the store as it was.
-
-Version 1 is the schema the store had before it carried a version (tables ``meta``, ``records``, ``essays``). A
-store written then reads as version 0 with those tables already there: migration 1 creates only what is
-missing (every statement says ``IF NOT EXISTS``), so such a store is stamped version 1 with nothing changed.
-
-A later schema change is a new function appended to :data:`MIGRATIONS`; one that has shipped is never edited.
-A store of a newer version than this code knows is refused (:class:`~madrag.errors.InputError`), never guessed at.
-
-A store migrated on disk is first copied beside itself (:func:`backup_path`), so a run made by an earlier
-commit can be read by it again. Version 2 adds the run's final scores as rows (``scores``); the rows of a store
-that holds records are derived from them once by :mod:`madrag.pipeline.migrations`, which knows the protocols.
-
-Reading never migrates: :func:`read_view` gives a read-only connection's store as the latest version without
-writing to the file. An unversioned store with the version-1 tables already *is* version 1 and is read as it
-is; an older store is copied into memory and migrated there. Only a store opened for writing (a run started
-or resumed) is migrated on disk, after a warning on the ``madrag.store`` logger says so.
+The version is SQLite's ``PRAGMA user_version``. A new store is created at :data:`SCHEMA_VERSION`, in one
+transaction with its version (one creator at a time; the others then find it done). A store of another version is
+refused here: a newer one with an InputError naming the version, an older madrag's with :class:`OlderStore`. A
+store an earlier madrag wrote is read and brought to this version by :mod:`madrag.pipeline.migrations`, the one home
+of every older format, which hands the store its :class:`StoreUpgrade` when it opens one
+(:func:`madrag.pipeline.migrations.open_store`): the store itself knows only the current format.
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
-from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from madrag.errors import InputError
 
-Migration = Callable[[sqlite3.Connection], None]
-log = logging.getLogger("madrag.store")
-V1_TABLES = ("meta", "records", "essays")
-"""The tables of version 1, which an unversioned store written before versions existed already has."""
+SCHEMA_VERSION = 2
+"""The version of the stores this code writes (``PRAGMA user_version``)."""
 
 
-def _v1_tables(conn: sqlite3.Connection) -> None:
-    """Version 1: the run's settings (``meta``), one row per agent call (``records``), the essays scored."""
+class OlderStore(InputError):
+    """A store an earlier madrag wrote, opened without :mod:`madrag.pipeline.migrations`."""
+
+
+class StoreUpgrade(Protocol):
+    """What brings a store an earlier madrag wrote to :data:`SCHEMA_VERSION` (:mod:`madrag.pipeline.migrations`)."""
+
+    def on_disk(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Bring the store on ``conn`` (open for writing, autocommit) to the current version, on disk."""
+
+    def for_reading(self, conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+        """The store on the read-only ``conn`` as the current version, its file unchanged."""
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """The current tables: the run's settings (``meta``), one row per agent call (``records``), the essays scored
+    (``essays``), and the run's final scores (``scores``: one per protocol, essay and trait, the score or NULL with
+    the cause of its absence, the records it came from, the whole score as JSON)."""
     conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute(
         """CREATE TABLE IF NOT EXISTS records (
@@ -56,17 +56,6 @@ def _v1_tables(conn: sqlite3.Connection) -> None:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL)"
     )
-
-
-SCORES_PENDING = "scores_pending"
-"""The meta key of a store whose final-score rows are still to be derived from its records: set by migration 2 on
-a store that holds records, cleared when :mod:`madrag.pipeline.migrations` has filled its ``scores`` table."""
-
-
-def _v2_scores(conn: sqlite3.Connection) -> None:
-    """Version 2: the run's final scores as rows (``scores``: one per protocol, essay and trait, the score or
-    NULL with the cause of its absence, the records it came from, the whole score as JSON). A store that holds
-    records gets them derived from its records once (:data:`SCORES_PENDING`)."""
     conn.execute(
         """CREATE TABLE IF NOT EXISTS scores (
     protocol TEXT NOT NULL,
@@ -81,14 +70,6 @@ def _v2_scores(conn: sqlite3.Connection) -> None:
     PRIMARY KEY (protocol, essay_id, trait)
 )"""
     )
-    conn.execute(
-        "INSERT OR IGNORE INTO meta (key, value) SELECT ?, 'true' WHERE EXISTS (SELECT 1 FROM records)",
-        (SCORES_PENDING,),
-    )
-
-
-MIGRATIONS: Sequence[Migration] = (_v1_tables, _v2_scores)
-"""``MIGRATIONS[i]`` takes a store from version ``i`` to ``i + 1``, in order; append, never edit."""
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -96,24 +77,9 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
+def tables(conn: sqlite3.Connection) -> set[str]:
+    """The names of the tables the store on ``conn`` has."""
     return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def content_version(conn: sqlite3.Connection) -> int:
-    """The version a store's content has: its ``user_version``, except that an unversioned store which has the
-    version-1 tables is version 1 (what the store wrote before it carried a version)."""
-    found = schema_version(conn)
-    if found == 0 and set(V1_TABLES) <= _tables(conn):
-        return 1
-    return found
-
-
-def scores_pending(conn: sqlite3.Connection) -> bool:
-    """Whether the store's final-score rows are still to be derived from its records (:data:`SCORES_PENDING`)."""
-    if "meta" not in _tables(conn):
-        return False
-    return conn.execute("SELECT 1 FROM meta WHERE key = ?", (SCORES_PENDING,)).fetchone() is not None
 
 
 def in_memory(conn: sqlite3.Connection) -> bool:
@@ -121,7 +87,8 @@ def in_memory(conn: sqlite3.Connection) -> bool:
     return any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list"))
 
 
-def _refuse_newer(found: int, target: int, path: Path) -> None:
+def refuse_newer(found: int, target: int, path: Path) -> None:
+    """An InputError, naming both versions, when a store of version ``found`` is newer than ``target``."""
     if found > target:
         raise InputError(
             f"run store {path} has schema version {found}, newer than this madrag reads ({target}); "
@@ -129,95 +96,43 @@ def _refuse_newer(found: int, target: int, path: Path) -> None:
         )
 
 
-def read_view(
-    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None
-) -> sqlite3.Connection:
-    """The store on the read-only connection ``conn`` as the latest version of ``migrations`` (default
-    :data:`MIGRATIONS`), the file left as it is: ``conn`` itself when its content is at that version, else an
-    in-memory copy migrated there (``conn`` is then closed). An InputError when the store is newer than this
-    code."""
-    steps = MIGRATIONS if migrations is None else migrations
-    target = len(steps)
-    found = content_version(conn)
-    _refuse_newer(found, target, path)
-    if found == target and not scores_pending(conn):
-        return conn
-    log.info(
-        "run store %s: schema version %d read as version %d in memory (the file is not changed)", path, found, target
-    )
-    memory = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        conn.backup(memory)
-        migrate(memory, path, steps, announce=False)
-    except BaseException:
-        memory.close()
-        raise
-    conn.close()
-    return memory
-
-
-def backup_path(path: Path, version: int) -> Path:
-    """Where a store of schema ``version`` is kept before it is migrated on disk: beside it, named for its version
-    (``store.v1.sqlite``), as the hand-codes file keeps its previous version."""
-    return path.with_name(f"{path.stem}.v{version}{path.suffix}")
-
-
-def _backup(conn: sqlite3.Connection, target: Path) -> None:
-    """A consistent copy of the store on ``conn`` at ``target`` (SQLite's backup; an earlier copy is kept)."""
-    if target.exists():
-        return
-    copy = sqlite3.connect(target)
-    try:
-        conn.backup(copy)
-    finally:
-        copy.close()
-
-
-def migrate(
-    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None, *, announce: bool = True
-) -> int:
-    """Bring the store on ``conn`` (an autocommit connection) to the latest version of ``migrations`` (default
-    :data:`MIGRATIONS`) and return the version it had. An InputError, with nothing changed, when the store is
-    newer than this code; a migration that fails rolls back every step of this call. With ``announce``, a store
-    that already holds a run is migrated only after a warning on the ``madrag.store`` logger says so (a new,
-    empty store is not announced)."""
-    steps = MIGRATIONS if migrations is None else migrations
-    target = len(steps)
+def _check(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a store that is not at :data:`SCHEMA_VERSION`."""
     found = schema_version(conn)
-    if found < target:
-        if announce and _tables(conn):  # kept before the change (SQLite copies no store it is writing)
-            _backup(conn, backup_path(path, found))
-        conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others then find it done
+    refuse_newer(found, SCHEMA_VERSION, path)
+    if found < SCHEMA_VERSION:
+        raise OlderStore(
+            f"run store {path} was written by an earlier madrag (schema version {found}): open it through "
+            "madrag.pipeline.migrations.open_store, which brings it to this version"
+        )
+
+
+def open_current(conn: sqlite3.Connection, path: Path, upgrade: StoreUpgrade | None = None) -> None:
+    """Make the store on ``conn`` (open for writing, autocommit) one of the current version: a new, empty store is
+    created at it; an older one is brought to it by ``upgrade`` (else refused, :class:`OlderStore`); a newer one
+    is refused with nothing changed."""
+    if upgrade is not None:
+        upgrade.on_disk(conn, path)
+    if schema_version(conn) == 0 and not tables(conn):
+        conn.execute("BEGIN IMMEDIATE")  # one creator at a time; the others then find it done
         try:
-            found = schema_version(conn)
-            if announce and found < target and _tables(conn):
-                kept = backup_path(path, found)
-                log.warning(
-                    "note: run store %s was written by an older madrag (schema version %d): migrating it to version %d "
-                    "on disk (the store as it was is kept in %s)",
-                    path,
-                    found,
-                    target,
-                    kept.name,
-                )
-            for step in steps[found:]:
-                step(conn)
-            if found < target:
-                conn.execute(f"PRAGMA user_version = {target}")
+            if schema_version(conn) == 0 and not tables(conn):
+                create(conn)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.rollback()
             raise
-    _refuse_newer(found, target, path)
-    return found
+    _check(conn, path)
 
 
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the store at ``path`` that writes nothing beside it, as the latest version
-    (:func:`read_view`): ``mode=ro`` while a ``-wal`` file exists (a writer has the store open, or died with it
-    open: its last records are in that file), else ``immutable`` (nothing to recover; no ``-shm`` / ``-wal``
-    is created, so a store on a read-only filesystem opens too). An InputError when it cannot be read."""
+def open_read_only(path: Path, upgrade: StoreUpgrade | None = None) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path`` that writes nothing beside it: ``mode=ro`` while a ``-wal``
+    file exists (a writer has the store open, or died with it open: its last records are in that file), else
+    ``immutable`` (nothing to recover; no ``-shm`` / ``-wal`` is created, so a store on a read-only filesystem opens
+    too). An older store is read as the current version through ``upgrade`` (else refused); an InputError when it
+    cannot be read."""
     if not path.is_file():
         raise InputError(f"no run store at {path}")
     wal = path.with_name(path.name + "-wal")
@@ -227,10 +142,16 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise InputError(f"cannot read run store {path}: {exc}") from exc
     try:
-        return read_view(conn, path)
+        view = conn if upgrade is None else upgrade.for_reading(conn, path)
     except sqlite3.Error as exc:
         conn.close()
         raise InputError(f"cannot read run store {path}: {exc}") from exc
     except BaseException:
         conn.close()
         raise
+    try:
+        _check(view, path)
+    except BaseException:
+        view.close()
+        raise
+    return view
