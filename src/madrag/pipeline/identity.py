@@ -18,13 +18,12 @@ from madrag.agents.prompts import (
 )
 from madrag.errors import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
-from madrag.pipeline.migrations import CONFIG_VERSION, identity, open_store
+from madrag.pipeline.migrations import CONFIG_VERSION, identity, open_store, stored_embedder
 from madrag.pipeline.run_log import session_note
 from madrag.pipeline.score_job import ScoreJob
 from madrag.protocols.base import ScoringProtocol
 from madrag.providers.base import Provider
 from madrag.providers.spec import spec_identity
-from madrag.retrieval.embedder import stored_embedder
 from madrag.rubric import Rubric
 from madrag.settings import stored_settings
 from madrag.store import RunStore
@@ -108,8 +107,8 @@ def resumed_job(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
     """The job with the embedder its stored run was made with (``meta``: the run's stored ``config`` and ``bank``,
     :func:`stored_meta`; None for a new run): a run made before the paper's embedder became the default
     (``minilm`` then meant the windows embedder) resumes with ``minilm-windows``, so with the same exemplars
-    (:func:`madrag.retrieval.stored_embedder`). A new run, or another embedder asked for, is unchanged (another
-    one is then refused by the stored config's check)."""
+    (:func:`madrag.pipeline.migrations.stored_embedder`). A new run, or another embedder asked for, is unchanged
+    (another one is then refused by the stored config's check)."""
     if meta is None or job.embedder != "minilm":
         return job
     if stored_embedder(meta["config"], meta.get("bank")) != "minilm-windows":

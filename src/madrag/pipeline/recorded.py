@@ -14,10 +14,10 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.job import ScoreJob, default_cache_dir, stored_meta
-from madrag.pipeline.migrations import identity, open_store
+from madrag.pipeline.migrations import identity, open_store, stored_embedder
 from madrag.protocols import available, get_protocol
 from madrag.providers.spec import ProviderSpec, spec_from_identity
-from madrag.retrieval.embedder import EMBEDDERS, EmbedderName, stored_embedder
+from madrag.retrieval.embedder import EMBEDDERS, EmbedderName
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings

@@ -35,10 +35,10 @@ from madrag.paper.baselines.retrieval_scorer import (
 )
 from madrag.pipeline.final_scores import rows
 from madrag.pipeline.job import fingerprint_file
-from madrag.pipeline.migrations import open_store
+from madrag.pipeline.migrations import open_store, stored_embedder
 from madrag.protocols.scores import combine_judges
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
-from madrag.retrieval import ExemplarBank, make_embedder, stored_embedder
+from madrag.retrieval import ExemplarBank, make_embedder
 from madrag.retrieval.vectors import CachingEmbedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore

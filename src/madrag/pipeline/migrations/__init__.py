@@ -7,12 +7,19 @@ format.
 * :mod:`~madrag.pipeline.migrations.scores`: the final-score rows of a run made before they were kept, derived
   once from its records;
 * :mod:`~madrag.pipeline.migrations.config`: a run's stored configuration and recorded backend identity in an
-  older shape, upgraded before they are compared;
+  older shape, upgraded before they are compared, and the embedder a run recorded;
 * :mod:`~madrag.pipeline.migrations.chroma`: the Chroma store an older madrag kept its exemplar banks in, found in
   a cache folder and deleted on request (never read).
 """
 
-from madrag.pipeline.migrations.config import CONFIG_VERSION, UPGRADES, identity, upgrade, upgrade_identity
+from madrag.pipeline.migrations.config import (
+    CONFIG_VERSION,
+    UPGRADES,
+    identity,
+    stored_embedder,
+    upgrade,
+    upgrade_identity,
+)
 from madrag.pipeline.migrations.scores import SCORES_PENDING, derive_scores, scores_pending, upgrade_scores
 from madrag.pipeline.migrations.store import STORE_MIGRATIONS, backup_path, migrate, open_store, read_view
 
@@ -28,6 +35,7 @@ __all__ = [
     "open_store",
     "read_view",
     "scores_pending",
+    "stored_embedder",
     "upgrade",
     "upgrade_identity",
     "upgrade_scores",

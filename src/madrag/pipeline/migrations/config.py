@@ -4,7 +4,8 @@ One stored before ``config_version`` is version 1; it is brought to :data:`CONFI
 (``UPGRADES[i]`` takes version ``i + 1`` to ``i + 2``; append, never edit one that has shipped), each filling in
 what its version added with the value that reproduces what older runs did, before it is compared with a job's
 (:func:`identity`); a configuration newer than this code is refused. A recorded backend identity in an older
-shape is read as today's (:func:`upgrade_identity`).
+shape is read as today's (:func:`upgrade_identity`), and the embedder a run recorded, in any release's words
+(:func:`stored_embedder`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from madrag.errors import ConfigError
 from madrag.metrics import PAPER_TIES
 from madrag.providers.backends import backends, find_backend
 from madrag.providers.spec import ProviderSpec
+from madrag.retrieval.embedder import MiniLMEmbedder
 from madrag.settings import ScoringSettings, stored_settings
 from madrag.store.run_config import PROVENANCE, VERSION_KEY, Config
 
-__all__ = ["CONFIG_VERSION", "UPGRADES", "identity", "upgrade", "upgrade_identity"]
+__all__ = ["CONFIG_VERSION", "UPGRADES", "identity", "stored_embedder", "upgrade", "upgrade_identity"]
 
 Upgrade = Callable[[Config], Config]
 
@@ -98,3 +100,21 @@ def identity(config: Config, settings_model: type[BaseModel] = ScoringSettings, 
     current = upgrade(json.loads(json.dumps(config, sort_keys=True, default=str)), where)
     current["settings"] = stored_settings(current.get("settings") or {}, settings_model)
     return {k: v for k, v in current.items() if k not in PROVENANCE}
+
+
+def stored_embedder(config: Mapping[str, Any], bank: Mapping[str, Any] | None = None) -> str:
+    """The ``--embedder`` a stored run was made with, from its stored config and bank info (``bank``: what the
+    store records about the bank, with the embedder's full ``name``).
+
+    Runs made before the paper's embedder became the default recorded the windows embedder as ``minilm``, or,
+    being the default, recorded no embedder at all: both mean ``minilm-windows``. The bank's full embedder name
+    decides when it is known (a windows name has ``window=``); otherwise a config without an embedder is such a
+    run (runs made since always record theirs).
+    """
+    kind = config.get("embedder")
+    name = str((bank or {}).get("embedder") or "")
+    if kind in (None, "minilm") and "window=" in name:
+        return "minilm-windows"
+    if kind is None:
+        return "minilm" if name == MiniLMEmbedder().name else "minilm-windows"
+    return str(kind)
