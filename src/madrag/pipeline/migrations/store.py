@@ -149,14 +149,14 @@ def migrate(
     conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None, *, announce: bool = True
 ) -> int:
     """Bring the store on ``conn`` (an autocommit connection) to the latest version of ``migrations`` (default
-    :data:`STORE_MIGRATIONS`) and return the version it had. A new, empty store is left to the store, which creates
-    it at the current version. An InputError, with nothing changed, when the store is newer than this code; a
+    :data:`STORE_MIGRATIONS`) and return the version it had. A new, empty store opened for writing is left to the
+    store, which creates it at the current version. An InputError, with nothing changed, when the store is newer than this code; a
     migration that fails rolls back every step of this call. With ``announce``, a store is migrated only after a
     warning on the ``madrag.store`` logger says so, and is first kept beside itself (:func:`backup_path`)."""
     steps = STORE_MIGRATIONS if migrations is None else migrations
     target = len(steps)
     found = schema_version(conn)
-    if found < target and tables(conn):
+    if found < target and (tables(conn) or not announce):  # an empty file read in memory: an empty store
         if announce:  # kept before the change (SQLite copies no store it is writing)
             _backup(conn, backup_path(path, found))
         conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others then find it done
