@@ -144,11 +144,11 @@ def test_a_stored_embedded_run_from_before_the_runtime_resumes_with_llama_cpp_py
     from madrag.data.essay import Essay
     from madrag.errors import ConfigError
     from madrag.pipeline.job import ScoreJob
-    from madrag.store import RunStore
+    from madrag.pipeline.migrations import open_store
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parents[2] / "data" / "previous_release" / "run", run)
-    store = RunStore(run / "store.sqlite")
+    store = open_store(run / "store.sqlite")  # an older madrag's store: migrated as a resume would
     config = store.get_meta("config")
     assert config is not None
     store.set_meta("config", {**config, "provider": _recorded_before_the_runtime(ProviderSpec())})
