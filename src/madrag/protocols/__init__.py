@@ -17,13 +17,7 @@ for _module in BUILTIN_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
 from madrag.agents.calls import CallContext  # noqa: E402  (what a protocol scores with, for plugins)
-from madrag.protocols.base import (  # noqa: E402
-    ProtocolNeeds,
-    RecordReader,
-    ScoringProtocol,
-    TraitScore,
-    essay_width,
-)
+from madrag.protocols.base import ProtocolNeeds, RecordReader, ScoringProtocol, TraitScore, essay_width  # noqa: E402
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol  # noqa: E402
 from madrag.protocols.per_trait import TraitProtocol, ask_for_score  # noqa: E402
 from madrag.protocols.registry import REGISTRY, register_protocol  # noqa: E402

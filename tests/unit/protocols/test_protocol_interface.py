@@ -3,12 +3,14 @@ kind (one call per trait) is one short file (``tests/e2e/protocols/toy_protocol.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import ProtocolNeeds, ScoringProtocol
 
-TOY_PLUGIN = Path(__file__).resolve().parents[2] / "e2e" / "protocols" / "toy_protocol.py"
+REPO = Path(__file__).resolve().parents[3]
+TOY_PLUGIN = REPO / "tests" / "e2e" / "protocols" / "toy_protocol.py"
 
 
 def test_scoring_protocol_has_at_most_six_public_members() -> None:
@@ -21,6 +23,13 @@ def test_the_toy_protocol_plugin_is_under_40_lines() -> None:
     lines = TOY_PLUGIN.read_text(encoding="utf-8").splitlines()
     assert 0 < len(lines) < 40
     assert "class ToyProtocol(TraitProtocol)" in "\n".join(lines)  # a protocol, not a stub
+
+
+def test_the_docs_show_the_toy_as_it_is() -> None:
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## How to add a protocol", 1)[1].split("\n## ", 1)[0]
+    (shown,) = re.findall(r"^```python\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
+    assert shown.strip() and shown.strip() in TOY_PLUGIN.read_text(encoding="utf-8")
 
 
 def test_every_protocol_states_its_needs() -> None:
