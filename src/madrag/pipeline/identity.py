@@ -36,10 +36,10 @@ PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_
 def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: the MADRAG paper's always (as runs made before the consensus paper
     recorded them),
-    plus each protocol's own (:attr:`~madrag.protocols.base.ScoringProtocol.templates`: packaged ones in
+    plus each protocol's own (:attr:`~madrag.protocols.base.ProtocolNeeds.templates`: packaged ones in
     :data:`PACKAGED_ORDER`, others in the protocols' order), plus the source block when the essays carry a
     source text (``with_source``)."""
-    wanted = dict.fromkeys(name for p in protocols for name in p.templates)
+    wanted = dict.fromkeys(name for p in protocols for name in p.needs.templates)
     names = [*PROMPT_NAMES, *(n for n in PACKAGED_ORDER if n in wanted and n not in PROMPT_NAMES)]
     names += [n for n in wanted if n not in names]
     return [*names, *SOURCE_PROMPT_NAMES] if with_source else names

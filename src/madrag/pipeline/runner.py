@@ -34,8 +34,7 @@ from madrag.agents.calls import CallContext, FailureBudget
 from madrag.data.essay import Essay
 from madrag.errors import TooManyFailures
 from madrag.pipeline.final_scores import keeper
-from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.base import essay_width as protocols_width
+from madrag.protocols.base import ScoringProtocol, TraitScore, essay_width
 from madrag.protocols.concurrency import RECORDED, gather_or_cancel
 from madrag.rubric import Rubric
 
@@ -108,19 +107,12 @@ def provider_slots(ctx: CallContext) -> int:
 
 def auto_essay_concurrency(slots: int, width: int) -> int:
     """Essays in flight so that ``OVERCOMMIT`` x ``slots`` call chains run: ceil(2 * slots / width), where
-    ``width`` is the number of chains one essay keeps going (:func:`essay_width`: its traits, for per-trait
-    protocols).
+    ``width`` is the number of chains one essay keeps going (:func:`~madrag.protocols.base.essay_width`: its
+    traits, for per-trait protocols).
 
     One slot and four traits give one essay (the embedded model); 32 slots and four traits give 16 essays.
     """
     return max(1, math.ceil(OVERCOMMIT * max(1, slots) / max(1, width)))
-
-
-def essay_width(protocols: Sequence[ScoringProtocol], n_traits: int) -> int:
-    """Concurrent call chains of one essay with ``n_traits`` traits: the protocols' chains
-    (:meth:`~madrag.protocols.base.ScoringProtocol.chains`: one per trait for per-trait protocols, one for a
-    protocol scoring every trait in one call, e.g. SA), a chain shared by several protocols (a debate) once."""
-    return protocols_width(protocols, [f"trait {i}" for i in range(n_traits)])
 
 
 async def _score_unit(ctx: CallContext, essay: Essay, protocol: ScoringProtocol, rubric: Rubric) -> list[TraitScore]:
@@ -170,7 +162,7 @@ async def run_scoring(
     """Score ``essays``; results come back in the essays' order.
 
     ``essay_concurrency`` is the number of essays in flight; None derives it from the provider's concurrency
-    and the chains one essay runs at once (:func:`auto_essay_concurrency`, :func:`essay_width`).
+    and the chains one essay runs at once (:func:`auto_essay_concurrency`, :func:`~madrag.protocols.base.essay_width`).
     ``on_essay_done`` is called as each essay finishes (in completion order). ``rubric_for`` limits the
     traits scored per essay and protocol (see :data:`RubricFor`). Each essay's final scores are kept in the
     context's store as the essay finishes, before ``on_essay_done`` hears of it (the run's score rows:

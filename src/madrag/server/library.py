@@ -247,7 +247,7 @@ def protocol_names() -> list[str]:
 
 def uses_retrieval(name: str) -> bool:
     """Whether a protocol needs an exemplar pool; a MadragError for an unknown name."""
-    return get_protocol(name).uses_bank
+    return get_protocol(name).needs.bank
 
 
 POOL_FILE = "pool.jsonl"

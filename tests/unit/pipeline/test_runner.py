@@ -18,11 +18,10 @@ from madrag.pipeline.runner import (
     GC_GEN0_THRESHOLD,
     GC_GEN1_THRESHOLD,
     auto_essay_concurrency,
-    essay_width,
     run_scoring,
 )
 from madrag.protocols import get_protocol
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import ProtocolNeeds, ScoringProtocol, TraitScore, essay_width
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
@@ -51,8 +50,8 @@ class WholeEssay(ScoringProtocol):
     name = "WHOLE"
 
     @property
-    def per_trait(self) -> bool:
-        return False
+    def needs(self) -> ProtocolNeeds:
+        return ProtocolNeeds(per_trait=False)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "per_trait": False}

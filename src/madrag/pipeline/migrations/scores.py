@@ -15,7 +15,7 @@ from typing import Any
 
 from madrag.pipeline.unusable import missing_cause
 from madrag.protocols import find_protocol
-from madrag.protocols.base import ScoringProtocol
+from madrag.protocols.base import ScoringProtocol, record_groups
 from madrag.protocols.scores import combine_judges, judge_scores
 from madrag.records import BASELINE_ROLE, AgentRecord, TraitScore
 from madrag.rubric import Rubric
@@ -64,7 +64,7 @@ def derive_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str]) -> 
     reader = _StreamedJudges(store)
     known = _known_protocols(protocols)
     out = [score for proto in known for score in proto.read_scores(reader, rubric)]
-    claimed = {group for proto in known for group in proto.record_groups()}
+    claimed = {group for proto in known for group in record_groups(proto)}
     unclaimed = sorted(store.protocols_of("judge") - claimed)
     out += judge_scores((r for group in unclaimed for r in reader.records(protocol=group, role="judge")), rubric)
     for record in store.records(role=BASELINE_ROLE):

@@ -150,9 +150,10 @@ def migrate(
 ) -> int:
     """Bring the store on ``conn`` (an autocommit connection) to the latest version of ``migrations`` (default
     :data:`STORE_MIGRATIONS`) and return the version it had. A new, empty store opened for writing is left to the
-    store, which creates it at the current version. An InputError, with nothing changed, when the store is newer than this code; a
-    migration that fails rolls back every step of this call. With ``announce``, a store is migrated only after a
-    warning on the ``madrag.store`` logger says so, and is first kept beside itself (:func:`backup_path`)."""
+    store, which creates it at the current version. An InputError, with nothing changed, when the store is newer
+    than this code; a migration that fails rolls back every step of this call. With ``announce``, a store is
+    migrated only after a warning on the ``madrag.store`` logger says so, and is first kept beside itself
+    (:func:`backup_path`)."""
     steps = STORE_MIGRATIONS if migrations is None else migrations
     target = len(steps)
     found = schema_version(conn)
