@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from madrag.atomic_files import write_text_atomic
 from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
 from madrag.cli.output import console
 from madrag.cli.paths import output_file
 from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store, require_run
+from madrag.files.atomic import write_text_atomic
 from madrag.pipeline.unusable import Unusable, models_words, stored_accounts
 from madrag.store import RunStore
 
@@ -42,7 +42,7 @@ def runs_list(
 def _run_row(run_dir: Path) -> list[str]:
     """One row of ``runs list``; what a run did not record (a log, a model) is shown as such, never guessed."""
     from madrag.pipeline.run_log import read_status
-    from madrag.writer_lock import held_by
+    from madrag.store.writer_lock import held_by
 
     logged = read_status(run_dir, running=held_by(run_dir) is not None)
     store = open_store(run_dir)

@@ -45,7 +45,7 @@ from madrag.retrieval.embedder import Embedder
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
-from madrag.store import ScoreRow, record_row
+from madrag.store.writer import ScoreRow, record_row
 
 Event = tuple[str, Any]
 """One item of a shard's stream: ("record", (its store row, its light JSON)), ("essay", (essay id, scores)) or

@@ -12,7 +12,8 @@ from typing import Protocol
 from madrag.pipeline.unusable import missing_cause
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
-from madrag.store import RunStore, ScoreRow, score_row
+from madrag.store import RunStore
+from madrag.store.writer import ScoreRow, score_row
 
 KeepScores = Callable[[list[TraitScore]], Awaitable[None]]
 """Keeps an essay's final scores as the essay finishes (awaited before it counts as finished)."""

@@ -53,7 +53,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.migrations import upgrade_scores
+from madrag.pipeline.migrations import open_store
 from madrag.pipeline.preflight import Rehearsal, check_backends, preflight, record_checks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
@@ -77,7 +77,7 @@ from madrag.providers.spec import ProviderSpec, managed
 from madrag.retrieval.choice import check_embedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
-from madrag.writer_lock import WriterLock
+from madrag.store.writer_lock import WriterLock
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import ExemplarBank
@@ -258,9 +258,8 @@ def _open_store(job: ScoreJob, held: contextlib.ExitStack) -> RunStore:
     store, the error mapping and the lock are held until ``held`` closes."""
     held.enter_context(WriterLock(job.run_dir))
     held.enter_context(on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"))
-    store = RunStore(job.run_dir / "store.sqlite")
+    store = open_store(job.run_dir / "store.sqlite")
     held.callback(store.close)
-    upgrade_scores(store)  # a run made before its scores were rows gets them, once
     return store
 
 

@@ -16,7 +16,7 @@ made twice (``agents.calls.once``). So all of an essay's protocols run concurren
 Failures. A call that uses up its retries is recorded as failed (:func:`madrag.agents.calls.once`, in a context
 with a failure budget): its essay-trait (for a protocol that scores every trait in one call, its essay) is left
 without a score, the rest of the run goes on, and running the same command again retries it (a per-trait
-protocol still scores its other traits: :func:`madrag.concurrency.gather_settled`). When the budget is
+protocol still scores its other traits: :func:`madrag.protocols.concurrency.gather_settled`). When the budget is
 spent (``--max-failures``), no new call starts, the calls in flight finish and are kept, and
 :class:`~madrag.errors.TooManyFailures` is raised. Any other backend failure stops the run cleanly: pending work
 is cancelled, every record already written stays, and running the same command again resumes.
@@ -31,11 +31,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from madrag.agents.calls import CallContext, FailureBudget
-from madrag.concurrency import RECORDED, gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import TooManyFailures
 from madrag.pipeline.final_scores import keeper
 from madrag.protocols.base import ScoringProtocol, TraitScore, essay_width
+from madrag.protocols.concurrency import RECORDED, gather_or_cancel
 from madrag.rubric import Rubric
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
@@ -118,7 +118,7 @@ def auto_essay_concurrency(slots: int, width: int) -> int:
 async def _score_unit(ctx: CallContext, essay: Essay, protocol: ScoringProtocol, rubric: Rubric) -> list[TraitScore]:
     """The protocol's scores of ``rubric``'s traits on ``essay``; none when a call of it failed after its retries
     (recorded as failed) or was not started because the run is stopping (a per-trait protocol leaves out only
-    the traits concerned itself: :func:`madrag.concurrency.gather_settled`)."""
+    the traits concerned itself: :func:`madrag.protocols.concurrency.gather_settled`)."""
     try:
         return await protocol.score_essay(ctx, essay, rubric)
     except RECORDED:

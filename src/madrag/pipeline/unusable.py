@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from madrag.hints import hint
+from madrag.errors import hint
 from madrag.protocols.scores import TraitScore
 from madrag.records import AgentRecord
 from madrag.store import RunStore

@@ -35,14 +35,14 @@ from typing import Any, Literal
 
 from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
 from madrag.agents.context import essay_values, shorten
+from madrag.agents.placeholders import mask_placeholders
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
-from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.placeholders import mask_placeholders
 from madrag.protocols.base import ProtocolNeeds, RecordReader, TraitScore
 from madrag.protocols.bradley_terry import ALPHA
 from madrag.protocols.cj_fit import COMPARED_ROLE, fit_trait
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.derived import Derived, store_derived
 from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol

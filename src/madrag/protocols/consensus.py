@@ -58,11 +58,11 @@ from madrag.agents.roles import (
     adjust_messages,
     initial_messages,
 )
-from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
 from madrag.protocols.base import ProtocolNeeds, RecordReader, ScoringProtocol
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import ALL_TRAITS, TraitScore, expand_trait_scores
 from madrag.records import AgentRecord, call_key

@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from madrag.agents.calls import AgentCall, CallContext, debater
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.extras import require
 from madrag.protocols.base import Population, ProtocolNeeds, RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.mts_authors import (
     MinMax,
     authors_sample,

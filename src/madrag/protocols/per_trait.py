@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.judge import judge_trait
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols.base import ScoringProtocol
+from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.scores import TraitScore, combine_judges
 from madrag.rubric import Rubric, Trait
 

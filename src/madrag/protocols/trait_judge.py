@@ -31,11 +31,11 @@ from madrag.agents.context import (
     role_messages,
 )
 from madrag.agents.judge import judge_trait
-from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols import adaptive
 from madrag.protocols.base import ProtocolNeeds, judges_needed
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.debate import VARIANTS, Variant, debate_calls, run_debate, turn_of
 from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol

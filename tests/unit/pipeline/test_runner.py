@@ -162,7 +162,7 @@ async def test_gc_is_tuned_during_a_run_and_restored_after_success_or_failure(tm
 
 
 async def test_a_failing_call_cancels_its_siblings() -> None:
-    from madrag.pipeline.concurrency import gather_or_cancel
+    from madrag.protocols.concurrency import gather_or_cancel
 
     finished: list[str] = []
     release = asyncio.Event()  # never set while the failing call is running

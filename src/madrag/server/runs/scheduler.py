@@ -45,7 +45,7 @@ from madrag.server.runs.repo import ACTIVE, KeySource, RunBackend, RunMeta, RunR
 from madrag.server.runs.responses import ProgressOut, RunOut
 from madrag.server.runs.views import RunViews
 from madrag.settings import ScoringSettings
-from madrag.writer_lock import held_by
+from madrag.store.writer_lock import held_by
 
 log = logging.getLogger("madrag.server")
 CANCEL_WAIT_S = 5.0
