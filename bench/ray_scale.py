@@ -46,7 +46,8 @@ from madrag.providers.base import ChatRequest
 from madrag.providers.openai_compat import OpenAICompatProvider
 from madrag.records import AgentRecord
 from madrag.rubric import load_rubric
-from madrag.store import RunStore, record_row
+from madrag.store import RunStore
+from madrag.store.writer import record_row
 from madrag.testing.stub_server import MODEL, StubServer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from madrag.lazy_exports import lazy_exports
+from madrag.api.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # the names as mypy and the editors see them; at run time each is imported on first use
     from madrag.agents.prompts import PromptLibrary

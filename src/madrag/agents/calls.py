@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
-from madrag.errors import CallFailed, ConfigError, ContextOverflow, ProviderError, RetriesExhausted, RunStopping
-from madrag.hints import hint
+from madrag.errors import CallFailed, ConfigError, ContextOverflow, ProviderError, RetriesExhausted, RunStopping, hint
 from madrag.providers.accounting import CallTally, current_tally, tallying
 from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, call_key, failed_key, prompt_hash
 from madrag.settings import ScoringSettings
-from madrag.store_writer import ScoreRow
+from madrag.store.writer import ScoreRow
 
 if TYPE_CHECKING:
     from madrag.agents.context import ExemplarSource

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from madrag.agents.placeholders import mask_placeholders
 from madrag.agents.prompts import PromptLibrary, inert
 from madrag.agents.scores import blank_score_line
 from madrag.data.essay import Essay
-from madrag.placeholders import mask_placeholders
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait

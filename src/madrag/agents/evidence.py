@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from madrag.placeholders import MASK_WORDS, PLACEHOLDER
+from madrag.agents.placeholders import MASK_WORDS, PLACEHOLDER
 from madrag.records import EvidenceCounts
 
 MIN_QUOTE_WORDS = 3

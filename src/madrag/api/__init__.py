@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from madrag.lazy_exports import lazy_exports
+from madrag.api.lazy_exports import lazy_exports
 
-if TYPE_CHECKING:  # at run time each name is imported on first use (madrag.lazy_exports): importing
+if TYPE_CHECKING:  # at run time each name is imported on first use (madrag.api.lazy_exports): importing
     # madrag.api.progress, say, does not import pandas through madrag.api.inputs
     from madrag.api.backend import ProviderLike, parse_provider
     from madrag.api.inputs import EssaysLike, RubricLike, to_essays, to_rubric

@@ -188,7 +188,7 @@ async def arun_job(
     rubric = job_rubric(job)
     bar.per_essay = len(job.protocols) * len(rubric.traits)
     bar.protocols = set(job.protocols)
-    bar.over_run = {name for name in job.protocols if get_protocol(name).scored_over_run}
+    bar.over_run = {name for name in job.protocols if get_protocol(name).needs.over_run}
     with bar:
         if temporary:
             bar.note(f"run directory (temporary): {job.run_dir}")

@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from madrag.api.backend import ProviderLike, resolve_provider
-from madrag.atomic_files import write_text_atomic
 from madrag.audit.compression import compression_table
 from madrag.audit.report import AUDIT_FILE, AuditReport, ConditionCost, PerturbationInfo, condition_cost
 from madrag.audit.runner import (
@@ -36,6 +35,7 @@ from madrag.data.essay import Essay
 from madrag.errors import ConfigError, InputError
 from madrag.evaluation.evidence import evidence_frame
 from madrag.evaluation.run import RunData, load_run, open_store
+from madrag.files.atomic import write_text_atomic
 from madrag.providers.base import Provider
 from madrag.providers.spec import ProviderSpec, spec_from_identity
 from madrag.retrieval.embedder import Embedder

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from madrag.agents.placeholders import PLACEHOLDER, mask_placeholders
 from madrag.data.essay import Essay
 from madrag.errors import InputError
-from madrag.placeholders import PLACEHOLDER, mask_placeholders
 from madrag.rubric import Rubric, Trait
 
 Expected = Literal["0", "down", "not_up", "any"]

@@ -14,7 +14,7 @@ from madrag.audit.compression import CompressionRow
 from madrag.audit.shifts import ShiftRow
 from madrag.audit.stability import RepeatRow, StabilityRow
 from madrag.audit.stats import Interval
-from madrag.store import RunStore
+from madrag.pipeline.migrations import open_store
 
 AUDIT_FILE = "audit.json"
 
@@ -68,7 +68,7 @@ def condition_cost(name: str, kind: str, essays: int, dirs: list[Path]) -> Condi
     calls = failed = requests = cached = 0
     attempts: int | None = 0
     for folder in dirs:
-        store = RunStore(folder / "store.sqlite", read_only=True)
+        store = open_store(folder / "store.sqlite", read_only=True)
         try:
             for record in store.records():
                 failed += record.failed

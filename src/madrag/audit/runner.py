@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import write_text_atomic
 from madrag.audit.perturbations import Perturbation, get_perturbations, perturb
 from madrag.audit.stats import Scores
 from madrag.data.essay import Essay
@@ -27,6 +26,7 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, split_essays
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
+from madrag.files.atomic import write_text_atomic
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, fingerprint_file
 from madrag.pipeline.migrations import upgrade_identity
 from madrag.providers.base import Provider

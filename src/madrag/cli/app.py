@@ -23,9 +23,9 @@ import typer
 
 from madrag.cli.lazy import LazyCommand, LazyGroup
 from madrag.cli.paper import PAPER_COMMANDS
-from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import MAX_ECHO, MadragError, clip
 from madrag.extras import missing_for
+from madrag.files.disk_errors import environment_kind, storage_error
 
 SCORING, TEACHERS, PAPERS = "Scoring and results", "Teachers: web app and HTTP API", "Reproducing the papers"
 PANELS = (SCORING, TEACHERS, PAPERS)

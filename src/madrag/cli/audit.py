@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from madrag.atomic_files import write_text_atomic
 from madrag.audit.api import audit, plan_audit
 from madrag.audit.perturbations import PERTURBATIONS
 from madrag.audit.report import markdown, text
 from madrag.cli.options import RunArg, comma_list, need_run_dir
+from madrag.files.atomic import write_text_atomic
 
 _NAMES = ", ".join(p.name for p in PERTURBATIONS)
 

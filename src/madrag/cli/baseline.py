@@ -81,9 +81,9 @@ def baseline_command(
 
 def _is_baseline_run(folder: Path) -> bool:
     """Whether the run in ``folder`` was made by ``madrag paper baseline --data`` (cross-validated baselines only)."""
-    from madrag.store import RunStore
+    from madrag.pipeline.migrations import open_store
 
-    store = RunStore(folder / "store.sqlite")
+    store = open_store(folder / "store.sqlite")
     try:
         config = store.get_meta("config")
     finally:

@@ -2,7 +2,7 @@
 
 Banks are never deleted behind a run's back (see :mod:`madrag.retrieval.bank_store`): ``madrag cache prune`` is
 the one way, and it leaves every bank some process is using. A Chroma store an older madrag left in the folder is
-not read any more (:mod:`madrag.retrieval.legacy_chroma`): ``list`` says it is there, ``prune`` deletes it.
+not read any more (:mod:`madrag.pipeline.migrations.chroma`): ``list`` says it is there, ``prune`` deletes it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from rich.table import Table
 
 from madrag.cli.output import console
 from madrag.pipeline.job import default_cache_dir
-from madrag.retrieval.bank_store import BankInfo, list_banks, prune_banks, prune_legacy_chroma
-from madrag.retrieval.legacy_chroma import LegacyChroma, legacy_chroma
+from madrag.pipeline.migrations.chroma import LegacyChroma, legacy_chroma, prune_legacy_chroma
+from madrag.retrieval.bank_store import BankInfo, list_banks, prune_banks
 
 cache_app = typer.Typer(help="The exemplar banks in the cache folder ($MADRAG_CACHE, else ~/.cache/madrag).")
 

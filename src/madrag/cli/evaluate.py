@@ -17,8 +17,8 @@ import typer
 from madrag.cli.options import BootstrapOpt, RunArg, RunDirOpt, SeedOpt, choice, need_run_dir
 from madrag.cli.output import console
 from madrag.cli.paths import output_dir, output_file
-from madrag.csv_safe import write_frame
 from madrag.errors import InputError
+from madrag.files.csv_safe import write_frame
 
 if TYPE_CHECKING:
     from madrag.evaluation.agreement import Evaluation

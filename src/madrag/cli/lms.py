@@ -15,9 +15,9 @@ from typing import Annotated
 import typer
 from pydantic import SecretStr
 
-from madrag.atomic_files import write_text_atomic
 from madrag.cli.lms_classroom import classroom_app
 from madrag.cli.output import console
+from madrag.files.atomic import write_text_atomic
 from madrag.lms.classroom_client import ClassroomClient, NotMadragsCoursework
 from madrag.lms.client import CanvasClient
 from madrag.lms.credentials import CanvasCredentials, check_url, load_credentials, save_credentials

@@ -11,13 +11,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from madrag.atomic_files import open_atomic
 from madrag.cli.options import RunArg, RunDirOpt, need_run_dir
 from madrag.cli.output import console
 from madrag.cli.paths import output_file
 from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store, require_run
+from madrag.files.atomic import open_atomic
 from madrag.pipeline.unusable import Unusable, models_words, stored_accounts
 from madrag.store import RunStore
 
@@ -43,7 +43,7 @@ def runs_list(
 def _run_row(run_dir: Path) -> list[str]:
     """One row of ``runs list``; what a run did not record (a log, a model) is shown as such, never guessed."""
     from madrag.pipeline.run_log import read_status
-    from madrag.writer_lock import held_by
+    from madrag.store.writer_lock import held_by
 
     logged = read_status(run_dir, running=held_by(run_dir) is not None)
     store = open_store(run_dir)
@@ -103,8 +103,8 @@ def runs_export(
 def _export_scores(store: RunStore, fmt: str, target: Path) -> int:
     """Write the run's trait scores (one row per essay, trait and protocol) as CSV or JSONL, streamed (a row at a
     time, :func:`~madrag.evaluation.run.each_score_row`); the rows written."""
-    from madrag.csv_safe import write_csv
     from madrag.evaluation.run import each_score_row
+    from madrag.files.csv_safe import write_csv
     from madrag.rubric import Rubric
 
     config = store.get_meta("config") or {}

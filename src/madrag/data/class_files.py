@@ -14,7 +14,6 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from madrag.csv_safe import raw_csv_text
 from madrag.data.documents import DOCUMENT_SUFFIXES
 from madrag.data.reading import MAX_FIELD_CHARS, decode_text, encoding_name, unique_header
 from madrag.data.spreadsheets import XLSX_SUFFIXES, read_xlsx
@@ -26,6 +25,7 @@ from madrag.data.submissions import (
     read_submissions_zip,
 )
 from madrag.errors import InputError
+from madrag.files.csv_safe import raw_csv_text
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an old .xls (or .doc): a compound file, not a ZIP

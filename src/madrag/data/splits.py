@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from madrag.data.essay import Essay
-from madrag.errors import InputError
-from madrag.hints import hint
+from madrag.errors import InputError, hint
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,12 @@ from madrag.data.essay import Essay
 from madrag.distributed.cluster import import_ray
 from madrag.distributed.shard import Plan, Shard
 from madrag.errors import MadragError
-from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.pipeline.final_scores import KeepScores
 from madrag.protocols.base import TraitScore
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.records import FAILED_MARK, AgentRecord
-from madrag.store import Row, RunStore
+from madrag.store import RunStore
+from madrag.store.writer import Row
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
 Prepare = Callable[[Shard], Any]  # fills a shard's known records and query vectors before it is handed out

@@ -39,8 +39,8 @@ from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
 from madrag.pipeline.final_scores import keeper
 from madrag.pipeline.job import ScoreJob, ScoringRun, prompt_names
-from madrag.pipeline.runner import auto_essay_concurrency, essay_width, stopped_error
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.pipeline.runner import auto_essay_concurrency, stopped_error
+from madrag.protocols.base import ScoringProtocol, TraitScore, essay_width
 from madrag.providers import ManagedProvider, ProviderSpec
 from madrag.retrieval.bank import ExemplarBank
 from madrag.retrieval.choice import make_embedder

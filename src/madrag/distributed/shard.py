@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from madrag.data.essay import Essay
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore, judges_needed
 from madrag.retrieval.embedder import FloatArray
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
@@ -51,17 +51,6 @@ class Plan:
     partial: set[str]  # essays with something left and some record stored (a score, or debate turns)
 
 
-def per_trait(protocol: ScoringProtocol) -> bool:
-    """Whether a protocol makes its calls trait by trait (else one call, or one debate, for every trait)."""
-    return protocol.per_trait
-
-
-def expected_judges(protocol: ScoringProtocol, settings: ScoringSettings) -> int:
-    """Judges a finished trait score combines (:meth:`~madrag.protocols.base.ScoringProtocol.judges_needed`:
-    ``judges_per_trait`` for MA, else 1)."""
-    return protocol.judges_needed(settings)
-
-
 def plan_run(
     store: RunStore,
     essays: Sequence[Essay],
@@ -76,7 +65,7 @@ def plan_run(
     done: dict[tuple[str, str, str], TraitScore] = {}
     for score in store.scores(set(names)):
         proto = by_name[score.protocol]
-        if score.essay_id in selected and score.n_judges >= expected_judges(proto, settings):
+        if score.essay_id in selected and score.n_judges >= judges_needed(proto, settings):
             done[(score.protocol, score.essay_id, score.trait)] = score
     recorded = store.recorded_essay_ids()
     finished: dict[str, list[TraitScore]] = {}
@@ -88,7 +77,7 @@ def plan_run(
         for proto in protocols:
             missing = [t for t in all_traits if (proto.name, essay.id, t) not in done]
             if missing:
-                left[proto.name] = missing if per_trait(proto) else list(all_traits)
+                left[proto.name] = missing if proto.needs.per_trait else list(all_traits)
         finished[essay.id] = have
         if left:
             todo[essay.id] = left

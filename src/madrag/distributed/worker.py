@@ -33,7 +33,7 @@ from madrag.agents.calls import CallContext, FailureBudget
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.distributed.bank import ShippedBanks, ShippedEmbedder
-from madrag.distributed.shard import Shard, per_trait
+from madrag.distributed.shard import Shard
 from madrag.errors import TooManyFailures
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import get_protocol
@@ -45,7 +45,7 @@ from madrag.retrieval.embedder import Embedder
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
-from madrag.store import ScoreRow, record_row
+from madrag.store.writer import ScoreRow, record_row
 
 Event = tuple[str, Any]
 """One item of a shard's stream: ("record", (its store row, its light JSON)), ("essay", (essay id, scores)) or
@@ -187,7 +187,7 @@ class ShardWorker:
             traits = shard.todo.get(essay.id, {}).get(protocol.name)
             if traits is None:
                 return None
-            if not per_trait(protocol) or len(traits) == len(rubric.traits):
+            if not protocol.needs.per_trait or len(traits) == len(rubric.traits):
                 return rubric
             key = tuple(traits)
             if key not in self._subrubrics:

@@ -6,7 +6,7 @@
   Human-Human rows: rater 1 vs rater 2 on the FULL data file of the run's essay set (this is the paper's row)
   and on the evaluated essays only (the ceiling for exactly the essays the protocols scored). With one rater
   per essay there is no Human-Human row, and a note says so. A protocol whose paper computes its agreement on
-  part of the essays (``ScoringProtocol.evaluated_on``: MTS[template=FILE] on its authors' sample) is shown on
+  part of the essays (``ProtocolNeeds.population``: MTS[template=FILE] on its authors' sample) is shown on
   them, with a row ``<protocol> (all essays)`` beside it and a note saying what the population is.
 * The extreme-score subset (Table 2): Agree@1 and MAE from the extreme reference, per protocol and trait.
 * Paired bootstrap comparisons of each protocol against a baseline protocol (default MADRAG) on QWK.
@@ -161,9 +161,10 @@ def qwk_long(
 
 def evaluated_on(run: RunData, protocol: str) -> Population | None:
     """The essays the protocol's paper computes its agreement on, when not every essay of the run
-    (:meth:`~madrag.protocols.base.ScoringProtocol.evaluated_on`: MTS[template=FILE]'s authors' sample)."""
+    (:attr:`~madrag.protocols.base.ProtocolNeeds.population`: MTS[template=FILE]'s authors' sample)."""
     found = find_protocol(protocol)
-    return None if found is None else found.evaluated_on(run.essays, run.rubric)
+    population = None if found is None else found.needs.population
+    return None if population is None else population(run.essays, run.rubric)
 
 
 def all_essays(protocol: str) -> str:

@@ -18,12 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 from madrag.evaluation.agreement import default_baseline, trait_label
 from madrag.evaluation.run import RunData
 from madrag.evaluation.tables import UNDEFINED, fmt, markdown_document, records
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import write_frame
 from madrag.metrics import TieRule, bootstrap_ci, paired_bootstrap, qwk_metric
 from madrag.rubric import Trait
 

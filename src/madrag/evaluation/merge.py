@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from madrag.atomic_files import open_atomic, write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import Evaluation
 from madrag.evaluation.tables import markdown_table, new_figure
+from madrag.files.atomic import open_atomic, write_text_atomic
+from madrag.files.csv_safe import write_frame
 
 MERGED_COLUMNS = ["protocol", "label", "qwk", "n_runs", "n"]
 """Columns of the long merged table: the mean QWK of ``n_runs`` runs over ``n`` scored essay-traits in all."""

@@ -18,12 +18,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from madrag.atomic_files import open_atomic
 from madrag.data.essay import Essay
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
 from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.evaluation.sources import Sources, debate_turns, essay_sources, judge_for
 from madrag.evaluation.tables import display_tables, fmt, new_figure
+from madrag.files.atomic import open_atomic
 from madrag.metrics import TieRule, checked_ties
 from madrag.pipeline.unusable import summary_lines
 from madrag.records import AgentRecord

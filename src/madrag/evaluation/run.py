@@ -13,7 +13,7 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.metrics import PAPER_TIES, TIE_RULES, TieRule
-from madrag.pipeline.migrations import upgrade_scores
+from madrag.pipeline import migrations
 from madrag.pipeline.unusable import Unusable, stored_accounts
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
@@ -53,16 +53,10 @@ class RunData:
 
 
 def open_store(run_dir: Path) -> RunStore:
-    """The run's store, opened read-only: reading leaves the run's files exactly as they were (an older schema is
-    read without migrating it, a run on a read-only filesystem can be read); an InputError (not a new empty
-    store) when ``run_dir`` holds no run."""
-    store = RunStore(require_run(run_dir) / "store.sqlite", read_only=True)
-    try:
-        upgrade_scores(store)  # a run made before its scores were rows: derived in memory, the file unchanged
-    except BaseException:
-        store.close()
-        raise
-    return store
+    """The run's store, opened read-only: reading leaves the run's files exactly as they were (an older run is
+    read in memory through :mod:`madrag.pipeline.migrations`, a run on a read-only filesystem can be read); an
+    InputError (not a new empty store) when ``run_dir`` holds no run."""
+    return migrations.open_store(require_run(run_dir) / "store.sqlite", read_only=True)
 
 
 def require_run(run_dir: Path) -> Path:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
 from madrag.extras import require
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import write_frame
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

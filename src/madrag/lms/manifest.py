@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from madrag.atomic_files import write_text_atomic
 from madrag.errors import InputError
+from madrag.files.atomic import write_text_atomic
 from madrag.lms.rubric_import import CriterionLink
 from madrag.rubric import Rubric
 

@@ -32,10 +32,10 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.evaluation.agreement import HH_FULL, Evaluation
 from madrag.evaluation.tables import fmt, markdown_document
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import write_frame
 from madrag.paper.reported import FILES, PAPERS, Paper, Reported, figures
 
 PAPER_MODELS = ("gpt-3.5-turbo", "gpt-4o-mini", "gpt-4o", "gpt-5-mini", "gpt-5")

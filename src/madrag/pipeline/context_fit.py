@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from madrag.hints import hint, token_limit
+from madrag.errors import hint, token_limit
 from madrag.pipeline.worst_case import OPTION, WorstPrompt
 from madrag.providers.server_props import CHARS_PER_TOKEN, SaysItsProps, ServerProps, estimate_tokens
 

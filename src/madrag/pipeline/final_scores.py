@@ -12,7 +12,8 @@ from typing import Protocol
 from madrag.pipeline.unusable import missing_cause
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
-from madrag.store import RunStore, ScoreRow, score_row
+from madrag.store import RunStore
+from madrag.store.writer import ScoreRow, score_row
 
 KeepScores = Callable[[list[TraitScore]], Awaitable[None]]
 """Keeps an essay's final scores as the essay finishes (awaited before it counts as finished)."""
@@ -34,7 +35,7 @@ class ScoreSink(Protocol):
 def keeper(store: ScoreSink, protocols: Sequence[ScoringProtocol]) -> KeepScores:
     """What keeps an essay's final scores in ``store`` as it finishes: every protocol's but the run-wide ones'
     (their scores of one essay are provisional: :func:`keep_over_run` keeps theirs)."""
-    later = {p.name for p in protocols if p.scored_over_run}
+    later = {p.name for p in protocols if p.needs.over_run}
 
     async def keep(scores: list[TraitScore]) -> None:
         await store.aput_scores(rows([s for s in scores if s.protocol not in later]))
@@ -48,7 +49,7 @@ def keep_over_run(
     """``scores`` (a job's, of ``essay_ids``) with those of the protocols scored over the run replaced by their
     final scores over the whole run's stored records, which are kept as the run's rows of those protocols (the
     rows written before replaced in one transaction)."""
-    later = [p for p in protocols if p.scored_over_run]
+    later = [p for p in protocols if p.needs.over_run]
     if not later:
         return scores
     final = [s for p in later for s in p.read_scores(store, rubric)]

@@ -16,19 +16,18 @@ from madrag.agents.prompts import (
     TRAINING_FREE_PROMPT_NAMES,
     PromptLibrary,
 )
-from madrag.hints import RESUMABLE_SETTINGS
+from madrag.errors import RESUMABLE_SETTINGS
 from madrag.pipeline.inputs import source_config
-from madrag.pipeline.migrations import CONFIG_VERSION, identity
+from madrag.pipeline.migrations import CONFIG_VERSION, identity, open_store, stored_embedder
 from madrag.pipeline.run_log import session_note
 from madrag.pipeline.score_job import ScoreJob
 from madrag.protocols.base import ScoringProtocol
 from madrag.providers.base import Provider
 from madrag.providers.spec import spec_identity
-from madrag.retrieval.embedder import stored_embedder
 from madrag.rubric import Rubric
-from madrag.run_config import VERSION_KEY, prompt_identity
 from madrag.settings import stored_settings
 from madrag.store import RunStore
+from madrag.store.run_config import VERSION_KEY, prompt_identity
 
 PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_NAMES)
 """The order a run records packaged templates in (its prompt hash reads them in this order)."""
@@ -37,10 +36,10 @@ PACKAGED_ORDER = (*PROMPT_NAMES, *CONSENSUS_PROMPT_NAMES, *TRAINING_FREE_PROMPT_
 def prompt_names(protocols: list[ScoringProtocol], with_source: bool = False) -> list[str]:
     """The templates a run's protocols use: the MADRAG paper's always (as runs made before the consensus paper
     recorded them),
-    plus each protocol's own (:attr:`~madrag.protocols.base.ScoringProtocol.templates`: packaged ones in
+    plus each protocol's own (:attr:`~madrag.protocols.base.ProtocolNeeds.templates`: packaged ones in
     :data:`PACKAGED_ORDER`, others in the protocols' order), plus the source block when the essays carry a
     source text (``with_source``)."""
-    wanted = dict.fromkeys(name for p in protocols for name in p.templates)
+    wanted = dict.fromkeys(name for p in protocols for name in p.needs.templates)
     names = [*PROMPT_NAMES, *(n for n in PACKAGED_ORDER if n in wanted and n not in PROMPT_NAMES)]
     names += [n for n in wanted if n not in names]
     return [*names, *SOURCE_PROMPT_NAMES] if with_source else names
@@ -77,7 +76,7 @@ def job_config(
 def run_identity(job: ScoreJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """What of a stored configuration must match the job's for its run to resume (older configurations read as
     the latest version, with the job's settings class: :func:`madrag.pipeline.migrations.identity`), less the settings a
-    resumed run may change (:data:`~madrag.hints.RESUMABLE_SETTINGS`, the token limits)."""
+    resumed run may change (:data:`~madrag.errors.RESUMABLE_SETTINGS`, the token limits)."""
     read = functools.partial(identity, settings_model=type(job.settings), where=f"run at {job.run_dir}")
     return lambda config: _without_limits(read(config))
 
@@ -108,8 +107,8 @@ def resumed_job(job: ScoreJob, meta: dict[str, Any] | None) -> ScoreJob:
     """The job with the embedder its stored run was made with (``meta``: the run's stored ``config`` and ``bank``,
     :func:`stored_meta`; None for a new run): a run made before the paper's embedder became the default
     (``minilm`` then meant the windows embedder) resumes with ``minilm-windows``, so with the same exemplars
-    (:func:`madrag.retrieval.stored_embedder`). A new run, or another embedder asked for, is unchanged (another
-    one is then refused by the stored config's check)."""
+    (:func:`madrag.pipeline.migrations.stored_embedder`). A new run, or another embedder asked for, is unchanged
+    (another one is then refused by the stored config's check)."""
     if meta is None or job.embedder != "minilm":
         return job
     if stored_embedder(meta["config"], meta.get("bank")) != "minilm-windows":
@@ -134,7 +133,7 @@ def stored_meta(run_dir: Path) -> dict[str, Any] | None:
     configured run yet."""
     if not has_store(run_dir):
         return None
-    store = RunStore(run_dir / "store.sqlite", read_only=True)
+    store = open_store(run_dir / "store.sqlite", read_only=True)
     try:
         return store_meta(store)
     finally:

@@ -110,7 +110,7 @@ def record_inputs(job: ScoreJob) -> None:
 
 def check_pool(protocols: list[ScoringProtocol], pool: list[Essay]) -> None:
     """A protocol that retrieves exemplars needs scored essays in the pool (checked before a run starts)."""
-    if any(p.uses_bank for p in protocols) and not any(e.rater_scores for e in pool):
+    if any(p.needs.bank for p in protocols) and not any(e.rater_scores for e in pool):
         raise InputError(
             "the exemplar pool has no scored essays: give a pool of essays with scores, essays with scores and "
             "folds, or a protocol without retrieval (e.g. MAD)"
@@ -126,7 +126,7 @@ def check_references(
 ) -> None:
     """A line to ``stage`` for each trait without any human score; an InputError when a protocol needs exemplars
     of such a trait (the pool has no scored essay for it)."""
-    banked = [p.name for p in protocols if p.uses_bank]
+    banked = [p.name for p in protocols if p.needs.bank]
     unscored = traits_without_scores(pool, rubric) if banked else []
     if unscored:
         first = unscored[0].column or unscored[0].name

@@ -53,7 +53,7 @@ from madrag.pipeline.inputs import (
     select_essays,
     source_config,
 )
-from madrag.pipeline.migrations import upgrade_scores
+from madrag.pipeline.migrations import open_store
 from madrag.pipeline.preflight import Rehearsal, check_backends, preflight, record_checks
 from madrag.pipeline.resume import stored_scores
 from madrag.pipeline.run_dir import (
@@ -69,7 +69,7 @@ from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun,
 from madrag.pipeline.unusable import ModelsNamed, Unusable, store_accounts, unusable_by_protocol
 from madrag.pipeline.worst_case import rehearsal
 from madrag.protocols import get_protocol
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore, record_groups
 from madrag.providers.base import Provider
 from madrag.providers.cache import ResponseCache
 from madrag.providers.policy import ManagedProvider, RetryPolicy
@@ -77,7 +77,7 @@ from madrag.providers.spec import ProviderSpec, managed
 from madrag.retrieval.choice import check_embedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
-from madrag.writer_lock import WriterLock
+from madrag.store.writer_lock import WriterLock
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import ExemplarBank
@@ -176,7 +176,8 @@ def _plan(job: ScoreJob, backend: Provider | None, stage: Callable[[str], None])
     check_pool(protocols, pool)
     check_references(rubric, essays, pool, protocols, stage)
     for protocol in protocols:  # what a protocol cannot score (MTS[template=FILE]: its file, rows, prompts)
-        protocol.check_inputs(rubric, essays)
+        if protocol.needs.check is not None:
+            protocol.needs.check(rubric, essays)
     with_source = any(e.source for e in essays)
     config = job_config(job, rubric, protocols, prompts, backend, with_source)
     return _Prepared(rubric, protocols, prompts, essays, pool, config)
@@ -207,7 +208,7 @@ def _prepare_bank(
     size, embedder)."""
     from madrag.retrieval.bank import ExemplarBank
 
-    if not any(p.uses_bank for p in run.protocols):
+    if not any(p.needs.bank for p in run.protocols):
         return None, {}
     stage(f"exemplar bank: {len(run.pool)} pool essays ({embedder.name if embedder else job.embedder} embedder)")
     bank = build_bank(job, run.pool, run.rubric, embedder, on_progress)
@@ -257,9 +258,8 @@ def _open_store(job: ScoreJob, held: contextlib.ExitStack) -> RunStore:
     store, the error mapping and the lock are held until ``held`` closes."""
     held.enter_context(WriterLock(job.run_dir))
     held.enter_context(on_disk_errors(f"run directory {job.run_dir} (or cache directory {job.cache_dir})"))
-    store = RunStore(job.run_dir / "store.sqlite")
+    store = open_store(job.run_dir / "store.sqlite")
     held.callback(store.close)
-    upgrade_scores(store)  # a run made before its scores were rows gets them, once
     return store
 
 
@@ -322,7 +322,7 @@ async def _execute(job: ScoreJob, hooks: RunHooks, *, backend: Provider | None, 
             checked = None
             if meta is None:  # a new run's backends are built and checked before anything is written
                 backends = _backends(job, backend)
-                if embedder is None and any(p.uses_bank for p in run.protocols):
+                if embedder is None and any(p.needs.bank for p in run.protocols):
                     check_embedder(job.embedder)  # an extra's embedder not installed: said before any folder
                 rehearsed = _rehearsal(job, run, backends)
                 checked = await check_backends(backends.main, backends.roles, job.settings, rehearsed)
@@ -424,7 +424,7 @@ def _accounts(run: _Prepared, final: list[TraitScore]) -> dict[str, Unusable]:
     ids = [essay.id for essay in run.essays]
     models = ModelsNamed()  # the models the records asked for and their answers named, as they are read
     records = models.counting(run.store.records_of(ids))
-    protocols = {protocol.name: protocol.record_groups() for protocol in run.protocols}
+    protocols = {protocol.name: record_groups(protocol) for protocol in run.protocols}
     accounts = unusable_by_protocol(records, final, ids, run.rubric.trait_names, protocols)
     store_accounts(run.store, accounts)
     models.store(run.store)

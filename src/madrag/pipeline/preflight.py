@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from madrag.agents.calls import CallContext, score_reading
-from madrag.errors import ConfigError, ProviderError, TransientProviderError
-from madrag.hints import hint, option_hint
+from madrag.errors import ConfigError, ProviderError, TransientProviderError, hint, option_hint
 from madrag.pipeline.context_fit import context_problem
 from madrag.pipeline.worst_case import WorstPrompt
 from madrag.providers.accounting import CheckTally, counting_checks

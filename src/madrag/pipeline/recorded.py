@@ -1,5 +1,5 @@
 """The job a run directory recorded: ``madrag resume RUN`` continues a run with nothing but its folder, from the
-configuration its store holds (read as the latest version, :mod:`madrag.run_config`), the inputs it keeps
+configuration its store holds (read as the latest version, :mod:`madrag.store.run_config`), the inputs it keeps
 (``inputs/``) and its prompt templates (``prompts/``, kept by runs made since it existed; an older run needs
 ``--prompts-dir``). The essays are the ones the run selected (its store's), so a resume makes exactly the calls the
 run had left.
@@ -14,14 +14,13 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.job import ScoreJob, default_cache_dir, stored_meta
-from madrag.pipeline.migrations import identity
+from madrag.pipeline.migrations import identity, open_store, stored_embedder
 from madrag.protocols import available, get_protocol
 from madrag.providers.spec import ProviderSpec, spec_from_identity
-from madrag.retrieval.embedder import EMBEDDERS, EmbedderName, stored_embedder
+from madrag.retrieval.embedder import EMBEDDERS, EmbedderName
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
-from madrag.store import RunStore
 
 
 def recorded_job(run_dir: Path, cache_dir: Path | None = None, prompts_dir: Path | None = None) -> ScoreJob:
@@ -83,7 +82,7 @@ def _kept(run_dir: Path, name: str) -> list[Essay]:
 
 
 def _chosen_ids(run_dir: Path) -> list[str]:
-    store = RunStore(run_dir / "store.sqlite", read_only=True)
+    store = open_store(run_dir / "store.sqlite", read_only=True)
     try:
         return [e.id for e in store.essays()]
     finally:

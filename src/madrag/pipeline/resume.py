@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from madrag.agents.calls import CallStats
 from madrag.data.essay import Essay
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import ScoringProtocol, TraitScore, judges_needed
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
@@ -34,6 +34,6 @@ def stored_scores(
     wanted = [(p, (p.name, e.id, t)) for e in essays for p in protocols for t in rubric.trait_names]
     for protocol, key in wanted:
         score = found.get(key)
-        if score is None or score.n_judges < protocol.judges_needed(settings):
+        if score is None or score.n_judges < judges_needed(protocol, settings):
             return None
     return [found[key] for _, key in wanted], CallStats(reused=store.count())

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from madrag.agents.prompts import PromptLibrary
-from madrag.atomic_files import write_text_atomic
-from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import InputError
+from madrag.files.atomic import write_text_atomic
+from madrag.files.disk_errors import environment_kind, storage_error
 
 PROMPTS = "prompts"
 """The folder of a run directory that keeps the run's prompt templates, one ``<name>.txt`` each."""
@@ -73,7 +73,7 @@ def keep_prompts(run_dir: Path, prompts: PromptLibrary, names: list[str]) -> Non
 
 
 def write_whole(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (its folder made) whole or not at all (:mod:`madrag.atomic_files`): a full disk
+    """Write ``text`` to ``path`` (its folder made) whole or not at all (:mod:`madrag.files.atomic`): a full disk
     leaves no cut file that a resume would read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)

@@ -16,7 +16,7 @@ made twice (``agents.calls.once``). So all of an essay's protocols run concurren
 Failures. A call that uses up its retries is recorded as failed (:func:`madrag.agents.calls.once`, in a context
 with a failure budget): its essay-trait (for a protocol that scores every trait in one call, its essay) is left
 without a score, the rest of the run goes on, and running the same command again retries it (a per-trait
-protocol still scores its other traits: :func:`madrag.concurrency.gather_settled`). When the budget is
+protocol still scores its other traits: :func:`madrag.protocols.concurrency.gather_settled`). When the budget is
 spent (``--max-failures``), no new call starts, the calls in flight finish and are kept, and
 :class:`~madrag.errors.TooManyFailures` is raised. Any other backend failure stops the run cleanly: pending work
 is cancelled, every record already written stays, and running the same command again resumes.
@@ -31,12 +31,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from madrag.agents.calls import CallContext, FailureBudget
-from madrag.concurrency import RECORDED, gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import TooManyFailures
 from madrag.pipeline.final_scores import keeper
-from madrag.protocols.base import ScoringProtocol, TraitScore
-from madrag.protocols.base import essay_width as protocols_width
+from madrag.protocols.base import ScoringProtocol, TraitScore, essay_width
+from madrag.protocols.concurrency import RECORDED, gather_or_cancel
 from madrag.rubric import Rubric
 
 EssayDone = Callable[[Essay, list[TraitScore]], None]
@@ -108,25 +107,18 @@ def provider_slots(ctx: CallContext) -> int:
 
 def auto_essay_concurrency(slots: int, width: int) -> int:
     """Essays in flight so that ``OVERCOMMIT`` x ``slots`` call chains run: ceil(2 * slots / width), where
-    ``width`` is the number of chains one essay keeps going (:func:`essay_width`: its traits, for per-trait
-    protocols).
+    ``width`` is the number of chains one essay keeps going (:func:`~madrag.protocols.base.essay_width`: its
+    traits, for per-trait protocols).
 
     One slot and four traits give one essay (the embedded model); 32 slots and four traits give 16 essays.
     """
     return max(1, math.ceil(OVERCOMMIT * max(1, slots) / max(1, width)))
 
 
-def essay_width(protocols: Sequence[ScoringProtocol], n_traits: int) -> int:
-    """Concurrent call chains of one essay with ``n_traits`` traits: the protocols' chains
-    (:meth:`~madrag.protocols.base.ScoringProtocol.chains`: one per trait for per-trait protocols, one for a
-    protocol scoring every trait in one call, e.g. SA), a chain shared by several protocols (a debate) once."""
-    return protocols_width(protocols, [f"trait {i}" for i in range(n_traits)])
-
-
 async def _score_unit(ctx: CallContext, essay: Essay, protocol: ScoringProtocol, rubric: Rubric) -> list[TraitScore]:
     """The protocol's scores of ``rubric``'s traits on ``essay``; none when a call of it failed after its retries
     (recorded as failed) or was not started because the run is stopping (a per-trait protocol leaves out only
-    the traits concerned itself: :func:`madrag.concurrency.gather_settled`)."""
+    the traits concerned itself: :func:`madrag.protocols.concurrency.gather_settled`)."""
     try:
         return await protocol.score_essay(ctx, essay, rubric)
     except RECORDED:
@@ -170,7 +162,7 @@ async def run_scoring(
     """Score ``essays``; results come back in the essays' order.
 
     ``essay_concurrency`` is the number of essays in flight; None derives it from the provider's concurrency
-    and the chains one essay runs at once (:func:`auto_essay_concurrency`, :func:`essay_width`).
+    and the chains one essay runs at once (:func:`auto_essay_concurrency`, :func:`~madrag.protocols.base.essay_width`).
     ``on_essay_done`` is called as each essay finishes (in completion order). ``rubric_for`` limits the
     traits scored per essay and protocol (see :data:`RubricFor`). Each essay's final scores are kept in the
     context's store as the essay finishes, before ``on_essay_done`` hears of it (the run's score rows:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from madrag.hints import hint
+from madrag.errors import hint
 from madrag.protocols.scores import TraitScore
 from madrag.records import AgentRecord
 from madrag.store import RunStore
@@ -200,7 +200,7 @@ def unusable_by_protocol(
 ) -> dict[str, Unusable]:
     """One :class:`Unusable` per protocol of the run: its judge answers' unusable scores by cause (a record
     counts for the protocols whose records it is: ``protocols`` maps each to its record groups,
-    :meth:`~madrag.protocols.base.ScoringProtocol.record_groups`, a consensus protocol's rounds and its shared
+    :func:`~madrag.protocols.base.record_groups`, a consensus protocol's rounds and its shared
     round 0; a list names protocols whose records carry their own name; a debate shared by MAD and MADRAG gives no
     score, so no count), and its essay-trait scores of ``essay_ids`` x ``traits`` left missing, by cause
     (:func:`missing_cause`, the answers behind each first)."""

@@ -32,7 +32,7 @@ from madrag.records import AgentRecord
 from madrag.retrieval.exemplars import Exemplar, LevelExemplar
 from madrag.rubric import Rubric, Trait
 from madrag.settings import ScoringSettings
-from madrag.store_writer import ScoreRow
+from madrag.store.writer import ScoreRow
 
 MARK = re.compile("\u27e6(\\d+)\u27e7")
 """The placeholder answer: ``⟦i⟧``, ``i`` the index of the answer in the rehearsal."""

@@ -16,8 +16,10 @@ BUILTIN_MODULES = ("whole_essay", "trait_judge", "consensus", "geval", "cj", "mt
 for _module in BUILTIN_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
-from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore, essay_width  # noqa: E402
+from madrag.agents.calls import CallContext  # noqa: E402  (what a protocol scores with, for plugins)
+from madrag.protocols.base import ProtocolNeeds, RecordReader, ScoringProtocol, TraitScore, essay_width  # noqa: E402
 from madrag.protocols.consensus import CONSENSUS_PROTOCOLS, ConsensusProtocol  # noqa: E402
+from madrag.protocols.per_trait import TraitProtocol, ask_for_score  # noqa: E402
 from madrag.protocols.registry import REGISTRY, register_protocol  # noqa: E402
 from madrag.protocols.trait_judge import TraitJudgeProtocol  # noqa: E402
 from madrag.protocols.whole_essay import WholeEssayProtocol  # noqa: E402
@@ -54,12 +56,16 @@ __all__ = [
     "CONSENSUS_PROTOCOLS",
     "REGISTRY",
     "TRAINING_FREE",
+    "CallContext",
     "ConsensusProtocol",
+    "ProtocolNeeds",
     "RecordReader",
     "ScoringProtocol",
     "TraitJudgeProtocol",
+    "TraitProtocol",
     "TraitScore",
     "WholeEssayProtocol",
+    "ask_for_score",
     "available",
     "essay_width",
     "find_protocol",

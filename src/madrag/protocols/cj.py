@@ -35,15 +35,16 @@ from typing import Any, Literal
 
 from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
 from madrag.agents.context import essay_values, shorten
+from madrag.agents.placeholders import mask_placeholders
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
-from madrag.concurrency import gather_or_cancel, gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.placeholders import mask_placeholders
-from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.base import ProtocolNeeds, RecordReader, TraitScore
 from madrag.protocols.bradley_terry import ALPHA
 from madrag.protocols.cj_fit import COMPARED_ROLE, fit_trait
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.derived import Derived, store_derived
+from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import judge_scores
 from madrag.providers.base import Message
@@ -75,7 +76,7 @@ def basic_rubric(trait: Trait) -> str:
 
 
 @dataclass(frozen=True)
-class CJProtocol(ScoringProtocol):
+class CJProtocol(TraitProtocol):
     """Comparative judgment with a Bradley-Terry fit (see the module docstring)."""
 
     name: str = "CJ"
@@ -84,19 +85,10 @@ class CJProtocol(ScoringProtocol):
     comparisons: int = 1  # anchors per score level
 
     @property
-    def uses_bank(self) -> bool:
-        """CJ's comparison essays come from the exemplar bank."""
-        return True
-
-    @property
-    def scored_over_run(self) -> bool:
-        """The Bradley-Terry fit spans the run's essays: final scores are read from the store."""
-        return True
-
-    @property
-    def templates(self) -> tuple[str, ...]:
-        """CJ's comparison templates (with MTS's: they are recorded as one group)."""
-        return TRAINING_FREE_PROMPT_NAMES
+    def needs(self) -> ProtocolNeeds:
+        """Its comparison essays from the exemplar bank; the Bradley-Terry fit spans the run's essays (final
+        scores read from the store); its comparison templates (with MTS's: recorded as one group)."""
+        return ProtocolNeeds(bank=True, over_run=True, templates=TRAINING_FREE_PROMPT_NAMES)
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
@@ -112,14 +104,6 @@ class CJProtocol(ScoringProtocol):
             "exemplars": True,
             "per_trait": True,
         }
-
-    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        """Compare every trait of ``essay``, the traits concurrently (a trait whose call failed is left out)."""
-        if ctx.bank is None:
-            raise ConfigError(f"protocol {self.name} needs an exemplar bank")
-        label = rubric.source_label
-        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
-        return [s for s in scores if s is not None]
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
         """Compare ``essay`` with each level's anchor in both orders, then store that its comparisons are done.

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,11 +58,11 @@ from madrag.agents.roles import (
     adjust_messages,
     initial_messages,
 )
-from madrag.concurrency import gather_or_cancel
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
-from madrag.protocols.base import RecordReader, ScoringProtocol
+from madrag.protocols.base import ProtocolNeeds, RecordReader, ScoringProtocol
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import ALL_TRAITS, TraitScore, expand_trait_scores
 from madrag.records import AgentRecord, call_key
@@ -110,19 +110,16 @@ class ConsensusProtocol(ScoringProtocol):
     masked: bool = False
 
     @property
-    def uses_bank(self) -> bool:
-        """Never: the consensus judges see no exemplars."""
-        return False
-
-    @property
-    def per_trait(self) -> bool:
-        """No: each agent scores every trait in one call per round."""
-        return False
-
-    @property
-    def templates(self) -> tuple[str, ...]:
-        """The consensus judges' templates (the consensus paper, :mod:`madrag.agents.roles`)."""
-        return CONSENSUS_PROMPT_NAMES
+    def needs(self) -> ProtocolNeeds:
+        """No exemplars; each agent scores every trait in one call per round; the consensus judges' templates
+        (:mod:`madrag.agents.roles`); its rounds' records (round 0 shared: ``consensus/init``) and, without
+        rounds, the shared round-0 calls of its agents' roles that it reads (StrictJudge, LenientJudge)."""
+        groups = frozenset(self.namespace(r) for r in range(self.rounds + 1))
+        shared = not self.rounds and self.namespace(0) == INIT_NAMESPACE
+        reads = {INIT_NAMESPACE: frozenset(a.role for a in self.agents)} if shared else {}
+        return ProtocolNeeds(
+            per_trait=False, templates=CONSENSUS_PROMPT_NAMES, record_groups=groups, shared_calls=reads
+        )
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
@@ -131,7 +128,7 @@ class ConsensusProtocol(ScoringProtocol):
             "name": self.name,
             "debate": None,
             "exemplars": False,
-            "per_trait": self.per_trait,
+            "per_trait": False,
             "agents": [a.role for a in self.agents],
             "rounds": self.rounds,
             "sharing": sharing,
@@ -147,20 +144,10 @@ class ConsensusProtocol(ScoringProtocol):
         """The key of agent ``role``'s call for ``essay_id`` in ``round_``."""
         return call_key(self.namespace(round_), essay_id, ALL_TRAITS, role, round_)
 
-    def record_groups(self) -> frozenset[str]:
-        """The protocol fields of its rounds' records (round 0 shared: ``consensus/init``)."""
-        return frozenset(self.namespace(r) for r in range(self.rounds + 1))
-
     def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
         """Its final scores from its agents' final-round records (:func:`stored_trait_scores`)."""
-        found = (r for space in sorted(self.record_groups()) for r in reader.records(protocol=space))
+        found = (r for space in sorted(self.needs.record_groups) for r in reader.records(protocol=space))
         return stored_trait_scores(found, rubric, [self.name])
-
-    def shared_calls(self) -> Mapping[str, frozenset[str]]:
-        """Without rounds, the shared round-0 calls of its agents' roles (StrictJudge, LenientJudge)."""
-        if self.rounds or self.namespace(0) != INIT_NAMESPACE:
-            return {}
-        return {INIT_NAMESPACE: frozenset(a.role for a in self.agents)}
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Round 0, then rounds 1..R (each agent reading the other's previous round), then the final scores."""

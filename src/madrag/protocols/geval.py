@@ -14,18 +14,17 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from madrag.agents.calls import AgentCall, CallContext
-from madrag.agents.context import essay_values, role_messages
+from madrag.agents.calls import CallContext
 from madrag.agents.judge import judge_trait
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.metrics import round_half_up_clamped
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import TraitScore
 from madrag.protocols.derived import Derived, store_derived
+from madrag.protocols.per_trait import TraitProtocol, trait_call
 from madrag.protocols.registry import register_protocol
 from madrag.records import AgentRecord, ScoreResult
-from madrag.rubric import Rubric, Trait
+from madrag.rubric import Trait
 
 Fallback = Literal["missing", "parsed"]
 _NAME = re.compile(r"^GEval\[fallback=(\w+)\]$")
@@ -53,44 +52,19 @@ def expected_result(record: AgentRecord, trait: Trait, fallback: Fallback = "mis
 
 
 @dataclass(frozen=True)
-class GEvalProtocol(ScoringProtocol):
+class GEvalProtocol(TraitProtocol):
     """One probability-weighted Judge per trait (see the module docstring)."""
 
     name: str = "GEval"
     fallback: Fallback = "missing"
 
-    @property
-    def uses_bank(self) -> bool:
-        """GEval uses no exemplars."""
-        return False
-
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
         return {"name": self.name, "score": "expected", "fallback": self.fallback, "per_trait": True}
 
-    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        """Score every trait of ``essay``, the traits concurrently (a trait whose call failed is left out)."""
-        label = rubric.source_label
-        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
-        return [s for s in scores if s is not None]
-
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
         """MA's Judge call for ``trait`` (role ``rater``), then the derived record with the expectation."""
-        values = essay_values(ctx.prompts, essay, trait, ctx.settings.placeholders, ctx.self_report_confidence, label)
-        fill = {"EXEMPLAR_HINT": "", "EXEMPLARS": "", "DEBATE": "", "EVIDENCE_FEEDBACK": "", "VERIFY_NOTE": ""}
-        messages = role_messages(
-            ctx.prompts, ctx.settings.prompt_layout, "rater_system", "judge_user", {**values, **fill}
-        )
-        call = AgentCall(
-            protocol=self.name,
-            essay_id=essay.id,
-            trait=trait.name,
-            role="rater",
-            messages=messages,
-            temperature=ctx.settings.judge_temperature,
-            max_tokens=ctx.settings.judge_max_tokens,
-            essay=values["ESSAY"],
-        )
+        call = trait_call(ctx, self.name, essay, trait, label, role="rater")
         # the rater's own record keeps the expectation too (report "expected"), whatever the run's setting
         rated = replace(ctx, settings=ctx.settings.model_copy(update={"report": "expected"}))
         record = await judge_trait(rated, call, trait)

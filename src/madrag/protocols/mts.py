@@ -38,10 +38,9 @@ from madrag.agents.calls import AgentCall, CallContext, debater
 from madrag.agents.context import essay_values
 from madrag.agents.judge import judge_trait
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.protocols.base import RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.base import ProtocolNeeds, RecordReader, ScoringProtocol, TraitScore
 from madrag.protocols.mts_authors import (
     LINE_FORMAT,
     TAG_FORMAT,
@@ -54,6 +53,7 @@ from madrag.protocols.mts_authors import (
 )
 from madrag.protocols.mts_template import template_protocol
 from madrag.protocols.mts_v1 import MTSv1Protocol, scale_trait
+from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import judge_scores
 from madrag.providers.base import Message
@@ -79,21 +79,17 @@ def criteria(trait: Trait) -> str:
 
 
 @dataclass(frozen=True)
-class MTSProtocol(ScoringProtocol):
+class MTSProtocol(TraitProtocol):
     """The MTS of the paper's code, per rubric trait (see the module docstring)."""
 
     name: str = "MTS"
     reading: str = "authors"
 
     @property
-    def scored_over_run(self) -> bool:
-        """Min-max over the run's essays: final scores are read from the store."""
-        return True
-
-    @property
-    def templates(self) -> tuple[str, ...]:
-        """MTS's templates (with CJ's: they are recorded as one group)."""
-        return TRAINING_FREE_PROMPT_NAMES
+    def needs(self) -> ProtocolNeeds:
+        """Min-max over the run's essays (final scores read from the store); MTS's templates (with CJ's:
+        recorded as one group)."""
+        return ProtocolNeeds(over_run=True, templates=TRAINING_FREE_PROMPT_NAMES)
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
@@ -109,12 +105,6 @@ class MTSProtocol(ScoringProtocol):
             "post": "mean_iqr_clip_minmax_over_run",
             "per_trait": True,
         }
-
-    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        """Score every trait of ``essay``, the traits concurrently (a trait whose call failed is left out)."""
-        label = rubric.source_label
-        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
-        return [s for s in scores if s is not None]
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
         """The trait's conversation: quotes, then a 0..10 score. The score returned is provisional (None): the

@@ -18,7 +18,7 @@ default) is the authors' own test sample (:func:`madrag.protocols.mts_authors.au
 ``preprocess.py`` draw, ``random_state=41``, over ASAP's eight prompts in order, so the very essays they scored),
 those of it the run scored; its fences and extremes scale every essay of the prompt, those outside the sample
 clamped to the range. The evaluation's QWK of such a run is on the sample's essays, as theirs is
-(:meth:`MTSTemplateProtocol.evaluated_on`), with every essay's beside it. ``group=run``: every scored essay of
+(``MTSTemplateProtocol.needs.population``), with every essay's beside it. ``group=run``: every scored essay of
 the prompt is the group and the population.
 """
 
@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from madrag.agents.calls import AgentCall, CallContext, debater
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.extras import require
-from madrag.protocols.base import Population, RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.base import Population, ProtocolNeeds, RecordReader, ScoringProtocol, TraitScore
+from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.mts_authors import (
     MinMax,
     authors_sample,
@@ -179,18 +179,12 @@ class MTSTemplateProtocol(ScoringProtocol):
     group: str = "sample"
 
     @property
-    def per_trait(self) -> bool:
-        """One holistic score per essay."""
-        return False
-
-    @property
-    def scored_over_run(self) -> bool:
-        """Min-max over the run's essays: final scores are read from the store."""
-        return True
-
-    def chains(self, traits: Any) -> set[str]:
-        """The four trait conversations of an essay run side by side."""
-        return {f"{self.name}|{i}" for i in range(TRAITS)}
+    def needs(self) -> ProtocolNeeds:
+        """One holistic score per essay, min-max over the run's essays (final scores read from the store), the four
+        trait conversations of an essay side by side; its inputs checked, its authors' sample evaluated."""
+        return ProtocolNeeds(
+            per_trait=False, over_run=True, chains=TRAITS, check=self._check_inputs, population=self._evaluated_on
+        )
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it (each record also keeps the file's SHA-256)."""
@@ -208,7 +202,7 @@ class MTSTemplateProtocol(ScoringProtocol):
             "per_trait": False,
         }
 
-    def check_inputs(self, rubric: Rubric, essays: Sequence[Essay]) -> None:
+    def _check_inputs(self, rubric: Rubric, essays: Sequence[Essay]) -> None:
         """Before anything is written: the rubric of one trait, the template file read, a row for every essay's
         prompt, and an essay prompt for every call (the template's cell or the essay's)."""
         holistic_trait(rubric, self.name)
@@ -216,7 +210,7 @@ class MTSTemplateProtocol(ScoringProtocol):
         for essay in essays:
             _essay_prompt(self.name, _row_of(self.name, template, essay, rubric), essay)
 
-    def evaluated_on(self, essays: Sequence[Essay], rubric: Rubric) -> Population | None:
+    def _evaluated_on(self, essays: Sequence[Essay], rubric: Rubric) -> Population | None:
         """``group=sample``: the run's essays in the authors' sample, which their QWK is computed on; None
         (every essay) for ``group=run``."""
         if self.group != "sample":

@@ -27,14 +27,14 @@ from madrag.agents.calls import AgentCall, CallContext
 from madrag.agents.context import essay_values
 from madrag.agents.judge import judge_trait
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
-from madrag.concurrency import gather_settled
 from madrag.data.essay import Essay
 from madrag.metrics import round_half_up_clamped
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import ProtocolNeeds, TraitScore
 from madrag.protocols.derived import Derived, derived_result, store_derived
+from madrag.protocols.per_trait import TraitProtocol
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
-from madrag.rubric import Rubric, Trait
+from madrag.rubric import Trait
 
 MTS_SCALE = (1, 10)
 """The scale every scoring question is answered on (madrag's choice)."""
@@ -66,20 +66,15 @@ def scale_trait(trait: Trait, scale: tuple[int, int] = MTS_SCALE) -> Trait:
 
 
 @dataclass(frozen=True)
-class MTSv1Protocol(ScoringProtocol):
+class MTSv1Protocol(TraitProtocol):
     """Trait-specific scoring questions in one conversation per trait (see the module docstring)."""
 
     name: str = "MTS[variant=madrag-v1]"
 
     @property
-    def uses_bank(self) -> bool:
-        """MTS uses no exemplars."""
-        return False
-
-    @property
-    def templates(self) -> tuple[str, ...]:
-        """MTS's templates (with CJ's: they are recorded as one group)."""
-        return TRAINING_FREE_PROMPT_NAMES
+    def needs(self) -> ProtocolNeeds:
+        """MTS's templates (with CJ's: recorded as one group)."""
+        return ProtocolNeeds(templates=TRAINING_FREE_PROMPT_NAMES)
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
@@ -90,12 +85,6 @@ class MTSv1Protocol(ScoringProtocol):
             "scale": list(MTS_SCALE),
             "per_trait": True,
         }
-
-    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        """Score every trait of ``essay``, the traits concurrently (a trait whose call failed is left out)."""
-        label = rubric.source_label
-        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
-        return [s for s in scores if s is not None]
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
         """Ask the trait's questions in turn, then store the scaled mean of their scores."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,18 +31,18 @@ from madrag.agents.context import (
     role_messages,
 )
 from madrag.agents.judge import judge_trait
-from madrag.concurrency import gather_or_cancel, gather_settled
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
 from madrag.protocols import adaptive
-from madrag.protocols.base import ScoringProtocol
+from madrag.protocols.base import ProtocolNeeds, judges_needed
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.debate import VARIANTS, Variant, debate_calls, run_debate, turn_of
+from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import TraitScore, combine_judges
 from madrag.providers.base import Message
 from madrag.retrieval.anchors import AnchorSource
-from madrag.rubric import Rubric, Trait
-from madrag.settings import ScoringSettings
+from madrag.rubric import Trait
 
 if TYPE_CHECKING:
     from madrag.retrieval.bank import LevelExemplar
@@ -52,7 +51,7 @@ _VARIANT = re.compile(r"^(MADRAG|MAD)\[(\w+)\]$")
 
 
 @dataclass(frozen=True)
-class TraitJudgeProtocol(ScoringProtocol):
+class TraitJudgeProtocol(TraitProtocol):
     """One Judge per trait (MA, MAD, MARAG, MADRAG and their variants), as in the table above."""
 
     name: str
@@ -60,32 +59,18 @@ class TraitJudgeProtocol(ScoringProtocol):
     exemplars: bool
 
     @property
-    def uses_bank(self) -> bool:
-        """Whether the protocol needs an exemplar bank (MARAG, MADRAG)."""
-        return self.exemplars
+    def needs(self) -> ProtocolNeeds:
+        """An exemplar bank for MARAG and MADRAG; a debate's chains are the debate's, shared by every protocol of
+        its variant; MA's ``judges_per_trait`` independent judges (no debate, no exemplars)."""
+        return ProtocolNeeds(
+            bank=self.exemplars,
+            chain=None if self.debate is None else f"debate/{self.debate}",
+            several_judges=self.debate is None and not self.exemplars,
+        )
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
         return {"name": self.name, "debate": self.debate, "exemplars": self.exemplars, "per_trait": True}
-
-    def chains(self, traits: Sequence[str]) -> set[str]:
-        """One chain per trait; a debate's chains are the debate's, shared by every protocol of its variant."""
-        if self.debate is None:
-            return super().chains(traits)
-        return {f"debate/{self.debate}|{t}" for t in traits}
-
-    def judges_needed(self, settings: ScoringSettings) -> int:
-        """MA's ``judges_per_trait`` independent judges (no debate, no exemplars); else one."""
-        return settings.judges_per_trait if self.debate is None and not self.exemplars else 1
-
-    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        """Score every trait of ``essay``, the traits concurrently; a trait with a call that failed after its
-        retries (recorded as failed, retried on resume) is left out and the other traits are still scored."""
-        if self.exemplars and ctx.bank is None:
-            raise ConfigError(f"protocol {self.name} needs an exemplar bank")
-        label = rubric.source_label
-        scores = await gather_settled(*(self.score_trait(ctx, essay, t, label) for t in rubric.traits))
-        return [s for s in scores if s is not None]
 
     async def score_trait(
         self, ctx: CallContext, essay: Essay, trait: Trait, source_label: str | None = None
@@ -133,7 +118,7 @@ class TraitJudgeProtocol(ScoringProtocol):
         )
         if anchors:  # before the essay: every essay's Judge call of this trait starts with the same text
             messages = lead_with(messages, lead)
-        n = self.judges_needed(ctx.settings)
+        n = judges_needed(self, ctx.settings)
         if n > 1:  # the usable-judge policy goes into every judge's record, so a stored run is read the same way
             context["judges"] = {"n": n, "min_usable": ctx.settings.usable_judges_needed}
         calls = [

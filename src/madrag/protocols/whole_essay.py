@@ -26,7 +26,7 @@ from madrag.agents.context import ExemplarSource, all_traits_values, render_simi
 from madrag.agents.judge import judge_all_traits
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError
-from madrag.protocols.base import ScoringProtocol
+from madrag.protocols.base import ProtocolNeeds, ScoringProtocol
 from madrag.protocols.registry import register_protocol
 from madrag.protocols.scores import ALL_TRAITS, TraitScore, expand_trait_scores
 from madrag.rubric import Rubric
@@ -53,18 +53,13 @@ class WholeEssayProtocol(ScoringProtocol):
     exemplars: bool
 
     @property
-    def uses_bank(self) -> bool:
-        """Whether the protocol needs an exemplar bank (SARAG)."""
-        return self.exemplars
-
-    @property
-    def per_trait(self) -> bool:
-        """No: one call scores every trait."""
-        return False
+    def needs(self) -> ProtocolNeeds:
+        """An exemplar bank for SARAG; one call scores every trait."""
+        return ProtocolNeeds(bank=self.exemplars, per_trait=False)
 
     def describe(self) -> dict[str, Any]:
         """The protocol as a run's configuration records it."""
-        return {"name": self.name, "debate": None, "exemplars": self.exemplars, "per_trait": self.per_trait}
+        return {"name": self.name, "debate": None, "exemplars": self.exemplars, "per_trait": False}
 
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Score every trait of ``essay`` in one Judge call."""

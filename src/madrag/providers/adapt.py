@@ -17,7 +17,7 @@ import logging
 import re
 from typing import Any, Literal
 
-from madrag.hints import hint
+from madrag.errors import hint
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from madrag.retrieval.embedder import (
     minilm_model_dir,
     normalize_rows,
     plan_windows,
-    stored_embedder,
 )
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint, OpenAIEmbedder
 
@@ -40,5 +39,4 @@ __all__ = [
     "plan_windows",
     "pool_fingerprint",
     "score_key",
-    "stored_embedder",
 ]

@@ -15,8 +15,8 @@ The rules that keep a bank from disappearing under a run that uses it:
 
 Banks were kept in Chroma before (the MADRAG paper's vector store; docs/differences.md, ``bank-store``). A cache
 folder that still holds such a Chroma store is not read any more (its banks are built again in the SQLite store
-when a run needs them): :func:`legacy_chroma` describes it for ``madrag cache list``, and :func:`prune_banks`
-deletes it once no process holds a lease on any bank of the folder.
+when a run needs them): :mod:`madrag.pipeline.migrations.chroma`, with every older format, describes it for
+``madrag cache list`` and deletes it once no process holds a lease on any bank of the folder (:func:`any_in_use`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from typing import BinaryIO
 
 from pydantic import BaseModel
 
-from madrag.retrieval.legacy_chroma import LegacyChroma, legacy_chroma, remove_legacy_chroma
 from madrag.retrieval.sqlite_banks import SqliteBanks, SqliteCollection
 
 NAME_PREFIX = "madrag-bank-"
@@ -222,24 +221,7 @@ def prune_banks(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = F
     return deleted
 
 
-def _any_in_use(cache_dir: Path) -> bool:
+def any_in_use(cache_dir: Path) -> bool:
     """Whether some process holds a lease on any bank of ``cache_dir``."""
     folder = cache_dir / _LEASES
     return folder.is_dir() and any(in_use(cache_dir, p.stem) for p in folder.glob("*.lock"))
-
-
-def prune_legacy_chroma(cache_dir: Path, older_than_days: float = 0.0, dry_run: bool = False) -> LegacyChroma | None:
-    """Delete the Chroma store an older madrag left in ``cache_dir`` (:mod:`madrag.retrieval.legacy_chroma`) when
-    it was not written in the last ``older_than_days`` days and no process holds a lease on any bank of the folder
-    (an older madrag still running would be reading it); returns what was (or, with ``dry_run``, would be) deleted,
-    None when nothing is."""
-    if not cache_dir.is_dir():
-        return None
-    cutoff = time.time() - older_than_days * 86400.0
-    found = legacy_chroma(cache_dir)
-    if found is None or found.last_changed > cutoff or _any_in_use(cache_dir):
-        return None
-    if not dry_run:
-        with folder_lock(cache_dir, write=True):  # an older madrag opens its Chroma store under this lock
-            remove_legacy_chroma(found)
-    return found

@@ -11,7 +11,8 @@ represented by its opening. Two embedders follow from it:
   ``encode`` of the whole text, truncated by the model at 256 word pieces. Its name is
   ``all-MiniLM-L6-v2[truncate=256]``.
 * :class:`MiniLMWindowsEmbedder` (``--embedder minilm-windows``, the option; runs made before the paper's
-  embedder became the default recorded it as ``minilm``, see :func:`stored_embedder`): never truncates.
+  embedder became the default recorded it as ``minilm``: :func:`madrag.pipeline.migrations.config.stored_embedder`):
+  never truncates.
 
   1. each text is tokenised with the model's own tokenizer (no special tokens, with character offsets);
   2. the tokens are split into windows of at most ``window_tokens`` (default 254, so a window plus the two
@@ -38,7 +39,7 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -336,21 +337,3 @@ class HashingEmbedder:
             for word in re.findall(r"[a-z0-9]+", text.lower()):
                 out[row, zlib.crc32(word.encode()) % self._dim] += 1.0
         return normalize_rows(out)
-
-
-def stored_embedder(config: Mapping[str, Any], bank: Mapping[str, Any] | None = None) -> str:
-    """The ``--embedder`` a stored run was made with, from its stored config and bank info (``bank``: what the
-    store records about the bank, with the embedder's full ``name``).
-
-    Runs made before the paper's embedder became the default recorded the windows embedder as ``minilm``, or,
-    being the default, recorded no embedder at all: both mean ``minilm-windows``. The bank's full embedder name
-    decides when it is known (a windows name has ``window=``); otherwise a config without an embedder is such a
-    run (runs made since always record theirs).
-    """
-    kind = config.get("embedder")
-    name = str((bank or {}).get("embedder") or "")
-    if kind in (None, "minilm") and "window=" in name:
-        return "minilm-windows"
-    if kind is None:
-        return "minilm" if name == MiniLMEmbedder().name else "minilm-windows"
-    return str(kind)

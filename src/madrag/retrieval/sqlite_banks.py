@@ -4,7 +4,7 @@ A bank is read into memory once and searched there (:class:`~madrag.retrieval.me
 cosine search), so the store only keeps each bank's ids, texts, metadata and vectors in the order they were added.
 Banks were kept in Chroma before (the MADRAG paper's vector store): the numbers that chose this store and the
 in-memory search over Chroma's own are in docs/differences.md (``bank-store``); a Chroma store left in a cache
-folder by an older madrag is not read (:mod:`madrag.retrieval.legacy_chroma`).
+folder by an older madrag is not read (:mod:`madrag.pipeline.migrations.chroma`).
 
 The rules of :mod:`~madrag.retrieval.bank_store` hold: its folder lock orders the writes, a bank is built under a
 temporary name and renamed (:meth:`SqliteCollection.modify`) in one transaction.

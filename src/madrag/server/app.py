@@ -27,7 +27,7 @@ from madrag.server.http.errors import render_error
 from madrag.server.http.security import Guard, TooLarge
 from madrag.server.runs.scheduler import RunManager
 from madrag.server.service import State
-from madrag.writer_lock import WriterLock
+from madrag.store.writer_lock import WriterLock
 
 log = logging.getLogger("madrag.server")
 DESCRIPTION = """Rubric-based analytic essay scoring with LLM agents (Advocate, Skeptic, Judge per trait).

@@ -9,8 +9,8 @@ import threading
 import uuid
 from pathlib import Path
 
-from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
+from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.http.errors import ApiError

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import copy_atomic, write_text_atomic
 from madrag.errors import MadragError
+from madrag.files.atomic import copy_atomic, write_text_atomic
 from madrag.lms.manifest import MANIFESTS
 from madrag.lms.push import ClassGrades
 from madrag.server import results

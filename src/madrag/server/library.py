@@ -28,8 +28,6 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 import madrag
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import raw_csv_text
 from madrag.data.essay import Essay
 from madrag.data.loaders import essay_from_row, load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
@@ -38,8 +36,11 @@ from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
 from madrag.evaluation.costs.render import estimate_to_dict
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import raw_csv_text
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.job import ScoreJob, essays_jsonl
+from madrag.pipeline.migrations import open_store
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
@@ -48,7 +49,6 @@ from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 from madrag.server.http.refusals import Refusals, check_count, row_id
 from madrag.settings import ScoringSettings
-from madrag.store import RunStore
 
 PoolMode = Literal["none", "folds", "same", "asap"]
 SHIPPED_RUBRICS = {"asap-set7": "rubric_set7.json", "asap-set8": "rubric_set8.json"}
@@ -247,7 +247,7 @@ def protocol_names() -> list[str]:
 
 def uses_retrieval(name: str) -> bool:
     """Whether a protocol needs an exemplar pool; a MadragError for an unknown name."""
-    return get_protocol(name).uses_bank
+    return get_protocol(name).needs.bank
 
 
 POOL_FILE = "pool.jsonl"
@@ -393,7 +393,7 @@ async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) 
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:
     """The library's dry-run estimate from a scored sample: calls, tokens and (with a price) spend."""
     prices = None if price is None else {ANY_MODEL: Price(price[0], price[1])}
-    store = RunStore(sample_dir / "store.sqlite", read_only=True)
+    store = open_store(sample_dir / "store.sqlite", read_only=True)
     try:
         found = estimate_run(store, n_essays, n_traits, prices=prices)
     finally:

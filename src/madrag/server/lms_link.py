@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
 
-from madrag.atomic_files import copy_atomic
 from madrag.errors import ConfigError
+from madrag.files.atomic import copy_atomic
 from madrag.lms.calls import LmsError, LmsTransient
 from madrag.lms.client import CanvasClient
 from madrag.lms.credentials import (

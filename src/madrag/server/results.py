@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from madrag.csv_safe import csv_text, dict_rows
 from madrag.errors import MadragError
+from madrag.files.csv_safe import csv_text, dict_rows
 from madrag.server.http.faults import InvalidRequest, NotFound, WrongState
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.reviews import Review, add_review, all_reviews, latest

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from madrag.csv_safe import raw_csv_text
 from madrag.errors import InputError
+from madrag.files.csv_safe import raw_csv_text
 
 ROSTER_FIELDS = ("email", "sis_id", "name", "first_name", "last_name", "section")
 GUESSES: dict[str, tuple[str, ...]] = {

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from madrag.csv_safe import csv_text
+from madrag.files.csv_safe import csv_text
 from madrag.teacher.columns import split_name, student_label
 from madrag.teacher.grades import Grade
 

@@ -1,4 +1,4 @@
-"""Every CSV madrag writes is formula-safe, by one shared writer (:mod:`madrag.csv_safe`): a cell a spreadsheet
+"""Every CSV madrag writes is formula-safe, by one shared writer (:mod:`madrag.files.csv_safe`): a cell a spreadsheet
 would run as a formula is written with a leading ``'`` (OWASP, "CSV Injection": cells starting with ``=``, ``+``,
 ``-``, ``@``, a tab or a carriage return), read back by Python's csv module as a spreadsheet would load it."""
 
@@ -15,7 +15,7 @@ import pandas as pd
 from tests.web_helpers import FAKE, RUBRIC, client_for, make_config, wait_status
 
 import madrag
-from madrag.csv_safe import FORMULA_START, csv_text, safe_cell, write_csv, write_frame
+from madrag.files.csv_safe import FORMULA_START, csv_text, safe_cell, write_csv, write_frame
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "madrag"
 LINK = '=HYPERLINK("http://example.com/x","click")'
@@ -43,7 +43,7 @@ def test_formula_cells_are_text_and_numbers_stay_numbers() -> None:
 
 
 def test_every_csv_writer_of_the_package_is_the_shared_one() -> None:
-    """No module but madrag/csv_safe.py calls csv.writer / csv.DictWriter or a frame's to_csv."""
+    """No module but madrag/files/csv_safe.py calls csv.writer / csv.DictWriter or a frame's to_csv."""
     found = []
     for path in SRC.rglob("*.py"):
         if path.name == "csv_safe.py":

@@ -1,5 +1,5 @@
 """Kill `madrag runs export` (SIGKILL) in the middle of writing a large file, at several points: the target is
-always the old complete file or the new complete one, never a cut one (madrag/atomic_files.py), and the next
+always the old complete file or the new complete one, never a cut one (madrag/files/atomic.py), and the next
 export leaves no temporary file behind."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every hint madrag prints that names an option of ``madrag score`` / ``madrag resume`` runs as printed: each is
-in the one registry (:mod:`madrag.hints`), and each is made to be printed here (on the fake backend or the stub
+in the one registry (:mod:`madrag.errors`), and each is made to be printed here (on the fake backend or the stub
 server), read back from the output and run as printed: accepted, on the same run folder unless the hint names a
 new ``--run-dir``. A token limit (a setting that does not change a finished record's meaning) is accepted by a
 run that has records; a run with no record yet takes any setting."""
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import madrag
-from madrag.hints import HINTS
+from madrag.errors import HINTS
 from madrag.testing.stub_server import StubServer
 
 SRC = Path(madrag.__file__).parent
@@ -50,7 +50,7 @@ def test_every_option_a_message_names_is_registered_or_said_why_not() -> None:
     registered = {o for text in HINTS.values() for o in re.findall(r"--[a-z][a-z-]*", text)}
     said = said_options()
     unlisted = {o: where for o, where in said.items() if o not in registered and o not in ELSEWHERE}
-    assert not unlisted, f"hints outside madrag/hints.py: {unlisted}"
+    assert not unlisted, f"hints outside madrag/errors.py: {unlisted}"
     assert "--judge-max-tokens" in said and "--score-method" in said  # the scan sees the registry's own
 
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from madrag.cli.app import app
 from madrag.errors import WriterBusy
 from madrag.evaluation.run import open_store
-from madrag.writer_lock import LOCK_FILE, WriterLock, held_by
+from madrag.store.writer_lock import LOCK_FILE, WriterLock, held_by
 
 ROUNDS = 20
 
@@ -217,7 +217,8 @@ def test_a_run_another_process_writes_is_never_taken_for_interrupted(tmp_path: P
     repo.update(run_id, status="running")  # as if a process other than a server were scoring it now
     folder = config.runs_dir / run_id
     writer = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from madrag.writer_lock import WriterLock; "
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from madrag.store.writer_lock import WriterLock; "
          f"WriterLock(Path({str(folder)!r})).acquire(); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -237,7 +237,7 @@ def test_the_embedder_is_part_of_the_run_configuration(tmp_path: Path) -> None:
     assert windows["embedder"] == "minilm-windows"  # recorded since run configurations carry a version
     # a version-1 configuration left the windows embedder out (it was the default): it reads as windows
     from madrag.pipeline.migrations import identity
-    from madrag.run_config import VERSION_KEY
+    from madrag.store.run_config import VERSION_KEY
 
     version_1 = {k: v for k, v in windows.items() if k not in ("embedder", VERSION_KEY)}
     assert identity(version_1)["embedder"] == "minilm-windows"

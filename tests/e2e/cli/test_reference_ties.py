@@ -69,7 +69,7 @@ def test_shipped_asap_has_the_published_share_of_half_point_means() -> None:
 def test_the_setting_is_recorded_and_a_run_without_it_reads_as_half_up() -> None:
     assert ScoringSettings().reference_ties == "half_up"
     # a run recorded without it (made before it existed, or by a release that left the default out) reads as
-    # half_up, so it still resumes (madrag.run_config)
+    # half_up, so it still resumes (madrag.store.run_config)
     assert stored_settings({})["reference_ties"] == "half_up"
     chosen = ScoringSettings(reference_ties="half_even").model_dump(mode="json")
     assert chosen["reference_ties"] == "half_even"

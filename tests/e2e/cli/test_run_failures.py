@@ -20,8 +20,8 @@ from madrag.evaluation.agreement import protocol_cell
 from madrag.evaluation.costs.render import render_text
 from madrag.evaluation.costs.tally import cost_report
 from madrag.evaluation.run import load_run
-from madrag.pipeline.concurrency import gather_or_cancel
 from madrag.pipeline.job import ScoreJob, execute
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Provider
 from madrag.providers.policy import RetryPolicy
 from madrag.providers.spec import ProviderSpec

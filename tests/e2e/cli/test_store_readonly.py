@@ -21,7 +21,7 @@ from madrag.errors import InputError
 from madrag.evaluation.run import open_store
 from madrag.records import AgentRecord
 from madrag.store import RunStore
-from madrag.store_schema import MIGRATIONS, schema_version
+from madrag.store.schema import SCHEMA_VERSION, schema_version
 
 MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 2 on disk"
 
@@ -111,7 +111,7 @@ def test_reading_an_old_run_leaves_its_files_as_they_were_and_resuming_migrates_
     resumed = madrag(*score_args)  # the same job again: the run is resumed, so written, so migrated
     assert resumed.returncode == 0, resumed.stderr
     assert MIGRATION_NOTE in resumed.stderr and "the store as it was is kept in store.v0.sqlite" in resumed.stderr
-    assert user_version(old_run / "store.sqlite") == len(MIGRATIONS)
+    assert user_version(old_run / "store.sqlite") == SCHEMA_VERSION
     assert user_version(old_run / "store.v0.sqlite") == 0  # the run as the older madrag left it, kept
     assert "24 agent calls made" not in resumed.stdout.replace("\n", " ")  # nothing was scored again
 
@@ -199,14 +199,14 @@ def test_a_read_only_store_refuses_writes_and_a_newer_one_is_refused(tmp_path: P
     finally:
         store.close()
     conn = sqlite3.connect(tmp_path / "store.sqlite")
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     with pytest.raises(InputError, match="newer than this madrag reads"):
         open_store(tmp_path)
 
 
 def test_an_older_schema_is_migrated_in_memory_for_reading(tmp_path: Path) -> None:
-    from madrag.store_schema import read_view
+    from madrag.pipeline.migrations import STORE_MIGRATIONS, read_view
 
     db = tmp_path / "store.sqlite"
     store = RunStore(db)
@@ -218,7 +218,7 @@ def test_an_older_schema_is_migrated_in_memory_for_reading(tmp_path: Path) -> No
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?immutable=1", uri=True, isolation_level=None)
-    view = read_view(conn, db, [*MIGRATIONS, add_column])
+    view = read_view(conn, db, [*STORE_MIGRATIONS, add_column])
     try:
         assert view is not conn and schema_version(view) == 3
         assert "note" in [row[1] for row in view.execute("PRAGMA table_info(records)")]

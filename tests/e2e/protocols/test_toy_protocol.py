@@ -1,6 +1,7 @@
-"""A scoring protocol added in this file alone - registered with the decorator, no other edit anywhere - runs
-through the command line (as a ``$MADRAG_PLUGINS`` plugin), the Python API, ``madrag eval``, the report, the web
-app's protocol list and a run of the web app, and a local Ray instance (integration).
+"""A scoring protocol added as a plugin in one file of its own - ``toy_protocol.py`` beside this file, registered
+with the decorator, no other edit anywhere - runs through the command line (as a ``$MADRAG_PLUGINS`` plugin),
+the Python API, ``madrag eval``, the report, the web app's protocol list and a run of the web app, and a local
+Ray instance (integration). In this process too it is loaded as a plugin (``$MADRAG_PLUGINS``), not imported.
 
 The toy is a per-trait rater with its own name: one call per trait with MA's prompt, stored as a Judge record,
 and its final score the Judge's read score (so every reader of a run reads it back by the default rule).
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,50 +20,18 @@ from tests.helpers import madrag_with_plugin, needs_ray, plugin_env
 from typer.testing import CliRunner
 
 import madrag
-from madrag.agents.calls import AgentCall, CallContext
-from madrag.agents.context import essay_values, role_messages
-from madrag.agents.judge import judge_trait
-from madrag.data.essay import Essay
-from madrag.protocols import ScoringProtocol, TraitScore, available, get_protocol, register_protocol
-from madrag.protocols.scores import combine_judges
-from madrag.rubric import Rubric, Trait
+from madrag.protocols import available, get_protocol
+from madrag.protocols.base import essay_width
 
 TOY = "Toy"
-EMPTY_BLOCKS = {"EXEMPLAR_HINT": "", "EXEMPLARS": "", "DEBATE": "", "EVIDENCE_FEEDBACK": "", "VERIFY_NOTE": ""}
+PLUGIN = "toy_protocol"
+"""The plugin's module: ``toy_protocol.py`` beside this file."""
 
 
-@dataclass(frozen=True)
-class ToyProtocol(ScoringProtocol):
-    """One rater call per trait (MA's prompt), its score the read score of that call."""
-
-    name: str = TOY
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "calls": "one rater per trait"}
-
-    async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
-        return [await self._trait(ctx, essay, trait, rubric.source_label) for trait in rubric.traits]
-
-    async def _trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
-        values = essay_values(ctx.prompts, essay, trait, ctx.settings.placeholders, False, label)
-        layout = ctx.settings.prompt_layout
-        messages = role_messages(ctx.prompts, layout, "rater_system", "judge_user", {**values, **EMPTY_BLOCKS})
-        call = AgentCall(
-            protocol=self.name,
-            essay_id=essay.id,
-            trait=trait.name,
-            role="judge",
-            messages=messages,
-            temperature=ctx.settings.judge_temperature,
-            max_tokens=ctx.settings.judge_max_tokens,
-            essay=values["ESSAY"],
-        )
-        return combine_judges(self.name, trait, [await judge_trait(ctx, call, trait)])
-
-
-@register_protocol(TOY)
-def toy(name: str) -> ToyProtocol:
-    return ToyProtocol(name)
+@pytest.fixture(autouse=True)
+def toy_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin named in ``$MADRAG_PLUGINS``, as a user names it: madrag imports it at its first lookup."""
+    monkeypatch.setenv("MADRAG_PLUGINS", PLUGIN)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -71,7 +39,7 @@ def toy(name: str) -> ToyProtocol:
 
 def madrag_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``madrag`` in its own process, with this file as a plugin."""
-    return madrag_with_plugin(__file__, __name__, *args, timeout=timeout)
+    return madrag_with_plugin(__file__, PLUGIN, *args, timeout=timeout)
 
 
 def score_args(asap: Path, run_dir: Path, *extra: str) -> list[str]:
@@ -94,10 +62,11 @@ def stored_toy_scores(run_dir: Path) -> list[dict[str, Any]]:
 # -- the registry, the API, the command line, eval and the report --------------------------------------------
 
 
-def test_the_decorator_registers_the_toy_with_its_needs() -> None:
+def test_the_plugin_registers_the_toy_with_the_defaults_of_its_needs() -> None:
     proto = get_protocol(TOY)
-    assert isinstance(proto, ToyProtocol) and TOY in available()
-    assert not proto.uses_bank and proto.per_trait and proto.chains(["A", "B"]) == {"Toy|A", "Toy|B"}
+    assert type(proto).__module__ == PLUGIN and TOY in available()
+    assert not proto.needs.bank and proto.needs.per_trait and not proto.needs.over_run
+    assert essay_width([proto], 2) == 2  # one call chain per trait
 
 
 def test_the_python_api_scores_with_the_toy(tmp_path: Path) -> None:
@@ -134,7 +103,7 @@ def test_the_cli_loads_the_plugin_scores_then_eval_and_the_report_read_the_toy(a
 
 
 def test_an_unknown_plugin_is_one_line(asap: Path, tmp_path: Path) -> None:
-    env = {**plugin_env(__file__, __name__), "MADRAG_PLUGINS": "no_such_madrag_plugin"}
+    env = {**plugin_env(__file__, PLUGIN), "MADRAG_PLUGINS": "no_such_madrag_plugin"}
     command = [sys.executable, "-m", "madrag.cli", *score_args(asap, tmp_path / "run", "--limit", "1")]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr

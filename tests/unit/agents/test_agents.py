@@ -15,6 +15,7 @@ from madrag.agents.judge import (
     summarise,
     trait_score_line,
 )
+from madrag.agents.placeholders import mask_placeholders, placeholders
 from madrag.agents.prompts import (
     CONSENSUS_PROMPT_NAMES,
     PROMPT_NAMES,
@@ -22,7 +23,6 @@ from madrag.agents.prompts import (
     TRAINING_FREE_PROMPT_NAMES,
     PromptLibrary,
 )
-from madrag.placeholders import mask_placeholders, placeholders
 from madrag.providers.base import ChatResponse
 from madrag.rubric import Rubric, Trait
 

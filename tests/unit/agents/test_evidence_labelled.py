@@ -19,7 +19,7 @@ single-word scare quotes are in the answers too: they are not quotes, and extrac
 from __future__ import annotations
 
 from madrag.agents.evidence import FUZZY_THRESHOLD, extract_quotes, verify_quote
-from madrag.placeholders import mask_placeholders
+from madrag.agents.placeholders import mask_placeholders
 
 ESSAY_A = (
     "Being patient is hard for most people, but I learned it when I was ten. My mom and I went to @LOCATION1 "

@@ -1,7 +1,7 @@
 """A run made by the previous release (``tests/data/previous_release/run``, made at commit eb6de4e by
 ``tests/data/previous_release/make_run.py``: 2 of 3 in-memory essays scored with MADRAG and SA on the fake
 backend) opens, evaluates, exports and resumes under this code: its stored configuration (version 1, no
-``config_version``) is upgraded before it is compared (:mod:`madrag.run_config`)."""
+``config_version``) is upgraded before it is compared (:mod:`madrag.store.run_config`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from madrag.evaluation.run import load_run, open_store
 from madrag.pipeline.job import ScoreJob
 from madrag.pipeline.migrations import CONFIG_VERSION, identity, upgrade
 from madrag.providers.spec import ProviderSpec
-from madrag.run_config import VERSION_KEY
 from madrag.settings import ScoringSettings
+from madrag.store.run_config import VERSION_KEY
 
 FIXTURE = Path(__file__).parents[2] / "data" / "previous_release" / "run"
 PROTOCOLS = ["MADRAG", "SA"]

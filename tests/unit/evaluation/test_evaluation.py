@@ -14,6 +14,7 @@ from click.testing import Result
 from sklearn.metrics import cohen_kappa_score
 from tests.helpers import StubBank, make_ctx
 
+from madrag.agents.placeholders import placeholders
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, evaluate, wide
@@ -21,7 +22,6 @@ from madrag.evaluation.report import write_report
 from madrag.evaluation.tables import render_text, save
 from madrag.paper.coding.errors_export import export_errors, mentions_placeholders
 from madrag.pipeline.runner import run_scoring
-from madrag.placeholders import placeholders
 from madrag.protocols import get_protocol
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, request_role

@@ -127,10 +127,10 @@ async def test_a_run_opens_its_store_once(tmp_path: Path, monkeypatch: pytest.Mo
     opened: list[bool] = []
     real_init = RunStore.__init__
 
-    def counting(self: RunStore, path: str | Path, *, read_only: bool = False, lock: bool = False) -> None:
+    def counting(self: RunStore, path: str | Path, *, read_only: bool = False, **kwargs: Any) -> None:
         if Path(path).parent == tmp_path / "run":
             opened.append(read_only)
-        real_init(self, path, read_only=read_only, lock=lock)
+        real_init(self, path, read_only=read_only, **kwargs)
 
     monkeypatch.setattr(RunStore, "__init__", counting)
     for limit in (2, 4, 4):  # new; resumed with two essays left; finished

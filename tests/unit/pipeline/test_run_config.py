@@ -1,4 +1,4 @@
-"""The run configuration's version and upgrades (:mod:`madrag.run_config`): prompt templates are identified by
+"""The run configuration's version and upgrades (:mod:`madrag.store.run_config`): prompt templates are identified by
 their names and texts (where a text came from is provenance), a changed template is named when a run is
 refused, and a configuration newer than this code is refused."""
 
@@ -16,8 +16,8 @@ from madrag.pipeline.job import ScoreJob
 from madrag.pipeline.migrations import CONFIG_VERSION, identity, upgrade
 from madrag.providers.spec import ProviderSpec
 from madrag.rubric import Rubric, Trait
-from madrag.run_config import VERSION_KEY
 from madrag.store import RunStore
+from madrag.store.run_config import VERSION_KEY
 
 RUBRIC = Rubric(name="r", traits=[Trait(name="Ideas", min=0, max=3, levels=dict.fromkeys(range(4), "..."))])
 

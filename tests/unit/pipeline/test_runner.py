@@ -18,11 +18,10 @@ from madrag.pipeline.runner import (
     GC_GEN0_THRESHOLD,
     GC_GEN1_THRESHOLD,
     auto_essay_concurrency,
-    essay_width,
     run_scoring,
 )
 from madrag.protocols import get_protocol
-from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.protocols.base import ProtocolNeeds, ScoringProtocol, TraitScore, essay_width
 from madrag.providers.fake import FakeProvider, request_role
 from madrag.records import call_key
 from madrag.rubric import Rubric, Trait
@@ -51,8 +50,8 @@ class WholeEssay(ScoringProtocol):
     name = "WHOLE"
 
     @property
-    def per_trait(self) -> bool:
-        return False
+    def needs(self) -> ProtocolNeeds:
+        return ProtocolNeeds(per_trait=False)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "per_trait": False}
@@ -163,7 +162,7 @@ async def test_gc_is_tuned_during_a_run_and_restored_after_success_or_failure(tm
 
 
 async def test_a_failing_call_cancels_its_siblings() -> None:
-    from madrag.pipeline.concurrency import gather_or_cancel
+    from madrag.protocols.concurrency import gather_or_cancel
 
     finished: list[str] = []
     release = asyncio.Event()  # never set while the failing call is running

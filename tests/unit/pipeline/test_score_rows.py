@@ -16,14 +16,14 @@ import pytest
 
 from madrag.api.scoring import run_job
 from madrag.evaluation.run import load_run, open_store
+from madrag.pipeline import migrations
 from madrag.pipeline.job import ScoreJob
-from madrag.pipeline.migrations import derive_scores, upgrade_scores
+from madrag.pipeline.migrations import derive_scores, scores_pending
 from madrag.protocols import ABLATION, CONSENSUS_ABLATION
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply, default_script, request_role
 from madrag.records import TraitScore
 from madrag.rubric import Rubric, load_rubric
-from madrag.store import RunStore
 
 FAMILIES = {
     "ablations": list(ABLATION),
@@ -104,9 +104,9 @@ def test_a_run_made_before_the_rows_is_read_with_them_in_memory_and_given_them_w
         store.close()
     assert read and _comparable(read) == _comparable(derived)
     assert (run / "store.sqlite").read_bytes() == before and not (run / "store.v1.sqlite").exists()
-    writer = RunStore(run / "store.sqlite")  # opened for writing: migrated on disk, the old store kept
+    writer = migrations.open_store(run / "store.sqlite")  # for writing: migrated on disk, the old store kept
     try:
-        assert upgrade_scores(writer) and not writer.scores_pending()
+        assert not scores_pending(writer)
         assert _comparable(writer.scores()) == _comparable(read)
     finally:
         writer.close()

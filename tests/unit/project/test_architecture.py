@@ -182,6 +182,18 @@ def test_modules_are_small() -> None:
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}, f"over {MAX_MODULE_LINES} lines"
 
 
+MAX_TOP_MODULES = 8
+"""The most modules at the package's top besides ``__init__`` (``__main__`` counted): the core's few concepts
+(docs/architecture.md); a helper lives in the package that uses it, a concept of several modules is a package."""
+
+
+def test_the_package_top_shows_the_architecture() -> None:
+    """At most MAX_TOP_MODULES modules beside the packages at the top of ``src/madrag``."""
+    top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert "errors" in top  # the package's own top was read
+    assert len(top) <= MAX_TOP_MODULES, f"{len(top)} top-level modules: {top}"
+
+
 def test_the_size_rule_sees_a_long_function_and_many_parameters(tmp_path: Path) -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
     source = f"def long():\n{body}\n\n\ndef wide(self, a, b, c, d, e, f, g, h, i):\n    pass\n"

@@ -52,7 +52,7 @@ def test_each_slow_entry_names_a_test_that_exists() -> None:
 
 
 def test_marks_follow_the_folder_and_the_slow_list() -> None:
-    unit = TESTS / "unit" / "core" / "test_store.py"
+    unit = TESTS / "unit" / "store" / "test_store.py"
     assert [m.name for m in marks_of(unit, "test_x", integration=False)] == ["unit"]
     browser = TESTS / "e2e" / "browser" / "test_server_browser.py"
     assert not is_serial(browser, integration=False)  # its own server and Chromium: beside others

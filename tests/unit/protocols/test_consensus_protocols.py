@@ -76,7 +76,7 @@ def test_names_and_options() -> None:
     assert tuple(CONSENSUS_ABLATION) == CONSENSUS_PROTOCOLS
     assert set(CONSENSUS_PROTOCOLS) <= set(available())
     mad = get_protocol("ConsensusMAD")
-    assert mad.describe()["rounds"] == 4 and mad.describe()["per_trait"] is False and not mad.uses_bank
+    assert mad.describe()["rounds"] == 4 and mad.describe()["per_trait"] is False and not mad.needs.bank
     assert get_protocol("ScoreMaskedMAD[rounds=2]").describe() == {
         "name": "ScoreMaskedMAD[rounds=2]",
         "debate": None,

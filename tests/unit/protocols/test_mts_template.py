@@ -176,7 +176,7 @@ def test_essays_outside_asap_have_no_authors_sample_and_say_so(tmp_path: Path) -
         for s in read
         if s.result
     )
-    population = protocol.evaluated_on(essays, HOLISTIC)
+    population = protocol.needs.population(essays, HOLISTIC)
     assert population is not None and population.ids == frozenset() and "0 of the run's 5 essays" in population.label
 
 
@@ -216,11 +216,11 @@ def test_the_template_file_and_the_rubric_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no row of the template"):
         asyncio.run(protocol.score_essay(ctx, Essay(id="1", text="Essay 1.", essay_set=3), HOLISTIC))
     assert read_template(str(file)).rows[8].prompt == "Tell a story about laughter."
-    # checked before a run writes anything (pipeline._plan calls check_inputs)
+    # checked before a run writes anything (pipeline._plan calls needs.check)
     with pytest.raises(ConfigError, match="give a rubric of one trait"):
-        protocol.check_inputs(two, [])
+        protocol.needs.check(two, [])
     with pytest.raises(ConfigError, match="no row of the template"):
-        protocol.check_inputs(HOLISTIC, [Essay(id="1", text="Essay 1.", prompt="P.", essay_set=3)])
+        protocol.needs.check(HOLISTIC, [Essay(id="1", text="Essay 1.", prompt="P.", essay_set=3)])
 
 
 def test_an_empty_prompt_cell_and_an_essay_without_prompt_are_refused_before_any_call(tmp_path: Path) -> None:
@@ -228,12 +228,12 @@ def test_an_empty_prompt_cell_and_an_essay_without_prompt_are_refused_before_any
     protocol = get_protocol(f"MTS[template={file}]")
     bare = Essay(id="1", text="Essay 1.", essay_set=7)  # no prompt column, a rubric without prompt
     with pytest.raises(ConfigError, match="prompt cell of prompt 7 is empty and essay '1' has no prompt"):
-        protocol.check_inputs(HOLISTIC, [bare])
+        protocol.needs.check(HOLISTIC, [bare])
     provider = FakeProvider(caps=TEXT_ONLY)
     with pytest.raises(ConfigError, match="fill the template's prompt column"):
         asyncio.run(protocol.score_essay(make_ctx(tmp_path, provider), bare, HOLISTIC))
     assert provider.calls == []
-    protocol.check_inputs(HOLISTIC, [Essay(id="2", text="Essay 2.", essay_set=8)])  # prompt 8's cell is filled
+    protocol.needs.check(HOLISTIC, [Essay(id="2", text="Essay 2.", essay_set=8)])  # prompt 8's cell is filled
 
 
 def test_without_openpyxl_the_template_names_the_documents_extra(

@@ -39,7 +39,7 @@ def test_every_available_name_resolves_to_a_protocol_of_that_name() -> None:
 def test_parameterised_names() -> None:
     mad = get_protocol("MAD[both_r1]")  # accepted, though only MADRAG's variants are listed
     assert mad.describe() == {"name": "MAD[both_r1]", "debate": "both_r1", "exemplars": False, "per_trait": True}
-    assert get_protocol("MADRAG[skp_r2]").uses_bank
+    assert get_protocol("MADRAG[skp_r2]").needs.bank
     assert get_protocol("SymmetricMAD[rounds=3]").describe()["rounds"] == 3
     with pytest.raises(ConfigError, match="unknown transcript variant 'zzz'; choose from adv_r1, adv_r2"):
         get_protocol("MADRAG[zzz]")

@@ -29,7 +29,7 @@ from madrag.providers.spec import (
     spec_from_identity,
     spec_identity,
 )
-from madrag.run_config import differences, runtime_hint
+from madrag.store.run_config import differences, runtime_hint
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 needs_llama_cpp = pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed")
@@ -144,11 +144,11 @@ def test_a_stored_embedded_run_from_before_the_runtime_resumes_with_llama_cpp_py
     from madrag.data.essay import Essay
     from madrag.errors import ConfigError
     from madrag.pipeline.job import ScoreJob
-    from madrag.store import RunStore
+    from madrag.pipeline.migrations import open_store
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parents[2] / "data" / "previous_release" / "run", run)
-    store = RunStore(run / "store.sqlite")
+    store = open_store(run / "store.sqlite")  # an older madrag's store: migrated as a resume would
     config = store.get_meta("config")
     assert config is not None
     store.set_meta("config", {**config, "provider": _recorded_before_the_runtime(ProviderSpec())})

@@ -15,10 +15,11 @@ import madrag.retrieval.embedder as embedder_module
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import ConfigError, MadragError
 from madrag.pipeline.job import ScoreJob, execute, job_config
+from madrag.pipeline.migrations import stored_embedder
 from madrag.protocols import get_protocol
 from madrag.providers.spec import ProviderSpec
 from madrag.records import AgentRecord, call_key
-from madrag.retrieval import EMBEDDERS, MiniLMEmbedder, MiniLMWindowsEmbedder, make_embedder, stored_embedder
+from madrag.retrieval import EMBEDDERS, MiniLMEmbedder, MiniLMWindowsEmbedder, make_embedder
 from madrag.rubric import load_rubric
 from madrag.server.config import ServerConfig
 from madrag.settings import ScoringSettings

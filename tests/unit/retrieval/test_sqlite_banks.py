@@ -12,8 +12,8 @@ import pytest
 from tests.unit.retrieval.test_retrieval_unit import RUBRIC, STYLE, essay, make_pool
 
 from madrag.errors import MadragError
+from madrag.pipeline.migrations.chroma import CHROMA_FILE, legacy_chroma, prune_legacy_chroma
 from madrag.retrieval import ExemplarBank, HashingEmbedder, bank_store
-from madrag.retrieval.legacy_chroma import CHROMA_FILE, legacy_chroma
 from madrag.retrieval.sqlite_banks import BANKS_FILE, SqliteBanks
 
 
@@ -65,13 +65,13 @@ def test_an_old_chroma_store_is_not_read_and_is_pruned_once_no_bank_is_in_use(tm
     assert [b.name for b in bank_store.list_banks(tmp_path)] == [f"madrag-bank-{bank.fingerprint[:40]}"]
     found = legacy_chroma(tmp_path)
     assert found is not None and found.paths == old and found.size_bytes == 4096 + 100 + 4000
-    assert bank_store.prune_legacy_chroma(tmp_path) is None  # a bank of the folder is in use
+    assert prune_legacy_chroma(tmp_path) is None  # a bank of the folder is in use
     assert bank.lease is not None
     bank.lease.release()
-    assert bank_store.prune_legacy_chroma(tmp_path, older_than_days=1.0) is None  # written just now
-    assert bank_store.prune_legacy_chroma(tmp_path, dry_run=True) == found
+    assert prune_legacy_chroma(tmp_path, older_than_days=1.0) is None  # written just now
+    assert prune_legacy_chroma(tmp_path, dry_run=True) == found
     assert all(p.exists() for p in old)
-    assert bank_store.prune_legacy_chroma(tmp_path) == found
+    assert prune_legacy_chroma(tmp_path) == found
     assert not any(p.exists() for p in old) and legacy_chroma(tmp_path) is None
     assert other.is_dir() and (tmp_path / BANKS_FILE).is_file()  # nothing else is touched
     again = ExemplarBank.build_or_load(make_pool(), RUBRIC, HashingEmbedder(), tmp_path)
@@ -85,10 +85,10 @@ def test_an_old_chroma_store_is_judged_by_its_newest_file(tmp_path: Path) -> Non
         os.utime(path, (month_ago, month_ago))
     found = legacy_chroma(tmp_path)
     assert found is not None and found.last_changed == pytest.approx(month_ago)
-    assert bank_store.prune_legacy_chroma(tmp_path, older_than_days=30.0) == found
+    assert prune_legacy_chroma(tmp_path, older_than_days=30.0) == found
     assert legacy_chroma(tmp_path) is None
-    assert bank_store.prune_legacy_chroma(tmp_path) is None  # nothing left to delete
-    assert bank_store.prune_legacy_chroma(tmp_path / "missing") is None
+    assert prune_legacy_chroma(tmp_path) is None  # nothing left to delete
+    assert prune_legacy_chroma(tmp_path / "missing") is None
 
 
 @pytest.mark.integration  # a real Chroma store, as an older madrag wrote it
@@ -116,7 +116,7 @@ def test_a_real_old_chroma_store_is_recognised_and_its_bank_built_again(tmp_path
     assert [b.name for b in bank_store.list_banks(tmp_path / "banks")] == [name]
     assert bank.lease is not None
     bank.lease.release()
-    assert bank_store.prune_legacy_chroma(tmp_path / "banks") == found
+    assert prune_legacy_chroma(tmp_path / "banks") == found
     assert legacy_chroma(tmp_path / "banks") is None and bank_store.list_banks(tmp_path / "banks")[0].name == name
 
 

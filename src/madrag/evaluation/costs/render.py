@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from madrag.durations import duration
+from madrag.evaluation.costs.durations import duration
 from madrag.evaluation.costs.estimate import RunEstimate
 from madrag.evaluation.costs.tally import WHOLE_ESSAY, CostReport, Tally
 

@@ -311,7 +311,7 @@ def is_shared(group: str) -> bool:
 
 def _reads(calls: Sequence[CallCost], protocols: Sequence[str]) -> dict[str, set[str]]:
     """Protocol -> keys of the shared records it read: from the records' links, and for configured protocols
-    the shared calls they read without linking them (:meth:`~madrag.protocols.base.ScoringProtocol.shared_calls`:
+    the shared calls they read without linking them (:attr:`~madrag.protocols.base.ProtocolNeeds.shared_calls`:
     StrictJudge and LenientJudge read the shared round-0 call of their role)."""
     from madrag.protocols import find_protocol
 
@@ -321,7 +321,7 @@ def _reads(calls: Sequence[CallCost], protocols: Sequence[str]) -> dict[str, set
         reads[call.group].update(k for k in call.reads if k in shared_keys)
     for name in protocols:
         proto = find_protocol(name)
-        for group, roles in (proto.shared_calls() if proto is not None else {}).items():
+        for group, roles in (proto.needs.shared_calls if proto is not None else {}).items():
             if is_shared(group):
                 reads[name].update(c.key for c in calls if c.group == group and c.role in roles)
     return {p: keys for p, keys in reads.items() if keys or not is_shared(p)}

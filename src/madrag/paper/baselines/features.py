@@ -39,9 +39,9 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from madrag.agents.placeholders import PLACEHOLDER as _PLACEHOLDER
 from madrag.errors import MadragError
 from madrag.paper.baselines.lexicon import CONNECTIVES, PRONOUNS, STOPWORDS, SUBORDINATORS, english_lexicon
-from madrag.placeholders import PLACEHOLDER as _PLACEHOLDER
 
 PLACEHOLDER_KINDS = ("CAPS", "PERSON", "NUM", "LOCATION", "DATE", "ORGANIZATION", "TIME", "MONTH", "MONEY")
 PUNCTUATION = {"comma": ",", "period": ".", "exclaim": "!", "question": "?", "semicolon": ";", "colon": ":"}

@@ -35,10 +35,10 @@ from madrag.paper.baselines.retrieval_scorer import (
 )
 from madrag.pipeline.final_scores import rows
 from madrag.pipeline.job import fingerprint_file
-from madrag.pipeline.migrations import upgrade_scores
+from madrag.pipeline.migrations import open_store, stored_embedder
 from madrag.protocols.scores import combine_judges
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
-from madrag.retrieval import ExemplarBank, make_embedder, stored_embedder
+from madrag.retrieval import ExemplarBank, make_embedder
 from madrag.retrieval.vectors import CachingEmbedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
@@ -110,8 +110,7 @@ def _open_run(run_dir: Path) -> tuple[RunStore, dict[str, Any]]:
     db = run_dir / "store.sqlite"
     if not db.is_file():
         raise InputError(f"no run at {run_dir} (missing store.sqlite)")
-    store = RunStore(db, lock=True)
-    upgrade_scores(store)  # a run made before its scores were rows gets them, once
+    store = open_store(db, lock=True)
     config = store.get_meta("config")
     if not isinstance(config, dict) or "rubric" not in config or "data" not in config:
         store.close()
@@ -283,7 +282,7 @@ def _cv_config(data: Path, rubric: Rubric, names: list[str], outcome: BaselineRu
 
 def _store_cv_run(run_dir: Path, config: dict[str, Any], essays: list[Essay], outcome: BaselineRun) -> None:
     """Bind the run's configuration, store its essays and the baselines' records."""
-    store = RunStore(run_dir / "store.sqlite", lock=True)
+    store = open_store(run_dir / "store.sqlite", lock=True)
     try:
         store.bind_config(config)
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]

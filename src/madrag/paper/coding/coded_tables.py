@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.errors import InputError
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import write_frame
 
 CODES: dict[str, dict[str, str]] = {
     "A": {"A1": "Under-scoring", "A2": "Over-scoring"},

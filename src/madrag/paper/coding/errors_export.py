@@ -22,15 +22,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import dict_rows, write_csv
+from madrag.agents.placeholders import PLACEHOLDER, placeholders
 from madrag.data.essay import Essay
 from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
 from madrag.evaluation.sources import Sources, debate_turns, judge_for, load_sources
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import dict_rows, write_csv
 from madrag.metrics import TieRule, checked_ties
 from madrag.paper.coding.hand_codes import KeptCodes, keep_hand_codes
-from madrag.placeholders import PLACEHOLDER, placeholders
 from madrag.records import AgentRecord
 
 # a rationale "mentions" placeholders when it quotes one, names a placeholder kind, or talks about them

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import copy_atomic
 from madrag.errors import InputError
+from madrag.files.atomic import copy_atomic
 
 ROW_KEY = ("essay_id", "trait")
 """What identifies an export row."""

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from madrag.atomic_files import open_atomic
-from madrag.csv_safe import write_frame
+from madrag.files.atomic import open_atomic
+from madrag.files.csv_safe import write_frame
 from madrag.paper.confidence.judgment import RANGES, SCORE_FIELDS
 
 PASS_MIN = 2

@@ -30,6 +30,7 @@ from madrag.paper.confidence.meta_eval import (
     resolve_method,
     run_meta_evaluation,
 )
+from madrag.pipeline import migrations
 from madrag.pipeline.context_fit import needs
 from madrag.pipeline.migrations import upgrade_identity
 from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
@@ -151,7 +152,7 @@ async def execute_meta(
         server = await fit_to_server(provider)  # no more judgments in flight than the server has slots
         await _check_context(provider, server, prompts, records, job.max_tokens)
         job.meta_dir.mkdir(parents=True, exist_ok=True)
-        store = RunStore(job.meta_dir / "store.sqlite")
+        store = migrations.open_store(job.meta_dir / "store.sqlite")
         try:
             resumed, run_id = _bind(store, meta_config(job, source_run_id, prompts))
             # this session's log, once nothing refuses it (a refused command is no session)

@@ -33,7 +33,7 @@ from madrag.paper.confidence.judgment import (
     MetaParseError,
     parse_meta_judgment,
 )
-from madrag.pipeline.concurrency import gather_or_cancel
+from madrag.protocols.concurrency import gather_or_cancel
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord

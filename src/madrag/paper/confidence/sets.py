@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 from madrag.evaluation.run import distinct_runs
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import write_frame
 from madrag.paper.confidence.analysis import PAPER_RANK_BY, RankBy
 from madrag.paper.confidence.figure3 import PASS_MIN, save_figure3
 from madrag.paper.confidence.study import ConfidenceStudy, run_study, save_study, top_display

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import write_frame
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import write_frame
 from madrag.paper.confidence.analysis import (
     BINARY_TARGETS,
     ORDINAL_TARGETS,

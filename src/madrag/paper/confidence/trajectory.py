@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from madrag.atomic_files import open_atomic
+from madrag.files.atomic import open_atomic
 from madrag.paper.confidence.features import as_logprobs
 
 PERCENTILES: tuple[int, ...] = (10, 25, 50, 75, 90)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from madrag.atomic_files import write_text_atomic
 from madrag.evaluation.tables import fmt, markdown_document, records, write_csvs
+from madrag.files.atomic import write_text_atomic
 from madrag.paper.consensus.metrics import ALL
 from madrag.paper.consensus.multi import MultiConsensus
 from madrag.paper.consensus.tables import plot_rmse_by_round, row_cells, value_cells

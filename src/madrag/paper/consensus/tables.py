@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.atomic_files import open_atomic, write_text_atomic
 from madrag.evaluation.tables import cells, diff_cell, fmt, markdown_document, new_figure, records, write_csvs
+from madrag.files.atomic import open_atomic, write_text_atomic
 from madrag.paper.consensus.metrics import ALL, ConsensusEvaluation
 
 

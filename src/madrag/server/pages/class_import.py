@@ -16,9 +16,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.atomic_files import write_text_atomic
 from madrag.data.class_files import ClassTable, read_class_file, read_csv_text
 from madrag.errors import InputError, MadragError
+from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.class_book import save_roster

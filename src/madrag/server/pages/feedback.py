@@ -14,8 +14,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.atomic_files import write_text_atomic
-from madrag.csv_safe import csv_text
+from madrag.files.atomic import write_text_atomic
+from madrag.files.csv_safe import csv_text
 from madrag.server.class_book import EDITS, book, load_edits, student
 from madrag.server.http.security import check_csrf
 from madrag.server.pages.rendering import redirect, render, state_of

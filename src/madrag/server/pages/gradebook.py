@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag import csv_safe
+from madrag.files import csv_safe
 from madrag.server.class_book import book, load_roster
 from madrag.server.http.errors import ApiError
 from madrag.server.pages.rendering import paginate, render, state_of

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from madrag import __version__
-from madrag.durations import duration
+from madrag.evaluation.costs.durations import duration
 from madrag.server.http.numbers import required_number
 from madrag.server.http.security import CSRF_COOKIE, csrf_cookie, csrf_token
 from madrag.server.service import State

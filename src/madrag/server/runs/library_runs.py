@@ -15,7 +15,6 @@ from madrag.evaluation.run import load_run, open_store, score_rows, stored_confi
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric
-from madrag.store import RunStore
 
 
 @dataclass
@@ -68,7 +67,7 @@ def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord
     """The Judge records with these keys and every debate record they read, by key (missing ones left out)."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
-    store = RunStore(run_dir / "store.sqlite", read_only=True)  # reading a run never changes it
+    store = open_store(run_dir)  # reading a run never changes it
     try:
         found = {k: r for k in judge_keys if (r := store.get(k)) is not None}
         debate = [str(k) for judge in list(found.values()) for k in judge.context.get("debate", []) or []]
@@ -84,7 +83,7 @@ def record_fields(run_dir: Path, judge_keys: list[str], paths: dict[str, str]) -
     records (:meth:`~madrag.store.RunStore.record_fields`): what the review queue's signals read of a whole run."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
-    store = RunStore(run_dir / "store.sqlite", read_only=True)  # reading a run never changes it
+    store = open_store(run_dir)  # reading a run never changes it
     try:
         found = store.record_fields(judge_keys, paths)
         debate = {str(k) for judge in found.values() for k in judge.get("debate") or []} - set(found)

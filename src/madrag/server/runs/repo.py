@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from madrag.atomic_files import write_text_atomic
+from madrag.files.atomic import write_text_atomic
 from madrag.providers.backends import BackendTraits, traits_of
 from madrag.providers.spec import ProviderSpec
 from madrag.server.http.faults import NotFound

@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 from pydantic import SecretStr
 
 from madrag.data.essay import Essay
-from madrag.disk_errors import storage_error
 from madrag.errors import MadragError
+from madrag.files.disk_errors import storage_error
 from madrag.pipeline.job import ScoreJob
 from madrag.providers import ProviderSpec
 from madrag.providers.address_guard import guarding
@@ -46,7 +46,7 @@ from madrag.server.runs.repo import ACTIVE, KeySource, RunBackend, RunMeta, RunR
 from madrag.server.runs.responses import ProgressOut, RunOut
 from madrag.server.runs.starter import NewRun
 from madrag.server.runs.views import RunViews
-from madrag.writer_lock import held_by
+from madrag.store.writer_lock import held_by
 
 log = logging.getLogger("madrag.server")
 CANCEL_WAIT_S = 5.0

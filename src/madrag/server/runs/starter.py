@@ -22,8 +22,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from madrag.atomic_files import write_text_atomic
 from madrag.data.essay import Essay
+from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.http.refusals import Refusals

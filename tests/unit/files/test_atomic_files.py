@@ -1,4 +1,4 @@
-"""madrag/atomic_files.py: a file is written complete or not at all; nothing is left beside it."""
+"""madrag/files/atomic.py: a file is written complete or not at all; nothing is left beside it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from madrag.atomic_files import copy_atomic, open_atomic, write_bytes_atomic, write_text_atomic
-from madrag.csv_safe import write_csv
+from madrag.files.atomic import copy_atomic, open_atomic, write_bytes_atomic, write_text_atomic
+from madrag.files.csv_safe import write_csv
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "madrag"
 
@@ -106,7 +106,7 @@ def test_only_whole_file_modes() -> None:
         pass
 
 
-# a module that writes a file a person or a later command reads goes through madrag/atomic_files.py; these write
+# a module that writes a file a person or a later command reads goes through madrag/files/atomic.py; these write
 # only into a folder of their own that is removed when the call ends (library.py's uploads, the Ray worker's
 # prompts) or renamed into place whole (run_dir.py's kept prompts)
 SCRATCH_WRITERS = {"server/library.py", "distributed/worker.py", "pipeline/run_dir.py"}
@@ -123,11 +123,11 @@ def _appends(call: ast.Call) -> bool:
 
 def test_no_module_writes_a_file_but_through_the_atomic_helper() -> None:
     """``Path.write_text`` / ``write_bytes``, ``open(..., "w")``, ``shutil.copy*`` and ``savefig(path)`` appear
-    only in madrag/atomic_files.py and the scratch writers above (a writer that slipped back fails here)."""
+    only in madrag/files/atomic.py and the scratch writers above (a writer that slipped back fails here)."""
     found = []
     for path in SRC.rglob("*.py"):
         rel = path.relative_to(SRC).as_posix()
-        if rel == "atomic_files.py" or rel in SCRATCH_WRITERS:
+        if rel == "files/atomic.py" or rel in SCRATCH_WRITERS:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and _writes(node) and not (rel in JOURNALS and _appends(node)):

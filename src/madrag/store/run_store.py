@@ -11,21 +11,21 @@ thread, which owns its own connection: it commits the record (the fsync of ``syn
 and only then resolves the caller's await, so a call counts as finished exactly when its record is on disk,
 and the event loop keeps serving other calls meanwhile. Records that queue up while a commit is running are
 committed together in the next transaction (group commit); all of them are on disk before any of their
-awaiters resumes (the thread and the rows it writes: :mod:`madrag.store_writer`). Reads go through the store's
+awaiters resumes (the thread and the rows it writes: :mod:`madrag.store.writer`). Reads go through the store's
 main connection and see every committed record.
 
 Final scores: one row per protocol, essay and trait (:meth:`RunStore.scores`), kept by the runner as each essay
 finishes (:meth:`RunStore.aput_scores`, through the same writer thread as records) and by a run-wide protocol's
 fit when a job ends (:meth:`RunStore.put_scores`); every reader of a run's scores reads them.
 
-Schema: a store carries a version and is migrated when opened for writing (:mod:`madrag.store_schema`); a store
-newer than this code is refused.
+Schema: a store carries a version (:mod:`madrag.store.schema`); this module knows only the current one. A store
+an earlier madrag wrote is brought to it by :mod:`madrag.pipeline.migrations` (on disk when opened for writing,
+in memory when read: :func:`madrag.pipeline.migrations.open_store`); a store newer than this code is refused.
 
 Reading: ``RunStore(path, read_only=True)`` (what :func:`madrag.evaluation.run.open_store` gives every command
 that only reads a run) opens the file with SQLite's ``mode=ro``, or - when no ``-wal`` file says a writer has it
 open or died with it open - as ``immutable``, so reading creates no ``-wal`` / ``-shm`` file either: the run's
-files keep their bytes and times, and a run on a read-only filesystem can be read. An older schema is read
-without migrating the file (:func:`madrag.store_schema.read_view`).
+files keep their bytes and times, and a run on a read-only filesystem can be read.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import open_atomic, write_text_atomic
-from madrag.csv_safe import dict_rows, write_csv
 from madrag.data.essay import Essay
-from madrag.disk_errors import environment_kind, storage_error
 from madrag.errors import ConfigError
+from madrag.files.atomic import open_atomic, write_text_atomic
+from madrag.files.csv_safe import dict_rows, write_csv
+from madrag.files.disk_errors import environment_kind, storage_error
 from madrag.records import AgentRecord, TraitScore
-from madrag.run_config import changed_templates, differences, runtime_hint
-from madrag.store_schema import SCORES_PENDING, in_memory, migrate, open_read_only, scores_pending
-from madrag.store_writer import (
+from madrag.store.run_config import changed_templates, differences, runtime_hint
+from madrag.store.schema import StoreUpgrade, in_memory, open_current, open_read_only
+from madrag.store.writer import (
     CHUNK,
     INSERT_RECORD,
     INSERT_SCORE,
@@ -58,12 +58,11 @@ from madrag.store_writer import (
     record_row,
     retrieve,
     row_score,
-    score_row,
 )
-from madrag.store_writer import connect as _connect  # a test limits the writer's connection here
-from madrag.writer_lock import WriterLock
+from madrag.store.writer import connect as _connect  # a test limits the writer's connection here
+from madrag.store.writer_lock import WriterLock
 
-__all__ = ["PROMPT_KEYS", "Row", "RunStore", "ScoreRow", "record_row", "score_row", "write_scores_csv"]
+__all__ = ["PROMPT_KEYS", "RunStore", "write_scores_csv"]
 
 _ANSWER_ONLY = "json_set(json_remove(record, '$.tokens'), '$.messages', json('[]'))"
 """A stored record less its prompt and tokens, as SQLite reads it (``answers_only``)."""
@@ -72,13 +71,14 @@ PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
 """The keys of a run's identity that are its prompt templates."""
 
 
-def _open_for_writing(path: Path) -> sqlite3.Connection:
-    """The main connection of a store opened for writing, migrated; what the disk refuses is one StorageError."""
+def _open_for_writing(path: Path, upgrade: StoreUpgrade | None) -> sqlite3.Connection:
+    """The main connection of a store opened for writing, at the current version (created, or an older store
+    brought to it by ``upgrade``); what the disk refuses is one StorageError."""
     conn: sqlite3.Connection | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(path)
-        migrate(conn, path)
+        open_current(conn, path, upgrade)
     except BaseException as exc:
         if conn is not None:
             conn.close()
@@ -96,18 +96,22 @@ def _as_json(value: dict[str, Any]) -> Any:
 class RunStore:
     """Records of one run directory (``<run dir>/store.sqlite``); ``read_only``: read an existing store without
     changing its files (see the module docstring); writing to it is then an error. ``lock``: hold the run
-    directory's writer lock (:class:`~madrag.writer_lock.WriterLock`) until :meth:`close`, for a writer that does
-    not take it itself (a scoring job takes it before it opens the store)."""
+    directory's writer lock (:class:`~madrag.store.writer_lock.WriterLock`) until :meth:`close`, for a writer that does
+    not take it itself (a scoring job takes it before it opens the store). A store an earlier madrag wrote opens
+    only with ``upgrade`` (what :func:`madrag.pipeline.migrations.open_store` gives it); without, it is refused
+    (:class:`~madrag.store.schema.OlderStore`)."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, lock: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, lock: bool = False, upgrade: StoreUpgrade | None = None
+    ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self._dir_lock = WriterLock(self.path.parent).acquire() if lock and not read_only else None
         if read_only:
-            self._conn = open_read_only(self.path)
+            self._conn = open_read_only(self.path, upgrade)
         else:
             try:
-                self._conn = _open_for_writing(self.path)
+                self._conn = _open_for_writing(self.path, upgrade)
             except BaseException:
                 if self._dir_lock is not None:
                     self._dir_lock.release()
@@ -371,10 +375,12 @@ class RunStore:
                 yield key, {n: None if v is None else json.loads(v) for n, v in zip(paths, values, strict=True)}
 
     # -- final scores --------------------------------------------------------------------------------
-    def put_scores(self, rows: Sequence[ScoreRow], *, replace: Collection[str] = ()) -> None:
+    def put_scores(
+        self, rows: Sequence[ScoreRow], *, replace: Collection[str] = (), clear: Collection[str] = ()
+    ) -> None:
         """Keep final scores in one transaction (a stored one of the same protocol, essay and trait replaced);
-        ``replace``: protocols whose stored scores are all dropped first (a run-wide protocol's fit over the run).
-        A store whose rows are still to be derived (:func:`madrag.store_schema.scores_pending`) has them now."""
+        ``replace``: protocols whose stored scores are all dropped first (a run-wide protocol's fit over the run);
+        ``clear``: meta keys removed in the same transaction. A store read into memory takes them too."""
         if self.read_only and not in_memory(self._conn):
             self._writable()
         self.flush()
@@ -383,16 +389,11 @@ class RunStore:
         try:
             conn.executemany("DELETE FROM scores WHERE protocol = ?", [(p,) for p in replace])
             conn.executemany(INSERT_SCORE, rows)
-            conn.execute("DELETE FROM meta WHERE key = ?", (SCORES_PENDING,))
+            conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in clear])
         except BaseException:
             conn.rollback()
             raise
         conn.execute("COMMIT")
-
-    def scores_pending(self) -> bool:
-        """Whether the store's final scores are still to be derived from its records (a run made before they
-        were kept: :mod:`madrag.pipeline.migrations` derives them once)."""
-        return scores_pending(self._conn)
 
     def scores(self, protocols: Collection[str] | None = None) -> list[TraitScore]:
         """The run's final scores (after :meth:`flush`), optionally of ``protocols``: one per protocol, essay and
@@ -404,8 +405,7 @@ class RunStore:
         self.flush()
         sql = "SELECT s.value FROM scores s LEFT JOIN essays e ON e.id = s.essay_id"
         args: list[str] = sorted(protocols) if protocols is not None else []
-        if protocols is not None:
-            sql += f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
+        sql += "" if protocols is None else f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
         for (value,) in self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args):
             yield row_score(value)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from madrag.atomic_files import open_atomic
+from madrag.files.atomic import open_atomic
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
@@ -60,14 +60,14 @@ def dict_rows(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] | None = 
 
 def write_csv(path: str | Path, rows: Iterable[Sequence[Any]]) -> None:
     """Write rows (the header first) to ``path`` as UTF-8 CSV, every cell formula-safe; complete or not at all
-    (:mod:`madrag.atomic_files`), streamed row by row."""
+    (:mod:`madrag.files.atomic`), streamed row by row."""
     with open_atomic(path, newline="") as fh:
         csv.writer(fh).writerows(safe_row(r) for r in rows)
 
 
 def write_frame(frame: Any, path: str | Path, *, index: bool = True) -> None:
     """Write a pandas DataFrame to ``path`` as pandas' ``to_csv`` does, with its text cells, column names and
-    index labels formula-safe; complete or not at all (:mod:`madrag.atomic_files`)."""
+    index labels formula-safe; complete or not at all (:mod:`madrag.files.atomic`)."""
     safe = frame.copy()
     text_columns = [c for c in safe.columns if safe[c].dtype.kind not in "biufcmM"]  # not numbers or times
     for column in text_columns:

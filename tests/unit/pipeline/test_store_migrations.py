@@ -1,6 +1,6 @@
-"""The run store's schema version and migrations: a store written before versions existed opens and reads back
-unchanged, a new store starts at the latest version, a newer store is refused, and a failed migration changes
-nothing."""
+"""The run store's schema version and its migrations (madrag.pipeline.migrations): a store written before versions
+existed opens through the migrations and reads back unchanged, the store alone refuses it, a new store starts at
+the latest version, a newer store is refused, and a failed migration changes nothing."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 
 from madrag.data.essay import Essay
 from madrag.errors import InputError
+from madrag.pipeline.migrations import STORE_MIGRATIONS, migrate, open_store
 from madrag.providers.base import TokenLogprob, TopLogprob
 from madrag.records import AgentRecord, ScoreResult
 from madrag.store import RunStore
-from madrag.store_schema import MIGRATIONS, migrate, schema_version
+from madrag.store.schema import SCHEMA_VERSION, OlderStore, schema_version
 
 # the schema exactly as the store wrote it before it carried a version (frozen here on purpose)
 UNVERSIONED_SCHEMA = """
@@ -84,7 +85,17 @@ def user_version(path: Path) -> int:
 
 def test_a_new_store_starts_at_the_latest_version(tmp_path: Path) -> None:
     RunStore(tmp_path / "store.sqlite").close()
-    assert user_version(tmp_path / "store.sqlite") == len(MIGRATIONS) == 2
+    assert user_version(tmp_path / "store.sqlite") == len(STORE_MIGRATIONS) == SCHEMA_VERSION == 2
+
+
+def test_the_store_alone_refuses_an_older_store_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    write_unversioned_store(path, sample_records(), [])
+    before = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(OlderStore, match=r"written by an earlier madrag \(schema version 0\)"):
+            RunStore(path, read_only=read_only)
+    assert path.read_bytes() == before and not (tmp_path / "store.v0.sqlite").exists()
 
 
 def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: Path) -> None:
@@ -94,7 +105,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
     write_unversioned_store(path, records, essays)
     assert user_version(path) == 0
 
-    store = RunStore(path)
+    store = open_store(path)
     try:
         assert user_version(path) == 2
         assert (tmp_path / "store.v0.sqlite").is_file()  # the store as it was, kept before it was migrated
@@ -109,7 +120,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
     finally:
         store.close()
     # opened again: already at the latest version, nothing re-run, same content
-    again = RunStore(path)
+    again = open_store(path)
     try:
         assert user_version(path) == 2 and again.count() == 2
     finally:
@@ -120,11 +131,12 @@ def test_a_store_newer_than_the_code_is_refused_untouched(tmp_path: Path) -> Non
     path = tmp_path / "store.sqlite"
     RunStore(path).close()
     conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(InputError, match=r"schema version 3, newer than this madrag reads \(2\)"):
-        RunStore(path)
-    assert user_version(path) == len(MIGRATIONS) + 1
+    for opened in (RunStore, open_store):
+        with pytest.raises(InputError, match=r"schema version 3, newer than this madrag reads \(2\)"):
+            opened(path)
+    assert user_version(path) == SCHEMA_VERSION + 1
 
 
 def test_migrations_run_in_order_and_a_failing_one_changes_nothing(tmp_path: Path) -> None:
@@ -143,12 +155,12 @@ def test_migrations_run_in_order_and_a_failing_one_changes_nothing(tmp_path: Pat
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         with pytest.raises(RuntimeError, match="migration 4 failed"):
-            migrate(conn, path, [*MIGRATIONS, add_column, broken])
+            migrate(conn, path, [*STORE_MIGRATIONS, add_column, broken])
         assert ran == ["v3", "v4"]
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
         assert "note" not in columns and schema_version(conn) == 2  # rolled back with the failure
 
-        assert migrate(conn, path, [*MIGRATIONS, add_column]) == 2  # the version it had
+        assert migrate(conn, path, [*STORE_MIGRATIONS, add_column]) == 2  # the version it had
         assert schema_version(conn) == 3
         assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(records)")]
     finally:

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from madrag.disk_errors import storage_error
 from madrag.errors import WriterBusy
+from madrag.files.disk_errors import storage_error
 
 LOCK_FILE = ".writer.lock"
 """The lock file a writer holds in the folder it writes."""

@@ -1,0 +1,42 @@
+"""Runs made by earlier commits, brought to today's format in one place: every other module knows only the current
+format.
+
+* :mod:`~madrag.pipeline.migrations.store`: a run store an earlier madrag wrote, its schema brought to the current
+  version (on disk, kept beside itself first, for a writer; in memory for a reader), and :func:`open_store`, how
+  every command opens a run's store;
+* :mod:`~madrag.pipeline.migrations.scores`: the final-score rows of a run made before they were kept, derived
+  once from its records;
+* :mod:`~madrag.pipeline.migrations.config`: a run's stored configuration and recorded backend identity in an
+  older shape, upgraded before they are compared, and the embedder a run recorded;
+* :mod:`~madrag.pipeline.migrations.chroma`: the Chroma store an older madrag kept its exemplar banks in, found in
+  a cache folder and deleted on request (never read).
+"""
+
+from madrag.pipeline.migrations.config import (
+    CONFIG_VERSION,
+    UPGRADES,
+    identity,
+    stored_embedder,
+    upgrade,
+    upgrade_identity,
+)
+from madrag.pipeline.migrations.scores import SCORES_PENDING, derive_scores, scores_pending, upgrade_scores
+from madrag.pipeline.migrations.store import STORE_MIGRATIONS, backup_path, migrate, open_store, read_view
+
+__all__ = [
+    "CONFIG_VERSION",
+    "SCORES_PENDING",
+    "STORE_MIGRATIONS",
+    "UPGRADES",
+    "backup_path",
+    "derive_scores",
+    "identity",
+    "migrate",
+    "open_store",
+    "read_view",
+    "scores_pending",
+    "stored_embedder",
+    "upgrade",
+    "upgrade_identity",
+    "upgrade_scores",
+]

@@ -1,0 +1,120 @@
+"""A run's stored configuration as an earlier madrag wrote it, brought to today's.
+
+One stored before ``config_version`` is version 1; it is brought to :data:`CONFIG_VERSION` by :data:`UPGRADES`
+(``UPGRADES[i]`` takes version ``i + 1`` to ``i + 2``; append, never edit one that has shipped), each filling in
+what its version added with the value that reproduces what older runs did, before it is compared with a job's
+(:func:`identity`); a configuration newer than this code is refused. A recorded backend identity in an older
+shape is read as today's (:func:`upgrade_identity`), and the embedder a run recorded, in any release's words
+(:func:`stored_embedder`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from madrag.errors import ConfigError
+from madrag.metrics import PAPER_TIES
+from madrag.providers.backends import backends, find_backend
+from madrag.providers.spec import ProviderSpec
+from madrag.retrieval.embedder import MiniLMEmbedder
+from madrag.settings import ScoringSettings, stored_settings
+from madrag.store.run_config import PROVENANCE, VERSION_KEY, Config
+
+__all__ = ["CONFIG_VERSION", "UPGRADES", "identity", "stored_embedder", "upgrade", "upgrade_identity"]
+
+Upgrade = Callable[[Config], Config]
+
+
+def upgrade_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded identity in the shape of this release's: a record made before the options models held every
+    kind's fields (``model_path``, ``base_url``, ``api_key_env``, ``logprobs``, ``n_ctx`` for a fake backend too),
+    which only the kind's own were ever read from; they are left out. A record of an unknown kind is kept."""
+    kind = stored.get("kind")
+    try:
+        backend = find_backend(kind) if isinstance(kind, str) else None
+    except ConfigError:
+        backend = None
+    if backend is None:
+        return dict(stored)
+    known = {*ProviderSpec.model_fields, *(f for b in backends() for f in b.option_fields())}
+    keep = {*ProviderSpec.model_fields, *backend.option_fields()}
+    return {k: v for k, v in stored.items() if k in keep or k not in known}
+
+
+def _v1_to_v2(config: Config) -> Config:
+    """Version 1 -> 2. Version 1 left out what was the default when it was left out: the ``half_up`` tie rule,
+    the windows embedder (the default before the paper's), no role backends; and it recorded each template by
+    where it came from (version 2: the names are identity, the sources provenance)."""
+    out = dict(config)
+    out["settings"] = {"reference_ties": PAPER_TIES, **(out.get("settings") or {})}
+    out.setdefault("embedder", "minilm-windows")
+    out.setdefault("role_providers", {})
+    prompts = out.get("prompts") or {}
+    out["prompts"] = sorted(prompts)
+    out["prompt_sources"] = dict(prompts) if isinstance(prompts, dict) else {}
+    out[VERSION_KEY] = 2
+    return out
+
+
+def _v2_to_v3(config: Config) -> Config:
+    """Version 2 -> 3. Version 2 recorded a backend flat with every kind's fields (a fake backend's
+    ``base_url``, ``api_key_env``, ``n_ctx``...), which only the kind's own were ever read from; version 3
+    records the kind's own (:func:`upgrade_identity`)."""
+    out = dict(config)
+    provider = out.get("provider")
+    if isinstance(provider, dict) and "kind" in provider:
+        out["provider"] = upgrade_identity(provider)
+    roles = out.get("role_providers")
+    if isinstance(roles, dict):
+        out["role_providers"] = {r: upgrade_identity(s) if isinstance(s, dict) else s for r, s in roles.items()}
+    out[VERSION_KEY] = 3
+    return out
+
+
+UPGRADES: Sequence[Upgrade] = (_v1_to_v2, _v2_to_v3)
+"""``UPGRADES[i]`` takes a configuration from version ``i + 1`` to ``i + 2``, in order; append, never edit."""
+CONFIG_VERSION = len(UPGRADES) + 1
+"""The version of the configurations this code writes."""
+
+
+def upgrade(config: Config, where: str = "run") -> Config:
+    """``config`` at :data:`CONFIG_VERSION`, by the upgrades it still needs; a ConfigError when it is newer."""
+    version = int(config.get(VERSION_KEY, 1))
+    if version > CONFIG_VERSION:
+        raise ConfigError(
+            f"{where} was made by a newer madrag (run configuration version {version}; this one reads up to "
+            f"{CONFIG_VERSION}); resume it with that madrag"
+        )
+    for step in UPGRADES[version - 1 :]:
+        config = step(config)
+    return config
+
+
+def identity(config: Config, settings_model: type[BaseModel] = ScoringSettings, where: str = "run") -> Config:
+    """What two configurations must share for a run to resume: ``config`` upgraded, its settings completed
+    (:func:`~madrag.settings.stored_settings`), without provenance, as JSON."""
+    current = upgrade(json.loads(json.dumps(config, sort_keys=True, default=str)), where)
+    current["settings"] = stored_settings(current.get("settings") or {}, settings_model)
+    return {k: v for k, v in current.items() if k not in PROVENANCE}
+
+
+def stored_embedder(config: Mapping[str, Any], bank: Mapping[str, Any] | None = None) -> str:
+    """The ``--embedder`` a stored run was made with, from its stored config and bank info (``bank``: what the
+    store records about the bank, with the embedder's full ``name``).
+
+    Runs made before the paper's embedder became the default recorded the windows embedder as ``minilm``, or,
+    being the default, recorded no embedder at all: both mean ``minilm-windows``. The bank's full embedder name
+    decides when it is known (a windows name has ``window=``); otherwise a config without an embedder is such a
+    run (runs made since always record theirs).
+    """
+    kind = config.get("embedder")
+    name = str((bank or {}).get("embedder") or "")
+    if kind in (None, "minilm") and "window=" in name:
+        return "minilm-windows"
+    if kind is None:
+        return "minilm" if name == MiniLMEmbedder().name else "minilm-windows"
+    return str(kind)

@@ -1,0 +1,212 @@
+"""A run store an earlier madrag wrote, brought to the current schema (:data:`madrag.store.schema.SCHEMA_VERSION`),
+and every run store opened through here (:func:`open_store`): the store itself knows only the current format.
+
+``STORE_MIGRATIONS[i]`` is a plain function that brings a store from version ``i`` to ``i + 1``; :func:`migrate`
+runs the ones a store still needs, all in one transaction together with the new version number, so a crash
+mid-way leaves the store as it was. A later schema change is a new function appended to
+:data:`STORE_MIGRATIONS` (and the current tables in :mod:`madrag.store.schema`); one that has shipped is never
+edited.
+
+Version 1 is the schema the store had before it carried a version (tables ``meta``, ``records``, ``essays``). A
+store written then reads as version 0 with those tables already there: migration 1 creates only what is missing
+(every statement says ``IF NOT EXISTS``), so such a store is stamped version 1 with nothing changed. Version 2
+adds the run's final scores as rows (``scores``); the rows of a store that holds records are derived from them
+once (:mod:`madrag.pipeline.migrations.scores`).
+
+Opened for writing (a run started or resumed), a store is migrated on disk, first copied beside itself
+(:func:`backup_path`, as the hand-codes file keeps its previous version), after a warning on the
+``madrag.store`` logger says so. Reading never migrates the file: :func:`read_view` gives a read-only
+connection's store as the latest version, the store itself when it is, else a copy in memory migrated there.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from madrag.pipeline.migrations.scores import SCORES_PENDING, upgrade_scores
+from madrag.store import RunStore
+from madrag.store.schema import refuse_newer, schema_version, tables
+
+Migration = Callable[[sqlite3.Connection], None]
+log = logging.getLogger("madrag.store")
+V1_TABLES = ("meta", "records", "essays")
+"""The tables of version 1, which an unversioned store written before versions existed already has."""
+
+
+def _v1_tables(conn: sqlite3.Connection) -> None:
+    """Version 1: the run's settings (``meta``), one row per agent call (``records``), the essays scored."""
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS records (
+    key TEXT PRIMARY KEY,
+    essay_id TEXT NOT NULL,
+    trait TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    role TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL,
+    record TEXT NOT NULL
+)"""
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL)"
+    )
+
+
+def _v2_scores(conn: sqlite3.Connection) -> None:
+    """Version 2: the run's final scores as rows (``scores``: one per protocol, essay and trait, the score or
+    NULL with the cause of its absence, the records it came from, the whole score as JSON). A store that holds
+    records gets them derived from its records once (:data:`SCORES_PENDING`)."""
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS scores (
+    protocol TEXT NOT NULL,
+    essay_id TEXT NOT NULL,
+    trait TEXT NOT NULL,
+    score INTEGER,
+    cause TEXT,
+    expected REAL,
+    record_keys TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (protocol, essay_id, trait)
+)"""
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) SELECT ?, 'true' WHERE EXISTS (SELECT 1 FROM records)",
+        (SCORES_PENDING,),
+    )
+
+
+STORE_MIGRATIONS: Sequence[Migration] = (_v1_tables, _v2_scores)
+"""``STORE_MIGRATIONS[i]`` takes a store from version ``i`` to ``i + 1``, in order; append, never edit."""
+
+
+def content_version(conn: sqlite3.Connection) -> int:
+    """The version a store's content has: its ``user_version``, except that an unversioned store which has the
+    version-1 tables is version 1 (what the store wrote before it carried a version)."""
+    found = schema_version(conn)
+    if found == 0 and set(V1_TABLES) <= tables(conn):
+        return 1
+    return found
+
+
+def _scores_pending(conn: sqlite3.Connection) -> bool:
+    if "meta" not in tables(conn):
+        return False
+    return conn.execute("SELECT 1 FROM meta WHERE key = ?", (SCORES_PENDING,)).fetchone() is not None
+
+
+def read_view(
+    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None
+) -> sqlite3.Connection:
+    """The store on the read-only connection ``conn`` as the latest version of ``migrations`` (default
+    :data:`STORE_MIGRATIONS`), the file left as it is: ``conn`` itself when its content is at that version with
+    its score rows, else an in-memory copy migrated there (``conn`` is then closed). An InputError when the store
+    is newer than this code."""
+    steps = STORE_MIGRATIONS if migrations is None else migrations
+    target = len(steps)
+    found = content_version(conn)
+    refuse_newer(found, target, path)
+    if found == target and not _scores_pending(conn):
+        return conn
+    log.info(
+        "run store %s: schema version %d read as version %d in memory (the file is not changed)", path, found, target
+    )
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.backup(memory)
+        migrate(memory, path, steps, announce=False)
+    except BaseException:
+        memory.close()
+        raise
+    conn.close()
+    return memory
+
+
+def backup_path(path: Path, version: int) -> Path:
+    """Where a store of schema ``version`` is kept before it is migrated on disk: beside it, named for its version
+    (``store.v1.sqlite``), as the hand-codes file keeps its previous version."""
+    return path.with_name(f"{path.stem}.v{version}{path.suffix}")
+
+
+def _backup(conn: sqlite3.Connection, target: Path) -> None:
+    """A consistent copy of the store on ``conn`` at ``target`` (SQLite's backup; an earlier copy is kept)."""
+    if target.exists():
+        return
+    copy = sqlite3.connect(target)
+    try:
+        conn.backup(copy)
+    finally:
+        copy.close()
+
+
+def migrate(
+    conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] | None = None, *, announce: bool = True
+) -> int:
+    """Bring the store on ``conn`` (an autocommit connection) to the latest version of ``migrations`` (default
+    :data:`STORE_MIGRATIONS`) and return the version it had. A new, empty store opened for writing is left to the
+    store, which creates it at the current version. An InputError, with nothing changed, when the store is newer
+    than this code; a migration that fails rolls back every step of this call. With ``announce``, a store is
+    migrated only after a warning on the ``madrag.store`` logger says so, and is first kept beside itself
+    (:func:`backup_path`)."""
+    steps = STORE_MIGRATIONS if migrations is None else migrations
+    target = len(steps)
+    found = schema_version(conn)
+    if found < target and (tables(conn) or not announce):  # an empty file read in memory: an empty store
+        if announce:  # kept before the change (SQLite copies no store it is writing)
+            _backup(conn, backup_path(path, found))
+        conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others then find it done
+        try:
+            found = schema_version(conn)
+            if announce and found < target:
+                log.warning(
+                    "note: run store %s was written by an older madrag (schema version %d): migrating it to version %d "
+                    "on disk (the store as it was is kept in %s)",
+                    path,
+                    found,
+                    target,
+                    backup_path(path, found).name,
+                )
+            for step in steps[found:]:
+                step(conn)
+            if found < target:
+                conn.execute(f"PRAGMA user_version = {target}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+    refuse_newer(found, target, path)
+    return found
+
+
+class _OlderStores:
+    """The :class:`~madrag.store.schema.StoreUpgrade` a store opened through :func:`open_store` is given."""
+
+    def on_disk(self, conn: sqlite3.Connection, path: Path) -> None:
+        migrate(conn, path)
+
+    def for_reading(self, conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+        return read_view(conn, path)
+
+
+OLDER_STORES = _OlderStores()
+"""Brings an older store to the current schema: on disk for a writer, in memory for a reader."""
+
+
+def open_store(path: Path, *, read_only: bool = False, lock: bool = False) -> RunStore:
+    """The run store at ``path`` (a :class:`~madrag.store.RunStore`) in the current format, whatever madrag wrote
+    it: for writing, an older store is migrated on disk (kept beside itself first) and its score rows derived once;
+    ``read_only``, the same is done in memory and the file is left as it is. ``lock``: as the store's."""
+    store = RunStore(path, read_only=read_only, lock=lock, upgrade=OLDER_STORES)
+    try:
+        upgrade_scores(store)  # a run made before its scores were rows gets them (in memory when read-only)
+    except BaseException:
+        store.close()
+        raise
+    return store
