@@ -27,9 +27,7 @@ What-ifs, each measured in the same run:
 OpenVINO on the same GGUF, alternately (A B C A B C: each rep's prompt is the same random ids for every runtime;
 the medians and the medians of the paired ratios are printed, each rep's figure beside them): one xllamacpp
 context with every core, OpenVINO GenAI's ``LLMPipeline``, and the IR GenAI converts the GGUF to, run by the
-OpenVINO runtime with its logits (what a runtime recording top-k alternatives would run), and madrag's own
-``--runtime openvino`` engine (its cached F16 copy of the model, aligned 512-token chunks: compare with
-``--ov-weights f16``; its ratio to GenAI's is the issue's goal, >= 0.9). Prompt rates at
+OpenVINO runtime with its logits (what a runtime recording top-k alternatives would run). Prompt rates at
 ``--lengths``, then generation (``--generated`` tokens after a 256-token prompt, twice each). With ``--per-core``
 instead: one thread each, prompt tokens per CPU-second; with ``--at-once`` instead: ``slots`` prompts of 1,024
 tokens at once, the embedded default against GenAI's continuous batching. ``--demo-totals`` prices the demo's
@@ -60,8 +58,6 @@ from madrag.providers.builtin import LlamaCppOptions
 from madrag.providers.embedded import read_gguf_metadata
 from madrag.providers.llamacpp import usable_cores
 from madrag.providers.models import smollm2_gguf_path
-from madrag.providers.ov_engine import OpenVinoEngine
-from madrag.providers.ov_model import dequantize_gguf
 from madrag.providers.xllama import XLlamaEngine
 
 LENGTHS = (256, 512, 1024, 2048)
@@ -134,6 +130,37 @@ def per_core_llama(path: Path) -> dict[int, float]:
     del server
     engine.close()
     return rates
+
+
+def convert(src: Path, dst: Path, kind: str) -> None:
+    """``src``'s tensors dequantised to F16 (exact for Q4_1's values) or requantised to Q8_0, metadata kept."""
+    import gguf
+    import numpy as np
+    from gguf.quants import dequantize, quantize
+
+    reader = gguf.GGUFReader(src)
+    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        kind_of = field.types[0]
+        sub = field.types[-1] if kind_of == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, field.contents(), kind_of, sub_type=sub)
+    plain = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+    for t in reader.tensors:
+        if t.tensor_type in plain:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+            continue
+        values = dequantize(t.data, t.tensor_type).reshape([int(x) for x in reversed(t.shape.tolist())])
+        if kind == "f16":
+            writer.add_tensor(t.name, values.astype(np.float16))
+        else:
+            q8 = quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor(t.name, q8, raw_shape=q8.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
 
 
 def torch_model(path: Path, threads: int) -> Any:
@@ -272,21 +299,6 @@ def _llama_seconds(server: Any, clock: Any = time.perf_counter) -> Any:
     return seconds
 
 
-def _madrag_seconds(model: Path, threads: int, clock: Any = time.perf_counter) -> Any:
-    """madrag's own OpenVINO runtime (``--runtime openvino``: the F16 copy of ``model`` it converts and caches, its
-    aligned 512-token chunks, no prompt reused): the prompt's seconds, to the log-probabilities of its last
-    position."""
-    engine = OpenVinoEngine(model, 8192, threads, N_BATCH)
-    engine.reuse_prompt = False
-
-    def seconds(ids: list[int]) -> float:
-        start = clock()
-        engine._prepare(ids)
-        return float(clock() - start)
-
-    return seconds
-
-
 def _median_rates(samples: dict[int, list[float]]) -> dict[int, float]:
     return {n: ov.median(v) for n, v in samples.items()}
 
@@ -296,7 +308,7 @@ def _ov_model(model: Path, tmp: Path, weights: str) -> Path:
     if not weights:
         return model
     converted = tmp / f"{model.stem}-{weights}.gguf"
-    dequantize_gguf(model, converted, weights)
+    convert(model, converted, weights)
     print(f"OpenVINO reads {converted.name} (weights converted); xllamacpp {model.name}", flush=True)
     return converted
 
@@ -319,27 +331,19 @@ def openvino_side(model: Path, args: argparse.Namespace, slots: int, requests: l
             return
         genai = ov.GenAI(ov_path, args.threads, args.kv_precision)
         logits = ov.Logits(xml, args.threads, args.kv_precision)
-        runners = {
-            "xllamacpp": _llama_seconds(server),
-            "genai": genai.prompt_seconds,
-            "logits": logits.prompt_seconds,
-            "madrag": _madrag_seconds(model, args.threads),
-        }
+        runners = {"xllamacpp": _llama_seconds(server), "genai": genai.prompt_seconds, "logits": logits.prompt_seconds}
         for seconds in runners.values():  # warm up: first-inference compilation is not the rate
             seconds(_random_ids(rng, 64))
         labels = {
             "xllamacpp": f"xllamacpp, one context, {args.threads} thr",
             "genai": f"OpenVINO GenAI, {args.threads} thr",
             "logits": f"OpenVINO IR + logits, {args.threads} thr",
-            "madrag": f"madrag --runtime openvino, {args.threads} thr",
         }
         wall = ov.alternate(runners, lengths, args.reps, rng) if lengths else {}
         for name, samples in wall.items():
             ov.show(labels[name], samples, "prompt tok/s")
-        for name in ("genai", "logits", "madrag") if wall else ():
+        for name in ("genai", "logits") if wall else ():
             ov.show_ratios(labels[name], wall[name], wall["xllamacpp"])
-        if wall:
-            ov.show_ratios(labels["madrag"], wall["madrag"], wall["genai"], "GenAI")
         if args.generated:
             generation = _generation_side(server, genai, logits, args.generated, rng)
             for name, rates in generation.items():
@@ -406,20 +410,16 @@ def _per_core_side(
         "xllamacpp": _llama_seconds(server, time.process_time),
         "genai": lambda ids: genai.prompt_seconds(ids, time.process_time),
         "logits": lambda ids: logits.prompt_seconds(ids, time.process_time),
-        "madrag": _madrag_seconds(models[0], 1, time.process_time),
     }
     for seconds in runners.values():
         seconds(_random_ids(rng, 64))
     cpu = ov.alternate(runners, lengths, args.reps, rng) if lengths else {}
     for name, samples in cpu.items():
         ov.show(f"{name}, 1 thread", samples, "prompt tok per CPU-s")
-    for name in ("genai", "logits", "madrag") if cpu else ():
+    for name in ("genai", "logits") if cpu else ():
         ov.show_ratios(f"{name}, 1 thread", cpu[name], cpu["xllamacpp"])
-    if cpu:
-        ov.show_ratios("madrag, 1 thread", cpu["madrag"], cpu["genai"], "GenAI")
     if args.generated:
         generation = _per_core_generation(server, genai, logits, args, rng)
-        generation["madrag"] = generation["logits"]  # the same generation loop on the same compiled model
         for name, samples in cpu.items() if requests else ():
             seconds = model_time(requests, _median_rates(samples), ov.median(generation[name]))
             print(f"{name + ', 1 thread':<34} the run's model time {seconds:.0f} CPU-s", flush=True)
@@ -510,7 +510,7 @@ def main() -> None:
             sys.exit(f"unknown format {kind!r}: f16 or q8_0")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"model-{kind}.gguf"
-            dequantize_gguf(model, path, kind)
+            convert(model, path, kind)
             report(f"one context, weights as {kind.upper()}", *llama_rates(path, args.threads, args.reps), requests)
     if args.torch:
         torch = torch_rates(model, args.threads, args.reps)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 from bench import openvino_runtime as ov
+from bench.embedded_prompt_rate import convert
 
 from madrag.providers.base import ChatRequest, Message
 from madrag.providers.models import smollm2_gguf_path
-from madrag.providers.ov_model import dequantize_gguf
 from madrag.providers.xllama import XLlamaEngine
 
 SCORES = [str(s) for s in range(1, 7)]
@@ -108,7 +108,7 @@ def main() -> None:
         model = smollm2_gguf_path()
         if args.weights:
             converted = tmp / f"{model.stem}-{args.weights}.gguf"
-            dequantize_gguf(model, converted, args.weights)
+            convert(model, converted, args.weights)
             model = converted
         engine = XLlamaEngine(model, 8192, 2, 512, 2)
         engine.reuse_prompt = False

@@ -214,8 +214,8 @@ def show(label: str, samples: dict[int, list[float]], unit: str) -> None:
     print(f"{label:<34} median {unit} by length (each rep) {{{shown}}}", flush=True)
 
 
-def show_ratios(label: str, samples: Samples, base: Samples, of: str = "xllamacpp") -> None:
-    """The median of the per-rep ratios to ``of``'s (each rep's pair measured back to back)."""
+def show_ratios(label: str, samples: dict[int, list[float]], base: dict[int, list[float]]) -> None:
+    """The median of the per-rep ratios (each rep's pair measured back to back)."""
     paired = {n: [a / b for a, b in zip(v, base[n], strict=True)] for n, v in samples.items()}
     shown = ", ".join(f"{n}: {median(r):.2f}" for n, r in paired.items())
-    print(f"  {label:<32} / {of}'s, median of paired ratios {{{shown}}}", flush=True)
+    print(f"  {label:<32} / xllamacpp's, median of paired ratios {{{shown}}}", flush=True)

@@ -29,8 +29,6 @@ SLOW: dict[str, str] = {
     "176 s (set 8) and 127 s (set 7)",
     "test_xllama_runtime::test_the_gguf_header_reads_as_the_gguf_package_reads_it": "the gguf package reads the "
     "model file's header: 40 s",
-    "test_openvino_runtime::test_the_judges_score_step_reads_the_same_scores_as_xllamacpp": "three Judge calls on "
-    "xllamacpp, their score steps replayed on OpenVINO: 66 s (one process, load average 3-4)",
     "test_memory_bounded::test_thousand_essays_bounded_rss_and_no_lost_record": "a thousand essays: 25 s",
     "test_paper_figures::test_eval_paper_prints_table_1_beside_the_measured": "eval --paper on a full run: 25 s",
     # the e2e tier, measured the same way at a load average of 5 to 7

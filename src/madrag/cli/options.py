@@ -53,12 +53,9 @@ def comma_list(value: str) -> list[str]:
 RuntimeOpt = Annotated[
     str,
     typer.Option(
-        help="llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel), llama-cpp-python (pip "
+        help="llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel) or llama-cpp-python (pip "
         "install 'madrag\\[llama-cpp-python]'; what answered every run made before this option, which resumes "
-        "only with it) or openvino (pip install 'madrag\\[openvino]'; an F16 copy of the model, converted once). "
-        "The llama.cpp two give the same greedy tokens and logprobs; OpenVINO's logprobs are within ~0.1 of "
-        "theirs (F16 beside llama.cpp's Q4_1 arithmetic), so a greedy text may part at a near-tie. Sampled texts "
-        "differ."
+        "only with it). Same greedy tokens and logprobs; sampled texts differ."
     ),
 ]
 MaxFailuresOpt = Annotated[

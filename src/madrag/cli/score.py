@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from madrag.cli.groups import OptionGroup, with_groups
-from madrag.cli.options import DryRunOpt, DryRunPricesOpt, RuntimeOpt, SampleOpt, at_least_one
+from madrag.cli.options import DryRunOpt, DryRunPricesOpt, SampleOpt, at_least_one
 from madrag.cli.output import console, err
 from madrag.cli.presets import PresetOpt, ProtocolListOpt, choose_protocols
 from madrag.cli.score_options import BACKEND, RUN, SETTINGS, SOURCE, JobFields
@@ -223,12 +223,9 @@ def demo(
             help="Only these traits, comma-separated (Ideas,Style); all 4 by default, each a quarter of the time."
         ),
     ] = None,
-    runtime: RuntimeOpt = "xllamacpp",
 ) -> None:
     """Score N real ASAP set-7 essays (all 4 traits, or those of --traits) with MADRAG on the embedded model: no
     network, no key."""
-    from madrag.cli.backend_options import spec_from_options
-
     asap = find_asap_dir()
     rubric = asap / "rubric_set7.json"
     job = ScoreJob(
@@ -237,6 +234,5 @@ def demo(
         run_dir=run_dir,
         limit=n,
         settings=ScoringSettings(debater_max_tokens=max_tokens, judge_max_tokens=max_tokens),
-        provider=spec_from_options(runtime=runtime),
     )
     exit_on_failed_calls(run_cli_job(job))

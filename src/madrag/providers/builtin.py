@@ -23,12 +23,9 @@ class LlamaCppOptions(BackendOptions):
     model_path: str | None = option(None, "A GGUF file for llamacpp.", path=True)
     runtime: LlamaRuntime = option(
         "xllamacpp",
-        "llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel), llama-cpp-python (pip "
+        "llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel) or llama-cpp-python (pip "
         "install 'madrag[llama-cpp-python]'; what answered every run made before this option, which resumes "
-        "only with it) or openvino (pip install 'madrag[openvino]'; an F16 copy of the model, converted once). "
-        "The llama.cpp two give the same greedy tokens and logprobs; OpenVINO's logprobs are within ~0.1 of "
-        "theirs (F16 beside llama.cpp's Q4_1 arithmetic), so a greedy text may part at a near-tie. Sampled texts "
-        "differ.",
+        "only with it). Same greedy tokens and logprobs; sampled texts differ.",
     )
     # 2 measured 1.42x the calls/s of 1 on 2 cores (bench/embedded_slots.py)
     slots: int = option(2, "llamacpp: parallel model contexts (CPU threads are shared).", operational=True, ge=1)

