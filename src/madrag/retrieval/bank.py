@@ -263,16 +263,6 @@ class ExemplarBank:
         self._remember(key, vector)
         return vector
 
-    def prefetch(self, essays: Sequence[Essay]) -> None:
-        """Embed many query essays in one batched call (faster than one at a time) and cache them."""
-        todo = {_cache_key(e): e for e in essays}
-        with self._cache_lock:
-            todo = {k: e for k, e in todo.items() if k not in self._cache}
-        if todo:
-            vectors = normalize_rows(self.embedder.embed([e.text for e in todo.values()]))
-            for key, vector in zip(todo, vectors, strict=True):
-                self._remember(key, vector)
-
     def _remember(self, key: tuple[str, str], vector: FloatArray) -> None:
         with self._cache_lock:
             self._cache[key] = vector
