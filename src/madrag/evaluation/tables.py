@@ -1,7 +1,8 @@
 """The evaluations for people: display tables, markdown, plain text and the files the eval commands write.
 
 * Shared formatting: :func:`fmt` (one number in a cell), :func:`markdown_table`, :func:`markdown_document`, long
-  rows as a wide table of cells (:func:`cells`), CSVs (:func:`write_csvs`) and a bare figure (:func:`new_figure`).
+  rows as a wide table of cells (:func:`cells`), CSVs (:func:`write_csvs`), a bare figure (:func:`new_figure`)
+  and its PNG (:func:`save_png`).
 * The MADRAG paper (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text
   rendering, evaluation.md and :func:`save` (CSVs, evaluation.json, evaluation.md).
 
@@ -22,7 +23,7 @@ import pandas as pd
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
 from madrag.extras import require
-from madrag.files.atomic import write_text_atomic
+from madrag.files.atomic import open_atomic, write_text_atomic
 from madrag.files.csv_safe import write_frame
 
 if TYPE_CHECKING:
@@ -91,6 +92,14 @@ def new_figure(**kwargs: Any) -> Figure:
     fig: Figure = require("paper", "matplotlib.figure").Figure(**kwargs)
     require("paper", "matplotlib.backends.backend_agg").FigureCanvasAgg(fig)
     return fig
+
+
+def save_png(fig: Figure, path: Path, dpi: int = 120) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (its folder made, the file written atomically); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=dpi)
+    return path
 
 
 # -- the MADRAG paper: agreement tables -------------------------------------------------------------------------

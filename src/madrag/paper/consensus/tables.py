@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.evaluation.tables import cells, diff_cell, fmt, markdown_document, new_figure, records, write_csvs
-from madrag.files.atomic import open_atomic, write_text_atomic
+from madrag.evaluation.tables import cells, diff_cell, fmt, markdown_document, new_figure, records, save_png, write_csvs
+from madrag.files.atomic import write_text_atomic
 from madrag.paper.consensus.metrics import ALL, ConsensusEvaluation
 
 
@@ -124,10 +124,7 @@ def plot_trajectories(trajectories: pd.DataFrame, path: Path, human_mean: float 
         if len(pooled):
             ax.set_xticks(sorted(pooled["round"].unique().tolist()))
         ax.legend(fontsize="small")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    return path
+    return save_png(fig, path)
 
 
 def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataFrame | None = None) -> Path:
@@ -152,10 +149,7 @@ def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataF
         ax.set_xticks(sorted(rows["round"].unique().tolist()))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    return path
+    return save_png(fig, path)
 
 
 def save_consensus(ev: ConsensusEvaluation, out_dir: Path) -> list[Path]:
