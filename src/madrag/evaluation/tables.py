@@ -45,12 +45,13 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{round(value, digits) + 0.0:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A DataFrame as a GitHub markdown table, index as the first column."""
-    head = ["", *(str(c) for c in frame.columns)]
+def markdown_table(frame: pd.DataFrame, *, index: bool = True, digits: int = 2) -> str:
+    """A DataFrame as a GitHub markdown table: the index as the first column (unless ``index`` is False), every
+    cell through :func:`fmt` with ``digits``."""
+    head = [*([""] if index else []), *(str(c) for c in frame.columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for index, row in frame.iterrows():
-        cells = [str(index), *(fmt(v) for v in row.tolist())]
+    for label, row in frame.astype(object).iterrows():
+        cells = [*([str(label)] if index else []), *(fmt(v, digits) for v in row.tolist())]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
