@@ -101,13 +101,13 @@ def runs_export(
 
 def _export_scores(store: RunStore, fmt: str, target: Path) -> int:
     """Write the run's trait scores (one row per essay, trait and protocol) as CSV or JSONL; the rows written."""
-    from madrag.evaluation.run import read_trait_scores, score_rows
+    from madrag.evaluation.run import score_rows
     from madrag.rubric import Rubric
     from madrag.store import write_scores_csv
 
     config = store.get_meta("config") or {}
     rubric = Rubric.model_validate(config.get("rubric"))
-    rows = score_rows(store.essays(), read_trait_scores(store, rubric), rubric)
+    rows = score_rows(store.essays(), store.scores(), rubric)
     if fmt == "csv":
         write_scores_csv(rows, target)
     elif fmt == "jsonl":

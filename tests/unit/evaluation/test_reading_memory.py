@@ -13,7 +13,7 @@ import pytest
 from tests.synthetic_runs import rubric_of, synthesize_run
 
 from madrag.evaluation.evidence import evidence_table
-from madrag.evaluation.run import load_run, open_store, trait_scores
+from madrag.evaluation.run import load_run, open_store
 
 ESSAYS = 150
 
@@ -43,12 +43,11 @@ def _all_records(run_dir: Path, role: str | None = None) -> list[Any]:
 
 def test_the_scores_are_read_without_holding_every_judge_record(run_dir: Path) -> None:
     held, _ = _peak(lambda: _all_records(run_dir, "judge"))
-    rubric = rubric_of(1)
 
     def scores() -> Any:
         store = open_store(run_dir)
         try:
-            return trait_scores(store, rubric)
+            return store.scores()
         finally:
             store.close()
 
