@@ -252,7 +252,7 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str],
     return essay
 
 
-def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[str, str]) -> None:
+def _report_columns(p: Path, keys: Iterable[str], columns: dict[str, str]) -> None:
     """Report once the columns that are neither known nor a trait's; and the traits no column maps."""
     unused = [k for k in dict.fromkeys(keys) if k not in TABLE_KNOWN and _trait_of(k, columns)[0] is None]
     if unused:
@@ -284,7 +284,7 @@ def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS
         keys, rows = _xlsx_rows(p, max_rows) if suffix in XLSX_SUFFIXES else _csv_rows(p)
         if "id" not in keys or "text" not in keys:
             raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
-    _report_columns(p, keys, rubric, columns)
+    _report_columns(p, keys, columns)
     essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
