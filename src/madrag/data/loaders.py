@@ -33,6 +33,7 @@ from madrag.data.reading import (
     encoding_name,
     jsonl_rows,
     parse_score,
+    read_bytes,
     read_text,
     report_once,
     too_long,
@@ -294,13 +295,7 @@ def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS
 
 def _csv_rows(p: Path) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
     """The header and ``(path:line, row)`` pairs of a CSV in the encoding detected in its bytes."""
-    if not p.is_file():
-        raise InputError(f"data file not found: {p}")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc}") from exc
-    text, codec = decode_text(data, str(p))
+    text, codec = decode_text(read_bytes(p), str(p))
     if codec not in ("utf-8", "utf-8-sig", "ascii"):
         report_once(p, f"read as {encoding_name(codec)} (detected)")
     keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")
