@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from madrag.data.essay import Essay
+from madrag.data.reading import check_unique
 from madrag.errors import InputError, MadragError
 from madrag.metrics import PAPER_TIES, TieRule
 from madrag.retrieval import bank_store
@@ -87,11 +88,7 @@ def _metadata(essay: Essay, rubric: Rubric, ties: TieRule) -> dict[str, str | in
 def _check_pool(pool: Sequence[Essay]) -> None:
     if not pool:
         raise InputError("the exemplar pool is empty: the bank needs scored essays from the training split")
-    seen: set[str] = set()
-    for essay in pool:
-        if essay.id in seen:
-            raise InputError(f"duplicate essay id {essay.id!r} in the exemplar pool")
-        seen.add(essay.id)
+    check_unique(list(pool), "the exemplar pool")
 
 
 def _batches(items: Sequence[Essay], size: int) -> Iterator[Sequence[Essay]]:
