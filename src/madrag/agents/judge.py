@@ -39,12 +39,9 @@ from madrag.agents.calls import (
     once,
     request_settings,
 )
-from madrag.agents.final_score import FINAL_SCORE as FINAL_SCORE
-from madrag.agents.final_score import closing_scores as closing_scores
 from madrag.agents.final_score import find_final_score as find_final_score
 from madrag.agents.final_score import parse_score as parse_score
 from madrag.agents.final_score import rationale as judge_rationale
-from madrag.agents.final_score import statements as statements
 from madrag.agents.scores import blank_score_line as blank_score_line
 from madrag.agents.scores import choice_distribution as choice_distribution
 from madrag.agents.scores import distribution_at as distribution_at
