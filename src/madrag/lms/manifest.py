@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -27,6 +27,11 @@ ESSAYS = "essays.jsonl"
 RUBRIC = "rubric.json"
 ROSTER = "roster.json"
 LMS_NAMES: dict[Lms, str] = {"canvas": "Canvas", "classroom": "Google Classroom"}
+
+
+def grade_number(value: Any) -> float | None:
+    """A grade or points value an LMS answered (a number, or a numeric string) as a float; None when it gave none."""
+    return None if value is None else float(value)
 
 
 class Criterion(BaseModel):
