@@ -81,7 +81,9 @@ def test_the_report_written_a_batch_of_essays_at_a_time_is_the_page_rendered_who
     monkeypatch.setattr(report, "ESSAYS_AT_ONCE", 10)  # 15 batches of the 150 essays
     written = report.write_report(run_dir, bootstrap=20, out=tmp_path / "report.html").read_text(encoding="utf-8")
     run = load_run(run_dir)  # every Judge record kept
-    whole = report.render_html(run, evaluate_run(run, bootstrap=20), load_sources(run))
+    shown: dict[str, str] = {}  # the page rendered whole: every essay's block at once
+    essays = "".join(report.essay_block(run, e, load_sources(run), shown) for e in run.essays)
+    whole = report.page_head(run, evaluate_run(run, bootstrap=20)) + essays + report.page_tail(shown)
     assert written == whole and written.count("<summary>essay ") == ESSAYS
 
     held, _ = _peak(lambda: _all_records(run_dir))
