@@ -22,7 +22,6 @@ Lms = Literal["canvas", "classroom"]
 LmsId = int | str
 """An id in an LMS: Canvas's are numbers, Google Classroom's strings."""
 MANIFESTS: dict[Lms, str] = {"canvas": "canvas-pull.json", "classroom": "classroom-pull.json"}
-MANIFEST = MANIFESTS["canvas"]
 ESSAYS = "essays.jsonl"
 RUBRIC = "rubric.json"
 ROSTER = "roster.json"
