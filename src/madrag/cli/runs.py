@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -16,7 +17,7 @@ from madrag.cli.paths import output_file
 from madrag.distributed.options import ray_summary
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store, require_run
-from madrag.files.atomic import write_text_atomic
+from madrag.files.atomic import open_atomic
 from madrag.pipeline.unusable import Unusable, models_words, stored_accounts
 from madrag.store import RunStore
 
@@ -100,18 +101,30 @@ def runs_export(
 
 
 def _export_scores(store: RunStore, fmt: str, target: Path) -> int:
-    """Write the run's trait scores (one row per essay, trait and protocol) as CSV or JSONL; the rows written."""
-    from madrag.evaluation.run import score_rows
+    """Write the run's trait scores (one row per essay, trait and protocol) as CSV or JSONL, streamed (a row at a
+    time, :func:`~madrag.evaluation.run.each_score_row`); the rows written."""
+    from madrag.evaluation.run import each_score_row
+    from madrag.files.csv_safe import write_csv
     from madrag.rubric import Rubric
-    from madrag.store import write_scores_csv
 
     config = store.get_meta("config") or {}
     rubric = Rubric.model_validate(config.get("rubric"))
-    rows = score_rows(store.essays(), store.scores(), rubric)
-    if fmt == "csv":
-        write_scores_csv(rows, target)
-    elif fmt == "jsonl":
-        write_text_atomic(target, "".join(json.dumps(r) + "\n" for r in rows))
-    else:
+    if fmt not in ("csv", "jsonl"):
         raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
-    return len(rows)
+    rows, written = each_score_row(store, rubric), [0]
+
+    def cells() -> Iterator[list[Any]]:  # the header (the first row's names), then each row's values
+        for row in rows:
+            if not written[0]:
+                yield list(row)
+            written[0] += 1
+            yield list(row.values())
+
+    if fmt == "csv":
+        write_csv(target, cells())  # no row: an empty file
+    else:
+        with open_atomic(target) as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+                written[0] += 1
+    return written[0]

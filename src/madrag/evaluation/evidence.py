@@ -9,13 +9,15 @@ counts for every protocol whose Judge read it, so each protocol's row is what it
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from madrag.evaluation.run import open_store
-from madrag.records import AgentRecord
+from madrag.records import AgentRecord, EvidenceCounts
 
 EVIDENCE_COLUMNS = [
     *["protocol", "role", "calls", "calls_checked", "quotes", "verified", "unverified", "unverified_rate"],
@@ -28,71 +30,93 @@ ROLE_ORDER = {"advocate": 0, "skeptic": 1, "judge": 2}
 """How roles are listed: the debate's order, then the Judge."""
 
 
-def _owners(records: list[AgentRecord]) -> dict[str, set[str]]:
-    """Debate record key -> the protocols whose Judges read it."""
+@dataclass
+class _Tally:
+    """The evidence counts of one protocol and role, added up one record at a time."""
+
+    calls: int = 0
+    calls_checked: int = 0
+    quotes: int = 0
+    verified: int = 0
+    unverified: int = 0
+    placeholder_errors: int = 0
+    calls_with_placeholder_errors: int = 0
+
+    def add(self, counts: EvidenceCounts) -> None:
+        self.calls += 1
+        if counts.checked:
+            self.calls_checked += 1
+            self.quotes += counts.quotes_found
+            self.verified += counts.quotes_verified
+            self.unverified += counts.quotes_unverified
+        self.placeholder_errors += counts.placeholder_errors
+        self.calls_with_placeholder_errors += bool(counts.placeholder_errors)
+
+    def row(self, protocol: str, role: str) -> dict[str, Any]:
+        rate = self.unverified / self.quotes if self.quotes else float("nan")
+        return {"protocol": protocol, "role": role, **asdict(self), "unverified_rate": rate}
+
+
+Counted = tuple[str, str, str, EvidenceCounts | None]
+"""What the table reads of a record: its key, protocol, role and evidence counts."""
+
+
+def _owners(judges: Iterable[tuple[str, object]]) -> dict[str, set[str]]:
+    """Debate record key -> the protocols whose Judges read it, from (protocol, the debate a record read)."""
     owners: dict[str, set[str]] = defaultdict(set)
-    for record in records:
-        for key in record.context.get("debate", []) or []:
-            owners[str(key)].add(record.protocol)
+    for protocol, debate in judges:
+        for key in debate if isinstance(debate, list) else []:
+            owners[str(key)].add(protocol)
     return owners
 
 
-def _row(protocol: str, role: str, records: list[AgentRecord]) -> dict[str, Any]:
-    """The evidence row of one protocol and role over its records that carry counts."""
-    counted = [r.evidence for r in records if r.evidence is not None]
-    checked = [e for e in counted if e.checked]
-    quotes = sum(e.quotes_found for e in checked)
-    unverified = sum(e.quotes_unverified for e in checked)
-    return {
-        "protocol": protocol,
-        "role": role,
-        "calls": len(counted),
-        "calls_checked": len(checked),
-        "quotes": quotes,
-        "verified": sum(e.quotes_verified for e in checked),
-        "unverified": unverified,
-        "unverified_rate": unverified / quotes if quotes else float("nan"),
-        "placeholder_errors": sum(e.placeholder_errors for e in counted),
-        "calls_with_placeholder_errors": sum(1 for e in counted if e.placeholder_errors),
-    }
+def _table(counted: Iterable[Counted], owners: dict[str, set[str]], protocols: list[str] | None) -> pd.DataFrame:
+    """The evidence table of records' counts, each added to the rows of the protocols that read it."""
+    groups: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
+    for key, protocol, role, counts in counted:
+        if counts is None:
+            continue
+        for owner in sorted(owners.get(key, {protocol})):
+            groups[(owner, role)].add(counts)
+    order = {name: i for i, name in enumerate(protocols or [])}
+    keys = sorted(
+        groups, key=lambda k: (order.get(k[0], len(order)), k[0], ROLE_ORDER.get(k[1], len(ROLE_ORDER)), k[1])
+    )
+    return pd.DataFrame([groups[k].row(*k) for k in keys], columns=EVIDENCE_COLUMNS)
 
 
 def evidence_frame(records: list[AgentRecord], protocols: list[str] | None = None) -> pd.DataFrame:
     """The evidence table (:data:`EVIDENCE_COLUMNS`) of a run's records, rows in ``protocols`` order (then any
     others), roles as :data:`ROLE_ORDER` then alphabetically; empty when no record carries counts (a run made
     before the check)."""
-    owners = _owners(records)
-    groups: dict[tuple[str, str], list[AgentRecord]] = defaultdict(list)
-    for record in records:
-        if record.evidence is None:
-            continue
-        for protocol in sorted(owners.get(record.key, {record.protocol})):
-            groups[(protocol, record.role)].append(record)
-    order = {name: i for i, name in enumerate(protocols or [])}
-    keys = sorted(
-        groups, key=lambda k: (order.get(k[0], len(order)), k[0], ROLE_ORDER.get(k[1], len(ROLE_ORDER)), k[1])
-    )
-    rows = [_row(protocol, role, groups[(protocol, role)]) for protocol, role in keys]
-    return pd.DataFrame(rows, columns=EVIDENCE_COLUMNS)
+    owners = _owners((r.protocol, r.context.get("debate")) for r in records)
+    return _table(((r.key, r.protocol, r.role, r.evidence) for r in records), owners, protocols)
+
+
+FIELDS = {"protocol": "$.protocol", "role": "$.role", "evidence": "$.evidence"}
+"""What :func:`evidence_table` reads of each stored record (SQLite reads it from the record's JSON)."""
+
+
+def _counts(stored: object) -> EvidenceCounts | None:
+    return None if stored is None else EvidenceCounts.model_validate(stored)
 
 
 def evidence_table(run_dir: Path, protocols: list[str] | None = None) -> pd.DataFrame:
-    """The evidence table of the run in ``run_dir`` (every record of its store; empty when there is no store)."""
+    """The evidence table of the run in ``run_dir`` (every record of its store; empty when there is no store),
+    streamed: two passes over the records' counts and debates read by SQLite, none parsed whole and none held (a
+    large run's table costs the memory of its debate keys, not of its records)."""
     if not (Path(run_dir) / "store.sqlite").is_file():
         return pd.DataFrame(columns=EVIDENCE_COLUMNS)
     store = open_store(run_dir)
     try:
-        records = [counts_only(r) for r in store.records()]  # one record's text at a time, not the run's
+        judges = store.each_record_fields({"protocol": "$.protocol", "debate": "$.context.debate"})
+        owners = _owners((f["protocol"], f["debate"]) for _key, f in judges if f["debate"])
+        counted = (
+            (key, f["protocol"], f["role"], _counts(f["evidence"])) for key, f in store.each_record_fields(FIELDS)
+        )
+        return _table(counted, owners, protocols)
     finally:
         store.close()
-    return evidence_frame(records, protocols)
-
-
-def counts_only(record: AgentRecord) -> AgentRecord:
-    """What the evidence table reads of a record (its key, protocol, role, counts and the debate its Judge
-    read), without its prompt, answer or tokens."""
-    context = {"debate": record.context.get("debate") or []}
-    return record.model_copy(update={"messages": [], "tokens": None, "text": "", "rationale": None, "context": context})
 
 
 EVIDENCE_TITLE = "evidence check: quotes not in the essay, placeholders cited as errors"

@@ -6,6 +6,7 @@ export."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,30 +135,45 @@ def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:
     """Flat rows (essay x trait x protocol) for CSV/JSONL export and tables."""
     by_id = {e.id: e for e in essays}
-    rows = []
-    for s in scores:
-        essay = by_id.get(s.essay_id)
-        trait = rubric.trait(s.trait)
-        result = s.result
-        rows.append(
-            {
-                "essay_id": s.essay_id,
-                "protocol": s.protocol,
-                "trait": s.trait,
-                "score": s.score,
-                "reference": essay.reference(trait) if essay else None,
-                "rater1": essay.rater(trait.name, 0) if essay else None,
-                "rater2": essay.rater(trait.name, 1) if essay else None,
-                "score_mode": result.mode if result else "failed",
-                "expected": None if result is None or result.expected is None else round(result.expected, 4),
-                "distribution": None if result is None else result.distribution,
-                "n_judges": s.n_judges,
-                "n_usable": s.n_usable,
-                "truncated": s.truncated,
-                "rationale": s.rationale,
-            }
-        )
-    return rows
+    return [score_row(s, by_id.get(s.essay_id), rubric) for s in scores]
+
+
+def score_row(s: TraitScore, essay: Essay | None, rubric: Rubric) -> dict[str, Any]:
+    """One flat row of :func:`score_rows` (``essay``: None when the run does not keep the score's essay)."""
+    trait = rubric.trait(s.trait)
+    result = s.result
+    return {
+        "essay_id": s.essay_id,
+        "protocol": s.protocol,
+        "trait": s.trait,
+        "score": s.score,
+        "reference": essay.reference(trait) if essay else None,
+        "rater1": essay.rater(trait.name, 0) if essay else None,
+        "rater2": essay.rater(trait.name, 1) if essay else None,
+        "score_mode": result.mode if result else "failed",
+        "expected": None if result is None or result.expected is None else round(result.expected, 4),
+        "distribution": None if result is None else result.distribution,
+        "n_judges": s.n_judges,
+        "n_usable": s.n_usable,
+        "truncated": s.truncated,
+        "rationale": s.rationale,
+    }
+
+
+def each_score_row(store: RunStore, rubric: Rubric) -> Iterator[dict[str, Any]]:
+    """:func:`score_rows` of a stored run, streamed: its scores and its essays read side by side in the essays'
+    order (:meth:`RunStore.each_score`, :meth:`RunStore.each_essay`), one of each held at a time, and the essays'
+    ids (what tells a score whose essay the run does not keep: those come first)."""
+    kept = {essay.id for essay in store.each_essay()}
+    essays = store.each_essay()
+    essay: Essay | None = None
+    for s in store.each_score():
+        if s.essay_id not in kept:
+            yield score_row(s, None, rubric)
+            continue
+        while essay is None or essay.id != s.essay_id:
+            essay = next(essays)
+        yield score_row(s, essay, rubric)
 
 
 def distinct_runs(folders: list[Path]) -> list[Path]:

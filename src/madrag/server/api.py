@@ -109,8 +109,11 @@ async def backend_test(body: BackendSettings, s: StateDep) -> ProbeResult:
 
 
 @router.post("/runs", status_code=201, summary="Create and start a run (or a dry-run estimate)", responses=ERRORS)
-def create_run(body: RunCreate, s: StateDep) -> RunOut:
+def create_run(body: RunCreate, s: StateDep, response: Response) -> RunOut:
+    """The inputs are checked here (every refusal is this request's answer); the run is kept, ``queued``, and
+    started by the server's worker: poll ``Location`` (``GET /api/runs/{run_id}``) or its ``/events``."""
     meta = service.start_run(s, body)
+    response.headers["Location"] = f"/api/runs/{meta.id}"
     return s.runs.describe_run(meta.id)
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -124,11 +126,37 @@ def add_review(run_dir: Path, review: Review) -> Review:
         conn.close()
 
 
-def add_bulk_approvals(run_dir: Path, approvals: list[Review]) -> int:
+@dataclass
+class BulkProgress:
+    """How far a bulk approval has got while it is written, what its page shows: ``done`` of ``total`` scores
+    checked inside its one transaction (nothing is approved until all are: the count is progress, not scores
+    saved); ``written`` once it committed, or ``error`` when it stopped (none approved). ``back``: the page to
+    return to, which the count approved ends (``...?approved=``)."""
+
+    run_id: str
+    back: str
+    total: int | None = None
+    done: int = 0
+    written: int | None = None
+    error: str | None = None
+    ended_at: float | None = None
+    work: object = field(default=None, repr=False)  # what keeps the approval's task alive while it runs
+
+    def advance(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def end(self, written: int | None, error: str | None = None) -> None:
+        self.written, self.error, self.ended_at = written, error, time.time()
+
+
+def add_bulk_approvals(
+    run_dir: Path, approvals: list[Review], progress: Callable[[int, int], None] | None = None
+) -> int:
     """Write a bulk approval whole, in one transaction: every one of ``approvals`` (action ``bulk-accept``) whose
     essay-trait-protocol nobody decided yet, or none of them (an error or a kill midway leaves the store as it was
     before). Undecided is checked inside the transaction, so a decision the teacher made while the approval was
-    being prepared stays in force. Returns how many were written."""
+    being prepared stays in force. ``progress(done, total)``: told as each approval is checked. Returns how many
+    were written."""
     if any(a.action != "bulk-accept" for a in approvals):
         raise ValueError("a bulk approval writes only bulk-accept reviews")
     conn = _connect(run_dir)
@@ -136,10 +164,12 @@ def add_bulk_approvals(run_dir: Path, approvals: list[Review]) -> int:
         conn.execute("BEGIN IMMEDIATE")  # the write lock for the whole approval: no decision slips in between
         try:
             written = 0
-            for review in approvals:
+            for done, review in enumerate(approvals, 1):
                 if conn.execute(_UNDECIDED, (review.essay_id, review.trait, review.protocol)).fetchone() is None:
                     conn.execute(_INSERT, _values(review))
                     written += 1
+                if progress is not None:
+                    progress(done, len(approvals))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

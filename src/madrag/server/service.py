@@ -28,7 +28,7 @@ from madrag.server.http.schemas import (
     RunKind,
     SingleScoreIn,
 )
-from madrag.server.reviews import review_version
+from madrag.server.reviews import BulkProgress, review_version
 from madrag.server.runs import probe, scoring
 from madrag.server.runs.probe import ProbeResult
 from madrag.server.runs.scheduler import NewRun, RunManager, RunMeta
@@ -44,6 +44,7 @@ class State:
     runs: RunManager
     drafts: Drafts
     memos: dict[tuple[str, str], tuple[object, int, Any]] = field(default_factory=dict)
+    approvals: dict[str, BulkProgress] = field(default_factory=dict)  # bulk approvals being written, by id
 
     def memo(self, name: str, run_id: str, compute: Callable[[], Any], reviews: bool = True) -> Any:
         """``compute()`` for a run, kept until the run's scores or reviews change (a large run's grid is

@@ -74,22 +74,16 @@ PROMPT_KEYS = ("prompts", "prompt_texts_sha256")
 def _open_for_writing(path: Path, upgrade: StoreUpgrade | None) -> sqlite3.Connection:
     """The main connection of a store opened for writing, at the current version (created, or an older store
     brought to it by ``upgrade``); what the disk refuses is one StorageError."""
+    conn: sqlite3.Connection | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(path)
-    except (OSError, sqlite3.OperationalError) as exc:
-        if environment_kind(exc) is None:
-            raise
-        raise storage_error(exc, f"run store {path}") from exc
-    try:
         open_current(conn, path, upgrade)
-    except sqlite3.OperationalError as exc:
-        conn.close()
-        if environment_kind(exc) is None:
-            raise
-        raise storage_error(exc, f"run store {path}") from exc
-    except BaseException:
-        conn.close()
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, (OSError, sqlite3.OperationalError)) and environment_kind(exc) is not None:
+            raise storage_error(exc, f"run store {path}") from exc
         raise
     return conn
 
@@ -215,8 +209,12 @@ class RunStore:
 
     def essays(self) -> list[Essay]:
         """The essays added with :meth:`add_essays`, in the order they were added."""
-        rows = self._conn.execute("SELECT essay FROM essays ORDER BY position")
-        return [Essay.model_validate_json(blob) for (blob,) in rows]
+        return list(self.each_essay())
+
+    def each_essay(self) -> Iterator[Essay]:
+        """:meth:`essays`, streamed: one parsed at a time."""
+        for (blob,) in self._conn.execute("SELECT essay FROM essays ORDER BY position"):
+            yield Essay.model_validate_json(blob)
 
     # -- records -----------------------------------------------------------------------------------
     def get(self, key: str) -> AgentRecord | None:
@@ -248,10 +246,9 @@ class RunStore:
         """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
         :meth:`put`) by the writer thread; False if its key was already stored. An error writing the record
         is raised here. The record is serialised at once (in the caller's thread), so the writer thread
-        only runs SQLite and the time between a call's end and its commit stays short.
-
-        Cancelling the caller does not take the record back: the cancellation is delayed until the writer has
-        committed (or failed to commit) it, so a cancelled run leaves no write in flight behind it."""
+        only runs SQLite and the time between a call's end and its commit stays short. Cancelling the caller does
+        not take the record back: the cancellation waits until the writer has committed (or failed to commit) it,
+        so a cancelled run leaves no write in flight behind it."""
         return await self.aput_row(record_row(record))
 
     async def aput_row(self, row: Row) -> bool:
@@ -297,11 +294,9 @@ class RunStore:
             return self._writer
 
     def flush(self) -> None:
-        """Wait (blocking) until every record handed to :meth:`aput` so far is committed or has failed.
-
-        :meth:`keys`, :meth:`count` and :meth:`records` do this first, so they include every record whose
-        write has started, e.g. right after a run that stopped on an error. :meth:`get` answers at once from
-        what is committed (a record still being written belongs to a call that is not finished yet)."""
+        """Wait (blocking) until every record handed to :meth:`aput` so far is committed or has failed. The
+        readers of records do this first, so they include every record whose write has started (a run stopped on
+        an error); :meth:`get` answers from what is committed (a record being written is of an unfinished call)."""
         writer = self._writer
         if writer is not None:
             writer.drain()
@@ -320,9 +315,8 @@ class RunStore:
         self, protocol: str | None = None, role: str | None = None, answers_only: bool = False
     ) -> Iterator[AgentRecord]:
         """The stored records (after :meth:`flush`), optionally of one protocol and/or role, oldest first.
-        ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), which SQLite
-        leaves out before a record is parsed: most of a record's size, and nothing a reader of scores, rationales
-        or debates needs."""
+        ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), left out by SQLite
+        before a record is parsed: most of a record's size, nothing a reader of scores, rationales or debates needs."""
         self.flush()
         sql, args = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1", []
         if protocol is not None:
@@ -358,20 +352,23 @@ class RunStore:
                 yield AgentRecord.model_validate_json(blob)
 
     def record_fields(self, keys: Collection[str], paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        """Per stored record of ``keys`` (after :meth:`flush`), the values at ``paths`` (a name -> a JSON path
-        such as ``$.context.debate``; None where the record has none), read by SQLite from the stored JSON
-        without parsing whole records: what a page reads of every record of a large run."""
+        """Per stored record of ``keys``, the values at ``paths`` (:meth:`each_record_fields`)."""
+        return dict(self.each_record_fields(paths, keys))
+
+    def each_record_fields(
+        self, paths: Mapping[str, str], keys: Collection[str] | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(key, the values at ``paths``: names -> JSON paths, ``$.context.debate``, None where absent) of each stored
+        record of ``keys`` (None: all; after :meth:`flush`), read by SQLite from its JSON, none parsed, streamed."""
         self.flush()
-        names = list(paths)
-        columns = ", ".join("record -> ?" for _ in names)
-        found: dict[str, dict[str, Any]] = {}
-        unique = sorted(set(keys))
-        for i in range(0, len(unique), CHUNK):
-            chunk = unique[i : i + CHUNK]
-            sql = f"SELECT key, {columns} FROM records WHERE key IN ({', '.join('?' * len(chunk))})"
-            for key, *values in self._conn.execute(sql, [*(paths[n] for n in names), *chunk]):
-                found[key] = {n: None if v is None else json.loads(v) for n, v in zip(names, values, strict=True)}
-        return found
+        columns = ", ".join("record -> ?" for _ in paths)
+        unique = None if keys is None else sorted(set(keys))
+        chunks = [None] if unique is None else [unique[i : i + CHUNK] for i in range(0, len(unique), CHUNK)]
+        for chunk in chunks:
+            where = "" if chunk is None else f" WHERE key IN ({', '.join('?' * len(chunk))})"
+            rows = self._conn.execute(f"SELECT key, {columns} FROM records{where}", [*paths.values(), *(chunk or [])])
+            for key, *values in rows:
+                yield key, {n: None if v is None else json.loads(v) for n, v in zip(paths, values, strict=True)}
 
     # -- final scores --------------------------------------------------------------------------------
     def put_scores(
@@ -397,13 +394,16 @@ class RunStore:
     def scores(self, protocols: Collection[str] | None = None) -> list[TraitScore]:
         """The run's final scores (after :meth:`flush`), optionally of ``protocols``: one per protocol, essay and
         trait that was scored, in the order of the essays, then the protocol and trait they were written in."""
+        return list(self.each_score(protocols))
+
+    def each_score(self, protocols: Collection[str] | None = None) -> Iterator[TraitScore]:
+        """:meth:`scores`, streamed (a score without its essay in the store first)."""
         self.flush()
         sql = "SELECT s.value FROM scores s LEFT JOIN essays e ON e.id = s.essay_id"
         args: list[str] = sorted(protocols) if protocols is not None else []
-        if protocols is not None:
-            sql += f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
-        rows = self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args)
-        return [row_score(value) for (value,) in rows]
+        sql += "" if protocols is None else f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
+        for (value,) in self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args):
+            yield row_score(value)
 
     def score_stamp(self) -> tuple[int, float]:
         """How many final scores are stored and when the latest was written (what a cached view is kept by)."""

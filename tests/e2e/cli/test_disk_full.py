@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import madrag
-from madrag import store as store_module
 from madrag.errors import StorageError
 from madrag.evaluation.run import open_store
+from madrag.store import run_store as store_module
 
 RUBRIC = {"traits": [{"name": "Ideas", "min": 0, "max": 3, "levels": dict.fromkeys(range(4), "...")}]}
 

@@ -20,7 +20,9 @@ from fastapi.testclient import TestClient
 from tests.e2e.server.test_review_desk import grades, unscored_run
 from tests.web_helpers import HTML, client_for, form_post, make_config, token_in
 
+from madrag.errors import StorageError
 from madrag.server import reviews
+from madrag.server.pages import review as review_page
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -47,6 +49,7 @@ def test_the_server_answers_while_an_approval_holds_its_transaction(
         return real(review)
 
     monkeypatch.setattr(reviews, "_values", held)
+    monkeypatch.setattr(review_page, "APPROVAL_WAIT_S", 60.0)  # the request waits for it (not its progress page)
     answers: dict[str, Any] = {}
 
     def post(name: str, path: str, **fields: str) -> None:
@@ -75,6 +78,70 @@ def test_the_server_answers_while_an_approval_holds_its_transaction(
     found = grades(client, run_id)
     assert found[("e1", "Ideas")][:2] == (new, "override")  # the decision made meanwhile is the one in force
     assert {v[1] for k, v in found.items() if k != ("e1", "Ideas")} == {"bulk-accept"}
+
+
+def test_a_long_approval_shows_its_progress_until_it_is_written_whole(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An approval that outlasts the request answers with its progress page: "n of N" checked, a link to check again (no
+    script needed), nothing approved meanwhile; once written, the page goes back to the review with the count."""
+    run_id = unscored_run(client, 4)
+    token = token_in(client.get(f"/runs/{run_id}/review", headers=HTML).text)
+    checked, release = threading.Semaphore(0), threading.Event()
+    real, rows = reviews._values, [0]
+
+    def held(review: reviews.Review) -> tuple[object, ...]:
+        rows[0] += 1
+        if rows[0] == 3:  # two rows checked, then the approval held inside its transaction
+            checked.release()
+            release.wait(20)
+        return real(review)
+
+    monkeypatch.setattr(reviews, "_values", held)
+    monkeypatch.setattr(review_page, "APPROVAL_WAIT_S", 0.3)
+    answered = form_post(client, f"/runs/{run_id}/approve", token, state="open")
+    assert answered.status_code == 303
+    progress = answered.headers["location"]
+    assert progress.startswith(f"/runs/{run_id}/approvals/")
+    assert checked.acquire(timeout=20)
+    page = client.get(progress, headers=HTML, follow_redirects=False)
+    assert page.status_code == 200 and f'href="{progress}" id="approval-again"' in page.text  # no script needed
+    assert 'id="approval-done">2<' in page.text and 'id="approval-total">8<' in page.text
+    assert {v[1] for v in grades(client, run_id).values()} == {None}  # all or nothing: none approved yet
+    assert client.get(f"/runs/{run_id}/approvals/0000", headers=HTML).status_code == 404
+    release.set()
+    deadline = time.monotonic() + 20
+    while (page := client.get(progress, headers=HTML, follow_redirects=False)).status_code == 200:
+        assert time.monotonic() < deadline, "the approval did not end"
+        time.sleep(0.05)
+    assert page.status_code == 303 and page.headers["location"] == f"/runs/{run_id}/review?state=open&approved=8"
+    assert {v[1] for v in grades(client, run_id).values()} == {"bulk-accept"}
+
+
+def test_a_long_approval_that_stops_says_that_none_was_approved(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = unscored_run(client, 2)
+    token = token_in(client.get(f"/runs/{run_id}/review", headers=HTML).text)
+    real, rows = reviews._values, [0]
+
+    def failing(review: reviews.Review) -> tuple[object, ...]:
+        rows[0] += 1
+        if rows[0] == 3:
+            time.sleep(0.5)  # past the request's wait
+            raise StorageError("the disk is full")
+        return real(review)
+
+    monkeypatch.setattr(reviews, "_values", failing)
+    monkeypatch.setattr(review_page, "APPROVAL_WAIT_S", 0.1)
+    progress = form_post(client, f"/runs/{run_id}/approve", token).headers["location"]
+    deadline = time.monotonic() + 20
+    while 'id="approval-error"' not in (page := client.get(progress, headers=HTML, follow_redirects=False)).text:
+        assert page.status_code == 200 and time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "the disk is full" in page.text and "None of the scores was approved" in page.text
+    assert 'id="approval-again"' not in page.text
+    assert {v[1] for v in grades(client, run_id).values()} == {None}
 
 
 CHILD = textwrap.dedent(

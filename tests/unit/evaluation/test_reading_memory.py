@@ -91,3 +91,55 @@ def test_the_report_written_a_batch_of_essays_at_a_time_is_the_page_rendered_who
     with open(os.devnull, "w", encoding="utf-8") as sink:
         peak, _ = _peak(lambda: report.write_essays(sink, light, {}))
     assert peak < held / 5, f"writing the essays peaked at {peak:,} B; the records take {held:,} B"
+
+
+def test_the_streamed_evidence_table_is_the_table_of_every_record_read_whole(run_dir: Path, tmp_path: Path) -> None:
+    """Counts and debates read by SQLite, two passes, give the table read from every parsed record (debate calls
+    counted for each protocol whose Judge read them: here MADRAG's and a second protocol's Judges share them)."""
+    from madrag.evaluation.evidence import evidence_frame
+    from madrag.records import EvidenceCounts
+    from madrag.store import RunStore
+
+    records = []
+    for i, record in enumerate(_all_records(run_dir)):
+        counts = EvidenceCounts(checked=i % 5 != 0, quotes_found=i % 4, quotes_verified=i % 3 % (i % 4 + 1))
+        counts.quotes_unverified = counts.quotes_found - counts.quotes_verified
+        counts.placeholder_errors = i % 6 == 0
+        records.append(record.model_copy(update={"evidence": None if i % 11 == 0 else counts}))
+        if record.role == "judge" and i % 2:
+            other = record.model_copy(update={"protocol": "MAD", "key": record.key + "|MAD", "evidence": counts})
+            records.append(other)
+    store = RunStore(tmp_path / "store.sqlite")
+    try:
+        store.put_many(records)
+    finally:
+        store.close()
+    whole = evidence_frame(records, ["MADRAG", "MAD"])
+    assert set(whole["protocol"]) == {"MADRAG", "MAD"} and set(whole["role"]) == {"advocate", "skeptic", "judge"}
+    assert whole["quotes"].sum() > 0 and whole["placeholder_errors"].sum() > 0
+    assert evidence_table(tmp_path, ["MADRAG", "MAD"]).equals(whole)
+
+
+def test_the_streamed_score_rows_are_the_rows_read_whole(run_dir: Path, tmp_path: Path) -> None:
+    """``runs export``'s rows, read a score and an essay at a time, are the rows made from every essay and score at
+    once, a score whose essay the store does not keep included (without its human scores), in a part of the
+    memory."""
+    import shutil
+    import sqlite3
+
+    from madrag.evaluation.run import each_score_row, score_rows
+
+    shutil.copytree(run_dir, tmp_path / "run")
+    with sqlite3.connect(tmp_path / "run" / "store.sqlite") as conn:
+        conn.execute("DELETE FROM essays WHERE id IN ('e00003', 'e00100')")
+    rubric = rubric_of(1)
+    store = open_store(tmp_path / "run")
+    try:
+        whole = score_rows(store.essays(), store.scores(), rubric)
+        peak, widths = _peak(lambda: [len(row) for row in each_score_row(store, rubric)])
+        held, _ = _peak(lambda: score_rows(store.essays(), store.scores(), rubric))
+        assert list(each_score_row(store, rubric)) == whole and len(whole) == len(widths) == ESSAYS
+    finally:
+        store.close()
+    assert [r["essay_id"] for r in whole[:2]] == ["e00003", "e00100"]  # scores without an essay first
+    assert peak < held / 3, f"the streamed rows peaked at {peak:,} B; read whole they take {held:,} B"

@@ -9,6 +9,9 @@ name, asked once per browser (:data:`REVIEWER_COOKIE`)."""
 
 from __future__ import annotations
 
+import asyncio
+import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,14 +22,16 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
+from madrag.errors import MadragError
 from madrag.records import EvidenceCounts
 from madrag.server import results
+from madrag.server.http.faults import NotFound
 from madrag.server.http.numbers import whole_number
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook, reading_pane
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
 from madrag.server.results import view_scores
-from madrag.server.reviews import Review, add_bulk_approvals
+from madrag.server.reviews import BulkProgress, Review, add_bulk_approvals
 from madrag.server.runs import library_runs
 from madrag.server.service import State
 from madrag.teacher import calibration
@@ -191,13 +196,15 @@ def read_filter(fields: Mapping[str, Any]) -> QueueFilter:
     )
 
 
-def approve(state: State, run_id: str, reviewer: str, shown: QueueFilter | None = None) -> int:
+def approve(
+    state: State, run_id: str, reviewer: str, shown: QueueFilter | None = None, progress: BulkProgress | None = None
+) -> int:
     """Approve in bulk, in one go, madrag's score on every undecided row the filter shows (no filter: every score
     nothing casts doubt on): recorded as ``bulk-accept`` ("approved in bulk"), never as the teacher's decision on
     each score, and written whole, in one transaction (:func:`madrag.server.reviews.add_bulk_approvals`: all or
     none). A score the teacher already decided (their own score in the class file, an override, a confirmation),
-    even while this approval was being prepared, is never touched. Blocking: the page runs it on a worker thread.
-    Returns how many were approved."""
+    even while this approval was being prepared, is never touched. Blocking: the page runs it on a worker thread,
+    ``progress`` told how far it has got. Returns how many were approved."""
     found = queue(state, run_id)
     chosen_filter = shown if shown is not None and shown.active else QueueFilter(flag="agreeing")
     chosen = [r for r in found["rows"] if r["open"] and r["ai"] is not None and chosen_filter.shows(r)]
@@ -213,7 +220,7 @@ def approve(state: State, run_id: str, reviewer: str, shown: QueueFilter | None 
         )
         for r in chosen
     ]
-    return add_bulk_approvals(state.runs.run_dir(run_id), approvals)
+    return add_bulk_approvals(state.runs.run_dir(run_id), approvals, None if progress is None else progress.advance)
 
 
 def chosen_action(form: FormData) -> Literal["accept", "override", "comment"]:
@@ -310,18 +317,66 @@ def review_page(run_id: str, request: Request, approved: int | None = None) -> R
     )
 
 
+APPROVAL_WAIT_S = 2.0
+"""How long the approve button's request waits for the approval: one that takes longer answers with its progress
+page ("n of N" checked; followed by the page's script, or by its "check again" link without one)."""
+APPROVALS_KEPT_S = 600.0
+"""How long an ended approval's progress page still answers."""
+
+
 @router.post("/runs/{run_id}/approve")
 async def approve_submit(run_id: str, request: Request) -> Response:
     await check_csrf(request)
     form = await request.form()
     shown = read_filter(form)
     reviewer = reviewer_of(request, str(form.get("reviewer") or ""))
-    # a large approval takes a while: on a worker thread, so the server answers other requests meanwhile
-    count = await run_in_threadpool(approve, state_of(request), run_id, reviewer, shown)
     if shown.essay_id and str(form.get("back") or "") == "essay":
-        response = redirect(f"/runs/{run_id}/essays/{quote(shown.essay_id, safe='')}?approved={count}")
+        back = f"/runs/{run_id}/essays/{quote(shown.essay_id, safe='')}?approved="
     else:
         query = shown.query()
-        response = redirect(f"/runs/{run_id}/review?{query + '&' if query else ''}approved={count}")
+        back = f"/runs/{run_id}/review?{query + '&' if query else ''}approved="
+    s = state_of(request)
+    job = BulkProgress(run_id=run_id, back=back)
+    # a large approval takes a while: on a worker thread, so the server answers other requests meanwhile
+    work = asyncio.ensure_future(run_in_threadpool(approve, s, run_id, reviewer, shown, job))
+    await asyncio.wait([work], timeout=APPROVAL_WAIT_S)
+    if work.done():
+        response = redirect(back + str(work.result()))  # its error, when it failed, is the page's answer
+    else:
+        response = redirect(f"/runs/{run_id}/approvals/{_follow(s, job, work)}")
     remember_reviewer(response, reviewer)
     return response
+
+
+def _follow(s: State, job: BulkProgress, work: asyncio.Future[int]) -> str:
+    """Keep an approval still being written under a new id, told its end when it ends; the id."""
+
+    def ended(done: asyncio.Future[int]) -> None:
+        error = done.exception() if not done.cancelled() else None
+        if done.cancelled() or error is not None:
+            job.end(None, str(error) if isinstance(error, MadragError) else "the approval stopped")
+        else:
+            job.end(done.result())
+
+    now = time.time()
+    for old in [k for k, v in s.approvals.items() if v.ended_at is not None and now - v.ended_at > APPROVALS_KEPT_S]:
+        del s.approvals[old]
+    job.work = work
+    work.add_done_callback(ended)
+    job_id = secrets.token_hex(8)
+    s.approvals[job_id] = job
+    return job_id
+
+
+@router.get("/runs/{run_id}/approvals/{job_id}")
+def approval_page(run_id: str, job_id: str, request: Request) -> Response:
+    """An approval being written: how far it has got, "n of N" (read again by the page's script each second, or
+    by its "check again" link); once written, the page it was asked from, with the count approved; stopped: that
+    none was approved."""
+    s = state_of(request)
+    job = s.approvals.get(job_id)
+    if job is None or job.run_id != run_id:
+        raise NotFound(f"no approval {job_id!r} of run {run_id!r} (an ended one is kept a few minutes)", "job_id")
+    if job.written is not None:
+        return redirect(job.back + str(job.written))
+    return render(request, "approval.html", run=s.runs.describe(run_id), job=job, back=job.back.rsplit("?", 1)[0])

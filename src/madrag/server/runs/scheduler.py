@@ -4,7 +4,8 @@
 :class:`~madrag.server.runs.repo.RunRepository`), its live progress (:class:`~madrag.server.runs.events.RunEvents`),
 its scores as read back (:class:`~madrag.server.runs.views.RunViews`) and the keys typed in
 (:class:`~madrag.server.runs.keys.KeyStore`). A run is the library's scoring job, run on the scoring thread's loop
-on the server's shared backend. A run that was queued or running when the server stopped is listed as
+on the server's shared backend. A new run is accepted by its request and started by a worker in the order runs came
+(:mod:`~madrag.server.runs.starter`). A run that was queued or running when the server stopped is listed as
 ``interrupted`` at the next start and can be resumed: the run store gives back every finished call.
 
 An API key typed into a page or an API call is held in the key store under a name of the run's own
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import time
@@ -22,29 +24,28 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import SecretStr
 
 from madrag.data.essay import Essay
 from madrag.errors import MadragError
+from madrag.files.disk_errors import storage_error
 from madrag.pipeline.job import ScoreJob
 from madrag.providers import ProviderSpec
 from madrag.providers.address_guard import guarding
 from madrag.providers.backends import find_backend, own_options
-from madrag.rubric import Rubric
 from madrag.server import access, library
 from madrag.server.config import ServerConfig
-from madrag.server.http.faults import BadInput, WrongState
-from madrag.server.http.refusals import Refusals
-from madrag.server.http.schemas import BackendSettings, RunKind, RunStatus
-from madrag.server.runs import library_runs, probe, scoring
+from madrag.server.http.faults import BadInput, NotFound, WrongState
+from madrag.server.http.schemas import BackendSettings, RunStatus
+from madrag.server.runs import library_runs, probe, scoring, starter
 from madrag.server.runs.backends import BackendPool, SharedBackend
 from madrag.server.runs.events import RunEvents
 from madrag.server.runs.keys import KeyStore, key_name
 from madrag.server.runs.progress import Progress, ScheduledTask, ScoringThread
 from madrag.server.runs.repo import ACTIVE, KeySource, RunBackend, RunMeta, RunRepository
 from madrag.server.runs.responses import ProgressOut, RunOut
+from madrag.server.runs.starter import NewRun
 from madrag.server.runs.views import RunViews
-from madrag.settings import ScoringSettings
 from madrag.store.writer_lock import held_by
 
 log = logging.getLogger("madrag.server")
@@ -64,30 +65,6 @@ def run_key_env(config: ServerConfig, meta: RunMeta) -> str | None:
     return access.env_key(config, meta.backend.kind, meta.backend.base_url)
 
 
-class NewRun(BaseModel):
-    """A run to create, on checked inputs: what it scores (``essays`` on ``rubric``, the ``refused`` rows
-    summarised), how (``protocols``, the exemplar ``pool`` with ``pool_essays`` for the shipped one, the
-    ``backend``), how much (``limit``; a dry run's ``planned`` essays and ``price``)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
-
-    kind: RunKind = "run"
-    name: str = ""
-    rubric: Rubric
-    essays: list[Essay]
-    refused: Refusals
-    protocols: list[str]
-    grading_protocol: str | None = None  # the protocol whose scores are the grades (one of ``protocols``)
-    pool: library.PoolMode
-    pool_essays: list[Essay] | None = None
-    eval_fold: int = 0
-    backend: BackendSettings
-    limit: int | None = None
-    planned: int | None = None
-    price: tuple[float, float] | None = None
-    settings: ScoringSettings = Field(default_factory=ScoringSettings)
-
-
 class RunManager:
     """Every run of this server: create, start, cancel, resume, progress, and a cache of each run's scores."""
 
@@ -101,6 +78,7 @@ class RunManager:
         self.views = RunViews(self.repo, self.events)
         self.keys = KeyStore()
         self.worker = ScoringThread()
+        self.starter = starter.RunStarter()
         self.backends = BackendPool(config.backend_concurrency)
         self._tasks: dict[str, ScheduledTask] = {}
         self._closing = False
@@ -151,8 +129,13 @@ class RunManager:
 
     # -- start-up and shutdown ---------------------------------------------------------------------------
     def recover(self) -> list[str]:
-        """Mark runs left queued or running by a stopped server as interrupted; resume them with
-        ``auto_resume``. Returns their ids."""
+        """Mark runs left queued or running by a stopped server as interrupted (the inputs of one accepted but not
+        yet started written out first); resume them with ``auto_resume``. Returns their ids."""
+        for folder in starter.pending_in(self.root):
+            try:
+                starter.expand(folder, self.config.asap_dir)
+            except (OSError, ValueError, MadragError) as exc:
+                log.warning("the inputs of run %s could not be written: %s", folder.name, exc)
         found = [m.id for m in self.repo.all() if m.status in ACTIVE and not self._written_elsewhere(m.id)]
         for run_id in found:
             self._set(run_id, status="interrupted", error="the server stopped while this run was active")
@@ -176,21 +159,23 @@ class RunManager:
     def close(self) -> None:
         """Stop every run (they become interrupted: resumable at the next start) and the scoring thread."""
         self._closing = True
+        for run_id in self.starter.close():
+            with contextlib.suppress(NotFound):  # a folder removed meanwhile
+                self._set(run_id, status="interrupted", error="the server stopped before this run started")
         self.worker.stop(self.backends.aclose)
 
     # -- creating and running ------------------------------------------------------------------------------
     def create(self, new: NewRun) -> RunMeta:
-        """Write a new run's inputs and description and start it (:class:`NotAllowed` first, before anything is
-        written, for a model server the operator did not allow: :func:`access.check_address`)."""
+        """Accept a new run: keep its inputs as they came and its description (``queued``), and hand its start to
+        the worker (:mod:`~madrag.server.runs.starter`); :class:`NotAllowed` first, before anything is written,
+        for a model server the operator did not allow (:func:`access.check_address`)."""
         access.check_address(self.config, new.backend.base_url)
         run_id = self.repo.new_id()
-        inputs = library.write_inputs(
-            self.repo.folder(run_id), new.rubric, new.essays, new.pool, new.pool_essays, new.eval_fold
-        )
+        accepted = starter.QueuedInputs(rubric=new.rubric, essays=new.essays, pool=new.pool, eval_fold=new.eval_fold)
+        starter.accept(self.repo.folder(run_id), accepted)  # before run.json: a listed run has its inputs
         key_env, source = self._hold_key(run_id, new.backend)
-        scored = sum(inputs.eval_fold is None or e.fold == inputs.eval_fold for e in new.essays)
-        if new.pool == "asap":
-            scored = len(new.essays)
+        eval_fold = new.eval_fold if new.pool == "folds" else None
+        scored = sum(eval_fold is None or e.fold == eval_fold for e in new.essays)
         meta = RunMeta(
             id=run_id,
             kind=new.kind,
@@ -199,7 +184,7 @@ class RunManager:
             protocols=new.protocols,
             grading_protocol=new.grading_protocol or (new.protocols[0] if len(new.protocols) == 1 else None),
             pool=new.pool,
-            eval_fold=inputs.eval_fold,
+            eval_fold=eval_fold,
             backend=RunBackend.of(new.backend, source),
             key_env=key_env,
             n_essays=min(scored, new.limit) if new.limit else scored,
@@ -211,8 +196,26 @@ class RunManager:
             settings=scoring.recorded(new.settings),
         )
         self.repo.save(meta)
-        self._start(meta)
+        self.events.begin(run_id)
+        self.starter.submit(
+            run_id, lambda: self._begin(run_id, accepted, new.pool_essays), lambda exc: self._not_started(run_id, exc)
+        )
         return meta
+
+    def _begin(self, run_id: str, accepted: starter.QueuedInputs, pool: list[Essay] | None) -> None:
+        """On the starter's worker: the run's inputs written out, then its job scheduled unless it was stopped
+        meanwhile."""
+        starter.expand(self.repo.folder(run_id), self.config.asap_dir, accepted, pool)
+        meta = self.repo.get(run_id)
+        if meta.status == "queued":
+            self.starter.claim(run_id, lambda: self._schedule(meta))
+
+    def _not_started(self, run_id: str, exc: Exception) -> None:
+        """A run whose start failed (its inputs could not be written, its job not built) is recorded as failed."""
+        if isinstance(exc, OSError):
+            exc = storage_error(exc, "the run's inputs")
+        error = str(exc) if isinstance(exc, MadragError) else f"internal error ({type(exc).__name__})"
+        self._set(run_id, status="failed", error=error, finished_at=time.time())
 
     def _hold_key(self, run_id: str, backend: BackendSettings) -> tuple[str | None, KeySource]:
         """(the name the run's key is under, where it comes from): a typed key goes into the key store (it goes
@@ -263,6 +266,9 @@ class RunManager:
 
     def _start(self, meta: RunMeta) -> None:
         self.events.begin(meta.id)
+        self._schedule(meta)
+
+    def _schedule(self, meta: RunMeta) -> None:
         job = self.job(meta)
         task = self.worker.schedule(
             self._guarded(lambda: self._execute(meta.id, job)), on_end=lambda: self._settle(meta.id)
@@ -349,21 +355,26 @@ class RunManager:
         return found
 
     # -- cancel, resume, wait ----------------------------------------------------------------------------------
-    def stop(self, run_id: str) -> ScheduledTask:
+    def stop(self, run_id: str) -> concurrent.futures.Future[None]:
         """Ask a queued or running run to stop and return at once (:class:`WrongState` when it is not active);
-        its task, to wait for."""
+        the future of its end, to wait for. A run the starter has not started yet is never started."""
         meta = self.repo.get(run_id)
+        if meta.status == "queued" and self.starter.withdraw(run_id, lambda: run_id in self._tasks):
+            self._set(run_id, status=self._stopped(), finished_at=time.time())
+            ended: concurrent.futures.Future[None] = concurrent.futures.Future()
+            ended.set_result(None)
+            return ended
         task = self._tasks.get(run_id)
         if meta.status not in ACTIVE or task is None or task.done():
             raise WrongState(f"run {run_id} is not running (status {meta.status})")
         task.cancel()
-        return task
+        return task.ended
 
     async def cancel(self, run_id: str) -> RunMeta:
         """Stop a queued or running run (finished calls stay; it can be resumed). Waits, without blocking the
         event loop, at most :data:`CANCEL_WAIT_S` for the run to record that it stopped."""
-        task = self.stop(run_id)
-        await asyncio.wait([asyncio.wrap_future(task.ended)], timeout=CANCEL_WAIT_S)
+        ended = self.stop(run_id)
+        await asyncio.wait([asyncio.wrap_future(ended)], timeout=CANCEL_WAIT_S)
         return self.repo.get(run_id)
 
     def resume(self, run_id: str, api_key: SecretStr | None) -> RunMeta:
@@ -399,13 +410,26 @@ class RunManager:
         return await asyncio.wrap_future(self.worker.submit(self._guarded(checked)))
 
     def ended(self, run_id: str) -> asyncio.Future[None] | None:
-        """A future (of the calling loop) done when the run's task has ended; None when it never ran here.
-        Cancelling it (a timeout) leaves the run alone: :meth:`stop` stops it."""
-        task = self._tasks.get(run_id)
-        return None if task is None else asyncio.shield(asyncio.wrap_future(task.ended))
+        """A future (of the calling loop) done when the run's task has ended (after the starter started it); None
+        when it never ran here. Cancelling it (a timeout) leaves the run alone: :meth:`stop` stops it."""
+        pending = self.starter.pending(run_id)
+        if pending is None and run_id not in self._tasks:
+            return None
+
+        async def after_start() -> None:
+            if pending is not None:
+                await asyncio.wrap_future(pending)
+            task = self._tasks.get(run_id)
+            if task is not None:
+                await asyncio.wrap_future(task.ended)
+
+        return asyncio.shield(asyncio.ensure_future(after_start()))
 
     def wait(self, run_id: str, timeout: float | None = None) -> None:
         """Block until the run's task ends (tests, scripts)."""
+        pending = self.starter.pending(run_id)
+        if pending is not None:
+            concurrent.futures.wait([pending], timeout)
         task = self._tasks.get(run_id)
         if task is not None:
             concurrent.futures.wait([task.ended], timeout)

@@ -48,6 +48,31 @@
       .catch(function () { window.setTimeout(function () { watchRefresh(box); }, 4000); });
   }
 
+  function watchApproval(box) {
+    // a bulk approval being written: its count read again each second (the page itself, parsed), and the page
+    // it goes back to once written; without script the page's "check again" link does the same by hand
+    fetch(window.location.href, { headers: { Accept: "text/html" } })
+      .then(function (r) {
+        if (r.redirected) { window.location.assign(r.url); return null; }
+        return r.text();
+      })
+      .then(function (html) {
+        if (html === null) { return; }
+        var page = new DOMParser().parseFromString(html, "text/html");
+        if (!page.getElementById("approval")) { window.location.reload(); return; }
+        ["approval-done", "approval-total"].forEach(function (id) {
+          var found = page.getElementById(id);
+          if (found && byId(id)) { byId(id).textContent = found.textContent; }
+        });
+        var bar = byId("approval-bar");
+        var fresh = page.getElementById("approval-bar");
+        if (bar && fresh) { bar.max = Number(fresh.getAttribute("max")); bar.value = Number(fresh.getAttribute("value")); }
+        if (!byId("approval-done") && page.getElementById("approval-done")) { window.location.reload(); return; }
+        window.setTimeout(function () { watchApproval(box); }, 1000);
+      })
+      .catch(function () { window.setTimeout(function () { watchApproval(box); }, 3000); });
+  }
+
   function logLine(text) {
     var log = byId("run-log");
     var item = document.createElement("li");
@@ -276,5 +301,7 @@
     backendFields();
     var waiting = document.querySelector("[data-wait-for]");
     if (waiting) { watchRefresh(waiting); }
+    var approval = document.querySelector("[data-approval]");
+    if (approval) { window.setTimeout(function () { watchApproval(approval); }, 1000); }
   });
 })();
