@@ -16,7 +16,7 @@ from typing import Protocol
 
 from madrag.errors import InputError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of the stores this code writes (``PRAGMA user_version``)."""
 
 
@@ -37,7 +37,8 @@ class StoreUpgrade(Protocol):
 def create(conn: sqlite3.Connection) -> None:
     """The current tables: the run's settings (``meta``), one row per agent call (``records``), the essays scored
     (``essays``), and the run's final scores (``scores``: one per protocol, essay and trait, the score or NULL with
-    the cause of its absence, the records it came from, the whole score as JSON)."""
+    the cause of its absence, the records it came from, the whole score as JSON, the review queue's signals of it:
+    :mod:`madrag.store.signals`)."""
     conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute(
         """CREATE TABLE IF NOT EXISTS records (
@@ -67,6 +68,7 @@ def create(conn: sqlite3.Connection) -> None:
     record_keys TEXT NOT NULL,
     created_at REAL NOT NULL,
     value TEXT NOT NULL,
+    signals TEXT NOT NULL,
     PRIMARY KEY (protocol, essay_id, trait)
 )"""
     )
