@@ -202,16 +202,6 @@ def spearman(a: ArrayLike, b: ArrayLike) -> float:
     return pearson(stats.rankdata(x), stats.rankdata(y))
 
 
-def kendall(a: ArrayLike, b: ArrayLike) -> float:
-    """Kendall's tau-b (tie-corrected, scipy's default); ``nan`` when undefined."""
-    x, y = _pair(a, b)
-    if _degenerate(x, y):
-        return NAN
-    from scipy import stats
-
-    return float(stats.kendalltau(x, y).statistic)
-
-
 # -- the extreme-score subset (the MADRAG paper, 4.3) -----------------------------------------------------------
 
 

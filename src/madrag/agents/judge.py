@@ -39,21 +39,15 @@ from madrag.agents.calls import (
     once,
     request_settings,
 )
-from madrag.agents.final_score import FINAL_SCORE as FINAL_SCORE
-from madrag.agents.final_score import closing_scores as closing_scores
-from madrag.agents.final_score import find_final_score as find_final_score
 from madrag.agents.final_score import parse_score as parse_score
 from madrag.agents.final_score import rationale as judge_rationale
-from madrag.agents.final_score import statements as statements
 from madrag.agents.scores import blank_score_line as blank_score_line
 from madrag.agents.scores import choice_distribution as choice_distribution
 from madrag.agents.scores import distribution_at as distribution_at
 from madrag.agents.scores import distribution_from_tokens as distribution_from_tokens
 from madrag.agents.scores import json_value_offset as json_value_offset
-from madrag.agents.scores import normalise as normalise
 from madrag.agents.scores import parse_trait_scores as parse_trait_scores
 from madrag.agents.scores import summarise as summarise
-from madrag.agents.scores import trait_score_line as trait_score_line
 from madrag.providers.base import ChatRequest, ChatResponse, Message, Usage
 from madrag.records import AgentRecord, ScoreMode, ScoreResult
 from madrag.rubric import Rubric, Trait

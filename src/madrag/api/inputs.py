@@ -17,7 +17,7 @@ import pandas as pd
 
 from madrag.data.essay import Essay, essay_id
 from madrag.data.loaders import essay_from_row
-from madrag.data.reading import check_range, check_text
+from madrag.data.reading import check_range, check_text, check_unique
 from madrag.errors import InputError, RubricError
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 
@@ -91,9 +91,5 @@ def to_essays(essays: EssaysLike, rubric: Rubric, what: str = "essays") -> list[
     out = [_item(item, i, rubric, what) for i, item in enumerate(rows)]
     if not out:
         raise InputError(f"{what}: no essays")
-    seen: set[str] = set()
-    for essay in out:
-        if essay.id in seen:
-            raise InputError(f"{what}: duplicate essay id {essay.id!r}")
-        seen.add(essay.id)
+    check_unique(out, what)
     return out

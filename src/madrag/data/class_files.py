@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from madrag.data.documents import DOCUMENT_SUFFIXES
-from madrag.data.reading import MAX_FIELD_CHARS, decode_text, encoding_name, unique_header
+from madrag.data.reading import MAX_FIELD_CHARS, decode_text, encoding_name, read_bytes, unique_header
 from madrag.data.spreadsheets import XLSX_SUFFIXES, read_xlsx
 from madrag.data.submissions import (
     COLUMNS,
@@ -109,13 +109,7 @@ def read_class_path(path: Path, max_rows: int = 1_000_000, limits: ArchiveLimits
     """A class file, or a folder of submissions, on disk as a table."""
     if path.is_dir():
         return _submissions_table(read_submissions_folder(path, limits), "folder of submissions")
-    if not path.is_file():
-        raise InputError(f"data file not found: {path}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc}") from exc
-    return read_class_file(data, str(path), max_rows, limits)
+    return read_class_file(read_bytes(path), str(path), max_rows, limits)
 
 
 def _one_document(data: bytes, name: str, limits: ArchiveLimits | None) -> Submissions:

@@ -33,6 +33,7 @@ from madrag.data.reading import (
     encoding_name,
     jsonl_rows,
     parse_score,
+    read_bytes,
     read_text,
     report_once,
     too_long,
@@ -252,7 +253,7 @@ def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str],
     return essay
 
 
-def _report_columns(p: Path, keys: Iterable[str], rubric: Rubric, columns: dict[str, str]) -> None:
+def _report_columns(p: Path, keys: Iterable[str], columns: dict[str, str]) -> None:
     """Report once the columns that are neither known nor a trait's; and the traits no column maps."""
     unused = [k for k in dict.fromkeys(keys) if k not in TABLE_KNOWN and _trait_of(k, columns)[0] is None]
     if unused:
@@ -284,7 +285,7 @@ def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS
         keys, rows = _xlsx_rows(p, max_rows) if suffix in XLSX_SUFFIXES else _csv_rows(p)
         if "id" not in keys or "text" not in keys:
             raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
-    _report_columns(p, keys, rubric, columns)
+    _report_columns(p, keys, columns)
     essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
@@ -294,13 +295,7 @@ def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS
 
 def _csv_rows(p: Path) -> tuple[list[str], list[tuple[str, dict[str, Any]]]]:
     """The header and ``(path:line, row)`` pairs of a CSV in the encoding detected in its bytes."""
-    if not p.is_file():
-        raise InputError(f"data file not found: {p}")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc}") from exc
-    text, codec = decode_text(data, str(p))
+    text, codec = decode_text(read_bytes(p), str(p))
     if codec not in ("utf-8", "utf-8-sig", "ascii"):
         report_once(p, f"read as {encoding_name(codec)} (detected)")
     keys, lines = _csv_table(text.splitlines(keepends=True), p, ",")

@@ -26,7 +26,7 @@ from typing import Any
 
 from madrag.data.essay import Essay
 from madrag.data.essay import essay_id as checked_id
-from madrag.data.reading import jsonl_rows, read_text
+from madrag.data.reading import check_unique, jsonl_rows, read_text
 from madrag.errors import InputError
 from madrag.rubric import Rubric
 
@@ -134,11 +134,7 @@ def load_nikl(path: str | Path, rubric: Rubric) -> list[Essay]:
     essays = [_essay(raw, rubric, where) for where, raw in _documents(p)]
     if not essays:
         raise InputError(f"{p}: no essays")
-    seen: set[str] = set()
-    for essay in essays:
-        if essay.id in seen:
-            raise InputError(f"{p}: duplicate essay id {essay.id!r}")
-        seen.add(essay.id)
+    check_unique(essays, p)
     return essays
 
 

@@ -183,13 +183,23 @@ def parse_score(raw: str, where: str) -> float | None:
         raise InputError(f"{where}: score {raw!r} is not a number") from exc
 
 
-def check_unique(essays: list[Essay], path: Path) -> None:
-    """Refuse a file with the same essay id twice."""
+def check_unique(essays: list[Essay], where: str | Path) -> None:
+    """Refuse essays (of a file, or what ``where`` names) with the same essay id twice."""
     seen: set[str] = set()
     for essay in essays:
         if essay.id in seen:
-            raise InputError(f"{path}: duplicate essay id {essay.id!r}")
+            raise InputError(f"{where}: duplicate essay id {essay.id!r}")
         seen.add(essay.id)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The data file's bytes; an InputError when there is no such file or it cannot be read."""
+    if not path.is_file():
+        raise InputError(f"data file not found: {path}")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
 
 
 def check_range(essay: Essay, rubric: Rubric, where: str) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from madrag.evaluation.agreement import Evaluation
-from madrag.evaluation.tables import markdown_table, new_figure
-from madrag.files.atomic import open_atomic, write_text_atomic
+from madrag.evaluation.tables import markdown_table, new_figure, save_png
+from madrag.files.atomic import write_text_atomic
 from madrag.files.csv_safe import write_frame
 
 MERGED_COLUMNS = ["protocol", "label", "qwk", "n_runs", "n"]
@@ -65,10 +65,7 @@ def plot_merged(merged: pd.DataFrame, path: Path) -> Path:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small", ncols=min(len(protocols), 6))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    return path
+    return save_png(fig, path)
 
 
 def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> list[Path]:

@@ -283,16 +283,6 @@ PaperSection = Callable[[Evaluation], str]
 :func:`madrag.paper.beside_paper.paper_section`: the core knows no paper)."""
 
 
-def render_html(
-    run: RunData, evaluation: Evaluation, sources: Sources, extra: str = "", paper: PaperSection | None = None
-) -> str:
-    """The whole page; ``extra``: sections of higher layers (the run's audit), HTML, after the confusion matrices;
-    ``paper``: the paper's figures beside the measured ones, after the agreement tables."""
-    shown: dict[str, str] = {}
-    essays = "".join(essay_block(run, e, sources, shown) for e in run.essays)
-    return page_head(run, evaluation, extra, paper) + essays + page_tail(shown)
-
-
 def page_head(run: RunData, evaluation: Evaluation, extra: str = "", paper: PaperSection | None = None) -> str:
     """The page up to its essays: the run, its agreement, plots, confusion matrices and ``extra``."""
     meta = evaluation.meta

@@ -1,11 +1,12 @@
 """The one reader of a run: its store (``open_store``), its stored configuration (``run_config``,
-``stored_config``), its essays, Judge records and final trait scores (``load_run``, ``trait_scores``: the rows
-the store keeps of each protocol's final scores), and flat score rows for export."""
+``stored_config``), its essays, Judge records and final trait scores (``load_run``; the scores are the rows the
+store keeps of each protocol's final scores, :meth:`madrag.store.RunStore.scores`), and flat score rows for
+export."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,20 +130,6 @@ def load_run(run_dir: Path, data_path: Path | None = None, judges: bool = True) 
     path = data_path or (Path(stored) if stored else None)
     protocols = _ordered_protocols({s.protocol for s in scores}, configured)
     return RunData(Path(run_dir), rubric, essays, scores, protocols, path, config, found, unusable=accounts)
-
-
-def read_trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
-    """:func:`trait_scores` (what a reader of a run's scores alone uses: ``madrag runs export``)."""
-    return trait_scores(store, rubric, protocols)
-
-
-def trait_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str] | None = None) -> list[TraitScore]:
-    """The run's final scores: one TraitScore per (protocol, essay, trait) scored, as the store keeps them
-    (:meth:`RunStore.scores`, written as each protocol finished; a run made before they were kept has them
-    derived once when it is opened, :mod:`madrag.pipeline.migrations`). ``protocols``: only theirs (default:
-    every protocol's, the LLM-free baselines' too). An essay-trait whose call failed has none until a resume
-    makes it. ``rubric`` is not needed to read them (kept for the readers that hand it)."""
-    return store.scores(None if protocols is None else set(protocols))
 
 
 def score_rows(essays: list[Essay], scores: list[TraitScore], rubric: Rubric) -> list[dict[str, Any]]:

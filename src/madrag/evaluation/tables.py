@@ -1,7 +1,8 @@
 """The evaluations for people: display tables, markdown, plain text and the files the eval commands write.
 
 * Shared formatting: :func:`fmt` (one number in a cell), :func:`markdown_table`, :func:`markdown_document`, long
-  rows as a wide table of cells (:func:`cells`), CSVs (:func:`write_csvs`) and a bare figure (:func:`new_figure`).
+  rows as a wide table of cells (:func:`cells`), CSVs (:func:`write_csvs`), a bare figure (:func:`new_figure`)
+  and its PNG (:func:`save_png`).
 * The MADRAG paper (:class:`~madrag.evaluation.agreement.Evaluation`): display tables, a terminal / plain-text
   rendering, evaluation.md and :func:`save` (CSVs, evaluation.json, evaluation.md).
 
@@ -22,7 +23,7 @@ import pandas as pd
 from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, wide
 from madrag.evaluation.evidence import EVIDENCE_DEFINITION, EVIDENCE_TITLE, evidence_display
 from madrag.extras import require
-from madrag.files.atomic import write_text_atomic
+from madrag.files.atomic import open_atomic, write_text_atomic
 from madrag.files.csv_safe import write_frame
 
 if TYPE_CHECKING:
@@ -44,12 +45,13 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{round(value, digits) + 0.0:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A DataFrame as a GitHub markdown table, index as the first column."""
-    head = ["", *(str(c) for c in frame.columns)]
+def markdown_table(frame: pd.DataFrame, *, index: bool = True, digits: int = 2) -> str:
+    """A DataFrame as a GitHub markdown table: the index as the first column (unless ``index`` is False), every
+    cell through :func:`fmt` with ``digits``."""
+    head = [*([""] if index else []), *(str(c) for c in frame.columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for index, row in frame.iterrows():
-        cells = [str(index), *(fmt(v) for v in row.tolist())]
+    for label, row in frame.astype(object).iterrows():
+        cells = [*([str(label)] if index else []), *(fmt(v, digits) for v in row.tolist())]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -91,6 +93,14 @@ def new_figure(**kwargs: Any) -> Figure:
     fig: Figure = require("paper", "matplotlib.figure").Figure(**kwargs)
     require("paper", "matplotlib.backends.backend_agg").FigureCanvasAgg(fig)
     return fig
+
+
+def save_png(fig: Figure, path: Path, dpi: int = 120) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (its folder made, the file written atomically); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_atomic(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=dpi)
+    return path
 
 
 # -- the MADRAG paper: agreement tables -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from madrag.errors import InputError
 from madrag.lms.classroom_client import ClassroomClient
-from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, save_pull
+from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, grade_number, save_pull
 from madrag.rubric import Rubric
 
 NOT_HANDED_IN = {"NEW", "CREATED", "RECLAIMED_BY_STUDENT", "SUBMISSION_STATE_UNSPECIFIED"}
@@ -55,18 +55,14 @@ def submission_text(client: ClassroomClient, submission: dict[str, Any]) -> tupl
 
 
 def _record(submission: dict[str, Any], essay_id: str, source: str) -> PulledSubmission:
-    def number(key: str) -> float | None:
-        value = submission.get(key)
-        return None if value is None else float(value)
-
     return PulledSubmission(
         essay_id=essay_id,
         user_id=essay_id,
         submission_id=str(submission["id"]),
         submission_type=submission.get("courseWorkType"),
         source=source,
-        score=number("assignedGrade"),
-        draft=number("draftGrade"),
+        score=grade_number(submission.get("assignedGrade")),
+        draft=grade_number(submission.get("draftGrade")),
         state=submission.get("state"),
     )
 

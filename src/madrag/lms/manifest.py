@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -22,11 +22,15 @@ Lms = Literal["canvas", "classroom"]
 LmsId = int | str
 """An id in an LMS: Canvas's are numbers, Google Classroom's strings."""
 MANIFESTS: dict[Lms, str] = {"canvas": "canvas-pull.json", "classroom": "classroom-pull.json"}
-MANIFEST = MANIFESTS["canvas"]
 ESSAYS = "essays.jsonl"
 RUBRIC = "rubric.json"
 ROSTER = "roster.json"
 LMS_NAMES: dict[Lms, str] = {"canvas": "Canvas", "classroom": "Google Classroom"}
+
+
+def grade_number(value: Any) -> float | None:
+    """A grade or points value an LMS answered (a number, or a numeric string) as a float; None when it gave none."""
+    return None if value is None else float(value)
 
 
 class Criterion(BaseModel):

@@ -14,12 +14,8 @@ from typing import Any
 from madrag.data.documents import DOCUMENT_SUFFIXES, document_text, html_text
 from madrag.errors import InputError
 from madrag.lms.client import CanvasClient
-from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, save_pull
+from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, grade_number, save_pull
 from madrag.lms.rubric_import import import_rubric
-
-
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _who(user: dict[str, Any]) -> dict[str, str]:
@@ -66,7 +62,7 @@ def _record(submission: Any, essay_id: str, source: str) -> PulledSubmission:
         attempt=getattr(submission, "attempt", None),
         submission_type=getattr(submission, "submission_type", None),
         source=source,
-        score=_number(getattr(submission, "score", None)),
+        score=grade_number(getattr(submission, "score", None)),
         grade=getattr(submission, "grade", None),
         excused=bool(getattr(submission, "excused", False)),
         graded_at=getattr(submission, "graded_at", None),
@@ -100,7 +96,7 @@ def pull(client: CanvasClient, course_id: int, assignment_id: int, folder: Path,
         course_name=course_name,
         assignment_id=assignment_id,
         assignment_name=str(assignment.get("name") or ""),
-        points_possible=_number(assignment.get("points_possible")),
+        points_possible=grade_number(assignment.get("points_possible")),
         post_manually=bool(assignment.get("post_manually", False)),
         pulled_at=datetime.now(UTC).isoformat(timespec="seconds"),
         criteria=[Criterion.of(link) for link in links],

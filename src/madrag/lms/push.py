@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 from madrag.errors import InputError
 from madrag.lms.journal import Entry, Journal, digest, our_scores, sent_digests
-from madrag.lms.manifest import Lms, LmsId, PulledSubmission, PullManifest
+from madrag.lms.manifest import Lms, LmsId, PulledSubmission, PullManifest, grade_number
 from madrag.teacher.gradebook import Criterion, StudentRow
 
 Status = Literal["send", "sent before", "conflict", "undecided", "missing", "by file"]
@@ -118,14 +118,10 @@ def comment_text(manifest: PullManifest, lines: list[Line], total: int | None, p
     return "\n".join(parts)
 
 
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def _changed(pulled: PulledSubmission, now: dict[str, Any]) -> bool:
     return (
-        _number(now.get("score")) != pulled.score
-        or _number(now.get("draft")) != pulled.draft
+        grade_number(now.get("score")) != pulled.score
+        or grade_number(now.get("draft")) != pulled.draft
         or now.get("grade") != pulled.grade
         or bool(now.get("excused", False)) != pulled.excused
     )
@@ -134,13 +130,13 @@ def _changed(pulled: PulledSubmission, now: dict[str, Any]) -> bool:
 def _ours(pulled: PulledSubmission, now: dict[str, Any], entries: list[Entry]) -> bool:
     """Whether the grade the LMS holds now is one madrag sent (or began to send): its score, and draft if any."""
     sent = our_scores(entries).get(pulled.user_id, set())
-    held = [v for v in (_number(now.get("score")), _number(now.get("draft"))) if v is not None]
+    held = [v for v in (grade_number(now.get("score")), grade_number(now.get("draft"))) if v is not None]
     return bool(held) and all(v in sent for v in held)
 
 
 def _shown(now: dict[str, Any]) -> str | None:
     """The LMS's grade now as the preview shows it (Classroom: a draft grade not yet returned says so)."""
-    draft = _number(now.get("draft"))
+    draft = grade_number(now.get("draft"))
     if now.get("grade") or draft is None or now.get("score") is not None:
         return now.get("grade")
     return f"draft {draft:g}"
@@ -169,7 +165,7 @@ def _status(
         return (
             "conflict",
             f"changed in {lms} since the pull (was {_grade_text(pulled.score, was)}, "
-            f"now {_grade_text(_number(now.get('score')), _shown(now))})",
+            f"now {_grade_text(grade_number(now.get('score')), _shown(now))})",
         )
     return "send", ""
 
@@ -210,7 +206,7 @@ def plan_push(
             row.essay_id,
             found.user_id,
             row.name,
-            _number(now.get("score")),
+            grade_number(now.get("score")),
             _shown(now),
             row.total,
             lines,

@@ -30,7 +30,6 @@ from madrag.errors import ConfigError, InputError
 from madrag.pipeline.final_scores import keep_over_run
 from madrag.pipeline.hooks import NO_HOOKS, RunHooks
 from madrag.pipeline.identity import (
-    PACKAGED_ORDER,
     has_store,
     job_config,
     prompt_names,
@@ -47,11 +46,9 @@ from madrag.pipeline.inputs import (
     essays_fingerprint,
     essays_jsonl,
     fingerprint_file,
-    job_essays,
     job_rubric,
     record_inputs,
     select_essays,
-    source_config,
 )
 from madrag.pipeline.migrations import open_store
 from madrag.pipeline.preflight import Rehearsal, check_backends, preflight, record_checks
@@ -65,7 +62,7 @@ from madrag.pipeline.run_dir import (
 )
 from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import run_scoring
-from madrag.pipeline.score_job import Executor, JobResult, ScoreJob, ScoringRun, default_cache_dir
+from madrag.pipeline.score_job import JobResult, ScoreJob, ScoringRun, default_cache_dir
 from madrag.pipeline.unusable import ModelsNamed, Unusable, store_accounts, unusable_by_protocol
 from madrag.pipeline.worst_case import rehearsal
 from madrag.protocols import get_protocol
@@ -88,8 +85,6 @@ if TYPE_CHECKING:
     """A job's exemplar bank: one bank, or one per fold (``--fold each``)."""
 
 __all__ = [  # the job's names, wherever they live (imported from here by the CLI, the API, the server)
-    "PACKAGED_ORDER",
-    "Executor",
     "JobResult",
     "ScoreJob",
     "ScoringRun",
@@ -102,14 +97,12 @@ __all__ = [  # the job's names, wherever they live (imported from here by the CL
     "execute",
     "fingerprint_file",
     "job_config",
-    "job_essays",
     "job_rubric",
     "prompt_names",
     "record_inputs",
     "resumed_job",
     "run_identity",
     "select_essays",
-    "source_config",
     "stored_meta",
 ]
 

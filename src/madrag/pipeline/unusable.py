@@ -84,12 +84,6 @@ def _unusable_by_trait(record: AgentRecord) -> tuple[int, list[tuple[str, str]]]
     return 0, []
 
 
-def _unusable(record: AgentRecord) -> tuple[int, list[str]]:
-    """(scores the answer gives, the cause of each unusable one)."""
-    given, bad = _unusable_by_trait(record)
-    return given, [cause for _, cause in bad]
-
-
 def _is_comparison(record: AgentRecord) -> bool:
     return "winner" in record.context and not record.failed
 
@@ -156,18 +150,6 @@ class Unusable:
         if cut := [int(m.group(1)) for c in self.causes if (m := _CUT_AT.search(c))]:
             said += " " + hint("larger-judge-limit", larger=2 * max(cut))
         return said
-
-
-def unusable_scores(records: Iterable[AgentRecord], scores: list[TraitScore], expected: int) -> Unusable:
-    """:class:`Unusable` of ``records`` (a run's, of the essays scored) and the job's final ``scores`` (of
-    ``expected`` essay x trait x protocol: one without a score, or without a row, is missing)."""
-    found = Unusable(expected=expected)
-    for record in records:
-        given, causes = _unusable(record)
-        found.given += given
-        found.causes.update(causes)
-    found.missing = expected - sum(s.score is not None for s in scores)
-    return found
 
 
 NO_ANSWER = "no answer (a call failed after its retries)"

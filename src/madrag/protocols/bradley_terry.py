@@ -60,11 +60,6 @@ def fit_strengths(n_items: int, comparisons: Sequence[tuple[int, int]], alpha: f
     return np.asarray(found.x, dtype=np.float64)
 
 
-def win_probability(la: float, lb: float) -> float:
-    """``P(a beats b)`` of strengths ``la`` and ``lb``."""
-    return float(1.0 / (1.0 + np.exp(lb - la)))
-
-
 def score_at(strength: float, anchor_strengths: Sequence[float], anchor_scores: Sequence[float]) -> float | None:
     """The score at ``strength`` on the line that fits the anchors' known scores to their strengths (least
     squares); None when the anchors' strengths do not vary (fewer than two distinct values: no line)."""

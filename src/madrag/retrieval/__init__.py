@@ -1,13 +1,6 @@
 """Exemplar retrieval (the MADRAG paper, 3.3): essay embeddings (MiniLM, or a server's) and the exemplar bank."""
 
-from madrag.retrieval.bank import (
-    SCORE_PREFIX,
-    Exemplar,
-    ExemplarBank,
-    LevelExemplar,
-    pool_fingerprint,
-    score_key,
-)
+from madrag.retrieval.bank import Exemplar, ExemplarBank, LevelExemplar, score_key
 from madrag.retrieval.choice import make_embedder
 from madrag.retrieval.embedder import (
     EMBEDDERS,
@@ -16,14 +9,12 @@ from madrag.retrieval.embedder import (
     MiniLMEmbedder,
     MiniLMWindowsEmbedder,
     minilm_model_dir,
-    normalize_rows,
     plan_windows,
 )
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint, OpenAIEmbedder
 
 __all__ = [
     "EMBEDDERS",
-    "SCORE_PREFIX",
     "Embedder",
     "EmbeddingEndpoint",
     "Exemplar",
@@ -35,8 +26,6 @@ __all__ = [
     "OpenAIEmbedder",
     "make_embedder",
     "minilm_model_dir",
-    "normalize_rows",
     "plan_windows",
-    "pool_fingerprint",
     "score_key",
 ]

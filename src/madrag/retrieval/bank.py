@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from madrag.data.essay import Essay
+from madrag.data.reading import check_unique
 from madrag.errors import InputError, MadragError
 from madrag.metrics import PAPER_TIES, TieRule
 from madrag.retrieval import bank_store
@@ -87,11 +88,7 @@ def _metadata(essay: Essay, rubric: Rubric, ties: TieRule) -> dict[str, str | in
 def _check_pool(pool: Sequence[Essay]) -> None:
     if not pool:
         raise InputError("the exemplar pool is empty: the bank needs scored essays from the training split")
-    seen: set[str] = set()
-    for essay in pool:
-        if essay.id in seen:
-            raise InputError(f"duplicate essay id {essay.id!r} in the exemplar pool")
-        seen.add(essay.id)
+    check_unique(list(pool), "the exemplar pool")
 
 
 def _batches(items: Sequence[Essay], size: int) -> Iterator[Sequence[Essay]]:
@@ -262,16 +259,6 @@ class ExemplarBank:
         vector: FloatArray = normalize_rows(self.embedder.embed([essay.text]))[0]
         self._remember(key, vector)
         return vector
-
-    def prefetch(self, essays: Sequence[Essay]) -> None:
-        """Embed many query essays in one batched call (faster than one at a time) and cache them."""
-        todo = {_cache_key(e): e for e in essays}
-        with self._cache_lock:
-            todo = {k: e for k, e in todo.items() if k not in self._cache}
-        if todo:
-            vectors = normalize_rows(self.embedder.embed([e.text for e in todo.values()]))
-            for key, vector in zip(todo, vectors, strict=True):
-                self._remember(key, vector)
 
     def _remember(self, key: tuple[str, str], vector: FloatArray) -> None:
         with self._cache_lock:

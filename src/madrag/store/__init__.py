@@ -10,6 +10,6 @@ Older formats (a store, a configuration or a record made by an earlier madrag) a
 :mod:`madrag.pipeline.migrations`, the one home of every older format.
 """
 
-from madrag.store.run_store import PROMPT_KEYS, RunStore, write_scores_csv
+from madrag.store.run_store import RunStore, write_scores_csv
 
-__all__ = ["PROMPT_KEYS", "RunStore", "write_scores_csv"]
+__all__ = ["RunStore", "write_scores_csv"]

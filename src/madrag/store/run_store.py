@@ -206,10 +206,6 @@ class RunStore:
                     (essay.id, start + i, essay.model_dump_json()),
                 )
 
-    def essay_count(self) -> int:
-        """How many essays were added with :meth:`add_essays`."""
-        return int(self._conn.execute("SELECT COUNT(*) FROM essays").fetchone()[0])
-
     def essays(self) -> list[Essay]:
         """The essays added with :meth:`add_essays`, in the order they were added."""
         return list(self.each_essay())

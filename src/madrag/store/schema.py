@@ -34,14 +34,10 @@ class StoreUpgrade(Protocol):
         """The store on the read-only ``conn`` as the current version, its file unchanged."""
 
 
-def create(conn: sqlite3.Connection) -> None:
-    """The current tables: the run's settings (``meta``), one row per agent call (``records``), the essays scored
-    (``essays``), and the run's final scores (``scores``: one per protocol, essay and trait, the score or NULL with
-    the cause of its absence, the records it came from, the whole score as JSON, the review queue's signals of it:
-    :mod:`madrag.store.signals`)."""
-    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute(
-        """CREATE TABLE IF NOT EXISTS records (
+META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+"""The run's settings, one value per key."""
+RECORDS = (
+    """CREATE TABLE IF NOT EXISTS records (
     key TEXT PRIMARY KEY,
     essay_id TEXT NOT NULL,
     trait TEXT NOT NULL,
@@ -51,14 +47,13 @@ def create(conn: sqlite3.Connection) -> None:
     error TEXT,
     created_at REAL NOT NULL,
     record TEXT NOT NULL
-)"""
-    )
-    conn.execute("CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait)")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL)"
-    )
-    conn.execute(
-        """CREATE TABLE IF NOT EXISTS scores (
+)""",
+    "CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait)",
+)
+"""One row per agent call, and the index a protocol's calls for an essay are found by."""
+ESSAYS = "CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL)"
+"""The essays scored, in the order they were added."""
+SCORES = """CREATE TABLE IF NOT EXISTS scores (
     protocol TEXT NOT NULL,
     essay_id TEXT NOT NULL,
     trait TEXT NOT NULL,
@@ -71,7 +66,15 @@ def create(conn: sqlite3.Connection) -> None:
     signals TEXT NOT NULL,
     PRIMARY KEY (protocol, essay_id, trait)
 )"""
-    )
+"""The run's final scores: one per protocol, essay and trait, the score or NULL with the cause of its absence, the
+records it came from, the whole score as JSON, and the review queue's signals of it (:mod:`madrag.store.signals`,
+written with the row)."""
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """The current tables: :data:`META`, :data:`RECORDS`, :data:`ESSAYS` and :data:`SCORES`."""
+    for statement in (META, *RECORDS, ESSAYS, SCORES):
+        conn.execute(statement)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -99,10 +99,6 @@ def student_row(
     )
 
 
-def _csv(rows: list[list[Any]]) -> str:
-    return csv_text(rows)
-
-
 def _tail(r: StudentRow) -> list[Any]:
     return [r.total, r.possible, r.percent, "yes" if r.reviewed else "no", r.graded_by, r.scored_by]
 
@@ -126,7 +122,7 @@ def plain_csv(rows: list[StudentRow], criteria: list[Criterion]) -> str:
         ]
         for r in rows
     ]
-    return _csv([head, *body])
+    return csv_text([head, *body])
 
 
 def _assignments(
@@ -207,7 +203,7 @@ def canvas_csv(
     out: list[list[Any]] = [[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible]]
     for r, points in zip(rows, grades, strict=True):
         out.append([canvas_student(r), "", r.sis_id, r.email, r.section, *points])
-    return _csv(out)
+    return csv_text(out)
 
 
 def classroom_csv(
@@ -218,7 +214,7 @@ def classroom_csv(
     out: list[list[Any]] = [[*CLASSROOM_ID_COLUMNS, *names]]
     for r, points in zip(rows, grades, strict=True):
         out.append([r.last, r.first, r.email, *points])
-    return _csv(out)
+    return csv_text(out)
 
 
 def moodle_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False) -> str:
@@ -227,4 +223,4 @@ def moodle_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: st
     out: list[list[Any]] = [[*MOODLE_ID_COLUMNS, *names]]
     for r, points in zip(rows, grades, strict=True):
         out.append([r.first, r.last, r.sis_id, r.email, *points])
-    return _csv(out)
+    return csv_text(out)

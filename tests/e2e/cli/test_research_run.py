@@ -172,15 +172,17 @@ def test_the_summary_tells_cache_hits_apart(asap: Path, tmp_path: Path) -> None:
 
 
 def test_missing_scores_are_counted_per_essay_trait() -> None:
-    from madrag.pipeline.unusable import unusable_scores
+    from madrag.pipeline.unusable import unusable_by_protocol
     from madrag.protocols.scores import TraitScore
 
     scores = [
         TraitScore(essay_id="e1", trait=t, protocol="SA", score=None if t in ("Ideas", "Style") else 2)
         for t in ("Ideas", "Organization", "Style", "Conventions")
     ]
-    found = unusable_scores([], scores, expected=8)  # two protocols, one of them left no row at all
-    assert found.missing == 6 and "6 of 8 essay-trait scores missing" in found.line()
+    traits = ["Ideas", "Organization", "Style", "Conventions"]
+    found = unusable_by_protocol([], scores, ["e1"], traits, ["SA", "MA"])  # MA left no row at all
+    assert found["SA"].missing == 2 and "2 of 4 essay-trait scores missing" in found["SA"].line()
+    assert found["MA"].missing == 4 and "4 of 4 essay-trait scores missing" in found["MA"].line()
 
 
 def test_audit_dry_run_calls_nothing(run_dir: Path, tmp_path: Path) -> None:  # noqa: F811

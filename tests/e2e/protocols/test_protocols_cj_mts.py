@@ -17,7 +17,6 @@ import pytest
 from tests.helpers import keep_derived_scores, make_ctx
 
 from madrag.data.essay import Essay
-from madrag.evaluation.run import trait_scores
 from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
 from madrag.protocols.base import TraitScore
@@ -168,7 +167,7 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     assert all(int(r["n"]) == 2 for r in rows if r["protocol"] in ("CJ", "MTS", "GEval"))
     store = RunStore(run_dir / "store.sqlite", read_only=True)
     try:
-        read = trait_scores(store, rubric7)
+        read = store.scores()
         raw = {  # the 0-10 score read the authors' way (decimals kept)
             (r.essay_id, r.trait): r.context["score_0_10"]
             for r in store.records(protocol="MTS", role="mts")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from madrag.evaluation.run import open_store
-from madrag.pipeline.unusable import unusable_scores
+from madrag.pipeline.unusable import unusable_by_protocol
 from madrag.records import AgentRecord
 
 try:
@@ -74,7 +74,7 @@ def test_constrained_scoring_reads_every_score_where_the_text_cannot(
     judges = _judges(tmp_path / "text")
     assert len(judges) == len(TRAITS)
     assert {r.settings["score_reading"] for r in judges} == {"text"}
-    found = unusable_scores(judges, [], expected=0)
+    (found,) = unusable_by_protocol(judges, [], [], [], sorted({r.protocol for r in judges})).values()
     assert found.unusable >= 1  # cut at 16 tokens, SmolLM2 states no score
     out = " ".join(text.stdout.split())
     for cause in found.causes:  # the summary names the cause of every unusable score

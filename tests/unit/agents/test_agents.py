@@ -13,7 +13,6 @@ from madrag.agents.judge import (
     parse_score,
     parse_trait_scores,
     summarise,
-    trait_score_line,
 )
 from madrag.agents.placeholders import mask_placeholders, placeholders
 from madrag.agents.prompts import (
@@ -23,6 +22,7 @@ from madrag.agents.prompts import (
     TRAINING_FREE_PROMPT_NAMES,
     PromptLibrary,
 )
+from madrag.agents.scores import trait_score_line
 from madrag.providers.base import ChatResponse
 from madrag.rubric import Rubric, Trait
 

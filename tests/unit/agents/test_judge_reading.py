@@ -10,8 +10,8 @@ from tests.helpers import make_ctx
 from tests.unit.agents.test_faithful_scores import IDEAS, Scripted, judge_call, text_settings
 
 from madrag.agents.calls import AgentCall
-from madrag.agents.final_score import parse_score
-from madrag.agents.judge import SCORE_STOPS, find_final_score, judge_trait
+from madrag.agents.final_score import find_final_score, parse_score
+from madrag.agents.judge import SCORE_STOPS, judge_trait
 from madrag.providers.base import ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
 from madrag.settings import ReportFrom, ScoringSettings

@@ -21,7 +21,7 @@ from tests.unit.agents.test_faithful_scores import IDEAS, judge_call
 from madrag.agents.judge import judge_all_traits, judge_trait
 from madrag.errors import ConfigError, ProviderError
 from madrag.pipeline.preflight import preflight
-from madrag.pipeline.unusable import repeats_itself, unusable_scores
+from madrag.pipeline.unusable import repeats_itself, unusable_by_protocol
 from madrag.protocols.scores import TraitScore
 from madrag.providers.base import Capabilities, ChatRequest
 from madrag.providers.fake import FakeProvider, FakeReply
@@ -225,7 +225,7 @@ def test_the_summary_names_each_cause() -> None:
         _judge("d", "Fine. Final score: 2", 2),
     ]
     scores = [TraitScore(essay_id="e1", trait="Ideas", protocol="MA", score=None)]
-    found = unusable_scores(records, scores, expected=2)
+    found = unusable_by_protocol(records, scores, ["e1"], ["Ideas", "Style"], ["MA"])["MA"]
     line = found.line()
     assert "3 of 4 judge scores unusable" in line
     assert "1 cut off at the token limit (--judge-max-tokens 64, repeating itself)" in line

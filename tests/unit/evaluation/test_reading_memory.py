@@ -13,7 +13,7 @@ import pytest
 from tests.synthetic_runs import rubric_of, synthesize_run
 
 from madrag.evaluation.evidence import evidence_table
-from madrag.evaluation.run import load_run, open_store, trait_scores
+from madrag.evaluation.run import load_run, open_store
 
 ESSAYS = 150
 
@@ -43,12 +43,11 @@ def _all_records(run_dir: Path, role: str | None = None) -> list[Any]:
 
 def test_the_scores_are_read_without_holding_every_judge_record(run_dir: Path) -> None:
     held, _ = _peak(lambda: _all_records(run_dir, "judge"))
-    rubric = rubric_of(1)
 
     def scores() -> Any:
         store = open_store(run_dir)
         try:
-            return trait_scores(store, rubric)
+            return store.scores()
         finally:
             store.close()
 
@@ -82,7 +81,9 @@ def test_the_report_written_a_batch_of_essays_at_a_time_is_the_page_rendered_who
     monkeypatch.setattr(report, "ESSAYS_AT_ONCE", 10)  # 15 batches of the 150 essays
     written = report.write_report(run_dir, bootstrap=20, out=tmp_path / "report.html").read_text(encoding="utf-8")
     run = load_run(run_dir)  # every Judge record kept
-    whole = report.render_html(run, evaluate_run(run, bootstrap=20), load_sources(run))
+    shown: dict[str, str] = {}  # the page rendered whole: every essay's block at once
+    essays = "".join(report.essay_block(run, e, load_sources(run), shown) for e in run.essays)
+    whole = report.page_head(run, evaluate_run(run, bootstrap=20)) + essays + report.page_tail(shown)
     assert written == whole and written.count("<summary>essay ") == ESSAYS
 
     held, _ = _peak(lambda: _all_records(run_dir))

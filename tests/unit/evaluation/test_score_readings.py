@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.synthetic_runs import rubric_of, synthesize_run
 
 from madrag.api.scoring import run_job
-from madrag.evaluation.run import load_run, read_trait_scores, score_rows, trait_scores
+from madrag.evaluation.run import load_run, score_rows
 from madrag.pipeline.job import ScoreJob
 from madrag.pipeline.migrations import derive_scores, upgrade_scores
 from madrag.providers.base import Capabilities, ChatRequest
@@ -31,8 +31,7 @@ def test_kept_streamed_and_exported_scores_are_the_same(tmp_path: Path) -> None:
         judges = [r for r in store.records(role="judge") if not r.failed][:5]
         store.put_many([AgentRecord(**{**r.model_dump(), "key": "old-" + r.key, "protocol": "OLD"}) for r in judges])
         upgrade_scores(store, rederive=True)  # as a run of that madrag is migrated
-        whole = trait_scores(store, rubric)  # the store read whole, every record parsed with its prompt
-        streamed = read_trait_scores(store, rubric)
+        stored = store.scores()  # what madrag runs export reads
         essays = store.essays()
     finally:
         store.close()
@@ -40,11 +39,11 @@ def test_kept_streamed_and_exported_scores_are_the_same(tmp_path: Path) -> None:
     assert light.judges == [] and len(kept.judges) > 0
     assert all(not r.messages and r.tokens is None and not r.failed for r in kept.judges)
     rows = {name: sorted(map(_key, score_rows(essays, found, rubric))) for name, found in (
-        ("whole", whole), ("streamed", streamed), ("kept", kept.scores), ("light", light.scores)
+        ("stored", stored), ("kept", kept.scores), ("light", light.scores)
     )}  # fmt: skip
-    assert rows["whole"] == rows["streamed"] == rows["kept"] == rows["light"]
-    assert {r[1] for r in rows["whole"]} == {"MADRAG", "OLD"}
-    madrag = [r for r in rows["whole"] if r[1] == "MADRAG"]
+    assert rows["stored"] == rows["kept"] == rows["light"]
+    assert {r[1] for r in rows["stored"]} == {"MADRAG", "OLD"}
+    madrag = [r for r in rows["stored"] if r[1] == "MADRAG"]
     assert len(madrag) == 40 * 2 and 0 < sum(r[3] is None for r in madrag) < 40  # a failed call: missing, no score
 
 
@@ -71,7 +70,7 @@ def test_a_job_keeps_the_scores_every_reader_reads(asap: Path, tmp_path: Path) -
     result = run_job(job, backend=FakeProvider(script=_readable, caps=Capabilities(seed=True)), progress=False)
     store = RunStore(job.run_dir / "store.sqlite", read_only=True)
     try:
-        essays, read_back = store.essays(), read_trait_scores(store, rubric)
+        essays, read_back = store.essays(), store.scores()
         derived = derive_scores(store, rubric, job.protocols)
     finally:
         store.close()

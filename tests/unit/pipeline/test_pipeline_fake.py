@@ -202,14 +202,13 @@ async def test_backend_failure_stops_cleanly_and_resume_completes(
 async def test_all_six_ablation_protocols_run_and_read_back(
     tmp_path: Path, rubric7: Rubric, sample: tuple[list[Essay], list[Essay]]
 ) -> None:
-    from madrag.evaluation.run import trait_scores
     from madrag.protocols import ABLATION
 
     essays, pool = sample
     ctx = make_ctx(tmp_path, FakeProvider(), StubBank(pool))
     scores = await run_scoring(ctx, essays, rubric7, [get_protocol(p) for p in ABLATION])
     assert len(scores) == 2 * 4 * 6 and all(s.score is not None for s in scores)
-    stored = trait_scores(ctx.store, rubric7)
+    stored = ctx.store.scores()
     assert sorted((s.protocol, s.essay_id, s.trait, s.score) for s in stored) == sorted(
         (s.protocol, s.essay_id, s.trait, s.score) for s in scores
     )

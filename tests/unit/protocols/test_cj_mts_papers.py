@@ -15,7 +15,7 @@ from tests.helpers import StubBank, make_ctx
 from madrag.data.essay import Essay
 from madrag.pipeline.migrations import derive_scores
 from madrag.protocols import get_protocol
-from madrag.protocols.bradley_terry import fit_strengths, score_at, win_probability
+from madrag.protocols.bradley_terry import fit_strengths, score_at
 from madrag.protocols.cj import CJProtocol, parse_choice
 from madrag.protocols.mts import MTSProtocol
 from madrag.protocols.mts_authors import numpy_round, scale_over_essays
@@ -50,7 +50,7 @@ def test_the_fit_is_choix_opt_pairwise_on_the_same_data_and_prior() -> None:
 def test_the_fit_recovers_the_probabilities_it_was_given() -> None:
     # item 0 beats item 1 in 3 of 4 comparisons: P = e^(l0-l1)/(1+e^(l0-l1)) = 0.75 at the (almost unpenalised) MLE
     found = fit_strengths(2, [(0, 1)] * 300 + [(1, 0)] * 100, alpha=1e-6)
-    assert win_probability(found[0], found[1]) == pytest.approx(0.75, abs=1e-3)
+    assert 1.0 / (1.0 + np.exp(found[1] - found[0])) == pytest.approx(0.75, abs=1e-3)
     assert score_at(0.5, [0.0, 1.0], [1.0, 3.0]) == pytest.approx(2.0)
     assert score_at(0.5, [1.0, 1.0], [1.0, 3.0]) is None  # anchors of one strength: no line
 

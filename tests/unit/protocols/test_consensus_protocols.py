@@ -15,7 +15,6 @@ from madrag.agents.calls import CallContext
 from madrag.agents.roles import mask_scores
 from madrag.data import Essay
 from madrag.errors import ConfigError
-from madrag.evaluation.run import trait_scores
 from madrag.paper.consensus.frames import agent_scores_frame
 from madrag.pipeline.runner import run_scoring
 from madrag.protocols import CONSENSUS_ABLATION, TraitScore, available, get_protocol
@@ -297,18 +296,18 @@ async def test_stored_scores_match_what_the_protocols_returned(
         return (s.protocol, s.essay_id, s.trait)
 
     expected = sorted((s.model_dump() for s in returned), key=lambda d: (d["protocol"], d["essay_id"], d["trait"]))
-    stored = sorted(trait_scores(ctx.store, rubric7, names), key=key)
+    stored = sorted(ctx.store.scores(set(names)), key=key)
     assert [s.model_dump() for s in stored] == expected
     # without names: the store's configuration says which protocols ran
     ctx.store.set_meta("config", {"protocols": [get_protocol(n).describe() for n in names]})
     assert (
         sorted(
-            (s.model_dump() for s in trait_scores(ctx.store, rubric7)),
+            (s.model_dump() for s in ctx.store.scores()),
             key=lambda d: (d["protocol"], d["essay_id"], d["trait"]),
         )
         == expected
     )
-    assert trait_scores(ctx.store, rubric7, ["MADRAG"]) == []  # no consensus protocol named: nothing read
+    assert ctx.store.scores({"MADRAG"}) == []  # no consensus protocol named: nothing read
 
 
 async def test_agent_scores_frame_expands_shared_round_zero(

@@ -249,7 +249,7 @@ def test_query_embedding_computed_once_per_essay(bank: ExemplarBank, fake: BagOf
     assert fake.texts_embedded == before + 1
 
 
-def test_precomputed_query_vector_and_prefetch_skip_embedding(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
+def test_a_precomputed_query_vector_skips_embedding(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:
     query = essay("q6", "mountain snow climb")
     vector = fake.embed([query.text])[0]
     before = fake.texts_embedded
@@ -259,13 +259,6 @@ def test_precomputed_query_vector_and_prefetch_skip_embedding(bank: ExemplarBank
     assert [ids(lv) for lv in with_vector["Ideas"]] == [ids(lv) for lv in embedded]
     for a, b in zip(with_vector["Ideas"], embedded, strict=True):
         assert a.exemplar is None or b.exemplar is None or a.exemplar.distance == pytest.approx(b.exemplar.distance)
-    others = [essay(f"x{i}", f"river text {i}") for i in range(3)]
-    calls = fake.calls
-    bank.prefetch(others)
-    assert fake.calls == calls + 1
-    for other in others:
-        bank.similar(other, k=1)
-    assert fake.calls == calls + 1
 
 
 def test_same_id_new_text_is_embedded_again(bank: ExemplarBank, fake: BagOfWordsEmbedder) -> None:

@@ -223,11 +223,6 @@ class ProtocolCost:
     debates: list[str]
     shared_with: list[str]
 
-    @property
-    def standalone(self) -> Tally:
-        """What the protocol would cost run alone: its own calls plus every shared call it read."""
-        return self.own.plus(self.shared)
-
 
 @dataclass(frozen=True)
 class CheckRequests:

@@ -5,48 +5,23 @@ bank) on four, score the fifth, and report QWK per trait on the pooled out-of-fo
 over folds.
 """
 
-from madrag.paper.baselines.feature_scorer import (
-    CVResult,
-    FeatureScorer,
-    Fold,
-    ForestSettings,
-    TraitCV,
-    cross_validate_features,
-    evaluate_trait,
-    fold_indices,
-    make_forest,
-    to_scale,
-)
+from madrag.paper.baselines.feature_scorer import CVResult, ForestSettings, cross_validate_features, fold_indices
 from madrag.paper.baselines.features import FEATURE_NAMES, essay_features, feature_matrix
 from madrag.paper.baselines.lexicon import english_lexicon
-from madrag.paper.baselines.retrieval_scorer import (
-    RetrievalScorer,
-    SimilarBank,
-    cross_validate_retrieval,
-    minilm_bank_factory,
-    weighted_score,
-)
+from madrag.paper.baselines.retrieval_scorer import RetrievalScorer, cross_validate_retrieval, weighted_score
 from madrag.retrieval.vectors import CachingEmbedder
 
 __all__ = [
     "FEATURE_NAMES",
     "CVResult",
     "CachingEmbedder",
-    "FeatureScorer",
-    "Fold",
     "ForestSettings",
     "RetrievalScorer",
-    "SimilarBank",
-    "TraitCV",
     "cross_validate_features",
     "cross_validate_retrieval",
     "english_lexicon",
     "essay_features",
-    "evaluate_trait",
     "feature_matrix",
     "fold_indices",
-    "make_forest",
-    "minilm_bank_factory",
-    "to_scale",
     "weighted_score",
 ]

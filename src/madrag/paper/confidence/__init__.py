@@ -12,26 +12,3 @@ debaters, the LLM meta-evaluator of their reasoning, and the correlation study.
 * :mod:`~madrag.paper.confidence.sets`: Table 1 over several runs (one per essay set, ranked per set), Figure 3
   over all.
 """
-
-from madrag.paper.confidence.analysis import BINARY_TARGETS, ORDINAL_TARGETS, correlations, top_features
-from madrag.paper.confidence.features import DEFAULT_WINDOWS, Window, features_frame, trajectory_features
-from madrag.paper.confidence.judgment import MetaJudgment, parse_meta_judgment
-from madrag.paper.confidence.meta_eval import judgments_frame, meta_evaluate
-from madrag.paper.confidence.trajectory import normalised_trajectory, trajectory_bands
-
-__all__ = [
-    "BINARY_TARGETS",
-    "DEFAULT_WINDOWS",
-    "ORDINAL_TARGETS",
-    "MetaJudgment",
-    "Window",
-    "correlations",
-    "features_frame",
-    "judgments_frame",
-    "meta_evaluate",
-    "normalised_trajectory",
-    "parse_meta_judgment",
-    "top_features",
-    "trajectory_bands",
-    "trajectory_features",
-]

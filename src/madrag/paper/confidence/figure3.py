@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from madrag.files.atomic import open_atomic
+from madrag.evaluation.tables import new_figure, save_png
 from madrag.files.csv_safe import write_frame
 from madrag.paper.confidence.judgment import RANGES, SCORE_FIELDS
 
@@ -88,14 +88,10 @@ def pass_rates(judgments: pd.DataFrame, pass_min: int = PASS_MIN) -> pd.DataFram
 
 def plot_figure3(distribution: pd.DataFrame, path: Path, title: str | None = None) -> Path:
     """Draw Figure 3: one pie per dimension of the pooled (``all`` set, ``all`` roles) score shares, as a PNG."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     pooled = distribution[(distribution["set"] == ALL_ROLES) & (distribution["role"] == ALL_ROLES)]
     if pooled.empty or not pooled["count"].sum():
         raise ValueError("no usable judgment to plot")
-    fig = Figure(figsize=(4.0 * len(SCORE_FIELDS), 4.0), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize=(4.0 * len(SCORE_FIELDS), 4.0), layout="constrained")
     axes = fig.subplots(1, len(SCORE_FIELDS))
     colours = {1: "#d62728", 2: "#ff7f0e", 3: "#2ca02c"}
     for ax, dim in zip(axes, SCORE_FIELDS, strict=True):
@@ -109,9 +105,7 @@ def plot_figure3(distribution: pd.DataFrame, path: Path, title: str | None = Non
         )
         ax.set_title(f"{dim.replace('_', ' ')} (n={int(part['count'].sum())})")
     fig.suptitle(title or "Meta-evaluator scores per dimension (the confidence paper, Figure 3)")
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    return path
+    return save_png(fig, path)
 
 
 def save_figure3(judgments: pd.DataFrame, out_dir: Path, title: str | None = None) -> list[Path]:

@@ -22,8 +22,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from madrag.agents.calls import AgentCall, CallContext, build_request, finish_record, new_record, once, request_settings
-from madrag.agents.judge import normalise
 from madrag.agents.prompts import PromptLibrary
+from madrag.agents.scores import normalise
 from madrag.errors import ConfigError
 from madrag.paper.confidence.judgment import (
     META_SCHEMA,

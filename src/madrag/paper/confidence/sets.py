@@ -18,6 +18,7 @@ import pandas as pd
 
 from madrag.errors import InputError
 from madrag.evaluation.run import distinct_runs
+from madrag.evaluation.tables import markdown_table
 from madrag.files.atomic import write_text_atomic
 from madrag.files.csv_safe import write_frame
 from madrag.paper.confidence.analysis import PAPER_RANK_BY, RankBy
@@ -98,12 +99,7 @@ def _markdown(result: SetsStudy, figure: list[Path]) -> str:
         if frame.empty:
             lines += [NO_TOP, ""]
             continue
-        lines.append("| " + " | ".join(str(c) for c in frame.columns) + " |")
-        lines.append("|" + "---|" * len(frame.columns))
-        for row in frame.itertuples(index=False):
-            cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        lines.append("")
+        lines += [markdown_table(frame, index=False, digits=3), ""]
     lines += [figure_line(result, figure), "", "Each set's full study is in its own folder.", ""]
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from madrag.errors import InputError
 from madrag.evaluation.run import open_store
+from madrag.evaluation.tables import markdown_table
 from madrag.files.atomic import write_text_atomic
 from madrag.files.csv_safe import write_frame
 from madrag.paper.confidence.analysis import (
@@ -176,20 +177,6 @@ def _add_judgments(study: ConfidenceStudy, meta_dir: Path, rank_by: RankBy, top_
     study.meta["judged"] = int(judgments["ok"].sum())
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "—"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-def _markdown(frame: pd.DataFrame) -> list[str]:
-    head = [str(c) for c in frame.columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in row) + " |")
-    return lines
-
-
 def top_display(top: pd.DataFrame) -> pd.DataFrame:
     """The top-k table as the paper prints it: role, target, rank, feature, Spearman / Kendall or AUROC / PB."""
     rows = []
@@ -233,7 +220,7 @@ def render_markdown(study: ConfidenceStudy) -> str:
             "",
             f"Evaluator: {meta.get('evaluator')} ({meta.get('meta_dir')}).",
             "",
-            *_markdown(study.summary),
+            markdown_table(study.summary, index=False, digits=3),
             "",
         ]
     if judged and study.top is not None:
@@ -244,7 +231,7 @@ def render_markdown(study: ConfidenceStudy) -> str:
             f"Ordinal targets ranked by {how} (Kendall tau alongside); the critical flag by AUROC "
             f"({'distance from 0.5' if meta.get('rank_by') == 'abs' else 'value'}; point-biserial alongside).",
             "",
-            *_markdown(top_display(study.top)),
+            markdown_table(top_display(study.top), index=False, digits=3),
             "",
         ]
     elif study.judgments is None:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from madrag.files.atomic import open_atomic
+from madrag.evaluation.tables import new_figure, save_png
 from madrag.paper.confidence.features import as_logprobs
 
 PERCENTILES: tuple[int, ...] = (10, 25, 50, 75, 90)
@@ -68,11 +68,7 @@ def plot_trajectories(groups: Mapping[str, pd.DataFrame], path: Path, title: str
     """
     if not groups:
         raise ValueError("no groups to plot")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(4.5 * len(groups), 3.6), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize=(4.5 * len(groups), 3.6), layout="constrained")
     axes = fig.subplots(1, len(groups), sharey=True, squeeze=False)[0]
     for ax, (name, bands) in zip(axes, groups.items(), strict=True):
         x = bands["position_pct"].to_numpy()
@@ -88,7 +84,4 @@ def plot_trajectories(groups: Mapping[str, pd.DataFrame], path: Path, title: str
     axes[0].legend(loc="lower right", fontsize="small")
     if title:
         fig.suptitle(title)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=150)
-    return path
+    return save_png(fig, path, dpi=150)

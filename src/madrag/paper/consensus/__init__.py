@@ -10,5 +10,5 @@ of a run of its judge protocols, ``madrag paper eval-consensus``:
   models) averaged, the cross-model grid of strict and lenient models, and their tables.
 
 The consensus protocols themselves are the core's (:mod:`madrag.protocols.consensus`), and so is reading their
-final scores (``madrag eval``, :func:`madrag.evaluation.run.trait_scores`).
+final scores (``madrag eval``, :meth:`madrag.store.RunStore.scores`).
 """

@@ -11,7 +11,13 @@ from madrag.evaluation.tables import fmt, markdown_document, records, write_csvs
 from madrag.files.atomic import write_text_atomic
 from madrag.paper.consensus.metrics import ALL
 from madrag.paper.consensus.multi import MultiConsensus
-from madrag.paper.consensus.tables import plot_rmse_by_round, row_cells, value_cells
+from madrag.paper.consensus.tables import (
+    dominance_table,
+    plot_rmse_by_round,
+    row_cells,
+    trajectory_table,
+    value_cells,
+)
 
 
 def _shift_table(multi: MultiConsensus) -> pd.DataFrame:
@@ -20,20 +26,6 @@ def _shift_table(multi: MultiConsensus) -> pd.DataFrame:
     names = {"n_runs": "runs", "mean_pred": "mean score", "mean_ref": "human mean", "shift": "shift vs baseline"}
     names |= {"shift_ref": "shift vs human", "rmse": "RMSE", "spearman": "Spearman"}
     return row_cells(pooled, names, pooled["protocol"].tolist())
-
-
-def _dominance_table(dom: pd.DataFrame) -> pd.DataFrame:
-    columns = {"n_runs": "runs", "shift_consensus": "consensus shift", "shift_strict": "Strict-only shift"}
-    columns |= {"shift_lenient": "Lenient-only shift", "midpoint": "midpoint", "beyond_midpoint": "beyond midpoint"}
-    index = [f"{c} / {t}" for c, t in zip(dom["consensus"], dom["trait"], strict=True)]
-    return row_cells(dom, columns, index)
-
-
-def _trajectory_table(traj: pd.DataFrame) -> pd.DataFrame:
-    pooled = traj[traj["trait"] == ALL].dropna(axis=1, how="all")
-    keep = {c: c for c in pooled.columns if c.startswith("mean_") or c in ("n_runs", "rmse", "spearman")}
-    index = [f"{p} r{r}" for p, r in zip(pooled["protocol"], pooled["round"], strict=True)]
-    return row_cells(pooled, keep, index)
 
 
 def grid_wide(grid: pd.DataFrame) -> pd.DataFrame:
@@ -63,9 +55,11 @@ def multi_display_tables(multi: MultiConsensus) -> dict[str, pd.DataFrame]:
         tables[f"Mean predicted score (Table 2), {over}"] = value_cells(align, "mean_pred")
         tables[f"Score shifts, all traits (Tables 2 and 8), {over}"] = _shift_table(multi)
     if not multi.dominance.empty:
-        tables[f"Dominance analysis (Table 9), {over}"] = _dominance_table(multi.dominance)
+        tables[f"Dominance analysis (Table 9), {over}"] = dominance_table(multi.dominance, {"n_runs": "runs"})
     if not multi.trajectories.empty:
-        tables[f"Round-wise trajectories, all traits (Figures 2-4), {over}"] = _trajectory_table(multi.trajectories)
+        tables[f"Round-wise trajectories, all traits (Figures 2-4), {over}"] = trajectory_table(
+            multi.trajectories, "n_runs"
+        )
     metric, protocol = multi.meta.get("grid_metric"), multi.meta.get("grid_protocol")
     if not multi.single_baselines.empty:
         single = multi.single_baselines

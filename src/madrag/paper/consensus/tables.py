@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from madrag.evaluation.tables import cells, diff_cell, fmt, markdown_document, new_figure, records, write_csvs
-from madrag.files.atomic import open_atomic, write_text_atomic
+from madrag.evaluation.tables import cells, diff_cell, fmt, markdown_document, new_figure, records, save_png, write_csvs
+from madrag.files.atomic import write_text_atomic
 from madrag.paper.consensus.metrics import ALL, ConsensusEvaluation
 
 
@@ -41,20 +41,22 @@ def _shift_table(ev: ConsensusEvaluation) -> pd.DataFrame:
     return row_cells(pooled, names, pooled["protocol"].tolist())
 
 
-def _dominance_table(dom: pd.DataFrame) -> pd.DataFrame:
-    """Table 9: one row per consensus protocol and trait."""
-    columns = {"shift_consensus": "consensus shift", "shift_strict": "Strict-only shift"}
+def dominance_table(dom: pd.DataFrame, first: dict[str, str] | None = None) -> pd.DataFrame:
+    """Table 9: one row per consensus protocol and trait; ``first``: columns shown before the shifts (the number
+    of runs averaged, over several runs)."""
+    columns = dict(first or {}) | {"shift_consensus": "consensus shift", "shift_strict": "Strict-only shift"}
     columns |= {"shift_lenient": "Lenient-only shift", "midpoint": "midpoint", "beyond_midpoint": "beyond midpoint"}
     index = [f"{c} / {t}" for c, t in zip(dom["consensus"], dom["trait"], strict=True)]
     return row_cells(dom, columns, index)
 
 
-def _trajectory_table(traj: pd.DataFrame) -> pd.DataFrame:
-    """Figures 2-4 as numbers, all traits pooled: one row per protocol and round."""
-    traj_all = traj[traj["trait"] == ALL].dropna(axis=1, how="all")
-    keep = {c: c for c in traj_all.columns if c.startswith("mean_") or c in ("n", "rmse", "spearman")}
-    index = [f"{p} r{r}" for p, r in zip(traj_all["protocol"], traj_all["round"], strict=True)]
-    return row_cells(traj_all, keep, index)
+def trajectory_table(traj: pd.DataFrame, count: str = "n") -> pd.DataFrame:
+    """Figures 2-4 as numbers, all traits pooled: one row per protocol and round; ``count``: the column that
+    counts (essays, or runs averaged)."""
+    pooled = traj[traj["trait"] == ALL].dropna(axis=1, how="all")
+    keep = {c: c for c in pooled.columns if c.startswith("mean_") or c in (count, "rmse", "spearman")}
+    index = [f"{p} r{r}" for p, r in zip(pooled["protocol"], pooled["round"], strict=True)]
+    return row_cells(pooled, keep, index)
 
 
 def consensus_display_tables(ev: ConsensusEvaluation) -> dict[str, pd.DataFrame]:
@@ -69,9 +71,9 @@ def consensus_display_tables(ev: ConsensusEvaluation) -> dict[str, pd.DataFrame]
     }
     if not ev.dominance.empty:
         title = "Dominance analysis (Table 9): consensus shift vs the Strict/Lenient midpoint"
-        tables[title] = _dominance_table(ev.dominance)
+        tables[title] = dominance_table(ev.dominance)
     if not ev.trajectories.empty:
-        tables["Round-wise trajectories, all traits (Figures 2-4)"] = _trajectory_table(ev.trajectories)
+        tables["Round-wise trajectories, all traits (Figures 2-4)"] = trajectory_table(ev.trajectories)
     if not ev.comparisons.empty:
         base = ev.comparisons["baseline"].iloc[0]
         title = f"RMSE difference vs {base} (paired bootstrap over essays): diff [95% CI] p"
@@ -122,10 +124,7 @@ def plot_trajectories(trajectories: pd.DataFrame, path: Path, human_mean: float 
         if len(pooled):
             ax.set_xticks(sorted(pooled["round"].unique().tolist()))
         ax.legend(fontsize="small")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    return path
+    return save_png(fig, path)
 
 
 def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataFrame | None = None) -> Path:
@@ -150,10 +149,7 @@ def plot_rmse_by_round(trajectories: pd.DataFrame, path: Path, average: pd.DataF
         ax.set_xticks(sorted(rows["round"].unique().tolist()))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open_atomic(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    return path
+    return save_png(fig, path)
 
 
 def save_consensus(ev: ConsensusEvaluation, out_dir: Path) -> list[Path]:

@@ -12,23 +12,13 @@ format.
   a cache folder and deleted on request (never read).
 """
 
-from madrag.pipeline.migrations.config import (
-    CONFIG_VERSION,
-    UPGRADES,
-    identity,
-    stored_embedder,
-    upgrade,
-    upgrade_identity,
-)
-from madrag.pipeline.migrations.scores import SCORES_PENDING, derive_scores, scores_pending, upgrade_scores
-from madrag.pipeline.migrations.store import STORE_MIGRATIONS, backup_path, migrate, open_store, read_view
+from madrag.pipeline.migrations.config import CONFIG_VERSION, identity, stored_embedder, upgrade, upgrade_identity
+from madrag.pipeline.migrations.scores import derive_scores, scores_pending, upgrade_scores
+from madrag.pipeline.migrations.store import STORE_MIGRATIONS, migrate, open_store, read_view
 
 __all__ = [
     "CONFIG_VERSION",
-    "SCORES_PENDING",
     "STORE_MIGRATIONS",
-    "UPGRADES",
-    "backup_path",
     "derive_scores",
     "identity",
     "migrate",

@@ -6,6 +6,8 @@ runs the ones a store still needs, all in one transaction together with the new 
 mid-way leaves the store as it was. A later schema change is a new function appended to
 :data:`STORE_MIGRATIONS` (and the current tables in :mod:`madrag.store.schema`); one that has shipped is never
 edited.
+A step creates its tables with the current statements of :mod:`madrag.store.schema` while they are the same as
+when the step shipped; a later change to one of those tables freezes the statement the step ran here first.
 
 Version 1 is the schema the store had before it carried a version (tables ``meta``, ``records``, ``essays``). A
 store written then reads as version 0 with those tables already there: migration 1 creates only what is missing
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from madrag.pipeline.migrations.scores import SCORES_PENDING, upgrade_scores
 from madrag.store import RunStore
-from madrag.store.schema import refuse_newer, schema_version, tables
+from madrag.store.schema import ESSAYS, META, RECORDS, refuse_newer, schema_version, tables
 from madrag.store.signals import signals_json
 
 Migration = Callable[[sqlite3.Connection], None]
@@ -40,32 +42,11 @@ V1_TABLES = ("meta", "records", "essays")
 
 def _v1_tables(conn: sqlite3.Connection) -> None:
     """Version 1: the run's settings (``meta``), one row per agent call (``records``), the essays scored."""
-    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute(
-        """CREATE TABLE IF NOT EXISTS records (
-    key TEXT PRIMARY KEY,
-    essay_id TEXT NOT NULL,
-    trait TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    role TEXT NOT NULL,
-    round INTEGER NOT NULL,
-    error TEXT,
-    created_at REAL NOT NULL,
-    record TEXT NOT NULL
-)"""
-    )
-    conn.execute("CREATE INDEX IF NOT EXISTS records_essay ON records (protocol, essay_id, trait)")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS essays (id TEXT PRIMARY KEY, position INTEGER NOT NULL, essay TEXT NOT NULL)"
-    )
+    for statement in (META, *RECORDS, ESSAYS):
+        conn.execute(statement)
 
 
-def _v2_scores(conn: sqlite3.Connection) -> None:
-    """Version 2: the run's final scores as rows (``scores``: one per protocol, essay and trait, the score or
-    NULL with the cause of its absence, the records it came from, the whole score as JSON). A store that holds
-    records gets them derived from its records once (:data:`SCORES_PENDING`)."""
-    conn.execute(
-        """CREATE TABLE IF NOT EXISTS scores (
+_V2_SCORES = """CREATE TABLE IF NOT EXISTS scores (
     protocol TEXT NOT NULL,
     essay_id TEXT NOT NULL,
     trait TEXT NOT NULL,
@@ -77,7 +58,14 @@ def _v2_scores(conn: sqlite3.Connection) -> None:
     value TEXT NOT NULL,
     PRIMARY KEY (protocol, essay_id, trait)
 )"""
-    )
+"""The ``scores`` table as migration 2 created it (frozen here: version 3 added ``signals``)."""
+
+
+def _v2_scores(conn: sqlite3.Connection) -> None:
+    """Version 2: the run's final scores as rows (``scores``: one per protocol, essay and trait, the score or
+    NULL with the cause of its absence, the records it came from, the whole score as JSON). A store that holds
+    records gets them derived from its records once (:data:`SCORES_PENDING`)."""
+    conn.execute(_V2_SCORES)
     conn.execute(
         "INSERT OR IGNORE INTO meta (key, value) SELECT ?, 'true' WHERE EXISTS (SELECT 1 FROM records)",
         (SCORES_PENDING,),
