@@ -39,7 +39,8 @@ from madrag.teacher.review_queue import ItemSignals, QueueItem, rank
 
 
 def signals(state: State, run_id: str) -> list[ItemSignals]:
-    """What the run's agents answered, per essay-trait of its grading protocol (the others' scores beside)."""
+    """What the run's agents answered, per essay-trait of its grading protocol (the others' scores beside): its score
+    rows alone, their signals kept with them as they were written (:mod:`madrag.store.signals`), no record read."""
     view = state.runs.view(run_id)
     if not view.protocols:
         return []
