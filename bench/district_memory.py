@@ -7,9 +7,13 @@ exemplars, ``tests/synthetic_runs.py``), with no human scores (a class nobody gr
 the review desk). Each command runs in its own process under ``/usr/bin/time -v`` (its peak resident memory);
 the pages are fetched from ``madrag serve`` in its own process (its peak memory: ``VmHWM``), each once to build
 what the page needs, then again. The older commit's ``src/`` is taken with ``git archive`` into a temporary
-folder; both sides read the same run folder.
+folder. Each side reads its own copy of the run, as its commit's store schema keeps it: when the older commit's
+schema is older (2: score rows without the review signals that schema 3 keeps with them), its copy is that
+schema's store (:func:`as_schema`), so its review desk derives the signals from the records as it did. The load
+average is taken before each page's first open and shown beside its figure (the machine is shared).
 
     python bench/district_memory.py --essays 20000 --before 3728be7   # prints a markdown table
+    python bench/district_memory.py --essays 13334 --before main --pages-only   # the pages alone
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import platform
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -40,6 +45,38 @@ def source_of(ref: str, into: Path) -> Path:
     into.mkdir(parents=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into / "src"
+
+
+def schema_of(src: Path) -> int:
+    """The run store schema version the madrag in ``src`` writes (``SCHEMA_VERSION``, read from its source)."""
+    found = re.search(r"^SCHEMA_VERSION = (\d+)", (src / "madrag" / "store" / "schema.py").read_text(), re.M)
+    assert found is not None, src
+    return int(found[1])
+
+
+def as_schema(store: Path, version: int) -> None:
+    """The run store ``store`` (written by this tree) as schema ``version`` keeps it: at 2, its score rows without
+    their review signals (``scores.signals``, added by schema 3)."""
+    conn = sqlite3.connect(store, isolation_level=None)
+    try:
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version == current:
+            return
+        if (current, version) != (3, 2):
+            raise SystemExit(f"no way here to write schema {version} from {current}")
+        conn.execute("ALTER TABLE scores DROP COLUMN signals")
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+
+
+def copy_for(src: Path, data_dir: Path, into: Path) -> Path:
+    """A copy of ``data_dir`` whose run stores are as the madrag in ``src`` writes them (:func:`as_schema`)."""
+    shutil.copytree(data_dir, into)
+    for store in into.glob("runs/*/store.sqlite"):
+        as_schema(store, schema_of(src))
+    return into
 
 
 def env_for(src: Path) -> dict[str, str]:
@@ -94,13 +131,14 @@ def pages(src: Path, data_dir: Path, run_id: str) -> dict[str, object]:
             for name in ("results", "review", "gradebook"):
                 times = []
                 size = 0
+                load = os.getloadavg()[0]  # the machine's load as the page is first opened
                 for _ in range(2):
                     started = time.perf_counter()
                     got = client.get(f"/runs/{run_id}/{name}", headers={"Accept": "text/html"})
                     times.append(time.perf_counter() - started)
                     got.raise_for_status()
                     size = len(got.content)
-                out[name] = {"first_s": times[0], "again_s": times[1], "bytes": size}
+                out[name] = {"first_s": times[0], "again_s": times[1], "bytes": size, "load": load}
         out["server_peak_mb"] = vm_hwm_mb(proc.pid)
     finally:
         proc.terminate()
@@ -131,10 +169,19 @@ def score_class(src: Path, n_essays: int, work: Path) -> dict[str, float]:
 
 
 def side(
-    src: Path, run_dir: Path, data_dir: Path, work: Path, bootstrap: int, score_essays: int = 0
+    src: Path,
+    run_dir: Path,
+    data_dir: Path,
+    work: Path,
+    bootstrap: int,
+    score_essays: int = 0,
+    pages_only: bool = False,
 ) -> dict[str, object]:
     work.mkdir(parents=True, exist_ok=True)
     found: dict[str, object] = {}
+    if pages_only:
+        found["pages"] = pages(src, data_dir, run_dir.name)
+        return found
     if score_essays:
         found["score"] = score_class(src, score_essays, work)
     found["export scores"] = timed(["runs", "export", "--run-dir", str(run_dir), "--out", str(work / "s.csv")], src)
@@ -166,10 +213,9 @@ def render(
         "",
         f"Machine: {info['machine']}; load average at start {info['load']}; synthetic run made in "
         f"{info['synth_s']:.0f} s ({info['records']:,} records, store {info['store_mb']:.0f} MB).",
-        "",
-        "| command | before: peak MB | after: peak MB | before: s | after: s |",
-        "|---|---|---|---|---|",
     ]
+    if "eval" in before:  # the commands were timed (not --pages-only)
+        lines += ["", "| command | before: peak MB | after: peak MB | before: s | after: s |", "|---|---|---|---|---|"]
     for name in ("score", "export scores", "export records", "eval", "report"):
         if name not in before:
             continue
@@ -178,23 +224,31 @@ def render(
             f"| {name} | {_cell(b, 'peak_mb', '.0f')} | {_cell(a, 'peak_mb', '.0f')} | "
             f"{_cell(b, 'wall_s', '.1f')} | {_cell(a, 'wall_s', '.1f')} |"
         )
-    lines += [
+    return "\n".join(lines + _page_lines(before, after)) + "\n"
+
+
+def _page_lines(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """The pages' table: each page's first open with the load average as it was opened, then again, and bytes."""
+    lines = [
         "",
-        "| page | before: first s | after: first s | before: again s | after: again s | before: bytes | after: bytes |",
+        "| page | before: first s (load) | after: first s (load) | before: again s | after: again s | before: bytes "
+        "| after: bytes |",
+        "|---|---|---|---|---|---|---|",
     ]
-    lines.append("|---|---|---|---|---|---|---|")
     bp, ap = before["pages"], after["pages"]
     assert isinstance(bp, dict) and isinstance(ap, dict)
     for name in ("results", "review", "gradebook"):
+        b, a = bp[name], ap[name]
         lines.append(
-            f"| {name} | {_cell(bp[name], 'first_s', '.2f')} | {_cell(ap[name], 'first_s', '.2f')} | "
-            f"{_cell(bp[name], 'again_s', '.2f')} | {_cell(ap[name], 'again_s', '.2f')} | "
-            f"{_cell(bp[name], 'bytes', ',')} | {_cell(ap[name], 'bytes', ',')} |"
+            f"| {name} | {_cell(b, 'first_s', '.2f')} ({_cell(b, 'load', '.1f')}) | "
+            f"{_cell(a, 'first_s', '.2f')} ({_cell(a, 'load', '.1f')}) | "
+            f"{_cell(b, 'again_s', '.2f')} | {_cell(a, 'again_s', '.2f')} | "
+            f"{_cell(b, 'bytes', ',')} | {_cell(a, 'bytes', ',')} |"
         )
     lines.append(
         f"| server peak MB | {_cell(bp, 'server_peak_mb', '.0f')} | {_cell(ap, 'server_peak_mb', '.0f')} | | | | |"
     )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> None:
@@ -207,6 +261,7 @@ def main() -> None:
     parser.add_argument(
         "--score", type=int, default=0, help="also time `madrag score` of this many essays x 2 traits (MA, stub)"
     )
+    parser.add_argument("--pages-only", action="store_true", help="time the pages alone (no command)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))  # the synthetic run is a test fixture
     sys.path.insert(0, str(REPO / "src"))
@@ -229,10 +284,14 @@ def main() -> None:
             ["git", "-C", str(REPO), "rev-parse", "--short", args.before], capture_output=True, text=True
         )
         info["before"] = sha.stdout.strip() or args.before
-        run_dir = data_dir / "runs" / run_id
         older, this = source_of(args.before, root / "before"), source_of("HEAD-tree", root / "after")
-        before = side(older, run_dir, data_dir, root / "b", args.bootstrap, args.score)
-        after = side(this, run_dir, data_dir, root / "a", args.bootstrap, args.score)
+        older_data = copy_for(older, data_dir, root / "data-before")  # each side its own copy, its schema's
+        before = side(
+            older, older_data / "runs" / run_id, older_data, root / "b", args.bootstrap, args.score, args.pages_only
+        )
+        shutil.rmtree(older_data, ignore_errors=True)
+        run_dir = data_dir / "runs" / run_id
+        after = side(this, run_dir, data_dir, root / "a", args.bootstrap, args.score, args.pages_only)
         shutil.rmtree(root / "before", ignore_errors=True)
     table = render(args, before, after, info)
     print(table)

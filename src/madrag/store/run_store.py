@@ -1,31 +1,29 @@
 """The run store: SQLite, one row per agent call, written the moment the call completes.
 
-Durability: WAL journal with ``synchronous=FULL``; a record is committed in its own transaction (:meth:`put`),
-with the records that were waiting to be written at the same moment (:meth:`RunStore.aput`), or with the rest
-of a batch written at once (:meth:`RunStore.put_many`: the baselines' thousands of scores), so
-a process killed at any moment leaves every finished record and no partial one. The primary key is the call
-key, so resuming a run never duplicates a record.
+Durability: WAL journal with ``synchronous=FULL``; a record is committed in its own transaction (:meth:`put`), with
+the records waiting to be written at the same moment (:meth:`RunStore.aput`), or with the rest of a batch written
+at once (:meth:`RunStore.put_many`: the baselines' thousands of scores), so a process killed at any moment leaves
+every finished record and no partial one. The primary key is the call key: a resume never duplicates a record.
 
-Writes from the event loop. :meth:`RunStore.aput` serialises the record and hands it to the store's writer
-thread, which owns its own connection: it commits the record (the fsync of ``synchronous=FULL`` included)
-and only then resolves the caller's await, so a call counts as finished exactly when its record is on disk,
-and the event loop keeps serving other calls meanwhile. Records that queue up while a commit is running are
-committed together in the next transaction (group commit); all of them are on disk before any of their
-awaiters resumes (the thread and the rows it writes: :mod:`madrag.store.writer`). Reads go through the store's
-main connection and see every committed record.
+Writes from the event loop. :meth:`RunStore.aput` serialises the record and hands it to the store's writer thread,
+which owns its own connection: it commits the record (the fsync of ``synchronous=FULL`` included) and only then
+resolves the caller's await, so a call counts as finished exactly when its record is on disk, and the event loop
+keeps serving other calls meanwhile. Records that queue up while a commit runs are committed together in the next
+transaction (group commit), all on disk before any of their awaiters resumes (:mod:`madrag.store.writer`). Reads
+go through the store's main connection and see every committed record.
 
 Final scores: one row per protocol, essay and trait (:meth:`RunStore.scores`), kept by the runner as each essay
 finishes (:meth:`RunStore.aput_scores`, through the same writer thread as records) and by a run-wide protocol's
-fit when a job ends (:meth:`RunStore.put_scores`); every reader of a run's scores reads them.
+fit when a job ends (:meth:`RunStore.put_scores`); every reader of a run's scores reads them. Each row holds the
+review queue's signals of its score, derived as it is written (:meth:`RunStore.score_signals`).
 
-Schema: a store carries a version (:mod:`madrag.store.schema`); this module knows only the current one. A store
-an earlier madrag wrote is brought to it by :mod:`madrag.pipeline.migrations` (on disk when opened for writing,
-in memory when read: :func:`madrag.pipeline.migrations.open_store`); a store newer than this code is refused.
+Schema: a store carries a version (:mod:`madrag.store.schema`); this module knows only the current one. An older
+store is brought to it by :func:`madrag.pipeline.migrations.open_store` (on disk for a writer, in memory for a
+reader); a store newer than this code is refused.
 
-Reading: ``RunStore(path, read_only=True)`` (what :func:`madrag.evaluation.run.open_store` gives every command
-that only reads a run) opens the file with SQLite's ``mode=ro``, or - when no ``-wal`` file says a writer has it
-open or died with it open - as ``immutable``, so reading creates no ``-wal`` / ``-shm`` file either: the run's
-files keep their bytes and times, and a run on a read-only filesystem can be read.
+Reading: ``RunStore(path, read_only=True)`` opens the file with SQLite's ``mode=ro``, or - when no ``-wal`` file
+says a writer has it open or died with it open - as ``immutable``: reading creates no ``-wal`` / ``-shm`` file, the
+run's files keep their bytes and times, and a run on a read-only filesystem can be read.
 """
 
 from __future__ import annotations
@@ -58,6 +56,7 @@ from madrag.store.writer import (
     record_row,
     retrieve,
     row_score,
+    with_signals,
 )
 from madrag.store.writer import connect as _connect  # a test limits the writer's connection here
 from madrag.store.writer_lock import WriterLock
@@ -351,10 +350,6 @@ class RunStore:
             for (blob,) in self._conn.execute(sql, chunk):
                 yield AgentRecord.model_validate_json(blob)
 
-    def record_fields(self, keys: Collection[str], paths: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        """Per stored record of ``keys``, the values at ``paths`` (:meth:`each_record_fields`)."""
-        return dict(self.each_record_fields(paths, keys))
-
     def each_record_fields(
         self, paths: Mapping[str, str], keys: Collection[str] | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -374,9 +369,9 @@ class RunStore:
     def put_scores(
         self, rows: Sequence[ScoreRow], *, replace: Collection[str] = (), clear: Collection[str] = ()
     ) -> None:
-        """Keep final scores in one transaction (a stored one of the same protocol, essay and trait replaced);
-        ``replace``: protocols whose stored scores are all dropped first (a run-wide protocol's fit over the run);
-        ``clear``: meta keys removed in the same transaction. A store read into memory takes them too."""
+        """Keep final scores, with their signals (:func:`~madrag.store.writer.with_signals`), in one transaction (a
+        stored one of the same protocol, essay and trait replaced); ``replace``: protocols whose stored scores are
+        all dropped first (a run-wide fit); ``clear``: meta keys removed too. A store read into memory takes them."""
         if self.read_only and not in_memory(self._conn):
             self._writable()
         self.flush()
@@ -384,7 +379,7 @@ class RunStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany("DELETE FROM scores WHERE protocol = ?", [(p,) for p in replace])
-            conn.executemany(INSERT_SCORE, rows)
+            conn.executemany(INSERT_SCORE, with_signals(conn, rows))
             conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in clear])
         except BaseException:
             conn.rollback()
@@ -404,6 +399,12 @@ class RunStore:
         sql += "" if protocols is None else f" WHERE s.protocol IN ({', '.join('?' * len(args))})"
         for (value,) in self._conn.execute(sql + " ORDER BY e.position, s.essay_id, s.rowid", args):
             yield row_score(value)
+
+    def score_signals(self, protocol: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """The review signals kept with ``protocol``'s scores (:mod:`madrag.store.signals`), by essay and trait."""
+        self.flush()
+        rows = self._conn.execute("SELECT essay_id, trait, signals FROM scores WHERE protocol = ?", (protocol,))
+        return {(essay, trait): json.loads(text) for essay, trait, text in rows}
 
     def score_stamp(self) -> tuple[int, float]:
         """How many final scores are stored and when the latest was written (what a cached view is kept by)."""
@@ -432,9 +433,8 @@ class RunStore:
         leaves the file that was there before); the number written."""
         n = 0
         with open_atomic(path) as fh:
-            for record in self.records():
+            for n, record in enumerate(self.records(), 1):  # noqa: B007 - the count written is the last n
                 fh.write(record.model_dump_json() + "\n")
-                n += 1
         return n
 
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from madrag.errors import InputError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of the stores this code writes (``PRAGMA user_version``)."""
 
 
@@ -63,10 +63,12 @@ SCORES = """CREATE TABLE IF NOT EXISTS scores (
     record_keys TEXT NOT NULL,
     created_at REAL NOT NULL,
     value TEXT NOT NULL,
+    signals TEXT NOT NULL,
     PRIMARY KEY (protocol, essay_id, trait)
 )"""
 """The run's final scores: one per protocol, essay and trait, the score or NULL with the cause of its absence, the
-records it came from, the whole score as JSON."""
+records it came from, the whole score as JSON, and the review queue's signals of it (:mod:`madrag.store.signals`,
+written with the row)."""
 
 
 def create(conn: sqlite3.Connection) -> None:

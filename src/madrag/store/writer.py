@@ -1,7 +1,8 @@
 """The run store's rows and its writer thread: how a record is stored (:func:`record_row`), how a final score is
-(:func:`score_row`, read back by :func:`row_score`), and the thread that commits :meth:`madrag.store.RunStore.aput`'s
-records and :meth:`~madrag.store.RunStore.aput_scores`' scores with its own connection, those queued while a commit
-runs together in the next transaction (group commit); each caller's await resolved only once its rows are on disk.
+(:func:`score_row`, read back by :func:`row_score`; written with its review signals: :func:`with_signals`), and the
+thread that commits :meth:`madrag.store.RunStore.aput`'s records and :meth:`~madrag.store.RunStore.aput_scores`'
+scores with its own connection, those queued while a commit runs together in the next transaction (group commit);
+each caller's await resolved only once its rows are on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.records import AgentRecord, ScoreResult, TraitScore
+from madrag.store.signals import signals_json
 
 INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
 
@@ -32,14 +34,24 @@ ScoreRow = tuple[str, str, str, int | None, str | None, float | None, str, float
 time, the whole score (JSON)."""
 
 INSERT_SCORE = (
-    "INSERT INTO scores (protocol, essay_id, trait, score, cause, expected, record_keys, created_at, value) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (protocol, essay_id, trait) DO UPDATE SET score = excluded.score, "
-    "cause = excluded.cause, expected = excluded.expected, record_keys = excluded.record_keys, "
-    "created_at = excluded.created_at, value = excluded.value "
-    "WHERE scores.value IS NOT excluded.value OR scores.cause IS NOT excluded.cause"
+    "INSERT INTO scores (protocol, essay_id, trait, score, cause, expected, record_keys, created_at, value, signals) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (protocol, essay_id, trait) DO UPDATE SET "
+    "score = excluded.score, cause = excluded.cause, expected = excluded.expected, record_keys = excluded.record_keys, "
+    "created_at = excluded.created_at, value = excluded.value, signals = excluded.signals "
+    "WHERE scores.value IS NOT excluded.value OR scores.cause IS NOT excluded.cause "
+    "OR scores.signals IS NOT excluded.signals"
 )
-"""A score replaces the stored one of its protocol, essay and trait; the same score again writes nothing (a resume
-keeps every finished essay's rows as they are, so its commits stay small)."""
+"""A score (a :data:`ScoreRow` and its signals: :func:`with_signals`) replaces the stored one of its protocol, essay
+and trait; the same score again writes nothing (a resume keeps every finished essay's rows as they are, so its
+commits stay small)."""
+
+
+def with_signals(conn: sqlite3.Connection, rows: Sequence[ScoreRow]) -> list[tuple[Any, ...]]:
+    """``rows`` as :data:`INSERT_SCORE` writes them: each with its review signals (:mod:`madrag.store.signals`),
+    derived from its Judge record and the debate it read as ``conn`` sees them (the records are written before
+    their scores; in the writing transaction, so a row and its signals are committed together)."""
+    keys = [str(json.loads(row[8]).get("record_key") or "") for row in rows]
+    return [(*row, text) for row, text in zip(rows, signals_json(conn, keys), strict=True)]
 
 
 def score_row(score: TraitScore, cause: str | None = None) -> ScoreRow:
@@ -240,7 +252,7 @@ class Writer:
                 values = ", ".join([VALUES] * len(chunk))
                 conn.execute(f"{INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
             for write in batch:
-                for score in write.scores:
+                for score in with_signals(conn, write.scores) if write.scores else ():
                     conn.execute(INSERT_SCORE, score)
                 write.inserted = write.inserted or bool(write.scores)
             conn.execute("COMMIT")

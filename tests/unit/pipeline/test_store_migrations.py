@@ -85,7 +85,7 @@ def user_version(path: Path) -> int:
 
 def test_a_new_store_starts_at_the_latest_version(tmp_path: Path) -> None:
     RunStore(tmp_path / "store.sqlite").close()
-    assert user_version(tmp_path / "store.sqlite") == len(STORE_MIGRATIONS) == SCHEMA_VERSION == 2
+    assert user_version(tmp_path / "store.sqlite") == len(STORE_MIGRATIONS) == SCHEMA_VERSION == 3
 
 
 def test_the_store_alone_refuses_an_older_store_untouched(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
 
     store = open_store(path)
     try:
-        assert user_version(path) == 2
+        assert user_version(path) == 3
         assert (tmp_path / "store.v0.sqlite").is_file()  # the store as it was, kept before it was migrated
         assert user_version(tmp_path / "store.v0.sqlite") == 0
         assert sorted(store.records(), key=lambda r: r.key) == sorted(records, key=lambda r: r.key)
@@ -122,7 +122,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
     # opened again: already at the latest version, nothing re-run, same content
     again = open_store(path)
     try:
-        assert user_version(path) == 2 and again.count() == 2
+        assert user_version(path) == 3 and again.count() == 2
     finally:
         again.close()
 
@@ -134,7 +134,7 @@ def test_a_store_newer_than_the_code_is_refused_untouched(tmp_path: Path) -> Non
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     for opened in (RunStore, open_store):
-        with pytest.raises(InputError, match=r"schema version 3, newer than this madrag reads \(2\)"):
+        with pytest.raises(InputError, match=r"schema version 4, newer than this madrag reads \(3\)"):
             opened(path)
     assert user_version(path) == SCHEMA_VERSION + 1
 
@@ -145,23 +145,23 @@ def test_migrations_run_in_order_and_a_failing_one_changes_nothing(tmp_path: Pat
     ran: list[str] = []
 
     def add_column(conn: sqlite3.Connection) -> None:
-        ran.append("v3")
+        ran.append("v4")
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     def broken(conn: sqlite3.Connection) -> None:
-        ran.append("v4")
-        raise RuntimeError("migration 4 failed")
+        ran.append("v5")
+        raise RuntimeError("migration 5 failed")
 
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        with pytest.raises(RuntimeError, match="migration 4 failed"):
+        with pytest.raises(RuntimeError, match="migration 5 failed"):
             migrate(conn, path, [*STORE_MIGRATIONS, add_column, broken])
-        assert ran == ["v3", "v4"]
+        assert ran == ["v4", "v5"]
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
-        assert "note" not in columns and schema_version(conn) == 2  # rolled back with the failure
+        assert "note" not in columns and schema_version(conn) == 3  # rolled back with the failure
 
-        assert migrate(conn, path, [*STORE_MIGRATIONS, add_column]) == 2  # the version it had
-        assert schema_version(conn) == 3
+        assert migrate(conn, path, [*STORE_MIGRATIONS, add_column]) == 3  # the version it had
+        assert schema_version(conn) == 4
         assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(records)")]
     finally:
         conn.close()

@@ -273,7 +273,7 @@ def test_record_fields_are_the_parsed_records_values(store: RunStore) -> None:
     store.put_many([judge, turn, *many])
     paths = {"role": "$.role", "round": "$.round", "confidence": "$.confidence", "evidence": "$.evidence"}
     paths |= {"debate": "$.context.debate"}
-    found = store.record_fields(["j", "a", "nothing", *(r.key for r in many)], paths)
+    found = dict(store.each_record_fields(paths, ["j", "a", "nothing", *(r.key for r in many)]))
     assert set(found) == {"j", "a", *(r.key for r in many)}
     for rec in [judge, turn, *many]:
         whole = rec.model_dump(mode="json")

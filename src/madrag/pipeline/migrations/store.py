@@ -13,7 +13,8 @@ Version 1 is the schema the store had before it carried a version (tables ``meta
 store written then reads as version 0 with those tables already there: migration 1 creates only what is missing
 (every statement says ``IF NOT EXISTS``), so such a store is stamped version 1 with nothing changed. Version 2
 adds the run's final scores as rows (``scores``); the rows of a store that holds records are derived from them
-once (:mod:`madrag.pipeline.migrations.scores`).
+once (:mod:`madrag.pipeline.migrations.scores`). Version 3 keeps the review queue's signals of each score with its
+row (``scores.signals``), derived from its records by :mod:`madrag.store.signals` as a row written now is.
 
 Opened for writing (a run started or resumed), a store is migrated on disk, first copied beside itself
 (:func:`backup_path`, as the hand-codes file keeps its previous version), after a warning on the
@@ -30,7 +31,8 @@ from pathlib import Path
 
 from madrag.pipeline.migrations.scores import SCORES_PENDING, upgrade_scores
 from madrag.store import RunStore
-from madrag.store.schema import ESSAYS, META, RECORDS, SCORES, refuse_newer, schema_version, tables
+from madrag.store.schema import ESSAYS, META, RECORDS, refuse_newer, schema_version, tables
+from madrag.store.signals import signals_json
 
 Migration = Callable[[sqlite3.Connection], None]
 log = logging.getLogger("madrag.store")
@@ -44,18 +46,47 @@ def _v1_tables(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+_V2_SCORES = """CREATE TABLE IF NOT EXISTS scores (
+    protocol TEXT NOT NULL,
+    essay_id TEXT NOT NULL,
+    trait TEXT NOT NULL,
+    score INTEGER,
+    cause TEXT,
+    expected REAL,
+    record_keys TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (protocol, essay_id, trait)
+)"""
+"""The ``scores`` table as migration 2 created it (frozen here: version 3 added ``signals``)."""
+
+
 def _v2_scores(conn: sqlite3.Connection) -> None:
     """Version 2: the run's final scores as rows (``scores``: one per protocol, essay and trait, the score or
     NULL with the cause of its absence, the records it came from, the whole score as JSON). A store that holds
     records gets them derived from its records once (:data:`SCORES_PENDING`)."""
-    conn.execute(SCORES)
+    conn.execute(_V2_SCORES)
     conn.execute(
         "INSERT OR IGNORE INTO meta (key, value) SELECT ?, 'true' WHERE EXISTS (SELECT 1 FROM records)",
         (SCORES_PENDING,),
     )
 
 
-STORE_MIGRATIONS: Sequence[Migration] = (_v1_tables, _v2_scores)
+def _v3_signals(conn: sqlite3.Connection) -> None:
+    """Version 3: each final score's review signals kept with its row (``signals``), derived from its Judge record
+    and the debate it read (:func:`madrag.store.signals.signals_json`, as the rows written since are); rows still
+    to be derived (:data:`SCORES_PENDING`) get theirs as they are written. As migration 1, it adds only what is
+    missing (a store written before versions, with the current tables, is stamped and its signals derived)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(scores)")}
+    if "signals" not in columns:
+        conn.execute("ALTER TABLE scores ADD COLUMN signals TEXT NOT NULL DEFAULT '{}'")
+    rows = conn.execute("SELECT rowid, coalesce(value ->> '$.record_key', '') FROM scores").fetchall()
+    texts = signals_json(conn, [key for _, key in rows])
+    update = [(text, rowid) for (rowid, _), text in zip(rows, texts, strict=True)]
+    conn.executemany("UPDATE scores SET signals = ? WHERE rowid = ?", update)
+
+
+STORE_MIGRATIONS: Sequence[Migration] = (_v1_tables, _v2_scores, _v3_signals)
 """``STORE_MIGRATIONS[i]`` takes a store from version ``i`` to ``i + 1``, in order; append, never edit."""
 
 

@@ -23,7 +23,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
 from madrag.errors import MadragError
-from madrag.records import EvidenceCounts
 from madrag.server import results
 from madrag.server.http.faults import NotFound
 from madrag.server.http.numbers import whole_number
@@ -38,40 +37,15 @@ from madrag.teacher import calibration
 from madrag.teacher.grades import Grade, suggested
 from madrag.teacher.review_queue import ItemSignals, QueueItem, rank
 
-SIGNAL_FIELDS = {
-    "role": "$.role",
-    "round": "$.round",
-    "confidence": "$.confidence",
-    "evidence": "$.evidence",
-    "debate": "$.context.debate",
-}
-"""What the queue's signals read of a Judge record and of the debate turns it read (nothing of their texts)."""
-
-
-def _debate_signals(judge: dict[str, Any] | None, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    if judge is None:
-        return {}
-    turns = [records[k] for k in judge["debate"] or [] if k in records]
-    out: dict[str, Any] = {}
-    for role in ("advocate", "skeptic"):
-        mine = [t for t in turns if t["role"] == role and t["confidence"] is not None]
-        if mine:
-            out[f"{role}_confidence"] = max(mine, key=lambda t: t["round"] or 0)["confidence"]
-    checked = [EvidenceCounts.model_validate(r["evidence"]) for r in [judge, *turns] if r["evidence"] is not None]
-    checked = [e for e in checked if e.checked]
-    if checked:
-        out["unverified_quotes"] = sum(e.quotes_unverified for e in checked)
-    return out
-
 
 def signals(state: State, run_id: str) -> list[ItemSignals]:
-    """What the run's agents answered, per essay-trait of its grading protocol (the others' scores beside)."""
+    """What the run's agents answered, per essay-trait of its grading protocol (the others' scores beside): its score
+    rows alone, their signals kept with them as they were written (:mod:`madrag.store.signals`), no record read."""
     view = state.runs.view(run_id)
     if not view.protocols:
         return []
     first, by_key = results.grading_protocol(state, run_id), view_scores(view)
-    keys = sorted({s.record_key for s in view.scores if s.protocol == first and s.record_key})
-    records = library_runs.record_fields(state.runs.run_dir(run_id), keys, SIGNAL_FIELDS)  # not the run's texts
+    kept = library_runs.score_signals(state.runs.run_dir(run_id), first)  # the score rows', no record read
     items = []
     for essay in view.essays:
         for trait in view.rubric.traits:
@@ -89,7 +63,7 @@ def signals(state: State, run_id: str) -> list[ItemSignals]:
                     hi=trait.max,
                     distribution=None if result is None else result.distribution,
                     other_scores=[o.score for o in others if o is not None and o.score is not None],
-                    **_debate_signals(records.get(found.record_key or ""), records),
+                    **kept.get((essay.id, trait.name), {}),
                 )
             )
     return items

@@ -77,18 +77,14 @@ def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord
         store.close()
 
 
-def record_fields(run_dir: Path, judge_keys: list[str], paths: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The values at ``paths`` (a name -> a JSON path, which must include ``debate``: ``$.context.debate``) of
-    the Judge records with these keys and of every debate record they read, by key, read without parsing the
-    records (:meth:`~madrag.store.RunStore.record_fields`): what the review queue's signals read of a whole run."""
+def score_signals(run_dir: Path, protocol: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The review queue's signals kept with ``protocol``'s final scores, by essay and trait
+    (:meth:`~madrag.store.RunStore.score_signals`): read from the run's score rows alone, none of its records."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
     store = open_store(run_dir)  # reading a run never changes it
     try:
-        found = store.record_fields(judge_keys, paths)
-        debate = {str(k) for judge in found.values() for k in judge.get("debate") or []} - set(found)
-        found.update(store.record_fields(debate, paths))
-        return found
+        return store.score_signals(protocol)
     finally:
         store.close()
 
