@@ -52,12 +52,22 @@ def upgrade_options(kind: object, options: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in retired}
 
 
+WEB_TOKEN_LIMIT = 400
+"""The web app's token limit (its backend's ``max_tokens``) when a run recorded none, before it took settings."""
+
+
 def upgrade_run_description(stored: Mapping[str, Any]) -> dict[str, Any]:
     """A web run's ``run.json`` (as JSON) in the shape the server reads today: a run recorded before its backend
-    recorded ``logprobs`` ran with them (a kind the web app tests, an OpenAI-compatible server: True), and its
-    backend's options without the retired ones."""
+    recorded ``logprobs`` ran with them (a kind the web app tests, an OpenAI-compatible server: True); its
+    backend's options without the retired ones; a run recorded before the web app took settings ran with its
+    backend's ``max_tokens`` (:data:`WEB_TOKEN_LIMIT` when it recorded none) as both token limits and the
+    library's defaults for the rest."""
     out = dict(stored)
     backend = out.get("backend")
+    if out.get("settings") is None:
+        tokens = backend.get("max_tokens", WEB_TOKEN_LIMIT) if isinstance(backend, dict) else WEB_TOKEN_LIMIT
+        limits = {} if tokens is None else {"debater_max_tokens": tokens, "judge_max_tokens": tokens}
+        out["settings"] = ScoringSettings.model_validate(limits).model_dump(mode="json")
     if isinstance(backend, dict):
         backend = dict(backend)
         traits = traits_of(backend.get("kind"))

@@ -97,9 +97,9 @@ class RunMeta(RefusedFields):
     # calls of the last session that got no answer after their retries (failed records; their essay-traits have
     # no score): a finished run with some can be resumed, which retries exactly those
     failed_calls: int = 0
-    # the run's scoring settings (ScoringSettings as JSON; runs/scoring.py); None: recorded before the web app
-    # took settings (its backend's max_tokens was both token limits)
-    settings: dict[str, Any] | None = None
+    # the run's scoring settings (ScoringSettings as JSON; runs/scoring.py; a run.json written before the web app
+    # took settings is read with those its run scored with: read_meta)
+    settings: dict[str, Any]
 
     @property
     def grading(self) -> str:
