@@ -242,7 +242,7 @@ def run_requests(run_dir: Path) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
     unknown = unsaid = reused = 0
     for record in store.records():
-        usage, n = record.usage, max(1, record.requests)
+        usage, n = record.usage, max(1, record.answers)
         if usage.prompt_tokens is None or usage.completion_tokens is None:
             unknown += 1
             continue

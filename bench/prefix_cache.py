@@ -122,7 +122,7 @@ async def run_arm(
                     {
                         "prompt": record.usage.prompt_tokens,
                         "reused": record.usage.cached_prompt_tokens,
-                        "n": record.requests,
+                        "n": record.answers,
                     }
                 )
     finally:

@@ -21,6 +21,7 @@ from madrag.rubric import Rubric, Trait
 from madrag.server import library
 from madrag.server.http.schemas import BackendSettings
 from madrag.server.runs.repo import RunBackend, RunMeta
+from madrag.settings import ScoringSettings
 from madrag.store import RunStore
 
 WORDS = (
@@ -163,6 +164,7 @@ def synthesize_run(
         backend=RunBackend.of(BackendSettings(kind="fake"), "none"),
         n_essays=n_essays,
         n_traits=len(rubric.traits),
+        settings=ScoringSettings().model_dump(mode="json"),
     )
     (run_dir / "run.json").write_text(meta.model_dump_json(indent=2), encoding="utf-8")
     return run_id

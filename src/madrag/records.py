@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from madrag.providers.base import Message, TokenLogprob, Usage
 
@@ -106,9 +106,10 @@ class AgentRecord(BaseModel):
     evidence: EvidenceCounts | None = None  # None: no essay to check against (or a record older than the check)
     latency_s: float = 0.0  # time the backend spent on this call's requests
     wall_s: float = 0.0  # from the call's start to its record, queueing for a backend slot included
-    # answers the call used (a two-step Judge: 2; a follow-up adds one); read from ``requests``, as records made
-    # before issue 48 named it, though a request retried once is one answer of two requests sent (``attempts``)
-    answers: int = Field(default=1, validation_alias=AliasChoices("answers", "requests"))
+    # answers the call used (a two-step Judge: 2; a follow-up adds one); a request retried once is one answer of
+    # two requests sent (``attempts``). Records made before issue 48 named it ``requests``: a store holding them is
+    # read through madrag.pipeline.migrations, which renames it
+    answers: int = 1
     # requests sent to the backend, failed attempts included (0: every answer came from the response cache);
     # None on records made before they were counted
     attempts: int | None = None
@@ -121,11 +122,6 @@ class AgentRecord(BaseModel):
     error: str | None = None
     failed: bool = False  # no answer after the retries: not the call's record (see the class docstring)
     created_at: float = Field(default_factory=time.time)
-
-    @property
-    def requests(self) -> int:
-        """The answers the call used (:attr:`answers`; the name older code and records use)."""
-        return self.answers
 
 
 class TraitScore(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from madrag.pipeline.migrations.scores import protocol_scores
 from madrag.pipeline.unusable import missing_cause
 from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.rubric import Rubric
@@ -48,11 +49,12 @@ def keep_over_run(
 ) -> list[TraitScore]:
     """``scores`` (a job's, of ``essay_ids``) with those of the protocols scored over the run replaced by their
     final scores over the whole run's stored records, which are kept as the run's rows of those protocols (the
-    rows written before replaced in one transaction)."""
+    rows written before replaced in one transaction); a run made by a protocol's earlier version is read as it was
+    (:func:`~madrag.pipeline.migrations.scores.protocol_scores`)."""
     later = [p for p in protocols if p.needs.over_run]
     if not later:
         return scores
-    final = [s for p in later for s in p.read_scores(store, rubric)]
+    final = [s for p in later for s in protocol_scores(p, store, rubric)]
     store.put_scores(rows(final), replace={p.name for p in later})
     names = {p.name for p in later}
     return [s for s in scores if s.protocol not in names] + [s for s in final if s.essay_id in essay_ids]

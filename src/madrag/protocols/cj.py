@@ -20,9 +20,8 @@ better of two essays, a Bradley-Terry model is fitted over the comparisons, and 
 Step 1 fits the run's comparisons together, so a score depends on the other essays of the run: the final
 scores are computed when a run is read (:meth:`CJProtocol.read_scores`), from the stored comparisons. An
 essay's comparisons are complete when its ``compared`` record is stored (no request; it lists the
-comparisons); only complete essays enter the fit, so a resumed run reads the same scores. Runs made by
-madrag's earlier CJ (one comparison per anchor, ties, the highest anchor beaten or tied) stored a derived Judge
-record per score: they are read from it, as they were.
+comparisons); only complete essays enter the fit, so a resumed run reads the same scores. (A run made by
+madrag's earlier CJ, one comparison per anchor with ties, is read by :mod:`madrag.pipeline.migrations.scores`.)
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ from madrag.protocols.concurrency import gather_or_cancel
 from madrag.protocols.derived import Derived, store_derived
 from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol
-from madrag.protocols.scores import judge_scores
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.retrieval.anchors import AnchorSource
@@ -128,10 +126,8 @@ class CJProtocol(TraitProtocol):
 
     def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
         """The final scores: per trait, the Bradley-Terry fit over the run's complete comparison sets (module
-        docstring); a run of madrag's earlier CJ is read from its derived Judge records."""
+        docstring)."""
         done = list(reader.records(protocol=self.name, role=COMPARED_ROLE))
-        if not done:
-            return judge_scores(reader.records(protocol=self.name, role="judge"), rubric)
         compares = list(reader.records(protocol=self.name, role="compare"))
         out: list[TraitScore] = []
         for trait in rubric.traits:

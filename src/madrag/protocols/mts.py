@@ -55,7 +55,6 @@ from madrag.protocols.mts_template import template_protocol
 from madrag.protocols.mts_v1 import MTSv1Protocol, scale_trait
 from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol
-from madrag.protocols.scores import judge_scores
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
@@ -152,10 +151,7 @@ class MTSProtocol(TraitProtocol):
 
     def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
         """The final scores: per trait, the stored 0..10 scores of the run's essays post-processed together
-        (:func:`scale_over_essays`); a run of madrag's earlier MTS is read from its derived Judge records."""
-        legacy = list(reader.records(protocol=self.name, role="judge"))
-        if legacy:
-            return judge_scores(legacy, rubric)
+        (:func:`scale_over_essays`)."""
         turns = [r for r in reader.records(protocol=self.name, role="mts") if r.round == 2 and not r.failed]
         out: list[TraitScore] = []
         for trait in rubric.traits:

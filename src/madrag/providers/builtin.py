@@ -5,9 +5,7 @@ their kind is built."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import SecretStr, model_validator
+from pydantic import SecretStr
 
 from madrag.errors import ConfigError
 from madrag.providers.adapt import SamplingParams, TokenParam
@@ -71,15 +69,6 @@ class OpenAIOptions(BackendOptions):
         "openai: send temperature and top_p (send), never (omit), or until the server refuses one, as "
         "reasoning models do (auto: then left out for the rest of the run; every call records what was sent).",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _retired(cls, data: Any) -> Any:
-        """A run made when the HTTP client could be chosen keeps ``client`` in its options: it changed only how
-        calls were sent (an operational option, not the run's identity), so it is read and set aside."""
-        if isinstance(data, dict) and "client" in data:
-            data = {k: v for k, v in data.items() if k != "client"}
-        return data
 
     def endpoints(self) -> int:
         return 1 + len(self.extra_base_urls)

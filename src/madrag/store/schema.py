@@ -16,7 +16,7 @@ from typing import Protocol
 
 from madrag.errors import InputError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of the stores this code writes (``PRAGMA user_version``)."""
 
 
@@ -132,6 +132,13 @@ def open_current(conn: sqlite3.Connection, path: Path, upgrade: StoreUpgrade | N
     _check(conn, path)
 
 
+def read_only_uri(path: Path) -> str:
+    """The URI a reader opens the store at ``path`` with (:func:`open_read_only`): ``mode=ro`` while a ``-wal`` file
+    exists, else ``immutable``."""
+    wal = path.with_name(path.name + "-wal")
+    return f"{path.resolve().as_uri()}?{'mode=ro' if wal.exists() else 'immutable=1'}"
+
+
 def open_read_only(path: Path, upgrade: StoreUpgrade | None = None) -> sqlite3.Connection:
     """A read-only connection to the store at ``path`` that writes nothing beside it: ``mode=ro`` while a ``-wal``
     file exists (a writer has the store open, or died with it open: its last records are in that file), else
@@ -140,10 +147,8 @@ def open_read_only(path: Path, upgrade: StoreUpgrade | None = None) -> sqlite3.C
     cannot be read."""
     if not path.is_file():
         raise InputError(f"no run store at {path}")
-    wal = path.with_name(path.name + "-wal")
-    uri = f"{path.resolve().as_uri()}?{'mode=ro' if wal.exists() else 'immutable=1'}"
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error as exc:
         raise InputError(f"cannot read run store {path}: {exc}") from exc
     try:

@@ -183,7 +183,7 @@ async def test_a_failed_call_is_recorded_under_its_own_key_and_retried_on_resume
     assert ctx.store.get(call.key) is None  # not done: a resume makes the call again
     (failed,) = list(ctx.store.records())
     assert failed.failed and failed.key != call.key and failed.key.startswith(call.key)
-    assert failed.attempts == 3 and len(failed.retries) == 3 and failed.requests == 0
+    assert failed.attempts == 3 and len(failed.retries) == 3 and failed.answers == 0
     assert failed.error is not None and "failed after 3 attempts" in failed.error
     assert ctx.stats.failed_calls == 1 and ctx.stats.made == 0
     ctx.store.close()

@@ -23,7 +23,7 @@ from madrag.records import AgentRecord
 from madrag.store import RunStore
 from madrag.store.schema import SCHEMA_VERSION, schema_version
 
-MIGRATION_NOTE = "was written by an older madrag (schema version 0): migrating it to version 3 on disk"
+MIGRATION_NOTE = f"was written by an older madrag (schema version 0): migrating it to version {SCHEMA_VERSION} on disk"
 
 
 def madrag(*args: str) -> subprocess.CompletedProcess[str]:
@@ -214,15 +214,15 @@ def test_an_older_schema_is_migrated_in_memory_for_reading(tmp_path: Path) -> No
     store.close()
     before = snapshot(tmp_path)
 
-    def add_column(conn: sqlite3.Connection) -> None:  # a future migration 4
+    def add_column(conn: sqlite3.Connection) -> None:  # a future migration
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?immutable=1", uri=True, isolation_level=None)
     view = read_view(conn, db, [*STORE_MIGRATIONS, add_column])
     try:
-        assert view is not conn and schema_version(view) == 4
+        assert view is not conn and schema_version(view) == SCHEMA_VERSION + 1
         assert "note" in [row[1] for row in view.execute("PRAGMA table_info(records)")]
         assert [k for (k,) in view.execute("SELECT key FROM records")] == ["a"]
     finally:
         view.close()
-    assert snapshot(tmp_path) == before and user_version(db) == 3
+    assert snapshot(tmp_path) == before and user_version(db) == SCHEMA_VERSION

@@ -211,7 +211,7 @@ def test_score_meta_eval_analyze_from_the_command_line(asap: Path, tmp_path: Pat
         store.close()
     assert len(metas) == 16 and all(r.error is None and r.context["method"] == method for r in metas)
     if method == "constrained":
-        assert all(r.requests == 5 and set(r.context["distributions"]) == {"instruction_following",
+        assert all(r.answers == 5 and set(r.context["distributions"]) == {"instruction_following",
                    "justification_quality", "evidence_grounding", "critical_flag"} for r in metas)  # fmt: skip
     analyzed = _cli("paper", "confidence", "analyze", "--run-dir", str(run_dir))
     assert analyzed.returncode == 0, analyzed.stderr

@@ -148,11 +148,15 @@ def test_a_run_takes_scoring_settings_and_records_them(tmp_path: Path) -> None:
 def test_a_run_recorded_before_settings_resumes_with_its_token_limit() -> None:
     """run.json written before the web app took settings has none: the run resumes as it began, its backend's
     max_tokens (400, then the web app's own default) as both token limits, the library's defaults for the rest."""
+    from madrag.pipeline.migrations import upgrade_run_description
+
     old = {"id": "abcdef123456", "protocols": ["MAD"], "pool": "none", "eval_fold": None, "n_essays": 1}
-    meta = RunMeta.model_validate({**old, "n_traits": 2, "backend": {"kind": "fake", "max_tokens": 400}})
-    assert meta.settings is None
-    found = scoring.of_run(meta).model_dump()
-    assert found == {**ScoringSettings().model_dump(), "debater_max_tokens": 400, "judge_max_tokens": 400}
+    for backend in ({"kind": "fake", "max_tokens": 400}, {"kind": "fake"}):  # 400: also what it recorded by default
+        meta = RunMeta.model_validate(upgrade_run_description({**old, "n_traits": 2, "backend": backend}))
+        found = scoring.of_run(meta).model_dump()
+        assert found == {**ScoringSettings().model_dump(), "debater_max_tokens": 400, "judge_max_tokens": 400}
+    none = {**old, "n_traits": 2, "backend": {"kind": "fake", "max_tokens": None}, "settings": None}
+    assert scoring.of_run(RunMeta.model_validate(upgrade_run_description(none))) == ScoringSettings()
 
 
 def test_a_bad_scoring_setting_is_one_line_422(client: TestClient) -> None:

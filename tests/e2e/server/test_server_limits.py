@@ -58,11 +58,12 @@ def test_refused_rows_are_counted_by_reason_and_kept_bounded(tmp_path: Path) -> 
 
 
 def test_a_description_written_with_every_refused_row_reads_as_a_summary() -> None:
+    from madrag.pipeline.migrations import upgrade_run_description
     from madrag.server.runs.scheduler import RunMeta
 
     old = {"id": "abcdef123456", "protocols": ["MAD"], "pool": "none", "eval_fold": None, "backend": FAKE}
     rows = [{"where": f"row {i}", "reason": f"row {i}: text is empty"} for i in range(2, 60)]
-    meta = RunMeta.model_validate({**old, "n_essays": 1, "n_traits": 2, "refused": rows})
+    meta = RunMeta.model_validate(upgrade_run_description({**old, "n_essays": 1, "n_traits": 2, "refused": rows}))
     assert meta.n_refused == 58 and meta.refused_reasons == {"text is empty": 58} and len(meta.refused) == 20
 
 

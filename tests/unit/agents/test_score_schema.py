@@ -54,7 +54,7 @@ async def test_constrained_on_a_schema_server_reads_the_score_under_the_schema(t
     assert second.json_schema["properties"]["score"]["enum"] == [0, 1, 2, 3]
     assert second.messages[-2].role == "assistant" and second.messages[-2].content == record.rationale
     assert record.score is not None and record.score.reported == 2 and record.score.mode == "constrained_schema"
-    assert record.settings["score_reading"] == "schema" and record.requests == 2
+    assert record.settings["score_reading"] == "schema" and record.answers == 2
     assert record.truncated  # the rationale was cut, and the score was still read
 
 

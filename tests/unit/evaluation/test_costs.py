@@ -67,7 +67,7 @@ def rec(
         role=role,
         model=model,
         usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
-        requests=requests,
+        answers=requests,
         cached=cached,
         context={"debate": reads} if reads is not None else {},
     )
@@ -96,7 +96,7 @@ async def test_totals_match_the_records_of_a_real_run(tmp_path: Path) -> None:
     report = cost_report(ctx.store)
     total = report.total
     assert total.calls == len(records) == 3 * 2 * 4  # shared debate (2) + two judges per essay-trait
-    assert total.requests == sum(r.requests for r in records)
+    assert total.requests == sum(r.answers for r in records)
     assert total.prompt_tokens == sum(r.usage.prompt_tokens for r in records) > 0
     assert total.completion_tokens == sum(r.usage.completion_tokens for r in records) > 0
     assert set(report.per_unit) == {(e.id, t) for e in essays for t in TRAITS}

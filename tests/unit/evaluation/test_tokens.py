@@ -194,9 +194,9 @@ def test_a_judge_record_keeps_the_cached_tokens_its_server_reported(tmp_path: Pa
         ctx = make_ctx(tmp_path / str(cached), provider)
         score = asyncio.run(get_protocol("MA").score_trait(ctx, essay, IDEAS))  # type: ignore[attr-defined]
         record = ctx.store.get(score.record_key)
-        assert record is not None and record.requests >= 1
-        assert record.usage.prompt_tokens == 300 * record.requests  # summed over the Judge's requests
-        assert record.usage.cached_prompt_tokens == (None if cached is None else cached * record.requests)
+        assert record is not None and record.answers >= 1
+        assert record.usage.prompt_tokens == 300 * record.answers  # summed over the Judge's requests
+        assert record.usage.cached_prompt_tokens == (None if cached is None else cached * record.answers)
 
 
 def confident_on_e1(request: ChatRequest) -> FakeReply:

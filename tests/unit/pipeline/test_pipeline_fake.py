@@ -58,7 +58,7 @@ async def test_madrag_makes_one_record_per_role_and_isolates_exemplars(
     assert adv.settings["temperature"] == 0.7 and skp.settings["temperature"] == 0.7
     assert jdg.settings["temperature"] == 0.0
     # the fake supports prefill+choices: the score is read at the score position, with its distribution
-    assert jdg.score is not None and jdg.score.mode == "constrained_distribution" and jdg.requests == 2
+    assert jdg.score is not None and jdg.score.mode == "constrained_distribution" and jdg.answers == 2
     assert sum(jdg.score.distribution.values()) == pytest.approx(1.0)  # type: ignore[union-attr]
     assert jdg.score.argmax == jdg.score.parsed == jdg.score.reported
 
@@ -145,7 +145,7 @@ async def test_text_mode_parses_the_closing_score_and_never_invents_one(
     record = ctx.store.get(trait_score.record_key)
     assert record is not None and record.score is not None
     assert record.score.mode == mode and record.score.reported == reported and trait_score.score == reported
-    assert record.requests == requests
+    assert record.answers == requests
     assert (record.error is None) == (reported is not None)
 
 
@@ -213,7 +213,7 @@ async def test_all_six_ablation_protocols_run_and_read_back(
         (s.protocol, s.essay_id, s.trait, s.score) for s in scores
     )
     sa = ctx.store.get(call_key("SA", essays[0].id, "*", "judge"))
-    assert sa is not None and sa.requests == 1 + 4 and set(sa.trait_scores or {}) == set(rubric7.trait_names)
+    assert sa is not None and sa.answers == 1 + 4 and set(sa.trait_scores or {}) == set(rubric7.trait_names)
     sarag = ctx.store.get(call_key("SARAG", essays[0].id, "*", "judge"))
     assert sarag is not None and len(sarag.context["exemplars"]) == 4
     assert "Previously scored essays" in sarag.messages[1].content

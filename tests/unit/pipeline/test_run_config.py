@@ -107,3 +107,37 @@ def test_version_2_flat_backend_records_read_as_the_kinds_own_fields() -> None:
     )
     instance = {VERSION_KEY: 2, "provider": {"instance": {"provider": "mine"}}, "role_providers": {}}
     assert upgrade(instance)["provider"] == {"instance": {"provider": "mine"}}  # a ready provider: as recorded
+
+
+def test_a_backends_retired_option_is_set_aside_where_stored_options_are_read() -> None:
+    """The openai backend's ``client`` (the HTTP client, until madrag kept one) is retired: a recorded identity or
+    a web run's options holding it read as today's, which the options model then accepts; a kind that never had
+    it keeps an option of that name (refused by its model as any unknown option)."""
+    from madrag.pipeline.migrations import upgrade_identity
+    from madrag.pipeline.migrations.config import upgrade_options
+
+    old = {"kind": "openai", "model": "m", "base_url": "http://h/v1", "client": "httpx"}
+    assert upgrade_identity(old) == {"kind": "openai", "model": "m", "base_url": "http://h/v1"}
+    assert ProviderSpec.model_validate(upgrade_identity(old)) == ProviderSpec(
+        kind="openai", model="m", base_url="http://h/v1"
+    )
+    assert upgrade_options("openai", {"client": "openai", "logprobs": False}) == {"logprobs": False}
+    assert upgrade_options("fake", {"client": "x"}) == {"client": "x"}
+
+
+def test_a_web_runs_description_written_before_the_logprobs_setting_reads_as_its_run_ran() -> None:
+    """A ``run.json`` written before its backend recorded ``logprobs``: an OpenAI-compatible server's run ran
+    with them (True); a kind the web app does not test (the fake) stays unknown (None); a recorded value is
+    kept; the retired ``client`` option is set aside; the server reads the result (``RunMeta``)."""
+    from madrag.pipeline.migrations import upgrade_run_description
+    from madrag.server.runs.repo import RunMeta
+
+    base = {"id": "abcdef", "protocols": ["MA"], "pool": "p", "eval_fold": None, "n_essays": 1, "n_traits": 1}
+    old = {**base, "backend": {"kind": "openai", "model": "m", "options": {"client": "httpx"}}}
+    meta = RunMeta.model_validate(upgrade_run_description(old))
+    assert meta.backend.logprobs is True and meta.backend.options == {}
+    assert "logprobs" not in old["backend"]  # the stored description is not changed by reading it
+    fake = RunMeta.model_validate(upgrade_run_description({**base, "backend": {"kind": "fake"}}))
+    assert fake.backend.logprobs is None
+    told = {**base, "backend": {"kind": "openai", "model": "m", "logprobs": False}}
+    assert RunMeta.model_validate(upgrade_run_description(told)).backend.logprobs is False

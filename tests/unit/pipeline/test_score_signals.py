@@ -101,9 +101,11 @@ def test_a_schema_2_store_gets_the_same_signals_read_and_resumed(asap: Path, tmp
     shutil.copytree(run, old)
     _as_schema_2(old / "store.sqlite")
     before = (old / "store.sqlite").read_bytes()
-    reader = open_store(old)  # read-only: migrated in memory, the file left as it is
+    reader = open_store(old)  # read-only: the score rows copied and given their signals, the file left as it is
     try:
         assert _from_rows(reader) == expected
+        attached = [file for _, name, file in reader._conn.execute("PRAGMA database_list") if name == "stored"]
+        assert attached == [str((old / "store.sqlite").resolve())]  # its records read from the file, not copied
     finally:
         reader.close()
     assert (old / "store.sqlite").read_bytes() == before and not (old / "store.v2.sqlite").exists()

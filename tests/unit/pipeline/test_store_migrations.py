@@ -4,6 +4,7 @@ the latest version, a newer store is refused, and a failed migration changes not
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def user_version(path: Path) -> int:
 
 def test_a_new_store_starts_at_the_latest_version(tmp_path: Path) -> None:
     RunStore(tmp_path / "store.sqlite").close()
-    assert user_version(tmp_path / "store.sqlite") == len(STORE_MIGRATIONS) == SCHEMA_VERSION == 3
+    assert user_version(tmp_path / "store.sqlite") == len(STORE_MIGRATIONS) == SCHEMA_VERSION == 4
 
 
 def test_the_store_alone_refuses_an_older_store_untouched(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
 
     store = open_store(path)
     try:
-        assert user_version(path) == 3
+        assert user_version(path) == SCHEMA_VERSION
         assert (tmp_path / "store.v0.sqlite").is_file()  # the store as it was, kept before it was migrated
         assert user_version(tmp_path / "store.v0.sqlite") == 0
         assert sorted(store.records(), key=lambda r: r.key) == sorted(records, key=lambda r: r.key)
@@ -122,7 +123,7 @@ def test_an_unversioned_store_is_migrated_and_reads_back_identically(tmp_path: P
     # opened again: already at the latest version, nothing re-run, same content
     again = open_store(path)
     try:
-        assert user_version(path) == 3 and again.count() == 2
+        assert user_version(path) == SCHEMA_VERSION and again.count() == 2
     finally:
         again.close()
 
@@ -134,7 +135,7 @@ def test_a_store_newer_than_the_code_is_refused_untouched(tmp_path: Path) -> Non
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     for opened in (RunStore, open_store):
-        with pytest.raises(InputError, match=r"schema version 4, newer than this madrag reads \(3\)"):
+        with pytest.raises(InputError, match=r"schema version 5, newer than this madrag reads \(4\)"):
             opened(path)
     assert user_version(path) == SCHEMA_VERSION + 1
 
@@ -145,23 +146,77 @@ def test_migrations_run_in_order_and_a_failing_one_changes_nothing(tmp_path: Pat
     ran: list[str] = []
 
     def add_column(conn: sqlite3.Connection) -> None:
-        ran.append("v4")
+        ran.append("next")
         conn.execute("ALTER TABLE records ADD COLUMN note TEXT")
 
     def broken(conn: sqlite3.Connection) -> None:
-        ran.append("v5")
-        raise RuntimeError("migration 5 failed")
+        ran.append("after")
+        raise RuntimeError("the migration after failed")
 
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        with pytest.raises(RuntimeError, match="migration 5 failed"):
+        with pytest.raises(RuntimeError, match="the migration after failed"):
             migrate(conn, path, [*STORE_MIGRATIONS, add_column, broken])
-        assert ran == ["v4", "v5"]
+        assert ran == ["next", "after"]
         columns = [row[1] for row in conn.execute("PRAGMA table_info(records)")]
-        assert "note" not in columns and schema_version(conn) == 3  # rolled back with the failure
+        assert "note" not in columns and schema_version(conn) == SCHEMA_VERSION  # rolled back with the failure
 
-        assert migrate(conn, path, [*STORE_MIGRATIONS, add_column]) == 3  # the version it had
-        assert schema_version(conn) == 4
+        assert migrate(conn, path, [*STORE_MIGRATIONS, add_column]) == SCHEMA_VERSION  # the version it had
+        assert schema_version(conn) == SCHEMA_VERSION + 1
         assert "note" in [row[1] for row in conn.execute("PRAGMA table_info(records)")]
     finally:
         conn.close()
+
+
+def _version_3_with_answers_named_requests(path: Path) -> list[AgentRecord]:
+    """A store of version 3 (a store of today less version 4) whose records name their answers as records made
+    before issue 48 did, ``requests``; the records as they read today (two answers, three for the Judge)."""
+    judge, advocate = sample_records()
+    records = [judge.model_copy(update={"answers": 3}), advocate.model_copy(update={"answers": 2})]
+    store = RunStore(path)
+    for r in records:
+        store.put(r)
+    store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(
+        "UPDATE records SET record = json_set(json_remove(record, '$.answers'), '$.requests', "
+        "json_extract(record, '$.answers'))"
+    )
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    return records
+
+
+def test_records_written_before_issue_48_read_with_their_answers_on_disk_and_through_views(tmp_path: Path) -> None:
+    """Version 4: a record names its answers ``answers`` (``requests`` before issue 48). The record model knows
+    only the current name: a reader reads an older store through views that rename the key as it reads, the file
+    unchanged and not copied into memory; a writer renames it on disk once (the store kept beside itself)."""
+    path = tmp_path / "store.sqlite"
+    records = _version_3_with_answers_named_requests(path)
+    raw = sqlite3.connect(path)
+    try:
+        (blob,) = raw.execute("SELECT record FROM records").fetchone()
+    finally:
+        raw.close()
+    assert "requests" in json.loads(blob)  # the model knows only ``answers``: the old key is read by the migrations
+    before = path.read_bytes()
+
+    reader = open_store(path, read_only=True)
+    try:
+        assert sorted(reader.records(), key=lambda r: r.key) == sorted(records, key=lambda r: r.key)
+        assert [r.answers for r in reader.records(answers_only=True)] == [3, 2]
+        assert reader.get(records[1].key) == records[1]
+        database = [file for _, name, file in reader._conn.execute("PRAGMA database_list") if name == "stored"]
+        assert database == [str(path.resolve())]  # the file itself, attached, not a copy
+    finally:
+        reader.close()
+    assert path.read_bytes() == before and user_version(path) == 3
+
+    writer = open_store(path)
+    try:
+        assert sorted(writer.records(), key=lambda r: r.key) == sorted(records, key=lambda r: r.key)
+        raw = [json.loads(blob) for (blob,) in writer._conn.execute("SELECT record FROM records")]
+        assert [("answers" in r, "requests" in r) for r in raw] == [(True, False)] * 2
+    finally:
+        writer.close()
+    assert user_version(path) == SCHEMA_VERSION and user_version(tmp_path / "store.v3.sqlite") == 3

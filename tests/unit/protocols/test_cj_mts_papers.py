@@ -330,7 +330,7 @@ def test_mts_variant_madrag_v1_is_kept_and_named() -> None:
 
 def test_runs_of_the_earlier_cj_and_mts_are_read_as_they_were(tmp_path: Path) -> None:
     """A run made by madrag's earlier CJ or MTS stored a derived Judge record per score under the name ``CJ`` /
-    ``MTS``: the current protocols of those names read it from there, unchanged."""
+    ``MTS``: it is read from there, unchanged (by madrag.pipeline.migrations.scores)."""
     from madrag.protocols.mts_v1 import MTSv1Protocol
     from madrag.records import AgentRecord, ScoreResult
 
@@ -345,4 +345,10 @@ def test_runs_of_the_earlier_cj_and_mts_are_read_as_they_were(tmp_path: Path) ->
     )
     read = {s.protocol: s.score for s in derive_scores(store, RUBRIC, ["MTS", "CJ"])}
     assert read == {"MTS": old.score, "CJ": 1} and old.score == 2
+    # read by the migrations, also at a resumed job's end (keep_over_run): the protocols know only today's records
+    from madrag.pipeline.migrations.scores import protocol_scores
+
+    for name, score in (("MTS", 2), ("CJ", 1)):
+        assert [s.score for s in protocol_scores(get_protocol(name), store, RUBRIC)] == [score]
+    assert get_protocol("CJ").read_scores(store, RUBRIC) == []
     store.close()

@@ -266,7 +266,7 @@ async def test_final_score_is_the_rounded_mean_and_unusable_stays_unusable(
     single = {(s.protocol, s.trait): s.score for s in out if s.protocol != "ConsensusMAD[rounds=1]"}
     assert single[("StrictJudge", "Style")] == 0 and single[("LenientJudge", "Conventions")] is None
     lenient_rec = ctx.store.get(call_key("ConsensusMAD", essays7[0].id, "*", "lenient", 1))
-    assert lenient_rec is not None and lenient_rec.requests == 2 and lenient_rec.error is not None
+    assert lenient_rec is not None and lenient_rec.answers == 2 and lenient_rec.error is not None
     assert lenient_rec.trait_scores is not None and lenient_rec.trait_scores["Conventions"].mode == "failed"
 
 
@@ -358,7 +358,7 @@ async def test_constrained_and_text_score_reading(tmp_path: Path, rubric7: Rubri
     ctx = make_ctx(tmp_path / "c", FakeProvider())  # default caps: prefill + choices
     out = await _run(ctx, [essay], rubric7, ["SingleJudge"])
     record = ctx.store.get(call_key("SingleJudge", essay.id, "*", "single", 0))
-    assert record is not None and record.requests == 1 + 4
+    assert record is not None and record.answers == 1 + 4
     assert {r.mode for r in (record.trait_scores or {}).values()} == {"constrained_distribution"}
     assert "Scores:" not in (record.rationale or "") and all(s.score == 2 for s in out)
 
@@ -366,7 +366,7 @@ async def test_constrained_and_text_score_reading(tmp_path: Path, rubric7: Rubri
     ctx = make_ctx(tmp_path / "t", fake)
     out = await _run(ctx, [essay], rubric7, ["SingleJudge", "StrictJudge"])
     record = ctx.store.get(call_key("SingleJudge", essay.id, "*", "single", 0))
-    assert record is not None and record.requests == 1 and all(c.choices is None for c in fake.calls)
+    assert record is not None and record.answers == 1 and all(c.choices is None for c in fake.calls)
     assert {r.mode for r in (record.trait_scores or {}).values()} == {"parsed_text"}
     assert {s.trait: s.score for s in out if s.protocol == "StrictJudge"} == STRICT
     assert {s.trait: s.score for s in out if s.protocol == "SingleJudge"} == NEUTRAL
@@ -376,4 +376,4 @@ async def test_default_fake_script_answers_in_text_mode(tmp_path: Path, rubric7:
     ctx = make_ctx(tmp_path, FakeProvider(caps=TEXT_ONLY))
     out = await _run(ctx, essays7[:1], rubric7, ["ConsensusMAD[rounds=1]"])
     assert {s.mean_score for s in out} == {1.5} and {s.score for s in out} == {2}
-    assert all(r.requests == 1 for r in ctx.store.records())
+    assert all(r.answers == 1 for r in ctx.store.records())

@@ -7,12 +7,20 @@ format.
 * :mod:`~madrag.pipeline.migrations.scores`: the final-score rows of a run made before they were kept, derived
   once from its records;
 * :mod:`~madrag.pipeline.migrations.config`: a run's stored configuration and recorded backend identity in an
-  older shape, upgraded before they are compared, and the embedder a run recorded;
+  older shape, upgraded before they are compared, the embedder a run recorded, a backend's retired options and
+  the web app's ``run.json`` of an older run;
 * :mod:`~madrag.pipeline.migrations.chroma`: the Chroma store an older madrag kept its exemplar banks in, found in
   a cache folder and deleted on request (never read).
 """
 
-from madrag.pipeline.migrations.config import CONFIG_VERSION, identity, stored_embedder, upgrade, upgrade_identity
+from madrag.pipeline.migrations.config import (
+    CONFIG_VERSION,
+    identity,
+    stored_embedder,
+    upgrade,
+    upgrade_identity,
+    upgrade_run_description,
+)
 from madrag.pipeline.migrations.scores import derive_scores, scores_pending, upgrade_scores
 from madrag.pipeline.migrations.store import STORE_MIGRATIONS, migrate, open_store, read_view
 
@@ -28,5 +36,6 @@ __all__ = [
     "stored_embedder",
     "upgrade",
     "upgrade_identity",
+    "upgrade_run_description",
     "upgrade_scores",
 ]

@@ -5,7 +5,9 @@ One stored before ``config_version`` is version 1; it is brought to :data:`CONFI
 what its version added with the value that reproduces what older runs did, before it is compared with a job's
 (:func:`identity`); a configuration newer than this code is refused. A recorded backend identity in an older
 shape is read as today's (:func:`upgrade_identity`), and the embedder a run recorded, in any release's words
-(:func:`stored_embedder`).
+(:func:`stored_embedder`). A backend option madrag no longer has is set aside wherever stored options are read
+(:data:`RETIRED_OPTIONS`), and the web app's description of a run (its ``run.json``) is read in today's shape
+(:func:`upgrade_run_description`).
 """
 
 from __future__ import annotations
@@ -18,21 +20,70 @@ from pydantic import BaseModel
 
 from madrag.errors import ConfigError
 from madrag.metrics import PAPER_TIES
-from madrag.providers.backends import backends, find_backend
+from madrag.providers.backends import backends, find_backend, traits_of
 from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import MiniLMEmbedder
 from madrag.settings import ScoringSettings, stored_settings
 from madrag.store.run_config import PROVENANCE, VERSION_KEY, Config
 
-__all__ = ["CONFIG_VERSION", "UPGRADES", "identity", "stored_embedder", "upgrade", "upgrade_identity"]
+__all__ = [
+    "CONFIG_VERSION",
+    "RETIRED_OPTIONS",
+    "UPGRADES",
+    "identity",
+    "stored_embedder",
+    "upgrade",
+    "upgrade_identity",
+    "upgrade_options",
+    "upgrade_run_description",
+]
 
 Upgrade = Callable[[Config], Config]
+
+RETIRED_OPTIONS: Mapping[str, frozenset[str]] = {"openai": frozenset({"client"})}
+"""Per backend kind, the options it no longer has that runs recorded: set aside when they are read. ``client``
+(the openai backend's HTTP client, aiohttp, httpx or the openai package's, until madrag kept one client) changed
+only how calls were sent: an operational option, never the run's identity."""
+
+
+def upgrade_options(kind: object, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A backend's stored ``options`` (or flat fields) without those its ``kind`` retired (:data:`RETIRED_OPTIONS`)."""
+    retired = RETIRED_OPTIONS.get(kind, frozenset()) if isinstance(kind, str) else frozenset()
+    return {k: v for k, v in options.items() if k not in retired}
+
+
+WEB_TOKEN_LIMIT = 400
+"""The web app's token limit (its backend's ``max_tokens``) when a run recorded none, before it took settings."""
+
+
+def upgrade_run_description(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A web run's ``run.json`` (as JSON) in the shape the server reads today: a run recorded before its backend
+    recorded ``logprobs`` ran with them (a kind the web app tests, an OpenAI-compatible server: True); its
+    backend's options without the retired ones; a run recorded before the web app took settings ran with its
+    backend's ``max_tokens`` (:data:`WEB_TOKEN_LIMIT` when it recorded none) as both token limits and the
+    library's defaults for the rest."""
+    out = dict(stored)
+    backend = out.get("backend")
+    if out.get("settings") is None:
+        tokens = backend.get("max_tokens", WEB_TOKEN_LIMIT) if isinstance(backend, dict) else WEB_TOKEN_LIMIT
+        limits = {} if tokens is None else {"debater_max_tokens": tokens, "judge_max_tokens": tokens}
+        out["settings"] = ScoringSettings.model_validate(limits).model_dump(mode="json")
+    if isinstance(backend, dict):
+        backend = dict(backend)
+        traits = traits_of(backend.get("kind"))
+        if "logprobs" not in backend and traits is not None and traits.connection_test:
+            backend["logprobs"] = True
+        if isinstance(backend.get("options"), dict):
+            backend["options"] = upgrade_options(backend.get("kind"), backend["options"])
+        out["backend"] = backend
+    return out
 
 
 def upgrade_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
     """A recorded identity in the shape of this release's: a record made before the options models held every
     kind's fields (``model_path``, ``base_url``, ``api_key_env``, ``logprobs``, ``n_ctx`` for a fake backend too),
-    which only the kind's own were ever read from; they are left out. A record of an unknown kind is kept."""
+    which only the kind's own were ever read from; they are left out, as are the options it retired
+    (:data:`RETIRED_OPTIONS`). A record of an unknown kind is kept."""
     kind = stored.get("kind")
     try:
         backend = find_backend(kind) if isinstance(kind, str) else None
@@ -42,7 +93,7 @@ def upgrade_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
         return dict(stored)
     known = {*ProviderSpec.model_fields, *(f for b in backends() for f in b.option_fields())}
     keep = {*ProviderSpec.model_fields, *backend.option_fields()}
-    return {k: v for k, v in stored.items() if k in keep or k not in known}
+    return upgrade_options(kind, {k: v for k, v in stored.items() if k in keep or k not in known})
 
 
 def _v1_to_v2(config: Config) -> Config:

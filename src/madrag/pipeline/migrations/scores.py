@@ -6,6 +6,12 @@ the protocols finish. A run made before then has records and no rows (its store 
 readers used before the rows existed (:func:`derive_scores`: each protocol's scores read back from its records);
 opened read-only, the same rows are derived into the in-memory copy the store is read from, the file left as it
 is. Every reader then reads rows, whatever commit made the run.
+
+A protocol scored over the run (``needs.over_run``: CJ's fit, MTS's min-max) stores no Judge record today. madrag's
+earlier CJ and MTS, under the same names, stored a derived Judge record per score: a run that holds Judge records
+of such a protocol was made by that earlier version, and its scores are those records', as they were read then
+(:func:`protocol_scores`, which also reads a resumed run's when its job ends); the protocols themselves know only
+their current records.
 """
 
 from __future__ import annotations
@@ -15,14 +21,14 @@ from typing import Any
 
 from madrag.pipeline.unusable import missing_cause
 from madrag.protocols import find_protocol
-from madrag.protocols.base import ScoringProtocol, record_groups
+from madrag.protocols.base import RecordReader, ScoringProtocol, record_groups
 from madrag.protocols.scores import combine_judges, judge_scores
 from madrag.records import BASELINE_ROLE, AgentRecord, TraitScore
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 from madrag.store.writer import score_row
 
-__all__ = ["SCORES_PENDING", "derive_scores", "scores_pending", "upgrade_scores"]
+__all__ = ["SCORES_PENDING", "derive_scores", "protocol_scores", "scores_pending", "upgrade_scores"]
 
 SCORES_PENDING = "scores_pending"
 """The meta key of a store whose final-score rows are still to be derived from its records: set by store migration
@@ -55,6 +61,16 @@ def _known_protocols(names: Iterable[str]) -> list[ScoringProtocol]:
     return [p for p in found if p is not None]
 
 
+def protocol_scores(proto: ScoringProtocol, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
+    """``proto``'s scores of the run: its own reading, or, for a run made by the earlier version of a protocol now
+    scored over the run (its derived Judge records stored), those records' scores (module docstring)."""
+    if proto.needs.over_run:
+        earlier = list(reader.records(protocol=proto.name, role="judge"))
+        if earlier:
+            return judge_scores(earlier, rubric)
+    return proto.read_scores(reader, rubric)
+
+
 def derive_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str]) -> list[TraitScore]:
     """One TraitScore per (protocol, essay, trait) derived from a run's stored records, as the readers did before
     the scores were rows: each configured protocol's scores as it reads them back
@@ -63,7 +79,7 @@ def derive_scores(store: RunStore, rubric: Rubric, protocols: Sequence[str]) -> 
     no score."""
     reader = _StreamedJudges(store)
     known = _known_protocols(protocols)
-    out = [score for proto in known for score in proto.read_scores(reader, rubric)]
+    out = [score for proto in known for score in protocol_scores(proto, reader, rubric)]
     claimed = {group for proto in known for group in record_groups(proto)}
     unclaimed = sorted(store.protocols_of("judge") - claimed)
     out += judge_scores((r for group in unclaimed for r in reader.records(protocol=group, role="judge")), rubric)

@@ -156,7 +156,7 @@ async def only_model(
 
 def needs_probe(backend: RunBackend) -> bool:
     """Whether a run's backend is an OpenAI-compatible server whose logprobs were never tested (a run recorded
-    before the setting existed ran with them: see :class:`~madrag.server.runs.repo.RunBackend`)."""
+    before the setting existed ran with them: :func:`madrag.pipeline.migrations.upgrade_run_description`)."""
     return backend.traits is not None and backend.traits.connection_test and backend.logprobs is None
 
 

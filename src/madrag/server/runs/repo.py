@@ -8,6 +8,7 @@ teacher's reviews (``reviews.sqlite``) and the server's description of the run (
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -16,9 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.files.atomic import write_text_atomic
+from madrag.pipeline.migrations import upgrade_run_description
 from madrag.providers.backends import BackendTraits, traits_of
 from madrag.providers.spec import ProviderSpec
 from madrag.server.http.faults import NotFound
@@ -31,15 +33,11 @@ ACTIVE: tuple[RunStatus, ...] = ("queued", "running")
 KeySource = Literal["none", "memory", "server-env"]
 
 
-def _tested(kind: object) -> bool:
-    traits = traits_of(kind)
-    return traits is not None and traits.connection_test
-
-
 class RunBackend(BaseModel):
     """A run's backend as ``run.json`` records it: the settings of :class:`BackendSettings` without the key,
     where the key comes from (``key_source``) and, once the server was tested, what the test found
-    (``tested``). ``logprobs`` None: not known yet (tested before the first call)."""
+    (``tested``). ``logprobs`` None: not known yet (tested before the first call; a ``run.json`` written before
+    the setting existed is read as its run ran, with them: :func:`read_meta`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -53,14 +51,6 @@ class RunBackend(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)  # the kind's options the web form offers
     key_source: KeySource | None = None
     tested: str | None = Field(default=None, exclude_if=lambda v: v is None)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _recorded_before_logprobs(cls, data: Any) -> Any:
-        """A run recorded before the ``logprobs`` setting existed ran with them."""
-        if isinstance(data, dict) and "logprobs" not in data and _tested(data.get("kind")):
-            return {**data, "logprobs": True}
-        return data
 
     @property
     def traits(self) -> BackendTraits | None:
@@ -107,9 +97,9 @@ class RunMeta(RefusedFields):
     # calls of the last session that got no answer after their retries (failed records; their essay-traits have
     # no score): a finished run with some can be resumed, which retries exactly those
     failed_calls: int = 0
-    # the run's scoring settings (ScoringSettings as JSON; runs/scoring.py); None: recorded before the web app
-    # took settings (its backend's max_tokens was both token limits)
-    settings: dict[str, Any] | None = None
+    # the run's scoring settings (ScoringSettings as JSON; runs/scoring.py; a run.json written before the web app
+    # took settings is read with those its run scored with: read_meta)
+    settings: dict[str, Any]
 
     @property
     def grading(self) -> str:
@@ -120,13 +110,19 @@ class RunMeta(RefusedFields):
         return self.protocols[0] if self.protocols else ""
 
 
+def read_meta(path: Path) -> RunMeta:
+    """The run description in ``path`` (a ``run.json``), one an earlier madrag wrote read in today's shape
+    (:func:`madrag.pipeline.migrations.upgrade_run_description`); a ValueError when it is not one."""
+    return RunMeta.model_validate(upgrade_run_description(json.loads(path.read_text(encoding="utf-8"))))
+
+
 def recorded_grading(run_dir: Path) -> str | None:
     """The grading protocol a server run recorded in its ``run.json`` (None: the folder has none, a run made by
     ``madrag score``)."""
     path = run_dir / "run.json"
     if not path.is_file():
         return None
-    return RunMeta.model_validate_json(path.read_text(encoding="utf-8")).grading
+    return read_meta(path).grading
 
 
 class RunRepository:
@@ -152,7 +148,7 @@ class RunRepository:
         return self.root / run_id
 
     def get(self, run_id: str) -> RunMeta:
-        return RunMeta.model_validate_json((self.run_dir(run_id) / "run.json").read_text(encoding="utf-8"))
+        return read_meta(self.run_dir(run_id) / "run.json")
 
     def save(self, meta: RunMeta) -> None:
         """Write ``run.json`` atomically (a reader never sees half of it)."""
@@ -172,7 +168,7 @@ class RunRepository:
         metas = []
         for path in self.root.glob("*/run.json"):
             try:
-                metas.append(RunMeta.model_validate_json(path.read_text(encoding="utf-8")))
+                metas.append(read_meta(path))
             except ValueError:
                 log.warning("unreadable run description %s", path)
         return sorted(metas, key=lambda m: m.created_at, reverse=True)

@@ -4,8 +4,8 @@ every start and resume, so a resumed run scores as it began.
 
 The backend's one token limit (``backend.max_tokens``, what the backend page and older clients send) sets both
 token limits; given with a different token limit in the settings, the request is refused rather than one of them
-silently dropped. A run recorded before the web app took settings ran with its backend's ``max_tokens`` as both
-limits and the library's defaults for the rest, and resumes so."""
+silently dropped. (A run recorded before the web app took settings is read with the settings it ran with, its
+backend's ``max_tokens`` as both limits: :func:`madrag.pipeline.migrations.upgrade_run_description`.)"""
 
 from __future__ import annotations
 
@@ -41,9 +41,5 @@ def recorded(settings: ScoringSettings) -> dict[str, Any]:
 
 def of_run(meta: RunMeta) -> ScoringSettings:
     """The settings a recorded run scores with: those it recorded (a setting added since then takes the value
-    that reproduces what the run did), else, for a run recorded before the web app took settings, its backend's
-    ``max_tokens`` as both token limits."""
-    if meta.settings is not None:
-        return ScoringSettings.model_validate(stored_settings(meta.settings))
-    tokens = meta.backend.max_tokens
-    return ScoringSettings() if tokens is None else ScoringSettings.model_validate(dict.fromkeys(TOKEN_LIMITS, tokens))
+    that reproduces what the run did)."""
+    return ScoringSettings.model_validate(stored_settings(meta.settings))

@@ -220,7 +220,7 @@ async def test_json_mode_records_the_judgment(tmp_path: Path) -> None:
         "e1",
         "Ideas",
     )
-    assert (rec.round, rec.index, rec.requests, rec.error) == (2, 0, 1, None)
+    assert (rec.round, rec.index, rec.answers, rec.error) == (2, 0, 1, None)
     assert rec.context["evaluated_key"] == source.key and rec.context["evaluated_role"] == "skeptic"
     assert rec.context["evaluated_protocol"] == "debate/adv_1" and rec.context["method"] == "json"
     assert rec.context["judgment"] == GOOD and rec.rationale == GOOD["reasoning"]
@@ -240,7 +240,7 @@ async def test_json_mode_without_schema_support_sends_none(tmp_path: Path) -> No
 async def test_json_mode_follow_up_recovers_the_object(tmp_path: Path) -> None:
     fake = FakeProvider(script=["Solid response, I would give it high marks.", answer(critical_flag=1)], caps=TEXT_ONLY)
     rec = await meta_evaluate(make_ctx(tmp_path, fake), debater_record(), method="json")
-    assert rec.error is None and rec.requests == 2 and rec.context["judgment"]["critical_flag"] == 1
+    assert rec.error is None and rec.answers == 2 and rec.context["judgment"]["critical_flag"] == 1
     assert rec.text.startswith("Solid response") and "\n\n[follow-up]\n" in rec.text
     follow = fake.calls[1]
     assert follow.messages[:2] == fake.calls[0].messages
@@ -255,7 +255,7 @@ async def test_json_mode_failure_is_recorded_never_imputed(tmp_path: Path) -> No
     assert (summary.made, summary.reused, summary.failed, summary.total) == (1, 0, 1, 1)
     (rec,) = ctx.store.records()
     assert rec.error == "unusable judgment: instruction_following = 5 out of range 1..3"
-    assert rec.context["judgment"] is None and rec.rationale is None and rec.requests == 2
+    assert rec.context["judgment"] is None and rec.rationale is None and rec.answers == 2
 
 
 # -- constrained mode ----------------------------------------------------------------------------------------------
@@ -282,7 +282,7 @@ async def test_constrained_mode_builds_the_object_field_by_field(tmp_path: Path)
     fake = FakeProvider(script=constrained_script)
     rec = await meta_evaluate(make_ctx(tmp_path, fake), debater_record(), max_tokens=123)
     # four fields, then the reasoning in three pieces: the stop at '"' cut it at each escaped quote
-    assert rec.error is None and rec.requests == 7 and rec.context["method"] == "constrained"
+    assert rec.error is None and rec.answers == 7 and rec.context["method"] == "constrained"
     judgment = MetaJudgment.model_validate(rec.context["judgment"])
     assert (judgment.instruction_following, judgment.justification_quality, judgment.q1, judgment.q) == (3, 2, 8, 8)
     assert (
