@@ -160,10 +160,6 @@ class ServerConfig(BaseModel):
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
 
-    @property
-    def drafts_dir(self) -> Path:
-        return self.data_dir / "drafts"
-
 
 def find_asap_dir(explicit: Path | None = None) -> Path | None:
     """The ASAP folder with the shipped rubrics and data: ``explicit``, ``$MADRAG_ASAP_DIR``, else the package's
