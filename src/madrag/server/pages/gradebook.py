@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.files import csv_safe
 from madrag.server.class_book import book, load_roster
 from madrag.server.http.errors import ApiError
 from madrag.server.pages.rendering import csv_download, paginate, render, state_of
@@ -45,11 +43,6 @@ def canvas_matching(state: State, run_id: str) -> str:
     return state.memo(  # type: ignore[no-any-return]
         "canvas-matching", run_id, lambda: gradebook.canvas_matching(book(state, run_id)["rows"]), reviews=False
     )
-
-
-def safe_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
-    return csv_safe.safe_cell(value)
 
 
 @dataclass(frozen=True)
