@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from madrag.providers.base import ChatResponse, Usage
 
@@ -49,17 +50,22 @@ class CallTally:
 
 
 _CURRENT: ContextVar[CallTally | None] = ContextVar("madrag_call_tally", default=None)
+T = TypeVar("T")
 
 
 @contextmanager
-def tallying() -> Iterator[CallTally]:
-    """A fresh tally for the requests made inside the ``with`` block (in this task and the tasks it starts)."""
-    tally = CallTally()
-    token = _CURRENT.set(tally)
+def _scope(var: ContextVar[T | None], tally: T) -> Iterator[T]:
+    """``tally`` as ``var``'s value inside the ``with`` block (in this task and the tasks it starts)."""
+    token = var.set(tally)
     try:
         yield tally
     finally:
-        _CURRENT.reset(token)
+        var.reset(token)
+
+
+def tallying() -> AbstractContextManager[CallTally]:
+    """A fresh tally for the requests made inside the ``with`` block (in this task and the tasks it starts)."""
+    return _scope(_CURRENT, CallTally())
 
 
 def current_tally() -> CallTally | None:
@@ -93,15 +99,9 @@ class CheckTally:
 _CHECKS: ContextVar[CheckTally | None] = ContextVar("madrag_check_tally", default=None)
 
 
-@contextmanager
-def counting_checks() -> Iterator[CheckTally]:
+def counting_checks() -> AbstractContextManager[CheckTally]:
     """A fresh tally of the HTTP requests sent inside the ``with`` block (in this task and the tasks it starts)."""
-    tally = CheckTally()
-    token = _CHECKS.set(tally)
-    try:
-        yield tally
-    finally:
-        _CHECKS.reset(token)
+    return _scope(_CHECKS, CheckTally())
 
 
 def count_sent() -> None:

@@ -27,12 +27,6 @@ TokenParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 SamplingParams = Literal["auto", "send", "omit"]
 """Whether ``temperature`` and ``top_p`` are sent; ``auto``: sent until the server refuses one, then left out."""
 
-TOKEN_PARAMS: tuple[TokenParam, ...] = ("auto", "max_tokens", "max_completion_tokens")
-"""Every :data:`TokenParam`, for option checks."""
-
-SAMPLING_PARAMS: tuple[SamplingParams, ...] = ("auto", "send", "omit")
-"""Every :data:`SamplingParams`, for option checks."""
-
 SAMPLING = ("temperature", "top_p")
 """The sampling parameters a reasoning model accepts only at their default (so they can be left out)."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import mmap
 import struct
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from madrag.errors import ProviderError
-from madrag.providers.base import TokenLogprob
+from madrag.providers.base import ChatRequest, TokenLogprob
 
 
 @dataclass
@@ -33,6 +34,40 @@ class Generated:
     # same context evaluated) rather than evaluated: reported as the response's cached prompt tokens; None (unknown)
     # until the engine sets it
     n_cached: int | None = None
+
+
+class EngineContext:
+    """What both embedded engines (llama-cpp-python's, xllamacpp's) are: one llama.cpp context of the model file,
+    its window, threads and batch, used by one request at a time; :meth:`generate` runs the engine's own
+    ``_generate_locked`` under the lock."""
+
+    def __init__(
+        self, model_path: Path, n_ctx: int, n_threads: int, n_batch: int, n_threads_batch: int | None = None
+    ) -> None:
+        self.model_path = model_path
+        self.model = model_path.name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.n_threads_batch = n_threads_batch or n_threads  # not every core: see LlamaCppProvider's threads
+        self.n_batch = n_batch
+        # a timed-out await does not stop its worker thread: this lock keeps the context single-user
+        self._thread_lock = threading.Lock()
+
+    def generate(self, request: ChatRequest) -> Generated:
+        """The completion of ``request`` (blocking: run it in a worker thread)."""
+        with self._thread_lock:
+            return self._generate_locked(request)
+
+    def _generate_locked(self, request: ChatRequest) -> Generated:
+        raise NotImplementedError
+
+    def check_fits(self, n_prompt: int, request: ChatRequest) -> None:
+        """A ProviderError when the prompt's ``n_prompt`` tokens and the answer's limit overflow the window."""
+        if n_prompt + request.max_tokens > self.n_ctx:
+            raise ProviderError(
+                f"prompt of {n_prompt} tokens + max_tokens {request.max_tokens} exceeds the context "
+                f"window of {self.n_ctx} tokens of {self.model}"
+            )
 
 
 def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:

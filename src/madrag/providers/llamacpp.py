@@ -42,7 +42,7 @@ from madrag.providers.base import (
     TopLogprob,
     Usage,
 )
-from madrag.providers.embedded import Generated, trim_tokens
+from madrag.providers.embedded import EngineContext, Generated, trim_tokens
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
 from madrag.providers.slot_dispatch import SlotDispatch
 
@@ -207,23 +207,16 @@ class LlamaCppProvider(Provider):
 _LOAD_LOCK = threading.Lock()
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(EngineContext):
     """One llama.cpp context: the generation loop, used by one request at a time."""
 
     def __init__(
         self, model_path: Path, n_ctx: int, n_threads: int, n_batch: int, n_threads_batch: int | None = None
     ) -> None:
-        self.model_path = model_path
-        self.model = model_path.name
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.n_threads_batch = n_threads_batch or n_threads
-        self.n_batch = n_batch
+        super().__init__(model_path, n_ctx, n_threads, n_batch, n_threads_batch)
         self._llm: Any = None
         self._aligned_upto = 0  # leading KV-cache tokens evaluated in whole, aligned n_batch chunks
         self._formatter: Any = None
-        # a timed-out await does not stop its worker thread: this lock keeps the context single-user
-        self._thread_lock = threading.Lock()
 
     # -- model ---------------------------------------------------------------------------------------
     def _load(self) -> Any:
@@ -322,20 +315,11 @@ class LlamaCppEngine:
             ]
         return TokenLogprob(token=self._piece(token).decode("utf-8", "replace"), logprob=float(lps[token]), top=top)
 
-    def generate(self, request: ChatRequest) -> Generated:
-        """The completion of ``request`` (blocking: run it in a worker thread)."""
-        with self._thread_lock:
-            return self._generate_locked(request)
-
     def _generate_locked(self, request: ChatRequest) -> Generated:
         llm = self._load()
         prompt = self.render_prompt(request)
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-        if len(tokens) + request.max_tokens > self.n_ctx:
-            raise ProviderError(
-                f"prompt of {len(tokens)} tokens + max_tokens {request.max_tokens} exceeds the context "
-                f"window of {self.n_ctx} tokens of {self.model}"
-            )
+        self.check_fits(len(tokens), request)
         cached = self._prepare(tokens)
         if request.choices is not None:
             out = self._choose(request.choices, len(tokens), request.top_logprobs)

@@ -38,7 +38,7 @@ from typing import Any
 from madrag.errors import ProviderError
 from madrag.extras import require
 from madrag.providers.base import ChatRequest, TokenLogprob, TopLogprob
-from madrag.providers.embedded import Generated, GgufVocab, read_gguf_vocab, trim_tokens
+from madrag.providers.embedded import EngineContext, Generated, GgufVocab, read_gguf_vocab, trim_tokens
 
 # every sampler but temperature and top-p out of the chain
 _NEUTRAL: dict[str, Any] = {
@@ -67,24 +67,18 @@ def _entry(entry: dict[str, Any], top_k: int) -> TokenLogprob:
     return TokenLogprob(token=_text(entry), logprob=float(entry["logprob"]), top=top)
 
 
-class XLlamaEngine:
+class XLlamaEngine(EngineContext):
     """One llama.cpp context (an in-process ``xllamacpp.Server`` with one slot), used by one request at a time."""
 
     def __init__(
         self, model_path: Path, n_ctx: int, n_threads: int, n_batch: int, n_threads_batch: int | None = None
     ) -> None:
-        self.model_path = model_path
-        self.model = model_path.name
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.n_threads_batch = n_threads_batch or n_threads  # not every core: see LlamaCppProvider's threads
-        self.n_batch = n_batch
+        super().__init__(model_path, n_ctx, n_threads, n_batch, n_threads_batch)
         self.reuse_prompt = True  # aligned prefix reuse (see the module's docstring)
         self._cached: list[int] | None = None  # the prompt whose KV cache the server holds, evaluated aligned
         self._prompt_reused: int | None = None  # leading prompt tokens the current request took from that cache
         self._server: Any = None
         self._vocab: GgufVocab | None = None
-        self._thread_lock = threading.Lock()  # a timed-out await does not stop its worker thread
         # the in-process server also listens on a loopback port (madrag uses it to tokenize): a key of this
         # engine's own keeps other local processes and web pages from using the model through it
         self._key = secrets.token_urlsafe(24)
@@ -149,22 +143,16 @@ class XLlamaEngine:
             self._cached = None
 
     # -- generation (runs in a worker thread, under the lock) ----------------------------------------
-    def generate(self, request: ChatRequest) -> Generated:
-        """The completion of ``request`` (blocking: run it in a worker thread)."""
-        with self._thread_lock:
-            ids = self.tokenize(self.render_prompt(request), special=True)
-            if len(ids) + request.max_tokens > self.n_ctx:
-                raise ProviderError(
-                    f"prompt of {len(ids)} tokens + max_tokens {request.max_tokens} exceeds the context "
-                    f"window of {self.n_ctx} tokens of {self.model}"
-                )
-            self._prompt_reused = None
-            if request.choices is not None:
-                out = self._choose(ids, request.choices, request.top_logprobs)
-            else:
-                out = self._sample(ids, request)
-            out.n_cached = self._prompt_reused
-            return out
+    def _generate_locked(self, request: ChatRequest) -> Generated:
+        ids = self.tokenize(self.render_prompt(request), special=True)
+        self.check_fits(len(ids), request)
+        self._prompt_reused = None
+        if request.choices is not None:
+            out = self._choose(ids, request.choices, request.top_logprobs)
+        else:
+            out = self._sample(ids, request)
+        out.n_cached = self._prompt_reused
+        return out
 
     def _aligned_reuse(self, ids: list[int]) -> int:
         """Leave the server's cache holding at most the aligned prefix of ``ids`` an earlier prompt evaluated;

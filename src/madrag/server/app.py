@@ -18,9 +18,10 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from madrag import __version__
+from madrag.data.shipped import find_asap_dir
 from madrag.server import api, pages, results
 from madrag.server.catalog import Catalog
-from madrag.server.config import ServerConfig, find_asap_dir
+from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
 from madrag.server.http import errors
 from madrag.server.http.errors import render_error

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from madrag.data.essay import Essay
+from madrag.data.shipped import ASAP_DATA
 from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
@@ -63,5 +64,5 @@ class Catalog:
             self.asap_dir is not None
             and rubric.essay_set in (7, 8)
             and all(t.column is not None for t in rubric.traits)
-            and (self.asap_dir / library.ASAP_DATA).is_file()
+            and (self.asap_dir / ASAP_DATA).is_file()
         )

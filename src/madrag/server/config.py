@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from madrag.data import shipped
 from madrag.data.row_limit import MAX_ROWS
 from madrag.providers.backends import find_backend
 from madrag.providers.runtimes import LlamaRuntime
@@ -159,13 +158,3 @@ class ServerConfig(BaseModel):
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
-
-    @property
-    def drafts_dir(self) -> Path:
-        return self.data_dir / "drafts"
-
-
-def find_asap_dir(explicit: Path | None = None) -> Path | None:
-    """The ASAP folder with the shipped rubrics and data: ``explicit``, ``$MADRAG_ASAP_DIR``, else the package's
-    own copy (:func:`madrag.data.shipped.find_asap_dir`), so the shipped rubrics are there from any folder."""
-    return shipped.find_asap_dir(explicit)

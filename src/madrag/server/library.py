@@ -32,6 +32,7 @@ from madrag.data.essay import Essay
 from madrag.data.loaders import essay_from_row, load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
 from madrag.data.row_limit import count_rows
+from madrag.data.shipped import ASAP_DATA, ASAP_RUBRICS
 from madrag.errors import InputError, RubricError
 from madrag.evaluation.costs.estimate import estimate_run
 from madrag.evaluation.costs.prices import ANY_MODEL, Price
@@ -51,8 +52,6 @@ from madrag.server.http.refusals import Refusals, check_count, row_id
 from madrag.settings import ScoringSettings
 
 PoolMode = Literal["none", "folds", "same", "asap"]
-SHIPPED_RUBRICS = {"asap-set7": "rubric_set7.json", "asap-set8": "rubric_set8.json"}
-ASAP_DATA = "training_set_rel3_sets7_8.tsv"
 POOL_PREFIX = "pool-"
 TINY_MODEL_NOTE = (
     "The embedded SmolLM2-135M model shows the pipeline working end to end; it is far too small to give valid "
@@ -66,7 +65,8 @@ def shipped_rubrics(asap_dir: Path | None) -> dict[str, Rubric]:
     """The rubrics shipped with the ASAP data (sets 7 and 8), by id; empty when the data is not there."""
     if asap_dir is None:
         return {}
-    return {rid: load_rubric(asap_dir / name) for rid, name in SHIPPED_RUBRICS.items() if (asap_dir / name).is_file()}
+    files = {f"asap-set{essay_set}": asap_dir / name for essay_set, name in ASAP_RUBRICS.items()}
+    return {rid: load_rubric(path) for rid, path in files.items() if path.is_file()}
 
 
 def rubric_from_upload(data: bytes, filename: str) -> Rubric:
@@ -230,7 +230,7 @@ def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
 
 def shipped_pool(asap_dir: Path | None, rubric: Rubric) -> list[Essay] | None:
     """The shipped ASAP essays of the rubric's essay set, as an exemplar pool; None when not available."""
-    if asap_dir is None or rubric.essay_set not in (7, 8) or not (asap_dir / ASAP_DATA).is_file():
+    if asap_dir is None or rubric.essay_set not in ASAP_RUBRICS or not (asap_dir / ASAP_DATA).is_file():
         return None
     if any(t.column is None for t in rubric.traits):
         return None

@@ -16,7 +16,8 @@ from tests.web_helpers import HTML, RUBRIC, client_for, csrf, essays_csv, form_p
 from madrag.data.essay import Essay
 from madrag.rubric import Rubric
 from madrag.server.pages.backend import CHOOSE_A_MODEL
-from madrag.server.runs.progress import pace
+from madrag.server.runs.progress import Work, work_pace
+from madrag.server.runs.time_left import TimeLeft
 from madrag.teacher.calibration import EXACT_AT, WITHIN_AT, agreement, anchors, looks_right
 
 
@@ -170,15 +171,16 @@ def test_no_page_shows_none(tmp_path: Path) -> None:
 
 
 def test_the_pace_is_measured_from_the_calls_so_far() -> None:
-    assert pace(None, 0, 0, 8) == {"elapsed_s": None, "per_call_s": None, "calls_left": None, "eta_s": None}
-    import time
+    def pace(since: float | None, calls: int, done: int, total: int, left: int | None = None) -> dict[str, Any]:
+        return work_pace(since, Work(calls, done, total, left), 1000.0, TimeLeft())
 
-    since = time.monotonic() - 100.0
+    assert pace(None, 0, 0, 8) == {"elapsed_s": None, "per_call_s": None, "calls_left": None, "eta_s": None}
+    since = 1000.0 - 100.0
     slow = pace(since, 4, 0, 8)  # 4 calls in 100 s, no essay finished yet: the pace, no time left yet
     assert 24.0 < slow["per_call_s"] < 26.0 and slow["eta_s"] is None
     going = pace(since, 24, 2, 8)  # 12 calls an essay, 6 essays left: 72 calls; 50 s an essay: 300 s
     assert going["calls_left"] == 72 and 299 < going["eta_s"] < 301
-    resumed = pace(since, 24, 2, 8, essays_left=1)  # essays of an earlier session done: one left
+    resumed = pace(since, 24, 2, 8, left=1)  # essays of an earlier session done: one left
     assert resumed["calls_left"] == 12 and 49 < resumed["eta_s"] < 51
 
 

@@ -20,10 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from madrag.errors import (
     ConfigError,
-    InputError,
     MadragError,
     ProviderError,
-    RubricError,
     StorageError,
     WriterBusy,
     clip,
@@ -74,13 +72,11 @@ def http_status(exc: MadragError) -> int:
 
 
 def library_status(exc: MadragError) -> int:
-    """The status code of a library error."""
+    """The status code of a library error (bad input or rubric, and any other kind: 400)."""
     if isinstance(exc, ProviderError | StorageError):
         return 503
     if isinstance(exc, ConfigError | WriterBusy):
         return 409
-    if isinstance(exc, InputError | RubricError):
-        return 400
     return 400
 
 
@@ -131,14 +127,10 @@ def install(app: FastAPI) -> None:
         return render_error(request, http_status(exc), str(exc), field)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        message, field = _validation_message(exc)
-        return render_error(request, 422, message, field)
-
     @app.exception_handler(ValidationError)
-    async def _invalid_model(request: Request, exc: ValidationError) -> Response:
-        """A request model built from a form (a page's post) that the request's values do not fit: a comment
-        over its limit, a trait missing. The request is at fault, as with the API's bodies (422)."""
+    async def _invalid(request: Request, exc: RequestValidationError | ValidationError) -> Response:
+        """An API body, or a request model built from a form (a page's post), that the request's values do not
+        fit: a comment over its limit, a trait missing. The request is at fault (422)."""
         message, field = _validation_message(exc)
         return render_error(request, 422, message, field)
 

@@ -18,7 +18,7 @@ from madrag.files.atomic import write_text_atomic
 from madrag.files.csv_safe import csv_text
 from madrag.server.class_book import EDITS, book, load_edits, student
 from madrag.server.http.security import check_csrf
-from madrag.server.pages.rendering import redirect, render, state_of
+from madrag.server.pages.rendering import csv_download, redirect, render, state_of
 from madrag.server.service import State
 
 
@@ -89,8 +89,7 @@ def print_all(run_id: str, request: Request) -> Response:
 
 @router.get("/runs/{run_id}/feedback.csv")
 def export(run_id: str, request: Request) -> Response:
-    headers = {"Content-Disposition": 'attachment; filename="feedback.csv"', "Cache-Control": "no-store"}
-    return Response(export_csv(state_of(request), run_id), media_type="text/csv; charset=utf-8", headers=headers)
+    return csv_download(export_csv(state_of(request), run_id), "feedback.csv")
 
 
 @router.get("/runs/{run_id}/feedback/{essay_id:path}")

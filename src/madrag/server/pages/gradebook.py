@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from madrag.files import csv_safe
 from madrag.server.class_book import book, load_roster
 from madrag.server.http.errors import ApiError
-from madrag.server.pages.rendering import paginate, render, state_of
+from madrag.server.pages.rendering import csv_download, paginate, render, state_of
 from madrag.server.service import State
 from madrag.teacher import gradebook, overview
 from madrag.teacher.columns import student_label
@@ -45,11 +43,6 @@ def canvas_matching(state: State, run_id: str) -> str:
     return state.memo(  # type: ignore[no-any-return]
         "canvas-matching", run_id, lambda: gradebook.canvas_matching(book(state, run_id)["rows"]), reviews=False
     )
-
-
-def safe_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet shows as text (formula-like text quoted; None empty)."""
-    return csv_safe.safe_cell(value)
 
 
 @dataclass(frozen=True)
@@ -123,5 +116,4 @@ def gradebook_file(
 ) -> Response:
     target = Assignment(title[:255], assignment_id[:20])
     text, filename = download(state_of(request), run_id, layout, criteria, target)
-    headers = {"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"}
-    return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
+    return csv_download(text, filename)

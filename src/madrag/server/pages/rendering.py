@@ -121,6 +121,12 @@ def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
+def csv_download(text: str, filename: str) -> Response:
+    """A CSV file the browser saves as ``filename`` (never cached: it holds a class's grades)."""
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"}
+    return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
+
+
 def error_page(request: Request, status: int, message: str) -> Response:
     """The error page a browser gets."""
     return render(request, "error.html", status=status, status_code=status, message=message)

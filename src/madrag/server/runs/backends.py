@@ -69,10 +69,6 @@ class SharedBackend(Provider):
         self.limiter = limiter if limiter is not None else Limiter(limit)
 
     @property
-    def limit(self) -> int:
-        return self.limiter.limit
-
-    @property
     def in_flight(self) -> int:
         return self.limiter.in_flight
 

@@ -171,26 +171,12 @@ class Work:
         return Remaining(calls_left, mine, max(0, left - len(mine)), per_essay)
 
 
-def pace(
-    since: float | None,
-    calls: int,
-    essays_done: int,
-    essays_total: int | None,
-    essays_left: int | None = None,
-    now: float | None = None,
-    time_left: TimeLeft | None = None,
-) -> dict[str, Any]:
-    """How fast a run goes, from the ``calls`` made since ``since`` (monotonic seconds, this session's start of
-    scoring; ``now`` the clock's reading, default ``time.monotonic()``): seconds per call, the calls left
-    (:meth:`Work.calls_left`) and the time left: those calls over the session's smoothed rate of calls
+def work_pace(since: float | None, work: Work, now: float, time_left: TimeLeft) -> dict[str, Any]:
+    """How fast a run goes, from the ``work.calls`` made since ``since`` (monotonic seconds, this session's start
+    of scoring; ``now`` the clock's reading): seconds per call, the calls left (:meth:`Work.calls_left`) and the
+    time left: those calls over the session's smoothed rate of calls
     (:class:`~madrag.server.runs.time_left.TimeLeft`, ``time_left`` keeping it from one reading to the next; a
     fresh one: the session's mean rate). What cannot be measured yet is None."""
-    work = Work(calls, essays_done, essays_total, essays_left)
-    return work_pace(since, work, time.monotonic() if now is None else now, time_left or TimeLeft())
-
-
-def work_pace(since: float | None, work: Work, now: float, time_left: TimeLeft) -> dict[str, Any]:
-    """:func:`pace` of a :class:`Work`."""
     elapsed = None if since is None else max(0.0, now - since)
     per_call = elapsed / work.calls if elapsed is not None and work.calls else None
     left = work.remaining() if per_call is not None else None
