@@ -11,8 +11,9 @@ its zero point 128 is an integer.
 ``exact_zero_points`` puts ``-m / d`` back as a fractional zero point (f16 constants in place of the u4 ones,
 matched to the GGUF's blocks by each row's quants and scales), so the IR computes ``d * q + m`` up to that rounding.
 
-Usage (from the repository root): ``python -m bench.openvino_q41`` prints the zero points' error over the shipped
-GGUF; ``bench.openvino_logprobs --zero-points f16`` compares the repaired IR's numbers with xllamacpp's.
+Usage (from the repository root): ``python -m bench.openvino_q41 [--check-ir]`` prints the zero points' error over
+the shipped GGUF (with ``--check-ir``, also whether GenAI's IR holds exactly ``std::round(-m/d)``);
+``bench.openvino_logprobs --zero-points f16`` compares the repaired IR's numbers with xllamacpp's.
 """
 
 from __future__ import annotations
@@ -131,6 +132,30 @@ def exact_zero_points(model: Any, gguf: Path) -> int:
     return changed
 
 
+def converted_zero_points(model: Any, gguf: Path) -> dict[str, float]:
+    """Check GenAI's IR against the GGUF: of every int4 subgraph's u4 zero points, how many equal C++'s
+    ``std::round(-m / d)`` (in f32, halves away from zero) of the GGUF block with the same quants and scales, and
+    the largest distance of a zero point from the exact ``-m / d``."""
+    table: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+    for q, d, m in gguf_q4_1(gguf).values():
+        for r in range(q.shape[0]):
+            table[q[r].tobytes() + d[r].tobytes()] = (d[r], m[r])
+    blocks = rounded = 0
+    furthest = 0.0
+    for _subtract, weights, zero_points, scale in _decompressions(model):
+        q = _unpack_u4(weights)
+        zp = _unpack_u4(zero_points).reshape(q.shape[0], q.shape[1]).astype(np.int64)
+        d = np.asarray(scale.get_data(), dtype=np.float16).reshape(q.shape[0], q.shape[1])
+        for r in range(q.shape[0]):
+            dr, mr = table[q[r].astype(np.uint8).tobytes() + d[r].tobytes()]
+            exact = -mr.astype(np.float32) / dr.astype(np.float32)
+            cpp = (np.sign(exact) * np.floor(np.abs(exact) + np.float32(0.5))).astype(np.int64) & 0x0F
+            rounded += int((cpp == zp[r]).sum())
+            blocks += int(zp[r].size)
+            furthest = max(furthest, float(np.abs(zp[r] - exact).max()))
+    return {"blocks": float(blocks), "equal_to_round": float(rounded), "max_distance_steps": furthest}
+
+
 def _weight_matmuls(model: Any) -> list[Any]:
     """The MatMuls whose second input is a decompressed weight (a Convert of a compressed constant's subgraph)."""
     out = []
@@ -170,6 +195,11 @@ def llama_cpp_activations(model: Any) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gguf", default="", help="a Q4_1 GGUF (default: the embedded model's)")
+    p.add_argument(
+        "--check-ir",
+        action="store_true",
+        help="also convert the GGUF with OpenVINO GenAI and check its IR's zero points against round(-m/d)",
+    )
     args = p.parse_args()
     if args.gguf:
         gguf = Path(args.gguf)
@@ -185,6 +215,16 @@ def main() -> None:
         f"{100 * stats['share_over_quarter_step']:.1f}% of blocks off by more than a quarter step; "
         f"{int(stats['outside_u4'])} blocks outside u4's 0..15"
     )
+    if args.check_ir:
+        import openvino as ov
+        from bench import openvino_runtime as ovr
+
+        with ovr.Workdir() as tmp:
+            check = converted_zero_points(ov.Core().read_model(str(ovr.convert_ir(gguf, tmp))), gguf)
+        print(
+            f"  GenAI's IR: {int(check['equal_to_round'])} of {int(check['blocks'])} u4 zero points equal "
+            f"std::round(-m/d) of the GGUF's block; the furthest is {check['max_distance_steps']:.3f} steps from -m/d"
+        )
 
 
 if __name__ == "__main__":
