@@ -13,6 +13,13 @@ OpenVINO here is the IR OpenVINO GenAI converts the GGUF to, run by the OpenVINO
 
 Usage (from the repository root):
     python -m bench.openvino_logprobs [--kv-precision f16] [--tokens 24] [--weights f16]
+        [--zero-points f16] [--activations llama-cpp] [--dynamic-quantization N] [--inference-precision f32]
+        [--cpu-property KEY=VALUE]
+
+``--zero-points f16`` repairs the IR of a Q4_1 GGUF before it is compiled (``bench.openvino_q41``: GenAI's integer
+zero points replaced by each block's exact ``-m / d``); ``--activations llama-cpp`` rounds every weight product's
+activations to 8 bits per block of 32 as llama.cpp does (a check of where the remaining difference comes from, not
+a fast path); the other options are CPU plugin settings.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from bench import openvino_q41 as q41
 from bench import openvino_runtime as ov
 from bench.embedded_prompt_rate import convert
 
@@ -93,6 +101,30 @@ def greedy(engine: XLlamaEngine, logits: ov.Logits, essay: str, n: int) -> tuple
     return len(content), same_top, worst
 
 
+def cpu_properties(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if args.dynamic_quantization is not None:
+        out["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = args.dynamic_quantization
+    if args.inference_precision:
+        out["INFERENCE_PRECISION_HINT"] = args.inference_precision
+    for item in args.cpu_property:
+        key, _, value = item.partition("=")
+        out[key] = int(value) if value.isdigit() else value
+    return out
+
+
+def runtime_weights(logits: ov.Logits) -> str:
+    """What the compiled model's FullyConnected layers read: their inputs' element types (activations, weights,
+    bias, scales, zero points), counted."""
+    counts: dict[str, int] = {}
+    for node in logits.compiled.get_runtime_model().get_ordered_ops():
+        if node.get_rt_info()["layerType"].astype(str) == "FullyConnected":
+            kind = "/".join(i.get_element_type().get_type_name() for i in node.inputs())
+            counts[kind] = counts.get(kind, 0) + 1
+    dq = logits.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")
+    return f"FullyConnected weights {counts}; DYNAMIC_QUANTIZATION_GROUP_SIZE {dq}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kv-precision", default="f16", help="OpenVINO's KV cache precision (f16, u8, f32)")
@@ -103,6 +135,26 @@ def main() -> None:
         help="the GGUF's weights converted first: f16 or q8_0 (both runtimes)",
     )
     p.add_argument("--tokens", type=int, default=24, help="greedy tokens compared per prompt")
+    p.add_argument(
+        "--zero-points",
+        default="converted",
+        choices=("converted", "f16"),
+        help="a Q4_1 model's zero points: as GenAI converts them (integers) or each block's exact -m/d in f16",
+    )
+    p.add_argument(
+        "--activations",
+        default="f32",
+        choices=("f32", "llama-cpp"),
+        help="the weight products' activations: as the plugin runs them, or rounded as llama.cpp rounds them",
+    )
+    p.add_argument(
+        "--dynamic-quantization",
+        type=int,
+        default=None,
+        help="DYNAMIC_QUANTIZATION_GROUP_SIZE (0 disables; default: the plugin's)",
+    )
+    p.add_argument("--inference-precision", default="", help="INFERENCE_PRECISION_HINT (f32, bf16, f16)")
+    p.add_argument("--cpu-property", action="append", default=[], help="any further CPU property, KEY=VALUE")
     args = p.parse_args()
     with ov.Workdir() as tmp:
         model = smollm2_gguf_path()
@@ -112,8 +164,22 @@ def main() -> None:
             model = converted
         engine = XLlamaEngine(model, 8192, 2, 512, 2)
         engine.reuse_prompt = False
-        print(f"model {model.name}; OpenVINO KV cache {args.kv_precision}; xllamacpp as madrag builds it")
-        logits = ov.Logits(ov.convert_ir(model, tmp), 2, args.kv_precision)
+        properties = cpu_properties(args)
+        print(
+            f"model {model.name}; OpenVINO KV cache {args.kv_precision}, zero points {args.zero_points}, "
+            f"activations {args.activations}, "
+            f"properties {properties}; xllamacpp as madrag builds it"
+        )
+        source = model
+
+        def transform(m: object) -> None:
+            if args.zero_points == "f16":
+                print(f"  zero points of {q41.exact_zero_points(m, source)} int4 weights made exact", flush=True)
+            if args.activations == "llama-cpp":
+                print(f"  activations of {q41.llama_cpp_activations(m)} weight products rounded", flush=True)
+
+        logits = ov.Logits(ov.convert_ir(model, tmp), 2, args.kv_precision, properties, transform)
+        print(f"  compiled: {runtime_weights(logits)}", flush=True)
         for i, essay in enumerate(essays()):
             same, tvd, worst = score_step(engine, logits, essay)
             agree, top, lp = greedy(engine, logits, essay, args.tokens)

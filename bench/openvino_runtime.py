@@ -109,12 +109,23 @@ class Batched:
 class Logits:
     """The converted IR on the OpenVINO runtime, with every step's logits: what a madrag runtime would run."""
 
-    def __init__(self, xml: Path, threads: int, kv_precision: str) -> None:
+    def __init__(
+        self,
+        xml: Path,
+        threads: int,
+        kv_precision: str,
+        properties: dict[str, Any] | None = None,
+        transform: Any = None,
+    ) -> None:
+        """``properties``: further CPU plugin settings; ``transform``: a function applied to the read model
+        (``bench.openvino_q41.exact_zero_points``, say) before it is compiled."""
         import openvino as ov
         import openvino.opset13 as ops
 
         core = ov.Core()
         model = core.read_model(str(xml))
+        if transform is not None:
+            transform(model)
         projection = model.get_results()[0].input_value(0).get_node()  # hidden states @ output embedding
         keep = ops.parameter([1], ov.Type.i64, name="keep")
         keep.output(0).get_tensor().set_names({"keep"})
@@ -124,7 +135,7 @@ class Logits:
         projection.input(0).replace_source_output(last.output(0))
         model.add_parameters([keep])
         model.validate_nodes_and_infer_types()
-        self.compiled = core.compile_model(model, "CPU", _properties(threads, kv_precision))
+        self.compiled = core.compile_model(model, "CPU", {**_properties(threads, kv_precision), **(properties or {})})
         self.request = self.compiled.create_infer_request()
         self.position = 0
 
