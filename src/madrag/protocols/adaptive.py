@@ -71,7 +71,7 @@ def adaptive_summary(store: RunStore) -> dict[str, dict[str, int | float]]:
     threshold = ((config or {}).get("settings") or {}).get("adaptive_debate") if isinstance(config, dict) else None
     for score in store.scores() if threshold is not None else []:
         variant = getattr(REGISTRY.find(score.protocol), "debate", None)
-        if variant is not None and not score.record_key.startswith(f"{score.protocol}|"):
+        if variant is not None and score.record_key and not score.record_key.startswith(f"{score.protocol}|"):
             skipped = {"threshold": threshold, "debated": False, "skippable_calls": debate_calls(variant) + 1}
             decisions.setdefault((score.protocol, score.essay_id, score.trait), skipped)
     out: dict[str, dict[str, int | float]] = {}
