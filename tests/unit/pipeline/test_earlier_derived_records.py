@@ -97,3 +97,32 @@ def test_an_earlier_geval_run_reads_the_same_scores_and_resumes_without_a_call(a
         again = run_job(job, backend=backend, progress=False)
         assert backend.calls == [] and again.stats.made == 0
         assert _scores([s for s in again.trait_scores if s.protocol == "GEval"]) == _scores(earlier)
+
+
+def test_a_geval_run_today_stores_no_judge_record_and_shows_its_rater_as_the_judge(asap: Path, tmp_path: Path) -> None:
+    """Today's G-Eval keeps its score as a row naming the rater's record: the report shows that record as the score's
+    Judge (its rationale; on a backend without logprobs the missing expectation's cause)."""
+    from madrag.evaluation.report import write_report
+    from madrag.providers.base import Capabilities
+
+    job = ScoreJob(
+        data=asap / "training_set_rel3_sets7_8.tsv",
+        rubric=load_rubric(asap / "rubric_set7.json").only(["Ideas"]),
+        run_dir=tmp_path / "run",
+        limit=2,
+        protocols=["GEval"],
+        embedder="hashing",
+        cache_dir=tmp_path / "cache",
+        response_cache=False,
+    )
+    text_only = Capabilities(logprobs=False, prefill=False, choices=False, seed=True)
+    run_job(job, backend=FakeProvider(caps=text_only), progress=False)
+    store = open_store(job.run_dir)
+    try:
+        read, records = store.scores(), list(store.records())
+    finally:
+        store.close()
+    assert {r.role for r in records} == {"rater"} and len(read) == 2
+    assert {s.record_key for s in read} == {r.key for r in records} and all(s.score is None for s in read)
+    report = write_report(job.run_dir, bootstrap=10).read_text(encoding="utf-8")
+    assert report.count("GEval Judge: score unusable · failed · unusable score: no score distribution") == 2
