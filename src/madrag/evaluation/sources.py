@@ -62,7 +62,11 @@ def load_sources(run: RunData) -> Sources:
     debates: dict[str, AgentRecord] = {}
     store = open_store(run.run_dir)
     try:
-        judges = _named(first_judges(run.judges), run.score_map(), store.get)
+        scores, judges = run.score_map(), first_judges(run.judges)
+        keys = [s.record_key for k, s in scores.items() if s.record_key and judge_for(judges, *k) is None]
+        # those that scored, found by SQLite without parsing a record (a CJ or MTS run's rows name many that did not)
+        scored = {key for key, found in store.each_record_fields({"score": "$.score"}, keys) if found["score"]}
+        judges = _named(judges, scores, lambda key: store.get(key) if key in scored else None)
         for judge in judges.values():
             for debate_key in judge.context.get("debate", []) or []:
                 if debate_key not in debates and (found := store.get(str(debate_key))) is not None:

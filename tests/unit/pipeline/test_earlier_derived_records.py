@@ -124,5 +124,8 @@ def test_a_geval_run_today_stores_no_judge_record_and_shows_its_rater_as_the_jud
         store.close()
     assert {r.role for r in records} == {"rater"} and len(read) == 2
     assert {s.record_key for s in read} == {r.key for r in records} and all(s.score is None for s in read)
+    sources = load_sources(load_run(job.run_dir))  # what the errors export reads
+    behind = [judge_for(sources.judges, "GEval", s.essay_id, s.trait) for s in read]
+    assert {j.key for j in behind if j is not None} == {r.key for r in records} and None not in behind
     report = write_report(job.run_dir, bootstrap=10).read_text(encoding="utf-8")
     assert report.count("GEval Judge: score unusable · failed · unusable score: no score distribution") == 2
