@@ -7,15 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
-from madrag.agents.calls import CallContext
+from madrag.agents.calls import AgentCall, CallContext, new_record
 from madrag.agents.prompts import PromptLibrary
 from madrag.data.essay import Essay
 from madrag.providers.base import Provider
 from madrag.providers.policy import ManagedProvider, RetryPolicy
-from madrag.records import AgentRecord
+from madrag.records import AgentRecord, ScoreResult
 from madrag.retrieval.bank import Exemplar, LevelExemplar
 from madrag.retrieval.embedder import FloatArray, HashingEmbedder
 from madrag.rubric import Rubric, Trait
@@ -100,6 +101,30 @@ def keep_derived_scores(store: RunStore, rubric: Rubric, protocols: list[str]) -
     from madrag.pipeline.migrations import derive_scores
 
     store.put_scores(rows(derive_scores(store, rubric, protocols)))
+
+
+def earlier_derived_record(
+    ctx: CallContext,
+    protocol: str,
+    essay_id: str,
+    trait: str,
+    score: ScoreResult | None,
+    rationale: str,
+    context: dict[str, Any],
+    sources: list[AgentRecord],
+) -> AgentRecord:
+    """The *derived* Judge record an earlier madrag stored for a score computed from other calls (G-Eval's
+    expectation, the screening Judge's score an adaptive debate kept, the earlier CJ's and MTS's scores), made here
+    as that code made it: role ``judge`` under the protocol, no request (no prompt, ``answers=0``), the computed
+    score, ``context["derived"]`` and ``context["from"]`` (the keys of ``sources``)."""
+    call = AgentCall(protocol, essay_id, trait, "judge", [], 0.0, 0)
+    call.context = {**context, "derived": True, "from": [r.key for r in sources]}
+    problem = None if score is None or score.reported is not None else f"unusable score: {score.invalid_raw}"
+    truncated = any(r.truncated for r in sources)
+    return new_record(
+        ctx, call, text=rationale, rationale=rationale, score=score, answers=0, attempts=0, evidence=None,
+        truncated=truncated, error=problem,
+    )  # fmt: skip
 
 
 def needs_ray() -> ModuleType:

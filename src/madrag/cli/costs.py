@@ -59,7 +59,7 @@ def costs_command(
     try:
         report = cost_report(store, table)
         prefix = prefix_stats(store.records())
-        adaptive = adaptive_summary(store.records())
+        adaptive = adaptive_summary(store)
     finally:
         store.close()
     if not report.calls:

@@ -233,7 +233,10 @@ def _trait_block(run: RunData, essay: Essay, trait: Trait, sources: Sources, sho
         if found is not None:
             result = found.result
             mode = "" if result is None else f" · {result.mode}"
-            error = "" if judge is None or judge.error is None else f" · {judge.error}"
+            problem = None if judge is None else judge.error
+            if judge is not None and problem is None and found.score is None and result is not None:
+                problem = f"unusable score: {result.invalid_raw}"  # computed from a readable answer (G-Eval's)
+            error = "" if problem is None else f" · {problem}"
             head = f"{protocol} Judge: score {'unusable' if found.score is None else found.score}{mode}{error}"
             parts.append(
                 f'<div class="turn judge"><b>{esc(head)}</b><pre>{esc(found.rationale)}</pre>'

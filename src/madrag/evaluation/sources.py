@@ -1,12 +1,14 @@
 """What a run's rows are filled from, read once: its final scores, the Judge record behind each score and the
-debate records those Judges read (their words, not their prompts or tokens).
+debate records those Judges read (their words, not their prompts or tokens). The Judge record behind a score is
+its protocol's first Judge record of the essay-trait, else the record the score names when that record scored it
+(G-Eval's rater, the screening Judge an adaptive debate kept).
 
 The HTML report (:mod:`madrag.evaluation.report`: every essay's debate and rationale) and the MADRAG paper's
 error export (``madrag errors``) read a run's sources this way."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -44,7 +46,10 @@ def essay_sources(store: RunStore, scores: dict[tuple[str, str, str], TraitScore
     """The sources of a few essays of a run (``scores``: the run's score map), their records read light in one
     query: what a reader going through a large run a few essays at a time holds (the HTML report)."""
     found = list(store.records_of(essay_ids, answers_only=True))
-    judges = first_judges(r for r in found if r.role == "judge" and not r.failed)
+    by_key = {r.key: r for r in found}
+    ids = set(essay_ids)
+    mine = {k: s for k, s in scores.items() if k[1] in ids}
+    judges = _named(first_judges(r for r in found if r.role == "judge" and not r.failed), mine, by_key.get)
     read = {str(k) for judge in judges.values() for k in judge.context.get("debate", []) or []}
     debates = {r.key: r for r in found if r.key in read}
     missing = read - set(debates)  # a debate of another essay's records (none in madrag's own protocols)
@@ -54,10 +59,14 @@ def essay_sources(store: RunStore, scores: dict[tuple[str, str, str], TraitScore
 
 def load_sources(run: RunData) -> Sources:
     """Scores, the first Judge record per (protocol, essay, trait) and the debate records those Judges read."""
-    judges = first_judges(run.judges)
     debates: dict[str, AgentRecord] = {}
     store = open_store(run.run_dir)
     try:
+        scores, judges = run.score_map(), first_judges(run.judges)
+        keys = [s.record_key for k, s in scores.items() if s.record_key and judge_for(judges, *k) is None]
+        # those that scored, found by SQLite without parsing a record (a CJ or MTS run's rows name many that did not)
+        scored = {key for key, found in store.each_record_fields({"score": "$.score"}, keys) if found["score"]}
+        judges = _named(judges, scores, lambda key: store.get(key) if key in scored else None)
         for judge in judges.values():
             for debate_key in judge.context.get("debate", []) or []:
                 if debate_key not in debates and (found := store.get(str(debate_key))) is not None:
@@ -65,6 +74,21 @@ def load_sources(run: RunData) -> Sources:
     finally:
         store.close()
     return Sources(run.score_map(), judges, debates)
+
+
+def _named(
+    judges: dict[tuple[str, str, str], AgentRecord],
+    scores: dict[tuple[str, str, str], TraitScore],
+    find: Callable[[str], AgentRecord | None],
+) -> dict[tuple[str, str, str], AgentRecord]:
+    """``judges`` with, for each score that has none, the record the score names when that record scored it."""
+    out = dict(judges)
+    for key, score in scores.items():
+        if score.record_key and judge_for(out, *key) is None:
+            found = find(score.record_key)
+            if found is not None and found.score is not None and not found.failed:
+                out[key] = answer_only(found)
+    return out
 
 
 def judge_for(

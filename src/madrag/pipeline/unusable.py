@@ -7,7 +7,8 @@ or 'Answer: B' line. ..."; "MTS: 3 of 3 essay-trait scores missing: 3 min-max ov
 
 A judge answer is any agent call that gives a score: a Judge (per trait, or every trait in a ``Scores:`` block,
 counted per trait), a consensus judge, MTS's score turn (its 0-10 score), a comparison of comparative judgment.
-Scores derived from other calls (G-Eval's expectation, MTS's min-max) are not answers of their own. A judge
+Scores computed from other calls (G-Eval's expectation, MTS's min-max) are not answers of their own, nor is a
+record that holds no answer (CJ's ``compared`` mark, a score an earlier madrag stored as a record). A judge
 answer's cause is what the record says: cut by the token limit (``truncated``, ``finish_reason == "length"``;
 such an answer that repeats itself is said to), else the reading's own problem (``error``).
 
@@ -69,7 +70,7 @@ def _cause(record: AgentRecord, problem: str | None) -> str:
 
 def _unusable_by_trait(record: AgentRecord) -> tuple[int, list[tuple[str, str]]]:
     """(scores the answer gives, (trait, cause) of each unusable one)."""
-    if record.failed or record.context.get("derived"):
+    if record.failed or record.answers == 0:
         return 0, []
     if record.trait_scores is not None:
         bad = [(t, r) for t, r in record.trait_scores.items() if r.reported is None]

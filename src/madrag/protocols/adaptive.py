@@ -4,23 +4,20 @@ uncertain.
 A deliberate difference from the MADRAG paper, which debates every trait. The debate-free Judge of the same exemplars
 (MA's Judge for MAD, MARAG's for MADRAG: the same call, shared with those protocols when they are in the run)
 scores the trait first. When its score distribution's top probability is at least ``t``, its score is the
-protocol's score, stored as a derived Judge record (no request; :mod:`madrag.protocols.derived`) whose
-``context["adaptive"]`` says so; the debate and the debated Judge are not called. Otherwise (below ``t``, or no
-distribution: a text-read score, an unusable one) the debate runs as usual and its Judge's record carries the
-same ``context["adaptive"]``. :func:`adaptive_summary` counts, from a run's records, the traits screened, those
-debated and the calls not made.
+protocol's score (its score row names the screening Judge's record); the debate and the debated Judge are not
+called. Otherwise (below ``t``, or no distribution: a text-read score, an unusable one) the debate runs as usual and
+its Judge's record carries the decision (``context["adaptive"]``). :func:`adaptive_summary` counts, from a run's
+records and score rows, the traits screened, those debated and the calls not made.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from madrag.agents.calls import CallContext
 from madrag.protocols.base import TraitScore
-from madrag.protocols.derived import Derived, store_derived
-from madrag.records import AgentRecord
-from madrag.rubric import Trait
+from madrag.protocols.debate import debate_calls
+from madrag.protocols.registry import REGISTRY
+from madrag.store import RunStore
 
 
 def top_probability(score: TraitScore) -> float | None:
@@ -43,28 +40,44 @@ def decide(screen: TraitScore, threshold: float, screen_protocol: str, skippable
     }
 
 
-async def keep_screen(
-    ctx: CallContext, protocol: str, trait: Trait, screen: TraitScore, decision: dict[str, Any]
-) -> TraitScore:
-    """The confident screening Judge's score as ``protocol``'s, stored as a derived Judge record."""
+def keep_screen(protocol: str, screen: TraitScore) -> TraitScore:
+    """The confident screening Judge's score (its first Judge's) as ``protocol``'s, from the screening record."""
     assert screen.result is not None
-    source = ctx.store.get(screen.record_key)
-    context: dict[str, Any] = {"adaptive": decision, "n_usable": screen.n_usable}
-    of = Derived(protocol, screen.essay_id, trait)
-    return await store_derived(ctx, of, screen.result, screen.rationale, context, [source] if source else [])
+    return TraitScore(
+        essay_id=screen.essay_id,
+        trait=screen.trait,
+        protocol=protocol,
+        score=screen.result.reported,
+        result=screen.result,
+        rationale=screen.rationale,
+        record_key=screen.record_key,
+        n_usable=screen.n_usable,
+        truncated=screen.truncated,
+    )
 
 
-def adaptive_summary(records: Iterable[AgentRecord]) -> dict[str, dict[str, int | float]]:
+def adaptive_summary(store: RunStore) -> dict[str, dict[str, int | float]]:
     """Per protocol with an adaptive debate: essay-traits ``screened``, ``debated`` and ``skipped``, the calls the
     skipped debates did not make (``calls_saved``), the screening calls (``screen_calls``: not extra when the
-    run also has the screening protocol), ``net_saved`` (saved minus screening calls) and the ``threshold``."""
-    out: dict[str, dict[str, int | float]] = {}
-    for record in records:
+    run also has the screening protocol), ``net_saved`` (saved minus screening calls) and the ``threshold``. A
+    debated trait's decision is its Judge record's; a skipped one is a score row of a debate protocol that names
+    another protocol's record (the screening Judge's), under the run's threshold."""
+    decisions: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for record in store.records(role="judge", answers_only=True):
         decision = record.context.get("adaptive")
-        if record.role != "judge" or record.failed or not isinstance(decision, dict):
-            continue
+        if not record.failed and isinstance(decision, dict):
+            decisions[(record.protocol, record.essay_id, record.trait)] = decision
+    config = store.get_meta("config")
+    threshold = ((config or {}).get("settings") or {}).get("adaptive_debate") if isinstance(config, dict) else None
+    for score in store.scores() if threshold is not None else []:
+        variant = getattr(REGISTRY.find(score.protocol), "debate", None)
+        if variant is not None and score.record_key and not score.record_key.startswith(f"{score.protocol}|"):
+            skipped = {"threshold": threshold, "debated": False, "skippable_calls": debate_calls(variant) + 1}
+            decisions.setdefault((score.protocol, score.essay_id, score.trait), skipped)
+    out: dict[str, dict[str, int | float]] = {}
+    for (protocol, _, _), decision in sorted(decisions.items()):
         row = out.setdefault(
-            record.protocol,
+            protocol,
             {"screened": 0, "debated": 0, "skipped": 0, "calls_saved": 0, "threshold": decision["threshold"]},
         )
         row["screened"] += 1

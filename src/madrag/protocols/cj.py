@@ -42,7 +42,6 @@ from madrag.protocols.base import ProtocolNeeds, RecordReader, TraitScore
 from madrag.protocols.bradley_terry import ALPHA
 from madrag.protocols.cj_fit import COMPARED_ROLE, fit_trait
 from madrag.protocols.concurrency import gather_or_cancel
-from madrag.protocols.derived import Derived, store_derived
 from madrag.protocols.per_trait import TraitProtocol
 from madrag.protocols.registry import register_protocol
 from madrag.providers.base import Message
@@ -120,9 +119,44 @@ class CJProtocol(TraitProtocol):
         context: dict[str, Any] = {"n_usable": len(records) - unread, "n_comparisons": len(records)}
         context["chose_first"] = sum(1 for r in records if r.context.get("choice") == "A")  # position bias
         context["exemplars"] = [lvl.model_dump(mode="json") for lvl in anchors]  # shown by the report
-        of = Derived(self.name, essay.id, trait, role=COMPARED_ROLE)
-        stored = await store_derived(ctx, of, None, said, context, records, not records)
-        return stored.model_copy(update={"score": None})
+        context["from"] = [r.key for r in records]
+        mark = await self._mark_compared(ctx, essay, trait, said, context, records)
+        usable = mark.context.get("n_usable")
+        return TraitScore(
+            essay_id=essay.id,
+            trait=trait.name,
+            protocol=self.name,
+            score=None,
+            rationale=mark.rationale or "",
+            record_key=mark.key,
+            n_usable=int(usable) if isinstance(usable, int) else None,
+            truncated=mark.truncated,
+        )
+
+    async def _mark_compared(
+        self,
+        ctx: CallContext,
+        essay: Essay,
+        trait: Trait,
+        said: str,
+        context: dict[str, Any],
+        records: list[AgentRecord],
+    ) -> AgentRecord:
+        """Store (or find already stored) the ``compared`` record of ``essay``'s comparisons on ``trait``: no
+        request (``answers=0``), ``context["from"]`` listing them. An essay with no anchor to compare with counts
+        as an unusable score."""
+        call = AgentCall(self.name, essay.id, trait.name, COMPARED_ROLE, [], 0.0, 0, context=context)
+        if (found := ctx.store.get(call.key)) is not None:
+            return found
+        truncated = any(r.truncated for r in records)
+        mark = new_record(
+            ctx, call, text=said, rationale=said, answers=0, attempts=0, evidence=None, truncated=truncated
+        )
+        await ctx.store.aput(mark)
+        ctx.stats.failed_scores += int(not records)
+        if ctx.on_record is not None:
+            ctx.on_record(mark)
+        return mark
 
     def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
         """The final scores: per trait, the Bradley-Terry fit over the run's complete comparison sets (module

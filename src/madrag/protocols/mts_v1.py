@@ -14,7 +14,8 @@ from the question scale to the trait's range (no outlier clipping, no scaling ov
   rounded half up (values outside the range clipped); missing when any answer's score is unreadable (each
   unreadable answer is counted as an unusable score).
 
-The final score is a derived Judge record (:mod:`madrag.protocols.derived`).
+The score is computed from the answers' records, as they are made and when a run is read
+(:meth:`MTSv1Protocol.read_scores`); it is kept as the run's score row, which names them.
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ from madrag.agents.judge import judge_trait
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
 from madrag.data.essay import Essay
 from madrag.metrics import round_half_up_clamped
-from madrag.protocols.base import ProtocolNeeds, TraitScore
-from madrag.protocols.derived import Derived, derived_result, store_derived
+from madrag.protocols.base import ProtocolNeeds, RecordReader, TraitScore
 from madrag.protocols.per_trait import TraitProtocol
 from madrag.providers.base import Message
-from madrag.records import AgentRecord
-from madrag.rubric import Trait
+from madrag.records import AgentRecord, ScoreResult
+from madrag.rubric import Rubric, Trait
 
 MTS_SCALE = (1, 10)
 """The scale every scoring question is answered on (madrag's choice)."""
@@ -87,7 +87,7 @@ class MTSv1Protocol(TraitProtocol):
         }
 
     async def score_trait(self, ctx: CallContext, essay: Essay, trait: Trait, label: str | None) -> TraitScore:
-        """Ask the trait's questions in turn, then store the scaled mean of their scores."""
+        """Ask the trait's questions in turn; the scaled mean of their scores."""
         values = essay_values(ctx.prompts, essay, trait, ctx.settings.placeholders, False, label)
         scale = {"Q_MIN": MTS_SCALE[0], "Q_MAX": MTS_SCALE[1]}
         asked = questions(trait)
@@ -115,10 +115,41 @@ class MTSv1Protocol(TraitProtocol):
             record = await judge_trait(ctx, call, scale_as_trait)
             records.append(record)
             history = [*history, Message(role="assistant", content=record.text)]
+        return self.score_of(trait, records)
+
+    def score_of(self, trait: Trait, records: list[AgentRecord]) -> TraitScore:
+        """The trait score of the answers' ``records`` (in the order asked), the last one's key its record's."""
         answers = [r.score.reported if r.score is not None else None for r in records]
         value = scaled_score(answers, trait)
         unread = sum(1 for a in answers if a is None)
-        said = "\n".join(f"Q{i + 1} ({q}): {a}" for i, (q, a) in enumerate(zip(asked, answers, strict=True)))
-        context = {"answers": answers, "questions": asked, "n_usable": len(answers) - unread}
-        result = derived_result(value, f"{unread} unreadable answer(s)")
-        return await store_derived(ctx, Derived(self.name, essay.id, trait), result, said, context, records)
+        said = "\n".join(f"Q{i + 1} ({q}): {a}" for i, (q, a) in enumerate(zip(questions(trait), answers, strict=True)))
+        result = (
+            ScoreResult(mode="failed", invalid_raw=f"{unread} unreadable answer(s)")
+            if value is None
+            else ScoreResult(parsed=value, reported=value, mode="parsed_text")
+        )
+        return TraitScore(
+            essay_id=records[-1].essay_id,
+            trait=trait.name,
+            protocol=self.name,
+            score=value,
+            result=result,
+            rationale=said,
+            record_key=records[-1].key,
+            record_keys=[r.key for r in records],
+            n_usable=len(answers) - unread,
+            truncated=any(r.truncated for r in records),
+        )
+
+    def read_scores(self, reader: RecordReader, rubric: Rubric) -> list[TraitScore]:
+        """The scores of the essay-traits whose every question was answered (failed calls give none)."""
+        asked: dict[tuple[str, str], dict[int, AgentRecord]] = {}
+        for record in reader.records(protocol=self.name, role="mts"):
+            if not record.failed and record.trait in rubric.trait_names:
+                asked.setdefault((record.essay_id, record.trait), {})[record.round] = record
+        out = []
+        for (_, name), rounds in sorted(asked.items()):
+            trait = rubric.trait(name)
+            if sorted(rounds) == list(range(1, len(questions(trait)) + 1)):
+                out.append(self.score_of(trait, [rounds[i] for i in sorted(rounds)]))
+        return out

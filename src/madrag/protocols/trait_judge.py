@@ -84,7 +84,7 @@ class TraitJudgeProtocol(TraitProtocol):
         screen = await self.screen.score_trait(ctx, essay, trait, source_label)
         decision = adaptive.decide(screen, threshold, self.screen.name, debate_calls(self.debate) + 1)
         if not decision["debated"]:
-            return await adaptive.keep_screen(ctx, self.name, trait, screen, decision)
+            return adaptive.keep_screen(self.name, screen)
         return await self._judged(ctx, essay, trait, source_label, {"adaptive": decision})
 
     @property

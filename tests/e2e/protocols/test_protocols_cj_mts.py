@@ -1,4 +1,4 @@
-"""GEval, CJ and MTS: each score rule on scripted answers, their records (derived Judge record, resume), and
+"""GEval, CJ and MTS: each score rule on scripted answers, their records (no Judge record of theirs, resume), and
 one ablation beside MADRAG read by ``madrag eval`` as rows of one table."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
     assert "112 agent calls made" in proc.stdout.replace("\n", " ")
     costs = _cli("costs", "--run-dir", str(run_dir))
     assert costs.returncode == 0, costs.stderr
-    # the derived records are no calls: CJ's 64 comparisons (2 essays x 4 traits x 4 anchors x 2 orders) only
+    # CJ's compared marks are no calls: its 64 comparisons (2 essays x 4 traits x 4 anchors x 2 orders) only
     assert re.search(r"^\s*compare\s+calls\s+64\s+answers\s+64\b", costs.stdout, re.MULTILINE)
     assert re.search(r"^\s*judge\s+calls\s+8\s+answers\s+16\b", costs.stdout, re.MULTILINE)  # MADRAG's
     again = _cli("ablate", *protocols, *common)
@@ -191,7 +191,7 @@ def test_ablate_with_madrag_cj_mts_geval_then_eval_one_table(asap: Path, rubric7
 
 
 async def test_geval_and_mts_resumed_on_workers_make_the_records_of_a_local_run(tmp_path: Path) -> None:
-    """A run of GEval and MTS stopped part-way (one essay with its calls stored but no derived final record) and
+    """A run of GEval and MTS stopped part-way (one essay with the calls of one trait of three stored) and
     finished by in-process Ray workers ends with exactly the records of an uninterrupted local run."""
     from tests.unit.distributed.test_ray_unit import ESSAYS as RAY_ESSAYS
     from tests.unit.distributed.test_ray_unit import RUBRIC as RAY_RUBRIC
@@ -210,7 +210,7 @@ async def test_geval_and_mts_resumed_on_workers_make_the_records_of_a_local_run(
     store = ctx.store
     assert isinstance(store, RunStore)
     for record in local_store.records():
-        if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.role != "judge"):
+        if record.essay_id in ("e0", "e1") or (record.essay_id == "e2" and record.trait == "Ideas"):
             store.put(record)
     keep_derived_scores(store, RAY_RUBRIC, protocols)  # the rows of what it holds, as the stopped run kept them
     before = store.count()
@@ -219,7 +219,7 @@ async def test_geval_and_mts_resumed_on_workers_make_the_records_of_a_local_run(
     await job.run(make_shards(RAY_ESSAYS, job.plan, 2))
     got = {r.key: (r.prompt_hash, r.text, r.score) for r in store.records()}
     assert got == want
-    assert ctx.stats.made == len(want) - before  # each record the workers sent (derived ones too) is new
+    assert ctx.stats.made == len(want) - before  # each record the workers sent is new
     local_store.close()
     store.close()
 

@@ -223,13 +223,17 @@ async def test_adaptive_debate_skips_confident_traits_and_counts_saved_calls(tmp
     debaters = {(r.essay_id, r.role) for r in records if r.role in ("advocate", "skeptic")}
     assert debaters == {("e2", "advocate"), ("e2", "skeptic")}  # only the uncertain trait was debated
     assert scores["e1"].score == 2 and scores["e2"].score is not None
-    kept = next(r for r in records if r.protocol == protocol and r.essay_id == "e1")
-    assert kept.context["derived"] and kept.context["adaptive"]["debated"] is False
-    assert kept.context["adaptive"]["top_probability"] == pytest.approx(0.97 / 1.0, abs=0.01)
+    assert not [r for r in records if r.protocol == protocol and r.essay_id == "e1"]  # no record of its own
+    screen = ctx.store.get(scores["e1"].record_key)  # the score is the screening Judge's, named by its row
+    assert screen is not None and screen.protocol == ("MARAG" if "RAG" in protocol else "MA")
+    assert screen.score is not None and max((screen.score.distribution or {}).values()) == pytest.approx(0.97, 0.01)
+    (row,) = [s for s in ctx.store.scores() if s.essay_id == "e1"]
+    assert row.record_key == screen.key and row.score == 2
     debated = next(r for r in records if r.protocol == protocol and r.essay_id == "e2")
     assert debated.context["adaptive"]["debated"] is True and debated.context["debate"]
     turns = 4 if protocol.endswith("r2]") else 2
-    summary = adaptive_summary(records)[protocol]
+    ctx.store.set_meta("config", {"settings": ctx.settings.model_dump()})  # the run's threshold, as a job keeps it
+    summary = adaptive_summary(ctx.store)[protocol]
     assert summary == {
         "screened": 2, "debated": 1, "skipped": 1, "calls_saved": turns + 1, "threshold": 0.9,
         "screen_calls": 2, "net_saved": turns + 1 - 2,

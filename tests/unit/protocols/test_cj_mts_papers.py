@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.helpers import StubBank, make_ctx
+from tests.helpers import StubBank, earlier_derived_record, make_ctx
 
 from madrag.data.essay import Essay
 from madrag.pipeline.migrations import derive_scores
@@ -339,6 +339,8 @@ def test_runs_of_the_earlier_cj_and_mts_are_read_as_they_were(tmp_path: Path) ->
     (old,) = asyncio.run(MTSv1Protocol("MTS").score_essay(ctx, ESSAYS[0], RUBRIC))
     store = ctx.store
     assert isinstance(store, RunStore)
+    turns = list(store.records(protocol="MTS", role="mts"))  # the earlier MTS kept its score as a derived record
+    store.put(earlier_derived_record(ctx, "MTS", "q0", "Ideas", old.result, old.rationale, {"n_usable": 3}, turns))
     old_cj = ScoreResult(parsed=1, reported=1, mode="parsed_text")
     store.put(
         AgentRecord(run_id="r", key="cj", essay_id="q0", trait="Ideas", protocol="CJ", role="judge", score=old_cj)

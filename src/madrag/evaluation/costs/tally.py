@@ -288,14 +288,14 @@ class CostReport:
 
 def _as_calls(records: RunStore | Iterable[AgentRecord | CallCost]) -> list[CallCost]:
     """The cost fields of a store's records, of records, or calls as they are; the LLM-free baselines' records
-    (role ``baseline``, ``madrag baseline``) and the derived final records of GEval, CJ and MTS (a score
-    computed from other calls, ``context["derived"]``, :mod:`madrag.protocols.derived`) are no calls and are
+    (role ``baseline``, ``madrag baseline``) and any other record that holds no answer and is no failed call (it
+    sent no request: CJ's ``compared`` mark, a score an earlier madrag stored as a record) are no calls and are
     left out."""
     items = records.records() if isinstance(records, RunStore) else records
     return [
         c if isinstance(c, CallCost) else CallCost.of(c)
         for c in items
-        if isinstance(c, CallCost) or (c.role != BASELINE_ROLE and not c.context.get("derived"))
+        if isinstance(c, CallCost) or (c.role != BASELINE_ROLE and (c.answers > 0 or c.failed))
     ]
 
 

@@ -12,6 +12,14 @@ earlier CJ and MTS, under the same names, stored a derived Judge record per scor
 of such a protocol was made by that earlier version, and its scores are those records', as they were read then
 (:func:`protocol_scores`, which also reads a resumed run's when its job ends); the protocols themselves know only
 their current records.
+
+GEval, ``MTS[variant=madrag-v1]`` and the adaptive debate (a confident screening Judge's score kept) also stored,
+before their scores were rows alone, a derived Judge record per score (role ``judge``, no request: ``answers``
+0). A run holding them reads the same: its rows as they were kept; without rows, GEval's and MTS v1's scores are
+computed again from their raters' and answers' records by the protocols' own reading (the same scores; the rows
+then name those records), an adaptive debate's read from its Judge records, the derived ones among them. Those
+records hold no answer, so the readers that count calls and answers leave them out as they leave out any record
+without one; ``madrag costs`` counts a kept screening score from the decision it records.
 """
 
 from __future__ import annotations
