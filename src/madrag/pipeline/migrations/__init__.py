@@ -16,6 +16,7 @@ format.
 from madrag.pipeline.migrations.config import (
     CONFIG_VERSION,
     identity,
+    recorded_spec,
     stored_embedder,
     upgrade,
     upgrade_identity,
@@ -32,6 +33,7 @@ __all__ = [
     "migrate",
     "open_store",
     "read_view",
+    "recorded_spec",
     "scores_pending",
     "stored_embedder",
     "upgrade",
