@@ -7,8 +7,8 @@ what its version added with the value that reproduces what older runs did, befor
 shape is read as today's (:func:`upgrade_identity`; the backend it describes: :func:`recorded_spec`, an option
 added since with the value of the runs before it: :data:`ADDED_LATER`), and the embedder a run recorded, in any
 release's words (:func:`stored_embedder`). A backend option madrag no longer has is set aside wherever stored
-options are read (:data:`RETIRED_OPTIONS`), and the web app's description of a run (its ``run.json``) is read in
-today's shape (:func:`upgrade_run_description`).
+options are read (:data:`RETIRED_OPTIONS`), and the web app's description of a run (its ``run.json``) and of a
+draft (``draft.json``) are read in today's shape (:func:`upgrade_run_description`, :func:`upgrade_draft`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from madrag.data.refusals import Refusals
 from madrag.errors import ConfigError
 from madrag.metrics import PAPER_TIES
 from madrag.providers.backends import Backend, backends, find_backend, traits_of
@@ -36,6 +37,7 @@ __all__ = [
     "recorded_spec",
     "stored_embedder",
     "upgrade",
+    "upgrade_draft",
     "upgrade_identity",
     "upgrade_options",
     "upgrade_run_description",
@@ -64,8 +66,8 @@ def upgrade_run_description(stored: Mapping[str, Any]) -> dict[str, Any]:
     recorded ``logprobs`` ran with them (a kind the web app tests, an OpenAI-compatible server: True); its
     backend's options without the retired ones; a run recorded before the web app took settings ran with its
     backend's ``max_tokens`` (:data:`WEB_TOKEN_LIMIT` when it recorded none) as both token limits and the
-    library's defaults for the rest."""
-    out = dict(stored)
+    library's defaults for the rest; its refused rows, all listed before they were summarised, summarised."""
+    out = _summarised(stored)
     backend = out.get("backend")
     if out.get("settings") is None:
         tokens = backend.get("max_tokens", WEB_TOKEN_LIMIT) if isinstance(backend, dict) else WEB_TOKEN_LIMIT
@@ -80,6 +82,23 @@ def upgrade_run_description(stored: Mapping[str, Any]) -> dict[str, Any]:
             backend["options"] = upgrade_options(backend.get("kind"), backend["options"])
         out["backend"] = backend
     return out
+
+
+def upgrade_draft(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A web draft's ``draft.json`` (as JSON) in the shape the server reads today: its refused rows, all listed
+    before they were summarised, summarised (:func:`_summarised`)."""
+    return _summarised(stored)
+
+
+def _summarised(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A web draft's or run's description written before the refused rows were summarised (every refused row
+    listed, no count) with its count, its reasons and the first rows (:class:`~madrag.data.refusals.Refusals`)."""
+    if "n_refused" in stored or not stored.get("refused"):
+        return dict(stored)
+    summary = Refusals()
+    for row in stored["refused"]:
+        summary.add(str(row.get("where", "")), str(row.get("reason", "")))
+    return {**stored, **summary.fields()}
 
 
 ADDED_LATER: Mapping[str, Any] = {"token_param": "auto", "sampling_params": "auto", "runtime": "llama-cpp-python"}
