@@ -36,8 +36,9 @@ from madrag.errors import ConfigError, InputError
 from madrag.evaluation.evidence import evidence_frame
 from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.files.atomic import write_text_atomic
+from madrag.pipeline.migrations import recorded_spec
 from madrag.providers.base import Provider
-from madrag.providers.spec import ProviderSpec, spec_from_identity
+from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import Embedder
 
 TINY_NOTE = "the embedded SmolLM2-135M model: a pipeline check, its figures are not findings"
@@ -277,6 +278,6 @@ def _tiny_default(stored: object) -> bool:
     if not isinstance(stored, dict) or "kind" not in stored:
         return False
     try:
-        return spec_from_identity(stored).options.tiny_default()
+        return recorded_spec(stored).options.tiny_default()
     except (ValidationError, ConfigError):
         return False

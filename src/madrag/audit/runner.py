@@ -28,9 +28,9 @@ from madrag.errors import InputError
 from madrag.evaluation.run import RunData, load_run
 from madrag.files.atomic import write_text_atomic
 from madrag.pipeline.job import ScoreJob, default_cache_dir, execute, fingerprint_file
-from madrag.pipeline.migrations import upgrade_identity
+from madrag.pipeline.migrations import recorded_spec, upgrade_identity
 from madrag.providers.base import Provider
-from madrag.providers.spec import ProviderSpec, make_provider, spec_from_identity, spec_identity
+from madrag.providers.spec import ProviderSpec, make_provider, spec_identity
 from madrag.retrieval.embedder import Embedder
 from madrag.settings import ScoringSettings
 
@@ -103,7 +103,7 @@ def stored_backend(run: RunData) -> ProviderSpec:
     stored = run.config.get("provider")
     if not isinstance(stored, dict) or "instance" in stored:
         raise InputError("the run was scored with a provider instance: give the audit a provider (--provider)")
-    return spec_from_identity(stored)
+    return recorded_spec(stored)
 
 
 def same_backend(run: RunData, spec: ProviderSpec | None, instance: Provider | None) -> bool:

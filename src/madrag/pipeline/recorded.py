@@ -14,9 +14,9 @@ from typing import Any
 from madrag.data.essay import Essay
 from madrag.errors import ConfigError, InputError
 from madrag.pipeline.job import ScoreJob, default_cache_dir, stored_meta
-from madrag.pipeline.migrations import identity, open_store, stored_embedder
+from madrag.pipeline.migrations import identity, open_store, recorded_spec, stored_embedder
 from madrag.protocols import available, get_protocol
-from madrag.providers.spec import ProviderSpec, spec_from_identity
+from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import EMBEDDERS, EmbedderName
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
@@ -111,4 +111,4 @@ def _provider(stored: Any, what: str) -> ProviderSpec:
         raise ConfigError(
             f"the run's {what} was a provider object given in Python; resume it with madrag.score and the same object"
         )
-    return spec_from_identity(stored)
+    return recorded_spec(stored)

@@ -106,32 +106,15 @@ def operational_fields(spec: ProviderSpec) -> frozenset[str]:
     return frozenset(n for n, f in fields.items() if option_meta(f)["operational"])
 
 
-ADDED_LATER: dict[str, Any] = {"token_param": "auto", "sampling_params": "auto", "runtime": "llama-cpp-python"}
-"""Spec fields added after runs were recorded, with the value every run recorded before them had (the
-runtime: llama-cpp-python, the only one then; no longer the default): part of a run's identity only when set
-otherwise, so that a run recorded before them still resumes with that value, and only with it."""
-
-
 def spec_identity(spec: ProviderSpec) -> dict[str, object]:
     """The settings that change what a backend answers (a resumed run must match them): the kind, the model and
     its kind's options, flat."""
-    identity = {k: v for k, v in spec_fields(spec).items() if k not in operational_fields(spec)}
-    for name, default in ADDED_LATER.items():
-        if identity.get(name) == default:
-            del identity[name]
-    return identity
+    return {k: v for k, v in spec_fields(spec).items() if k not in operational_fields(spec)}
 
 
 def spec_fields(spec: ProviderSpec) -> dict[str, object]:
     """Every setting of ``spec``, flat, as JSON values (what :func:`spec_identity` chooses from)."""
     return {**spec.model_dump(mode="json", exclude={"options"}), **spec.options.model_dump(mode="json")}
-
-
-def spec_from_identity(stored: Mapping[str, Any]) -> ProviderSpec:
-    """The spec a recorded identity describes (:func:`spec_identity`): a field it leaves out that was added
-    later takes the value of the runs recorded before it (a run of the embedded model recorded without a
-    runtime was answered by llama-cpp-python), the others their defaults."""
-    return ProviderSpec.model_validate({**ADDED_LATER, **stored})
 
 
 def make_provider(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:

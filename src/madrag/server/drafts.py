@@ -6,6 +6,7 @@ API key typed on the backend step is held in memory only (:class:`DraftKeys`) an
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import uuid
@@ -15,11 +16,13 @@ from typing import Any
 from pydantic import Field, SecretStr
 
 from madrag.data.essay import Essay
+from madrag.data.refusals import Refusals
 from madrag.files.atomic import write_text_atomic
+from madrag.pipeline.migrations import upgrade_draft
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.http.errors import ApiError
-from madrag.server.http.refusals import Refusals, RefusedFields
+from madrag.server.http.refusals import RefusedFields
 from madrag.server.http.schemas import BackendSettings
 
 _DRAFT_ID = re.compile(r"^[a-f0-9]{12}$")
@@ -63,7 +66,8 @@ class Drafts:
         return self.root / draft_id
 
     def get(self, draft_id: str) -> Draft:
-        return Draft.model_validate_json((self.folder(draft_id) / "draft.json").read_text(encoding="utf-8"))
+        stored = json.loads((self.folder(draft_id) / "draft.json").read_text(encoding="utf-8"))
+        return Draft.model_validate(upgrade_draft(stored))
 
     def save(self, draft: Draft) -> None:
         folder = self.root / draft.id

@@ -31,6 +31,7 @@ import madrag
 from madrag.data.essay import Essay
 from madrag.data.loaders import essay_from_row, load_asap, load_essays, load_table
 from madrag.data.reading import decode_text
+from madrag.data.refusals import Refusals
 from madrag.data.row_limit import count_rows
 from madrag.data.shipped import ASAP_DATA, ASAP_RUBRICS
 from madrag.errors import InputError, RubricError
@@ -48,7 +49,7 @@ from madrag.providers import Provider, ProviderSpec, make_provider, spec_identit
 from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
-from madrag.server.http.refusals import Refusals, check_count, row_id
+from madrag.server.http.refusals import check_count, row_id
 from madrag.settings import ScoringSettings
 
 PoolMode = Literal["none", "folds", "same", "asap"]

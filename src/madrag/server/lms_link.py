@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
 
+from madrag.data.refusals import Refusals
 from madrag.errors import ConfigError
 from madrag.files.atomic import copy_atomic
 from madrag.lms.calls import LmsError, LmsTransient
@@ -37,7 +38,6 @@ from madrag.lms.pull import pull
 from madrag.lms.push import Line, PushPlan, plan_push, push
 from madrag.server import access, class_book, library, service
 from madrag.server.http.faults import BadInput, NotFound, Unavailable, WrongState
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import RunCreate
 from madrag.server.runs.scheduler import RunMeta
 from madrag.server.service import State
@@ -262,7 +262,7 @@ def start_run(state: State, pull_id: str, req: RunCreate) -> RunMeta:
     if draft.rubric_id is None or not (folder / MANIFESTS["canvas"]).is_file():
         raise NotFound(f"no pulled class {pull_id!r}", "pull_id")
     rubric = state.catalog.get(draft.rubric_id)
-    upload = library.EssayUpload(state.drafts.essays(draft, rubric), Refusals.of(draft))
+    upload = library.EssayUpload(state.drafts.essays(draft, rubric), draft.refusals())
     if not upload.essays:
         raise BadInput("the pull brought no essays to score", "pull_id")
     pool = service.choose_pool(state, rubric, upload, req.pool, req.eval_fold)

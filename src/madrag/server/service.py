@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from madrag.data.refusals import Refusals
 from madrag.errors import MadragError
 from madrag.providers.backends import find_backend
 from madrag.rubric import Rubric
@@ -17,7 +18,7 @@ from madrag.server.catalog import Catalog
 from madrag.server.config import ServerConfig
 from madrag.server.drafts import Drafts
 from madrag.server.http.faults import BadInput, InvalidRequest, Unavailable, WrongState
-from madrag.server.http.refusals import Refusals, check_count
+from madrag.server.http.refusals import check_count
 from madrag.server.http.responses import SingleScore, TraitResult
 from madrag.server.http.schemas import (
     BackendSettings,

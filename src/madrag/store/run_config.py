@@ -62,14 +62,12 @@ def differences(stored: Any, current: Any) -> list[str]:
 
 
 def runtime_hint(stored: Config, diff: list[str]) -> str:
-    """When the embedded model's runtime is what differs: how to resume (a run recorded without a runtime was
-    answered by llama-cpp-python, the only runtime then); else ""."""
+    """When the embedded model's runtime is what differs: how to resume (``stored``: the run's configuration in
+    today's shape); else ""."""
     provider = stored.get("provider")
-    if "provider.runtime" not in diff or not isinstance(provider, dict):
+    runtime = provider.get("runtime") if isinstance(provider, dict) else None
+    if "provider.runtime" not in diff or runtime is None:
         return ""
-    from madrag.providers.spec import ADDED_LATER
-
-    runtime = provider.get("runtime", ADDED_LATER["runtime"])
     return f"; it was answered by the {runtime} runtime: resume it with --runtime {runtime}"
 
 

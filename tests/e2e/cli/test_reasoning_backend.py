@@ -130,8 +130,12 @@ async def test_a_debate_on_a_reasoning_model_records_sent_settings_and_self_repo
 
 
 def test_spec_identity_of_older_runs_is_unchanged_by_the_new_settings() -> None:
+    from madrag.pipeline.migrations import upgrade_identity
+
     plain = ProviderSpec(kind="openai", model="o3")
-    assert "token_param" not in spec_identity(plain) and "sampling_params" not in spec_identity(plain)
+    assert spec_identity(plain)["token_param"] == "auto" and spec_identity(plain)["sampling_params"] == "auto"
+    before = {k: v for k, v in spec_identity(plain).items() if k not in {"token_param", "sampling_params"}}
+    assert upgrade_identity(before) == spec_identity(plain)  # recorded before them: read with their values
     forced = ProviderSpec(kind="openai", model="o3", token_param="max_completion_tokens", sampling_params="omit")
     assert spec_identity(forced)["token_param"] == "max_completion_tokens"
     assert spec_identity(forced)["sampling_params"] == "omit"

@@ -12,8 +12,8 @@ from pathlib import Path
 from tests.web_helpers import RUBRIC, client_for, essays_json, make_config
 
 from madrag.data.essay import Essay
+from madrag.data.refusals import Refusals
 from madrag.rubric import rubric_from_mapping
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings
 from madrag.server.runs.scheduler import NewRun, RunManager
 from madrag.server.runs.starter import QUEUED_FILE

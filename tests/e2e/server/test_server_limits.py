@@ -65,6 +65,25 @@ def test_a_description_written_with_every_refused_row_reads_as_a_summary() -> No
     rows = [{"where": f"row {i}", "reason": f"row {i}: text is empty"} for i in range(2, 60)]
     meta = RunMeta.model_validate(upgrade_run_description({**old, "n_essays": 1, "n_traits": 2, "refused": rows}))
     assert meta.n_refused == 58 and meta.refused_reasons == {"text is empty": 58} and len(meta.refused) == 20
+    summarised = meta.model_dump(mode="json")
+    assert upgrade_run_description(summarised) == summarised  # today's: read as written
+
+
+def test_a_draft_written_with_every_refused_row_reads_as_a_summary(tmp_path: Path) -> None:
+    """A ``draft.json`` written before the refused rows were summarised is read, as a run's ``run.json`` is, with
+    its count, its reasons and the first rows (:func:`madrag.pipeline.migrations.upgrade_draft`)."""
+    from madrag.server.drafts import Drafts
+
+    drafts = Drafts(tmp_path)
+    draft = drafts.new()
+    stored = drafts.folder(draft.id) / "draft.json"
+    rows = [{"where": f"row {i}", "reason": f"row {i}: text is empty"} for i in range(2, 60)]
+    stored.write_text(json.dumps({"id": draft.id, "n_essays": 1, "refused": rows}), encoding="utf-8")
+    read = drafts.get(draft.id)
+    assert read.n_refused == 58 and read.refused_reasons == {"text is empty": 58} and read.refused == rows[:20]
+    assert read.refusals().total == 58
+    drafts.save(read)
+    assert drafts.get(draft.id) == read
 
 
 def test_a_lone_surrogate_is_a_422_naming_its_field(tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from pydantic import SecretStr
 from tests.web_helpers import RUBRIC, client_for, essays_json, make_config, wait_status
 
 from madrag.data.essay import Essay
+from madrag.data.refusals import Refusals
 from madrag.rubric import rubric_from_mapping
 from madrag.server import create_app
 from madrag.server.http.errors import http_status
 from madrag.server.http.faults import BadInput, InvalidRequest, NotFound, OverLimit, Unavailable, WrongState
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings
 from madrag.server.runs.repo import RunMeta
 from madrag.server.runs.scheduler import NewRun, RunManager

@@ -95,18 +95,42 @@ def test_version_2_flat_backend_records_read_as_the_kinds_own_fields() -> None:
     server = {**flat, "kind": "openai", "model": "m", "base_url": "http://h/v1", "token_param": "max_tokens"}
     old = {VERSION_KEY: 2, "provider": flat, "role_providers": {"strict": local, "lenient": server}}
     new = upgrade(old)
-    assert new[VERSION_KEY] == CONFIG_VERSION == 3
+    assert new[VERSION_KEY] == CONFIG_VERSION == 4
     assert new["provider"] == {"kind": "fake", "model": None} == spec_identity(ProviderSpec(kind="fake"))
     assert new["role_providers"]["strict"] == {"kind": "llamacpp", "model": None, "model_path": "/m.gguf",
-                                               "n_ctx": 8192}  # fmt: skip
-    assert new["role_providers"]["strict"] == spec_identity(
-        ProviderSpec(model_path="/m.gguf", runtime="llama-cpp-python")
-    )
-    assert new["role_providers"]["lenient"] == spec_identity(
+                                               "n_ctx": 8192, "runtime": "llama-cpp-python"}  # fmt: skip
+    read = identity(old)["role_providers"]  # each recorded before the options added since: read with their values
+    assert read["strict"] == spec_identity(ProviderSpec(model_path="/m.gguf", runtime="llama-cpp-python"))
+    assert read["lenient"] == spec_identity(
         ProviderSpec(kind="openai", model="m", base_url="http://h/v1", token_param="max_tokens")
     )
     instance = {VERSION_KEY: 2, "provider": {"instance": {"provider": "mine"}}, "role_providers": {}}
     assert upgrade(instance)["provider"] == {"instance": {"provider": "mine"}}  # a ready provider: as recorded
+
+
+def test_an_identity_recorded_without_an_option_added_since_reads_with_the_value_of_the_runs_before_it() -> None:
+    """A backend identity left out an option added later (recorded before it existed, or by a release that left
+    it out at that value): the embedded model's runtime llama-cpp-python, the openai backend's token_param and
+    sampling_params auto. Read, it is the identity of a backend with those values, not of today's default
+    runtime; an option it recorded is kept. Version 4 records every option; a version 4 identity without one (an
+    option added after version 4) is read the same way."""
+    from madrag.providers.spec import spec_identity
+
+    local = {"kind": "llamacpp", "model": None, "model_path": "/m.gguf", "n_ctx": 8192}
+    server = {"kind": "openai", "model": "m", "base_url": "http://h/v1", "token_param": "max_tokens"}
+    upgraded = upgrade({VERSION_KEY: 3, "provider": local, "role_providers": {"lenient": server}})
+    assert upgraded[VERSION_KEY] == 4 and upgraded["provider"]["runtime"] == "llama-cpp-python"  # version 4: all
+    read = identity({VERSION_KEY: 3, "provider": local, "role_providers": {"lenient": server}})
+    assert read["provider"] == spec_identity(ProviderSpec(model_path="/m.gguf", runtime="llama-cpp-python"))
+    assert read["provider"] != spec_identity(ProviderSpec(model_path="/m.gguf"))
+    assert read["role_providers"]["lenient"] == {**server, "sampling_params": "auto"}
+    xl = {**local, "runtime": "xllamacpp"}
+    assert identity({VERSION_KEY: 3, "provider": xl, "role_providers": {}})["provider"] == xl
+    later = identity({VERSION_KEY: 4, "provider": local})  # as if the runtime were added after version 4
+    assert later["provider"]["runtime"] == "llama-cpp-python"
+    assert identity({VERSION_KEY: 3, "provider": {"instance": {"provider": "mine"}}})["provider"] == {
+        "instance": {"provider": "mine"}
+    }
 
 
 def test_a_backends_retired_option_is_set_aside_where_stored_options_are_read() -> None:
@@ -117,7 +141,8 @@ def test_a_backends_retired_option_is_set_aside_where_stored_options_are_read() 
     from madrag.pipeline.migrations.config import upgrade_options
 
     old = {"kind": "openai", "model": "m", "base_url": "http://h/v1", "client": "httpx"}
-    assert upgrade_identity(old) == {"kind": "openai", "model": "m", "base_url": "http://h/v1"}
+    auto = {"token_param": "auto", "sampling_params": "auto"}  # added later: the value of the runs before them
+    assert upgrade_identity(old) == {"kind": "openai", "model": "m", "base_url": "http://h/v1", **auto}
     assert ProviderSpec.model_validate(upgrade_identity(old)) == ProviderSpec(
         kind="openai", model="m", base_url="http://h/v1"
     )

@@ -17,18 +17,12 @@ import pytest
 from madrag.cli.backend_options import spec_from_options
 from madrag.errors import InputError, ProviderError
 from madrag.extras import MissingExtra
+from madrag.pipeline.migrations.config import ADDED_LATER, recorded_spec, upgrade_identity
 from madrag.providers.base import ChatRequest, ChatResponse, Message
 from madrag.providers.embedded import ChatTemplate, read_gguf_metadata, read_gguf_vocab
 from madrag.providers.llamacpp import LlamaCppProvider
 from madrag.providers.models import smollm2_gguf_path
-from madrag.providers.spec import (
-    ADDED_LATER,
-    ProviderSpec,
-    operational_fields,
-    spec_fields,
-    spec_from_identity,
-    spec_identity,
-)
+from madrag.providers.spec import ProviderSpec, spec_identity
 from madrag.store.run_config import differences, runtime_hint
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
@@ -109,30 +103,37 @@ def test_the_runtime_is_identity_of_the_embedded_backend_only() -> None:
     xl, lcp = ProviderSpec(), ProviderSpec(runtime="llama-cpp-python")
     assert xl.runtime == "xllamacpp"
     assert spec_identity(xl)["runtime"] == "xllamacpp"
-    assert "runtime" not in spec_identity(lcp)  # what a run recorded before the choice holds
+    assert spec_identity(lcp)["runtime"] == "llama-cpp-python"
+    assert upgrade_identity({"kind": "llamacpp"})["runtime"] == "llama-cpp-python"  # recorded before the choice
     assert "runtime" not in spec_identity(ProviderSpec(kind="openai", model="m", base_url="http://h/v1"))
     assert "runtime" not in spec_identity(ProviderSpec(kind="fake"))
 
 
 def _recorded_before_the_runtime(spec: ProviderSpec) -> dict[str, Any]:
-    """The identity the previous release recorded for ``spec``: no runtime field at all."""
-    dumped = {k: v for k, v in spec_fields(spec).items() if k not in {*operational_fields(spec), "runtime"}}
-    return {k: v for k, v in dumped.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
+    """The identity the previous release recorded for ``spec``: no runtime field at all (nor a field added later
+    at the value of the runs before it)."""
+    before = {k: v for k, v in ADDED_LATER.items() if k != "runtime"}
+    return {k: v for k, v in spec_identity(spec).items() if k != "runtime" and not (k in before and before[k] == v)}
 
 
 def test_a_run_recorded_before_the_runtime_resumes_only_with_llama_cpp_python() -> None:
     old = _recorded_before_the_runtime(ProviderSpec(slots=1))
     diff = differences({"provider": old}, {"provider": spec_identity(ProviderSpec())})
     assert diff == ["provider.runtime"]
-    assert runtime_hint({"provider": old}, diff) == (
+    assert runtime_hint({"provider": upgrade_identity(old)}, diff) == (
         "; it was answered by the llama-cpp-python runtime: resume it with --runtime llama-cpp-python"
     )
-    assert spec_identity(ProviderSpec(runtime="llama-cpp-python")) == old
+    assert spec_identity(ProviderSpec(runtime="llama-cpp-python")) == upgrade_identity(old)
     # the backend an audit rebuilds from the stored identity is the one that answered the run
-    assert spec_from_identity(old).runtime == "llama-cpp-python"
-    assert spec_from_identity(spec_identity(ProviderSpec())).runtime == "xllamacpp"
+    assert recorded_spec(old).runtime == "llama-cpp-python"
+    assert recorded_spec(spec_identity(ProviderSpec())).runtime == "xllamacpp"
     openai = _recorded_before_the_runtime(ProviderSpec(kind="openai", model="m", base_url="http://h/v1"))
-    assert spec_identity(spec_from_identity(openai)) == openai == spec_identity(ProviderSpec.model_validate(openai))
+    assert "token_param" not in openai and "sampling_params" not in openai
+    assert (
+        spec_identity(recorded_spec(openai))
+        == upgrade_identity(openai)
+        == spec_identity(ProviderSpec.model_validate(openai))
+    )
 
 
 def test_a_stored_embedded_run_from_before_the_runtime_resumes_with_llama_cpp_python(tmp_path: Path) -> None:

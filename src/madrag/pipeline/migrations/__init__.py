@@ -8,7 +8,7 @@ format.
   once from its records;
 * :mod:`~madrag.pipeline.migrations.config`: a run's stored configuration and recorded backend identity in an
   older shape, upgraded before they are compared, the embedder a run recorded, a backend's retired options and
-  the web app's ``run.json`` of an older run;
+  the web app's ``run.json`` of an older run and ``draft.json`` of an older draft;
 * :mod:`~madrag.pipeline.migrations.chroma`: the Chroma store an older madrag kept its exemplar banks in, found in
   a cache folder and deleted on request (never read).
 """
@@ -16,8 +16,10 @@ format.
 from madrag.pipeline.migrations.config import (
     CONFIG_VERSION,
     identity,
+    recorded_spec,
     stored_embedder,
     upgrade,
+    upgrade_draft,
     upgrade_identity,
     upgrade_run_description,
 )
@@ -32,9 +34,11 @@ __all__ = [
     "migrate",
     "open_store",
     "read_view",
+    "recorded_spec",
     "scores_pending",
     "stored_embedder",
     "upgrade",
+    "upgrade_draft",
     "upgrade_identity",
     "upgrade_run_description",
     "upgrade_scores",

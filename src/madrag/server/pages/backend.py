@@ -19,7 +19,6 @@ from madrag.server.class_book import carry_roster
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError, http_status
 from madrag.server.http.faults import ServerError
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
 from madrag.server.pages import backend_form
 from madrag.server.pages import calibration as pages_calibration
@@ -197,7 +196,7 @@ def _start(request: Request, draft: Draft, rubric: Rubric, body: RunCreate) -> R
     """Create the run (or the dry run) of the draft's essays and go to its page."""
     s = state_of(request)
     _ready(draft)
-    upload = library.EssayUpload(s.drafts.essays(draft, rubric), Refusals.of(draft))
+    upload = library.EssayUpload(s.drafts.essays(draft, rubric), draft.refusals())
     service.check_protocols(draft.protocols, draft.pool)  # type: ignore[arg-type]
     meta = service.create_run(s, rubric, upload, draft.pool, body)  # type: ignore[arg-type]
     carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))

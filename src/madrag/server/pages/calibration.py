@@ -6,11 +6,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from madrag.data.refusals import Refusals
 from madrag.rubric import Rubric
 from madrag.server import library, service
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import RunCreate
 from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.server.runs import archive

@@ -17,12 +17,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from madrag.data.class_files import ClassTable, read_class_file, read_csv_text
+from madrag.data.refusals import Refusals
 from madrag.errors import InputError, MadragError
 from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.class_book import save_roster
-from madrag.server.http.refusals import Refusals, check_count
+from madrag.server.http.refusals import check_count
 from madrag.server.http.security import check_csrf
 from madrag.server.pages.rendering import redirect, render, state_of
 from madrag.teacher import columns

@@ -17,7 +17,6 @@ from madrag.server import library
 from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError
 from madrag.server.http.numbers import whole_number
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import class_import
 from madrag.server.pages.rendering import redirect, render, state_of
@@ -208,7 +207,7 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             fields.update({t.name: str(form.get(f"score-{i}") or "") for i, t in enumerate(rubric.traits)})
             essay = library.essay_from_fields(fields, rubric, "the pasted essay")
             upload = library.apply_limits(
-                library.EssayUpload([*s.drafts.essays(draft, rubric), essay], Refusals.of(draft)),
+                library.EssayUpload([*s.drafts.essays(draft, rubric), essay], draft.refusals()),
                 limits.max_rows,
                 limits.max_essay_chars,
             )

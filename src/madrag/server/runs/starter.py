@@ -23,10 +23,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from madrag.data.essay import Essay
+from madrag.data.refusals import Refusals
 from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
-from madrag.server.http.refusals import Refusals
 from madrag.server.http.schemas import BackendSettings, RunKind
 from madrag.settings import ScoringSettings
 
