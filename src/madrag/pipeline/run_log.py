@@ -207,7 +207,8 @@ def _scrubbed(values: dict[str, Any]) -> dict[str, Any]:
 @functools.cache
 def version_info() -> dict[str, str | None]:
     """madrag's ``version`` and, run from a git checkout of madrag, its ``commit`` (``git describe --always
-    --dirty --tags``; None for an installed package, or where git cannot say)."""
+    --dirty --tags --match 'v[0-9]*'``: a release tag's name and the commits since, else the commit's short hash;
+    another tag, such as a prototype's, is not named; None for an installed package, or where git cannot say)."""
     try:
         version: str | None = metadata.version("madrag")  # what madrag.__version__ says (pyproject's version)
     except metadata.PackageNotFoundError:
@@ -217,7 +218,7 @@ def version_info() -> dict[str, str | None]:
     if (root / ".git").exists() and (root / "pyproject.toml").is_file():
         try:
             done = subprocess.run(
-                ["git", "-C", str(root), "describe", "--always", "--dirty", "--tags"],
+                ["git", "-C", str(root), "describe", "--always", "--dirty", "--tags", "--match", "v[0-9]*"],
                 capture_output=True,
                 text=True,
                 timeout=10,
