@@ -105,10 +105,15 @@ def test_geval_reads_its_expectation_from_the_schema_score_steps_logprobs(
     the distribution at the score's token gives G-Eval's expectation (it was missing: 'no score distribution')."""
     done = _run(llama_server, asap, tmp_path, "geval", "-p", "GEval", "--score-method", "constrained")
     assert done.returncode == 0, done.stderr
-    judges = _judges(tmp_path / "geval")
-    assert len(judges) == len(TRAITS)
-    for record in judges:
-        score = record.score
+    store = open_store(tmp_path / "geval")
+    try:  # G-Eval's scores are its score rows, each computed from its rater's record (no Judge record of its own)
+        rows = [s for s in store.scores() if s.protocol == "GEval"]
+        raters = {r.key for r in store.records() if r.role == "rater" and not r.failed}
+    finally:
+        store.close()
+    assert len(rows) == len(TRAITS) and {row.record_key for row in rows} <= raters
+    for row in rows:
+        score = row.result
         assert score is not None and score.reported_from == "expected" and score.reported is not None
         assert score.distribution and set(score.distribution) <= {0, 1, 2, 3}
         assert score.expected is not None and abs(sum(score.distribution.values()) - 1.0) < 1e-6
