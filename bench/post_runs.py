@@ -1,9 +1,9 @@
 """How fast ``POST /api/runs`` answers while 20 clients create runs at once, before and after, in one run.
 
 ``madrag serve`` runs in its own process (the fake backend; the runs it starts score meanwhile on its scoring
-thread, as they would in a class); 20 client threads each create ``--per-client`` runs of ``--essays`` essays
-given as fields. Printed: the answer time's median, 95th percentile and maximum, per side. The older commit's
-``src/`` is taken with ``git archive`` (``bench/district_memory.py``).
+thread, as they would in a class); 20 client threads, each connected first, then all released at once, each create
+``--per-client`` runs of ``--essays`` essays given as fields. Printed: the answer time's median, 95th percentile
+and maximum, per side. The older commit's ``src/`` is taken with ``git archive`` (``bench/district_memory.py``).
 
     python bench/post_runs.py --before 3728be7
 """
@@ -60,8 +60,14 @@ def measure(src: Path, data_dir: Path, clients: int, per_client: int, n_essays: 
             except httpx.HTTPError:
                 time.sleep(0.3)
 
+        ready = threading.Barrier(clients)
+
         def client() -> None:
             with httpx.Client(base_url=base, timeout=120) as http:
+                # connected before the clock starts (one GET each), then all at once: the times are the server's
+                # answers to 20 clients, not 20 client threads starting and opening their connections
+                http.get("/api/health")
+                ready.wait()
                 for _ in range(per_client):
                     started = time.perf_counter()
                     got = http.post("/api/runs", json=body)
