@@ -60,7 +60,7 @@ def measure(src: Path, data_dir: Path, clients: int, per_client: int, n_essays: 
             except httpx.HTTPError:
                 time.sleep(0.3)
 
-        ready = threading.Barrier(clients)
+        ready = threading.Barrier(clients, timeout=120)  # a client that cannot connect breaks it, not a hang
 
         def client() -> None:
             with httpx.Client(base_url=base, timeout=120) as http:

@@ -45,9 +45,7 @@ class Refusals(BaseModel):
     def add(self, where: str, reason: str, essay_id: str | None = None) -> None:
         """Count one refused row (``essay_id``: the id it gave, when known)."""
         self.total += 1
-        kind = reason_kind(where, reason, essay_id)
-        key = kind if kind in self.reasons or len(self.reasons) < MAX_REASONS else OTHER
-        self.reasons[key] = self.reasons.get(key, 0) + 1
+        self._count(reason_kind(where, reason, essay_id), 1)
         if len(self.examples) < MAX_EXAMPLES:
             self.examples.append({"where": _cut(where), "reason": _cut(reason)})
 
@@ -56,10 +54,14 @@ class Refusals(BaseModel):
         merged = self.model_copy(deep=True)
         merged.total += other.total
         for reason, count in other.reasons.items():
-            key = reason if reason in merged.reasons or len(merged.reasons) < MAX_REASONS else OTHER
-            merged.reasons[key] = merged.reasons.get(key, 0) + count
+            merged._count(reason, count)
         merged.examples = (merged.examples + other.examples)[:MAX_EXAMPLES]
         return merged
+
+    def _count(self, reason: str, n: int) -> None:
+        """``n`` more rows refused for ``reason``, counted under :data:`OTHER` once :data:`MAX_REASONS` are kept."""
+        key = reason if reason in self.reasons or len(self.reasons) < MAX_REASONS else OTHER
+        self.reasons[key] = self.reasons.get(key, 0) + n
 
     def fields(self) -> dict[str, Any]:
         """As a description's fields (``refused``, ``n_refused``, ``refused_reasons``: the web app's draft and run)."""

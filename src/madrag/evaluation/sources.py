@@ -73,7 +73,7 @@ def load_sources(run: RunData) -> Sources:
                     debates[debate_key] = answer_only(found)  # the debate's words, not its prompt or tokens
     finally:
         store.close()
-    return Sources(run.score_map(), judges, debates)
+    return Sources(scores, judges, debates)
 
 
 def _named(
