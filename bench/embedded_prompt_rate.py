@@ -21,7 +21,8 @@ What-ifs, each measured in the same run:
   kernels' own speed, which other work on a shared machine does not change (a loaded machine's wall-clock rates
   do move);
 * ``--formats f16,q8_0``: the same weights dequantised to F16, or requantised to Q8_0, written to a temporary
-  GGUF (needs the ``gguf`` package, in ``.[dev]``); does the weight format bound the rate?
+  GGUF (needs the ``gguf`` package, in ``.[dev]``); does the weight format bound the rate? With ``--per-core``
+  also per CPU-second, each format beside the shipped Q4_1 (what a noisy machine's wall clock cannot show);
 
 ``--openvino`` (needs ``pip install openvino-genai``, see bench/openvino_runtime.py) measures instead xllamacpp and
 OpenVINO on the same GGUF, alternately (A B C A B C: each rep's prompt is the same random ids for every runtime;
@@ -279,9 +280,17 @@ def ratios(label: str, rates: dict[int, float], torch: dict[int, float]) -> None
     print(f"  {label:<32} / torch's, by length {{{shown}}}", flush=True)
 
 
-def per_core(model: Path) -> None:
-    """llama.cpp's and torch's prompt tokens per CPU-second on one thread each, and their ratio."""
+def per_core(model: Path, formats: list[str]) -> None:
+    """llama.cpp's and torch's prompt tokens per CPU-second on one thread each, and their ratio; then llama.cpp's
+    on the same weights in each of ``formats`` and its ratio to the shipped Q4_1's."""
     llama = per_core_llama(model)
+    for kind in formats:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"model-{kind}.gguf"
+            convert(model, path, kind)
+            rates = per_core_llama(path)
+        shown = ", ".join(f"{n}: {r:.0f} ({r / llama[n]:.2f}x)" for n, r in rates.items())
+        print(f"{'llama.cpp, 1 thread, ' + kind.upper():<34} per CPU-second (/ Q4_1's) {{{shown}}}", flush=True)
     net = torch_model(model, 1)
     torch = {n: max(torch_prompt(net, n, time.process_time) for _ in range(2)) for n in LENGTHS}
     for label, rates in (("llama.cpp, 1 thread", llama), ("torch, 1 thread", torch)):
@@ -505,7 +514,8 @@ def main() -> None:
     report(f"embedded default: {slots} x {share} thr", *default, requests)
     alone = llama_rates(model, args.threads, args.reps)
     report(f"one context, {args.threads} threads", *alone, requests)
-    for kind in [k for k in args.formats.split(",") if k]:
+    formats = [k for k in args.formats.split(",") if k]
+    for kind in formats:
         if kind not in ("f16", "q8_0"):
             sys.exit(f"unknown format {kind!r}: f16 or q8_0")
         with tempfile.TemporaryDirectory() as tmp:
@@ -518,7 +528,7 @@ def main() -> None:
         ratios("embedded default", default[0], torch[0])
         ratios("one context", alone[0], torch[0])
     if args.per_core:
-        per_core(model)
+        per_core(model, formats)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
