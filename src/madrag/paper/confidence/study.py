@@ -11,6 +11,7 @@ Outputs (``save_study``): ``features.csv`` (one row per debater response), ``jud
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,11 +88,8 @@ def _judged_values(merged: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
 
 def meta_description(meta_dir: Path, judgments: pd.DataFrame) -> str:
     """Who judged: the evaluator backend and model (from the meta store) and the method the judgments used."""
-    store = open_store(meta_dir)
-    try:
+    with closing(open_store(meta_dir)) as store:
         provider = store.get_meta("provider") or {}
-    finally:
-        store.close()
     methods = ", ".join(sorted(str(m) for m in judgments["method"].dropna().unique())) or "?"
     return f"{provider.get('provider', '?')} / {provider.get('model', '?')}, method {methods}, temperature 0"
 
