@@ -29,18 +29,14 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, split_by_fold
 from madrag.errors import InputError
 from madrag.paper.baselines.feature_scorer import CVResult, FeatureScorer, ForestSettings, cross_validate_features
-from madrag.paper.baselines.retrieval_scorer import (
-    RetrievalScorer,
-    cross_validate_retrieval,
-    vector_cache_path,
-)
+from madrag.paper.baselines.retrieval_scorer import RetrievalScorer, cross_validate_retrieval
 from madrag.pipeline.final_scores import rows
 from madrag.pipeline.job import fingerprint_file
 from madrag.pipeline.migrations import open_store, stored_embedder
 from madrag.protocols.scores import combine_judges
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
 from madrag.retrieval import ExemplarBank, make_embedder
-from madrag.retrieval.vectors import CachingEmbedder
+from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -201,7 +197,7 @@ def _knn_on_pool(
 ) -> tuple[str, dict[tuple[str, str], int | None], dict[str, Any]]:
     """kNN predictions of the scored essays from the run's pool (the run's bank: same embedder, same folder)."""
     embedder = make_embedder(stored_embedder(config))  # a run made before minilm meant windows: windows
-    caching = CachingEmbedder(embedder, vector_cache_path(cache_dir, embedder.name))
+    caching = CachingEmbedder(embedder, cache_dir / VECTORS_FILE)
     vectors = caching.embed([e.text for e in scored])
     bank = ExemplarBank.build_or_load(pool, rubric, caching, cache_dir / "banks")
     scorer = RetrievalScorer(bank, rubric, k)
