@@ -5,6 +5,7 @@ page, both through :func:`audit_html`)."""
 from __future__ import annotations
 
 import html
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +69,13 @@ def condition_cost(name: str, kind: str, essays: int, dirs: list[Path]) -> Condi
     calls = failed = requests = cached = 0
     attempts: int | None = 0
     for folder in dirs:
-        store = open_store(folder / "store.sqlite", read_only=True)
-        try:
+        with closing(open_store(folder / "store.sqlite", read_only=True)) as store:
             for record in store.records():
                 failed += record.failed
                 calls += not record.failed
                 requests += record.answers
                 cached += record.cached
                 attempts = None if attempts is None or record.attempts is None else attempts + record.attempts
-        finally:
-            store.close()
     return ConditionCost(
         condition=name,
         kind=kind,

@@ -237,16 +237,8 @@ async def _json(ctx: CallContext, call: AgentCall) -> AgentRecord:
     responses = [await ctx.provider.complete(request)]
     judgment, problem = _try_parse(responses[0].text)
     if judgment is None:
-        follow = _request(
-            ctx,
-            call,
-            json_schema=schema,
-            messages=[
-                *call.messages,
-                Message(role="assistant", content=responses[0].text),
-                Message(role="user", content=FOLLOWUP),
-            ],
-        )
+        said, ask = Message(role="assistant", content=responses[0].text), Message(role="user", content=FOLLOWUP)
+        follow = _request(ctx, call, json_schema=schema, messages=[*call.messages, said, ask])
         responses.append(await ctx.provider.complete(follow))
         judgment, problem = _try_parse(responses[1].text)
     text = "\n\n[follow-up]\n".join(r.text for r in responses)

@@ -61,17 +61,10 @@ def judgment_summary(merged: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for role, group in merged.groupby("role", sort=True):
         judged = group[group["ok"].fillna(False).astype(bool)]
-        row: dict[str, Any] = {
-            "role": role,
-            "responses": len(group),
-            "judged": len(judged),
-            "unusable": int((group["ok"] == False).sum()),  # noqa: E712 (NaN = not evaluated)
-        }
-        for dim in SCORE_FIELDS:
-            row[dim] = float(judged[dim].mean()) if len(judged) else np.nan
-        row["critical_rate"] = float(judged["critical_flag"].mean()) if len(judged) else np.nan
-        row["q"] = float(judged["q"].mean()) if len(judged) else np.nan
-        rows.append(row)
+        unusable = int((group["ok"] == False).sum())  # noqa: E712 (NaN = not evaluated)
+        means = {**{d: d for d in SCORE_FIELDS}, "critical_rate": "critical_flag", "q": "q"}  # column: of what
+        row = {"role": role, "responses": len(group), "judged": len(judged), "unusable": unusable}
+        rows.append(row | {k: float(judged[c].mean()) if len(judged) else np.nan for k, c in means.items()})
     return pd.DataFrame(rows)
 
 

@@ -355,11 +355,9 @@ def evaluate_consensus(
         "shift_ref": "mean prediction - mean human reference on the same essay-traits (Appendix G.1)",
     }
     compared = paired_rmse(preds, refs, baseline, n_boot=bootstrap, seed=seed)
-    if bootstrap > 0 and not compared.empty:
-        with_ci = compared[compared["ci_low"].notna()]
-        notes += [
-            w for w in [small_n_warning(with_ci["n"].astype(float), "the paired RMSE comparisons' intervals")] if w
-        ]
+    with_ci = compared[compared["ci_low"].notna()]
+    if bootstrap > 0 and (w := small_n_warning(with_ci["n"].astype(float), "the paired RMSE comparisons' intervals")):
+        notes.append(w)
     return ConsensusEvaluation(
         alignment=alignment,
         trajectories=round_trajectories(preds, agent_scores, refs),
