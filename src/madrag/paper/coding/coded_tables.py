@@ -172,11 +172,9 @@ def render(result: CodedTables) -> str:
 def save_tables(result: CodedTables, out_dir: Path) -> list[Path]:
     """One CSV per table and ``tables.txt`` (all of them as text) in ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, frame in result.tables.items():
-        target = out_dir / f"{name}.csv"
+    written = [out_dir / f"{name}.csv" for name in result.tables]
+    for frame, target in zip(result.tables.values(), written, strict=True):
         write_frame(frame, target)
-        written.append(target)
     text = out_dir / "tables.txt"
     write_text_atomic(text, render(result))
     return [*written, text]
