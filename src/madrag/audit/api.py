@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -39,18 +40,19 @@ from madrag.files.atomic import write_text_atomic
 from madrag.pipeline.migrations import recorded_spec
 from madrag.providers.base import Provider
 from madrag.providers.spec import ProviderSpec
+from madrag.records import AgentRecord
 from madrag.retrieval.embedder import Embedder
 
 TINY_NOTE = "the embedded SmolLM2-135M model: a pipeline check, its figures are not findings"
 
 
+def _records(run: RunData) -> list[AgentRecord]:
+    with closing(open_store(run.run_dir)) as store:
+        return list(store.records())
+
+
 def _evidence(run: RunData) -> list[dict[str, Any]]:
-    store = open_store(run.run_dir)
-    try:
-        frame = evidence_frame(list(store.records()), run.protocols)
-    finally:
-        store.close()
-    rows = frame.to_dict("records")
+    rows = evidence_frame(_records(run), run.protocols).to_dict("records")
     return [{str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
 
 
@@ -68,12 +70,7 @@ def _plan(run: RunData, plan: list[Condition]) -> list[PerturbationInfo]:
 
 
 def _run_calls_per_essay(run: RunData) -> float | None:
-    store = open_store(run.run_dir)
-    try:
-        calls = sum(1 for r in store.records() if not r.failed)
-    finally:
-        store.close()
-    return calls / len(run.essays) if run.essays else None
+    return sum(not r.failed for r in _records(run)) / len(run.essays) if run.essays else None
 
 
 @dataclass(frozen=True)
@@ -125,8 +122,7 @@ def plan_audit(
     return AuditPlan([e.id for e in planned.essays], rows, _run_calls_per_essay(planned.run), planned.chosen)
 
 
-@dataclass(frozen=True)
-class _Planned:
+class _Planned(NamedTuple):
     """What :func:`plan_audit` and :func:`aaudit` both decide before anything is scored."""
 
     run: RunData
@@ -196,15 +192,8 @@ async def aaudit(
     if sample < 1 or repeats < 0 or bootstrap < 0:
         raise InputError("sample must be >= 1, repeats and bootstrap >= 0")
     stage = on_stage or (lambda _m: None)
-    planned = _planned(Path(run_dir), sample, seed, perturbations, repeats, debater_temperature, protocols, provider)
-    run, chosen, essays, spec, instance, rescore, plan = (
-        planned.run,
-        planned.chosen,
-        planned.essays,
-        planned.spec,
-        planned.instance,
-        planned.rescore,
-        planned.plan,
+    run, chosen, essays, spec, instance, rescore, plan = _planned(
+        Path(run_dir), sample, seed, perturbations, repeats, debater_temperature, protocols, provider
     )
     every, pool = run_sources(run)
     groups = pool_groups(run, essays, every, pool)
@@ -221,22 +210,6 @@ async def aaudit(
         if backend.owned:
             await backend.instance.aclose()
     base = scored.pop(RESCORE)[1] if rescore else run.score_map()
-    return _write_report(run, chosen, essays, plan, (base, scored), costs, rescore, bootstrap)
-
-
-def _write_report(
-    run: RunData,
-    chosen: list[str],
-    essays: Sequence[Essay],
-    plan: list[Condition],
-    scores: tuple[Scores, dict[str, tuple[Condition, Scores]]],
-    costs: list[ConditionCost],
-    rescore: bool,
-    bootstrap: int,
-) -> AuditReport:
-    """The audit's figures from the scores of the run (``scores[0]``, or its re-scoring) and of each condition,
-    written to ``<run>/audit/audit.json``."""
-    base, scored = scores
     figures = _figures(run, chosen, base, scored, bootstrap)
     calls = sum(c.calls + c.failed_calls for c in costs)
     notes = [TINY_NOTE] if _tiny_default(run.config.get("provider")) and not rescore else []

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from madrag.audit.stats import Interval, Scores, interval
+from madrag.audit.stats import Interval, Scores, finite, interval
 from madrag.data.essay import Essay
 from madrag.metrics import PAPER_TIES, TieRule, extreme_subset
 from madrag.rubric import Rubric, Trait
@@ -46,10 +46,6 @@ def _slope(ref: NDArray[np.float64], pred: NDArray[np.float64]) -> float:
 
 def _ends(values: Sequence[float], trait: Trait) -> float | None:
     return float(np.mean([v in (trait.min, trait.max) for v in values])) if values else None
-
-
-def _none(value: float) -> float | None:
-    return None if np.isnan(value) else float(value)
 
 
 def compression_row(
@@ -87,8 +83,8 @@ def compression_row(
         slope=slope,
         extreme_n=extreme.n,
         extreme_scored=extreme.n_scored,
-        extreme_agree_at_1=_none(extreme.agree_at_1),
-        extreme_mae=_none(extreme.mae),
+        extreme_agree_at_1=finite(extreme.agree_at_1),
+        extreme_mae=finite(extreme.mae),
         compressed=compressed,
     )
 

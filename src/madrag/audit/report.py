@@ -5,6 +5,7 @@ page, both through :func:`audit_html`)."""
 from __future__ import annotations
 
 import html
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +69,13 @@ def condition_cost(name: str, kind: str, essays: int, dirs: list[Path]) -> Condi
     calls = failed = requests = cached = 0
     attempts: int | None = 0
     for folder in dirs:
-        store = open_store(folder / "store.sqlite", read_only=True)
-        try:
+        with closing(open_store(folder / "store.sqlite", read_only=True)) as store:
             for record in store.records():
                 failed += record.failed
                 calls += not record.failed
                 requests += record.answers
                 cached += record.cached
                 attempts = None if attempts is None or record.attempts is None else attempts + record.attempts
-        finally:
-            store.close()
     return ConditionCost(
         condition=name,
         kind=kind,
@@ -120,18 +118,8 @@ def _verdict(row: ShiftRow) -> str:
 
 
 def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of each table of the report, as text cells."""
-    return [
-        *_stability_tables(report),
-        *_perturbations_tables(report),
-        *_compression_tables(report),
-        *_evidence_tables(report),
-        *_costs_tables(report),
-    ]
-
-
-def _stability_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    return [
+    """(title, header, rows) of each table of the report that has rows, as text cells."""
+    every = [
         (
             "stability: the run's score against each repeat",
             ["repeat", "protocol", "trait", "n", "exact agreement", "QWK", "mean abs diff"],
@@ -144,15 +132,10 @@ def _stability_tables(report: AuditReport) -> list[tuple[str, list[str], list[li
             "stability over every repeat",
             ["protocol", "trait", "n", "flip share", "Judge distribution SD", "unstable"],
             [
-                [r.protocol, r.trait, str(r.n), ci(r.flip_share), ci(r.judge_sd), "yes" if r.unstable else "no"]
+                [r.protocol, r.trait, str(r.n), ci(r.flip_share), ci(r.judge_sd), _yes(r.unstable)]
                 for r in report.stability
             ],
         ),
-    ]
-
-
-def _perturbations_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    return [
         (
             "perturbations: what each changes and the shift a valid scorer shows",
             ["perturbation", "changes", "essays changed", "expected shift per trait"],
@@ -178,11 +161,6 @@ def _perturbations_tables(report: AuditReport) -> list[tuple[str, list[str], lis
                 for r in report.perturbations
             ],
         ),
-    ]
-
-
-def _compression_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    return [
         (
             "compression: predicted vs human (every scored essay of the run)",
             [
@@ -215,32 +193,18 @@ def _compression_tables(report: AuditReport) -> list[tuple[str, list[str], list[
                 for r in report.compression
             ],
         ),
-    ]
-
-
-def _evidence_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    return [
         (
             "evidence and placeholders (the run's records)",
             ["protocol", "role", "calls", "quotes", "unverified", "unverified %", "placeholder errors"],
             [
                 [
-                    str(e["protocol"]),
-                    str(e["role"]),
-                    str(e["calls"]),
-                    str(e["quotes"]),
-                    str(e["unverified"]),
+                    *(str(e[k]) for k in ("protocol", "role", "calls", "quotes", "unverified")),
                     _rate(e),
                     str(e["placeholder_errors"]),
                 ]
                 for e in report.evidence
             ],
         ),
-    ]
-
-
-def _costs_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    return [
         (
             "cost of the audit",
             ["condition", "kind", "essays", "calls", "failed", "answers", "requests sent", "cached"],
@@ -259,6 +223,7 @@ def _costs_tables(report: AuditReport) -> list[tuple[str, list[str], list[list[s
             ],
         ),
     ]
+    return [table for table in every if table[2]]
 
 
 def _dist(counts: dict[int, int]) -> str:
@@ -290,8 +255,6 @@ def markdown(report: AuditReport) -> str:
     """The report as markdown tables."""
     parts = ["\n".join(summary_lines(report))]
     for title, header, rows in tables(report):
-        if not rows:
-            continue
         lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
         parts.append("\n".join(lines))
@@ -302,8 +265,6 @@ def text(report: AuditReport) -> str:
     """The report as plain text (aligned columns)."""
     parts = ["\n".join(summary_lines(report))]
     for title, header, rows in tables(report):
-        if not rows:
-            continue
         widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
         lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
@@ -319,8 +280,6 @@ def audit_html(run_dir: Path) -> str:
     esc = html.escape
     parts = [f"<h2>Audit</h2><p class='muted'>{'<br>'.join(esc(line) for line in summary_lines(report))}</p>"]
     for title, header, rows in tables(report):
-        if not rows:
-            continue
         head = "".join(f"<th>{esc(h)}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
         parts.append(f"<h3>{esc(title)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

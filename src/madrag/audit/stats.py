@@ -34,7 +34,8 @@ class Interval(BaseModel):
         return self.low > value or self.high < value
 
 
-def _finite(value: float) -> float | None:
+def finite(value: float) -> float | None:
+    """``value``, or None where it is NaN or infinite (undefined)."""
     return value if math.isfinite(value) else None
 
 
@@ -43,7 +44,7 @@ def interval(metric: Pair, a: Sequence[float], b: Sequence[float], n_boot: int, 
     if not a:
         return Interval(estimate=None, low=None, high=None)
     ci = bootstrap_ci(metric, a, b, n=n_boot, seed=seed)
-    return Interval(estimate=_finite(ci.estimate), low=_finite(ci.low), high=_finite(ci.high))
+    return Interval(estimate=finite(ci.estimate), low=finite(ci.low), high=finite(ci.high))
 
 
 def mean_interval(values: Sequence[float], n_boot: int, seed: int) -> Interval:

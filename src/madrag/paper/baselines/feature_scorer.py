@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -152,20 +152,11 @@ def make_forest(settings: ForestSettings) -> Estimator:
     """A fresh scikit-learn Random Forest for ``settings``."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-    common: dict[str, Any] = {
-        "n_estimators": settings.n_estimators,
-        "max_features": settings.max_features,
-        "min_samples_leaf": settings.min_samples_leaf,
-        "random_state": settings.random_state,
-        "n_jobs": settings.n_jobs,
-    }
-    forest: Estimator
-    if settings.model == "classifier":
-        forest = RandomForestClassifier(**common)
-    elif settings.model == "regressor":
-        forest = RandomForestRegressor(**common)
-    else:
+    forests = {"classifier": RandomForestClassifier, "regressor": RandomForestRegressor}
+    if settings.model not in forests:
         raise InputError(f"unknown model {settings.model!r}; use 'regressor' or 'classifier'")
+    common = {k: v for k, v in asdict(settings).items() if k not in ("model", "features")}
+    forest: Estimator = forests[settings.model](**common)
     return forest
 
 

@@ -52,52 +52,6 @@ _VOWEL_GROUP = re.compile(r"[aeiouy]+")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'"})  # curly and back quotes
 
 
-def _feature_names() -> tuple[str, ...]:
-    names = [
-        "chars",
-        "words",
-        "log_words",
-        "unique_words",
-        "sentences",
-        "paragraphs",
-        "words_per_paragraph",
-        "word_len_mean",
-        "word_len_std",
-        "long_word_ratio",
-        "short_word_ratio",
-        "syllables_per_word",
-        "polysyllable_ratio",
-        "flesch_reading_ease",
-        "flesch_kincaid_grade",
-    ]
-    for mark in PUNCTUATION:
-        names += [f"punct_{mark}", f"punct_{mark}_rate"]
-    names += ["punct_total_rate", "quotes", "apostrophes", "space_before_punct", "no_space_after_punct", "repeat_punct"]
-    names += ["oov", "oov_rate", "oov_unique", "numbers"]
-    names += [
-        "sent_len_mean",
-        "sent_len_std",
-        "sent_len_max",
-        "long_sentence_ratio",
-        "short_sentence_ratio",
-        "commas_per_sentence",
-        "subordinators",
-        "subordinators_per_sentence",
-        "lower_sentence_start_ratio",
-        "lowercase_i",
-        "allcaps_words",
-    ]
-    names += ["ttr", "root_ttr", "mattr50", "mtld", "stopword_ratio", "ly_adverb_rate"]
-    names += [f"pronoun_{k}_rate" for k in PRONOUNS]
-    for kind in CONNECTIVES:
-        names += [f"conn_{kind}", f"conn_{kind}_per_sentence"]
-    names += ["conn_total_rate", "adjacent_overlap", "prompt_overlap"]
-    names += ["placeholders", "placeholder_rate"] + [f"ph_{kind.lower()}" for kind in PLACEHOLDER_KINDS]
-    return tuple(names)
-
-
-FEATURE_NAMES: tuple[str, ...] = _feature_names()
-"""The parser-free features (the ``light`` set; the ``paper`` set adds the parsed ones after them)."""
 FeatureSet = Literal["paper", "light"]
 FEATURE_SETS: tuple[FeatureSet, ...] = ("paper", "light")
 PAPER_FEATURE_SET: FeatureSet = "paper"
@@ -340,6 +294,11 @@ def essay_features(text: str, lexicon: Collection[str], prompt: str = "") -> dic
     feats.update(_cohesion_features(words, sents, content_stems([w.lower() for w in words_of(prompt)])))
     feats.update(_placeholder_features(text, len(words)))
     return feats
+
+
+FEATURE_NAMES: tuple[str, ...] = tuple(essay_features("", frozenset()))
+"""The parser-free features (the ``light`` set; the ``paper`` set adds the parsed ones after them), in the order
+:func:`essay_features` gives them."""
 
 
 def feature_matrix(

@@ -15,53 +15,26 @@ SUBORDINATORS = frozenset(
     "after although as because before if once since than that though unless until when whenever where whereas "
     "wherever whether while who whom whose which".split()
 )
+
+
+def _phrases(text: str) -> tuple[str, ...]:
+    """Words and phrases written one after another, separated by ", "."""
+    return tuple(text.split(", "))
+
+
 CONNECTIVES: dict[str, tuple[str, ...]] = {
-    "addition": ("also", "furthermore", "moreover", "in addition", "additionally", "besides", "as well as", "another"),
-    "contrast": (
-        "but",
-        "however",
-        "although",
-        "though",
-        "yet",
-        "instead",
-        "whereas",
-        "on the other hand",
-        "nevertheless",
-        "despite",
-        "otherwise",
+    "addition": _phrases("also, furthermore, moreover, in addition, additionally, besides, as well as, another"),
+    "contrast": _phrases(
+        "but, however, although, though, yet, instead, whereas, on the other hand, nevertheless, despite, otherwise"
     ),
-    "cause": ("because", "since", "so", "therefore", "thus", "as a result", "consequently", "hence", "due to"),
-    "sequence": (
-        "first",
-        "second",
-        "third",
-        "then",
-        "next",
-        "after",
-        "afterwards",
-        "before",
-        "finally",
-        "later",
-        "meanwhile",
-        "eventually",
-        "suddenly",
-        "when",
-        "while",
-        "until",
-        "at last",
-        "soon",
+    "cause": _phrases("because, since, so, therefore, thus, as a result, consequently, hence, due to"),
+    "sequence": _phrases(
+        "first, second, third, then, next, after, afterwards, before, finally, later, meanwhile, eventually, "
+        "suddenly, when, while, until, at last, soon"
     ),
-    "summary": (
-        "in conclusion",
-        "overall",
-        "for example",
-        "for instance",
-        "in fact",
-        "in the end",
-        "such as",
-        "especially",
-        "of course",
-        "to sum up",
+    "summary": _phrases(
+        "in conclusion, overall, for example, for instance, in fact, in the end, such as, especially, of course, "
+        "to sum up"
     ),
 }
 STOPWORDS = frozenset(

@@ -39,13 +39,6 @@ class SimilarBank(Protocol):
         ...
 
 
-def vector_cache_path(cache_dir: Path, embedder_name: str) -> Path:
-    """The vector store :func:`cross_validate_retrieval` shares under ``cache_dir`` (one file for every embedder;
-    ``embedder_name`` is part of each vector's key)."""
-    del embedder_name
-    return cache_dir / VECTORS_FILE
-
-
 def weighted_score(exemplars: Sequence[Exemplar], trait: Trait) -> int | None:
     """Similarity-weighted mean of the exemplars' ``trait`` scores, rounded half up and clipped to the range.
 
@@ -116,7 +109,7 @@ def cross_validate_retrieval(
     start = time.perf_counter()
     folds = fold_indices([e.fold for e in essays])
     cache_dir = Path(cache_dir)
-    caching = CachingEmbedder(embedder, vector_cache_path(cache_dir, embedder.name))
+    caching = CachingEmbedder(embedder, cache_dir / VECTORS_FILE)  # one store: the embedder is in each key
     vectors = caching.embed([e.text for e in essays])  # one batched call for the whole set
     embed_s = time.perf_counter() - start
     factory = bank_factory or minilm_bank_factory(rubric, caching, cache_dir)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,18 +29,14 @@ from madrag.data.loaders import load_essays
 from madrag.data.splits import EACH, split_by_fold
 from madrag.errors import InputError
 from madrag.paper.baselines.feature_scorer import CVResult, FeatureScorer, ForestSettings, cross_validate_features
-from madrag.paper.baselines.retrieval_scorer import (
-    RetrievalScorer,
-    cross_validate_retrieval,
-    vector_cache_path,
-)
+from madrag.paper.baselines.retrieval_scorer import RetrievalScorer, cross_validate_retrieval
 from madrag.pipeline.final_scores import rows
 from madrag.pipeline.job import fingerprint_file
 from madrag.pipeline.migrations import open_store, stored_embedder
 from madrag.protocols.scores import combine_judges
 from madrag.records import BASELINE_ROLE, AgentRecord, ScoreResult, call_key
 from madrag.retrieval import ExemplarBank, make_embedder
-from madrag.retrieval.vectors import CachingEmbedder
+from madrag.retrieval.vectors import VECTORS_FILE, CachingEmbedder
 from madrag.rubric import Rubric
 from madrag.store import RunStore
 
@@ -145,7 +142,7 @@ def score_run(
 ) -> BaselineRun:
     """Score a run's essays with both baselines, split as the run: trained on its pool, scored on its essays."""
     store, config = _open_run(run_dir)
-    try:
+    with closing(store):
         rubric = Rubric.model_validate(config["rubric"])
         scored = store.essays()
         if not scored:
@@ -176,8 +173,6 @@ def score_run(
         _store(store, outcome, str(store.get_meta("run_id") or uuid.uuid4().hex[:12]))
         store.set_meta("baselines", outcome.settings)
         return outcome
-    finally:
-        store.close()
 
 
 def _forest_settings(settings: ForestSettings) -> dict[str, Any]:
@@ -189,6 +184,10 @@ def _forest_settings(settings: ForestSettings) -> dict[str, Any]:
     }
 
 
+def _knn_settings(k: int, embedder: str) -> dict[str, Any]:
+    return {"baseline": "retrieval kNN, similarity-weighted mean", "k": k, "embedder": embedder}
+
+
 def _by_essay(essays: list[Essay], predictions: dict[str, list[int]]) -> dict[tuple[str, str], int | None]:
     return {(e.id, trait): values[i] for trait, values in predictions.items() for i, e in enumerate(essays)}
 
@@ -198,16 +197,16 @@ def _knn_on_pool(
 ) -> tuple[str, dict[tuple[str, str], int | None], dict[str, Any]]:
     """kNN predictions of the scored essays from the run's pool (the run's bank: same embedder, same folder)."""
     embedder = make_embedder(stored_embedder(config))  # a run made before minilm meant windows: windows
-    caching = CachingEmbedder(embedder, vector_cache_path(cache_dir, embedder.name))
+    caching = CachingEmbedder(embedder, cache_dir / VECTORS_FILE)
     vectors = caching.embed([e.text for e in scored])
     bank = ExemplarBank.build_or_load(pool, rubric, caching, cache_dir / "banks")
     scorer = RetrievalScorer(bank, rubric, k)
-    predictions: dict[tuple[str, str], int | None] = {}
-    for i, essay in enumerate(scored):
-        for trait, value in scorer.score(essay, query_vector=vectors[i]).items():
-            predictions[(essay.id, trait)] = value
-    settings = {"baseline": "retrieval kNN, similarity-weighted mean", "k": k, "embedder": caching.name}
-    return knn_name(k), predictions, {**settings, "pool": len(pool), "split": "run"}
+    predictions: dict[tuple[str, str], int | None] = {
+        (essay.id, trait): value
+        for essay, vector in zip(scored, vectors, strict=True)
+        for trait, value in scorer.score(essay, query_vector=vector).items()
+    }
+    return knn_name(k), predictions, {**_knn_settings(k, caching.name), "pool": len(pool), "split": "run"}
 
 
 def cv_cache_dir(cache_dir: Path, data: Path, rubric: Rubric) -> Path:
@@ -252,11 +251,7 @@ def cross_validate_run(
         vectors = make_embedder(opts.embedder)
         results.append(cross_validate_retrieval(essays, rubric, vectors, cv_cache_dir(cache_dir, data, rubric), opts.k))
         names.append(knn_name(opts.k))
-        knn = {
-            "baseline": "retrieval kNN, similarity-weighted mean",
-            "k": opts.k,
-            "embedder": results[1].notes["embedder"],
-        }
+        knn = _knn_settings(opts.k, results[1].notes["embedder"])
         outcome.settings[knn_name(opts.k)] = {**knn, "split": "cross-validated"}
     for name, result in zip(names, results, strict=True):
         outcome.predictions[name] = {
@@ -282,13 +277,10 @@ def _cv_config(data: Path, rubric: Rubric, names: list[str], outcome: BaselineRu
 
 def _store_cv_run(run_dir: Path, config: dict[str, Any], essays: list[Essay], outcome: BaselineRun) -> None:
     """Bind the run's configuration, store its essays and the baselines' records."""
-    store = open_store(run_dir / "store.sqlite", lock=True)
-    try:
+    with closing(open_store(run_dir / "store.sqlite", lock=True)) as store:
         store.bind_config(config)
         run_id = store.get_meta("run_id") or uuid.uuid4().hex[:12]
         store.set_meta("run_id", run_id)
         store.add_essays(essays)
         _store(store, outcome, str(run_id))
         store.set_meta("baselines", outcome.settings)
-    finally:
-        store.close()

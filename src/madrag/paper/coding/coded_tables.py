@@ -133,21 +133,16 @@ def per_trait(coded: pd.DataFrame) -> pd.DataFrame:
     return counts.astype("int64")
 
 
-def _add_crosstab(out: CodedTables, name: str, coded: pd.DataFrame, rows: str, columns: str) -> None:
-    out.tables[f"{name}_counts"], out.tables[f"{name}_pct"] = crosstab(coded, rows, columns)
-
-
 def tabulate(path: Path) -> CodedTables:
     """Every table of a coded export (see the module docstring)."""
     coded = read_coded(path)
     out = CodedTables(n_rows=len(coded), uncoded={s: int(coded[s].isna().sum()) for s in "ABCD"})
-    out.tables["table3_C"] = marginal(coded, "C")
-    out.tables["table3_D"] = marginal(coded, "D")
-    _add_crosstab(out, "table4_AxC", coded, "A", "C")
-    out.tables["table5_B"] = marginal(coded, "B")
-    out.tables["table5_B_per_trait"] = per_trait(coded)
-    _add_crosstab(out, "table10_CxD", coded, "C", "D")
-    _add_crosstab(out, "table11_CxB", coded, "C", "B")
+    tables = out.tables  # in the paper's order (the assignments run left to right)
+    tables["table3_C"], tables["table3_D"] = marginal(coded, "C"), marginal(coded, "D")
+    tables["table4_AxC_counts"], tables["table4_AxC_pct"] = crosstab(coded, "A", "C")
+    tables["table5_B"], tables["table5_B_per_trait"] = marginal(coded, "B"), per_trait(coded)
+    tables["table10_CxD_counts"], tables["table10_CxD_pct"] = crosstab(coded, "C", "D")
+    tables["table11_CxB_counts"], tables["table11_CxB_pct"] = crosstab(coded, "C", "B")
     return out
 
 
@@ -177,11 +172,9 @@ def render(result: CodedTables) -> str:
 def save_tables(result: CodedTables, out_dir: Path) -> list[Path]:
     """One CSV per table and ``tables.txt`` (all of them as text) in ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, frame in result.tables.items():
-        target = out_dir / f"{name}.csv"
+    written = [out_dir / f"{name}.csv" for name in result.tables]
+    for frame, target in zip(result.tables.values(), written, strict=True):
         write_frame(frame, target)
-        written.append(target)
     text = out_dir / "tables.txt"
     write_text_atomic(text, render(result))
     return [*written, text]

@@ -35,22 +35,14 @@ BEST = "best feature"
 UNSTATED_SET = "7 or 8"
 
 
-def _metric_column(target: str) -> str:
-    return "auroc" if is_binary_target(target) else "spearman"
-
-
-def _feature_rows(study: ConfidenceStudy, role: str, target: str) -> pd.DataFrame:
-    corr = study.correlations
-    if corr is None:
-        return pd.DataFrame()
-    return corr[(corr["group"] == role.lower()) & (corr["target"] == target)]
-
-
 def _feature_figure(study: ConfidenceStudy, fig: Reported) -> tuple[str, Any, Any]:
     """(the row's name, the measured value, n) of an AUROC / rho / rank figure of Table 1."""
     role, feature = fig.row.split(": ", 1)
-    rows = _feature_rows(study, role, fig.trait)
-    column = _metric_column(fig.trait)
+    corr = study.correlations
+    if corr is None:
+        return fig.row, None, None
+    rows = corr[(corr["group"] == role.lower()) & (corr["target"] == fig.trait)]
+    column = "auroc" if is_binary_target(fig.trait) else "spearman"
     if rows.empty:
         return fig.row, None, None
     if feature == BEST:

@@ -26,16 +26,7 @@ from numpy.typing import NDArray
 from madrag.records import AgentRecord
 
 STATISTICS: tuple[str, ...] = ("mean", "median", "min", "max", "var", "std", "range", "slope")
-STATISTIC_LABELS: dict[str, str] = {
-    "mean": "mean",
-    "median": "median",
-    "min": "min",
-    "max": "max",
-    "var": "variance",
-    "std": "standard deviation",
-    "range": "range",
-    "slope": "slope",
-}
+STATISTIC_LABELS: dict[str, str] = {s: s for s in STATISTICS} | {"var": "variance", "std": "standard deviation"}
 META_COLUMNS: tuple[str, ...] = (
     *("key", "run_id", "protocol", "essay_id", "trait", "role", "round", "n_tokens", "truncated"),
 )

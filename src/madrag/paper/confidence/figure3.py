@@ -56,10 +56,8 @@ def score_distribution(judgments: pd.DataFrame) -> pd.DataFrame:
             for score in range(low, high + 1):
                 count = int((values == score).sum())
                 share = count / len(values) if len(values) else float("nan")
-                rows.append(
-                    {"set": set_name, "role": role, "dimension": dim, "score": score, "count": count, "share": share}
-                )
-    return pd.DataFrame(rows, columns=DISTRIBUTION_COLUMNS)
+                rows.append((set_name, role, dim, score, count, share))
+    return pd.DataFrame(rows, columns=list(DISTRIBUTION_COLUMNS))
 
 
 def pass_rates(judgments: pd.DataFrame, pass_min: int = PASS_MIN) -> pd.DataFrame:
@@ -71,19 +69,9 @@ def pass_rates(judgments: pd.DataFrame, pass_min: int = PASS_MIN) -> pd.DataFram
             values = group[dim].dropna()
             n, top = len(values), RANGES[dim][1]
             passed, at_max = int((values >= pass_min).sum()), int((values == top).sum())
-            rows.append(
-                {
-                    "set": set_name,
-                    "role": role,
-                    "dimension": dim,
-                    "judged": n,
-                    "passed": passed,
-                    "pass_rate": passed / n if n else float("nan"),
-                    "at_max": at_max,
-                    "at_max_rate": at_max / n if n else float("nan"),
-                }
-            )
-    return pd.DataFrame(rows, columns=PASS_COLUMNS)
+            share = (passed / n, at_max / n) if n else (float("nan"), float("nan"))
+            rows.append((set_name, role, dim, n, passed, share[0], at_max, share[1]))
+    return pd.DataFrame(rows, columns=list(PASS_COLUMNS))
 
 
 def plot_figure3(distribution: pd.DataFrame, path: Path, title: str | None = None) -> Path:

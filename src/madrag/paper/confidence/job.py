@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,11 +90,8 @@ def debater_records(run_dir: Path, roles: list[str], limit: int | None = None) -
     unknown = sorted(set(roles) - set(DEBATER_ROLES))
     if unknown or not roles:
         raise InputError(f"--roles must name advocate and/or skeptic; got {', '.join(roles) or 'nothing'}")
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         found = [r for role in roles for r in store.records(role=role) if r.error is None]
-    finally:
-        store.close()
     if not found:
         raise InputError(f"run at {run_dir} has no {' or '.join(roles)} records to evaluate")
     found.sort(key=lambda r: (r.essay_id, r.trait, r.protocol, r.round, DEBATER_ROLES.index(r.role), r.index))
@@ -139,11 +137,8 @@ async def execute_meta(
     leaves no meta folder. Each session is logged in ``run.log`` in the meta folder, as a scoring run's is."""
     started = time.monotonic()
     prompts = PromptLibrary(job.prompts_dir)
-    source = open_store(job.run_dir)
-    try:
+    with closing(open_store(job.run_dir)) as source:
         source_run_id = source.get_meta("run_id")
-    finally:
-        source.close()
     records = debater_records(job.run_dir, job.roles, job.limit)
     provider = managed(job.provider, job.cache_dir / "responses.sqlite" if job.cache_dir else None)
     try:
@@ -152,16 +147,13 @@ async def execute_meta(
         server = await fit_to_server(provider)  # no more judgments in flight than the server has slots
         await _check_context(provider, server, prompts, records, job.max_tokens)
         job.meta_dir.mkdir(parents=True, exist_ok=True)
-        store = migrations.open_store(job.meta_dir / "store.sqlite")
-        try:
+        with closing(migrations.open_store(job.meta_dir / "store.sqlite")) as store:
             resumed, run_id = _bind(store, meta_config(job, source_run_id, prompts))
             # this session's log, once nothing refuses it (a refused command is no session)
             with run_log(job.meta_dir, _log_line(job, len(records))):
                 found = {"backend": f"{provider.provider.name} ({provider.provider.model})"}
                 log_backends({"*": found | _server_found(server)}, store)
                 summary = await _judge_all(job, records, prompts, provider, store, run_id, on_record, on_start)
-        finally:
-            store.close()
     finally:
         await provider.aclose()
     return MetaJobResult(run_id, resumed, len(records), summary, time.monotonic() - started, job.meta_dir)
@@ -252,8 +244,5 @@ def _bind(store: RunStore, config: dict[str, Any]) -> tuple[bool, str]:
 def meta_records(meta_dir: Path) -> list[AgentRecord]:
     """The judgment records in force in a meta store (a judgment made again at a larger token limit replaces the
     one cut off: :func:`~madrag.paper.confidence.meta_eval.latest_judgments`)."""
-    store = open_store(meta_dir)
-    try:
+    with closing(open_store(meta_dir)) as store:
         return latest_judgments(store.records())
-    finally:
-        store.close()

@@ -237,16 +237,8 @@ async def _json(ctx: CallContext, call: AgentCall) -> AgentRecord:
     responses = [await ctx.provider.complete(request)]
     judgment, problem = _try_parse(responses[0].text)
     if judgment is None:
-        follow = _request(
-            ctx,
-            call,
-            json_schema=schema,
-            messages=[
-                *call.messages,
-                Message(role="assistant", content=responses[0].text),
-                Message(role="user", content=FOLLOWUP),
-            ],
-        )
+        said, ask = Message(role="assistant", content=responses[0].text), Message(role="user", content=FOLLOWUP)
+        follow = _request(ctx, call, json_schema=schema, messages=[*call.messages, said, ask])
         responses.append(await ctx.provider.complete(follow))
         judgment, problem = _try_parse(responses[1].text)
     text = "\n\n[follow-up]\n".join(r.text for r in responses)
@@ -375,18 +367,14 @@ def judgments_frame(records: Iterable[AgentRecord]) -> pd.DataFrame:
         c = r.context
         raw = c.get("judgment")
         j = MetaJudgment.model_validate(raw) if raw is not None and r.error is None else None
-        row: dict[str, Any] = {
+        scores = {} if j is None else {n: getattr(j, n) for n in (*SCORE_FIELDS, "critical_flag", "q1", "q")}
+        row = {
             "evaluated_key": c.get("evaluated_key"),
             "evaluated_role": c.get("evaluated_role"),
             "essay_id": r.essay_id,
-            "trait": r.trait,
-            "protocol": c.get("evaluated_protocol"),
-            "method": c.get("method"),
         }
-        for name in (*SCORE_FIELDS, "critical_flag"):
-            row[name] = getattr(j, name) if j is not None else None
-        row.update(q1=None if j is None else j.q1, q=None if j is None else j.q, ok=j is not None, error=r.error)
-        rows.append(row)
+        row |= {"trait": r.trait, "protocol": c.get("evaluated_protocol"), "method": c.get("method"), **scores}
+        rows.append(row | {"ok": j is not None, "error": r.error})
     frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
     numeric = [*SCORE_FIELDS, "critical_flag", "q1", "q"]
     frame[numeric] = frame[numeric].astype("float64")

@@ -11,6 +11,7 @@ Outputs (``save_study``): ``features.csv`` (one row per debater response), ``jud
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,17 +61,10 @@ def judgment_summary(merged: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for role, group in merged.groupby("role", sort=True):
         judged = group[group["ok"].fillna(False).astype(bool)]
-        row: dict[str, Any] = {
-            "role": role,
-            "responses": len(group),
-            "judged": len(judged),
-            "unusable": int((group["ok"] == False).sum()),  # noqa: E712 (NaN = not evaluated)
-        }
-        for dim in SCORE_FIELDS:
-            row[dim] = float(judged[dim].mean()) if len(judged) else np.nan
-        row["critical_rate"] = float(judged["critical_flag"].mean()) if len(judged) else np.nan
-        row["q"] = float(judged["q"].mean()) if len(judged) else np.nan
-        rows.append(row)
+        unusable = int((group["ok"] == False).sum())  # noqa: E712 (NaN = not evaluated)
+        means = {**{d: d for d in SCORE_FIELDS}, "critical_rate": "critical_flag", "q": "q"}  # column: of what
+        row = {"role": role, "responses": len(group), "judged": len(judged), "unusable": unusable}
+        rows.append(row | {k: float(judged[c].mean()) if len(judged) else np.nan for k, c in means.items()})
     return pd.DataFrame(rows)
 
 
@@ -87,11 +81,8 @@ def _judged_values(merged: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
 
 def meta_description(meta_dir: Path, judgments: pd.DataFrame) -> str:
     """Who judged: the evaluator backend and model (from the meta store) and the method the judgments used."""
-    store = open_store(meta_dir)
-    try:
+    with closing(open_store(meta_dir)) as store:
         provider = store.get_meta("provider") or {}
-    finally:
-        store.close()
     methods = ", ".join(sorted(str(m) for m in judgments["method"].dropna().unique())) or "?"
     return f"{provider.get('provider', '?')} / {provider.get('model', '?')}, method {methods}, temperature 0"
 

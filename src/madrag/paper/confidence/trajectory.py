@@ -49,7 +49,7 @@ def trajectory_bands(trajectories: Sequence[Sequence[float]], points: int = 101)
         raise ValueError("no trajectories to summarise")
     matrix = np.vstack([normalised_trajectory(t, points) for t in trajectories])
     quantiles = np.percentile(matrix, PERCENTILES, axis=0)
-    frame = pd.DataFrame(
+    return pd.DataFrame(  # the columns of BAND_COLUMNS, in order
         {
             "position_pct": np.linspace(0.0, 100.0, points),
             "mean": matrix.mean(axis=0),
@@ -57,7 +57,6 @@ def trajectory_bands(trajectories: Sequence[Sequence[float]], points: int = 101)
             "n": np.full(points, matrix.shape[0], dtype=np.int64),
         }
     )
-    return frame[list(BAND_COLUMNS)]
 
 
 def plot_trajectories(groups: Mapping[str, pd.DataFrame], path: Path, title: str | None = None) -> Path:

@@ -20,6 +20,7 @@ run's final scores without them, as each consensus protocol reads its own back
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -153,8 +154,7 @@ def load_consensus_run(
 
     InputError when ``run_dir`` holds no run, no stored configuration, or no consensus protocol.
     """
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         config, rubric, names = stored_config(store, run_dir)
         protocols = [n for n in names if base_name(n) in PAPER_PROTOCOLS]
         if not protocols:
@@ -164,7 +164,5 @@ def load_consensus_run(
             )
         essays = store.essays()
         frame: pd.DataFrame = agent_scores_frame(store.records(), rubric, protocols)
-    finally:
-        store.close()
     references = references_frame(essays, rubric, reference, recorded_ties(config))  # the run's tie rule
     return frame, references, dict(config)

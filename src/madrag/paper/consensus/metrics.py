@@ -110,6 +110,15 @@ def _mean(values: FloatArray) -> float:
     return float(values.mean()) if values.size else NAN
 
 
+def _fit(group: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The group's rows with a usable prediction, and their ``n``, ``n_unusable`` (the others), ``mean_pred``,
+    ``mean_ref``, ``rmse`` and ``spearman`` vs the reference."""
+    usable = group[group["prediction"].notna()]
+    ref, pred = usable["reference"].to_numpy(np.float64), usable["prediction"].to_numpy(np.float64)
+    fit = {"n": len(usable), "n_unusable": len(group) - len(usable), "mean_pred": _mean(pred), "mean_ref": _mean(ref)}
+    return usable, fit | {"rmse": rmse(ref, pred), "spearman": spearman(ref, pred)}
+
+
 def alignment_table(preds: pd.DataFrame, refs: pd.DataFrame, baseline: str = "SingleJudge") -> pd.DataFrame:
     """Final-round predictions vs the human reference, per protocol and trait plus ``all`` (pooled).
 
@@ -129,26 +138,11 @@ def alignment_table(preds: pd.DataFrame, refs: pd.DataFrame, baseline: str = "Si
     )
     rows = []
     for (protocol, trait), group in scored.groupby(["protocol", "trait"], sort=False):
-        usable = group[group["prediction"].notna()]
-        ref, pred = usable["reference"].to_numpy(np.float64), usable["prediction"].to_numpy(np.float64)
+        usable, fit = _fit(group)
         paired = usable[usable["base_pred"].notna()]
-        mean_pred, mean_ref = _mean(pred), _mean(ref)
-        rows.append(
-            {
-                "protocol": protocol,
-                "trait": trait,
-                "n": len(usable),
-                "n_unusable": len(group) - len(usable),
-                "n_no_reference": int(missing.get((protocol, trait), 0)),
-                "rmse": rmse(ref, pred),
-                "spearman": spearman(ref, pred),
-                "mean_pred": mean_pred,
-                "mean_ref": mean_ref,
-                "shift": _mean((paired["prediction"] - paired["base_pred"]).to_numpy(np.float64)),
-                "n_shift": len(paired),
-                "shift_ref": mean_pred - mean_ref,
-            }
-        )
+        shift = _mean((paired["prediction"] - paired["base_pred"]).to_numpy(np.float64))
+        row = {"protocol": protocol, "trait": trait, "n_no_reference": int(missing.get((protocol, trait), 0)), **fit}
+        rows.append(row | {"shift": shift, "n_shift": len(paired), "shift_ref": fit["mean_pred"] - fit["mean_ref"]})
     return _sorted(pd.DataFrame(rows, columns=ALIGNMENT_COLUMNS), ["protocol", "trait"], traits)
 
 
@@ -182,15 +176,11 @@ def round_trajectories(preds: pd.DataFrame, agent_scores: pd.DataFrame, refs: pd
     columns += [f"mean_{a}" for a in agents] + ["mean_gap", "rmse", "spearman"]
     out = []
     for (protocol, round_, trait), group in rows.groupby(["protocol", "round", "trait"], sort=False):
-        usable = group[group["prediction"].notna()]
-        ref, pred = usable["reference"].to_numpy(np.float64), usable["prediction"].to_numpy(np.float64)
+        usable, fit = _fit(group)
         means = usable[[f"mean_{a}" for a in agents]].mean() if len(usable) else pd.Series(dtype="float64")
-        row: dict[str, Any] = {"protocol": protocol, "round": round_, "trait": trait, "n": len(usable)}
-        row.update(n_unusable=len(group) - len(usable), mean_pred=_mean(pred), mean_ref=_mean(ref))
+        row: dict[str, Any] = {"protocol": protocol, "round": round_, "trait": trait, **fit}
         row.update({f"mean_{a}": float(means.get(f"mean_{a}", NAN)) for a in agents})
-        gaps = usable["gap"].dropna().to_numpy(np.float64)
-        row.update(mean_gap=_mean(gaps), rmse=rmse(ref, pred), spearman=spearman(ref, pred))
-        out.append(row)
+        out.append(row | {"mean_gap": _mean(usable["gap"].dropna().to_numpy(np.float64))})
     traits = _trait_order(refs, rows)
     return _sorted(pd.DataFrame(out, columns=columns), ["protocol", "round", "trait"], traits)
 
@@ -355,11 +345,9 @@ def evaluate_consensus(
         "shift_ref": "mean prediction - mean human reference on the same essay-traits (Appendix G.1)",
     }
     compared = paired_rmse(preds, refs, baseline, n_boot=bootstrap, seed=seed)
-    if bootstrap > 0 and not compared.empty:
-        with_ci = compared[compared["ci_low"].notna()]
-        notes += [
-            w for w in [small_n_warning(with_ci["n"].astype(float), "the paired RMSE comparisons' intervals")] if w
-        ]
+    with_ci = compared[compared["ci_low"].notna()]
+    if bootstrap > 0 and (w := small_n_warning(with_ci["n"].astype(float), "the paired RMSE comparisons' intervals")):
+        notes.append(w)
     return ConsensusEvaluation(
         alignment=alignment,
         trajectories=round_trajectories(preds, agent_scores, refs),

@@ -189,14 +189,9 @@ def _pooled_metric(alignment: pd.DataFrame, protocol: str, metric: str) -> float
 
 def _grouped(rows: list[dict[str, Any]], keys: list[str], columns: list[str]) -> pd.DataFrame:
     """Rows (``keys``, ``value``, ``run``) grouped by ``keys``: mean value (NaN if any is NaN), runs, count."""
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    frame = pd.DataFrame(rows)
-    grouped = frame.groupby(keys, sort=False)
-    out = grouped["value"].agg(lambda s: float(s.mean()) if s.notna().all() else np.nan).reset_index()
-    out["n_runs"] = grouped["run"].size().to_numpy()
-    out["runs"] = [", ".join(r) for r in grouped["run"].agg(list)]
-    return out[columns]
+    frame = pd.DataFrame(rows, columns=[*keys, "value", "run"])
+    out = _mean_over_runs(frame, keys, ["value"], {str(r["run"]): str(r["run"]) for r in rows})
+    return out.rename(columns={"models": "runs"})[columns]
 
 
 def cross_model_grid(

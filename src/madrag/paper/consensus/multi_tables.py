@@ -9,23 +9,14 @@ import pandas as pd
 
 from madrag.evaluation.tables import fmt, markdown_document, records, write_csvs
 from madrag.files.atomic import write_text_atomic
-from madrag.paper.consensus.metrics import ALL
 from madrag.paper.consensus.multi import MultiConsensus
 from madrag.paper.consensus.tables import (
     dominance_table,
     plot_rmse_by_round,
-    row_cells,
+    shift_table,
     trajectory_table,
     value_cells,
 )
-
-
-def _shift_table(multi: MultiConsensus) -> pd.DataFrame:
-    """Tables 2 and 8 averaged, all traits pooled: one row per protocol."""
-    pooled = multi.alignment[multi.alignment["trait"] == ALL]
-    names = {"n_runs": "runs", "mean_pred": "mean score", "mean_ref": "human mean", "shift": "shift vs baseline"}
-    names |= {"shift_ref": "shift vs human", "rmse": "RMSE", "spearman": "Spearman"}
-    return row_cells(pooled, names, pooled["protocol"].tolist())
 
 
 def grid_wide(grid: pd.DataFrame) -> pd.DataFrame:
@@ -53,7 +44,9 @@ def multi_display_tables(multi: MultiConsensus) -> dict[str, pd.DataFrame]:
         tables[f"RMSE vs human reference (Table 1), {over}"] = value_cells(align, "rmse")
         tables[f"Spearman vs human reference (Table 1), {over}"] = value_cells(align, "spearman")
         tables[f"Mean predicted score (Table 2), {over}"] = value_cells(align, "mean_pred")
-        tables[f"Score shifts, all traits (Tables 2 and 8), {over}"] = _shift_table(multi)
+        tables[f"Score shifts, all traits (Tables 2 and 8), {over}"] = shift_table(
+            align, {"n_runs": "runs"}, "baseline"
+        )
     if not multi.dominance.empty:
         tables[f"Dominance analysis (Table 9), {over}"] = dominance_table(multi.dominance, {"n_runs": "runs"})
     if not multi.trajectories.empty:

@@ -32,12 +32,12 @@ def _number(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _shift_table(ev: ConsensusEvaluation) -> pd.DataFrame:
-    """Tables 2 and 8, all traits pooled: one row per protocol."""
-    pooled = ev.alignment[ev.alignment["trait"] == ALL]
-    names = {"n": "n", "mean_pred": "mean score", "mean_ref": "human mean"}
-    names |= {"shift": f"shift vs {ev.meta.get('baseline') or 'baseline'}", "shift_ref": "shift vs human"}
-    names |= {"rmse": "RMSE", "spearman": "Spearman"}
+def shift_table(alignment: pd.DataFrame, count: dict[str, str], baseline: str) -> pd.DataFrame:
+    """Tables 2 and 8, all traits pooled: one row per protocol; ``count``: the column that counts (essays, or runs
+    averaged) and its title."""
+    pooled = alignment[alignment["trait"] == ALL]
+    names = count | {"mean_pred": "mean score", "mean_ref": "human mean", "shift": f"shift vs {baseline}"}
+    names |= {"shift_ref": "shift vs human", "rmse": "RMSE", "spearman": "Spearman"}
     return row_cells(pooled, names, pooled["protocol"].tolist())
 
 
@@ -67,7 +67,9 @@ def consensus_display_tables(ev: ConsensusEvaluation) -> dict[str, pd.DataFrame]
         "Spearman vs human reference (Table 1)": value_cells(align, "spearman"),
         "usable predictions / unusable": cells(records(align), lambda r: f"{r['n']} / {r['n_unusable']}"),
         "Mean predicted score (Table 2)": value_cells(align, "mean_pred"),
-        "Score shifts, all traits (Tables 2 and 8)": _shift_table(ev),
+        "Score shifts, all traits (Tables 2 and 8)": shift_table(
+            align, {"n": "n"}, ev.meta.get("baseline") or "baseline"
+        ),
     }
     if not ev.dominance.empty:
         title = "Dominance analysis (Table 9): consensus shift vs the Strict/Lenient midpoint"
