@@ -262,24 +262,6 @@ class RayRun:
             f"{len(shards)} shards of up to {size} essays"
         )
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        progress = await self.dispatch(plan, essays, shards, on_essay_done, protocols)
-        cost = {
-            "scoring_s": round(time.perf_counter() - wall0, 3),
-            "driver_cpu_s": round(time.process_time() - cpu0, 3),
-            "worker_cpu_s": await self.worker_cpu_s(),
-        }
-        self.store.set_meta("ray", {**info, "redone": progress.redone, **cost})
-        return progress
-
-    async def dispatch(
-        self,
-        plan: Plan,
-        essays: Sequence[Essay],
-        shards: list[Shard],
-        on_essay_done: EssayDone | None,
-        protocols: Sequence[ScoringProtocol] = (),
-    ) -> Progress:
-        """Hand the shards to the workers until every one is scored."""
         dispatcher = Dispatcher(
             ctx=self.ctx,
             store=self.store,
@@ -294,7 +276,14 @@ class RayRun:
             keep_scores=keeper(self.store, protocols),
             stage=self.stage,
         )
-        return await dispatcher.run(shards)
+        progress = await dispatcher.run(shards)
+        cost = {
+            "scoring_s": round(time.perf_counter() - wall0, 3),
+            "driver_cpu_s": round(time.process_time() - cpu0, 3),
+            "worker_cpu_s": await self.worker_cpu_s(),
+        }
+        self.store.set_meta("ray", {**info, "redone": progress.redone, **cost})
+        return progress
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import os
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -233,16 +233,7 @@ class ShardWorker:
                 waiter.cancel()
                 if batch := store.take():
                     yield batch
-            stopped = task.result()
-            stats = {
-                "made": ctx.stats.made,
-                "reused": ctx.stats.reused,
-                "cached": ctx.stats.cached,
-                "failed_scores": ctx.stats.failed_scores,
-                "failed_calls": ctx.stats.failed_calls,
-                "stopped": stopped,
-            }
-            yield [*store.take(), ("done", stats)]
+            yield [*store.take(), ("done", {**asdict(ctx.stats), "stopped": task.result()})]
         finally:
             self._budgets = [b for b in self._budgets if b is not ctx.failures]
             if not task.done():
