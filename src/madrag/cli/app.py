@@ -19,9 +19,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-import typer
-
-from madrag.cli.lazy import LazyCommand, LazyGroup
+from madrag.cli.lazy import LazyCommand, LazyGroup, lazy_app
 from madrag.cli.paper import PAPER_COMMANDS
 from madrag.errors import MAX_ECHO, MadragError, clip
 from madrag.extras import missing_for
@@ -70,20 +68,12 @@ class MadragGroup(LazyGroup):
     lazy_commands = COMMANDS
 
 
-app = typer.Typer(
-    cls=MadragGroup,
+app = lazy_app(
+    MadragGroup,
     help="Training-free, rubric-based analytic essay scoring: Advocate -> Skeptic -> Judge per trait, "
     "the Judge grounded by retrieved scored exemplars (MADRAG).",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
 )
-
-
-@app.callback()
-def _group() -> None:
-    # typer makes a group of an app with a callback; the commands themselves come from MadragGroup
-    pass
 
 
 def main() -> None:
