@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from madrag.cli.options import RuntimeOpt
+from madrag.cli.options import RuntimeOpt, choice
 from madrag.data.row_limit import MAX_ROWS
 from madrag.errors import ConfigError
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
@@ -151,13 +151,7 @@ def _check_choices(*, embedder: str, runtime: str, port: int) -> tuple[EmbedderN
     """The options with a fixed set of values, checked (a one-line error names the option and its choices)."""
     if port < 1 or port > 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {port}")
-    chosen_embedder = next((e for e in EMBEDDERS if e == embedder), None)
-    if chosen_embedder is None:
-        raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
-    chosen_runtime = next((r for r in LLAMA_RUNTIMES if r == runtime), None)
-    if chosen_runtime is None:
-        raise ConfigError(f"--runtime must be one of {', '.join(LLAMA_RUNTIMES)}; got {runtime!r}")
-    return chosen_embedder, chosen_runtime
+    return choice("--embedder", embedder, EMBEDDERS), choice("--runtime", runtime, LLAMA_RUNTIMES)
 
 
 def _key_envs(given: list[str]) -> tuple[str | None, dict[str, str]]:
