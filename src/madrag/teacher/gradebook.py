@@ -184,10 +184,10 @@ def canvas_csv(
         raise ValueError("an assignment id targets one assignment (the total), not one per criterion")
     title = canvas_title(assignment) if by_criterion else canvas_header(assignment, assignment_id)
     names, possible, grades = _assignments(rows, criteria, title, by_criterion)
-    out: list[list[Any]] = [[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible]]
-    for r, points in zip(rows, grades, strict=True):
-        out.append([canvas_student(r), "", r.sis_id, r.email, r.section, *points])
-    return csv_text(out)
+    body = (
+        [canvas_student(r), "", r.sis_id, r.email, r.section, *points] for r, points in zip(rows, grades, strict=True)
+    )
+    return csv_text([[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible], *body])
 
 
 def classroom_csv(
@@ -195,16 +195,12 @@ def classroom_csv(
 ) -> str:
     """Google Classroom's grade sheet (see ``docs/gradebook-formats.md``)."""
     names, _possible, grades = _assignments(rows, criteria, assignment, by_criterion)
-    out: list[list[Any]] = [[*CLASSROOM_ID_COLUMNS, *names]]
-    for r, points in zip(rows, grades, strict=True):
-        out.append([r.last, r.first, r.email, *points])
-    return csv_text(out)
+    body = ([r.last, r.first, r.email, *points] for r, points in zip(rows, grades, strict=True))
+    return csv_text([[*CLASSROOM_ID_COLUMNS, *names], *body])
 
 
 def moodle_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False) -> str:
     """Moodle's CSV grade import (see ``docs/gradebook-formats.md``)."""
     names, _possible, grades = _assignments(rows, criteria, assignment, by_criterion)
-    out: list[list[Any]] = [[*MOODLE_ID_COLUMNS, *names]]
-    for r, points in zip(rows, grades, strict=True):
-        out.append([r.first, r.last, r.sis_id, r.email, *points])
-    return csv_text(out)
+    body = ([r.first, r.last, r.sis_id, r.email, *points] for r, points in zip(rows, grades, strict=True))
+    return csv_text([[*MOODLE_ID_COLUMNS, *names], *body])
