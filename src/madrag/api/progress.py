@@ -89,9 +89,7 @@ class ScoreProgress(RunHooks):
             self._progress.update(self._task, total=total, visible=True)
             self._progress.start()
 
-    def on_stage(self, message: str) -> None:
-        """A stage of the run (building the exemplar bank, scoring)."""
-        self.note(message)
+    on_stage = note  # a stage of the run (building the exemplar bank, scoring): a line above the bar
 
     def on_record(self, record: AgentRecord) -> None:
         """One agent call finished: the first Judge record of a trait advances the bar."""

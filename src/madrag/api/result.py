@@ -7,6 +7,7 @@ leaves it: ``madrag eval``, ``madrag report`` and ``madrag runs export`` work on
 from __future__ import annotations
 
 import functools
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -99,11 +100,8 @@ class ScoringResult:
     @property
     def records(self) -> list[AgentRecord]:
         """Every agent call stored in the run directory (read from its store each time)."""
-        store = open_store(self.run_dir)
-        try:
+        with closing(open_store(self.run_dir)) as store:
             return list(store.records())
-        finally:
-            store.close()
 
     def evaluate(
         self,

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from dataclasses import replace
 
-import typer
-
-from madrag.cli.lazy import LazyCommand, LazyGroup
+from madrag.cli.lazy import LazyCommand, LazyGroup, lazy_app
 from madrag.cli.paper import PAPER_COMMANDS
 from madrag.errors import MAX_ECHO, MadragError, clip
 from madrag.extras import missing_for
@@ -30,10 +29,6 @@ from madrag.files.disk_errors import environment_kind, storage_error
 SCORING, TEACHERS, PAPERS = "Scoring and results", "Teachers: web app and HTTP API", "Reproducing the papers"
 PANELS = (SCORING, TEACHERS, PAPERS)
 """The help panels of ``madrag --help``: who each command is for."""
-
-
-def _alias(lazy: LazyCommand, renamed: str) -> LazyCommand:
-    return LazyCommand(lazy.module, lazy.attribute, lazy.command_class, renamed=renamed)
 
 
 # Every command, in the order ``madrag --help`` lists them: its module under madrag.cli, the function (or the
@@ -60,7 +55,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "ablate-consensus": LazyCommand(
         "score", "ablate_consensus", _SCORE_COMMAND, renamed="score --protocols consensus-ablation"
     ),
-    **{name: _alias(lazy, f"paper {name}") for name, lazy in PAPER_COMMANDS.items() if name != "error-tables"},
+    **{name: replace(lazy, renamed=f"paper {name}") for name, lazy in PAPER_COMMANDS.items() if name != "error-tables"},
 }
 
 
@@ -70,20 +65,12 @@ class MadragGroup(LazyGroup):
     lazy_commands = COMMANDS
 
 
-app = typer.Typer(
-    cls=MadragGroup,
+app = lazy_app(
+    MadragGroup,
     help="Training-free, rubric-based analytic essay scoring: Advocate -> Skeptic -> Judge per trait, "
     "the Judge grounded by retrieved scored exemplars (MADRAG).",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
 )
-
-
-@app.callback()
-def _group() -> None:
-    # typer makes a group of an app with a callback; the commands themselves come from MadragGroup
-    pass
 
 
 def main() -> None:

@@ -42,15 +42,12 @@ class BackendOption:
     default_is_own: bool
 
 
-def _flag(name: str, field: FieldInfo) -> str:
-    return option_meta(field)["flag"] or "--" + name.replace("_", "-")
-
-
 def _option(
     name: str, field: FieldInfo, panel: str | None, help_text: str | None = None, own_default: bool = False
 ) -> BackendOption:
     """The option of one field (``own_default``: None, which leaves each backend its own default)."""
-    meta, flag = option_meta(field), _flag(name, field)
+    meta = option_meta(field)
+    flag = meta["flag"] or "--" + name.replace("_", "-")
     choices = literal_values(field.annotation)
     decls = [f"{flag}/--no-{flag[2:]}"] if field.annotation is bool else []
     repeat = meta["repeat_into"]

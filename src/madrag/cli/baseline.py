@@ -7,6 +7,7 @@ with ``--data`` and ``--rubric`` they are cross-validated over the data's folds 
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
@@ -83,9 +84,6 @@ def _is_baseline_run(folder: Path) -> bool:
     """Whether the run in ``folder`` was made by ``madrag paper baseline --data`` (cross-validated baselines only)."""
     from madrag.pipeline.migrations import open_store
 
-    store = open_store(folder / "store.sqlite")
-    try:
+    with closing(open_store(folder / "store.sqlite")) as store:
         config = store.get_meta("config")
-    finally:
-        store.close()
     return isinstance(config, dict) and "baselines" in config

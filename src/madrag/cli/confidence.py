@@ -161,7 +161,7 @@ def analyze_command(
     percentile bands) and, with a meta-evaluation, the top features per role and target (the confidence paper, 4);
     --paper: the paper's stated figures beside the run's."""
     from madrag.evaluation.run import require_run
-    from madrag.paper.confidence.study import run_study, save_study
+    from madrag.paper.confidence.study import run_study, save_study, top_display
 
     if rank_by not in ("signed", "abs"):
         raise InputError(f"--rank-by must be signed or abs; got {rank_by!r}")
@@ -178,7 +178,7 @@ def analyze_command(
         markup=False,
     )
     if study.top is not None:
-        _print_top(study.top, top)
+        _print_top(top_display(study.top), f"top {top} confidence features per role and target")
     else:
         console.print("no meta-evaluation: features and trajectories only", markup=False)
     for note in study.notes:
@@ -192,12 +192,9 @@ def analyze_command(
     console.print(f"wrote {len(written)} files to {written[0].parent}", markup=False)
 
 
-def _print_top(features: pd.DataFrame, top: int) -> None:
-    """The table of the top ``top`` confidence features per role and target (cells as plain text)."""
-    from madrag.paper.confidence.study import top_display
-
-    frame = top_display(features)
-    table = Table(title=Text(f"top {top} confidence features per role and target"), title_justify="left")
+def _print_top(frame: pd.DataFrame, title: str) -> None:
+    """A table of top confidence features (cells as plain text, floats to 3 decimals)."""
+    table = Table(title=Text(title), title_justify="left")
     for col in frame.columns:
         table.add_column(Text(str(col)))
     for row in frame.itertuples(index=False):
@@ -239,19 +236,10 @@ def sets_command(
     if result.table1.empty:
         console.print(f"Table 1: {NO_TOP}", markup=False)
     else:
-        _print_top_sets(result.table1, top)
+        _print_top(result.table1, f"top {top} confidence features per set, role and target")
     console.print(result.table2.to_string(index=False), markup=False)
     console.print(
         figure_line(result, [p for p in written if p.name.startswith(("figure3", "pass_rates"))]), markup=False
     )
     names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in written)
     console.print(f"wrote {len(written)} files and folders to {out}: {names}", markup=False)
-
-
-def _print_top_sets(table1: pd.DataFrame, top: int) -> None:
-    table = Table(title=Text(f"top {top} confidence features per set, role and target"), title_justify="left")
-    for col in table1.columns:
-        table.add_column(Text(str(col)))
-    for row in table1.itertuples(index=False):
-        table.add_row(*(Text(f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
-    console.print(table)

@@ -6,6 +6,7 @@ The command is a plain function with typer annotations, registered by :mod:`madr
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
@@ -55,13 +56,10 @@ def costs_command(
         raise InputError("--estimate-traits needs --estimate-essays")
     table = load_prices(prices) if prices is not None else None
     run_dir = run_folder(run, run_dir, Path("runs/latest")) or Path("runs/latest")
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         report = cost_report(store, table)
         prefix = prefix_stats(store.records())
         adaptive = adaptive_summary(store)
-    finally:
-        store.close()
     if not report.calls:
         raise InputError(f"run at {run_dir} holds no records yet")
     estimate: RunEstimate | None = None

@@ -112,6 +112,14 @@ class EvalOptions:
     ties: TieRule | None
     paper: bool = False
 
+    def evaluate(self, run_dir: Path, data: Path | None = None) -> Evaluation:
+        """The run's evaluation with these options (``data``: the full data file for the Human-Human row)."""
+        from madrag.evaluation.agreement import evaluate
+
+        return evaluate(
+            run_dir, bootstrap=self.bootstrap, seed=self.seed, baseline=self.baseline, data=data, ties=self.ties
+        )
+
 
 def _beside_paper(evaluation: Evaluation, folder: Path) -> None:
     """Print the run's figures beside the MADRAG paper's and save paper.csv / paper.md in ``folder``."""
@@ -124,15 +132,12 @@ def _beside_paper(evaluation: Evaluation, folder: Path) -> None:
 def _one_run(run_dir: Path, data: Path | None, options: EvalOptions, out: Path | None) -> None:
     """Evaluate one run (``data``: the full data file for the Human-Human row), print its tables and save them
     (default folder: ``<run>/eval``)."""
-    from madrag.evaluation.agreement import evaluate
     from madrag.evaluation.run import require_run
     from madrag.evaluation.tables import rich_tables, save, summary_line
 
     require_run(run_dir)  # before anything is written in its folder
     target = output_dir(out or run_dir / "eval")
-    evaluation = evaluate(
-        run_dir, bootstrap=options.bootstrap, seed=options.seed, baseline=options.baseline, data=data, ties=options.ties
-    )
+    evaluation = options.evaluate(run_dir, data)
     console.print(summary_line(evaluation), markup=False)
     console.print(f"reference: {evaluation.meta['reference']}", markup=False)
     for table in rich_tables(evaluation):
@@ -148,7 +153,6 @@ def _one_run(run_dir: Path, data: Path | None, options: EvalOptions, out: Path |
 def _merge_runs(runs: list[Path], options: EvalOptions, out: Path | None) -> None:
     """Evaluate each run (tables saved in ``<run>/eval``), then print and save their merged QWK table
     (default folder: ``<first run>/eval-merged``)."""
-    from madrag.evaluation.agreement import evaluate
     from madrag.evaluation.merge import merge_qwk, merged_wide, save_merged
     from madrag.evaluation.run import require_run
     from madrag.evaluation.tables import save, summary_line
@@ -158,9 +162,7 @@ def _merge_runs(runs: list[Path], options: EvalOptions, out: Path | None) -> Non
     merged_dir = output_dir(out or runs[0] / "eval-merged")
     evaluations = []
     for run, folder in zip(runs, folders, strict=True):
-        evaluation = evaluate(
-            run, bootstrap=options.bootstrap, seed=options.seed, baseline=options.baseline, ties=options.ties
-        )
+        evaluation = options.evaluate(run)
         save(evaluation, folder)
         ties_used = evaluation.meta["reference_ties"]
         console.print(f"{run}: {summary_line(evaluation)}; reference ties {ties_used}", markup=False)

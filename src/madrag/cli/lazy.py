@@ -101,6 +101,14 @@ def _command_class(path: str | None) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def lazy_app(group: type[LazyGroup], **options: Any) -> typer.Typer:
+    """The typer app of ``group``'s commands (with a callback that does nothing: typer makes a group only of an
+    app with a callback)."""
+    app = typer.Typer(cls=group, no_args_is_help=True, add_completion=False, **options)
+    app.callback()(lambda: None)
+    return app
+
+
 class LazyGroup(TyperGroup):
     """A typer group whose commands are :attr:`lazy_commands` (set by a subclass), built when first needed."""
 

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from pydantic import SecretStr
 
-from madrag.cli.lms_classroom import classroom_app
+from madrag.cli.lms_classroom import PullOutOpt, classroom_app
 from madrag.cli.output import console
 from madrag.files.atomic import write_text_atomic
 from madrag.lms.classroom_client import ClassroomClient, NotMadragsCoursework
@@ -102,9 +102,7 @@ def assignments_command(course: Annotated[int, typer.Argument(help="The course i
 def pull_command(
     course: Annotated[int, typer.Argument(help="The course id.")],
     assignment: Annotated[int, typer.Argument(help="The assignment id.")],
-    out: Annotated[
-        Path, typer.Option("--out", help="The folder to write essays.jsonl, rubric.json and the manifest in.")
-    ],
+    out: PullOutOpt,
 ) -> None:
     """Pull an assignment's submissions (text entries, .docx / .pdf files), roster and rubric as madrag's inputs."""
     creds = load_credentials()

@@ -22,6 +22,9 @@ classroom_app = typer.Typer(
 )
 CourseArg = Annotated[str, typer.Argument(help="The course id (`madrag lms classroom courses`).")]
 RubricOpt = Annotated[Path, typer.Option("--rubric", help="The rubric to score by (a madrag rubric file).")]
+PullOutOpt = Annotated[
+    Path, typer.Option("--out", help="The folder to write essays.jsonl, rubric.json and the manifest in.")
+]
 
 
 def _client() -> ClassroomClient:
@@ -85,9 +88,7 @@ def pull_command(
     course: CourseArg,
     coursework: Annotated[str, typer.Argument(help="The coursework id.")],
     rubric: RubricOpt,
-    out: Annotated[
-        Path, typer.Option("--out", help="The folder to write essays.jsonl, rubric.json and the manifest in.")
-    ],
+    out: PullOutOpt,
 ) -> None:
     """Pull a coursework's submissions (Google Docs, .docx / .pdf files) and roster as madrag's inputs."""
     done = pull_classroom(_client(), course, coursework, out, load_rubric(rubric))

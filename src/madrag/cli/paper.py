@@ -9,9 +9,7 @@ old top-level names (``madrag confidence``, ``eval-consensus``, ``baseline``) st
 
 from __future__ import annotations
 
-import typer
-
-from madrag.cli.lazy import LazyCommand, LazyGroup
+from madrag.cli.lazy import LazyCommand, LazyGroup, lazy_app
 
 PAPER_COMMANDS: dict[str, LazyCommand] = {
     "confidence": LazyCommand("confidence", "confidence_app"),
@@ -28,16 +26,8 @@ class PaperGroup(LazyGroup):
     lazy_commands = PAPER_COMMANDS
 
 
-paper_app = typer.Typer(
-    cls=PaperGroup,
+paper_app = lazy_app(
+    PaperGroup,
     help="Reproduce the papers: the confidence study, the consensus evaluation, the coded error tables, the "
     "LLM-free baselines (docs/reproduce.md).",
-    no_args_is_help=True,
-    add_completion=False,
 )
-
-
-@paper_app.callback()
-def _group() -> None:
-    # typer makes a group of an app with a callback; the commands themselves come from PaperGroup
-    pass

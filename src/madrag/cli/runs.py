@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,8 +47,7 @@ def _run_row(run_dir: Path) -> list[str]:
     from madrag.store.writer_lock import held_by
 
     logged = read_status(run_dir, running=held_by(run_dir) is not None)
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         config = store.get_meta("config") or {}
         # the model the answers named (the one asked for beside it where it differs), else the one asked for
         model = models_words(store) or (store.get_meta("provider") or {}).get("model")
@@ -63,8 +63,6 @@ def _run_row(run_dir: Path) -> list[str]:
             str(model) if model else "—",
             ray_summary(store.get_meta("ray")),
         ]
-    finally:
-        store.close()
 
 
 def _not_read(accounts: dict[str, Unusable] | None) -> str:
@@ -92,11 +90,8 @@ def runs_export(
     if fmt not in ("csv", "jsonl"):
         raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
     target = output_file(out or run_dir / ("records.jsonl" if what == "records" else f"scores.{fmt}"))
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         n = store.export_records_jsonl(target) if what == "records" else _export_scores(store, fmt, target)
-    finally:
-        store.close()
     console.print(f"wrote {n} rows to {target}")
 
 
@@ -109,8 +104,6 @@ def _export_scores(store: RunStore, fmt: str, target: Path) -> int:
 
     config = store.get_meta("config") or {}
     rubric = Rubric.model_validate(config.get("rubric"))
-    if fmt not in ("csv", "jsonl"):
-        raise InputError(f"unknown format {fmt!r}; use csv or jsonl")
     rows, written = each_score_row(store, rubric), [0]
 
     def cells() -> Iterator[list[Any]]:  # the header (the first row's names), then each row's values

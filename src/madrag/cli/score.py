@@ -10,6 +10,7 @@ commands are one function (:func:`score_command`), whose options are the groups 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -204,11 +205,8 @@ def _dry_run(job: ScoreJob, sample: int, prices: Path | None) -> None:
     if done.stats.failed_calls:
         err.print("no estimate from a sample with failed calls: they would be missing from it")
     exit_on_failed_calls(done)
-    store = open_store(sample_dir)
-    try:
+    with closing(open_store(sample_dir)) as store:
         estimate = estimate_run(store, len(planned), len(rubric.traits), prices=table)
-    finally:
-        store.close()
     console.print(f"estimate for {len(planned)} essays x {len(rubric.traits)} traits, from the sample in {sample_dir}:")
     typer.echo(render_text(estimate, priced=table is not None))
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from madrag.cli.options import RuntimeOpt
+from madrag.cli.options import RuntimeOpt, choice
 from madrag.data.row_limit import MAX_ROWS
 from madrag.errors import ConfigError
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
@@ -151,37 +151,36 @@ def _check_choices(*, embedder: str, runtime: str, port: int) -> tuple[EmbedderN
     """The options with a fixed set of values, checked (a one-line error names the option and its choices)."""
     if port < 1 or port > 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {port}")
-    chosen_embedder = next((e for e in EMBEDDERS if e == embedder), None)
-    if chosen_embedder is None:
-        raise ConfigError(f"--embedder must be one of {', '.join(EMBEDDERS)}; got {embedder!r}")
-    chosen_runtime = next((r for r in LLAMA_RUNTIMES if r == runtime), None)
-    if chosen_runtime is None:
-        raise ConfigError(f"--runtime must be one of {', '.join(LLAMA_RUNTIMES)}; got {runtime!r}")
-    return chosen_embedder, chosen_runtime
+    return choice("--embedder", embedder, EMBEDDERS), choice("--runtime", runtime, LLAMA_RUNTIMES)
 
 
 def _key_envs(given: list[str]) -> tuple[str | None, dict[str, str]]:
     """``--api-key-env``'s values read: (the variable named alone, the variables named per kind); a ConfigError
     for a kind not registered or that takes no key, or a variable named twice for one."""
-    from madrag.providers.backends import find_backend
-
     found: dict[str, str] = {}  # "" for the one named alone
     for text in given:
         kind, sep, var = (part.strip() for part in text.rpartition("="))
         if not var or (sep and not kind):
             raise ConfigError(f"--api-key-env takes VAR or KIND=VAR; got {text!r}")
         if kind:
-            try:
-                takes_key = find_backend(kind).traits.needs_key
-            except ConfigError as exc:
-                raise ConfigError(f"--api-key-env {text}: {exc}") from None
-            if not takes_key:
-                raise ConfigError(f"--api-key-env {text}: the {kind} backend takes no API key")
+            _check_key_kind("--api-key-env", text, kind)
         if kind in found:
             raise ConfigError(f"--api-key-env names the {kind or 'OpenAI-compatible'} key's variable twice")
         found[kind] = var
     alone = found.pop("", None)
     return alone, found
+
+
+def _check_key_kind(option: str, text: str, kind: str) -> None:
+    """A ConfigError when ``kind`` (of ``option``'s value ``text``) is not registered or takes no API key."""
+    from madrag.providers.backends import find_backend
+
+    try:
+        takes_key = find_backend(kind).traits.needs_key
+    except ConfigError as exc:
+        raise ConfigError(f"{option} {text}: {exc}") from None
+    if not takes_key:
+        raise ConfigError(f"{option} {text}: the {kind} backend takes no API key")
 
 
 def _url(option: str, text: str) -> str:
@@ -199,20 +198,13 @@ def _url(option: str, text: str) -> str:
 def _key_urls(given: list[str]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
     """``--api-key-url``'s values read: (the URLs named alone, the URLs named per kind); a ConfigError for a kind
     not registered or that takes no key, or a value that is not a URL."""
-    from madrag.providers.backends import find_backend
-
     alone: list[str] = []
     per_kind: dict[str, tuple[str, ...]] = {}
     for text in given:
         kind, sep, url = text.partition("=") if not text.strip().startswith(("http://", "https://")) else ("", "", text)
         kind = kind.strip()
         if sep:
-            try:
-                takes_key = find_backend(kind).traits.needs_key
-            except ConfigError as exc:
-                raise ConfigError(f"--api-key-url {text}: {exc}") from None
-            if not takes_key:
-                raise ConfigError(f"--api-key-url {text}: the {kind} backend takes no API key")
+            _check_key_kind("--api-key-url", text, kind)
             per_kind[kind] = (*per_kind.get(kind, ()), _url("--api-key-url", url))
         else:
             alone.append(_url("--api-key-url", text))

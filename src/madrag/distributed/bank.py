@@ -44,15 +44,10 @@ class ShippedEmbedder:
     vector is embedded by ``fallback()`` (built on first use), e.g. MiniLM on the worker.
     """
 
-    embedder_name: str
+    name: str
     vectors: dict[str, FloatArray] = field(default_factory=dict)
     fallback: Callable[[], Embedder] = MiniLMEmbedder
     _model: Embedder | None = None
-
-    @property
-    def name(self) -> str:
-        """The name of the embedder the bank was built with."""
-        return self.embedder_name
 
     @property
     def dim(self) -> int:
@@ -64,8 +59,8 @@ class ShippedEmbedder:
     def _local(self) -> Embedder:
         if self._model is None:
             self._model = self.fallback()
-            if self._model.name != self.embedder_name:
-                raise MadragError(f"worker embedder {self._model.name} differs from the bank's {self.embedder_name}")
+            if self._model.name != self.name:
+                raise MadragError(f"worker embedder {self._model.name} differs from the bank's {self.name}")
         return self._model
 
     def add(self, vectors: Mapping[str, FloatArray]) -> None:
@@ -93,11 +88,6 @@ class BankSnapshot:
     documents: list[str]
     metadatas: list[dict[str, Any]]
     vectors: FloatArray
-
-    @property
-    def nbytes(self) -> int:
-        """Approximate size in bytes (vectors and texts)."""
-        return int(self.vectors.nbytes) + sum(len(d) for d in self.documents)
 
     def restore(self, embedder: ShippedEmbedder) -> ExemplarBank:
         """The bank, in memory, answering retrievals as the driver's would."""

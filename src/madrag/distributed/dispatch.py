@@ -54,7 +54,6 @@ class Progress:
     cached: int = 0  # calls made by the workers answered from the response cache
     failed_scores: int = 0
     failed_calls: int = 0
-    stopped_shards: int = 0  # shards that stopped early because the failure budget was spent
     redone: int = 0
     shards_done: int = 0
 
@@ -147,12 +146,7 @@ class Dispatcher:
             )
         self.progress.redone += 1
         self.stage(f"ray: worker {worker} lost ({lost}); shard {shard.index} goes out again ({len(left)} essays)")
-        return Shard(
-            index=shard.index,
-            essays=left,
-            todo={e.id: shard.todo[e.id] for e in left},
-            attempt=shard.attempt + 1,
-        )
+        return Shard(shard.index, left, {e.id: shard.todo[e.id] for e in left}, attempt=shard.attempt + 1)
 
     async def _wait_for(self, actor: Any) -> bool:
         """Wait until a lost worker answers again (Ray restarts it); False once it is gone for good."""
@@ -200,7 +194,6 @@ class Dispatcher:
                 self.progress.reused += int(payload.get("reused", 0))
                 self.progress.cached += int(payload.get("cached", 0))
                 self.progress.failed_scores += int(payload.get("failed_scores", 0))
-                self.progress.stopped_shards += bool(payload.get("stopped", False))
         await self._commit(pending)
         if self.stopping and not self._halted:
             await self._halt()
@@ -224,14 +217,12 @@ class Dispatcher:
             return
         inserted = await asyncio.gather(*(self.store.aput_row(row) for row, _ in records))
         for (row, light), new in zip(records, inserted, strict=True):
-            if not new:
-                continue
-            if FAILED_MARK in str(row[0]):
+            if new and FAILED_MARK in str(row[0]):
                 self._count_failure(AgentRecord.model_validate_json(light))
-                continue
-            self.ctx.stats.made += 1
-            if self.ctx.on_record is not None:
-                self.ctx.on_record(AgentRecord.model_validate_json(light))
+            elif new:
+                self.ctx.stats.made += 1
+                if self.ctx.on_record is not None:
+                    self.ctx.on_record(AgentRecord.model_validate_json(light))
 
     def _count_failure(self, record: AgentRecord) -> None:
         """A call that failed after its retries on a worker: counted in the run's statistics and budget."""

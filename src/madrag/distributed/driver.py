@@ -38,7 +38,7 @@ from madrag.distributed.shard import Plan, Shard, known_records, make_shards, pl
 from madrag.distributed.worker import ShardWorker, WorkerSetup
 from madrag.errors import ConfigError
 from madrag.pipeline.final_scores import keeper
-from madrag.pipeline.job import ScoreJob, ScoringRun, prompt_names
+from madrag.pipeline.job import ScoringRun, prompt_names
 from madrag.pipeline.runner import auto_essay_concurrency, stopped_error
 from madrag.protocols.base import ScoringProtocol, TraitScore, essay_width
 from madrag.providers import ManagedProvider, ProviderSpec
@@ -112,23 +112,19 @@ def ordered(
 class RayRun:
     """One session of a job on Ray (see the module docstring)."""
 
-    def __init__(
-        self, options: RayOptions, job: ScoreJob, ctx: CallContext, store: RunStore, stage: Callable[[str], None]
-    ) -> None:
-        self.options = options
-        self.job = job
-        self.ctx = ctx
-        self.store = store
-        self.stage = stage
+    def __init__(self, options: RayOptions, run: ScoringRun) -> None:
+        self.options, self.run = options, run
+        self.job, self.ctx, self.store, self.stage = run.job, run.ctx, run.store, run.hooks.on_stage
         self.actors: list[Any] = []
-        bank = driver_bank(ctx)
+        bank = driver_bank(run.ctx)
         # workers embed their essays with the embedder the job names; a bank built with another one (an
         # embedder object handed to execute) has its query vectors made here and shipped
         self.embed_on_driver = options.query_embeddings == "driver" or (
-            bank is not None and bank.embedder.name != make_embedder(job.embedder, job.embedding_endpoint()).name
+            bank is not None
+            and bank.embedder.name != make_embedder(run.job.embedder, run.job.embedding_endpoint()).name
         )
 
-    def setup(self, rubric: Rubric, protocols: Sequence[ScoringProtocol], workers: int) -> WorkerSetup:
+    def setup(self, workers: int) -> WorkerSetup:
         """What every worker is started with."""
         ctx, job = self.ctx, self.job
         roles = {
@@ -136,12 +132,12 @@ class RayRun:
         }
         return WorkerSetup(
             run_id=ctx.run_id,
-            rubric=rubric,
-            protocols=[p.name for p in protocols],
+            rubric=self.run.rubric,
+            protocols=[p.name for p in self.run.protocols],
             settings=ctx.settings,
             provider=worker_spec(job.provider, ctx.provider, workers),
             role_providers=roles,
-            prompts={name: ctx.prompts.text(name) for name in prompt_names(list(protocols))},
+            prompts={name: ctx.prompts.text(name) for name in prompt_names(self.run.protocols)},
             essay_concurrency=job.essay_concurrency,
             embedder=job.embedder,
             embedding=job.embedding_endpoint(),
@@ -204,24 +200,18 @@ class RayRun:
 
         return fill
 
-    async def score(
-        self,
-        essays: Sequence[Essay],
-        rubric: Rubric,
-        protocols: Sequence[ScoringProtocol],
-        on_essay_done: EssayDone | None,
-    ) -> list[TraitScore]:
-        """Score what is left of ``essays`` on the cluster (the store's score rows say what is finished); every
-        essay's scores in order."""
-        ctx = self.ctx
-        plan = plan_run(self.store, essays, rubric, protocols, ctx.settings)
-        announce_finished(ctx, self.store, essays, plan, on_essay_done)
+    async def score(self) -> list[TraitScore]:
+        """Score what is left of the run's essays on the cluster (the store's score rows say what is finished);
+        every essay's scores in order."""
+        ctx, run = self.ctx, self.run
+        plan = plan_run(self.store, run.essays, run.rubric, run.protocols, ctx.settings)
+        announce_finished(ctx, self.store, run.essays, plan, run.hooks.on_essay_done)
         if not plan.todo:
-            return ordered(essays, plan, Progress(), rubric, protocols)
+            return ordered(run.essays, plan, Progress(), run.rubric, run.protocols)
         quiet_ray_env()
         cluster = connect(self.options, self.options.workers or LOCAL_WORKERS)
         try:
-            progress = await self.run_on(cluster, plan, essays, rubric, protocols, on_essay_done)
+            progress = await self.run_on(cluster, plan)
         finally:
             try:
                 await self.stop_workers()
@@ -232,28 +222,20 @@ class RayRun:
         ctx.stats.failed_scores += progress.failed_scores
         if ctx.failures is not None and ctx.failures.spent:
             raise stopped_error(ctx.failures)
-        return ordered(essays, plan, progress, rubric, protocols)
+        return ordered(run.essays, plan, progress, run.rubric, run.protocols)
 
-    async def run_on(
-        self,
-        cluster: Cluster,
-        plan: Plan,
-        essays: Sequence[Essay],
-        rubric: Rubric,
-        protocols: Sequence[ScoringProtocol],
-        on_essay_done: EssayDone | None,
-    ) -> Progress:
+    async def run_on(self, cluster: Cluster, plan: Plan) -> Progress:
         """Start the workers, cut the shards, score them; record the session in the store (meta ``ray``)."""
-        workers = cluster.workers(self.options)
-        setup = self.setup(rubric, protocols, workers)
+        run, workers = self.run, cluster.workers(self.options)
+        setup = self.setup(workers)
         await self.start_workers(setup, workers, cluster)
         in_flight = self.job.essay_concurrency or auto_essay_concurrency(
-            worker_slots(setup.provider, self.ctx.provider), essay_width(protocols, len(rubric.traits))
+            worker_slots(setup.provider, self.ctx.provider), essay_width(run.protocols, len(run.rubric.traits))
         )
         size = self.options.shard_essays or shard_size(
             in_flight, len(plan.todo), workers, self.options.shards_per_worker
         )
-        shards = make_shards(essays, plan, size)
+        shards = make_shards(run.essays, plan, size)
         info = {**cluster.describe(self.options, workers), "shards": len(shards), "shard_essays": size}
         info["query_embeddings"] = "driver" if self.embed_on_driver else "workers"
         self.store.set_meta("ray", info)
@@ -262,7 +244,21 @@ class RayRun:
             f"{len(shards)} shards of up to {size} essays"
         )
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        progress = await self.dispatch(plan, essays, shards, on_essay_done, protocols)
+        dispatcher = Dispatcher(
+            ctx=self.ctx,
+            store=self.store,
+            plan=plan,
+            essays={e.id: e for e in run.essays},
+            actors=self.actors,
+            prepare=self.prepare(plan),
+            max_attempts=self.options.max_attempts,
+            shards_per_worker=self.options.shards_per_worker,
+            restart_wait_s=self.options.restart_wait_s,
+            on_essay_done=run.hooks.on_essay_done,
+            keep_scores=keeper(self.store, run.protocols),
+            stage=self.stage,
+        )
+        progress = await dispatcher.run(shards)
         cost = {
             "scoring_s": round(time.perf_counter() - wall0, 3),
             "driver_cpu_s": round(time.process_time() - cpu0, 3),
@@ -270,31 +266,6 @@ class RayRun:
         }
         self.store.set_meta("ray", {**info, "redone": progress.redone, **cost})
         return progress
-
-    async def dispatch(
-        self,
-        plan: Plan,
-        essays: Sequence[Essay],
-        shards: list[Shard],
-        on_essay_done: EssayDone | None,
-        protocols: Sequence[ScoringProtocol] = (),
-    ) -> Progress:
-        """Hand the shards to the workers until every one is scored."""
-        dispatcher = Dispatcher(
-            ctx=self.ctx,
-            store=self.store,
-            plan=plan,
-            essays={e.id: e for e in essays},
-            actors=self.actors,
-            prepare=self.prepare(plan),
-            max_attempts=self.options.max_attempts,
-            shards_per_worker=self.options.shards_per_worker,
-            restart_wait_s=self.options.restart_wait_s,
-            on_essay_done=on_essay_done,
-            keep_scores=keeper(self.store, protocols),
-            stage=self.stage,
-        )
-        return await dispatcher.run(shards)
 
 
 @dataclass(frozen=True)
@@ -315,5 +286,4 @@ async def score_on_ray(options: RayOptions, run: ScoringRun) -> list[TraitScore]
     process (workers build their backends from the job's provider spec), is refused."""
     if run.ready_backend:
         raise ConfigError("a Ray run builds its backends on the workers from a provider spec, not a provider object")
-    session = RayRun(options, run.job, run.ctx, run.store, run.hooks.on_stage)
-    return await session.score(run.essays, run.rubric, run.protocols, run.hooks.on_essay_done)
+    return await RayRun(options, run).score()

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,6 @@ from madrag.protocols.base import ScoringProtocol, TraitScore
 from madrag.providers import ManagedProvider, ProviderSpec, managed
 from madrag.records import AgentRecord
 from madrag.retrieval.choice import make_embedder
-from madrag.retrieval.embedder import Embedder
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
@@ -153,16 +153,14 @@ class ShardWorker:
         self.setup = setup
         self.protocols = [get_protocol(name) for name in setup.protocols]
         self.prompts = prompt_library(setup.prompts)
-        self.embedder = None if bank is None else ShippedEmbedder(bank.embedder_name, fallback=self._make_embedder)
+        fallback = functools.partial(make_embedder, setup.embedder, setup.embedding)
+        self.embedder = None if bank is None else ShippedEmbedder(bank.embedder_name, fallback=fallback)
         self.bank = bank.restore(self.embedder) if bank is not None and self.embedder is not None else None
         self._backends: tuple[ManagedProvider, dict[str, ManagedProvider]] | None = None
         self._subrubrics: dict[tuple[str, ...], Rubric] = {}
         self._budgets: list[FailureBudget] = []  # of the shards being scored now
         self._halted = False
         self._cpu_start = time.process_time()
-
-    def _make_embedder(self) -> Embedder:
-        return make_embedder(self.setup.embedder, self.setup.embedding)
 
     def hello(self) -> dict[str, Any]:
         """Where this worker runs: process id, node id and node address."""
@@ -233,16 +231,7 @@ class ShardWorker:
                 waiter.cancel()
                 if batch := store.take():
                     yield batch
-            stopped = task.result()
-            stats = {
-                "made": ctx.stats.made,
-                "reused": ctx.stats.reused,
-                "cached": ctx.stats.cached,
-                "failed_scores": ctx.stats.failed_scores,
-                "failed_calls": ctx.stats.failed_calls,
-                "stopped": stopped,
-            }
-            yield [*store.take(), ("done", stats)]
+            yield [*store.take(), ("done", {**asdict(ctx.stats), "stopped": task.result()})]
         finally:
             self._budgets = [b for b in self._budgets if b is not ctx.failures]
             if not task.done():

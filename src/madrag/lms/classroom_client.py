@@ -10,6 +10,7 @@ file (:func:`madrag.teacher.gradebook.classroom_csv`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -84,18 +85,6 @@ def _refusal(exc: Exception, what: str) -> LmsError | None:
     return None
 
 
-def _pages(call: Callable[[str | None], dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """Every item of a listed collection, page by page (``nextPageToken``)."""
-    out: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        page = call(token)
-        out.extend(page.get(key, []) or [])
-        token = page.get("nextPageToken")
-        if not token:
-            return out
-
-
 class ClassroomClient:
     """The calls madrag makes to Google Classroom and Drive, over two built services."""
 
@@ -121,18 +110,24 @@ class ClassroomClient:
         """``request().execute()``, retried (:func:`madrag.lms.calls.with_retries`)."""
         return with_retries(what, lambda: request().execute(), self.judge, self.backoff, self.sleep)
 
+    def _listed(self, what: str, key: str, collection: Any, **params: Any) -> list[dict[str, Any]]:
+        """Every item of a listed collection, page by page (``nextPageToken``)."""
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = self.call(what, functools.partial(collection.list, **params, pageToken=token))
+            out.extend(page.get(key, []) or [])
+            token = page.get("nextPageToken")
+            if not token:
+                return out
+
     def _work(self) -> Any:
         return self._classroom.courses().courseWork()
 
     def courses(self) -> list[dict[str, Any]]:
         """The active courses the signed-in account teaches."""
-        c = self._classroom.courses()
-        return _pages(
-            lambda t: self.call(
-                "listing courses", lambda: c.list(teacherId="me", courseStates=["ACTIVE"], pageToken=t)
-            ),
-            "courses",
-        )
+        courses = self._classroom.courses()
+        return self._listed("listing courses", "courses", courses, teacherId="me", courseStates=["ACTIVE"])
 
     def course(self, course_id: str) -> dict[str, Any]:
         found: dict[str, Any] = self.call(
@@ -141,12 +136,8 @@ class ClassroomClient:
         return found
 
     def courseworks(self, course_id: str) -> list[dict[str, Any]]:
-        return _pages(
-            lambda t: self.call(
-                f"listing the coursework of course {course_id}",
-                lambda: self._work().list(courseId=course_id, pageToken=t),
-            ),
-            "courseWork",
+        return self._listed(
+            f"listing the coursework of course {course_id}", "courseWork", self._work(), courseId=course_id
         )
 
     def coursework(self, course_id: str, coursework_id: str) -> dict[str, Any]:
@@ -171,22 +162,16 @@ class ClassroomClient:
 
     def students(self, course_id: str) -> list[dict[str, Any]]:
         """The course's students: ``userId`` and ``profile`` (name, email)."""
-        s = self._classroom.courses().students()
-        return _pages(
-            lambda t: self.call(
-                f"listing the students of course {course_id}", lambda: s.list(courseId=course_id, pageToken=t)
-            ),
-            "students",
-        )
+        students = self._classroom.courses().students()
+        return self._listed(f"listing the students of course {course_id}", "students", students, courseId=course_id)
 
     def submissions(self, course_id: LmsId, coursework_id: LmsId) -> list[dict[str, Any]]:
-        s = self._work().studentSubmissions()
-        return _pages(
-            lambda t: self.call(
-                f"listing the submissions of coursework {coursework_id}",
-                lambda: s.list(courseId=str(course_id), courseWorkId=str(coursework_id), pageToken=t),
-            ),
+        return self._listed(
+            f"listing the submissions of coursework {coursework_id}",
             "studentSubmissions",
+            self._work().studentSubmissions(),
+            courseId=str(course_id),
+            courseWorkId=str(coursework_id),
         )
 
     def file_text(self, file_id: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from madrag.errors import InputError
 from madrag.lms.classroom_client import ClassroomClient
-from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, grade_number, save_pull
+from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, gather, grade_number, save_pull
 from madrag.rubric import Rubric
 
 NOT_HANDED_IN = {"NEW", "CREATED", "RECLAIMED_BY_STUDENT", "SUBMISSION_STATE_UNSPECIFIED"}
@@ -72,21 +72,12 @@ def pull_classroom(client: ClassroomClient, course_id: str, coursework_id: str, 
     work = client.coursework(course_id, coursework_id)
     students = {str(s["userId"]): s for s in client.students(course_id)}
     folder.mkdir(parents=True, exist_ok=True)
-    essays, pulled, refused, roster = [], [], [], {}
-    for submission in sorted(client.submissions(course_id, coursework_id), key=lambda s: str(s["userId"])):
-        essay_id = str(submission["userId"])
-        student = students.get(essay_id)
-        if student is None:  # a teacher's own test submission, or a student no longer in the course
-            continue
-        who = _who(student)
-        try:
-            text, source = submission_text(client, submission)
-        except InputError as exc:
-            refused.append(Refused(user_id=essay_id, name=who["name"], reason=str(exc)))
-            continue
-        essays.append({"id": essay_id, "text": text})
-        pulled.append(_record(submission, essay_id, source))
-        roster[essay_id] = who
+    submissions = sorted(client.submissions(course_id, coursework_id), key=lambda s: str(s["userId"]))
+    # a submission of no student of the course: a teacher's own test submission, or a student no longer in it
+    found = [
+        (str(s["userId"]), s, _who(students[str(s["userId"])])) for s in submissions if str(s["userId"]) in students
+    ]
+    gathered = gather(found, lambda s: submission_text(client, s), _record)
     manifest = PullManifest(
         lms="classroom",
         course_id=course_id,
@@ -97,8 +88,7 @@ def pull_classroom(client: ClassroomClient, course_id: str, coursework_id: str, 
         made_by_madrag=bool(work.get("associatedWithDeveloper", False)),
         pulled_at=datetime.now(UTC).isoformat(timespec="seconds"),
         criteria=[Criterion(trait=t.name, criterion_id="", ratings={}, points=float(t.max)) for t in rubric.traits],
-        submissions=pulled,
-        refused=refused,
+        submissions=gathered.submissions,
+        refused=gathered.refused,
     )
-    save_pull(folder, essays, rubric, roster, manifest)
-    return Pulled(folder, manifest, len(essays))
+    return save_pull(folder, gathered, rubric, manifest)

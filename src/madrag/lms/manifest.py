@@ -7,7 +7,8 @@ alone). :func:`save_pull` writes a pull's four files. No credential is in any of
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -107,26 +108,52 @@ class PullManifest(BaseModel):
         return LMS_NAMES[self.lms]
 
 
+@dataclass
+class Gathered:
+    """A pull's submissions read: the essays (id, text), each pulled submission, the refused and the roster."""
+
+    essays: list[dict[str, str]] = field(default_factory=list)
+    submissions: list[PulledSubmission] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+    roster: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def gather(
+    found: Iterable[tuple[LmsId, Any, dict[str, str]]],
+    text_of: Callable[[Any], tuple[str, str]],
+    record: Callable[[Any, str, str], PulledSubmission],
+) -> Gathered:
+    """Each (user id, submission, student's identifiers) of ``found`` read by ``text_of`` (text, where it came
+    from; an InputError says why there is none: the student is refused) and recorded by ``record``."""
+    out = Gathered()
+    for user_id, submission, who in found:
+        essay_id = str(user_id)
+        try:
+            text, source = text_of(submission)
+        except InputError as exc:
+            out.refused.append(Refused(user_id=user_id, name=who["name"], reason=str(exc)))
+            continue
+        out.essays.append({"id": essay_id, "text": text})
+        out.submissions.append(record(submission, essay_id, source))
+        out.roster[essay_id] = who
+    return out
+
+
 def save_manifest(folder: Path, manifest: PullManifest) -> Path:
     path = folder / MANIFESTS[manifest.lms]
     write_text_atomic(path, manifest.model_dump_json(indent=2))
     return path
 
 
-def save_pull(
-    folder: Path,
-    essays: list[dict[str, str]],
-    rubric: Rubric,
-    roster: dict[str, dict[str, str]],
-    manifest: PullManifest,
-) -> None:
+def save_pull(folder: Path, gathered: Gathered, rubric: Rubric, manifest: PullManifest) -> Pulled:
     """A pull's files: ``essays.jsonl`` (id, text), ``rubric.json``, ``roster.json`` (by essay id) and the manifest,
     each written whole."""
-    lines = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in essays)
+    lines = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in gathered.essays)
     write_text_atomic(folder / ESSAYS, lines)
     write_text_atomic(folder / RUBRIC, json.dumps(rubric.model_dump(mode="json"), indent=2, ensure_ascii=False))
-    write_text_atomic(folder / ROSTER, json.dumps(roster, ensure_ascii=False, indent=2))
+    write_text_atomic(folder / ROSTER, json.dumps(gathered.roster, ensure_ascii=False, indent=2))
     save_manifest(folder, manifest)
+    return Pulled(folder, manifest, len(gathered.essays))
 
 
 def load_manifest(folder: Path) -> PullManifest:

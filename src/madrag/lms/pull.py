@@ -14,7 +14,7 @@ from typing import Any
 from madrag.data.documents import DOCUMENT_SUFFIXES, document_text, html_text
 from madrag.errors import InputError
 from madrag.lms.client import CanvasClient
-from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, Refused, grade_number, save_pull
+from madrag.lms.manifest import Criterion, Pulled, PulledSubmission, PullManifest, gather, grade_number, save_pull
 from madrag.lms.rubric_import import import_rubric
 
 
@@ -75,33 +75,21 @@ def pull(client: CanvasClient, course_id: int, assignment_id: int, folder: Path,
     rubric, links = import_rubric(assignment)
     students = {int(u["id"]): u for u in client.students(course_id)}
     folder.mkdir(parents=True, exist_ok=True)
-    essays, pulled, refused, roster = [], [], [], {}
-    for submission in sorted(client.submissions(course_id, assignment_id), key=lambda s: int(s.user_id)):
-        user = students.get(int(submission.user_id))
-        if user is None:  # a test student, or one no longer enrolled
-            continue
-        essay_id = str(submission.user_id)
-        try:
-            text, source = submission_text(client, submission)
-        except InputError as exc:
-            refused.append(Refused(user_id=int(submission.user_id), name=str(user.get("name", "")), reason=str(exc)))
-            continue
-        essays.append({"id": essay_id, "text": text})
-        pulled.append(_record(submission, essay_id, source))
-        roster[essay_id] = _who(user)
-    course_name = str(client.course(course_id).get("name") or "")
+    submissions = sorted(client.submissions(course_id, assignment_id), key=lambda s: int(s.user_id))
+    # a submission of no student of the course: a test student, or one no longer enrolled
+    found = [(int(s.user_id), s, _who(students[int(s.user_id)])) for s in submissions if int(s.user_id) in students]
+    gathered = gather(found, lambda s: submission_text(client, s), _record)
     manifest = PullManifest(
         canvas_url=canvas_url,
         course_id=course_id,
-        course_name=course_name,
+        course_name=str(client.course(course_id).get("name") or ""),
         assignment_id=assignment_id,
         assignment_name=str(assignment.get("name") or ""),
         points_possible=grade_number(assignment.get("points_possible")),
         post_manually=bool(assignment.get("post_manually", False)),
         pulled_at=datetime.now(UTC).isoformat(timespec="seconds"),
         criteria=[Criterion.of(link) for link in links],
-        submissions=pulled,
-        refused=refused,
+        submissions=gathered.submissions,
+        refused=gathered.refused,
     )
-    save_pull(folder, essays, rubric, roster, manifest)
-    return Pulled(folder, manifest, len(essays))
+    return save_pull(folder, gathered, rubric, manifest)

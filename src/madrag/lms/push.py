@@ -111,11 +111,8 @@ def _lines(row: StudentRow, manifest: PullManifest, feedback: dict[str, str], cr
 
 def comment_text(manifest: PullManifest, lines: list[Line], total: int | None, possible: int) -> str:
     """The submission comment: the assignment, each criterion's points and feedback, the total."""
-    parts = [f"Feedback on {manifest.assignment_name or 'your essay'}:"]
-    for line in lines:
-        parts.append(f"{line.trait}: {line.points}/{line.max}" + (f". {line.comment}" if line.comment else ""))
-    parts.append(f"Total: {total}/{possible}")
-    return "\n".join(parts)
+    said = [f"{line.trait}: {line.points}/{line.max}" + (f". {line.comment}" if line.comment else "") for line in lines]
+    return "\n".join([f"Feedback on {manifest.assignment_name or 'your essay'}:", *said, f"Total: {total}/{possible}"])
 
 
 def _changed(pulled: PulledSubmission, now: dict[str, Any]) -> bool:

@@ -108,20 +108,8 @@ def plain_csv(rows: list[StudentRow], criteria: list[Criterion]) -> str:
     graded it."""
     head = ["student", "first_name", "last_name", "email", "sis_id", "section", "essay_id"]
     head += [c.name for c in criteria] + ["total", "possible", "percent", "reviewed", "graded_by", "scored_by"]
-    body = [
-        [
-            r.name,
-            r.first,
-            r.last,
-            r.email,
-            r.sis_id,
-            r.section,
-            r.essay_id,
-            *[r.points[c.name] for c in criteria],
-            *_tail(r),
-        ]
-        for r in rows
-    ]
+    ids = ("name", "first", "last", "email", "sis_id", "section", "essay_id")  # the StudentRow fields of the head
+    body = [[*(getattr(r, f) for f in ids), *(r.points[c.name] for c in criteria), *_tail(r)] for r in rows]
     return csv_text([head, *body])
 
 
@@ -162,14 +150,12 @@ def canvas_matching(rows: list[StudentRow]) -> str:
     by_sis = sum(1 for r in rows if r.sis_id)
     by_login = sum(1 for r in rows if not r.sis_id and r.email)
     by_name = len(rows) - by_sis - by_login
-    parts = []
-    if by_sis:
-        parts.append(f"{by_sis} by SIS user id")
-    if by_login:
-        parts.append(f"{by_login} by login (the email, when it is the student's Canvas login)")
-    if by_name:
-        parts.append(f"{by_name} by name only")
-    text = "Canvas will match " + (", ".join(parts) or "no student") + "."
+    ways = (
+        (by_sis, "by SIS user id"),
+        (by_login, "by login (the email, when it is the student's Canvas login)"),
+        (by_name, "by name only"),
+    )
+    text = "Canvas will match " + (", ".join(f"{n} {way}" for n, way in ways if n) or "no student") + "."
     if by_name:
         text += (
             " A student matched by name alone must have exactly that name in Canvas (the class file had no email"
@@ -196,14 +182,12 @@ def canvas_csv(
     assignment (the total; one assignment per criterion takes no id)."""
     if by_criterion and assignment_id.strip():
         raise ValueError("an assignment id targets one assignment (the total), not one per criterion")
-    if by_criterion:
-        names, possible, grades = _assignments(rows, criteria, canvas_title(assignment), by_criterion)
-    else:
-        names, possible, grades = _assignments(rows, criteria, canvas_header(assignment, assignment_id), by_criterion)
-    out: list[list[Any]] = [[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible]]
-    for r, points in zip(rows, grades, strict=True):
-        out.append([canvas_student(r), "", r.sis_id, r.email, r.section, *points])
-    return csv_text(out)
+    title = canvas_title(assignment) if by_criterion else canvas_header(assignment, assignment_id)
+    names, possible, grades = _assignments(rows, criteria, title, by_criterion)
+    body = (
+        [canvas_student(r), "", r.sis_id, r.email, r.section, *points] for r, points in zip(rows, grades, strict=True)
+    )
+    return csv_text([[*CANVAS_ID_COLUMNS, *names], ["Points Possible", "", "", "", "", *possible], *body])
 
 
 def classroom_csv(
@@ -211,16 +195,12 @@ def classroom_csv(
 ) -> str:
     """Google Classroom's grade sheet (see ``docs/gradebook-formats.md``)."""
     names, _possible, grades = _assignments(rows, criteria, assignment, by_criterion)
-    out: list[list[Any]] = [[*CLASSROOM_ID_COLUMNS, *names]]
-    for r, points in zip(rows, grades, strict=True):
-        out.append([r.last, r.first, r.email, *points])
-    return csv_text(out)
+    body = ([r.last, r.first, r.email, *points] for r, points in zip(rows, grades, strict=True))
+    return csv_text([[*CLASSROOM_ID_COLUMNS, *names], *body])
 
 
 def moodle_csv(rows: list[StudentRow], criteria: list[Criterion], assignment: str, by_criterion: bool = False) -> str:
     """Moodle's CSV grade import (see ``docs/gradebook-formats.md``)."""
     names, _possible, grades = _assignments(rows, criteria, assignment, by_criterion)
-    out: list[list[Any]] = [[*MOODLE_ID_COLUMNS, *names]]
-    for r, points in zip(rows, grades, strict=True):
-        out.append([r.first, r.last, r.sis_id, r.email, *points])
-    return csv_text(out)
+    body = ([r.first, r.last, r.sis_id, r.email, *points] for r, points in zip(rows, grades, strict=True))
+    return csv_text([[*MOODLE_ID_COLUMNS, *names], *body])

@@ -39,18 +39,14 @@ def _weakest(row: StudentRow, criteria: list[Criterion]) -> str | None:
 
 def overview(rows: list[StudentRow], criteria: list[Criterion]) -> Overview:
     """The class's heatmap, distributions and weakest criteria."""
-    heat = []
-    for row in rows:
-        levels: dict[str, int | None] = {}
-        for c in criteria:
-            place = _place(row.points[c.name], c)
-            levels[c.name] = None if place is None else min(HEAT_LEVELS - 1, int(place * HEAT_LEVELS))
-        heat.append(levels)
+    heat: list[dict[str, int | None]] = []
     distribution = {c.name: {s: 0 for s in range(c.min, c.max + 1)} for c in criteria}
     missing = {c.name: 0 for c in criteria}
     for row in rows:
+        heat.append({})
         for c in criteria:
-            score = row.points[c.name]
+            score, place = row.points[c.name], _place(row.points[c.name], c)
+            heat[-1][c.name] = None if place is None else min(HEAT_LEVELS - 1, int(place * HEAT_LEVELS))
             if score is None:
                 missing[c.name] += 1
             elif score in distribution[c.name]:
