@@ -82,10 +82,6 @@ class SqliteBanks:
                 conn.execute("DELETE FROM items WHERE cid = ?", (cid,))
                 conn.execute("DELETE FROM collections WHERE cid = ?", (cid,))
 
-    def get_max_batch_size(self) -> int:
-        """The most essays one :meth:`SqliteCollection.add` is handed."""
-        return MAX_BATCH
-
 
 class SqliteCollection:
     """One bank of a :class:`SqliteBanks`: its essays in the order they were added."""
