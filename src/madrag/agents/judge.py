@@ -335,9 +335,6 @@ def _text_record(
     """The record of a Judge call read from its text: the answer (and any follow-up), the first answer's
     ``rationale`` and tokens, usage and latency summed over the requests, and whether any answer was cut by the
     token limit."""
-    usage = Usage.zero()
-    for r in responses:
-        usage = usage + r.usage
     return new_record(
         ctx,
         call,
@@ -345,7 +342,7 @@ def _text_record(
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=rationale,
         tokens=responses[0].tokens,
-        usage=usage,
+        usage=sum((r.usage for r in responses), Usage.zero()),
         latency_s=sum(r.latency_s for r in responses),
         answers=len(responses),
         retries=[reason for r in responses for reason in r.retries],
