@@ -38,7 +38,7 @@ from madrag.data.reading import (
     report_once,
     too_long,
 )
-from madrag.data.row_limit import JSONL_SUFFIXES, MAX_ROWS, check_rows
+from madrag.data.row_limit import JSONL_SUFFIXES, MAX_ROWS, check_rows, refuse_rows
 from madrag.data.spreadsheets import XLSX_SUFFIXES
 from madrag.data.submissions import ArchiveLimits
 from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
@@ -306,15 +306,8 @@ def _xlsx_rows(p: Path, max_rows: int | None) -> tuple[list[str], list[tuple[str
     """The header and ``(path row N, row)`` pairs of a workbook's first sheet with data (read up to the row past
     ``max_rows``, then refused)."""
     table = read_class_path(p, max_rows if max_rows is not None else sys.maxsize)
-    _refuse_rows(p, len(table.rows), max_rows)
+    refuse_rows(p, len(table.rows), max_rows)
     return table.header, [(f"{p} row {i}", dict(r)) for i, r in enumerate(table.rows, 2)]
-
-
-def _refuse_rows(p: Path, n: int, max_rows: int | None) -> None:
-    if max_rows is not None and n > max_rows:
-        raise InputError(
-            f"{p}: more than {max_rows:,} rows, the limit: score the file in parts, or raise the limit with --max-rows"
-        )
 
 
 def load_submissions(
@@ -326,7 +319,7 @@ def load_submissions(
     metadata. A file that cannot be read (a scanned PDF) is reported, with what to do, and left out."""
     p = Path(path)
     table = read_class_path(p, limits=limits)
-    _refuse_rows(p, len(table.rows), max_rows)
+    refuse_rows(p, len(table.rows), max_rows)
     for file, why in table.refused:
         report_once(p, f"{file}: {why} (left out)")
     if not table.rows:
