@@ -245,35 +245,22 @@ class ExemplarBank:
             while len(self._cache) > _QUERY_CACHE_SIZE:
                 self._cache.popitem(last=False)
 
-    def _vector(self, essay: Essay, query_vector: FloatArray | None) -> list[float]:
-        vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
-        return [float(x) for x in vector.reshape(-1)]
+    def _vector(self, essay: Essay, query_vector: FloatArray | None) -> FloatArray:
+        vector = self.query_vector(essay) if query_vector is None else query_vector
+        return np.asarray(vector, np.float32).reshape(-1)
 
     # ---------------------------------------------------------------- retrieval
 
-    def _query(self, vector: list[float], n: int, where: dict[str, Any], exclude: str) -> list[Exemplar]:
-        result = self._collection.query(
-            query_embeddings=[vector],
-            n_results=max(1, min(n, self.size)),
-            where=where,
-            include=["documents", "metadatas", "distances"],
-        )
-        answers = zip(
-            result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True
-        )
-        exemplars = [
-            Exemplar.stored(str(eid), str(doc), meta, float(dist))
-            for eid, doc, meta, dist in answers
-            if eid != exclude and meta.get("essay_id") != exclude
-        ]
-        return exemplars[:n]
+    def _query(self, vector: FloatArray, n: int, exclude: str, level: tuple[str, int] | None = None) -> list[Exemplar]:
+        c = self._collection
+        found = [(i, d) for i, d in c.nearest(vector, max(1, min(n, self.size)), exclude, level) if c.ids[i] != exclude]
+        return [Exemplar.stored(c.ids[i], c.documents[i], c.metadatas[i], d) for i, d in found[:n]]
 
     def similar(self, essay: Essay, k: int, query_vector: FloatArray | None = None) -> list[Exemplar]:
         """Procedure 1: the ``k`` pool essays nearest to ``essay`` (never ``essay`` itself), nearest first."""
         if k < 1:
             raise InputError(f"k must be >= 1, got {k}")
-        where = {"essay_id": {"$ne": essay.id}}
-        return self._query(self._vector(essay, query_vector), k, where, exclude=essay.id)
+        return self._query(self._vector(essay, query_vector), k, exclude=essay.id)
 
     def per_level(self, essay: Essay, trait: Trait, query_vector: FloatArray | None = None) -> list[LevelExemplar]:
         """Procedure 2: for each score of ``trait`` (lowest first) the nearest pool essay with that reference.
@@ -284,8 +271,7 @@ class ExemplarBank:
         vector = self._vector(essay, query_vector)
         levels = []
         for score in trait.scores:
-            where = {"$and": [{score_key(trait.name): {"$eq": score}}, {"essay_id": {"$ne": essay.id}}]}
-            found = self._query(vector, 1, where, exclude=essay.id)
+            found = self._query(vector, 1, essay.id, (score_key(trait.name), score))
             levels.append(LevelExemplar(trait=trait.name, score=score, exemplar=found[0] if found else None))
         return levels
 
@@ -294,7 +280,7 @@ class ExemplarBank:
     ) -> dict[str, list[LevelExemplar]]:
         """Procedure 2 for several traits (default: the whole rubric), embedding ``essay`` only once."""
         chosen = list(traits) if traits is not None else list(self.rubric.traits)
-        vector = np.asarray(self._vector(essay, query_vector), np.float32)
+        vector = self._vector(essay, query_vector)
         return {t.name: self.per_level(essay, t, query_vector=vector) for t in chosen}
 
     @functools.cached_property
