@@ -214,17 +214,12 @@ class StubApp:
 
     async def models(self, _request: web.Request) -> web.Response:
         """``GET /v1/models``: the one model (with the ``fingerprint`` as its ``root``, when set)."""
-        model: dict[str, Any] = {
-            "id": self.config.model,
-            "object": "model",
-            "created": 0,
-            "owned_by": self.config.owned_by,
-        }
-        if self.config.fingerprint is not None:
-            model["root"] = self.config.fingerprint
-        if self.config.max_model_len is not None:
-            model["max_model_len"] = self.config.max_model_len
-        return web.json_response({"object": "list", "data": [model]})
+        c = self.config
+        model = {"id": c.model, "object": "model", "created": 0, "owned_by": c.owned_by}
+        extra = {"root": c.fingerprint, "max_model_len": c.max_model_len}
+        return web.json_response(
+            {"object": "list", "data": [model | {k: v for k, v in extra.items() if v is not None}]}
+        )
 
     async def props(self, _request: web.Request) -> web.Response:
         """``GET /props`` as llama.cpp's server answers it: its slots, each slot's context, its model file and
