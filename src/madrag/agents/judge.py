@@ -28,7 +28,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from itertools import product
-from typing import Any
+from typing import Any, TypeVar
 
 from madrag.agents.calls import (
     AgentCall,
@@ -71,38 +71,33 @@ SCORE_STEP_TOKENS = 32
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
 
+T = TypeVar("T", Trait, Rubric)
+_Reading = Callable[[CallContext, AgentCall, T], Awaitable[AgentRecord]]
+"""One way to make a Judge call of what it scores (a trait or the whole rubric)."""
+
 # -- Judge calls ----------------------------------------------------------------------------------------------
 
 
 async def judge_trait(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
     """The record of a per-trait Judge call ending in ``Final score: N`` for ``trait``: from the store, from
     the same call in flight, or made now (constrained or text reading, see the module docstring)."""
-    return await once(
-        ctx,
-        call,
-        lambda: _made(ctx, lambda: _judge_constrained(ctx, call, trait), lambda: _judge_text(ctx, call, trait)),
-    )
+    return await once(ctx, call, lambda: _made(ctx, call, trait, _judge_constrained, _judge_text))
 
 
 async def judge_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
     """The record of a call scoring every trait in a ``Scores:`` block (one ``<Trait>: N`` line each): from the
     store, from the same call in flight, or made now (constrained or text reading, see the module docstring)."""
-    return await once(
-        ctx,
-        call,
-        lambda: _made(ctx, lambda: _all_constrained(ctx, call, rubric), lambda: _all_text(ctx, call, rubric)),
-    )
+    return await once(ctx, call, lambda: _made(ctx, call, rubric, _all_constrained, _all_text))
 
 
 async def _made(
-    ctx: CallContext,
-    constrained: Callable[[], Awaitable[AgentRecord]],
-    text: Callable[[], Awaitable[AgentRecord]],
+    ctx: CallContext, call: AgentCall, scored: T, constrained: _Reading[T], text: _Reading[T]
 ) -> AgentRecord:
-    """Make a Judge call the way the backend allows, time it, count its unusable scores and store its record."""
+    """Make a Judge call the way the backend allows (the ``text`` or the ``constrained`` reading of what it
+    scores: a trait or the rubric), time it, count its unusable scores and store its record."""
     started = time.monotonic()
     reading = ctx.score_reading()
-    record = await (text() if reading == "text" else constrained())
+    record = await (text if reading == "text" else constrained)(ctx, call, scored)
     record.wall_s = time.monotonic() - started
     record.settings["score_reading"] = reading
     ctx.stats.failed_scores += _unusable(record)
