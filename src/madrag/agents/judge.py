@@ -170,9 +170,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
     if ctx.score_reading() == "schema":
         return await _schema_scores(ctx, call, rubric.traits, first, rationale_resp, all_traits=True)
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
-    usage, latency = rationale_resp.usage, rationale_resp.latency_s
-    steps: list[dict[str, Any]] = []
-    retries = list(rationale_resp.retries)
+    responses, steps = [rationale_resp], []
     results: dict[str, ScoreResult] = {}
     for trait in rubric.traits:
         prefix += f"{trait.name}: "
@@ -184,8 +182,8 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
             choice_distribution(resp, choices), parsed, "constrained_distribution", ctx.settings.report
         )
         prefix += f"{resp.text}\n"
-        retries += resp.retries
-        usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, request_settings(step)]
+        responses.append(resp)
+        steps.append(request_settings(step))
     return new_record(
         ctx,
         call,
@@ -194,10 +192,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
         rationale=rationale,
         tokens=rationale_resp.tokens,
         trait_scores=results,
-        usage=usage,
-        latency_s=latency,
-        answers=1 + len(rubric.traits),
-        retries=retries,
+        **_summed(responses),
         truncated=was_cut(rationale_resp),
         error=_traits_error(results),
     )
@@ -304,13 +299,17 @@ def _traits_error(results: dict[str, ScoreResult]) -> str | None:
 def _rationale_then_score(rationale_resp: ChatResponse, score_resp: ChatResponse) -> dict[str, Any]:
     """A two-request Judge record's usage, latency, retries and cache state, summed over its rationale and its
     score step; truncated when the rationale was cut (a cut score step is the score's own problem)."""
+    cached = rationale_resp.cached and score_resp.cached
+    return {**_summed([rationale_resp, score_resp]), "cached": cached, "truncated": was_cut(rationale_resp)}
+
+
+def _summed(responses: list[ChatResponse]) -> dict[str, Any]:
+    """A Judge record's usage, latency, answers and retries over the requests it made."""
     return {
-        "usage": rationale_resp.usage + score_resp.usage,
-        "latency_s": rationale_resp.latency_s + score_resp.latency_s,
-        "answers": 2,
-        "retries": [*rationale_resp.retries, *score_resp.retries],
-        "cached": rationale_resp.cached and score_resp.cached,
-        "truncated": was_cut(rationale_resp),
+        "usage": sum((r.usage for r in responses), Usage.zero()),
+        "latency_s": sum(r.latency_s for r in responses),
+        "answers": len(responses),
+        "retries": [reason for r in responses for reason in r.retries],
     }
 
 
@@ -337,10 +336,7 @@ def _text_record(
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=rationale,
         tokens=responses[0].tokens,
-        usage=sum((r.usage for r in responses), Usage.zero()),
-        latency_s=sum(r.latency_s for r in responses),
-        answers=len(responses),
-        retries=[reason for r in responses for reason in r.retries],
+        **_summed(responses),
         cached=all(r.cached for r in responses),
         truncated=any(was_cut(r) for r in responses),
         **fields,
