@@ -207,13 +207,10 @@ def _int_field(raw: dict[str, Any], name: str, where: str) -> int | None:
         raise InputError(f"{where}: {name} {value!r} is not an integer") from exc
 
 
-def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str, columns: dict[str, str] | None = None) -> Essay:
     """One essay from a row of a CSV/JSONL data file (or a dict given to the Python API); ``where`` names the row
-    in error messages."""
-    return _generic_essay(raw, rubric, trait_columns(rubric), where)
-
-
-def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str], where: str) -> Essay:
+    in error messages, ``columns`` maps its score columns to traits (default: :func:`trait_columns`)."""
+    columns = trait_columns(rubric) if columns is None else columns
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
     the_id = essay_id(raw["id"], where)
@@ -286,7 +283,7 @@ def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS
         if "id" not in keys or "text" not in keys:
             raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
     _report_columns(p, keys, columns)
-    essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
+    essays = [essay_from_row(raw, rubric, where, columns) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
     check_unique(essays, p)
@@ -328,7 +325,7 @@ def load_submissions(
     for row in table.rows:
         metadata = {k: v for k, v in row.items() if k not in ("ID", "Essay") and v}
         raw = {"id": row.get("ID") or row["Student"], "text": row["Essay"], **metadata}
-        essays.append(_generic_essay(raw, rubric, {}, f"{p}: {row['File']}"))
+        essays.append(essay_from_row(raw, rubric, f"{p}: {row['File']}", {}))
     check_unique(essays, p)
     return essays
 
