@@ -56,11 +56,10 @@ class ArrayCollection:
         """The number of pool essays."""
         return len(self.ids)
 
-    def get(self, include: list[str] | None = None) -> dict[str, Any]:
+    def get(self, include: list[str]) -> dict[str, Any]:
         """Every pool essay, in the stores' ``get`` layout (``ids`` and the ``include``d fields)."""
         fields = {"documents": self.documents, "metadatas": self.metadatas, "embeddings": self.vectors}
-        wanted = include if include is not None else ["documents", "metadatas"]
-        return {"ids": list(self.ids), **{name: fields[name] for name in wanted}}
+        return {"ids": list(self.ids), **{name: fields[name] for name in include}}
 
     def _positions(self, name: str) -> dict[Any, np.ndarray[Any, Any]]:
         """Metadata field ``name``'s index: each value, the positions of the essays that have it (built once; a
