@@ -27,7 +27,7 @@ from madrag.agents.evidence import check_answer
 from madrag.agents.prompts import PromptLibrary
 from madrag.errors import CallFailed, ConfigError, ContextOverflow, ProviderError, RetriesExhausted, RunStopping, hint
 from madrag.providers.accounting import CallTally, current_tally, tallying
-from madrag.providers.base import ChatRequest, ChatResponse, Message, TokenLogprob
+from madrag.providers.base import ChatRequest, ChatResponse, Message
 from madrag.providers.policy import ManagedProvider
 from madrag.records import AgentRecord, ConfidenceSource, call_key, failed_key, prompt_hash
 from madrag.settings import ScoringSettings
@@ -227,21 +227,15 @@ async def finish_record(ctx: CallContext, record: AgentRecord) -> AgentRecord:
     return record
 
 
-def _reuse(ctx: CallContext, call: AgentCall) -> AgentRecord | None:
-    found = ctx.store.get(call.key)
-    if found is not None:
-        ctx.stats.reused += 1
-        if ctx.on_record is not None:
-            ctx.on_record(found)
-    return found
-
-
 async def once(ctx: CallContext, call: AgentCall, make: Callable[[], Awaitable[AgentRecord]]) -> AgentRecord:
     """The record of ``call``: from the store, from an identical call in flight, or made now by ``make`` (the
     requests it sends counted into its record). With a failure budget, a call whose retries are spent is
     recorded as failed and raises :class:`CallFailed`; a call not yet started once the budget is spent raises
     :class:`RunStopping`."""
-    if (found := _reuse(ctx, call)) is not None:
+    if (found := ctx.store.get(call.key)) is not None:
+        ctx.stats.reused += 1
+        if ctx.on_record is not None:
+            ctx.on_record(found)
         return found
     if (pending := ctx.inflight.get(call.key)) is not None:
         return await asyncio.shield(pending)
@@ -359,13 +353,6 @@ def answer_fields(request: ChatRequest, response: ChatResponse, started: float) 
     }
 
 
-def first_token_confidence(tokens: list[TokenLogprob] | None) -> float | None:
-    """c = exp(log p(first generated token)), the MADRAG paper's A.4."""
-    if not tokens:
-        return None
-    return math.exp(tokens[0].logprob)
-
-
 async def debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     """Advocate or Skeptic: free text, with its confidence (first-token logprob, or self-reported)."""
     return await once(ctx, call, lambda: _debater(ctx, call))
@@ -375,7 +362,8 @@ async def _debater(ctx: CallContext, call: AgentCall) -> AgentRecord:
     request = build_request(ctx, call)
     started = time.monotonic()
     response = await ctx.provider.complete(request)
-    confidence = first_token_confidence(response.tokens)
+    # c = exp(log p(first generated token)), the MADRAG paper's A.4
+    confidence = math.exp(response.tokens[0].logprob) if response.tokens else None
     source: ConfidenceSource = "first_token_logprob" if confidence is not None else "none"
     if confidence is None and ctx.self_report_confidence:
         if m := list(SELF_CONFIDENCE.finditer(response.text)):

@@ -150,11 +150,6 @@ def verify_quote(quote: str, essay: str, threshold: float = FUZZY_THRESHOLD, fuz
     return QuoteVerdict(quote, "fuzzy")
 
 
-def verify_quotes(text: str, essay: str) -> list[QuoteVerdict]:
-    """Every quote of an answer ``text`` checked against ``essay``."""
-    return [verify_quote(q, essay) for q in extract_quotes(text)]
-
-
 def placeholder_error_mentions(text: str) -> int:
     """How many sentences of ``text`` cite an anonymization placeholder (``@CAPS1`` or a masked word) as an
     error: the placeholder and an error word in one sentence, unless the sentence says it is not one."""
@@ -171,7 +166,7 @@ def placeholder_error_mentions(text: str) -> int:
 def check_answer(text: str, essay: str, quotes: bool = True) -> EvidenceCounts:
     """The per-call counts a record keeps: quotes found, verified and unverified (with the unverified ones), when
     ``quotes``; and always the placeholder-as-error mentions."""
-    verdicts = verify_quotes(text, essay) if quotes else []
+    verdicts = [verify_quote(q, essay) for q in extract_quotes(text)] if quotes else []
     unverified = [v.quote for v in verdicts if not v.verified]
     return EvidenceCounts(
         checked=quotes,

@@ -208,12 +208,6 @@ def statements(text: str, essay: str | None = None) -> list[Statement]:
     return found
 
 
-def closing_scores(text: str, essay: str | None = None) -> list[tuple[str, int]]:
-    """The Judge's own ``Final score`` statements (:func:`statements`): the raw value and the offset where it
-    starts, in order."""
-    return [(s.raw, s.value_at) for s in statements(text, essay) if s.own]
-
-
 def final_statement(text: str, essay: str | None = None) -> Statement | None:
     """The Judge's last own ``Final score`` statement (None when there is none)."""
     own = [s for s in statements(text, essay) if s.own]

@@ -28,7 +28,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from itertools import product
-from typing import Any
+from typing import Any, TypeVar
 
 from madrag.agents.calls import (
     AgentCall,
@@ -71,38 +71,33 @@ SCORE_STEP_TOKENS = 32
 MISSING_FOLLOWUP = "Give the missing scores now, one line per trait:\n"
 """The start of the all-traits follow-up request; the missing traits' :func:`blank_score_line` follow."""
 
+T = TypeVar("T", Trait, Rubric)
+_Reading = Callable[[CallContext, AgentCall, T], Awaitable[AgentRecord]]
+"""One way to make a Judge call of what it scores (a trait or the whole rubric)."""
+
 # -- Judge calls ----------------------------------------------------------------------------------------------
 
 
 async def judge_trait(ctx: CallContext, call: AgentCall, trait: Trait) -> AgentRecord:
     """The record of a per-trait Judge call ending in ``Final score: N`` for ``trait``: from the store, from
     the same call in flight, or made now (constrained or text reading, see the module docstring)."""
-    return await once(
-        ctx,
-        call,
-        lambda: _made(ctx, lambda: _judge_constrained(ctx, call, trait), lambda: _judge_text(ctx, call, trait)),
-    )
+    return await once(ctx, call, lambda: _made(ctx, call, trait, _judge_constrained, _judge_text))
 
 
 async def judge_all_traits(ctx: CallContext, call: AgentCall, rubric: Rubric) -> AgentRecord:
     """The record of a call scoring every trait in a ``Scores:`` block (one ``<Trait>: N`` line each): from the
     store, from the same call in flight, or made now (constrained or text reading, see the module docstring)."""
-    return await once(
-        ctx,
-        call,
-        lambda: _made(ctx, lambda: _all_constrained(ctx, call, rubric), lambda: _all_text(ctx, call, rubric)),
-    )
+    return await once(ctx, call, lambda: _made(ctx, call, rubric, _all_constrained, _all_text))
 
 
 async def _made(
-    ctx: CallContext,
-    constrained: Callable[[], Awaitable[AgentRecord]],
-    text: Callable[[], Awaitable[AgentRecord]],
+    ctx: CallContext, call: AgentCall, scored: T, constrained: _Reading[T], text: _Reading[T]
 ) -> AgentRecord:
-    """Make a Judge call the way the backend allows, time it, count its unusable scores and store its record."""
+    """Make a Judge call the way the backend allows (the ``text`` or the ``constrained`` reading of what it
+    scores: a trait or the rubric), time it, count its unusable scores and store its record."""
     started = time.monotonic()
     reading = ctx.score_reading()
-    record = await (text() if reading == "text" else constrained())
+    record = await (text if reading == "text" else constrained)(ctx, call, scored)
     record.wall_s = time.monotonic() - started
     record.settings["score_reading"] = reading
     ctx.stats.failed_scores += _unusable(record)
@@ -175,9 +170,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
     if ctx.score_reading() == "schema":
         return await _schema_scores(ctx, call, rubric.traits, first, rationale_resp, all_traits=True)
     prefix = f"{rationale}\nScores:\n" if rationale else "Scores:\n"
-    usage, latency = rationale_resp.usage, rationale_resp.latency_s
-    steps: list[dict[str, Any]] = []
-    retries = list(rationale_resp.retries)
+    responses, steps = [rationale_resp], []
     results: dict[str, ScoreResult] = {}
     for trait in rubric.traits:
         prefix += f"{trait.name}: "
@@ -189,8 +182,8 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
             choice_distribution(resp, choices), parsed, "constrained_distribution", ctx.settings.report
         )
         prefix += f"{resp.text}\n"
-        retries += resp.retries
-        usage, latency, steps = usage + resp.usage, latency + resp.latency_s, [*steps, request_settings(step)]
+        responses.append(resp)
+        steps.append(request_settings(step))
     return new_record(
         ctx,
         call,
@@ -199,10 +192,7 @@ async def _all_constrained(ctx: CallContext, call: AgentCall, rubric: Rubric) ->
         rationale=rationale,
         tokens=rationale_resp.tokens,
         trait_scores=results,
-        usage=usage,
-        latency_s=latency,
-        answers=1 + len(rubric.traits),
-        retries=retries,
+        **_summed(responses),
         truncated=was_cut(rationale_resp),
         error=_traits_error(results),
     )
@@ -309,13 +299,17 @@ def _traits_error(results: dict[str, ScoreResult]) -> str | None:
 def _rationale_then_score(rationale_resp: ChatResponse, score_resp: ChatResponse) -> dict[str, Any]:
     """A two-request Judge record's usage, latency, retries and cache state, summed over its rationale and its
     score step; truncated when the rationale was cut (a cut score step is the score's own problem)."""
+    cached = rationale_resp.cached and score_resp.cached
+    return {**_summed([rationale_resp, score_resp]), "cached": cached, "truncated": was_cut(rationale_resp)}
+
+
+def _summed(responses: list[ChatResponse]) -> dict[str, Any]:
+    """A Judge record's usage, latency, answers and retries over the requests it made."""
     return {
-        "usage": rationale_resp.usage + score_resp.usage,
-        "latency_s": rationale_resp.latency_s + score_resp.latency_s,
-        "answers": 2,
-        "retries": [*rationale_resp.retries, *score_resp.retries],
-        "cached": rationale_resp.cached and score_resp.cached,
-        "truncated": was_cut(rationale_resp),
+        "usage": sum((r.usage for r in responses), Usage.zero()),
+        "latency_s": sum(r.latency_s for r in responses),
+        "answers": len(responses),
+        "retries": [reason for r in responses for reason in r.retries],
     }
 
 
@@ -335,9 +329,6 @@ def _text_record(
     """The record of a Judge call read from its text: the answer (and any follow-up), the first answer's
     ``rationale`` and tokens, usage and latency summed over the requests, and whether any answer was cut by the
     token limit."""
-    usage = Usage.zero()
-    for r in responses:
-        usage = usage + r.usage
     return new_record(
         ctx,
         call,
@@ -345,10 +336,7 @@ def _text_record(
         text="\n\n[follow-up]\n".join(r.text for r in responses),
         rationale=rationale,
         tokens=responses[0].tokens,
-        usage=usage,
-        latency_s=sum(r.latency_s for r in responses),
-        answers=len(responses),
-        retries=[reason for r in responses for reason in r.retries],
+        **_summed(responses),
         cached=all(r.cached for r in responses),
         truncated=any(was_cut(r) for r in responses),
         **fields,

@@ -89,23 +89,18 @@ def adjust_messages(
     own_block = prompts.render(
         "cj_own_block", ROUND=previous, RATIONALE=_rationale(own.record), SCORES=score_lines(own.record, rubric)
     )
+    said = _rationale(other.record)
     if masked:
         other_block = prompts.render(
-            "cj_other_masked_block",
-            OTHER=other.agent.label,
-            ROUND=previous,
-            RATIONALE=mask_scores(_rationale(other.record), rubric),
+            "cj_other_masked_block", OTHER=other.agent.label, ROUND=previous, RATIONALE=mask_scores(said, rubric)
         )
     else:
+        scores = score_lines(other.record, rubric)
         other_block = prompts.render(
-            "cj_other_block",
-            OTHER=other.agent.label,
-            ROUND=previous,
-            RATIONALE=_rationale(other.record),
-            SCORES=score_lines(other.record, rubric),
+            "cj_other_block", OTHER=other.agent.label, ROUND=previous, RATIONALE=said, SCORES=scores
         )
     return role_messages(
-        ctx.prompts,
+        prompts,
         ctx.settings.prompt_layout,
         own.agent.adjust,
         "cj_adjust_user",
@@ -121,12 +116,8 @@ def _rationale(record: AgentRecord) -> str:
 def score_lines(record: AgentRecord, rubric: Rubric) -> str:
     """``<Trait>: N`` for each trait, ``(no usable score)`` where the agent's score was unusable."""
     results = record.trait_scores or {}
-    lines = []
-    for trait in rubric.traits:
-        result = results.get(trait.name)
-        value = result.reported if result is not None else None
-        lines.append(f"{trait.name}: {value if value is not None else '(no usable score)'}")
-    return "\n".join(lines)
+    reported = {name: r.reported for name, r in results.items() if r.reported is not None}
+    return "\n".join(f"{t.name}: {reported.get(t.name, '(no usable score)')}" for t in rubric.traits)
 
 
 _NUMBER = re.compile(r"(?<![\w@])\d+(?:[.,]\d+)*")

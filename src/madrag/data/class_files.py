@@ -93,12 +93,10 @@ def read_class_file(
     if kind == "xlsx":
         sheet = read_xlsx(data, name, max_rows, limits or ArchiveLimits())
         return ClassTable(sheet.header, sheet.rows, f"Excel workbook, sheet {sheet.title!r}")
-    if kind in ("zip", "document"):
-        if kind == "zip":
-            found = read_submissions_zip(data, limits)
-        else:
-            found = _one_document(data, name, limits)
-        return _submissions_table(found, "ZIP of submissions" if kind == "zip" else "one document")
+    if kind == "zip":
+        return _submissions_table(read_submissions_zip(data, limits), "ZIP of submissions")
+    if kind == "document":
+        return _submissions_table(_one_document(data, name, limits), "one document")
     text, codec = decode_text(data, name)
     header, rows = read_csv_text(text, name, max_rows)
     comma = delimiter_of(text) == ","

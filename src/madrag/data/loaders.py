@@ -38,7 +38,7 @@ from madrag.data.reading import (
     report_once,
     too_long,
 )
-from madrag.data.row_limit import JSONL_SUFFIXES, MAX_ROWS, check_rows
+from madrag.data.row_limit import JSONL_SUFFIXES, MAX_ROWS, check_rows, refuse_rows
 from madrag.data.spreadsheets import XLSX_SUFFIXES
 from madrag.data.submissions import ArchiveLimits
 from madrag.data.summeval import load_summeval, looks_like_summeval, sample_summeval
@@ -207,13 +207,10 @@ def _int_field(raw: dict[str, Any], name: str, where: str) -> int | None:
         raise InputError(f"{where}: {name} {value!r} is not an integer") from exc
 
 
-def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str) -> Essay:
+def essay_from_row(raw: dict[str, Any], rubric: Rubric, where: str, columns: dict[str, str] | None = None) -> Essay:
     """One essay from a row of a CSV/JSONL data file (or a dict given to the Python API); ``where`` names the row
-    in error messages."""
-    return _generic_essay(raw, rubric, trait_columns(rubric), where)
-
-
-def _generic_essay(raw: dict[str, Any], rubric: Rubric, columns: dict[str, str], where: str) -> Essay:
+    in error messages, ``columns`` maps its score columns to traits (default: :func:`trait_columns`)."""
+    columns = trait_columns(rubric) if columns is None else columns
     if "id" not in raw or "text" not in raw:
         raise InputError(f"{where}: needs 'id' and 'text' fields, got {sorted(raw)}")
     the_id = essay_id(raw["id"], where)
@@ -286,7 +283,7 @@ def load_table(path: str | Path, rubric: Rubric, max_rows: int | None = MAX_ROWS
         if "id" not in keys or "text" not in keys:
             raise InputError(f"{p}: missing column(s) {[c for c in ('id', 'text') if c not in keys]}")
     _report_columns(p, keys, columns)
-    essays = [_generic_essay(raw, rubric, columns, where) for where, raw in rows]
+    essays = [essay_from_row(raw, rubric, where, columns) for where, raw in rows]
     if not essays:
         raise InputError(f"{p}: no essays")
     check_unique(essays, p)
@@ -306,15 +303,8 @@ def _xlsx_rows(p: Path, max_rows: int | None) -> tuple[list[str], list[tuple[str
     """The header and ``(path row N, row)`` pairs of a workbook's first sheet with data (read up to the row past
     ``max_rows``, then refused)."""
     table = read_class_path(p, max_rows if max_rows is not None else sys.maxsize)
-    _refuse_rows(p, len(table.rows), max_rows)
+    refuse_rows(p, len(table.rows), max_rows)
     return table.header, [(f"{p} row {i}", dict(r)) for i, r in enumerate(table.rows, 2)]
-
-
-def _refuse_rows(p: Path, n: int, max_rows: int | None) -> None:
-    if max_rows is not None and n > max_rows:
-        raise InputError(
-            f"{p}: more than {max_rows:,} rows, the limit: score the file in parts, or raise the limit with --max-rows"
-        )
 
 
 def load_submissions(
@@ -326,7 +316,7 @@ def load_submissions(
     metadata. A file that cannot be read (a scanned PDF) is reported, with what to do, and left out."""
     p = Path(path)
     table = read_class_path(p, limits=limits)
-    _refuse_rows(p, len(table.rows), max_rows)
+    refuse_rows(p, len(table.rows), max_rows)
     for file, why in table.refused:
         report_once(p, f"{file}: {why} (left out)")
     if not table.rows:
@@ -335,7 +325,7 @@ def load_submissions(
     for row in table.rows:
         metadata = {k: v for k, v in row.items() if k not in ("ID", "Essay") and v}
         raw = {"id": row.get("ID") or row["Student"], "text": row["Essay"], **metadata}
-        essays.append(_generic_essay(raw, rubric, {}, f"{p}: {row['File']}"))
+        essays.append(essay_from_row(raw, rubric, f"{p}: {row['File']}", {}))
     check_unique(essays, p)
     return essays
 

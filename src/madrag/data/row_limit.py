@@ -76,7 +76,12 @@ def check_rows(path: Path, suffix: str, max_rows: int | None) -> None:
             found = count_rows(_pieces(text), suffix, stop_after=max_rows)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
-    if found > max_rows:
+    refuse_rows(path, found, max_rows)
+
+
+def refuse_rows(path: Path, rows: int, max_rows: int | None) -> None:
+    """Refuse the data file at ``path`` when its ``rows`` are more than ``max_rows`` (None: no limit)."""
+    if max_rows is not None and rows > max_rows:
         raise InputError(
             f"{path}: more than {max_rows:,} rows, the limit: score the file in parts, or raise the limit with "
             "--max-rows"

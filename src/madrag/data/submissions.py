@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+import posixpath
 import re
 import zipfile
 import zlib
@@ -243,13 +244,8 @@ def _collect(members: list[_Member], parts: PartLimits) -> Submissions:
 def _wrapper_folder(names: list[str]) -> str:
     """The folder every file is in (``Essay 1/`` of a Drive folder downloaded as a ZIP), to be left out when a
     student is read from a folder's name; empty when the files are not all in one."""
-    parents = [PurePosixPath(n).parent.parts for n in names]
-    common: list[str] = []
-    for level in zip(*parents, strict=False):
-        if len(set(level)) != 1:
-            break
-        common.append(level[0])
-    return "".join(part + "/" for part in common)
+    common = posixpath.commonpath([PurePosixPath(n).parent.as_posix() for n in names]) if names else ""
+    return common + "/" if common else ""
 
 
 def _read_one(name: str, inner: str, data: bytes, parts: PartLimits) -> tuple[_Who, str]:

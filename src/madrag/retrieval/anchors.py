@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from madrag.data.essay import Essay
-from madrag.retrieval.exemplars import SCORE_PREFIX, Exemplar, LevelExemplar, score_key
+from madrag.retrieval.exemplars import Exemplar, LevelExemplar, score_key
 from madrag.rubric import Trait
 
 if TYPE_CHECKING:
@@ -67,32 +67,20 @@ class AnchorChoice:
             return self._chosen[trait.name]
 
     def _choose(self, trait: Trait) -> dict[int, list[Exemplar]]:
-
         pool = self._collection
         column = [m.get(score_key(trait.name)) for m in pool.metadatas]
         chosen: dict[int, list[Exemplar]] = {}
         for score in trait.scores:
             rows = [i for i, value in enumerate(column) if value is not None and int(value) == score]
             picked = level_medoids([pool.ids[i] for i in rows], pool.vectors[rows]) if rows else []
-            chosen[score] = [self._exemplar(rows[j], mean) for j, mean in picked]
+            chosen[score] = [
+                Exemplar.stored(pool.ids[rows[j]], pool.documents[rows[j]], pool.metadatas[rows[j]], 1.0 - mean)
+                for j, mean in picked
+            ]
         return chosen
-
-    def _exemplar(self, row: int, mean_similarity: float) -> Exemplar:
-
-        meta = self._collection.metadatas[row]
-        set_raw = meta.get("essay_set")
-        return Exemplar(
-            essay_id=self._collection.ids[row],
-            text=self._collection.documents[row],
-            scores={k[len(SCORE_PREFIX) :]: int(v) for k, v in sorted(meta.items()) if k.startswith(SCORE_PREFIX)},
-            essay_set=int(set_raw) if set_raw is not None else None,
-            distance=1.0 - mean_similarity,
-            similarity=mean_similarity,
-        )
 
     def per_level(self, essay: Essay, trait: Trait) -> list[LevelExemplar]:
         """Per score of ``trait``: its anchor, or the runner-up when ``essay`` is the anchor (None: neither)."""
-
         levels = []
         for score, found in self.candidates(trait).items():
             usable = [ex for ex in found if ex.essay_id != essay.id]

@@ -27,7 +27,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,12 +41,11 @@ from madrag.metrics import PAPER_TIES, TieRule
 from madrag.retrieval import bank_store
 from madrag.retrieval.anchors import AnchorChoice
 from madrag.retrieval.embedder import Embedder, FloatArray, normalize_rows
-from madrag.retrieval.exemplars import SCORE_PREFIX as SCORE_PREFIX
 from madrag.retrieval.exemplars import Exemplar as Exemplar
 from madrag.retrieval.exemplars import LevelExemplar as LevelExemplar
 from madrag.retrieval.exemplars import score_key as score_key
 from madrag.retrieval.memory import ArrayCollection
-from madrag.retrieval.sqlite_banks import SqliteBanks, SqliteCollection
+from madrag.retrieval.sqlite_banks import MAX_BATCH, SqliteBanks, SqliteCollection
 from madrag.rubric import Rubric, Trait
 
 BANK_FORMAT = 1
@@ -83,22 +82,6 @@ def _metadata(essay: Essay, rubric: Rubric, ties: TieRule) -> dict[str, str | in
         if ref is not None:
             meta[score_key(trait.name)] = ref
     return meta
-
-
-def _check_pool(pool: Sequence[Essay]) -> None:
-    if not pool:
-        raise InputError("the exemplar pool is empty: the bank needs scored essays from the training split")
-    check_unique(list(pool), "the exemplar pool")
-
-
-def _batches(items: Sequence[Essay], size: int) -> Iterator[Sequence[Essay]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _cache_key(essay: Essay) -> tuple[str, str]:
-    """Query vectors are cached per essay id, guarded by a hash of the text (ids can be reused)."""
-    return essay.id, hashlib.sha1(essay.text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -162,7 +145,9 @@ class ExemplarBank:
         ``ties``: how the pool's reference labels (the exemplars' scores) round a tie (a run's ``reference_ties``).
         Banks of other pools in ``cache_dir`` are left as they are (``madrag cache prune`` removes unused ones).
         """
-        _check_pool(pool)
+        if not pool:
+            raise InputError("the exemplar pool is empty: the bank needs scored essays from the training split")
+        check_unique(list(pool), "the exemplar pool")
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         cache_dir = Path(cache_dir)
@@ -209,9 +194,9 @@ class ExemplarBank:
         try:
             with bank_store.folder_lock(cache_dir, write=True):
                 collection = client.create_collection(temp, metadata=metadata)
-            step = max(1, min(batch_size, int(client.get_max_batch_size())))
-            done = 0
-            for batch in _batches(pool, step):
+            step = max(1, min(batch_size, MAX_BATCH))
+            for done in range(0, len(pool), step):
+                batch = pool[done : done + step]
                 vectors = normalize_rows(embedder.embed([e.text for e in batch]))
                 if vectors.shape[0] != len(batch):
                     raise MadragError(f"embedder {embedder.name} returned {vectors.shape[0]} vectors for {len(batch)}")
@@ -222,9 +207,8 @@ class ExemplarBank:
                         documents=[e.text for e in batch],
                         metadatas=[_metadata(e, rubric, ties) for e in batch],
                     )
-                done += len(batch)
                 if on_progress is not None:
-                    on_progress(done, len(pool))
+                    on_progress(done + len(batch), len(pool))
             with bank_store.folder_lock(cache_dir, write=True):
                 final = bank_store.finish_build(client, temp, name, str(metadata["fingerprint"]), len(pool))
                 return ExemplarBank._read(final)
@@ -239,18 +223,13 @@ class ExemplarBank:
         """Every pool essay as stored: ``ids``, ``documents``, ``metadatas`` (lists) and ``embeddings`` (an
         ``(n, dim)`` float32 array), e.g. to ship the bank to processes that cannot open this cache."""
         got = self._collection.get(include=["documents", "metadatas", "embeddings"])
-        return {
-            "ids": list(got["ids"]),
-            "documents": list(got["documents"]),
-            "metadatas": [dict(m) for m in got["metadatas"]],
-            "embeddings": np.asarray(got["embeddings"], dtype=np.float32),
-        }
+        return got | {"documents": list(got["documents"]), "metadatas": [dict(m) for m in got["metadatas"]]}
 
     # ---------------------------------------------------------------- query vectors
 
     def query_vector(self, essay: Essay) -> FloatArray:
         """The essay's embedding (1-D), computed once per essay and cached in memory."""
-        key = _cache_key(essay)
+        key = essay.id, hashlib.sha1(essay.text.encode("utf-8")).hexdigest()  # ids can be reused: the text too
         with self._cache_lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
@@ -266,49 +245,22 @@ class ExemplarBank:
             while len(self._cache) > _QUERY_CACHE_SIZE:
                 self._cache.popitem(last=False)
 
-    def _vector(self, essay: Essay, query_vector: FloatArray | None) -> list[float]:
-        vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
-        return [float(x) for x in vector.reshape(-1)]
+    def _vector(self, essay: Essay, query_vector: FloatArray | None) -> FloatArray:
+        vector = self.query_vector(essay) if query_vector is None else query_vector
+        return np.asarray(vector, np.float32).reshape(-1)
 
     # ---------------------------------------------------------------- retrieval
 
-    def _query(self, vector: list[float], n: int, where: dict[str, Any], exclude: str) -> list[Exemplar]:
-        result = self._collection.query(
-            query_embeddings=[vector],
-            n_results=max(1, min(n, self.size)),
-            where=where,
-            include=["documents", "metadatas", "distances"],
-        )
-        exemplars = []
-        for eid, doc, meta, dist in zip(
-            result["ids"][0],
-            result["documents"][0],
-            result["metadatas"][0],
-            result["distances"][0],
-            strict=True,
-        ):
-            if eid == exclude or meta.get("essay_id") == exclude:
-                continue
-            scores = {k[len(SCORE_PREFIX) :]: int(v) for k, v in sorted(meta.items()) if k.startswith(SCORE_PREFIX)}
-            set_raw = meta.get("essay_set")
-            exemplars.append(
-                Exemplar(
-                    essay_id=str(eid),
-                    text=str(doc),
-                    scores=scores,
-                    essay_set=int(set_raw) if set_raw is not None else None,
-                    distance=float(dist),
-                    similarity=1.0 - float(dist),
-                )
-            )
-        return exemplars[:n]
+    def _query(self, vector: FloatArray, n: int, exclude: str, level: tuple[str, int] | None = None) -> list[Exemplar]:
+        c = self._collection
+        found = [(i, d) for i, d in c.nearest(vector, max(1, min(n, self.size)), exclude, level) if c.ids[i] != exclude]
+        return [Exemplar.stored(c.ids[i], c.documents[i], c.metadatas[i], d) for i, d in found[:n]]
 
     def similar(self, essay: Essay, k: int, query_vector: FloatArray | None = None) -> list[Exemplar]:
         """Procedure 1: the ``k`` pool essays nearest to ``essay`` (never ``essay`` itself), nearest first."""
         if k < 1:
             raise InputError(f"k must be >= 1, got {k}")
-        where = {"essay_id": {"$ne": essay.id}}
-        return self._query(self._vector(essay, query_vector), k, where, exclude=essay.id)
+        return self._query(self._vector(essay, query_vector), k, exclude=essay.id)
 
     def per_level(self, essay: Essay, trait: Trait, query_vector: FloatArray | None = None) -> list[LevelExemplar]:
         """Procedure 2: for each score of ``trait`` (lowest first) the nearest pool essay with that reference.
@@ -319,8 +271,7 @@ class ExemplarBank:
         vector = self._vector(essay, query_vector)
         levels = []
         for score in trait.scores:
-            where = {"$and": [{score_key(trait.name): {"$eq": score}}, {"essay_id": {"$ne": essay.id}}]}
-            found = self._query(vector, 1, where, exclude=essay.id)
+            found = self._query(vector, 1, essay.id, (score_key(trait.name), score))
             levels.append(LevelExemplar(trait=trait.name, score=score, exemplar=found[0] if found else None))
         return levels
 
@@ -329,7 +280,7 @@ class ExemplarBank:
     ) -> dict[str, list[LevelExemplar]]:
         """Procedure 2 for several traits (default: the whole rubric), embedding ``essay`` only once."""
         chosen = list(traits) if traits is not None else list(self.rubric.traits)
-        vector = self.query_vector(essay) if query_vector is None else np.asarray(query_vector, np.float32)
+        vector = self._vector(essay, query_vector)
         return {t.name: self.per_level(essay, t, query_vector=vector) for t in chosen}
 
     @functools.cached_property

@@ -76,6 +76,13 @@ def folder_lock(cache_dir: Path, *, write: bool) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _lease_file(cache_dir: Path, name: str, make: bool = False) -> Path:
+    """The file whose lock is the lease on bank ``name`` (``make``: its folder made)."""
+    if make:
+        (cache_dir / _LEASES).mkdir(parents=True, exist_ok=True)
+    return cache_dir / _LEASES / f"{name}.lock"
+
+
 class BankLease:
     """A shared lock on one bank of a cache folder, held while a process uses it; prune skips leased banks.
 
@@ -84,9 +91,7 @@ class BankLease:
     """
 
     def __init__(self, cache_dir: Path, name: str) -> None:
-        folder = cache_dir / _LEASES
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{name}.lock"
+        self.path = _lease_file(cache_dir, name, make=True)
         self._fh: BinaryIO | None = self.path.open("a+b")
         fcntl.flock(self._fh, fcntl.LOCK_SH)
         os.utime(self.path)
@@ -107,9 +112,7 @@ class BankLease:
 def unused(cache_dir: Path, name: str) -> Iterator[bool]:
     """Whether no process holds a lease on bank ``name``; while the block runs, none can take one (an
     exclusive lock tried without waiting, held to the end of the block)."""
-    folder = cache_dir / _LEASES
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f"{name}.lock").open("a+b") as fh:
+    with _lease_file(cache_dir, name, make=True).open("a+b") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -123,7 +126,7 @@ def unused(cache_dir: Path, name: str) -> Iterator[bool]:
 
 def in_use(cache_dir: Path, name: str) -> bool:
     """Whether some process holds a lease on bank ``name`` now."""
-    if not (cache_dir / _LEASES / f"{name}.lock").is_file():
+    if not _lease_file(cache_dir, name).is_file():
         return False
     with unused(cache_dir, name) as free:
         return not free
@@ -131,7 +134,7 @@ def in_use(cache_dir: Path, name: str) -> bool:
 
 def last_used(cache_dir: Path, name: str) -> float | None:
     """When bank ``name`` was last opened (a Unix time), None when no run recorded it."""
-    path = cache_dir / _LEASES / f"{name}.lock"
+    path = _lease_file(cache_dir, name)
     return path.stat().st_mtime if path.is_file() else None
 
 
@@ -141,8 +144,7 @@ def find_finished(client: SqliteBanks, name: str, fingerprint: str, expected: in
     names = sorted(c.name for c in client.list_collections() if c.name == name or c.name.startswith(name + "-r"))
     for cname in names:
         collection = client.get_collection(cname)
-        meta = collection.metadata or {}
-        if meta.get("fingerprint") == fingerprint and collection.count() == expected:
+        if collection.metadata.get("fingerprint") == fingerprint and collection.count() == expected:
             return collection
     return None
 
@@ -183,22 +185,19 @@ def list_banks(cache_dir: Path) -> list[BankInfo]:
         return []
     client = open_client(cache_dir)
     with folder_lock(cache_dir, write=False):
-        found = [c for c in client.list_collections() if str(c.name).startswith(NAME_PREFIX)]
-        rows = []
-        for c in found:
-            meta = c.metadata or {}
-            traits = json.loads(str(meta["traits"])) if "traits" in meta else []
-            rows.append(
-                BankInfo(
-                    name=str(c.name),
-                    size=int(c.count()),
-                    embedder=str(meta["embedder"]) if "embedder" in meta else None,
-                    traits=traits,
-                    building=BUILDING in str(c.name),
-                    in_use=in_use(cache_dir, lease_name(str(c.name))),
-                    last_used=last_used(cache_dir, lease_name(str(c.name))),
-                )
+        rows = [
+            BankInfo(
+                name=c.name,
+                size=c.count(),
+                embedder=str(c.metadata["embedder"]) if "embedder" in c.metadata else None,
+                traits=json.loads(str(c.metadata["traits"])) if "traits" in c.metadata else [],
+                building=BUILDING in c.name,
+                in_use=in_use(cache_dir, lease_name(c.name)),
+                last_used=last_used(cache_dir, lease_name(c.name)),
             )
+            for c in client.list_collections()
+            if c.name.startswith(NAME_PREFIX)
+        ]
     return sorted(rows, key=lambda r: r.name)
 
 

@@ -160,23 +160,49 @@ def _minilm(model_dir: Path | None, device: str | None) -> SentenceTransformer:
         return _load_sentence_transformer(str(model_dir or minilm_model_dir()), device)
 
 
-def _dimension(model: SentenceTransformer, name: str) -> int:
-    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    dim = getter()
-    if dim is None:
-        raise MadragError(f"the embedding model {name} does not report its dimension")
-    return int(dim)
+class _MiniLM:
+    """What both all-MiniLM-L6-v2 embedders share: the model's folder, the batch size and device of ``encode``
+    and its lock."""
 
-
-class MiniLMEmbedder:
-    """The MADRAG paper's embedding: all-MiniLM-L6-v2's plain ``encode`` of the whole text, which reads its first 256
-    word pieces (the model's ``max_seq_length``) and drops the rest (see the module docstring)."""
-
-    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 32, device: str | None = None) -> None:
+    def __init__(self, model_dir: str | Path | None, batch_size: int, device: str | None) -> None:
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = batch_size
         self.device = device
         self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """The model of this process (loaded on first use, shared by every embedder)."""
+        return _minilm(self._model_dir, self.device)
+
+    @property
+    def dim(self) -> int:
+        """The model's embedding dimension (384 for MiniLM); loads the model."""
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = getter()
+        if dim is None:
+            raise MadragError(f"the embedding model {self.name} does not report its dimension")
+        return int(dim)
+
+    def _encode(self, model: SentenceTransformer, texts: list[str]) -> FloatArray:
+        """One batched ``encode`` of ``texts`` (called under the lock), L2-normalised."""
+        vectors = model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        return normalize_rows(np.asarray(vectors))
+
+
+class MiniLMEmbedder(_MiniLM):
+    """The MADRAG paper's embedding: all-MiniLM-L6-v2's plain ``encode`` of the whole text, which reads its first 256
+    word pieces (the model's ``max_seq_length``) and drops the rest (see the module docstring)."""
+
+    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 32, device: str | None = None) -> None:
+        super().__init__(model_dir, batch_size, device)
 
     @property
     def name(self) -> str:
@@ -186,7 +212,7 @@ class MiniLMEmbedder:
     @property
     def model(self) -> SentenceTransformer:
         """The loaded model; its ``max_seq_length`` must be the 256 the name says."""
-        model = _minilm(self._model_dir, self.device)
+        model = super().model
         if model.max_seq_length != MINILM_MAX_TOKENS:
             raise MadragError(
                 f"the embedding model reads {model.max_seq_length} word pieces, not {MINILM_MAX_TOKENS}; "
@@ -194,28 +220,16 @@ class MiniLMEmbedder:
             )
         return model
 
-    @property
-    def dim(self) -> int:
-        """The model's embedding dimension (384 for MiniLM); loads the model."""
-        return _dimension(self.model, self.name)
-
     def embed(self, texts: list[str]) -> FloatArray:
         """One batched ``encode`` of the texts (each cut at 256 word pieces by the model), L2-normalised."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self.model
         with self._lock:
-            vectors = model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return normalize_rows(np.asarray(vectors))
+            return self._encode(model, list(texts))
 
 
-class MiniLMWindowsEmbedder:
+class MiniLMWindowsEmbedder(_MiniLM):
     """all-MiniLM-L6-v2 over overlapping token windows (see the module docstring); never truncates a text."""
 
     def __init__(
@@ -232,12 +246,9 @@ class MiniLMWindowsEmbedder:
                 f"bad chunking: window_tokens={window_tokens} (>= 8), overlap_tokens={overlap_tokens} "
                 "(0 .. window_tokens/2)"
             )
-        self._model_dir = Path(model_dir) if model_dir is not None else None
+        super().__init__(model_dir, batch_size, device)
         self.window_tokens = window_tokens
         self.overlap_tokens = overlap_tokens
-        self.batch_size = batch_size
-        self.device = device
-        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -247,16 +258,11 @@ class MiniLMWindowsEmbedder:
     @property
     def model(self) -> SentenceTransformer:
         """The loaded model (loaded on first use, shared by every embedder of this process)."""
-        model = _minilm(self._model_dir, self.device)
+        model = super().model
         limit = (model.max_seq_length or 512) - model.tokenizer.num_special_tokens_to_add(pair=False)
         if self.window_tokens > limit:
             raise MadragError(f"window_tokens={self.window_tokens} exceeds the model's limit of {limit} tokens")
         return model
-
-    @property
-    def dim(self) -> int:
-        """The model's embedding dimension (384 for MiniLM); loads the model."""
-        return _dimension(self.model, self.name)
 
     def windows(self, text: str) -> list[str]:
         """The window texts ``text`` is embedded as (one entry when it fits the model)."""
@@ -283,15 +289,7 @@ class MiniLMWindowsEmbedder:
         model = self.model
         with self._lock:
             per_text = self._windows_of(list(texts), model)
-            flat = [w for windows in per_text for w in windows]
-            vectors = model.encode(
-                flat,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        vectors = normalize_rows(np.asarray(vectors))
+            vectors = self._encode(model, [w for windows in per_text for w in windows])
         owners = np.repeat(np.arange(len(texts)), [len(w) for w in per_text])
         sums = np.zeros((len(texts), vectors.shape[1]), dtype=np.float64)
         np.add.at(sums, owners, vectors)

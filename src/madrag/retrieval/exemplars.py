@@ -4,6 +4,9 @@ Shared by the bank (:mod:`madrag.retrieval.bank`) and the anchors (:mod:`madrag.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 SCORE_PREFIX = "score::"
@@ -20,6 +23,19 @@ class Exemplar(BaseModel):
     essay_set: int | None = None
     distance: float  # cosine distance, 1 - similarity
     similarity: float  # cosine similarity of the two essay vectors
+
+    @classmethod
+    def stored(cls, essay_id: str, text: str, meta: Mapping[str, Any], distance: float) -> Exemplar:
+        """A pool essay as a bank stores it (its reference scores under :func:`score_key`), at ``distance``."""
+        set_raw = meta.get("essay_set")
+        return cls(
+            essay_id=essay_id,
+            text=text,
+            scores={k[len(SCORE_PREFIX) :]: int(v) for k, v in sorted(meta.items()) if k.startswith(SCORE_PREFIX)},
+            essay_set=int(set_raw) if set_raw is not None else None,
+            distance=distance,
+            similarity=1.0 - distance,
+        )
 
 
 class LevelExemplar(BaseModel):

@@ -20,11 +20,6 @@ from madrag.retrieval.embedder import Embedder
 from madrag.rubric import Rubric, Trait
 
 
-def fold_tag(fold: int) -> str:
-    """The scope tag recorded with the bank that leaves ``fold`` out."""
-    return f"without-fold-{fold}"
-
-
 class FoldBanks:
     """One exemplar bank per fold; an essay is answered by the bank built without its own fold."""
 
@@ -47,7 +42,7 @@ class FoldBanks:
         pools' reference labels."""
         banks = {
             fold: ExemplarBank.build_or_load(
-                pool, rubric, embedder, cache_dir, scope_tag=fold_tag(fold), on_progress=on_progress, ties=ties
+                pool, rubric, embedder, cache_dir, scope_tag=f"without-fold-{fold}", on_progress=on_progress, ties=ties
             )
             for fold, pool in sorted(pools.items())
         }

@@ -3,8 +3,8 @@
 Every :class:`~madrag.retrieval.bank.ExemplarBank` answers its retrievals from an :class:`ArrayCollection`: the
 bank's collection in the SQLite store (:mod:`madrag.retrieval.sqlite_banks`) is read once when the bank is opened
 (or built), and a Ray worker restores one from the driver's snapshot. Once a run holds its bank, nothing another
-process does to the cache folder can take it away mid-run, and a query costs one matrix product. The query and
-filter language is Chroma's (the MADRAG paper's vector store), so Chroma's own query over the same vectors is the
+process does to the cache folder can take it away mid-run, and a query costs one matrix product. Its answers
+are Chroma's (the MADRAG paper's vector store) exact ones: Chroma's own query over the same vectors is the
 reference the tests and ``bench/retrieval.py`` compare it with; docs/differences.md (``bank-store``) gives the
 numbers that kept this search over Chroma's approximate one.
 """
@@ -19,17 +19,15 @@ import numpy as np
 from madrag.errors import MadragError
 from madrag.retrieval.embedder import FloatArray, normalize_rows
 
-Where = Mapping[str, Any]
 _TIE_DECIMALS = 6  # distances equal to 6 decimals are ties (float32 vectors), kept in the pool's order
 
 
 class ArrayCollection:
-    """A bank's essays over arrays in memory, queried as a Chroma collection is.
+    """A bank's essays over arrays in memory.
 
-    ``query`` ranks by cosine distance (1 - dot product of unit vectors, as Chroma's cosine space) after the
-    ``where`` filter, supporting what the bank sends: ``{"field": {"$eq"|"$ne": value}}`` and ``{"$and":
-    [...]}``. Search is exact (float64 cosines of the stored float32 vectors); distances equal to 6 decimals are
-    ties and keep the pool's order, so float rounding never reorders essays that are equally near.
+    :meth:`nearest` ranks by cosine distance (as Chroma's cosine space) the essays a filter keeps. Search is exact
+    (float64 cosines of the stored float32 vectors); distances equal to 6 decimals are ties and keep the pool's
+    order, so float rounding never reorders essays that are equally near.
     """
 
     def __init__(self, ids: list[str], documents: list[str], metadatas: list[dict[str, Any]], vectors: FloatArray):
@@ -58,11 +56,10 @@ class ArrayCollection:
         """The number of pool essays."""
         return len(self.ids)
 
-    def get(self, include: list[str] | None = None) -> dict[str, Any]:
+    def get(self, include: list[str]) -> dict[str, Any]:
         """Every pool essay, in the stores' ``get`` layout (``ids`` and the ``include``d fields)."""
         fields = {"documents": self.documents, "metadatas": self.metadatas, "embeddings": self.vectors}
-        wanted = include if include is not None else ["documents", "metadatas"]
-        return {"ids": list(self.ids), **{name: fields[name] for name in wanted}}
+        return {"ids": list(self.ids), **{name: fields[name] for name in include}}
 
     def _positions(self, name: str) -> dict[Any, np.ndarray[Any, Any]]:
         """Metadata field ``name``'s index: each value, the positions of the essays that have it (built once; a
@@ -81,43 +78,24 @@ class ArrayCollection:
             mask[at] = True
         return mask
 
-    def _mask(self, where: Where) -> np.ndarray[Any, Any]:
-        mask = np.ones(len(self.ids), dtype=bool)
-        for key, cond in where.items():
-            if key == "$and":
-                for part in cond:
-                    mask &= self._mask(part)
-                continue
-            for op, value in cond.items():
-                if op == "$eq":
-                    mask &= self._equal(key, value)
-                elif op == "$ne":
-                    mask &= ~self._equal(key, value)
-                else:
-                    raise MadragError(f"bank contents: unsupported filter {op!r}")
-        return mask
+    def nearest(
+        self, vector: FloatArray, n: int, exclude: str, level: tuple[str, int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``n`` essays nearest ``vector`` by cosine distance (1 - dot product of unit vectors), as (row,
+        distance), nearest first: never one whose ``essay_id`` is ``exclude``, and with ``level`` = (metadata
+        key, value) only those holding that value."""
+        mask = ~self._equal("essay_id", exclude)
+        if level is not None:
+            mask &= self._equal(*level)
+        candidates = np.flatnonzero(mask)
+        distances = self._distances(vector)[candidates]
+        nearest = np.argsort(np.round(distances, _TIE_DECIMALS), kind="stable")[:n]
+        return [(int(candidates[j]), float(distances[j])) for j in nearest]
 
-    def query(
-        self, query_embeddings: list[list[float]], n_results: int, where: Where, include: list[str]
-    ) -> dict[str, list[list[Any]]]:
-        """Chroma's answer layout: one list per query of ids, documents, metadatas and distances."""
-        del include  # everything is always returned
-        candidates = np.flatnonzero(self._mask(where))
-        out: dict[str, list[list[Any]]] = {"ids": [], "documents": [], "metadatas": [], "distances": []}
-        for raw in query_embeddings:
-            distances = self._distances(raw)[candidates]
-            nearest = np.argsort(np.round(distances, _TIE_DECIMALS), kind="stable")[:n_results]
-            order = candidates[nearest]
-            out["ids"].append([self.ids[i] for i in order])
-            out["documents"].append([self.documents[i] for i in order])
-            out["metadatas"].append([self.metadatas[i] for i in order])
-            out["distances"].append([float(distances[j]) for j in nearest])
-        return out
-
-    def _distances(self, raw: list[float]) -> np.ndarray[Any, Any]:
+    def _distances(self, raw: FloatArray) -> np.ndarray[Any, Any]:
         """Cosine distances of the query to every essay; the last query's are kept, since a bank sends the same
         vector once per score level."""
-        query = normalize_rows(np.asarray([raw], dtype=np.float32))[0].astype(np.float64)
+        query = normalize_rows(np.asarray(raw, dtype=np.float32).reshape(1, -1))[0].astype(np.float64)
         key = query.tobytes()
         last = self._last
         if last is None or last[0] != key:

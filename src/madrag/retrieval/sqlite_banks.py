@@ -82,10 +82,6 @@ class SqliteBanks:
                 conn.execute("DELETE FROM items WHERE cid = ?", (cid,))
                 conn.execute("DELETE FROM collections WHERE cid = ?", (cid,))
 
-    def get_max_batch_size(self) -> int:
-        """The most essays one :meth:`SqliteCollection.add` is handed."""
-        return MAX_BATCH
-
 
 class SqliteCollection:
     """One bank of a :class:`SqliteBanks`: its essays in the order they were added."""
@@ -122,7 +118,7 @@ class SqliteCollection:
                 ],
             )
 
-    def get(self, include: list[str] | None = None) -> dict[str, Any]:
+    def get(self, include: list[str]) -> dict[str, Any]:
         """Every essay: ``ids`` and the ``include``d fields (documents, metadatas, embeddings as one float32
         array), the layout :meth:`ArrayCollection.from_contents <madrag.retrieval.memory.ArrayCollection.from_contents>`
         reads."""
@@ -137,8 +133,7 @@ class SqliteCollection:
             if rows
             else np.zeros((0, 0), dtype=np.float32),
         }
-        wanted = include if include is not None else ["documents", "metadatas"]
-        return {"ids": [r[0] for r in rows], **{k: fields[k] for k in wanted}}
+        return {"ids": [r[0] for r in rows], **{k: fields[k] for k in include}}
 
     def modify(self, name: str) -> None:
         """Rename the collection (a finished build takes the bank's name)."""

@@ -112,16 +112,12 @@ def build_params(opts: ServerOptions, xllamacpp: Any) -> Any:
     return params
 
 
-def _import_xllamacpp() -> Any:
-    return require("embedded", "xllamacpp")
-
-
 def serve(opts: ServerOptions, ready: Callable[[str], None], stop: threading.Event) -> None:
     """Start the server, call ``ready`` with its base URL, serve until ``stop`` is set or the parent process
     dies, then stop it."""
     check_options(opts)
     check_port_free(opts.port)
-    xllamacpp = _import_xllamacpp()
+    xllamacpp = require("embedded", "xllamacpp")
     params = build_params(opts, xllamacpp)
     try:
         held = [xllamacpp.Server(params)]

@@ -214,17 +214,12 @@ class StubApp:
 
     async def models(self, _request: web.Request) -> web.Response:
         """``GET /v1/models``: the one model (with the ``fingerprint`` as its ``root``, when set)."""
-        model: dict[str, Any] = {
-            "id": self.config.model,
-            "object": "model",
-            "created": 0,
-            "owned_by": self.config.owned_by,
-        }
-        if self.config.fingerprint is not None:
-            model["root"] = self.config.fingerprint
-        if self.config.max_model_len is not None:
-            model["max_model_len"] = self.config.max_model_len
-        return web.json_response({"object": "list", "data": [model]})
+        c = self.config
+        model = {"id": c.model, "object": "model", "created": 0, "owned_by": c.owned_by}
+        extra = {"root": c.fingerprint, "max_model_len": c.max_model_len}
+        return web.json_response(
+            {"object": "list", "data": [model | {k: v for k, v in extra.items() if v is not None}]}
+        )
 
     async def props(self, _request: web.Request) -> web.Response:
         """``GET /props`` as llama.cpp's server answers it: its slots, each slot's context, its model file and
@@ -276,8 +271,7 @@ async def serve(config: StubConfig, port: int = 0, max_lifetime_s: float = 3600.
         await runner.cleanup()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m madrag.testing.stub_server``: parse the options and serve until the parent process dies."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="A local OpenAI-compatible stub server (127.0.0.1 only).")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free port, printed as READY <port>)")
     parser.add_argument("--capacity", type=int, default=32, help="requests served in parallel; more wait")
@@ -303,26 +297,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context-limit", type=int, default=None, help="400 for a prompt of this many words or more")
     parser.add_argument("--watch", default="", help="count the requests that carry this text (stats: watched)")
     parser.add_argument("--max-lifetime", type=float, default=3600.0, help="exit after this many seconds")
+    return parser
+
+
+_NEGATED = ("no_usage", "no_logprobs")
+"""The options that switch a :class:`StubConfig` field off (``usage``, ``logprobs``)."""
+
+
+def _field(dest: str) -> str:
+    """The :class:`StubConfig` field option ``dest`` sets (empty for ``--port`` and ``--max-lifetime``)."""
+    if dest in ("port", "max_lifetime"):
+        return ""
+    return {"latency": "latency_s", "no_usage": "usage", "no_logprobs": "logprobs"}.get(dest, dest)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m madrag.testing.stub_server``: parse the options and serve until the parent process dies."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.latency < 0:
         parser.error("--capacity must be >= 1 and --latency >= 0")
     if not 0.0 <= args.fault_rate <= 1.0 or not 400 <= args.fault_status <= 599:
         parser.error("--fault-rate must be in [0, 1] and --fault-status an HTTP error status")
-    same = (  # the options whose StubConfig field has the option's name
-        "answer_prefix fingerprint fault_rate fault_status fault_seed props n_ctx max_model_len owned_by torn_rate "
-        "latency_spread context_limit watch cpu_bound"
-    ).split()
-    config = StubConfig(
-        args.capacity,
-        args.latency,
-        args.model,
-        args.debater_tokens,
-        args.judge_tokens,
-        args.reasoning_model,
-        usage=not args.no_usage,
-        logprobs=not args.no_logprobs,
-        **{name: getattr(args, name) for name in same},
-    )
+    fields: dict[str, Any] = {_field(d): not v if d in _NEGATED else v for d, v in vars(args).items() if _field(d)}
+    config = StubConfig(**fields)
     asyncio.run(serve(config, args.port, args.max_lifetime))
 
 
@@ -348,37 +346,16 @@ class StubServer:
         return f"http://{HOST}:{self.port}/v1"
 
     def command(self) -> list[str]:
-        """The command line that runs the stub with this configuration."""
-        c = self.config
-        return [
-            sys.executable,
-            "-m",
-            "madrag.testing.stub_server",
-            f"--capacity={c.capacity}",
-            f"--latency={c.latency_s}",
-            f"--model={c.model}",
-            f"--debater-tokens={c.debater_tokens}",
-            f"--judge-tokens={c.judge_tokens}",
-            *([] if c.usage else ["--no-usage"]),
-            *([] if c.logprobs else ["--no-logprobs"]),
-            *(["--reasoning-model"] if c.reasoning_model else []),
-            *([f"--answer-prefix={c.answer_prefix}"] if c.answer_prefix else []),
-            *([f"--fingerprint={c.fingerprint}"] if c.fingerprint is not None else []),
-            *(
-                [f"--fault-rate={c.fault_rate}", f"--fault-status={c.fault_status}", f"--fault-seed={c.fault_seed}"]
-                if c.fault_rate > 0
-                else []
-            ),
-            *(["--props", f"--n-ctx={c.n_ctx}"] if c.props else []),
-            *(["--cpu-bound"] if c.cpu_bound else []),
-            *([f"--max-model-len={c.max_model_len}"] if c.max_model_len is not None else []),
-            *([f"--context-limit={c.context_limit}"] if c.context_limit is not None else []),
-            f"--owned-by={c.owned_by}",
-            *([f"--torn-rate={c.torn_rate}"] if c.torn_rate > 0 else []),
-            *([f"--latency-spread={c.latency_spread}"] if c.latency_spread > 0 else []),
-            *([f"--watch={c.watch}"] if c.watch else []),
-            f"--port={self.port}",
-        ]
+        """The command line that runs the stub with this configuration: each option whose value differs from
+        its default."""
+        options = []
+        for dest, default in vars(_parser().parse_args([])).items():
+            value = getattr(self.config, _field(dest)) if _field(dest) else default
+            value = not value if dest in _NEGATED else value
+            flag = "--" + dest.replace("_", "-")
+            if value != default:
+                options.append(flag if isinstance(default, bool) else f"{flag}={value}")
+        return [sys.executable, "-m", "madrag.testing.stub_server", *options, f"--port={self.port}"]
 
     def start(self) -> StubServer:
         """Start the subprocess and wait until it says which port it listens on (RuntimeError if it does not)."""
