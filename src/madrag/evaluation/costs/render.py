@@ -199,13 +199,7 @@ def report_to_dict(report: CostReport) -> dict[str, Any]:
         "priced": report.priced,
         "essay_traits": len(report.per_unit),
         "protocols": {
-            name: {
-                "own": _tally_dict(pc.own),
-                "shared": _tally_dict(pc.shared),
-                "attributed": _tally_dict(pc.attributed),
-                "debates": pc.debates,
-                "shared_with": pc.shared_with,
-            }
+            name: {k: _tally_dict(v) if isinstance(v, Tally) else v for k, v in vars(pc).items()}
             for name, pc in report.protocols.items()
         },
         "unattributed": _tally_dict(report.unattributed),
