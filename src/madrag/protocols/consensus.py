@@ -253,13 +253,13 @@ register_protocol(*CONSENSUS_PROTOCOLS, options=True, listed=CONSENSUS_PROTOCOLS
 """The names of the table above, the MAD ones with an optional ``[rounds=N]``."""
 
 
-def _resolve(protocols: Iterable[str]) -> list[ConsensusProtocol]:
-    return [p for p in (consensus_protocol(n) for n in protocols) if p is not None]
-
-
-def _index(records: Iterable[AgentRecord], protos: list[ConsensusProtocol]) -> dict[str, AgentRecord]:
+def _resolve(
+    records: Iterable[AgentRecord], protocols: Iterable[str]
+) -> tuple[list[ConsensusProtocol], dict[str, AgentRecord]]:
+    """The consensus protocols of ``protocols`` and their records by key."""
+    protos = [p for p in (consensus_protocol(n) for n in protocols) if p is not None]
     wanted = {p.namespace(r) for p in protos for r in range(p.rounds + 1)}
-    return {r.key: r for r in records if r.protocol in wanted}
+    return protos, {r.key: r for r in records if r.protocol in wanted}
 
 
 def _essays(by_key: dict[str, AgentRecord], proto: ConsensusProtocol) -> list[str]:
@@ -273,8 +273,7 @@ def _essays(by_key: dict[str, AgentRecord], proto: ConsensusProtocol) -> list[st
 def stored_trait_scores(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> list[TraitScore]:
     """The final TraitScores of the named consensus protocols from stored records, exactly as the protocols
     returned them; an essay whose final-round records are not all there (an interrupted run) has none."""
-    protos = _resolve(protocols)
-    by_key = _index(records, protos)
+    protos, by_key = _resolve(records, protocols)
     out: list[TraitScore] = []
     for proto in protos:
         for essay_id in _essays(by_key, proto):
@@ -294,8 +293,7 @@ def agent_score_rows(records: Iterable[AgentRecord], rubric: Rubric, protocols: 
     ones); only rounds 0..R of the protocol's own R. ``score`` is the agent's reported score (NaN when unusable).
     Non-consensus names are ignored.
     """
-    protos = _resolve(protocols)
-    by_key = _index(records, protos)
+    protos, by_key = _resolve(records, protocols)
     rows: list[dict[str, Any]] = []
     for proto in protos:
         for essay_id in _essays(by_key, proto):

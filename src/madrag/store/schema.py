@@ -165,17 +165,15 @@ def open_read_only(path: Path, upgrade: StoreUpgrade | None = None) -> sqlite3.C
     cannot be read."""
     if not path.is_file():
         raise InputError(f"no run store at {path}")
+    conn = None
     try:
         conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise InputError(f"cannot read run store {path}: {exc}") from exc
-    try:
         view = conn if upgrade is None else upgrade.for_reading(conn, path)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise InputError(f"cannot read run store {path}: {exc}") from exc
-    except BaseException:
-        conn.close()
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise InputError(f"cannot read run store {path}: {exc}") from exc
         raise
     try:
         _check(view, path)
