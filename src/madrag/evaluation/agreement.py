@@ -85,11 +85,7 @@ def _qwk_row(
 
 def human_rows(essays: list[Essay], rubric: Rubric, name: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
     """Rater 1 vs rater 2 QWK per trait, on the essays where both raters scored the trait."""
-    rows = []
-    for trait in rubric.traits:
-        a, b = rater_pairs(essays, trait.name)
-        rows.append(_qwk_row(name, trait, a, b, bootstrap, seed))
-    return rows
+    return [_qwk_row(name, trait, *rater_pairs(essays, trait.name), bootstrap, seed) for trait in rubric.traits]
 
 
 def protocol_cell(
