@@ -310,14 +310,10 @@ class RunStore:
         ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), left out by SQLite
         before a record is parsed: most of a record's size, nothing a reader of scores, rationales or debates needs."""
         self.flush()
-        sql, args = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1", []
-        if protocol is not None:
-            sql += " AND protocol = ?"
-            args.append(protocol)
-        if role is not None:
-            sql += " AND role = ?"
-            args.append(role)
-        for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", args):
+        where = {column: value for column, value in (("protocol", protocol), ("role", role)) if value is not None}
+        sql = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1"
+        sql += "".join(f" AND {column} = ?" for column in where)
+        for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", list(where.values())):
             yield AgentRecord.model_validate_json(blob)
 
     def protocols_of(self, role: str) -> set[str]:

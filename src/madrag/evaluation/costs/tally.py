@@ -48,7 +48,7 @@ A planned run's cost from a sample: :mod:`madrag.evaluation.costs.estimate`.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -269,10 +269,7 @@ class CostReport:
         """Retries counted by kind of reason (``HTTP 429``, ``HTTP 500``, ``timeout``, ``connection`` ...)."""
         from madrag.providers.policy import retry_kind
 
-        kinds: dict[str, int] = defaultdict(int)
-        for call in self.calls:
-            for reason in call.retries:
-                kinds[retry_kind(reason)] += 1
+        kinds = Counter(retry_kind(reason) for call in self.calls for reason in call.retries)
         return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
