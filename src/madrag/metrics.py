@@ -156,14 +156,10 @@ def rater_pairs(
     essays: Iterable[Rated], trait: str, first: int = 0, second: int = 1
 ) -> tuple[list[float], list[float]]:
     """Scores of rater ``first`` and rater ``second`` (0-based) on the essays where both scored ``trait``."""
-    a: list[float] = []
-    b: list[float] = []
-    for essay in essays:
-        x, y = essay.rater(trait, first), essay.rater(trait, second)
-        if x is not None and y is not None:
-            a.append(x)
-            b.append(y)
-    return a, b
+    pairs = [
+        (x, y) for e in essays if (x := e.rater(trait, first)) is not None and (y := e.rater(trait, second)) is not None
+    ]
+    return [x for x, _ in pairs], [y for _, y in pairs]
 
 
 def rmse(a: ArrayLike, b: ArrayLike) -> float:

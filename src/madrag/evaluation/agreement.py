@@ -80,19 +80,12 @@ def _qwk_row(
     ci = bootstrap_ci(qwk_metric(trait.min, trait.max), a, b, n=bootstrap, seed=seed)
     row = {"protocol": protocol, "trait": trait.name, "label": trait_label(trait.name), "qwk": ci.estimate}
     row.update(ci_low=ci.low, ci_high=ci.high, n=len(a), n_unusable=0, n_missing=0, n_no_reference=0)
-    row.update(n_truncated=0)
-    row.update(valid_rate=float("nan"))
-    row.update(counts)
-    return row
+    return row | {"n_truncated": 0, "valid_rate": float("nan")} | counts
 
 
 def human_rows(essays: list[Essay], rubric: Rubric, name: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
     """Rater 1 vs rater 2 QWK per trait, on the essays where both raters scored the trait."""
-    rows = []
-    for trait in rubric.traits:
-        a, b = rater_pairs(essays, trait.name)
-        rows.append(_qwk_row(name, trait, a, b, bootstrap, seed))
-    return rows
+    return [_qwk_row(name, trait, *rater_pairs(essays, trait.name), bootstrap, seed) for trait in rubric.traits]
 
 
 def protocol_cell(
@@ -296,35 +289,7 @@ def evaluate_run(
     """All tables for a loaded run. ``bootstrap`` resamples per CI / comparison (0 = no intervals); ``ties``
     the tie rule of the reference labels (default: the run's own, :attr:`RunData.reference_ties`)."""
     rule = checked_ties(ties or run.reference_ties)
-    return _evaluate_run(replace(run, label_ties=rule), bootstrap, seed, baseline, rule)
-
-
-def reference_line(rule: TieRule) -> str:
-    """How the reference label is made, for the evaluation's metadata and printed summaries."""
-    tie = {"half_up": "halves up", "half_even": "halves to the even score", "half_down": "halves down"}[rule]
-    return (
-        f"mean of the available raters rounded to a valid score, {tie} (reference_ties {rule}; the MADRAG paper, B.5)"
-    )
-
-
-def ties_note(rule: TieRule, recorded: TieRule) -> str | None:
-    """A note when the evaluation's tie rule is not the one the run's exemplar labels used."""
-    if rule == recorded:
-        return None
-    return (
-        f"reference labels round ties {rule}, but this run's exemplar labels were made with {recorded} "
-        "(its reference_ties setting)"
-    )
-
-
-def run_model(config: dict[str, Any]) -> str | None:
-    """The model a run's configuration names for its backend (None when it names none)."""
-    provider = config.get("provider")
-    model = provider.get("model") if isinstance(provider, dict) else None
-    return str(model) if model else None
-
-
-def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None, rule: TieRule) -> Evaluation:
+    run = replace(run, label_ties=rule)
     full, note = load_full_data(run.data_path, run.rubric)
     notes = [n for n in (note, ties_note(rule, run.reference_ties)) if n]
     notes += [no_scores_line(t) for t in traits_without_scores(full or run.essays, run.rubric)]
@@ -355,6 +320,31 @@ def _evaluate_run(run: RunData, bootstrap: int, seed: int, baseline: str | None,
         notes=notes,
         evidence=evidence_table(run.run_dir, run.protocols),
     )
+
+
+def reference_line(rule: TieRule) -> str:
+    """How the reference label is made, for the evaluation's metadata and printed summaries."""
+    tie = {"half_up": "halves up", "half_even": "halves to the even score", "half_down": "halves down"}[rule]
+    return (
+        f"mean of the available raters rounded to a valid score, {tie} (reference_ties {rule}; the MADRAG paper, B.5)"
+    )
+
+
+def ties_note(rule: TieRule, recorded: TieRule) -> str | None:
+    """A note when the evaluation's tie rule is not the one the run's exemplar labels used."""
+    if rule == recorded:
+        return None
+    return (
+        f"reference labels round ties {rule}, but this run's exemplar labels were made with {recorded} "
+        "(its reference_ties setting)"
+    )
+
+
+def run_model(config: dict[str, Any]) -> str | None:
+    """The model a run's configuration names for its backend (None when it names none)."""
+    provider = config.get("provider")
+    model = provider.get("model") if isinstance(provider, dict) else None
+    return str(model) if model else None
 
 
 def evaluate(

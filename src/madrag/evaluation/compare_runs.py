@@ -21,9 +21,8 @@ import pandas as pd
 from madrag.errors import InputError
 from madrag.evaluation.agreement import default_baseline, trait_label
 from madrag.evaluation.run import RunData
-from madrag.evaluation.tables import UNDEFINED, fmt, markdown_document, records
+from madrag.evaluation.tables import UNDEFINED, fmt, markdown_document, records, write_csvs
 from madrag.files.atomic import write_text_atomic
-from madrag.files.csv_safe import write_frame
 from madrag.metrics import TieRule, bootstrap_ci, paired_bootstrap, qwk_metric
 from madrag.rubric import Trait
 
@@ -233,12 +232,9 @@ DEFINITIONS = [
 
 def save(comparison: RunComparison, out_dir: Path) -> list[Path]:
     """agreement.csv, differences.csv and compare.md in ``out_dir``; the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "agreement.csv", out_dir / "differences.csv", out_dir / "compare.md"]
-    write_frame(comparison.agreement, paths[0], index=False)
-    write_frame(comparison.differences, paths[1], index=False)
+    paths = write_csvs({"agreement.csv": comparison.agreement, "differences.csv": comparison.differences}, out_dir)
     meta = comparison.meta
     notes = [f"bootstrap {meta['bootstrap']} resamples, seed {meta['seed']}, reference ties {meta['reference_ties']}"]
     text = markdown_document("Runs compared", display_tables(comparison), DEFINITIONS, notes + comparison.notes)
-    write_text_atomic(paths[2], text)
-    return paths
+    write_text_atomic(out_dir / "compare.md", text)
+    return [*paths, out_dir / "compare.md"]

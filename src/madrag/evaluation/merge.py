@@ -14,9 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from madrag.evaluation.agreement import Evaluation
-from madrag.evaluation.tables import markdown_table, new_figure, save_png
+from madrag.evaluation.tables import markdown_table, new_figure, save_png, write_csvs
 from madrag.files.atomic import write_text_atomic
-from madrag.files.csv_safe import write_frame
 
 MERGED_COLUMNS = ["protocol", "label", "qwk", "n_runs", "n"]
 """Columns of the long merged table: the mean QWK of ``n_runs`` runs over ``n`` scored essay-traits in all."""
@@ -71,11 +70,9 @@ def plot_merged(merged: pd.DataFrame, path: Path) -> Path:
 def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> list[Path]:
     """Write ``merged_qwk.csv`` (long), ``merged_qwk_table.csv`` (wide), ``merged.md`` and, when a QWK is defined,
     ``figure2.png`` (the bars of Figure 2) under ``out_dir``; the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    long_path, wide_path, md_path = out_dir / "merged_qwk.csv", out_dir / "merged_qwk_table.csv", out_dir / "merged.md"
-    write_frame(merged, long_path, index=False)
     table = merged_wide(merged)
-    write_frame(table, wide_path)
+    wide = "merged_qwk_table.csv"
+    written = write_csvs({"merged_qwk.csv": merged, wide: table}, out_dir, with_index=[wide])
     lines = [
         "# Merged QWK (the MADRAG paper's Figure 2: overlapping traits averaged over the runs)",
         "",
@@ -86,8 +83,8 @@ def save_merged(merged: pd.DataFrame, runs: Sequence[Path], out_dir: Path) -> li
         "— : undefined (one essay, or a rater who gave one score only), never 0.",
         "",
     ]
-    write_text_atomic(md_path, "\n".join(lines))
-    written = [long_path, wide_path, md_path]
+    write_text_atomic(out_dir / "merged.md", "\n".join(lines))
+    written.append(out_dir / "merged.md")
     if merged["qwk"].notna().any():
         written.append(plot_merged(merged, out_dir / "figure2.png"))
     return written

@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from madrag.data.essay import Essay
-from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, trait_label, wide
+from madrag.evaluation.agreement import HH_EVAL, HH_FULL, Evaluation, evaluate_run, protocol_cell, trait_label, wide
 from madrag.evaluation.run import RunData, load_run, open_store
 from madrag.evaluation.sources import Sources, debate_turns, essay_sources, judge_for
 from madrag.evaluation.tables import display_tables, fmt, new_figure
@@ -97,18 +97,6 @@ def qwk_plot(evaluation: Evaluation) -> str:
     return png(fig, "QWK per trait and protocol")
 
 
-def _pairs(run: RunData, protocol: str, trait: Trait) -> tuple[list[int], list[int]]:
-    """(human reference, protocol score) for essays with both."""
-    scores = run.score_map()
-    refs, preds = [], []
-    for essay in run.essays:
-        found, ref = scores.get((protocol, essay.id, trait.name)), essay.reference(trait, run.label_ties)
-        if found is not None and found.score is not None and ref is not None:
-            refs.append(ref)
-            preds.append(found.score)
-    return refs, preds
-
-
 def confusion_plot(run: RunData, protocol: str) -> str:
     """One heatmap per trait: rows = human reference, columns = the protocol's score (counts)."""
     traits = run.rubric.traits
@@ -116,8 +104,8 @@ def confusion_plot(run: RunData, protocol: str) -> str:
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         k = trait.max - trait.min + 1
         matrix = np.zeros((k, k), dtype=int)
-        for ref, pred in zip(*_pairs(run, protocol, trait), strict=True):
-            matrix[ref - trait.min, pred - trait.min] += 1
+        for ref, pred in zip(*protocol_cell(run, protocol, trait, run.score_map())[:2], strict=True):
+            matrix[int(ref) - trait.min, int(pred) - trait.min] += 1
         ax.imshow(matrix, cmap="Blues", vmin=0)
         for (i, j), count in np.ndenumerate(matrix):
             dark = count > matrix.max() / 2
@@ -137,8 +125,8 @@ def distribution_plot(run: RunData) -> str:
     names = ["human reference", *run.protocols]
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         width = 0.8 / len(names)
-        refs = [r for e in run.essays if (r := e.reference(trait, run.label_ties)) is not None]
-        series = [refs, *(_pairs(run, p, trait)[1] for p in run.protocols)]
+        refs: list[float] = [r for e in run.essays if (r := e.reference(trait, run.label_ties)) is not None]
+        series = [refs, *(protocol_cell(run, p, trait, run.score_map())[1] for p in run.protocols)]
         for i, (name, values) in enumerate(zip(names, series, strict=True)):
             counts = np.array([values.count(s) for s in trait.scores], dtype=float)
             share = counts / counts.sum() if counts.sum() else counts

@@ -240,12 +240,6 @@ def _backends(job: ScoreJob, backend: Provider | None) -> _Backends:
     return _Backends(provider, role_providers, given=backend is not None)
 
 
-def _record_backends(store: RunStore, backends: _Backends) -> None:
-    store.set_meta("provider", backends.main.provider.describe())
-    if backends.roles:
-        store.set_meta("role_providers", {r: p.provider.describe() for r, p in backends.roles.items()})
-
-
 def _open_store(job: ScoreJob, held: contextlib.ExitStack) -> RunStore:
     """The run's store, open for writing under the run directory's writer lock, a disk's refusal one line; the
     store, the error mapping and the lock are held until ``held`` closes."""
@@ -362,7 +356,9 @@ async def _score(
     """Check the backends (:func:`preflight`, unless ``checked`` holds what a new run's check found), build the
     bank (with ``embedder``, if given), then score the run's essays (here or on the job's executor)."""
     stage = hooks.on_stage
-    _record_backends(run.store, backends)
+    run.store.set_meta("provider", backends.main.provider.describe())
+    if backends.roles:
+        run.store.set_meta("role_providers", {r: p.provider.describe() for r, p in backends.roles.items()})
     ctx = CallContext(
         run_id=run.run_id,
         provider=backends.main,

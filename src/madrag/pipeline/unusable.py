@@ -26,7 +26,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from madrag.errors import hint
@@ -62,7 +62,12 @@ def _cause(record: AgentRecord, problem: str | None) -> str:
         where = f"--judge-max-tokens {limit}" if limit is not None else "its limit"
         looping = ", repeating itself" if repeats_itself(record.text) else ""
         return f"cut off at the token limit ({where}{looping})"
-    text = _PREFIX.sub("", problem or record.error or "no score")
+    return _words(problem or record.error or "no score")
+
+
+def _words(problem: str) -> str:
+    """A reading's problem as its cause: its prefix and the values it found left out (:data:`_KINDS`)."""
+    text = _PREFIX.sub("", problem)
     for pattern, words in _KINDS:
         text = pattern.sub(words, text)
     return text.strip()
@@ -109,26 +114,13 @@ class Unusable:
 
     def as_dict(self) -> dict[str, Any]:
         """The account as JSON, as a run's store keeps it (meta ``unusable``)."""
-        return {
-            "answers": self.answers,
-            "given": self.given,
-            "causes": dict(self.causes),
-            "missing": self.missing,
-            "expected": self.expected,
-            "missing_causes": dict(self.missing_causes),
-        }
+        return {k: dict(v) if isinstance(v, Counter) else v for k, v in vars(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Unusable:
         """The account :meth:`as_dict` wrote."""
-        return cls(
-            given=int(data["given"]),
-            causes=Counter(data["causes"]),
-            missing=int(data["missing"]),
-            expected=int(data["expected"]),
-            missing_causes=Counter(data["missing_causes"]),
-            answers=str(data["answers"]),
-        )
+        kept: dict[str, Any] = {f.name: data[f.name] for f in fields(cls)}
+        return cls(**kept | {k: Counter(kept[k]) for k in ("causes", "missing_causes")})
 
     def short(self) -> str:
         """A few words for a list of runs: "all read", or "21 of 24 comparisons unusable, 3 of 3 missing"."""
@@ -166,12 +158,7 @@ def missing_cause(score: TraitScore | None, answers: Counter[str] | None = None)
     if answers:
         return answers.most_common(1)[0][0]
     problem = score.result.invalid_raw if score.result is not None else None
-    if not problem:
-        return "no score read"
-    text = _PREFIX.sub("", problem)
-    for pattern, words in _KINDS:
-        text = pattern.sub(words, text)
-    return text.strip()
+    return _words(problem) if problem else "no score read"
 
 
 def unusable_by_protocol(

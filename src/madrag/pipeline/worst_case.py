@@ -139,12 +139,8 @@ class _Script:
     limits: list[Limit] = field(default_factory=list)
 
     def limit(self, request: ChatRequest) -> Limit:
-        role = request.role or ""
-        for setting in ("debater_max_tokens", "judge_max_tokens"):
-            wanted = role in DEBATERS if setting == "debater_max_tokens" else role not in DEBATERS
-            if wanted and request.max_tokens == getattr(self.settings, setting):
-                return Limit(setting, request.max_tokens)
-        return Limit(None, request.max_tokens)
+        setting = "debater_max_tokens" if (request.role or "") in DEBATERS else "judge_max_tokens"
+        return Limit(setting if request.max_tokens == getattr(self.settings, setting) else None, request.max_tokens)
 
     def __call__(self, request: ChatRequest) -> FakeReply:
         if request.choices is not None:

@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
+from madrag.agents.calls import AgentCall, CallContext, new_record
 from madrag.agents.context import essay_values, shorten
 from madrag.agents.placeholders import mask_placeholders
 from madrag.agents.prompts import TRAINING_FREE_PROMPT_NAMES
@@ -42,7 +41,7 @@ from madrag.protocols.base import ProtocolNeeds, RecordReader, TraitScore
 from madrag.protocols.bradley_terry import ALPHA
 from madrag.protocols.cj_fit import COMPARED_ROLE, fit_trait
 from madrag.protocols.concurrency import gather_or_cancel
-from madrag.protocols.per_trait import TraitProtocol
+from madrag.protocols.per_trait import TraitProtocol, read_answer
 from madrag.protocols.registry import register_protocol
 from madrag.providers.base import Message
 from madrag.records import AgentRecord
@@ -243,25 +242,14 @@ async def compare(ctx: CallContext, call: AgentCall) -> AgentRecord:
     """The record of one comparison (from the store, or made now): the chosen position in
     ``context["choice"]`` and ``context["winner"]`` (``essay`` or ``anchor``); both None, with an ``error``,
     when the answer has no ``Answer: A|B`` line (counted as an unusable score)."""
-    return await once(ctx, call, lambda: _compare(ctx, call))
 
+    def read(text: str) -> tuple[dict[str, Any], str | None]:
+        choice = parse_choice(text)
+        if choice is None:
+            return {"choice": None, "winner": None}, "unreadable comparison: no 'Answer: A' or 'Answer: B' line"
+        return {"choice": choice, "winner": "essay" if choice == call.context["essay_position"] else "anchor"}, None
 
-async def _compare(ctx: CallContext, call: AgentCall) -> AgentRecord:
-    request = build_request(ctx, call)
-    started = time.monotonic()
-    response = await ctx.provider.complete(request)
-    choice = parse_choice(response.text)
-    if choice is None:
-        ctx.stats.failed_scores += 1
-    winner = None if choice is None else "essay" if choice == call.context["essay_position"] else "anchor"
-    record = new_record(
-        ctx,
-        replace(call, context={**call.context, "choice": choice, "winner": winner}),
-        **answer_fields(request, response, started),
-        evidence=None,
-        error=None if choice is not None else "unreadable comparison: no 'Answer: A' or 'Answer: B' line",
-    )
-    return await finish_record(ctx, record)
+    return await read_answer(ctx, call, read, evidence=None)
 
 
 @register_protocol("CJ", "CJ_F", options=True, listed=("CJ_F", "CJ[anchors=medoid]", "CJ[comparisons=2]"))

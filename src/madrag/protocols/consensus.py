@@ -152,32 +152,15 @@ class ConsensusProtocol(ScoringProtocol):
     async def score_essay(self, ctx: CallContext, essay: Essay, rubric: Rubric) -> list[TraitScore]:
         """Round 0, then rounds 1..R (each agent reading the other's previous round), then the final scores."""
         values = all_traits_values(ctx.prompts, essay, rubric, ctx.settings.placeholders)
-        records = await gather_or_cancel(*(self._initial(ctx, essay, rubric, values, a) for a in self.agents))
-        for round_ in range(1, self.rounds + 1):
+        records: Sequence[AgentRecord] = ()
+        for round_ in range(self.rounds + 1):
             previous = records
             records = await gather_or_cancel(
-                *(self._adjust(ctx, essay, rubric, values, round_, i, previous) for i in range(len(self.agents)))
+                *(self._turn(ctx, essay, rubric, values, round_, i, previous) for i in range(len(self.agents)))
             )
         return self.final_scores(records, rubric)
 
-    async def _initial(
-        self, ctx: CallContext, essay: Essay, rubric: Rubric, values: dict[str, str], agent: AgentSpec
-    ) -> AgentRecord:
-        actx = ctx.for_role(agent.role)
-        call = AgentCall(
-            protocol=self.namespace(0),
-            essay_id=essay.id,
-            trait=ALL_TRAITS,
-            role=agent.role,
-            round=0,
-            messages=initial_messages(actx, values, agent),
-            temperature=ctx.settings.judge_temperature,
-            max_tokens=ctx.settings.judge_max_tokens,
-            essay=values["ESSAY"],
-        )
-        return await judge_all_traits(actx, call, rubric)
-
-    async def _adjust(
+    async def _turn(
         self,
         ctx: CallContext,
         essay: Essay,
@@ -187,21 +170,30 @@ class ConsensusProtocol(ScoringProtocol):
         index: int,
         previous: Sequence[AgentRecord],
     ) -> AgentRecord:
-        agent, other_agent = self.agents[index], self.agents[1 - index]
-        own, other = previous[index], previous[1 - index]
+        """Agent ``index``'s call in ``round_``: round 0 on its own, a later round reading its own and the other
+        agent's ``previous`` records."""
+        agent = self.agents[index]
         actx = ctx.for_role(agent.role)
+        if round_:
+            own, other = Turn(agent, previous[index]), Turn(self.agents[1 - index], previous[1 - index])
+            messages = adjust_messages(actx, values, rubric, round_, own, other, self.masked)
+            context = {
+                "own_previous": own.record.key,
+                "other_previous": other.record.key,
+                "scores_shared": not self.masked,
+            }
+        else:
+            messages, context = initial_messages(actx, values, agent), {}
         call = AgentCall(
             protocol=self.namespace(round_),
             essay_id=essay.id,
             trait=ALL_TRAITS,
             role=agent.role,
             round=round_,
-            messages=adjust_messages(
-                actx, values, rubric, round_, Turn(agent, own), Turn(other_agent, other), self.masked
-            ),
+            messages=messages,
             temperature=ctx.settings.judge_temperature,
             max_tokens=ctx.settings.judge_max_tokens,
-            context={"own_previous": own.key, "other_previous": other.key, "scores_shared": not self.masked},
+            context=context,
             essay=values["ESSAY"],
         )
         return await judge_all_traits(actx, call, rubric)
@@ -261,13 +253,13 @@ register_protocol(*CONSENSUS_PROTOCOLS, options=True, listed=CONSENSUS_PROTOCOLS
 """The names of the table above, the MAD ones with an optional ``[rounds=N]``."""
 
 
-def _resolve(protocols: Iterable[str]) -> list[ConsensusProtocol]:
-    return [p for p in (consensus_protocol(n) for n in protocols) if p is not None]
-
-
-def _index(records: Iterable[AgentRecord], protos: list[ConsensusProtocol]) -> dict[str, AgentRecord]:
+def _resolve(
+    records: Iterable[AgentRecord], protocols: Iterable[str]
+) -> tuple[list[ConsensusProtocol], dict[str, AgentRecord]]:
+    """The consensus protocols of ``protocols`` and their records by key."""
+    protos = [p for p in (consensus_protocol(n) for n in protocols) if p is not None]
     wanted = {p.namespace(r) for p in protos for r in range(p.rounds + 1)}
-    return {r.key: r for r in records if r.protocol in wanted}
+    return protos, {r.key: r for r in records if r.protocol in wanted}
 
 
 def _essays(by_key: dict[str, AgentRecord], proto: ConsensusProtocol) -> list[str]:
@@ -281,8 +273,7 @@ def _essays(by_key: dict[str, AgentRecord], proto: ConsensusProtocol) -> list[st
 def stored_trait_scores(records: Iterable[AgentRecord], rubric: Rubric, protocols: Sequence[str]) -> list[TraitScore]:
     """The final TraitScores of the named consensus protocols from stored records, exactly as the protocols
     returned them; an essay whose final-round records are not all there (an interrupted run) has none."""
-    protos = _resolve(protocols)
-    by_key = _index(records, protos)
+    protos, by_key = _resolve(records, protocols)
     out: list[TraitScore] = []
     for proto in protos:
         for essay_id in _essays(by_key, proto):
@@ -302,8 +293,7 @@ def agent_score_rows(records: Iterable[AgentRecord], rubric: Rubric, protocols: 
     ones); only rounds 0..R of the protocol's own R. ``score`` is the agent's reported score (NaN when unusable).
     Non-consensus names are ignored.
     """
-    protos = _resolve(protocols)
-    by_key = _index(records, protos)
+    protos, by_key = _resolve(records, protocols)
     rows: list[dict[str, Any]] = []
     for proto in protos:
         for essay_id in _essays(by_key, proto):

@@ -28,7 +28,7 @@ Debate calls are keyed by variant, not by protocol, so MAD and MADRAG share one 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from madrag.agents.calls import AgentCall, CallContext, debater
 from madrag.agents.context import Turn, render_debate, role_messages
@@ -39,18 +39,7 @@ Variant = Literal[
     "adv_r1", "adv_r2", "both_r1", "both_r2", "skp_r1", "skp_r2", "skponly_r1", "skponly_r2", "split_r1", "split_r2"
 ]
 """A transcript variant (see above)."""
-VARIANTS: tuple[Variant, ...] = (
-    "adv_r1",
-    "adv_r2",
-    "both_r1",
-    "both_r2",
-    "skp_r1",
-    "skp_r2",
-    "skponly_r1",
-    "skponly_r2",
-    "split_r1",
-    "split_r2",
-)
+VARIANTS: tuple[Variant, ...] = get_args(Variant)
 """Every transcript variant, in the order they are offered."""
 SPEAKER = {"advocate": "Advocate", "skeptic": "Skeptic"}
 """How a debater's role is named in a transcript."""

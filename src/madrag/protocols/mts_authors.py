@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
+from madrag.agents.calls import AgentCall, CallContext
 from madrag.data.shipped import shipped_essay_ids
+from madrag.protocols.per_trait import read_answer
 from madrag.protocols.scores import TraitScore
 from madrag.records import AgentRecord, ScoreResult
 
@@ -229,23 +229,12 @@ def sampling(max_tokens: int) -> dict[str, Any]:
 async def score_turn(ctx: CallContext, call: AgentCall) -> AgentRecord:
     """The record of a score turn read the authors' way (from the store, or made now): the decimal score in
     ``context["score_0_10"]``, None with an ``error`` when it cannot be read."""
-    return await once(ctx, call, lambda: _score_turn(ctx, call))
 
+    def read(text: str) -> tuple[dict[str, Any], str | None]:
+        value, why = read_score(text)
+        return {"score_0_10": value}, why
 
-async def _score_turn(ctx: CallContext, call: AgentCall) -> AgentRecord:
-    request = build_request(ctx, call)
-    started = time.monotonic()
-    response = await ctx.provider.complete(request)
-    value, why = read_score(response.text)
-    if value is None:
-        ctx.stats.failed_scores += 1
-    record = new_record(
-        ctx,
-        replace(call, context={**call.context, "score_0_10": value}),
-        **answer_fields(request, response, started),
-        error=why,
-    )
-    return await finish_record(ctx, record)
+    return await read_answer(ctx, call, read)
 
 
 def final_score(

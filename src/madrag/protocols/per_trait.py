@@ -5,10 +5,13 @@ score (:func:`ask_for_score`). A plugin protocol of that kind is a class with a 
 
 from __future__ import annotations
 
+import time
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
 
-from madrag.agents.calls import AgentCall, CallContext
+from madrag.agents.calls import AgentCall, CallContext, answer_fields, build_request, finish_record, new_record, once
 from madrag.agents.context import essay_values, role_messages
 from madrag.agents.judge import judge_trait
 from madrag.data.essay import Essay
@@ -16,9 +19,10 @@ from madrag.errors import ConfigError
 from madrag.protocols.base import ScoringProtocol
 from madrag.protocols.concurrency import gather_settled
 from madrag.protocols.scores import TraitScore, combine_judges
+from madrag.records import AgentRecord
 from madrag.rubric import Rubric, Trait
 
-__all__ = ["NO_BLOCKS", "TraitProtocol", "ask_for_score", "trait_call"]
+__all__ = ["NO_BLOCKS", "TraitProtocol", "ask_for_score", "read_answer", "trait_call"]
 
 NO_BLOCKS = {"EXEMPLAR_HINT": "", "EXEMPLARS": "", "DEBATE": "", "EVIDENCE_FEEDBACK": "", "VERIFY_NOTE": ""}
 """The Judge prompt's optional blocks, empty: MA's prompt without exemplars, debate or notes."""
@@ -76,3 +80,24 @@ async def ask_for_score(
     answered (and answered by the store on resume); the trait's score is the call's read score."""
     record = await judge_trait(ctx, trait_call(ctx, protocol, essay, trait, source_label), trait)
     return combine_judges(protocol, trait, [record])
+
+
+async def read_answer(
+    ctx: CallContext, call: AgentCall, read: Callable[[str], tuple[dict[str, Any], str | None]], **fields: Any
+) -> AgentRecord:
+    """The record of a call whose answer a protocol reads itself (from the store, or made now): ``read`` gives
+    what it found, kept in the record's context, and the error that makes it an unusable score (None when read);
+    ``fields``: the record's other fields."""
+
+    async def make() -> AgentRecord:
+        request = build_request(ctx, call)
+        started = time.monotonic()
+        response = await ctx.provider.complete(request)
+        found, error = read(response.text)
+        if error is not None:
+            ctx.stats.failed_scores += 1
+        answered = replace(call, context={**call.context, **found})
+        record = new_record(ctx, answered, **answer_fields(request, response, started), error=error, **fields)
+        return await finish_record(ctx, record)
+
+    return await once(ctx, call, make)

@@ -99,10 +99,9 @@ class ProtocolRegistry:
         """The protocol called ``name``; ConfigError naming the choices when none answers to it (or saying which
         plugin could not be imported)."""
         self.load_plugins()
-        protocol = self._made.get(name) or self._make(name)
+        protocol = self._make(name)
         if protocol is None:
             raise ConfigError(f"unknown protocol {name!r}; choose from {', '.join(self.names())}")
-        self._made[name] = protocol
         return protocol
 
     def find(self, name: str) -> ScoringProtocol | None:
@@ -110,21 +109,22 @@ class ProtocolRegistry:
         out) or its options are wrong - for readers of runs made elsewhere."""
         self.load_plugins(strict=False)
         try:
-            protocol = self._made.get(name) or self._make(name)
+            return self._make(name)
         except ConfigError:
             return None
+
+    def _make(self, name: str) -> ScoringProtocol | None:
+        """The protocol called ``name``, made once; None when none answers to it."""
+        if name in self._made:
+            return self._made[name]
+        m = re.match(r"^([^\[\]]+)(\[.*\])?$", name)
+        registration = None if m is None else self._by_name.get(m.group(1))
+        if m is None or registration is None or (m.group(2) is not None and not registration.options):
+            return None
+        protocol = registration.factory(name)
         if protocol is not None:
             self._made[name] = protocol
         return protocol
-
-    def _make(self, name: str) -> ScoringProtocol | None:
-        m = re.match(r"^([^\[\]]+)(\[.*\])?$", name)
-        if m is None:
-            return None
-        registration = self._by_name.get(m.group(1))
-        if registration is None or (m.group(2) is not None and not registration.options):
-            return None
-        return registration.factory(name)
 
     def names(self) -> list[str]:
         """Every base name, then every listed name, in registration order (a plugin that cannot be imported is

@@ -27,35 +27,30 @@ def combine_judges(protocol: str, trait: Trait, records: list[AgentRecord]) -> T
     else missing. Either way the number of usable judges is kept."""
     valid = [r.score.reported for r in records if r.score is not None and r.score.reported is not None]
     first = records[0]
-    truncated = any(r.truncated for r in records)
-    if len(records) == 1:
-        return TraitScore(
-            essay_id=first.essay_id,
-            trait=trait.name,
-            protocol=protocol,
-            score=valid[0] if valid else None,
-            result=first.score,
-            rationale=first.rationale or "",
-            record_key=first.key,
-            n_usable=len(valid),
-            truncated=truncated,
-        )
-    policy = first.context.get("judges")
-    needed = int(policy.get("min_usable", len(records))) if isinstance(policy, dict) else len(records)
-    mean = sum(valid) / len(valid) if valid and len(valid) >= needed else None
-    return TraitScore(
+    one = TraitScore(
         essay_id=first.essay_id,
         trait=trait.name,
         protocol=protocol,
-        score=None if mean is None else round_half_up_clamped(mean, trait.min, trait.max),
+        score=valid[0] if valid else None,
         result=first.score,
-        rationale="\n---\n".join(r.rationale or "" for r in records),
+        rationale=first.rationale or "",
         record_key=first.key,
-        record_keys=[r.key for r in records],
-        n_judges=len(records),
         n_usable=len(valid),
-        mean_score=mean,
-        truncated=truncated,
+        truncated=any(r.truncated for r in records),
+    )
+    if len(records) == 1:
+        return one
+    policy = first.context.get("judges")
+    needed = int(policy.get("min_usable", len(records))) if isinstance(policy, dict) else len(records)
+    mean = sum(valid) / len(valid) if valid and len(valid) >= needed else None
+    return one.model_copy(
+        update={
+            "score": None if mean is None else round_half_up_clamped(mean, trait.min, trait.max),
+            "rationale": "\n---\n".join(r.rationale or "" for r in records),
+            "record_keys": [r.key for r in records],
+            "n_judges": len(records),
+            "mean_score": mean,
+        }
     )
 
 

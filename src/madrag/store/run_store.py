@@ -44,9 +44,9 @@ from madrag.files.csv_safe import dict_rows, write_csv
 from madrag.files.disk_errors import environment_kind, storage_error
 from madrag.records import AgentRecord, TraitScore
 from madrag.store.run_config import changed_templates, differences, runtime_hint
-from madrag.store.schema import StoreUpgrade, in_memory, open_current, open_read_only
+from madrag.store.schema import StoreUpgrade, chunks, immediate, in_memory, open_current, open_read_only
+from madrag.store.signals import record_fields
 from madrag.store.writer import (
-    CHUNK,
     INSERT_RECORD,
     INSERT_SCORE,
     Row,
@@ -231,15 +231,8 @@ class RunStore:
         written (a record whose key is already stored is kept, not counted)."""
         self._writable()
         rows = [record_row(record) for record in records]
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            written = sum(conn.execute(INSERT_RECORD, row).rowcount for row in rows)
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.execute("COMMIT")
-        return written
+        with immediate(self._conn) as conn:
+            return sum(conn.execute(INSERT_RECORD, row).rowcount for row in rows)
 
     async def aput(self, record: AgentRecord) -> bool:
         """:meth:`put` without blocking the event loop: returns once the record is committed (durably, as
@@ -317,14 +310,10 @@ class RunStore:
         ``answers_only``: without their prompts (``messages`` empty) and tokens (``tokens`` None), left out by SQLite
         before a record is parsed: most of a record's size, nothing a reader of scores, rationales or debates needs."""
         self.flush()
-        sql, args = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1", []
-        if protocol is not None:
-            sql += " AND protocol = ?"
-            args.append(protocol)
-        if role is not None:
-            sql += " AND role = ?"
-            args.append(role)
-        for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", args):
+        where = {column: value for column, value in (("protocol", protocol), ("role", role)) if value is not None}
+        sql = f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records WHERE 1=1"
+        sql += "".join(f" AND {column} = ?" for column in where)
+        for (blob,) in self._conn.execute(sql + " ORDER BY created_at, key", list(where.values())):
             yield AgentRecord.model_validate_json(blob)
 
     def protocols_of(self, role: str) -> set[str]:
@@ -338,9 +327,7 @@ class RunStore:
         ``(protocol, essay_id, trait)`` index, so a few essays of a large run are read without a table scan);
         ``answers_only`` as in :meth:`records`."""
         self.flush()
-        unique = sorted(set(essay_ids))
-        for i in range(0, len(unique), CHUNK):
-            chunk = unique[i : i + CHUNK]
+        for chunk in chunks(sorted(set(essay_ids))):
             marks = ", ".join("?" * len(chunk))
             sql = (
                 f"SELECT {_ANSWER_ONLY if answers_only else 'record'} FROM records "
@@ -356,14 +343,7 @@ class RunStore:
         """(key, the values at ``paths``: names -> JSON paths, ``$.context.debate``, None where absent) of each stored
         record of ``keys`` (None: all; after :meth:`flush`), read by SQLite from its JSON, none parsed, streamed."""
         self.flush()
-        columns = ", ".join("record -> ?" for _ in paths)
-        unique = None if keys is None else sorted(set(keys))
-        chunks = [None] if unique is None else [unique[i : i + CHUNK] for i in range(0, len(unique), CHUNK)]
-        for chunk in chunks:
-            where = "" if chunk is None else f" WHERE key IN ({', '.join('?' * len(chunk))})"
-            rows = self._conn.execute(f"SELECT key, {columns} FROM records{where}", [*paths.values(), *(chunk or [])])
-            for key, *values in rows:
-                yield key, {n: None if v is None else json.loads(v) for n, v in zip(paths, values, strict=True)}
+        return record_fields(self._conn, paths, keys)
 
     # -- final scores --------------------------------------------------------------------------------
     def put_scores(
@@ -375,16 +355,10 @@ class RunStore:
         if self.read_only and not in_memory(self._conn):
             self._writable()
         self.flush()
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._conn) as conn:
             conn.executemany("DELETE FROM scores WHERE protocol = ?", [(p,) for p in replace])
             conn.executemany(INSERT_SCORE, with_signals(conn, rows))
             conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in clear])
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.execute("COMMIT")
 
     def scores(self, protocols: Collection[str] | None = None) -> list[TraitScore]:
         """The run's final scores (after :meth:`flush`), optionally of ``protocols``: one per protocol, essay and

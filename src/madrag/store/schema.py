@@ -10,14 +10,19 @@ of every older format, which hands the store its :class:`StoreUpgrade` when it o
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from madrag.errors import InputError
 
 SCHEMA_VERSION = 4
 """The version of the stores this code writes (``PRAGMA user_version``)."""
+CHUNK = 400
+"""Keys or rows per statement (at most 9 parameters each, well under SQLite's 32766 limit)."""
+T = TypeVar("T")
 
 
 class OlderStore(InputError):
@@ -92,6 +97,25 @@ def in_memory(conn: sqlite3.Connection) -> bool:
     return any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list"))
 
 
+def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in pieces of at most :data:`CHUNK`, in order."""
+    return (items[i : i + CHUNK] for i in range(0, len(items), CHUNK))
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on the autocommit ``conn``: ``BEGIN IMMEDIATE`` (the write lock, so one writer at a
+    time and the others then find its work done), committed at the end, rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
 def refuse_newer(found: int, target: int, path: Path) -> None:
     """An InputError, naming both versions, when a store of version ``found`` is newer than ``target``."""
     if found > target:
@@ -119,16 +143,10 @@ def open_current(conn: sqlite3.Connection, path: Path, upgrade: StoreUpgrade | N
     if upgrade is not None:
         upgrade.on_disk(conn, path)
     if schema_version(conn) == 0 and not tables(conn):
-        conn.execute("BEGIN IMMEDIATE")  # one creator at a time; the others then find it done
-        try:
+        with immediate(conn):  # one creator at a time; the others then find it done
             if schema_version(conn) == 0 and not tables(conn):
                 create(conn)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.rollback()
-            raise
     _check(conn, path)
 
 
@@ -147,17 +165,15 @@ def open_read_only(path: Path, upgrade: StoreUpgrade | None = None) -> sqlite3.C
     cannot be read."""
     if not path.is_file():
         raise InputError(f"no run store at {path}")
+    conn = None
     try:
         conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise InputError(f"cannot read run store {path}: {exc}") from exc
-    try:
         view = conn if upgrade is None else upgrade.for_reading(conn, path)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise InputError(f"cannot read run store {path}: {exc}") from exc
-    except BaseException:
-        conn.close()
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise InputError(f"cannot read run store {path}: {exc}") from exc
         raise
     try:
         _check(view, path)

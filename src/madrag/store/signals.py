@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from madrag.records import EvidenceCounts
+from madrag.store.schema import chunks
 
-__all__ = ["SIGNAL_FIELDS", "debate_signals", "signals_json"]
+__all__ = ["SIGNAL_FIELDS", "debate_signals", "record_fields", "signals_json"]
 
 SIGNAL_FIELDS = {
     "role": "$.role",
@@ -29,9 +30,6 @@ SIGNAL_FIELDS = {
     "debate": "$.context.debate",
 }
 """What the signals read of a Judge record and of the debate turns it read (nothing of their texts)."""
-
-_CHUNK = 400
-"""Keys per look-up (well under SQLite's limit on parameters)."""
 
 
 def debate_signals(judge: dict[str, Any] | None, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -53,16 +51,23 @@ def debate_signals(judge: dict[str, Any] | None, records: dict[str, dict[str, An
     return out
 
 
+def record_fields(
+    conn: sqlite3.Connection, paths: Mapping[str, str], keys: Collection[str] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, the values at ``paths``: names -> JSON paths, None where absent) of each stored record of ``keys``
+    (None: all), read by SQLite from its JSON, none parsed, streamed."""
+    columns = ", ".join("record -> ?" for _ in paths)
+    for chunk in [None] if keys is None else chunks(sorted(set(keys))):
+        where = "" if chunk is None else f" WHERE key IN ({', '.join('?' * len(chunk))})"
+        for key, *values in conn.execute(
+            f"SELECT key, {columns} FROM records{where}", [*paths.values(), *(chunk or [])]
+        ):
+            yield key, {n: None if v is None else json.loads(v) for n, v in zip(paths, values, strict=True)}
+
+
 def _fields(conn: sqlite3.Connection, keys: Collection[str]) -> dict[str, dict[str, Any]]:
     """Per stored record of ``keys``, its values at :data:`SIGNAL_FIELDS` (None where absent)."""
-    unique, found = sorted(set(keys)), {}
-    columns = ", ".join("record -> ?" for _ in SIGNAL_FIELDS)
-    for i in range(0, len(unique), _CHUNK):
-        chunk = unique[i : i + _CHUNK]
-        sql = f"SELECT key, {columns} FROM records WHERE key IN ({', '.join('?' * len(chunk))})"
-        for key, *values in conn.execute(sql, [*SIGNAL_FIELDS.values(), *chunk]):
-            found[key] = {n: None if v is None else json.loads(v) for n, v in zip(SIGNAL_FIELDS, values, strict=True)}
-    return found
+    return dict(record_fields(conn, SIGNAL_FIELDS, keys))
 
 
 def signals_json(conn: sqlite3.Connection, judge_keys: Sequence[str]) -> list[str]:

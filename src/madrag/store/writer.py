@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.records import AgentRecord, ScoreResult, TraitScore
+from madrag.store.schema import chunks
 from madrag.store.signals import signals_json
 
 INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
@@ -156,10 +157,6 @@ def retrieve(future: asyncio.Future[bool]) -> None:
         future.exception()
 
 
-CHUNK = 400
-"""Rows per multi-row INSERT (9 parameters each, well under SQLite's 32766 limit)."""
-
-
 @dataclass
 class Writer:
     """The thread that commits :meth:`~madrag.store.RunStore.aput` records, with its own connection.
@@ -247,8 +244,7 @@ class Writer:
                 if write.inserted:
                     seen.add(row[0])
                     fresh.append(row)
-            for i in range(0, len(fresh), CHUNK):
-                chunk = fresh[i : i + CHUNK]
+            for chunk in chunks(fresh):
                 values = ", ".join([VALUES] * len(chunk))
                 conn.execute(f"{INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
             for write in batch:
@@ -270,9 +266,7 @@ class Writer:
 
     def _stored_keys(self, keys: list[str]) -> set[str]:
         found: set[str] = set()
-        unique = list(dict.fromkeys(keys))
-        for i in range(0, len(unique), CHUNK):
-            chunk = unique[i : i + CHUNK]
+        for chunk in chunks(list(dict.fromkeys(keys))):
             marks = ", ".join("?" * len(chunk))
             found.update(k for (k,) in self.conn.execute(f"SELECT key FROM records WHERE key IN ({marks})", chunk))
         return found

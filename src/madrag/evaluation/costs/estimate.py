@@ -117,11 +117,6 @@ class RunEstimate:
         return None if self.pace is None else self.pace.per_call_s * self.total.calls * self.slowdown
 
 
-def _units(group: GroupCost, n_essays: int, n_traits: int) -> int:
-    """How many units of the group a planned run has: essays for whole-essay calls, else essay-traits."""
-    return n_essays if group.per_essay else n_essays * n_traits
-
-
 def estimate_run(
     sample: CostReport | RunStore | Iterable[AgentRecord | CallCost],
     n_essays: int,
@@ -172,5 +167,6 @@ def estimate_run(
 
 
 def _scaled_group(group: GroupCost, n_essays: int, n_traits: int) -> Tally:
-    """The group's mean tally per sample unit times the planned run's units."""
-    return group.tally.scaled(_units(group, n_essays, n_traits) / len(group.units))
+    """The group's mean tally per sample unit times the planned run's units (essays for whole-essay calls, else
+    essay-traits)."""
+    return group.tally.scaled((n_essays if group.per_essay else n_essays * n_traits) / len(group.units))

@@ -199,13 +199,7 @@ def report_to_dict(report: CostReport) -> dict[str, Any]:
         "priced": report.priced,
         "essay_traits": len(report.per_unit),
         "protocols": {
-            name: {
-                "own": _tally_dict(pc.own),
-                "shared": _tally_dict(pc.shared),
-                "attributed": _tally_dict(pc.attributed),
-                "debates": pc.debates,
-                "shared_with": pc.shared_with,
-            }
+            name: {k: _tally_dict(v) if isinstance(v, Tally) else v for k, v in vars(pc).items()}
             for name, pc in report.protocols.items()
         },
         "unattributed": _tally_dict(report.unattributed),
@@ -231,19 +225,14 @@ def estimate_to_dict(estimate: RunEstimate) -> dict[str, Any]:
         "per_protocol": {p: _tally_dict(t) for p, t in estimate.per_protocol.items()},
         "sample_units": estimate.sample_units,
         "seconds": estimate.seconds,
-        "pace": None if estimate.pace is None else _pace_dict(estimate),
-    }
-
-
-def _pace_dict(estimate: RunEstimate) -> dict[str, Any]:
-    """The sample's pace and what the server served it with, as the JSON estimate says them."""
-    pace = estimate.pace
-    assert pace is not None
-    return {
-        "calls": pace.calls,
-        "seconds": pace.seconds,
-        "in_flight": pace.in_flight,
-        "slots": estimate.served.slots,
-        "concurrency": estimate.served.concurrency,
-        "slowdown": estimate.slowdown,
+        "pace": None  # the sample's pace and what the server served it with
+        if (pace := estimate.pace) is None
+        else {
+            "calls": pace.calls,
+            "seconds": pace.seconds,
+            "in_flight": pace.in_flight,
+            "slots": estimate.served.slots,
+            "concurrency": estimate.served.concurrency,
+            "slowdown": estimate.slowdown,
+        },
     }

@@ -48,7 +48,7 @@ A planned run's cost from a sample: :mod:`madrag.evaluation.costs.estimate`.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -94,28 +94,23 @@ class CallCost:
         reads = record.context.get("debate") or []
         reads = list(reads) if isinstance(reads, list) else []
         reads += [record.context[k] for k in ("own_previous", "other_previous") if k in record.context]
+        usage = record.usage
         return cls(
-            key=record.key,
-            essay_id=record.essay_id,
-            trait=record.trait,
+            **{n: getattr(record, n) for n in _SAME_NAMES},
             group=record.protocol,
-            role=record.role,
-            model=record.model,
             requests=record.answers,
-            prompt_tokens=record.usage.prompt_tokens,
-            completion_tokens=record.usage.completion_tokens,
-            cached=record.cached,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
             error=record.error is not None,
-            cached_prompt_tokens=record.usage.cached_prompt_tokens,
-            truncated=record.truncated,
-            attempts=record.attempts,
-            failed=record.failed,
             reads=tuple(str(k) for k in reads),
             retries=tuple(record.retries),
-            latency_s=record.latency_s,
             stored_at=record.created_at,
-            requested_model=record.requested_model,
         )
+
+
+_SAME_NAMES = "key essay_id trait role model cached truncated attempts failed latency_s requested_model".split()
+"""The fields a call takes from its record as they are."""
 
 
 @dataclass
@@ -274,10 +269,7 @@ class CostReport:
         """Retries counted by kind of reason (``HTTP 429``, ``HTTP 500``, ``timeout``, ``connection`` ...)."""
         from madrag.providers.policy import retry_kind
 
-        kinds: dict[str, int] = defaultdict(int)
-        for call in self.calls:
-            for reason in call.retries:
-                kinds[retry_kind(reason)] += 1
+        kinds = Counter(retry_kind(reason) for call in self.calls for reason in call.retries)
         return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from madrag.pipeline.migrations.scores import SCORES_PENDING, upgrade_scores
 from madrag.store import RunStore
-from madrag.store.schema import ESSAYS, META, RECORDS, read_only_uri, refuse_newer, schema_version, tables
+from madrag.store.schema import ESSAYS, META, RECORDS, immediate, read_only_uri, refuse_newer, schema_version, tables
 from madrag.store.signals import signals_json
 
 Migration = Callable[[sqlite3.Connection], None]
@@ -236,8 +236,7 @@ def migrate(
     if found < target and (tables(conn) or not announce):  # an empty file read in memory: an empty store
         if announce:  # kept before the change (SQLite copies no store it is writing)
             _backup(conn, backup_path(path, found))
-        conn.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others then find it done
-        try:
+        with immediate(conn):  # one migrator at a time; the others then find it done
             found = schema_version(conn)
             if announce and found < target:
                 log.warning(
@@ -252,11 +251,6 @@ def migrate(
                 step(conn)
             if found < target:
                 conn.execute(f"PRAGMA user_version = {target}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.rollback()
-            raise
     refuse_newer(found, target, path)
     return found
 
