@@ -51,13 +51,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def state(request: Request) -> State:
-    """The server's state (settings, rubrics, runs)."""
-    found: State = request.app.state.madrag
-    return found
-
-
-StateDep = Annotated[State, Depends(state)]
+StateDep = Annotated[State, Depends(service.state_of)]
 
 
 @router.get("/health", summary="Server status and version")

@@ -20,7 +20,6 @@ import io
 import json
 import re
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +45,6 @@ from madrag.pipeline.migrations import open_store
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
-from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
 from madrag.server.http.refusals import check_count, row_id
@@ -345,49 +343,11 @@ def make_job(
     )
 
 
-@dataclass
-class Hooks:
-    """Progress callbacks of a running job (called on the scoring thread)."""
-
-    on_record: Callable[[AgentRecord], None]
-    on_essay_done: Callable[[Essay, list[TraitScore]], None]
-    on_stage: Callable[[str], None]
-    on_start: Callable[[int], None]
-    on_bank_progress: Callable[[int, int], None]
-    on_failed: Callable[[AgentRecord], None] | None = None  # a call that got no answer after its retries
-
-
-class _ServerHooks(RunHooks):
-    """The server's callbacks as the job's :class:`~madrag.pipeline.hooks.RunHooks` (nothing is printed)."""
-
-    def __init__(self, hooks: Hooks) -> None:
-        self.hooks = hooks
-
-    def on_bank_progress(self, done: int, total: int) -> None:
-        self.hooks.on_bank_progress(done, total)
-
-    def on_start(self, total: int) -> None:
-        self.hooks.on_start(total)
-
-    def on_stage(self, message: str) -> None:
-        self.hooks.on_stage(message)
-
-    def on_record(self, record: AgentRecord) -> None:
-        self.hooks.on_record(record)
-
-    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
-        self.hooks.on_essay_done(essay, scores)
-
-    def on_failed(self, record: AgentRecord) -> None:
-        if self.hooks.on_failed is not None:
-            self.hooks.on_failed(record)
-
-
-async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) -> tuple[list[TraitScore], int]:
+async def run_job(job: ScoreJob, hooks: RunHooks, backend: Provider | None = None) -> tuple[list[TraitScore], int]:
     """Run (or resume) a job with the public API's ``madrag.arun_job`` (the one runner of prepared jobs) on a
     ready ``backend`` (the server's shared instance); the final trait scores of its essays and the number of
     calls that failed after their retries (recorded as failed: a resume retries them)."""
-    result = await madrag.arun_job(job, backend=backend, progress=_ServerHooks(hooks))
+    result = await madrag.arun_job(job, backend=backend, progress=hooks)
     return result.trait_scores, result.failed_calls
 
 

@@ -103,17 +103,7 @@ _UNDECIDED = (
 
 
 def _values(review: Review) -> tuple[object, ...]:
-    return (
-        review.essay_id,
-        review.trait,
-        review.protocol,
-        review.action,
-        review.agent_score,
-        review.new_score,
-        review.comment,
-        review.reviewer,
-        review.created_at,
-    )
+    return tuple(review.model_dump(exclude={"id"}).values())  # the order of _INSERT's columns
 
 
 def add_review(run_dir: Path, review: Review) -> Review:

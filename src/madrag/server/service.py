@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import Request
+
 from madrag.data.refusals import Refusals
 from madrag.errors import MadragError
 from madrag.providers.backends import find_backend
@@ -58,6 +60,12 @@ class State:
             found = (view, reviewed, compute())
             self.memos[(name, run_id)] = found
         return found[2]
+
+
+def state_of(request: Request) -> State:
+    """The server's state (settings, rubrics, runs), for the API and the pages alike."""
+    found: State = request.app.state.madrag
+    return found
 
 
 # -- inputs ------------------------------------------------------------------------------------------------

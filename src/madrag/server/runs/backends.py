@@ -57,20 +57,15 @@ def server_address(kind: str, base_url: str | None) -> str:
 
 
 class SharedBackend(Provider):
-    """A provider shared by several runs: every request passes its server's :class:`Limiter` (a new one of
-    ``limit`` slots when none is given)."""
+    """A provider shared by several runs: every request passes its server's :class:`Limiter`."""
 
-    def __init__(self, inner: Provider, limit: int, limiter: Limiter | None = None) -> None:
+    def __init__(self, inner: Provider, limiter: Limiter) -> None:
         self.inner = inner
         self.name = inner.name
         self.model = inner.model
         self.capabilities = inner.capabilities
         self.in_process = inner.in_process
-        self.limiter = limiter if limiter is not None else Limiter(limit)
-
-    @property
-    def in_flight(self) -> int:
-        return self.limiter.in_flight
+        self.limiter = limiter
 
     @property
     def peak(self) -> int:
@@ -126,14 +121,14 @@ class BackendPool:
         with self._lock:
             found = self._backends.get(key)
             if found is None:
-                inner = library.make_backend(spec) if api_key is None else library.make_backend(spec, api_key)
+                inner = library.make_backend(spec, api_key)
                 if spec.options.own_capacity():  # the model runs here: its own slots, its own limit
                     limiter = self._limiter(f"own:{key}", inner.max_concurrency)
                 else:
                     base_url = spec_fields(spec).get("base_url")
                     address = server_address(spec.kind, base_url if isinstance(base_url, str) else None)
                     limiter = self._limiter(address, self.limit)
-                found = SharedBackend(inner, limiter.limit, limiter)
+                found = SharedBackend(inner, limiter)
                 self._backends[key] = found
             return found
 
