@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Request
+from starlette.datastructures import FormData
 
 from madrag.server.config import ServerConfig, is_loopback
 from madrag.server.http.errors import ApiError, error_body
@@ -231,10 +232,11 @@ def csrf_token(cookie: str) -> str:
     return hmac.new(_SECRET, cookie.encode(), hashlib.sha256).hexdigest()
 
 
-async def check_csrf(request: Request) -> None:
-    """Refuse (403) a form post whose ``csrf_token`` does not match the browser's cookie."""
+async def check_csrf(request: Request) -> FormData:
+    """The form posted; refused (403) when its ``csrf_token`` does not match the browser's cookie."""
     form = await request.form()
     given = str(form.get("csrf_token") or "")
     cookie = request.cookies.get(CSRF_COOKIE, "")
     if not cookie or not given or not hmac.compare_digest(given, csrf_token(cookie)):
         raise ApiError(403, "the form's security token is missing or stale: reload the page and try again")
+    return form

@@ -168,8 +168,7 @@ def columns_page(draft_id: str, request: Request) -> Response:
 
 @router.post("/drafts/{draft_id}/columns")
 async def columns_submit(draft_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     draft = s.drafts.get(draft_id)
     rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None

@@ -250,8 +250,7 @@ def _local(back: str) -> str:
 async def reviewer_submit(request: Request) -> Response:
     """The name that signs this browser's decisions (overrides, confirmations, bulk approvals), asked once and
     kept in a cookie; an empty name forgets it. Back to the page it was typed on, its filter and page kept."""
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     name = str(form.get("reviewer") or "").strip()[:200]
     response = redirect(_local(str(form.get("back") or "/")))
     if name:
@@ -300,8 +299,7 @@ APPROVALS_KEPT_S = 600.0
 
 @router.post("/runs/{run_id}/approve")
 async def approve_submit(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     shown = read_filter(form)
     reviewer = reviewer_of(request, str(form.get("reviewer") or ""))
     if shown.essay_id and str(form.get("back") or "") == "essay":

@@ -43,16 +43,14 @@ def home(request: Request, show: str = "") -> Response:
 
 @router.post("/runs/{run_id}/rename")
 async def rename(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     state_of(request).runs.rename(run_id, str(form.get("name") or ""))
     return redirect(f"/runs/{run_id}")
 
 
 @router.post("/runs/{run_id}/archive")
 async def archive_submit(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     s.runs.meta(run_id)  # 404 for an unknown run
     archive.set_archived(s.runs.run_dir(run_id), str(form.get("archived") or "yes") == "yes")
@@ -77,8 +75,7 @@ async def cancel(run_id: str, request: Request) -> Response:
 
 @router.post("/runs/{run_id}/resume")
 async def resume(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     key = str(form.get("api_key") or "")
     state_of(request).runs.resume(run_id, SecretStr(key) if key else None)
     return redirect(f"/runs/{run_id}")
@@ -169,8 +166,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
     """One score's review from the desk or the essay page: a level's button sets that level (an override), "use
     madrag's score" confirms the AI's, and anything else (Enter in a comment sends the form's default button,
     ``comment``) saves the comment alone: no level is ever set by a form that did not name one."""
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     action = review_pages.chosen_action(form)
     reviewer = review_pages.reviewer_of(request, str(form.get("reviewer") or ""))

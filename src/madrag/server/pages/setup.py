@@ -34,11 +34,6 @@ def step_page(request: Request, draft: Draft, step: str, **context: Any) -> Resp
     return render(request, f"{step}.html", draft=draft, rubric=rubric, steps=STEPS, step=step, **context)
 
 
-async def read_form(request: Request) -> Any:
-    await check_csrf(request)
-    return await request.form()
-
-
 async def _file(form: Any, limit: int) -> tuple[bytes, str] | None:
     item = form.get("file")
     if not isinstance(item, UploadFile) or not item.filename:
@@ -51,7 +46,7 @@ async def _file(form: Any, limit: int) -> tuple[bytes, str] | None:
 
 @router.post("/new")
 async def new_draft(request: Request) -> Response:
-    await read_form(request)
+    await check_csrf(request)
     draft = state_of(request).drafts.new()
     return redirect(f"/drafts/{draft.id}/rubric")
 
@@ -135,7 +130,7 @@ def _rubric_from_form(form: Any) -> Rubric:
 async def rubric_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft = s.drafts.get(draft_id)
-    form = await read_form(request)
+    form = await check_csrf(request)
     mode = str(form.get("mode") or "")
     if mode == "form" and str(form.get("action")) == "add_trait":  # one more trait box, what was typed kept
         values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
@@ -195,7 +190,7 @@ def essays_page(draft_id: str, request: Request) -> Response:
 async def essays_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft, rubric = with_rubric(request, draft_id)
-    form = await read_form(request)
+    form = await check_csrf(request)
     limits = s.config.limits
     read_as = ""
     try:
@@ -280,7 +275,7 @@ def exemplars_page(draft_id: str, request: Request) -> Response:
 async def exemplars_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft, rubric = with_rubric(request, draft_id)
-    form = await read_form(request)
+    form = await check_csrf(request)
     pool = str(form.get("pool") or "none")
     options = {key: ok for key, _, ok in _pool_options(request, draft, rubric)}
     fold = whole_number(str(form.get("eval_fold") or "0"))

@@ -57,15 +57,20 @@ def server_address(kind: str, base_url: str | None) -> str:
 
 
 class SharedBackend(Provider):
-    """A provider shared by several runs: every request passes its server's :class:`Limiter`."""
+    """A provider shared by several runs: every request passes its server's :class:`Limiter` (a new one of
+    ``limit`` slots when none is given)."""
 
-    def __init__(self, inner: Provider, limiter: Limiter) -> None:
+    def __init__(self, inner: Provider, limit: int, limiter: Limiter | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.model = inner.model
         self.capabilities = inner.capabilities
         self.in_process = inner.in_process
-        self.limiter = limiter
+        self.limiter = limiter if limiter is not None else Limiter(limit)
+
+    @property
+    def in_flight(self) -> int:
+        return self.limiter.in_flight
 
     @property
     def peak(self) -> int:
@@ -128,7 +133,7 @@ class BackendPool:
                     base_url = spec_fields(spec).get("base_url")
                     address = server_address(spec.kind, base_url if isinstance(base_url, str) else None)
                     limiter = self._limiter(address, self.limit)
-                found = SharedBackend(inner, limiter)
+                found = SharedBackend(inner, limiter.limit, limiter)
                 self._backends[key] = found
             return found
 
