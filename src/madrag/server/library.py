@@ -20,6 +20,7 @@ import io
 import json
 import re
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +48,7 @@ from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
+from madrag.server.config import Limits
 from madrag.server.http.refusals import check_count, row_id
 from madrag.settings import ScoringSettings
 
@@ -162,29 +164,28 @@ def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> Ess
     return EssayUpload(essays, refused)
 
 
-def essays_from_upload(
-    data: bytes, filename: str, rubric: Rubric, fmt: str, max_rows: int, max_chars: int
-) -> EssayUpload:
+def essays_from_upload(data: bytes, filename: str, rubric: Rubric, fmt: str, limits: Limits) -> EssayUpload:
     """Essays from an uploaded CSV / JSONL / ASAP TSV, read by the library's loaders: 413 for a file of more
-    than ``max_rows`` rows (before any is read); rows the loaders refuse, essays longer than ``max_chars`` and
-    repeated ids are refused with the reason."""
+    than ``limits.max_rows`` rows (before any is read); rows the loaders refuse, essays longer than
+    ``limits.max_essay_chars`` and repeated ids are refused with the reason."""
     suffix = _suffix(filename, fmt)
     text = decode_text(data, filename or "the file")[0]  # UTF-8, else the encoding detected (the ASAP TSV's latin-1)
-    check_count(count_rows(io.StringIO(text), suffix), max_rows, "data")
+    check_count(count_rows(io.StringIO(text), suffix), limits.max_rows, "data")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"essays{suffix}"
         path.write_text(text, encoding="utf-8")
         try:
-            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto", max_rows))
+            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto", limits.max_rows))
         except InputError as exc:
             upload = _row_by_row(text, suffix, rubric, str(exc).replace(str(path), filename or "upload"))
-    return apply_limits(upload, max_rows, max_chars)
+    return apply_limits(upload, limits)
 
 
-def apply_limits(upload: EssayUpload, max_rows: int, max_chars: int) -> EssayUpload:
-    """413 for more than ``max_rows`` essays; refuse essays over the length limit and repeated ids (with
+def apply_limits(upload: EssayUpload, limits: Limits) -> EssayUpload:
+    """413 for more than ``limits.max_rows`` essays; refuse essays over the length limit and repeated ids (with
     reasons)."""
-    check_count(len(upload.essays), max_rows)
+    max_chars = limits.max_essay_chars
+    check_count(len(upload.essays), limits.max_rows)
     kept: list[Essay] = []
     seen: set[str] = set()
     refused = upload.refused.model_copy(deep=True)
@@ -354,9 +355,6 @@ async def run_job(job: ScoreJob, hooks: RunHooks, backend: Provider | None = Non
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:
     """The library's dry-run estimate from a scored sample: calls, tokens and (with a price) spend."""
     prices = None if price is None else {ANY_MODEL: Price(price[0], price[1])}
-    store = open_store(sample_dir / "store.sqlite", read_only=True)
-    try:
+    with closing(open_store(sample_dir / "store.sqlite", read_only=True)) as store:
         found = estimate_run(store, n_essays, n_traits, prices=prices)
-    finally:
-        store.close()
     return estimate_to_dict(found)

@@ -230,12 +230,8 @@ def pull_class(state: State, body: PullIn) -> PulledClass:
     pulled = _call(lambda: pull(client, body.course_id, body.assignment_id, folder / PULLED, creds.url))
     rubric = library.rubric_from_upload((folder / PULLED / RUBRIC).read_bytes(), RUBRIC)
     rubric_id = state.catalog.add(rubric)
-    limits = state.config.limits
-    upload = library.apply_limits(
-        library.EssayUpload(library.read_essays(folder / PULLED / ESSAYS, rubric), Refusals()),
-        limits.max_rows,
-        limits.max_essay_chars,
-    )
+    pulled_essays = library.read_essays(folder / PULLED / ESSAYS, rubric)
+    upload = library.apply_limits(library.EssayUpload(pulled_essays, Refusals()), state.config.limits)
     for name in (ROSTER, MANIFESTS["canvas"]):
         copy_atomic(folder / PULLED / name, folder / name)
     m = pulled.manifest

@@ -90,9 +90,7 @@ def read_essays(
         raise InvalidRequest("give exactly one of essays and data", "essays")
     if data is not None:
         raw = data.content.encode("utf-8")
-        upload = library.essays_from_upload(
-            raw, data.filename, rubric, data.format, limits.max_rows, limits.max_essay_chars
-        )
+        upload = library.essays_from_upload(raw, data.filename, rubric, data.format, limits)
     else:
         assert essays is not None
         check_count(len(essays), limits.max_rows)
@@ -102,7 +100,7 @@ def read_essays(
                 found.append(library.essay_from_fields(item.model_dump(), rubric, f"essays[{i}]"))
             except MadragError as exc:
                 refused.add(f"essays[{i}]", str(exc), item.id)
-        upload = library.apply_limits(library.EssayUpload(found, refused), limits.max_rows, limits.max_essay_chars)
+        upload = library.apply_limits(library.EssayUpload(found, refused), limits)
     if not upload.essays:
         first = upload.refused.examples[:3]
         reasons = "; ".join(

@@ -127,11 +127,6 @@ def prepared_grid(s: State, run_id: str, table: dict[str, Any]) -> list[str]:
     return s.memo("grid-html", run_id, lambda: grid_rows(run_id, table, gradebook.names(s, run_id)))  # type: ignore[no-any-return]
 
 
-def grid_html(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> str:
-    """The whole results table (every row)."""
-    return grid_table(grid, grid_rows(run_id, grid, names))
-
-
 def grid_rows(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> list[str]:
     """The results table's rows, one per essay (thousands of cells: built directly, every text escaped, rather
     than by the template engine, which takes ten times as long)."""

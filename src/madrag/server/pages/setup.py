@@ -201,11 +201,8 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             }
             fields.update({t.name: str(form.get(f"score-{i}") or "") for i, t in enumerate(rubric.traits)})
             essay = library.essay_from_fields(fields, rubric, "the pasted essay")
-            upload = library.apply_limits(
-                library.EssayUpload([*s.drafts.essays(draft, rubric), essay], draft.refusals()),
-                limits.max_rows,
-                limits.max_essay_chars,
-            )
+            pasted = library.EssayUpload([*s.drafts.essays(draft, rubric), essay], draft.refusals())
+            upload = library.apply_limits(pasted, limits)
         else:
             found = await _file(form, limits.max_upload_bytes)
             if found is None:
@@ -216,9 +213,7 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             if direct is None:  # a Forms / LMS export or a ZIP of submissions: which column is which
                 return redirect(f"/drafts/{draft_id}/columns")
             read_as = direct.read_as
-            upload = library.essays_from_upload(
-                direct.data, direct.filename, rubric, fmt, limits.max_rows, limits.max_essay_chars
-            )
+            upload = library.essays_from_upload(direct.data, direct.filename, rubric, fmt, limits)
     except (ApiError, MadragError) as exc:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         field = "essay_text" if str(form.get("mode")) == "paste" else "file"
