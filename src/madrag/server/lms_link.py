@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
@@ -304,9 +305,7 @@ def preview(state: State, run_id: str, include_undecided: bool = False) -> dict[
 
 def _shown(plan: PushPlan, include_undecided: bool) -> dict[str, Any]:
     found = preview_json(plan)
-    counts: dict[str, int] = {}
-    for c in plan.changes:
-        counts[c.status] = counts.get(c.status, 0) + 1
+    counts = dict(Counter(c.status for c in plan.changes))
     found |= {"assignment_name": plan.manifest.assignment_name, "course_name": plan.manifest.course_name}
     return found | {"include_undecided": include_undecided, "counts": counts, "fingerprint": fingerprint(found)}
 

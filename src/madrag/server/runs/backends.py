@@ -126,7 +126,7 @@ class BackendPool:
         with self._lock:
             found = self._backends.get(key)
             if found is None:
-                inner = library.make_backend(spec, api_key)
+                inner = library.make_backend(spec) if api_key is None else library.make_backend(spec, api_key)
                 if spec.options.own_capacity():  # the model runs here: its own slots, its own limit
                     limiter = self._limiter(f"own:{key}", inner.max_concurrency)
                 else:
