@@ -228,13 +228,16 @@ def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
     return load_table(path, rubric, max_rows=None)
 
 
+def pool_fits(asap_dir: Path | None, rubric: Rubric) -> bool:
+    """Whether the shipped ASAP essays are there and scored on this rubric (its essay set, each trait's column)."""
+    if asap_dir is None or rubric.essay_set not in ASAP_RUBRICS or not (asap_dir / ASAP_DATA).is_file():
+        return False
+    return all(t.column is not None for t in rubric.traits)
+
+
 def shipped_pool(asap_dir: Path | None, rubric: Rubric) -> list[Essay] | None:
     """The shipped ASAP essays of the rubric's essay set, as an exemplar pool; None when not available."""
-    if asap_dir is None or rubric.essay_set not in ASAP_RUBRICS or not (asap_dir / ASAP_DATA).is_file():
-        return None
-    if any(t.column is None for t in rubric.traits):
-        return None
-    return load_asap(asap_dir / ASAP_DATA, rubric)
+    return load_asap(asap_dir / ASAP_DATA, rubric) if asap_dir is not None and pool_fits(asap_dir, rubric) else None
 
 
 # -- protocols and jobs --------------------------------------------------------------------------------------
