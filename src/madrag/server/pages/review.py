@@ -25,7 +25,6 @@ from starlette.datastructures import FormData
 from madrag.errors import MadragError
 from madrag.server import results
 from madrag.server.http.faults import NotFound
-from madrag.server.http.numbers import whole_number
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook, reading_pane
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
@@ -207,11 +206,6 @@ def chosen_action(form: FormData) -> Literal["accept", "override", "comment"]:
     if "accept" in actions:
         return "accept"
     return "override" if str(form.get("score") or "").strip() else "comment"
-
-
-def level_of(form: Mapping[str, Any]) -> int | None:
-    """The level a form's ``score`` names (None: none, or not a whole number; an override then refuses it)."""
-    return whole_number(form.get("score"))
 
 
 # -- the pages ---------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from madrag.audit.report import audit_html
 from madrag.errors import MadragError
 from madrag.server import library, results
 from madrag.server.http.errors import ApiError
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
@@ -108,10 +109,7 @@ def _cell(c: dict[str, Any]) -> str:
     """One cell: the grade in force (marked * where the teacher decided it, with madrag's suggestion beside it
     when that differs), else madrag's score; the human reference after a slash where it is not the grade."""
     grade = c["grade"]
-    if not c["scored"] and not grade.teacher:
-        text = "…"
-    else:
-        text = "missing" if grade.points is None else str(grade.points)
+    text = "…" if not c["scored"] and not grade.teacher else _missing(grade.points)
     mark = "<sup>*</sup>" if grade.teacher else ""
     differs = grade.teacher and c["scored"] and grade.ai != grade.points
     hint = f' <small class="suggested">madrag {_missing(grade.ai)}</small>' if differs else ""
@@ -170,7 +168,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "trait": str(form.get("trait") or ""),
         "protocol": str(form.get("protocol") or "") or None,
         "action": action,
-        "score": review_pages.level_of(form),
+        "score": whole_number(form.get("score")),  # None: none, or not a whole number (an override refuses it)
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer,
     }
