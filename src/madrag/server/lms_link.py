@@ -263,7 +263,6 @@ def start_run(state: State, pull_id: str, req: RunCreate) -> RunMeta:
     if not upload.essays:
         raise BadInput("the pull brought no essays to score", "pull_id")
     pool = service.choose_pool(state, rubric, upload, req.pool, req.eval_fold)
-    service.check_protocols(req.protocols, pool)
     named = req if req.name else req.model_copy(update={"name": draft.name})
     meta = service.create_run(state, rubric, upload, pool, named)
     class_book.carry_roster(folder, state.runs.run_dir(meta.id))

@@ -177,7 +177,6 @@ def start_run(state: State, req: RunCreate) -> RunMeta:
     rubric = resolve_rubric(state, req.rubric_id, req.rubric)
     upload = read_essays(state, rubric, req.essays, req.data)
     pool = choose_pool(state, rubric, upload, req.pool, req.eval_fold)
-    check_protocols(req.protocols, pool)
     return create_run(state, rubric, upload, pool, req)
 
 
@@ -189,7 +188,8 @@ def create_run(
     req: RunCreate,
     kind: RunKind = "run",
 ) -> RunMeta:
-    """Start the run (or the sample of a dry run) on checked inputs."""
+    """Start the run (or the sample of a dry run) on checked inputs, its protocols checked against its pool."""
+    check_protocols(req.protocols, pool)
     grading = grading_protocol(req.protocols, req.grading_protocol)
     if find_backend(req.backend.kind).traits.needs_model and not req.backend.model:
         raise InvalidRequest(f"the {req.backend.kind} backend needs the name of the model its server serves", "model")
@@ -255,7 +255,6 @@ async def score_one(state: State, req: SingleScoreIn) -> SingleScore:
     limit = min(req.time_limit_s, state.config.limits.max_time_limit_s)
     rubric = resolve_rubric(state, req.rubric_id, req.rubric)
     upload = read_essays(state, rubric, [req.essay], None)
-    check_protocols([req.protocol], req.pool)
     run = RunCreate(name=f"single essay {req.essay.id}", protocols=[req.protocol], backend=req.backend)
     meta = create_run(state, rubric, upload, req.pool, run, kind="single")
     ended = state.runs.ended(meta.id)

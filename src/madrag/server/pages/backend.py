@@ -198,7 +198,6 @@ def _start(request: Request, draft: Draft, rubric: Rubric, body: RunCreate) -> R
     s = state_of(request)
     _ready(draft)
     upload = library.EssayUpload(s.drafts.essays(draft, rubric), draft.refusals())
-    service.check_protocols(draft.protocols, draft.pool)  # type: ignore[arg-type]
     meta = service.create_run(s, rubric, upload, draft.pool, body)  # type: ignore[arg-type]
     carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
     run_list.mark_from_pages(s.runs.run_dir(meta.id))
