@@ -51,13 +51,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def state(request: Request) -> State:
-    """The server's state (settings, rubrics, runs)."""
-    found: State = request.app.state.madrag
-    return found
-
-
-StateDep = Annotated[State, Depends(state)]
+StateDep = Annotated[State, Depends(service.state_of)]
 
 
 @router.get("/health", summary="Server status and version")
@@ -147,7 +141,7 @@ async def run_events(
     """A snapshot, then the run's recent events (those after ``Last-Event-ID`` / ``after``), then every new
     one until the run stops; each event carries its ``id`` so a reconnecting client misses nothing recent."""
     s.runs.run_dir(run_id)
-    prog = s.runs.progress_of(run_id)
+    prog = s.runs.events.of(run_id)
     queue = prog.subscribe(asyncio.get_running_loop())
     header = request.headers.get("last-event-id", "")
     last = after if after is not None else max(0, whole_number(header) or 0)

@@ -80,19 +80,6 @@ def data_dir_lock(config: ServerConfig) -> WriterLock:
     return WriterLock(config.data_dir, "data directory", hint)
 
 
-@asynccontextmanager
-async def _serving(state: State) -> AsyncIterator[None]:
-    """The first run's one-time work done (:func:`prepare_first_run`), runs a stopped server left active listed as
-    interrupted (resumed with ``auto_resume``), recent results prepared; on shutdown the runs in flight stopped."""
-    prepare_first_run()
-    state.runs.recover()
-    threading.Thread(target=prepare_recent, args=(state,), name="madrag-prepare", daemon=True).start()
-    try:
-        yield
-    finally:
-        state.runs.close()
-
-
 def create_app(config: ServerConfig | None = None, *, data_lock: WriterLock | None = None) -> FastAPI:
     """The web app and API for ``config`` (defaults: loopback, the default data directory). While it serves it
     holds its data directory's lock (:func:`data_dir_lock`; ``data_lock``: the caller holds it already, as
@@ -106,11 +93,19 @@ def create_app(config: ServerConfig | None = None, *, data_lock: WriterLock | No
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # one server per data directory: its runs are this server's to resume (madrag serve holds it already)
+        """One server per data directory (its lock: its runs are this server's to resume; madrag serve holds it
+        already); the first run's one-time work done (:func:`prepare_first_run`), runs a stopped server left active
+        listed as interrupted (resumed with ``auto_resume``), recent results prepared; on shutdown the runs in
+        flight stopped."""
         lock = None if data_lock is not None else data_dir_lock(config).acquire()
         try:
-            async with _serving(state):
+            prepare_first_run()
+            state.runs.recover()
+            threading.Thread(target=prepare_recent, args=(state,), name="madrag-prepare", daemon=True).start()
+            try:
                 yield
+            finally:
+                state.runs.close()
         finally:
             if lock is not None:
                 lock.release()

@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 
 from madrag.data.essay import Essay
-from madrag.data.shipped import ASAP_DATA
 from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
@@ -60,9 +59,4 @@ class Catalog:
 
     def pool_available(self, rubric: Rubric) -> bool:
         """Whether a shipped pool fits the rubric (without loading it)."""
-        return (
-            self.asap_dir is not None
-            and rubric.essay_set in (7, 8)
-            and all(t.column is not None for t in rubric.traits)
-            and (self.asap_dir / ASAP_DATA).is_file()
-        )
+        return library.pool_fits(self.asap_dir, rubric)

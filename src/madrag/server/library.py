@@ -20,7 +20,7 @@ import io
 import json
 import re
 import tempfile
-from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -46,9 +46,9 @@ from madrag.pipeline.migrations import open_store
 from madrag.protocols import available, get_protocol
 from madrag.protocols.base import TraitScore
 from madrag.providers import Provider, ProviderSpec, make_provider, spec_identity
-from madrag.records import AgentRecord
 from madrag.retrieval.embedder import EmbedderName
 from madrag.rubric import Rubric, load_rubric, rubric_from_mapping
+from madrag.server.config import Limits
 from madrag.server.http.refusals import check_count, row_id
 from madrag.settings import ScoringSettings
 
@@ -164,29 +164,28 @@ def _row_by_row(data: str, suffix: str, rubric: Rubric, first_error: str) -> Ess
     return EssayUpload(essays, refused)
 
 
-def essays_from_upload(
-    data: bytes, filename: str, rubric: Rubric, fmt: str, max_rows: int, max_chars: int
-) -> EssayUpload:
+def essays_from_upload(data: bytes, filename: str, rubric: Rubric, fmt: str, limits: Limits) -> EssayUpload:
     """Essays from an uploaded CSV / JSONL / ASAP TSV, read by the library's loaders: 413 for a file of more
-    than ``max_rows`` rows (before any is read); rows the loaders refuse, essays longer than ``max_chars`` and
-    repeated ids are refused with the reason."""
+    than ``limits.max_rows`` rows (before any is read); rows the loaders refuse, essays longer than
+    ``limits.max_essay_chars`` and repeated ids are refused with the reason."""
     suffix = _suffix(filename, fmt)
     text = decode_text(data, filename or "the file")[0]  # UTF-8, else the encoding detected (the ASAP TSV's latin-1)
-    check_count(count_rows(io.StringIO(text), suffix), max_rows, "data")
+    check_count(count_rows(io.StringIO(text), suffix), limits.max_rows, "data")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"essays{suffix}"
         path.write_text(text, encoding="utf-8")
         try:
-            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto", max_rows))
+            upload = EssayUpload(load_essays(path, rubric, "asap" if suffix == ".tsv" else "auto", limits.max_rows))
         except InputError as exc:
             upload = _row_by_row(text, suffix, rubric, str(exc).replace(str(path), filename or "upload"))
-    return apply_limits(upload, max_rows, max_chars)
+    return apply_limits(upload, limits)
 
 
-def apply_limits(upload: EssayUpload, max_rows: int, max_chars: int) -> EssayUpload:
-    """413 for more than ``max_rows`` essays; refuse essays over the length limit and repeated ids (with
+def apply_limits(upload: EssayUpload, limits: Limits) -> EssayUpload:
+    """413 for more than ``limits.max_rows`` essays; refuse essays over the length limit and repeated ids (with
     reasons)."""
-    check_count(len(upload.essays), max_rows)
+    max_chars = limits.max_essay_chars
+    check_count(len(upload.essays), limits.max_rows)
     kept: list[Essay] = []
     seen: set[str] = set()
     refused = upload.refused.model_copy(deep=True)
@@ -229,13 +228,16 @@ def read_essays(path: Path, rubric: Rubric) -> list[Essay]:
     return load_table(path, rubric, max_rows=None)
 
 
+def pool_fits(asap_dir: Path | None, rubric: Rubric) -> bool:
+    """Whether the shipped ASAP essays are there and scored on this rubric (its essay set, each trait's column)."""
+    if asap_dir is None or rubric.essay_set not in ASAP_RUBRICS or not (asap_dir / ASAP_DATA).is_file():
+        return False
+    return all(t.column is not None for t in rubric.traits)
+
+
 def shipped_pool(asap_dir: Path | None, rubric: Rubric) -> list[Essay] | None:
     """The shipped ASAP essays of the rubric's essay set, as an exemplar pool; None when not available."""
-    if asap_dir is None or rubric.essay_set not in ASAP_RUBRICS or not (asap_dir / ASAP_DATA).is_file():
-        return None
-    if any(t.column is None for t in rubric.traits):
-        return None
-    return load_asap(asap_dir / ASAP_DATA, rubric)
+    return load_asap(asap_dir / ASAP_DATA, rubric) if asap_dir is not None and pool_fits(asap_dir, rubric) else None
 
 
 # -- protocols and jobs --------------------------------------------------------------------------------------
@@ -345,58 +347,17 @@ def make_job(
     )
 
 
-@dataclass
-class Hooks:
-    """Progress callbacks of a running job (called on the scoring thread)."""
-
-    on_record: Callable[[AgentRecord], None]
-    on_essay_done: Callable[[Essay, list[TraitScore]], None]
-    on_stage: Callable[[str], None]
-    on_start: Callable[[int], None]
-    on_bank_progress: Callable[[int, int], None]
-    on_failed: Callable[[AgentRecord], None] | None = None  # a call that got no answer after its retries
-
-
-class _ServerHooks(RunHooks):
-    """The server's callbacks as the job's :class:`~madrag.pipeline.hooks.RunHooks` (nothing is printed)."""
-
-    def __init__(self, hooks: Hooks) -> None:
-        self.hooks = hooks
-
-    def on_bank_progress(self, done: int, total: int) -> None:
-        self.hooks.on_bank_progress(done, total)
-
-    def on_start(self, total: int) -> None:
-        self.hooks.on_start(total)
-
-    def on_stage(self, message: str) -> None:
-        self.hooks.on_stage(message)
-
-    def on_record(self, record: AgentRecord) -> None:
-        self.hooks.on_record(record)
-
-    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
-        self.hooks.on_essay_done(essay, scores)
-
-    def on_failed(self, record: AgentRecord) -> None:
-        if self.hooks.on_failed is not None:
-            self.hooks.on_failed(record)
-
-
-async def run_job(job: ScoreJob, hooks: Hooks, backend: Provider | None = None) -> tuple[list[TraitScore], int]:
+async def run_job(job: ScoreJob, hooks: RunHooks, backend: Provider | None = None) -> tuple[list[TraitScore], int]:
     """Run (or resume) a job with the public API's ``madrag.arun_job`` (the one runner of prepared jobs) on a
     ready ``backend`` (the server's shared instance); the final trait scores of its essays and the number of
     calls that failed after their retries (recorded as failed: a resume retries them)."""
-    result = await madrag.arun_job(job, backend=backend, progress=_ServerHooks(hooks))
+    result = await madrag.arun_job(job, backend=backend, progress=hooks)
     return result.trait_scores, result.failed_calls
 
 
 def estimate(sample_dir: Path, n_essays: int, n_traits: int, price: tuple[float, float] | None) -> dict[str, Any]:
     """The library's dry-run estimate from a scored sample: calls, tokens and (with a price) spend."""
     prices = None if price is None else {ANY_MODEL: Price(price[0], price[1])}
-    store = open_store(sample_dir / "store.sqlite", read_only=True)
-    try:
+    with closing(open_store(sample_dir / "store.sqlite", read_only=True)) as store:
         found = estimate_run(store, n_essays, n_traits, prices=prices)
-    finally:
-        store.close()
     return estimate_to_dict(found)

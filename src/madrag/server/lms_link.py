@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
@@ -230,12 +231,8 @@ def pull_class(state: State, body: PullIn) -> PulledClass:
     pulled = _call(lambda: pull(client, body.course_id, body.assignment_id, folder / PULLED, creds.url))
     rubric = library.rubric_from_upload((folder / PULLED / RUBRIC).read_bytes(), RUBRIC)
     rubric_id = state.catalog.add(rubric)
-    limits = state.config.limits
-    upload = library.apply_limits(
-        library.EssayUpload(library.read_essays(folder / PULLED / ESSAYS, rubric), Refusals()),
-        limits.max_rows,
-        limits.max_essay_chars,
-    )
+    pulled_essays = library.read_essays(folder / PULLED / ESSAYS, rubric)
+    upload = library.apply_limits(library.EssayUpload(pulled_essays, Refusals()), state.config.limits)
     for name in (ROSTER, MANIFESTS["canvas"]):
         copy_atomic(folder / PULLED / name, folder / name)
     m = pulled.manifest
@@ -266,7 +263,6 @@ def start_run(state: State, pull_id: str, req: RunCreate) -> RunMeta:
     if not upload.essays:
         raise BadInput("the pull brought no essays to score", "pull_id")
     pool = service.choose_pool(state, rubric, upload, req.pool, req.eval_fold)
-    service.check_protocols(req.protocols, pool)
     named = req if req.name else req.model_copy(update={"name": draft.name})
     meta = service.create_run(state, rubric, upload, pool, named)
     class_book.carry_roster(folder, state.runs.run_dir(meta.id))
@@ -308,9 +304,7 @@ def preview(state: State, run_id: str, include_undecided: bool = False) -> dict[
 
 def _shown(plan: PushPlan, include_undecided: bool) -> dict[str, Any]:
     found = preview_json(plan)
-    counts: dict[str, int] = {}
-    for c in plan.changes:
-        counts[c.status] = counts.get(c.status, 0) + 1
+    counts = dict(Counter(c.status for c in plan.changes))
     found |= {"assignment_name": plan.manifest.assignment_name, "course_name": plan.manifest.course_name}
     return found | {"include_undecided": include_undecided, "counts": counts, "fingerprint": fingerprint(found)}
 

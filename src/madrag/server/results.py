@@ -161,16 +161,7 @@ def _protocol_entry(
         "judge_error": None if judge is None else judge.error,
         "exemplars": [] if judge is None else judge.context.get("exemplars") or [],
         "confidences": {} if judge is None else judge.context.get("confidences") or {},
-        "debate": [
-            {
-                "role": r.role,
-                "round": r.round,
-                "text": r.text,
-                "confidence": r.confidence,
-                "confidence_source": r.confidence_source,
-            }
-            for r in debate
-        ],
+        "debate": [r.model_dump(include={"role", "round", "text", "confidence", "confidence_source"}) for r in debate],
         "reviews": history,
         "review": history[-1] if history else None,
     }

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -103,27 +104,14 @@ _UNDECIDED = (
 
 
 def _values(review: Review) -> tuple[object, ...]:
-    return (
-        review.essay_id,
-        review.trait,
-        review.protocol,
-        review.action,
-        review.agent_score,
-        review.new_score,
-        review.comment,
-        review.reviewer,
-        review.created_at,
-    )
+    return tuple(review.model_dump(exclude={"id"}).values())  # the order of _INSERT's columns
 
 
 def add_review(run_dir: Path, review: Review) -> Review:
     """Append a review; returns it with its id."""
-    conn = _connect(run_dir)
-    try:
+    with closing(_connect(run_dir)) as conn:
         cur = conn.execute(_INSERT, _values(review))
         return review.model_copy(update={"id": int(cur.lastrowid or 0)})
-    finally:
-        conn.close()
 
 
 @dataclass
@@ -159,8 +147,7 @@ def add_bulk_approvals(
     were written."""
     if any(a.action != "bulk-accept" for a in approvals):
         raise ValueError("a bulk approval writes only bulk-accept reviews")
-    conn = _connect(run_dir)
-    try:
+    with closing(_connect(run_dir)) as conn:
         conn.execute("BEGIN IMMEDIATE")  # the write lock for the whole approval: no decision slips in between
         try:
             written = 0
@@ -175,22 +162,17 @@ def add_bulk_approvals(
             conn.execute("ROLLBACK")
             raise
         return written
-    finally:
-        conn.close()
 
 
 def all_reviews(run_dir: Path, essay_id: str | None = None) -> list[Review]:
     """Every review of the run (or of one essay), oldest first."""
     if not (run_dir / "reviews.sqlite").is_file():
         return []
-    conn = _connect(run_dir)
-    try:
-        sql, args = f"SELECT {_COLUMNS} FROM reviews", []
-        if essay_id is not None:
-            sql, args = sql + " WHERE essay_id = ?", [essay_id]
+    sql, args = f"SELECT {_COLUMNS} FROM reviews", []
+    if essay_id is not None:
+        sql, args = sql + " WHERE essay_id = ?", [essay_id]
+    with closing(_connect(run_dir)) as conn:
         rows = conn.execute(sql + " ORDER BY id", args).fetchall()
-    finally:
-        conn.close()
     names = [c.strip() for c in _COLUMNS.split(",")]
     return [Review.model_validate(dict(zip(names, row, strict=True))) for row in rows]
 
@@ -199,11 +181,8 @@ def review_version(run_dir: Path) -> int:
     """A number that changes whenever a review is added (the last review's id; 0 without reviews)."""
     if not (run_dir / "reviews.sqlite").is_file():
         return 0
-    conn = _connect(run_dir)
-    try:
+    with closing(_connect(run_dir)) as conn:
         return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM reviews").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def latest(reviews: list[Review]) -> dict[tuple[str, str, str], Review]:

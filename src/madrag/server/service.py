@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import Request
+
 from madrag.data.refusals import Refusals
 from madrag.errors import MadragError
 from madrag.providers.backends import find_backend
@@ -60,6 +62,12 @@ class State:
         return found[2]
 
 
+def state_of(request: Request) -> State:
+    """The server's state (settings, rubrics, runs), for the API and the pages alike."""
+    found: State = request.app.state.madrag
+    return found
+
+
 # -- inputs ------------------------------------------------------------------------------------------------
 
 
@@ -82,9 +90,7 @@ def read_essays(
         raise InvalidRequest("give exactly one of essays and data", "essays")
     if data is not None:
         raw = data.content.encode("utf-8")
-        upload = library.essays_from_upload(
-            raw, data.filename, rubric, data.format, limits.max_rows, limits.max_essay_chars
-        )
+        upload = library.essays_from_upload(raw, data.filename, rubric, data.format, limits)
     else:
         assert essays is not None
         check_count(len(essays), limits.max_rows)
@@ -94,7 +100,7 @@ def read_essays(
                 found.append(library.essay_from_fields(item.model_dump(), rubric, f"essays[{i}]"))
             except MadragError as exc:
                 refused.add(f"essays[{i}]", str(exc), item.id)
-        upload = library.apply_limits(library.EssayUpload(found, refused), limits.max_rows, limits.max_essay_chars)
+        upload = library.apply_limits(library.EssayUpload(found, refused), limits)
     if not upload.essays:
         first = upload.refused.examples[:3]
         reasons = "; ".join(
@@ -171,7 +177,6 @@ def start_run(state: State, req: RunCreate) -> RunMeta:
     rubric = resolve_rubric(state, req.rubric_id, req.rubric)
     upload = read_essays(state, rubric, req.essays, req.data)
     pool = choose_pool(state, rubric, upload, req.pool, req.eval_fold)
-    check_protocols(req.protocols, pool)
     return create_run(state, rubric, upload, pool, req)
 
 
@@ -183,7 +188,8 @@ def create_run(
     req: RunCreate,
     kind: RunKind = "run",
 ) -> RunMeta:
-    """Start the run (or the sample of a dry run) on checked inputs."""
+    """Start the run (or the sample of a dry run) on checked inputs, its protocols checked against its pool."""
+    check_protocols(req.protocols, pool)
     grading = grading_protocol(req.protocols, req.grading_protocol)
     if find_backend(req.backend.kind).traits.needs_model and not req.backend.model:
         raise InvalidRequest(f"the {req.backend.kind} backend needs the name of the model its server serves", "model")
@@ -249,7 +255,6 @@ async def score_one(state: State, req: SingleScoreIn) -> SingleScore:
     limit = min(req.time_limit_s, state.config.limits.max_time_limit_s)
     rubric = resolve_rubric(state, req.rubric_id, req.rubric)
     upload = read_essays(state, rubric, [req.essay], None)
-    check_protocols([req.protocol], req.pool)
     run = RunCreate(name=f"single essay {req.essay.id}", protocols=[req.protocol], backend=req.backend)
     meta = create_run(state, rubric, upload, req.pool, run, kind="single")
     ended = state.runs.ended(meta.id)

@@ -49,35 +49,23 @@ class ApiError(ServerError):
         self.status = status
 
 
-SERVER_STATUS: tuple[tuple[type[ServerError], int], ...] = (
-    (NotFound, 404),
-    (WrongState, 409),
-    (InvalidRequest, 422),
-    (BadInput, 400),
-    (NotAllowed, 403),
-    (OverLimit, 413),
-    (Unavailable, 503),
+STATUS: tuple[tuple[tuple[type[MadragError], ...], int], ...] = (
+    ((NotFound,), 404),
+    ((WrongState, ConfigError, WriterBusy), 409),
+    ((InvalidRequest,), 422),
+    ((BadInput,), 400),
+    ((NotAllowed,), 403),
+    ((OverLimit,), 413),
+    ((Unavailable, ProviderError, StorageError), 503),
 )
-"""The status code of each kind of server error."""
+"""The status code of each kind of server error, and of the library's (bad input or rubric, and any other: 400)."""
 
 
 def http_status(exc: MadragError) -> int:
-    """The status code of a domain error: a server error's kind, else the library error's."""
+    """The status code of a domain error: an :class:`ApiError`'s own, else its kind's (:data:`STATUS`)."""
     if isinstance(exc, ApiError):
         return exc.status
-    for kind, status in SERVER_STATUS:
-        if isinstance(exc, kind):
-            return status
-    return library_status(exc)
-
-
-def library_status(exc: MadragError) -> int:
-    """The status code of a library error (bad input or rubric, and any other kind: 400)."""
-    if isinstance(exc, ProviderError | StorageError):
-        return 503
-    if isinstance(exc, ConfigError | WriterBusy):
-        return 409
-    return 400
+    return next((status for kinds, status in STATUS if isinstance(exc, kinds)), 400)
 
 
 def error_body(status: int, message: str, field: str | None = None) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Request
+from starlette.datastructures import FormData
+from starlette.requests import cookie_parser
 
 from madrag.server.config import ServerConfig, is_loopback
 from madrag.server.http.errors import ApiError, error_body
@@ -60,15 +62,6 @@ def _host_name(header: str) -> str:
     if header.startswith("["):
         return header[1:].split("]")[0]
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-
-
-def _cookies(header: str) -> dict[str, str]:
-    out = {}
-    for part in header.split(";"):
-        name, sep, value = part.strip().partition("=")
-        if sep:
-            out[name] = value
-    return out
 
 
 class Guard:
@@ -129,7 +122,7 @@ class Guard:
         if auth.lower().startswith("bearer "):
             given.append(auth[7:].strip())
         given.append(headers.get("x-madrag-token", ""))
-        given.append(_cookies(headers.get("cookie", "")).get(TOKEN_COOKIE, ""))
+        given.append(cookie_parser(headers.get("cookie", "")).get(TOKEN_COOKIE, ""))  # as Request.cookies reads it
         given += parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [])
         return bool(token) and any(g and hmac.compare_digest(g.encode(), token.encode()) for g in given)
 
@@ -231,10 +224,11 @@ def csrf_token(cookie: str) -> str:
     return hmac.new(_SECRET, cookie.encode(), hashlib.sha256).hexdigest()
 
 
-async def check_csrf(request: Request) -> None:
-    """Refuse (403) a form post whose ``csrf_token`` does not match the browser's cookie."""
+async def check_csrf(request: Request) -> FormData:
+    """The form posted; refused (403) when its ``csrf_token`` does not match the browser's cookie."""
     form = await request.form()
     given = str(form.get("csrf_token") or "")
     cookie = request.cookies.get(CSRF_COOKIE, "")
     if not cookie or not given or not hmac.compare_digest(given, csrf_token(cookie)):
         raise ApiError(403, "the form's security token is missing or stale: reload the page and try again")
+    return form

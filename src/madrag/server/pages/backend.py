@@ -20,11 +20,12 @@ from madrag.server.drafts import Draft
 from madrag.server.http.errors import ApiError, http_status
 from madrag.server.http.faults import ServerError
 from madrag.server.http.schemas import BackendSettings, PriceIn, RunCreate
+from madrag.server.http.security import check_csrf
 from madrag.server.pages import backend_form
 from madrag.server.pages import calibration as pages_calibration
 from madrag.server.pages import review as review_pages
 from madrag.server.pages.rendering import redirect, state_of
-from madrag.server.pages.setup import read_form, step_page, with_rubric
+from madrag.server.pages.setup import step_page, with_rubric
 from madrag.server.runs import archive as run_list
 from madrag.teacher import plain_words, presets
 
@@ -129,7 +130,7 @@ def _preset(request: Request, draft: Draft, form: Any, name: str) -> Response:
 
 @router.post("/drafts/{draft_id}/backend")
 async def backend_submit(draft_id: str, request: Request) -> Response:
-    form = await read_form(request)
+    form = await check_csrf(request)
     response = await _submit(draft_id, request, form)
     draft = state_of(request).drafts.get(draft_id)
     return remember(response, draft.backend, review_pages.reviewer_of(request, str(form.get("reviewer") or "")))
@@ -176,7 +177,7 @@ async def start_saved(draft_id: str, request: Request) -> Response:
     class"): its backend, protocols and name, as last saved on the backend step."""
     s = state_of(request)
     draft, rubric = with_rubric(request, draft_id)
-    await read_form(request)
+    await check_csrf(request)
     try:
         return _start(request, draft, rubric, _run_request(draft, s.drafts.backend(draft), {}, False))
     except ServerError as exc:
@@ -197,7 +198,6 @@ def _start(request: Request, draft: Draft, rubric: Rubric, body: RunCreate) -> R
     s = state_of(request)
     _ready(draft)
     upload = library.EssayUpload(s.drafts.essays(draft, rubric), draft.refusals())
-    service.check_protocols(draft.protocols, draft.pool)  # type: ignore[arg-type]
     meta = service.create_run(s, rubric, upload, draft.pool, body)  # type: ignore[arg-type]
     carry_roster(s.drafts.folder(draft.id), s.runs.run_dir(meta.id))
     run_list.mark_from_pages(s.runs.run_dir(meta.id))

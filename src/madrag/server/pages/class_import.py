@@ -23,6 +23,7 @@ from madrag.files.atomic import write_text_atomic
 from madrag.rubric import Rubric
 from madrag.server import library
 from madrag.server.class_book import save_roster
+from madrag.server.config import Limits
 from madrag.server.http.refusals import check_count
 from madrag.server.http.security import check_csrf
 from madrag.server.pages.rendering import redirect, render, state_of
@@ -94,7 +95,7 @@ def pending(folder: Path) -> tuple[list[str], list[dict[str, str]]] | None:
 
 
 def read_mapped(
-    folder: Path, rubric: Rubric, mapping: columns.Mapping, max_rows: int, max_chars: int
+    folder: Path, rubric: Rubric, mapping: columns.Mapping, limits: Limits
 ) -> tuple[library.EssayUpload, list[tuple[str, int, int]]]:
     """The held upload read under ``mapping``, and each resubmission replaced (essay id, row replaced, row kept);
     its roster saved beside the draft, the upload let go."""
@@ -102,7 +103,7 @@ def read_mapped(
     if found is None:
         raise InputError("upload the class file again: the file to map is gone")
     mapped = columns.apply(found[1], mapping)
-    upload = library.essays_from_upload(mapped.text.encode("utf-8"), "mapped.csv", rubric, "csv", max_rows, max_chars)
+    upload = library.essays_from_upload(mapped.text.encode("utf-8"), "mapped.csv", rubric, "csv", limits)
     kept = {e.id for e in upload.essays}
     save_roster(folder, {k: v for k, v in mapped.roster.items() if k in kept})
     upload = library.EssayUpload(upload.essays, _file_refusals(folder).extend(upload.refused))
@@ -168,8 +169,7 @@ def columns_page(draft_id: str, request: Request) -> Response:
 
 @router.post("/drafts/{draft_id}/columns")
 async def columns_submit(draft_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     draft = s.drafts.get(draft_id)
     rubric = s.catalog.get(draft.rubric_id) if draft.rubric_id else None
@@ -178,16 +178,13 @@ async def columns_submit(draft_id: str, request: Request) -> Response:
     chosen = {name: str(form.get(f"col-{name}") or "") or None for name, _label in FIELDS}
     scores = {t.name: str(form.get(f"score-{i}")) for i, t in enumerate(rubric.traits) if form.get(f"score-{i}")}
     mapping = columns.Mapping(scores=scores, **chosen)
-    limits = s.config.limits
     found = pending(s.drafts.folder(draft_id))
     if found is not None and mapping.text and not form.get("text-confirmed"):
         question = columns.prose_question(mapping.text, [row.get(mapping.text, "") for row in found[1]])
         if question is not None:  # asked, not run: the teacher chooses another column or confirms this one
             return _mapping_page(request, draft_id, question[0].upper() + question[1:] + ".", 400, mapping, True)
     try:
-        upload, replaced = read_mapped(
-            s.drafts.folder(draft_id), rubric, mapping, limits.max_rows, limits.max_essay_chars
-        )
+        upload, replaced = read_mapped(s.drafts.folder(draft_id), rubric, mapping, s.config.limits)
     except MadragError as exc:
         return _mapping_page(request, draft_id, str(exc), 400)
     s.drafts.set_essays(draft, upload.essays, upload.refused)

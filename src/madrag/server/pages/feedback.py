@@ -101,8 +101,7 @@ def one_student(run_id: str, essay_id: str, request: Request, saved: str = "") -
 
 @router.post("/runs/{run_id}/feedback/{essay_id:path}")
 async def edit(run_id: str, essay_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     trait = str(form.get("trait") or "")
     student(s, run_id, essay_id)  # 404 for an unknown essay

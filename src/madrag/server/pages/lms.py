@@ -54,8 +54,7 @@ def lms_page(request: Request, course: int | None = None, change: bool = False) 
 
 @router.post("/lms/connect")
 async def connect(request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     url = str(form.get("url") or "").strip()
     try:
         body = lms_link.ConnectIn(url=url, token=SecretStr(str(form.get("token") or "")))
@@ -71,8 +70,7 @@ async def connect(request: Request) -> Response:
 
 @router.post("/lms/pull")
 async def pull(request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     course, assignment = str(form.get("course_id") or ""), str(form.get("assignment_id") or "")
     if not course.isdigit() or not assignment.isdigit():
         return redirect("/lms" + (f"?course={course}" if course.isdigit() else ""))
@@ -91,8 +89,7 @@ def preview_page(run_id: str, request: Request, undecided: bool = False, sent: i
 
 @router.post("/runs/{run_id}/lms/push")
 async def push(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     undecided = str(form.get("include_undecided") or "") == "yes"
     body = lms_link.PushIn(fingerprint=str(form.get("fingerprint") or "x" * 8), include_undecided=undecided)

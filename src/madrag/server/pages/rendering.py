@@ -19,7 +19,7 @@ from madrag import __version__
 from madrag.evaluation.costs.durations import duration
 from madrag.server.http.numbers import required_number
 from madrag.server.http.security import CSRF_COOKIE, csrf_cookie, csrf_token
-from madrag.server.service import State
+from madrag.server.service import state_of as state_of  # the pages reach the state through here
 from madrag.teacher.plain_words import protocol_label, score_read
 from madrag.teacher.scored_by import scored_by, warning
 
@@ -95,12 +95,6 @@ def paginate(request: Request, rows: Sequence[T], size: int = PAGE_SIZE) -> tupl
     kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("page", "approved")]
     pager = Pager(page, pages, len(rows), start + 1 if shown else 0, start + len(shown), urlencode(kept))
     return shown, pager
-
-
-def state_of(request: Request) -> State:
-    """The server's state."""
-    found: State = request.app.state.madrag
-    return found
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -25,7 +25,6 @@ from starlette.datastructures import FormData
 from madrag.errors import MadragError
 from madrag.server import results
 from madrag.server.http.faults import NotFound
-from madrag.server.http.numbers import whole_number
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook, reading_pane
 from madrag.server.pages.rendering import paginate, redirect, render, state_of
@@ -209,11 +208,6 @@ def chosen_action(form: FormData) -> Literal["accept", "override", "comment"]:
     return "override" if str(form.get("score") or "").strip() else "comment"
 
 
-def level_of(form: Mapping[str, Any]) -> int | None:
-    """The level a form's ``score`` names (None: none, or not a whole number; an override then refuses it)."""
-    return whole_number(form.get("score"))
-
-
 # -- the pages ---------------------------------------------------------------------------------------------------------
 
 router = APIRouter(include_in_schema=False)
@@ -250,8 +244,7 @@ def _local(back: str) -> str:
 async def reviewer_submit(request: Request) -> Response:
     """The name that signs this browser's decisions (overrides, confirmations, bulk approvals), asked once and
     kept in a cookie; an empty name forgets it. Back to the page it was typed on, its filter and page kept."""
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     name = str(form.get("reviewer") or "").strip()[:200]
     response = redirect(_local(str(form.get("back") or "/")))
     if name:
@@ -300,8 +293,7 @@ APPROVALS_KEPT_S = 600.0
 
 @router.post("/runs/{run_id}/approve")
 async def approve_submit(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     shown = read_filter(form)
     reviewer = reviewer_of(request, str(form.get("reviewer") or ""))
     if shown.essay_id and str(form.get("back") or "") == "essay":

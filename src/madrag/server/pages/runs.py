@@ -17,6 +17,7 @@ from madrag.audit.report import audit_html
 from madrag.errors import MadragError
 from madrag.server import library, results
 from madrag.server.http.errors import ApiError
+from madrag.server.http.numbers import whole_number
 from madrag.server.http.schemas import OverrideIn
 from madrag.server.http.security import check_csrf
 from madrag.server.pages import gradebook
@@ -43,16 +44,14 @@ def home(request: Request, show: str = "") -> Response:
 
 @router.post("/runs/{run_id}/rename")
 async def rename(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     state_of(request).runs.rename(run_id, str(form.get("name") or ""))
     return redirect(f"/runs/{run_id}")
 
 
 @router.post("/runs/{run_id}/archive")
 async def archive_submit(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     s.runs.meta(run_id)  # 404 for an unknown run
     archive.set_archived(s.runs.run_dir(run_id), str(form.get("archived") or "yes") == "yes")
@@ -77,8 +76,7 @@ async def cancel(run_id: str, request: Request) -> Response:
 
 @router.post("/runs/{run_id}/resume")
 async def resume(run_id: str, request: Request) -> Response:
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     key = str(form.get("api_key") or "")
     state_of(request).runs.resume(run_id, SecretStr(key) if key else None)
     return redirect(f"/runs/{run_id}")
@@ -111,10 +109,7 @@ def _cell(c: dict[str, Any]) -> str:
     """One cell: the grade in force (marked * where the teacher decided it, with madrag's suggestion beside it
     when that differs), else madrag's score; the human reference after a slash where it is not the grade."""
     grade = c["grade"]
-    if not c["scored"] and not grade.teacher:
-        text = "…"
-    else:
-        text = "missing" if grade.points is None else str(grade.points)
+    text = "…" if not c["scored"] and not grade.teacher else _missing(grade.points)
     mark = "<sup>*</sup>" if grade.teacher else ""
     differs = grade.teacher and c["scored"] and grade.ai != grade.points
     hint = f' <small class="suggested">madrag {_missing(grade.ai)}</small>' if differs else ""
@@ -128,11 +123,6 @@ def prepared_grid(s: State, run_id: str, table: dict[str, Any]) -> list[str]:
     """The rows of a run's results table, each as HTML, built once (students shown as on every teacher page);
     a page joins its own rows (:func:`grid_table`)."""
     return s.memo("grid-html", run_id, lambda: grid_rows(run_id, table, gradebook.names(s, run_id)))  # type: ignore[no-any-return]
-
-
-def grid_html(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> str:
-    """The whole results table (every row)."""
-    return grid_table(grid, grid_rows(run_id, grid, names))
 
 
 def grid_rows(run_id: str, grid: dict[str, Any], names: dict[str, str] | None = None) -> list[str]:
@@ -169,8 +159,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
     """One score's review from the desk or the essay page: a level's button sets that level (an override), "use
     madrag's score" confirms the AI's, and anything else (Enter in a comment sends the form's default button,
     ``comment``) saves the comment alone: no level is ever set by a form that did not name one."""
-    await check_csrf(request)
-    form = await request.form()
+    form = await check_csrf(request)
     s = state_of(request)
     action = review_pages.chosen_action(form)
     reviewer = review_pages.reviewer_of(request, str(form.get("reviewer") or ""))
@@ -179,7 +168,7 @@ async def review(run_id: str, essay_id: str, request: Request) -> Response:
         "trait": str(form.get("trait") or ""),
         "protocol": str(form.get("protocol") or "") or None,
         "action": action,
-        "score": review_pages.level_of(form),
+        "score": whole_number(form.get("score")),  # None: none, or not a whole number (an override refuses it)
         "comment": str(form.get("comment") or ""),
         "reviewer": reviewer,
     }

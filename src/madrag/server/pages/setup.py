@@ -34,11 +34,6 @@ def step_page(request: Request, draft: Draft, step: str, **context: Any) -> Resp
     return render(request, f"{step}.html", draft=draft, rubric=rubric, steps=STEPS, step=step, **context)
 
 
-async def read_form(request: Request) -> Any:
-    await check_csrf(request)
-    return await request.form()
-
-
 async def _file(form: Any, limit: int) -> tuple[bytes, str] | None:
     item = form.get("file")
     if not isinstance(item, UploadFile) or not item.filename:
@@ -51,7 +46,7 @@ async def _file(form: Any, limit: int) -> tuple[bytes, str] | None:
 
 @router.post("/new")
 async def new_draft(request: Request) -> Response:
-    await read_form(request)
+    await check_csrf(request)
     draft = state_of(request).drafts.new()
     return redirect(f"/drafts/{draft.id}/rubric")
 
@@ -59,12 +54,23 @@ async def new_draft(request: Request) -> Response:
 # -- 1 rubric ------------------------------------------------------------------------------------------------
 
 
+def typed(form: Any) -> dict[str, str]:
+    """What was typed into a form's fields (never its files), to show it again."""
+    return {k: str(v) for k, v in form.items() if isinstance(v, str)}
+
+
+def _rubric_step(
+    request: Request, draft: Draft, values: dict[str, str], slots: int, errors: dict[str, str], status: int = 200
+) -> Response:
+    rubrics = state_of(request).catalog.all()
+    return step_page(
+        request, draft, "rubric", status=status, rubrics=rubrics, errors=errors, values=values, slots=slots
+    )
+
+
 @router.get("/drafts/{draft_id}/rubric")
 def rubric_page(draft_id: str, request: Request) -> Response:
-    s = state_of(request)
-    return step_page(
-        request, s.drafts.get(draft_id), "rubric", rubrics=s.catalog.all(), errors={}, values={}, slots=TRAIT_SLOTS
-    )
+    return _rubric_step(request, state_of(request).drafts.get(draft_id), {}, TRAIT_SLOTS, {})
 
 
 def _field_of(message: str) -> str:
@@ -135,12 +141,10 @@ def _rubric_from_form(form: Any) -> Rubric:
 async def rubric_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft = s.drafts.get(draft_id)
-    form = await read_form(request)
+    form = await check_csrf(request)
     mode = str(form.get("mode") or "")
     if mode == "form" and str(form.get("action")) == "add_trait":  # one more trait box, what was typed kept
-        values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
-        slots = min(MAX_TRAIT_SLOTS, _slots(form) + 1)
-        return step_page(request, draft, "rubric", rubrics=s.catalog.all(), errors={}, values=values, slots=slots)
+        return _rubric_step(request, draft, typed(form), min(MAX_TRAIT_SLOTS, _slots(form) + 1), {})
     try:
         if mode == "shipped":
             rubric_id = str(form.get("rubric_id") or "")
@@ -156,17 +160,7 @@ async def rubric_submit(draft_id: str, request: Request) -> Response:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         field = exc.field if isinstance(exc, ApiError) and exc.field else _field_of(message)
         field = "file" if mode == "upload" and field.startswith(("trait", "rubric")) else field
-        values = {k: str(v) for k, v in form.items() if isinstance(v, str)}
-        return step_page(
-            request,
-            draft,
-            "rubric",
-            status=400,
-            rubrics=s.catalog.all(),
-            errors={field: message},
-            values=values,
-            slots=_slots(form),
-        )
+        return _rubric_step(request, draft, typed(form), _slots(form), {field: message}, 400)
     s.drafts.save(draft.model_copy(update={"rubric_id": rubric_id}))
     return redirect(f"/drafts/{draft_id}/essays")
 
@@ -195,7 +189,7 @@ def essays_page(draft_id: str, request: Request) -> Response:
 async def essays_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft, rubric = with_rubric(request, draft_id)
-    form = await read_form(request)
+    form = await check_csrf(request)
     limits = s.config.limits
     read_as = ""
     try:
@@ -206,11 +200,8 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             }
             fields.update({t.name: str(form.get(f"score-{i}") or "") for i, t in enumerate(rubric.traits)})
             essay = library.essay_from_fields(fields, rubric, "the pasted essay")
-            upload = library.apply_limits(
-                library.EssayUpload([*s.drafts.essays(draft, rubric), essay], draft.refusals()),
-                limits.max_rows,
-                limits.max_essay_chars,
-            )
+            pasted = library.EssayUpload([*s.drafts.essays(draft, rubric), essay], draft.refusals())
+            upload = library.apply_limits(pasted, limits)
         else:
             found = await _file(form, limits.max_upload_bytes)
             if found is None:
@@ -221,14 +212,12 @@ async def essays_submit(draft_id: str, request: Request) -> Response:
             if direct is None:  # a Forms / LMS export or a ZIP of submissions: which column is which
                 return redirect(f"/drafts/{draft_id}/columns")
             read_as = direct.read_as
-            upload = library.essays_from_upload(
-                direct.data, direct.filename, rubric, fmt, limits.max_rows, limits.max_essay_chars
-            )
+            upload = library.essays_from_upload(direct.data, direct.filename, rubric, fmt, limits)
     except (ApiError, MadragError) as exc:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         field = "essay_text" if str(form.get("mode")) == "paste" else "file"
-        typed = {k: str(v) for k, v in form.items() if isinstance(v, str)}  # a pasted essay is never wiped
-        return step_page(request, draft, "essays", status=400, errors={field: message}, preview=[], values=typed)
+        values = typed(form)  # a pasted essay is never wiped
+        return step_page(request, draft, "essays", status=400, errors={field: message}, preview=[], values=values)
     draft = s.drafts.set_essays(draft, upload.essays, upload.refused)
     pools = _pools(request, draft, rubric)
     return step_page(
@@ -280,23 +269,14 @@ def exemplars_page(draft_id: str, request: Request) -> Response:
 async def exemplars_submit(draft_id: str, request: Request) -> Response:
     s = state_of(request)
     draft, rubric = with_rubric(request, draft_id)
-    form = await read_form(request)
+    form = await check_csrf(request)
     pool = str(form.get("pool") or "none")
-    options = {key: ok for key, _, ok in _pool_options(request, draft, rubric)}
+    options = _pool_options(request, draft, rubric)
     fold = whole_number(str(form.get("eval_fold") or "0"))
-    if not options.get(pool) or fold is None:
-        error = (
-            {"pool": "choose one of the pools offered"} if not options.get(pool) else {"eval_fold": "a whole number"}
-        )
-        return step_page(
-            request,
-            draft,
-            "exemplars",
-            status=400,
-            options=_pool_options(request, draft, rubric),
-            default="none",
-            errors=error,
-        )
+    offered = pool in {key for key, _, ok in options if ok}
+    if not offered or fold is None:
+        error = {"eval_fold": "a whole number"} if offered else {"pool": "choose one of the pools offered"}
+        return step_page(request, draft, "exemplars", status=400, options=options, default="none", errors=error)
     protocols = draft.protocols if pool != "none" else ["MAD"]
     s.drafts.save(draft.model_copy(update={"pool": pool, "eval_fold": fold, "protocols": protocols}))
     return redirect(f"/drafts/{draft_id}/backend")

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 
 from madrag.data.essay import Essay
+from madrag.pipeline.hooks import RunHooks
 from madrag.protocols.base import TraitScore
 from madrag.records import AgentRecord
-from madrag.server import library
 from madrag.server.http.schemas import RunStatus
 from madrag.server.runs.progress import Progress
 
@@ -67,18 +67,9 @@ class RunEvents:
             found = self._live.get(run_id)
             return None if found is None else list(found.values())
 
-    # -- the library's callbacks ---------------------------------------------------------------------------------
-    def hooks(self, run_id: str) -> library.Hooks:
+    def hooks(self, run_id: str) -> RunHooks:
         """The callbacks that feed the run's progress (called on the scoring thread)."""
-        prog = self.of(run_id)
-        return library.Hooks(
-            on_record=lambda r: record(prog, r),
-            on_essay_done=lambda e, s: self._essay(run_id, prog, e, s),
-            on_stage=lambda m: stage(prog, m),
-            on_start=lambda n: self._start(run_id, prog, n),
-            on_bank_progress=lambda done, total: bank(prog, done, total),
-            on_failed=lambda r: failed(prog, r),
-        )
+        return _Feed(self, run_id)
 
     def n_essays(self, run_id: str) -> int | None:
         if self._essays_of is None:
@@ -88,59 +79,55 @@ class RunEvents:
         except Exception:  # no recorded run (a test's bare events): the time left waits for a count
             return None
 
-    def _start(self, run_id: str, prog: Progress, total: int) -> None:
-        self.scoring_from[run_id] = time.monotonic()
-        prog.change(
-            {"type": "start", "total": total},
-            total=total,
-            scoring_since=self.scoring_from[run_id],
-            essays=self.n_essays(run_id),
-        )
 
-    def _essay(self, run_id: str, prog: Progress, essay: Essay, scores: list[TraitScore]) -> None:
-        with self._lock:
-            self._live.setdefault(run_id, {}).update({(s.protocol, s.essay_id, s.trait): s for s in scores})
+class _Feed(RunHooks):
+    """The library's callbacks of one run, feeding its progress and live scores (nothing is printed)."""
+
+    def __init__(self, events: RunEvents, run_id: str) -> None:
+        self.events, self.run_id, self.prog = events, run_id, events.of(run_id)
+
+    def on_start(self, total: int) -> None:
+        since = self.events.scoring_from[self.run_id] = time.monotonic()
+        essays = self.events.n_essays(self.run_id)
+        self.prog.change({"type": "start", "total": total}, total=total, scoring_since=since, essays=essays)
+
+    def on_essay_done(self, essay: Essay, scores: list[TraitScore]) -> None:
+        with self.events._lock:
+            self.events._live.setdefault(self.run_id, {}).update({(s.protocol, s.essay_id, s.trait): s for s in scores})
         cells = {f"{s.protocol}|{s.trait}": s.score for s in scores}
-        prog.essay_done(essay.id)
-        prog.emit(
+        self.prog.essay_done(essay.id)
+        self.prog.emit(
             {"type": "essay", "essay_id": essay.id, "scores": cells},
             [(s.protocol, s.essay_id, s.trait) for s in scores],
         )
 
+    def on_stage(self, message: str) -> None:
+        self.prog.change({"type": "stage", "message": message}, stage=message)
 
-def stage(prog: Progress, message: str) -> None:
-    prog.change({"type": "stage", "message": message}, stage=message)
+    def on_bank_progress(self, done: int, total: int) -> None:
+        message = f"building the exemplar index: {done:,} of {total:,} pool essays embedded"
+        self.prog.change({"type": "bank", "done": done, "total": total, "message": message}, stage=message)
 
+    def on_record(self, record: AgentRecord) -> None:
+        """One stored agent call: counted, and the trait scores a Judge's record completes marked done."""
+        self.prog.count_record(record.essay_id)
+        done: list[LiveKey] = []
+        if record.role == "judge":
+            traits = list(record.trait_scores or {}) if record.trait == "*" else [record.trait]
+            done = [(record.protocol, record.essay_id, t) for t in traits]
+        event = {
+            "type": "record",
+            "essay_id": record.essay_id,
+            "trait": record.trait,
+            "role": record.role,
+            "protocol": record.protocol,
+            "score": None if record.score is None else record.score.reported,
+            "key": record.key,
+            "stored_at": record.created_at,
+        }
+        self.prog.emit(event, done)
 
-def bank(prog: Progress, done: int, total: int) -> None:
-    message = f"building the exemplar index: {done:,} of {total:,} pool essays embedded"
-    prog.change({"type": "bank", "done": done, "total": total, "message": message}, stage=message)
-
-
-def record(prog: Progress, rec: AgentRecord) -> None:
-    """One stored agent call: counted, and the trait scores a Judge's record completes marked done."""
-    prog.count_record(rec.essay_id)
-    done: list[LiveKey] = []
-    score = None if rec.score is None else rec.score.reported
-    if rec.role == "judge":
-        if rec.trait == "*":
-            done = [(rec.protocol, rec.essay_id, t) for t in (rec.trait_scores or {})]
-        else:
-            done = [(rec.protocol, rec.essay_id, rec.trait)]
-    event = {
-        "type": "record",
-        "essay_id": rec.essay_id,
-        "trait": rec.trait,
-        "role": rec.role,
-        "protocol": rec.protocol,
-        "score": score,
-        "key": rec.key,
-        "stored_at": rec.created_at,
-    }
-    prog.emit(event, done)
-
-
-def failed(prog: Progress, rec: AgentRecord) -> None:
-    prog.count_failed()
-    event = {"type": "failed", "essay_id": rec.essay_id, "trait": rec.trait, "role": rec.role}
-    prog.emit({**event, "error": rec.error})
+    def on_failed(self, record: AgentRecord) -> None:
+        self.prog.count_failed()
+        event = {"type": "failed", "essay_id": record.essay_id, "trait": record.trait, "role": record.role}
+        self.prog.emit({**event, "error": record.error})

@@ -6,6 +6,7 @@ With :mod:`madrag.server.library` (inputs and jobs) this is the only place the s
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,21 +39,15 @@ def read_run(run_dir: Path) -> RunView:
 def stored_version(run_dir: Path) -> tuple[int, int, float]:
     """What changes when a run's store does: its record count, and its score rows' count and latest time (a
     run-wide protocol's fit rewrites its rows at a job's end without a new record)."""
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         return (store.count(), *store.score_stamp())
-    finally:
-        store.close()
 
 
 def view_of(run_dir: Path, scores: list[TraitScore]) -> RunView:
     """A run's view from scores already computed by the library (a finished job's, or a running job's so far)."""
-    store = open_store(run_dir)
-    try:
+    with closing(open_store(run_dir)) as store:
         _config, rubric, configured = stored_config(store, run_dir)
         essays = store.essays()
-    finally:
-        store.close()
     found = {s.protocol for s in scores}
     protocols = [p for p in configured if p in found] + sorted(found - set(configured))
     return RunView(rubric, essays, scores, protocols, any(e.rater_scores for e in essays))
@@ -67,14 +62,11 @@ def essay_records(run_dir: Path, judge_keys: list[str]) -> dict[str, AgentRecord
     """The Judge records with these keys and every debate record they read, by key (missing ones left out)."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
-    store = open_store(run_dir)  # reading a run never changes it
-    try:
+    with closing(open_store(run_dir)) as store:  # reading a run never changes it
         found = {k: r for k in judge_keys if (r := store.get(k)) is not None}
         debate = [str(k) for judge in list(found.values()) for k in judge.context.get("debate", []) or []]
         found.update({k: r for k in debate if k not in found and (r := store.get(k)) is not None})
         return found
-    finally:
-        store.close()
 
 
 def score_signals(run_dir: Path, protocol: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -82,11 +74,8 @@ def score_signals(run_dir: Path, protocol: str) -> dict[tuple[str, str], dict[st
     (:meth:`~madrag.store.RunStore.score_signals`): read from the run's score rows alone, none of its records."""
     if not (run_dir / "store.sqlite").is_file():
         return {}
-    store = open_store(run_dir)  # reading a run never changes it
-    try:
+    with closing(open_store(run_dir)) as store:  # reading a run never changes it
         return store.score_signals(protocol)
-    finally:
-        store.close()
 
 
 def evaluation_tables(run_dir: Path, plots: bool = False) -> tuple[dict[str, list[list[str]]], list[str]]:

@@ -91,6 +91,19 @@ def describe(found: ProbeResult) -> str:
     )
 
 
+def _provider(
+    model: str, base_url: str | None, key_env: str | None, api_key: SecretStr | None, timeout_s: float
+) -> OpenAICompatProvider:
+    """The library's client of the server, one request at a time (key: ``api_key`` when given, in its client
+    only, else the variable ``key_env``)."""
+    from madrag.providers.openai_compat import OpenAICompatProvider  # the openai client, only when used
+
+    key = api_key if api_key is not None and api_key.get_secret_value() else None
+    return OpenAICompatProvider(
+        model, base_url, api_key_env=key_env or "", timeout_s=timeout_s, max_concurrency=1, api_key=key
+    )
+
+
 async def _ask(provider: OpenAICompatProvider, slot: Slot) -> tuple[ChatResponse, bool]:
     """(the answer, whether it carried logprobs): with logprobs asked for, then, if that request fails for a
     reason other than a timeout or a dropped connection, once more without them; each request in a ``slot``."""
@@ -116,12 +129,7 @@ async def probe(
     """Send the test request to the server at ``base_url`` serving ``model`` (key: ``api_key`` when given,
     else the variable ``key_env``, if any; each request in a ``slot`` of the server's limit); never raises for
     what the server does."""
-    from madrag.providers.openai_compat import OpenAICompatProvider  # the openai client, only when used
-
-    key = api_key if api_key is not None and api_key.get_secret_value() else None  # in its client only
-    provider = OpenAICompatProvider(
-        model, base_url, api_key_env=key_env or "", timeout_s=timeout_s, max_concurrency=1, api_key=key
-    )
+    provider = _provider(model, base_url, key_env, api_key, timeout_s)
     start = time.monotonic()
     fields: dict[str, Any] = {"base_url": base_url}
     try:
@@ -141,12 +149,7 @@ async def only_model(
 ) -> str | None:
     """The one model the server at ``base_url`` serves, by its ``GET /models``; None when it lists none or
     several (then the teacher names one) or cannot be asked."""
-    from madrag.providers.openai_compat import OpenAICompatProvider
-
-    key = api_key if api_key is not None and api_key.get_secret_value() else None
-    provider = OpenAICompatProvider(
-        "unnamed", base_url, api_key_env=key_env or "", timeout_s=timeout_s, max_concurrency=1, api_key=key
-    )
+    provider = _provider("unnamed", base_url, key_env, api_key, timeout_s)
     try:
         served = await provider.served_models()
     finally:

@@ -41,7 +41,7 @@ from madrag.server.runs import library_runs, probe, scoring, starter
 from madrag.server.runs.backends import BackendPool, SharedBackend
 from madrag.server.runs.events import RunEvents
 from madrag.server.runs.keys import KeyStore, key_name
-from madrag.server.runs.progress import Progress, ScheduledTask, ScoringThread
+from madrag.server.runs.progress import ScheduledTask, ScoringThread
 from madrag.server.runs.repo import ACTIVE, KeySource, RunBackend, RunMeta, RunRepository
 from madrag.server.runs.responses import ProgressOut, RunOut
 from madrag.server.runs.starter import NewRun
@@ -84,10 +84,6 @@ class RunManager:
         self._closing = False
 
     # -- reading (the repository, progress and views) -------------------------------------------------------
-    @property
-    def progress(self) -> dict[str, Progress]:
-        return self.events.progress
-
     def run_dir(self, run_id: str) -> Path:
         """The run's directory; :class:`~madrag.server.http.faults.NotFound` for an unknown or malformed id."""
         return self.repo.run_dir(run_id)
@@ -102,9 +98,6 @@ class RunManager:
     def all(self) -> list[RunMeta]:
         """Every run, newest first."""
         return self.repo.all()
-
-    def progress_of(self, run_id: str) -> Progress:
-        return self.events.of(run_id)
 
     def view(self, run_id: str) -> library_runs.RunView:
         """The run's scores (:class:`~madrag.server.runs.views.RunViews`)."""
@@ -233,13 +226,10 @@ class RunManager:
     def _spec(self, meta: RunMeta) -> ProviderSpec:
         """The library's description of the run's backend (the name of its key, never the key)."""
         b, c = meta.backend, self.config
-        offered: dict[str, object] = {
-            "slots": c.slots,
-            "runtime": c.runtime,
-            "model_path": c.model_path or None,
-        }  # the server's
-        offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False, **b.options}  # the run's
-        extra = own_options(b.kind, offered)  # those its kind reads
+        # the server's settings, then the run's; of them, those its kind reads
+        offered: dict[str, object] = {"slots": c.slots, "runtime": c.runtime, "model_path": c.model_path or None}
+        offered |= {"fake_latency_s": b.fake_latency_s, "logprobs": b.logprobs is not False, **b.options}
+        extra = own_options(b.kind, offered)
         key_env = run_key_env(c, meta)
         return library.provider_spec(b.kind, b.model, b.base_url, key_env, b.concurrency, **extra)
 
@@ -263,10 +253,6 @@ class RunManager:
     def _typed_key(self, meta: RunMeta) -> SecretStr | None:
         """The key typed with the run (held in memory), if it has one."""
         return self.keys.get(meta.key_env) if meta.backend.key_source == "memory" else None
-
-    def _start(self, meta: RunMeta) -> None:
-        self.events.begin(meta.id)
-        self._schedule(meta)
 
     def _schedule(self, meta: RunMeta) -> None:
         job = self.job(meta)
@@ -348,11 +334,8 @@ class RunManager:
         planned = meta.planned_essays or meta.n_essays
         found = library.estimate(self.repo.folder(meta.id), planned, meta.n_traits, meta.price)
         per_essay = max(0.0, elapsed_s - setup_s) / max(1, meta.n_essays)
-        found["setup_s"] = setup_s
-        found["per_essay_s"] = per_essay
-        found["time_s"] = setup_s + per_essay * planned
-        found["sample_essays"] = meta.n_essays
-        return found
+        time_s = setup_s + per_essay * planned
+        return found | {"setup_s": setup_s, "per_essay_s": per_essay, "time_s": time_s, "sample_essays": meta.n_essays}
 
     # -- cancel, resume, wait ----------------------------------------------------------------------------------
     def stop(self, run_id: str) -> concurrent.futures.Future[None]:
@@ -392,7 +375,8 @@ class RunManager:
         if api_key is not None and typed and meta.key_env:
             self.keys.put(meta.key_env, api_key)
         meta = self._set(run_id, status="queued", error=None)
-        self._start(meta)
+        self.events.begin(run_id)
+        self._schedule(meta)
         return meta
 
     async def test_backend(
