@@ -26,6 +26,12 @@ def call_key(protocol: str, essay_id: str, trait: str, role: str, round_: int = 
     return f"{protocol}|{essay_id}|{trait}|{role}|{round_}|{index}"
 
 
+def called_by(key: str, protocol: str) -> bool:
+    """Whether the call (or failed attempt) of record key ``key`` was made by ``protocol`` (:func:`call_key`); a
+    score row naming another protocol's record reused that protocol's call (the adaptive debate's screening Judge)."""
+    return key.startswith(f"{protocol}|")
+
+
 FAILED_MARK = "|failed|"
 """What a failed call's record key adds to the call's key (:func:`failed_key`)."""
 

@@ -17,6 +17,7 @@ from typing import Any
 from madrag.protocols.base import TraitScore
 from madrag.protocols.debate import debate_calls
 from madrag.protocols.registry import REGISTRY
+from madrag.records import called_by
 from madrag.store import RunStore
 
 
@@ -69,9 +70,12 @@ def adaptive_summary(store: RunStore) -> dict[str, dict[str, int | float]]:
             decisions[(record.protocol, record.essay_id, record.trait)] = decision
     config = store.get_meta("config")
     threshold = ((config or {}).get("settings") or {}).get("adaptive_debate") if isinstance(config, dict) else None
+    variants: dict[str, Any] = {}  # each protocol's debate variant, looked up once
     for score in store.scores() if threshold is not None else []:
-        variant = getattr(REGISTRY.find(score.protocol), "debate", None)
-        if variant is not None and score.record_key and not score.record_key.startswith(f"{score.protocol}|"):
+        if score.protocol not in variants:
+            variants[score.protocol] = getattr(REGISTRY.find(score.protocol), "debate", None)
+        variant = variants[score.protocol]
+        if variant is not None and score.record_key and not called_by(score.record_key, score.protocol):
             skipped = {"threshold": threshold, "debated": False, "skippable_calls": debate_calls(variant) + 1}
             decisions.setdefault((score.protocol, score.essay_id, score.trait), skipped)
     out: dict[str, dict[str, int | float]] = {}
