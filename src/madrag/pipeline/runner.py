@@ -24,6 +24,7 @@ is cancelled, every record already written stays, and running the same command a
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -172,13 +173,17 @@ async def run_scoring(
         essay_concurrency = auto_essay_concurrency(provider_slots(ctx), width)
     if essay_concurrency < 1:
         raise ValueError("essay_concurrency must be >= 1")
-    todo = iter(enumerate(essays))  # shared by the workers: each essay taken once
+    queue: asyncio.Queue[tuple[int, Essay]] = asyncio.Queue()
+    for item in enumerate(essays):
+        queue.put_nowait(item)
     results: dict[int, list[TraitScore]] = {}
     keep_scores = keeper(ctx.store, protocols)
 
     async def worker() -> None:
-        for index, essay in todo:
-            if ctx.failures is not None and ctx.failures.spent:
+        while ctx.failures is None or not ctx.failures.spent:
+            try:
+                index, essay = queue.get_nowait()
+            except asyncio.QueueEmpty:
                 return
             scores = await score_essay(ctx, essay, rubric, protocols, rubric_for)
             results[index] = scores
@@ -186,8 +191,15 @@ async def run_scoring(
             if on_essay_done is not None:
                 on_essay_done(essay, scores)
 
-    with tuned_gc():  # a worker's failure cancels the others (gather_or_cancel)
-        await gather_or_cancel(*(worker() for _ in range(min(essay_concurrency, len(essays)) or 1)))
+    with tuned_gc():
+        workers = [asyncio.create_task(worker()) for _ in range(min(essay_concurrency, len(essays)) or 1)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
     if ctx.failures is not None and ctx.failures.spent:
         raise stopped_error(ctx.failures)
     return [score for i in range(len(essays)) for score in results[i]]
