@@ -8,6 +8,7 @@ import json
 import mmap
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,11 @@ class Generated:
     n_cached: int | None = None
 
 
+LOAD_LOCK = threading.Lock()
+"""Model loads are one at a time, both runtimes' (llama-cpp-python's points file descriptors 1 and 2 at /dev/null
+and back: two loads at once in two threads would leave stdout and stderr pointing at /dev/null for good)."""
+
+
 class EngineContext:
     """What both embedded engines (llama-cpp-python's, xllamacpp's) are: one llama.cpp context of the model file,
     its window, threads and batch, used by one request at a time; :meth:`generate` runs the engine's own
@@ -61,6 +67,19 @@ class EngineContext:
     def _generate_locked(self, request: ChatRequest) -> Generated:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Free the model context (waiting for a generation still running in a worker thread)."""
+        raise NotImplementedError
+
+    def render_prompt(self, request: ChatRequest) -> str:
+        """The chat template applied to the messages, plus the prefill when there is one."""
+        return self._render([{"role": m.role, "content": m.content} for m in request.messages]) + (
+            request.prefill or ""
+        )
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        raise NotImplementedError
+
     def check_fits(self, n_prompt: int, request: ChatRequest) -> None:
         """A ProviderError when the prompt's ``n_prompt`` tokens and the answer's limit overflow the window."""
         if n_prompt + request.max_tokens > self.n_ctx:
@@ -68,6 +87,11 @@ class EngineContext:
                 f"prompt of {n_prompt} tokens + max_tokens {request.max_tokens} exceeds the context "
                 f"window of {self.n_ctx} tokens of {self.model}"
             )
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -94,16 +94,21 @@ def root_path(base_url: str | None, name: str) -> str | None:
     return "/.." * len(segments) + f"/{name}"
 
 
+def _json(body: bytes) -> Any:
+    """The JSON of ``body``; None when it is not JSON."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _positive(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def parse_props(body: bytes) -> ServerProps | None:
     """The slots and context of a ``/props`` answer; None when it is not llama.cpp's (neither is there)."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
+    data = _json(body)
     if not isinstance(data, dict):
         return None
     settings = data.get("default_generation_settings")
@@ -128,10 +133,7 @@ def _served_model(props: dict[str, Any]) -> str | None:
 
 def listed_models(body: bytes) -> list[dict[str, Any]]:
     """The model entries (objects with a string ``id``) of a ``/v1/models`` answer; none when it is not one."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return []
+    data = _json(body)
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         return []
@@ -193,8 +195,8 @@ async def tokenize(client: _Client, base_url: str | None, text: str) -> int | No
     if path is None:
         return None
     try:
-        data = json.loads(await client.post(path, {"content": text}))
-    except (ClientFailure, StatusFailure, ValueError, UnicodeDecodeError):
+        data = _json(await client.post(path, {"content": text}))
+    except (ClientFailure, StatusFailure):
         return None
     tokens = data.get("tokens") if isinstance(data, dict) else None
     return len(tokens) if isinstance(tokens, list) else None
@@ -222,7 +224,7 @@ class ConcurrencyFit:
 
     def as_dict(self) -> dict[str, Any]:
         """For the run store's preflight record and the run's log."""
-        return {"given": self.given, "default": self.default, "slots": self.slots, "resolved": self.resolved}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConcurrencyFit:

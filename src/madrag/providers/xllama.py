@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,15 @@ from typing import Any
 from madrag.errors import ProviderError
 from madrag.extras import require
 from madrag.providers.base import ChatRequest, TokenLogprob, TopLogprob
-from madrag.providers.embedded import EngineContext, Generated, GgufVocab, read_gguf_vocab, trim_tokens
+from madrag.providers.embedded import (
+    LOAD_LOCK,
+    EngineContext,
+    Generated,
+    GgufVocab,
+    common_prefix,
+    read_gguf_vocab,
+    trim_tokens,
+)
 
 # every sampler but temperature and top-p out of the chain
 _NEUTRAL: dict[str, Any] = {
@@ -53,7 +60,6 @@ _NEUTRAL: dict[str, Any] = {
     "xtc_probability": 0.0,
     "mirostat": 0,
 }
-_LOAD_LOCK = threading.Lock()
 # the loopback call never goes through an HTTP proxy of the environment
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -108,18 +114,15 @@ class XLlamaEngine(EngineContext):
             xllamacpp = require("embedded", "xllamacpp")
             vocab = read_gguf_vocab(self.model_path)
             try:
-                with _LOAD_LOCK:
+                with LOAD_LOCK:
                     server = xllamacpp.Server(self._params(xllamacpp))
             except (ValueError, RuntimeError) as exc:
                 raise ProviderError(f"cannot load model {self.model_path}: {exc}") from exc
             self._server, self._vocab = server, vocab
         return self._server, self._vocab
 
-    def render_prompt(self, request: ChatRequest) -> str:
-        """The chat template applied to the messages, plus the prefill when there is one."""
-        _, vocab = self._load()
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        return vocab.template.render(messages) + (request.prefill or "")
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        return self._load()[1].template.render(messages)
 
     def tokenize(self, text: str, special: bool) -> list[int]:
         """The token ids of ``text`` (no BOS added; control-token texts parsed when ``special``)."""
@@ -159,12 +162,7 @@ class XLlamaEngine(EngineContext):
         how many leading tokens the request may reuse (0: evaluate it anew)."""
         if not self.reuse_prompt or not self._cached:
             return 0
-        common = 0
-        for a, b in zip(self._cached, ids, strict=False):
-            if a != b:
-                break
-            common += 1
-        keep = min(common, len(ids) - 1)
+        keep = min(common_prefix(self._cached, ids), len(ids) - 1)
         keep -= keep % self.n_batch
         if keep == 0:
             return 0
