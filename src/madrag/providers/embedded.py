@@ -94,15 +94,37 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:
-    """Keep the tokens that make up the first ``n_chars`` characters (drop the stop sequence's)."""
-    kept, length = [], 0
-    for tok in tokens:
-        if length >= n_chars:
-            break
-        kept.append(tok)
-        length += len(tok.token)
-    return kept
+class StopScan:
+    """One generation's tokens and text as they come, cut before the first stop sequence (both runtimes')."""
+
+    def __init__(self, stop: list[str]) -> None:
+        self.stop = stop
+        self.tokens: list[TokenLogprob] = []
+        self.buf = b""
+        self.text = ""
+        self.finish = "length"
+
+    def add(self, token: TokenLogprob, piece: bytes) -> bool:
+        """Take one generated token and its bytes; True when a stop sequence was generated (cut off)."""
+        self.tokens.append(token)
+        self.buf += piece
+        self.text = self.buf.decode("utf-8", "ignore")
+        hit = min((i for s in self.stop if (i := self.text.find(s)) >= 0), default=-1)
+        if hit < 0:
+            return False
+        self.text, self.finish = self.text[:hit], "stop"
+        kept, length = [], 0
+        for tok in self.tokens:
+            if length >= hit:
+                break
+            kept.append(tok)
+            length += len(tok.token)
+        self.tokens = kept
+        return True
+
+    def result(self, n_prompt: int) -> Generated:
+        """The generation, once it has ended."""
+        return Generated(text=self.text, tokens=self.tokens, n_prompt=n_prompt, finish_reason=self.finish)
 
 
 class _IgnoreGenerationTags(jinja2.ext.Extension):

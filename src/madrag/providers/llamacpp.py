@@ -41,7 +41,7 @@ from madrag.providers.base import (
     TopLogprob,
     Usage,
 )
-from madrag.providers.embedded import LOAD_LOCK, EngineContext, Generated, common_prefix, trim_tokens
+from madrag.providers.embedded import LOAD_LOCK, EngineContext, Generated, StopScan, common_prefix
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
 from madrag.providers.slot_dispatch import SlotDispatch
 
@@ -335,28 +335,19 @@ class LlamaCppEngine(EngineContext):
         llm = self._llm
         rng = np.random.default_rng(request.seed)
         vocab = llm._model.vocab
-        produced: list[TokenLogprob] = []
-        buf = b""
-        finish = "length"
-        text = ""
+        scan = StopScan(request.stop)
         for _ in range(request.max_tokens):
             lps = self._logprobs()
             token = self._pick(lps, request.temperature, request.top_p, rng)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
-                finish = "stop"
+                scan.finish = "stop"
                 break
-            produced.append(self._token_entry(token, lps, request.top_logprobs))
-            buf += self._piece(token)
-            text = buf.decode("utf-8", "ignore")
-            hit = min((i for s in request.stop if (i := text.find(s)) >= 0), default=-1)
-            if hit >= 0:
-                text, finish = text[:hit], "stop"
-                produced = trim_tokens(produced, len(text))
+            if scan.add(self._token_entry(token, lps, request.top_logprobs), self._piece(token)):
                 break
             if llm.n_tokens + 1 >= self.n_ctx:
                 break
             llm.eval([token])
-        return Generated(text=text, tokens=produced, n_prompt=n_prompt, finish_reason=finish)
+        return scan.result(n_prompt)
 
     @staticmethod
     def _pick(lps: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from madrag.providers.identity import model_entries
 from madrag.providers.openai_http import ClientFailure, StatusFailure
 
 if TYPE_CHECKING:
@@ -133,11 +134,7 @@ def _served_model(props: dict[str, Any]) -> str | None:
 
 def listed_models(body: bytes) -> list[dict[str, Any]]:
     """The model entries (objects with a string ``id``) of a ``/v1/models`` answer; none when it is not one."""
-    data = _json(body)
-    entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return []
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    return model_entries(_json(body))
 
 
 def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:

@@ -42,9 +42,9 @@ from madrag.providers.embedded import (
     EngineContext,
     Generated,
     GgufVocab,
+    StopScan,
     common_prefix,
     read_gguf_vocab,
-    trim_tokens,
 )
 
 # every sampler but temperature and top-p out of the chain
@@ -249,16 +249,12 @@ class XLlamaEngine(EngineContext):
         return sum(float(e["logprob"]) for e in entries[: len(cids)])
 
 
-class _StopScan:
+class _StopScan(StopScan):
     """The streamed chunks of one generation: its tokens, its text, where it stops."""
 
     def __init__(self, stop: list[str], top_k: int) -> None:
-        self.stop, self.top_k = stop, top_k
-        self.tokens: list[TokenLogprob] = []
-        self.buf = b""
-        self.text = ""
-        self.finish = "length"
-        self.stopped = False
+        super().__init__(stop)
+        self.top_k = top_k
         self.error: str | None = None
 
     def chunk(self, chunk: dict[str, Any]) -> bool:
@@ -268,13 +264,7 @@ class _StopScan:
             return True
         choice = (chunk.get("choices") or [{}])[0]
         for entry in (choice.get("logprobs") or {}).get("content") or []:
-            self.tokens.append(_entry(entry, self.top_k))
-            self.buf += bytes(entry["bytes"])
-            self.text = self.buf.decode("utf-8", "ignore")
-            hit = min((i for s in self.stop if (i := self.text.find(s)) >= 0), default=-1)
-            if hit >= 0:
-                self.text, self.finish, self.stopped = self.text[:hit], "stop", True
-                self.tokens = trim_tokens(self.tokens, len(self.text))
+            if self.add(_entry(entry, self.top_k), bytes(entry["bytes"])):
                 return True
         if choice.get("finish_reason") == "stop" and self.tokens and not self.tokens[-1].token:
             # llama.cpp lists the end-of-generation token (an empty piece); the other runtime does not
@@ -286,4 +276,4 @@ class _StopScan:
         """The generation, once the stream has ended."""
         if self.error is not None:
             raise ProviderError(f"llama.cpp refused the request: {self.error}")
-        return Generated(text=self.text, tokens=self.tokens, n_prompt=n_prompt, finish_reason=self.finish)
+        return super().result(n_prompt)
