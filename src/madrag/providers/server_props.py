@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from madrag.providers.identity import model_entries
-from madrag.providers.openai_http import ClientFailure, StatusFailure
+from madrag.providers.openai_http import ClientFailure, HttpClient, StatusFailure
 
 if TYPE_CHECKING:
     from madrag.providers.policy import ManagedProvider
@@ -69,12 +69,6 @@ class ServerProps:
             f"the server's context of {self.n_ctx} tokens per slot (llama.cpp's n_ctx divided among its slots): "
             "start the server with a larger --ctx-size or fewer --parallel slots"
         )
-
-
-class _Client(Protocol):
-    async def get(self, path: str) -> bytes: ...
-
-    async def post(self, path: str, body: dict[str, Any]) -> bytes: ...
 
 
 @runtime_checkable
@@ -166,7 +160,7 @@ def other_models(body: bytes, model: str) -> list[str] | None:
 
 
 async def read_props(
-    client: _Client, base_url: str | None, model: str | None = None, models: bytes | None = None
+    client: HttpClient, base_url: str | None, model: str | None = None, models: bytes | None = None
 ) -> ServerProps | None:
     """``GET /props`` through the provider's own client (its key, its transport), else the context of ``model``
     in ``GET /models`` (vLLM; ``models``: its answer already read, not asked again); None when the server says
@@ -186,7 +180,7 @@ async def read_props(
         return None
 
 
-async def tokenize(client: _Client, base_url: str | None, text: str) -> int | None:
+async def tokenize(client: HttpClient, base_url: str | None, text: str) -> int | None:
     """The number of tokens ``POST /tokenize`` gives ``text``; None without that endpoint."""
     path = root_path(base_url, "tokenize")
     if path is None:
