@@ -30,15 +30,13 @@ class CallTally:
 
     attempts: int = 0  # requests sent to the backend, failed ones included (0: every answer from the cache)
     answers: int = 0  # responses received, from the backend or from the cache
-    cache_hits: int = 0
     retries: list[str] = field(default_factory=list)  # why each failed attempt failed
     usage: Usage = field(default_factory=Usage.zero)  # of the answers received
     models: Counter[str] = field(default_factory=Counter)  # the model each answer names
 
     def answered(self, response: ChatResponse) -> None:
-        """Count an answer (its usage; a cache hit as such; the model it names)."""
+        """Count an answer (its usage; the model it names)."""
         self.answers += 1
-        self.cache_hits += response.cached
         self.usage = self.usage + response.usage
         if response.model:
             self.models[response.model] += 1

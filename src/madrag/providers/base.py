@@ -119,11 +119,7 @@ class Usage(BaseModel):
 
     def __add__(self, other: Usage) -> Usage:
         """The counts of both."""
-        return Usage(
-            prompt_tokens=_plus(self.prompt_tokens, other.prompt_tokens),
-            completion_tokens=_plus(self.completion_tokens, other.completion_tokens),
-            cached_prompt_tokens=_plus(self.cached_prompt_tokens, other.cached_prompt_tokens),
-        )
+        return Usage(**{f: _plus(getattr(self, f), getattr(other, f)) for f in Usage.model_fields})
 
 
 class ChatResponse(BaseModel):

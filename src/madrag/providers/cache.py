@@ -19,17 +19,13 @@ class ResponseCache:
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: str) -> ChatResponse | None:
-        """The stored response (marked ``cached``), or None; counts the hit or miss."""
+        """The stored response (marked ``cached``), or None."""
         with self._lock:
             row = self._conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
-            self.misses += 1
             return None
-        self.hits += 1
         return ChatResponse.model_validate_json(row[0]).model_copy(update={"cached": True, "retries": []})
 
     def put(self, key: str, response: ChatResponse) -> None:

@@ -8,6 +8,7 @@ import json
 import mmap
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,11 @@ class Generated:
     n_cached: int | None = None
 
 
+LOAD_LOCK = threading.Lock()
+"""Model loads are one at a time, both runtimes' (llama-cpp-python's points file descriptors 1 and 2 at /dev/null
+and back: two loads at once in two threads would leave stdout and stderr pointing at /dev/null for good)."""
+
+
 class EngineContext:
     """What both embedded engines (llama-cpp-python's, xllamacpp's) are: one llama.cpp context of the model file,
     its window, threads and batch, used by one request at a time; :meth:`generate` runs the engine's own
@@ -61,6 +67,19 @@ class EngineContext:
     def _generate_locked(self, request: ChatRequest) -> Generated:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Free the model context (waiting for a generation still running in a worker thread)."""
+        raise NotImplementedError
+
+    def render_prompt(self, request: ChatRequest) -> str:
+        """The chat template applied to the messages, plus the prefill when there is one."""
+        return self._render([{"role": m.role, "content": m.content} for m in request.messages]) + (
+            request.prefill or ""
+        )
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        raise NotImplementedError
+
     def check_fits(self, n_prompt: int, request: ChatRequest) -> None:
         """A ProviderError when the prompt's ``n_prompt`` tokens and the answer's limit overflow the window."""
         if n_prompt + request.max_tokens > self.n_ctx:
@@ -70,15 +89,42 @@ class EngineContext:
             )
 
 
-def trim_tokens(tokens: list[TokenLogprob], n_chars: int) -> list[TokenLogprob]:
-    """Keep the tokens that make up the first ``n_chars`` characters (drop the stop sequence's)."""
-    kept, length = [], 0
-    for tok in tokens:
-        if length >= n_chars:
-            break
-        kept.append(tok)
-        length += len(tok.token)
-    return kept
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+class StopScan:
+    """One generation's tokens and text as they come, cut before the first stop sequence (both runtimes')."""
+
+    def __init__(self, stop: list[str]) -> None:
+        self.stop = stop
+        self.tokens: list[TokenLogprob] = []
+        self.buf = b""
+        self.text = ""
+        self.finish = "length"
+
+    def add(self, token: TokenLogprob, piece: bytes) -> bool:
+        """Take one generated token and its bytes; True when a stop sequence was generated (cut off)."""
+        self.tokens.append(token)
+        self.buf += piece
+        self.text = self.buf.decode("utf-8", "ignore")
+        hit = min((i for s in self.stop if (i := self.text.find(s)) >= 0), default=-1)
+        if hit < 0:
+            return False
+        self.text, self.finish = self.text[:hit], "stop"
+        kept, length = [], 0
+        for tok in self.tokens:
+            if length >= hit:
+                break
+            kept.append(tok)
+            length += len(tok.token)
+        self.tokens = kept
+        return True
+
+    def result(self, n_prompt: int) -> Generated:
+        """The generation, once it has ended."""
+        return Generated(text=self.text, tokens=self.tokens, n_prompt=n_prompt, finish_reason=self.finish)
 
 
 class _IgnoreGenerationTags(jinja2.ext.Extension):

@@ -6,6 +6,7 @@ Every request is kept in ``calls`` so a test can check what the pipeline sent.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import re
@@ -96,11 +97,8 @@ def default_script(request: ChatRequest) -> FakeReply:
         return _spread_choice(request)
     if role == "mts" and request.round == 2:
         return _mts_score_reply(request)
-    if request.choices is not None:
-        # prefer the middle choice, with a spread over the others
-        mid = len(request.choices) // 2
-        lps = {c: -0.2 - abs(i - mid) for i, c in enumerate(request.choices)}
-        return FakeReply(text=request.choices[mid], choice_logprobs=lps)
+    if request.choices is not None:  # prefer the middle choice, with a spread over the others
+        return _choice_at(request.choices, len(request.choices) // 2)
     if role == "advocate":
         return FakeReply(text="The essay stays on topic and gives a concrete example of waiting patiently.")
     if role == "skeptic":
@@ -118,23 +116,29 @@ def _spread_choice(request: ChatRequest) -> FakeReply:
     """A constrained choice that varies with the conversation (MTS's 0-10 scores must vary over a run's essays
     for its min-max scaling to have a range)."""
     assert request.choices is not None
-    pick = zlib.crc32("\n".join(m.content for m in request.messages).encode("utf-8")) % len(request.choices)
-    lps = {c: -0.2 - abs(i - pick) for i, c in enumerate(request.choices)}
-    return FakeReply(text=request.choices[pick], choice_logprobs=lps)
+    return _choice_at(request.choices, _crc(*(m.content for m in request.messages)) % len(request.choices))
+
+
+def _choice_at(choices: list[str], pick: int) -> FakeReply:
+    """Choice ``pick``, the others less likely the further they are from it."""
+    return FakeReply(text=choices[pick], choice_logprobs={c: -0.2 - abs(i - pick) for i, c in enumerate(choices)})
+
+
+def _crc(*texts: str) -> int:
+    return zlib.crc32("\n".join(texts).encode("utf-8"))
 
 
 def _mts_score_reply(request: ChatRequest) -> FakeReply:
     """An MTS score turn's answer on 0-10, varying with the conversation (its min-max needs a range): in the
     authors' ``Score: <score>N</score>`` format when the turn asks for it, else a ``Final score: N`` line."""
-    pick = zlib.crc32("\n".join(m.content for m in request.messages).encode("utf-8")) % 11
-    if "<score>" in request.messages[-1].content:
-        return FakeReply(text=f"Weighing the quotations against the criteria.\nScore: <score>{pick}</score>")
-    return FakeReply(text=f"Weighing the quotations against the criteria.\nFinal score: {pick}")
+    pick = _crc(*(m.content for m in request.messages)) % 11
+    line = f"Score: <score>{pick}</score>" if "<score>" in request.messages[-1].content else f"Final score: {pick}"
+    return FakeReply(text=f"Weighing the quotations against the criteria.\n{line}")
 
 
 def _compare_reply(request: ChatRequest) -> FakeReply:
     """A comparative judgment's answer (CJ): A or B, varying with the pair compared."""
-    pick = ("A", "B")[zlib.crc32(request.messages[-1].content.encode("utf-8")) % 2]
+    pick = ("A", "B")[_crc(request.messages[-1].content) % 2]
     return FakeReply(text=f"Both essays address the trait; weighing them against the rubric.\nAnswer: {pick}")
 
 
@@ -153,15 +157,14 @@ def _consensus_reply(request: ChatRequest, role: str) -> FakeReply:
 def _meta_reply(request: ChatRequest) -> FakeReply:
     """A meta-evaluator's answer (the confidence paper) that varies with the response judged: the JSON object, or in
     constrained mode the chosen value of the field being filled (scores 1-3, the critical flag mostly 0)."""
-    seed = zlib.crc32(request.messages[-1].content.encode("utf-8"))
+    seed = _crc(request.messages[-1].content)
     if request.choices is not None:
         field = request.prefill.rsplit('"', 2)[-2] if request.prefill and request.prefill.count('"') >= 2 else ""
         if field == "critical_flag":
             return FakeReply(text="1" if seed % 5 == 0 else "0")
         return FakeReply(text=request.choices[(seed >> (2 * len(request.prefill or ""))) % len(request.choices)])
-    if request.prefill is not None:
-        return FakeReply(text='The response is judged on its role, reasoning and evidence."')
-    return FakeReply(text=meta_judgment_json(seed, "The response is judged on its role, reasoning and evidence."))
+    reasoning = "The response is judged on its role, reasoning and evidence."
+    return FakeReply(text=reasoning + '"' if request.prefill is not None else meta_judgment_json(seed, reasoning))
 
 
 def meta_judgment_json(seed: int, reasoning: str) -> str:
@@ -228,20 +231,14 @@ class FakeProvider(Provider):
             raise reply.error
         text = reply.text
         for stop in request.stop:
-            cut = text.find(stop)
-            if cut >= 0:
-                text = text[:cut]
+            text = text[:cut] if (cut := text.find(stop)) >= 0 else text
         tokens = None
         if request.logprobs:
             pieces = _PIECE.findall(text) or [text]
             lps = reply.logprobs or [-0.1] * len(pieces)
             tokens = [
-                TokenLogprob(
-                    token=p,
-                    logprob=lps[i % len(lps)],
-                    top=[TopLogprob(token=p, logprob=lps[i % len(lps)])][: max(request.top_logprobs, 1)],
-                )
-                for i, p in enumerate(pieces)
+                TokenLogprob(token=p, logprob=lp, top=[TopLogprob(token=p, logprob=lp)])
+                for p, lp in zip(pieces, itertools.cycle(lps), strict=False)
             ]
         choice_lps = None
         if request.choices is not None:

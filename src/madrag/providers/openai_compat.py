@@ -17,7 +17,7 @@ import asyncio
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -130,7 +130,7 @@ class OpenAICompatProvider(Provider):
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self._max_concurrency = max_concurrency
-        shape = shape or RequestShape()
+        self.shape = shape = shape or RequestShape()
         self.json_schema_style: JsonSchemaStyle = shape.json_schema_style
         self.adapter = RequestAdapter(shape.token_param, shape.sampling_params)
         self.capabilities = Capabilities(
@@ -169,11 +169,8 @@ class OpenAICompatProvider(Provider):
             api_key_set=self._key_set,
             timeout_s=self.timeout_s,
             max_concurrency=self.max_concurrency,
-            json_schema_style=self.json_schema_style,
-            token_param=self.adapter.token_param,
-            sampling_params=self.adapter.sampling_params,
         )
-        return info
+        return info | asdict(self.shape)
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
@@ -184,9 +181,7 @@ class OpenAICompatProvider(Provider):
         return {
             **super().cache_identity(),
             "base_url": (_safe_url(self.base_url) or "https://api.openai.com/v1").rstrip("/"),
-            "json_schema_style": self.json_schema_style,
-            "token_param": self.adapter.token_param,
-            "sampling_params": self.adapter.sampling_params,
+            **asdict(self.shape),
         }
 
     async def server_identity(self) -> dict[str, Any] | None:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from madrag.providers.openai_http import ClientFailure, StatusFailure
+from madrag.providers.identity import model_entries
+from madrag.providers.openai_http import ClientFailure, HttpClient, StatusFailure
 
 if TYPE_CHECKING:
     from madrag.providers.policy import ManagedProvider
@@ -70,12 +71,6 @@ class ServerProps:
         )
 
 
-class _Client(Protocol):
-    async def get(self, path: str) -> bytes: ...
-
-    async def post(self, path: str, body: dict[str, Any]) -> bytes: ...
-
-
 @runtime_checkable
 class SaysItsProps(Protocol):
     """A provider that can ask its server about itself (the OpenAI-compatible one)."""
@@ -94,16 +89,21 @@ def root_path(base_url: str | None, name: str) -> str | None:
     return "/.." * len(segments) + f"/{name}"
 
 
+def _json(body: bytes) -> Any:
+    """The JSON of ``body``; None when it is not JSON."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _positive(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def parse_props(body: bytes) -> ServerProps | None:
     """The slots and context of a ``/props`` answer; None when it is not llama.cpp's (neither is there)."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
+    data = _json(body)
     if not isinstance(data, dict):
         return None
     settings = data.get("default_generation_settings")
@@ -128,14 +128,7 @@ def _served_model(props: dict[str, Any]) -> str | None:
 
 def listed_models(body: bytes) -> list[dict[str, Any]]:
     """The model entries (objects with a string ``id``) of a ``/v1/models`` answer; none when it is not one."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return []
-    entries = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return []
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    return model_entries(_json(body))
 
 
 def parse_model_context(body: bytes, model: str | None) -> ServerProps | None:
@@ -167,7 +160,7 @@ def other_models(body: bytes, model: str) -> list[str] | None:
 
 
 async def read_props(
-    client: _Client, base_url: str | None, model: str | None = None, models: bytes | None = None
+    client: HttpClient, base_url: str | None, model: str | None = None, models: bytes | None = None
 ) -> ServerProps | None:
     """``GET /props`` through the provider's own client (its key, its transport), else the context of ``model``
     in ``GET /models`` (vLLM; ``models``: its answer already read, not asked again); None when the server says
@@ -187,14 +180,14 @@ async def read_props(
         return None
 
 
-async def tokenize(client: _Client, base_url: str | None, text: str) -> int | None:
+async def tokenize(client: HttpClient, base_url: str | None, text: str) -> int | None:
     """The number of tokens ``POST /tokenize`` gives ``text``; None without that endpoint."""
     path = root_path(base_url, "tokenize")
     if path is None:
         return None
     try:
-        data = json.loads(await client.post(path, {"content": text}))
-    except (ClientFailure, StatusFailure, ValueError, UnicodeDecodeError):
+        data = _json(await client.post(path, {"content": text}))
+    except (ClientFailure, StatusFailure):
         return None
     tokens = data.get("tokens") if isinstance(data, dict) else None
     return len(tokens) if isinstance(tokens, list) else None
@@ -222,7 +215,7 @@ class ConcurrencyFit:
 
     def as_dict(self) -> dict[str, Any]:
         """For the run store's preflight record and the run's log."""
-        return {"given": self.given, "default": self.default, "slots": self.slots, "resolved": self.resolved}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConcurrencyFit:

@@ -88,9 +88,9 @@ class ProviderSpec(BaseModel):
         """What its backend is (remote, needs a key, gives valid grades...)."""
         return find_backend(self.kind).traits
 
-    def flat(self) -> dict[str, Any]:
+    def flat(self, mode: str = "python") -> dict[str, Any]:
         """The spec as one level of fields (the common ones and its options'), as older specs were written."""
-        return {**self.model_dump(exclude={"options"}), **self.options.model_dump()}
+        return {**self.model_dump(mode=mode, exclude={"options"}), **self.options.model_dump(mode=mode)}
 
     def with_fields(self, **fields: Any) -> ProviderSpec:
         """The spec with ``fields`` changed (common or options fields; a new ``kind`` keeps only what it reads)."""
@@ -114,7 +114,7 @@ def spec_identity(spec: ProviderSpec) -> dict[str, object]:
 
 def spec_fields(spec: ProviderSpec) -> dict[str, object]:
     """Every setting of ``spec``, flat, as JSON values (what :func:`spec_identity` chooses from)."""
-    return {**spec.model_dump(mode="json", exclude={"options"}), **spec.options.model_dump(mode="json")}
+    return spec.flat(mode="json")
 
 
 def make_provider(spec: ProviderSpec, api_key: SecretStr | None = None) -> Provider:

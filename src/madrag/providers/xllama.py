@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,15 @@ from typing import Any
 from madrag.errors import ProviderError
 from madrag.extras import require
 from madrag.providers.base import ChatRequest, TokenLogprob, TopLogprob
-from madrag.providers.embedded import EngineContext, Generated, GgufVocab, read_gguf_vocab, trim_tokens
+from madrag.providers.embedded import (
+    LOAD_LOCK,
+    EngineContext,
+    Generated,
+    GgufVocab,
+    StopScan,
+    common_prefix,
+    read_gguf_vocab,
+)
 
 # every sampler but temperature and top-p out of the chain
 _NEUTRAL: dict[str, Any] = {
@@ -53,7 +60,6 @@ _NEUTRAL: dict[str, Any] = {
     "xtc_probability": 0.0,
     "mirostat": 0,
 }
-_LOAD_LOCK = threading.Lock()
 # the loopback call never goes through an HTTP proxy of the environment
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -108,18 +114,15 @@ class XLlamaEngine(EngineContext):
             xllamacpp = require("embedded", "xllamacpp")
             vocab = read_gguf_vocab(self.model_path)
             try:
-                with _LOAD_LOCK:
+                with LOAD_LOCK:
                     server = xllamacpp.Server(self._params(xllamacpp))
             except (ValueError, RuntimeError) as exc:
                 raise ProviderError(f"cannot load model {self.model_path}: {exc}") from exc
             self._server, self._vocab = server, vocab
         return self._server, self._vocab
 
-    def render_prompt(self, request: ChatRequest) -> str:
-        """The chat template applied to the messages, plus the prefill when there is one."""
-        _, vocab = self._load()
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        return vocab.template.render(messages) + (request.prefill or "")
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        return self._load()[1].template.render(messages)
 
     def tokenize(self, text: str, special: bool) -> list[int]:
         """The token ids of ``text`` (no BOS added; control-token texts parsed when ``special``)."""
@@ -159,12 +162,7 @@ class XLlamaEngine(EngineContext):
         how many leading tokens the request may reuse (0: evaluate it anew)."""
         if not self.reuse_prompt or not self._cached:
             return 0
-        common = 0
-        for a, b in zip(self._cached, ids, strict=False):
-            if a != b:
-                break
-            common += 1
-        keep = min(common, len(ids) - 1)
+        keep = min(common_prefix(self._cached, ids), len(ids) - 1)
         keep -= keep % self.n_batch
         if keep == 0:
             return 0
@@ -251,16 +249,12 @@ class XLlamaEngine(EngineContext):
         return sum(float(e["logprob"]) for e in entries[: len(cids)])
 
 
-class _StopScan:
+class _StopScan(StopScan):
     """The streamed chunks of one generation: its tokens, its text, where it stops."""
 
     def __init__(self, stop: list[str], top_k: int) -> None:
-        self.stop, self.top_k = stop, top_k
-        self.tokens: list[TokenLogprob] = []
-        self.buf = b""
-        self.text = ""
-        self.finish = "length"
-        self.stopped = False
+        super().__init__(stop)
+        self.top_k = top_k
         self.error: str | None = None
 
     def chunk(self, chunk: dict[str, Any]) -> bool:
@@ -270,13 +264,7 @@ class _StopScan:
             return True
         choice = (chunk.get("choices") or [{}])[0]
         for entry in (choice.get("logprobs") or {}).get("content") or []:
-            self.tokens.append(_entry(entry, self.top_k))
-            self.buf += bytes(entry["bytes"])
-            self.text = self.buf.decode("utf-8", "ignore")
-            hit = min((i for s in self.stop if (i := self.text.find(s)) >= 0), default=-1)
-            if hit >= 0:
-                self.text, self.finish, self.stopped = self.text[:hit], "stop", True
-                self.tokens = trim_tokens(self.tokens, len(self.text))
+            if self.add(_entry(entry, self.top_k), bytes(entry["bytes"])):
                 return True
         if choice.get("finish_reason") == "stop" and self.tokens and not self.tokens[-1].token:
             # llama.cpp lists the end-of-generation token (an empty piece); the other runtime does not
@@ -288,4 +276,4 @@ class _StopScan:
         """The generation, once the stream has ended."""
         if self.error is not None:
             raise ProviderError(f"llama.cpp refused the request: {self.error}")
-        return Generated(text=self.text, tokens=self.tokens, n_prompt=n_prompt, finish_reason=self.finish)
+        return super().result(n_prompt)
