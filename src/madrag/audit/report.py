@@ -117,8 +117,12 @@ def _verdict(row: ShiftRow) -> str:
     return f"{moved} ({'as expected' if row.as_expected else 'NOT as expected'})"
 
 
-def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of each table of the report that has rows, as text cells."""
+Table = tuple[str, list[str], list[list[str]]]
+"""(title, header, rows) of one table of the report, as text cells."""
+
+
+def tables(report: AuditReport) -> list[Table]:
+    """Each table of the report that has rows: its repeats and perturbations, then what the run itself shows."""
     every = [
         (
             "stability: the run's score against each repeat",
@@ -161,38 +165,51 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
                 for r in report.perturbations
             ],
         ),
-        (
-            "compression: predicted vs human (every scored essay of the run)",
+        *_run_tables(report),
+    ]
+    return [table for table in every if table[2]]
+
+
+def _compression_table(report: AuditReport) -> Table:
+    """Compression against the human scores, on every scored essay of the run."""
+    return (
+        "compression: predicted vs human (every scored essay of the run)",
+        [
+            "protocol",
+            "trait",
+            "n",
+            "predicted",
+            "human",
+            "ends pred/human",
+            "slope",
+            "extreme n",
+            "Agree@1",
+            "MAE",
+            "compressed",
+        ],
+        [
             [
-                "protocol",
-                "trait",
-                "n",
-                "predicted",
-                "human",
-                "ends pred/human",
-                "slope",
-                "extreme n",
-                "Agree@1",
-                "MAE",
-                "compressed",
-            ],
-            [
-                [
-                    r.protocol,
-                    r.trait,
-                    str(r.n),
-                    _dist(r.predicted),
-                    _dist(r.human),
-                    f"{_f(r.predicted_ends)}/{_f(r.human_ends)}",
-                    ci(r.slope),
-                    str(r.extreme_n),
-                    _f(r.extreme_agree_at_1),
-                    _f(r.extreme_mae),
-                    _yes(r.compressed),
-                ]
-                for r in report.compression
-            ],
-        ),
+                r.protocol,
+                r.trait,
+                str(r.n),
+                _dist(r.predicted),
+                _dist(r.human),
+                f"{_f(r.predicted_ends)}/{_f(r.human_ends)}",
+                ci(r.slope),
+                str(r.extreme_n),
+                _f(r.extreme_agree_at_1),
+                _f(r.extreme_mae),
+                _yes(r.compressed),
+            ]
+            for r in report.compression
+        ],
+    )
+
+
+def _run_tables(report: AuditReport) -> list[Table]:
+    """The compression, evidence and cost tables: the run's own scores and records, and the audit's calls."""
+    return [
+        _compression_table(report),
         (
             "evidence and placeholders (the run's records)",
             ["protocol", "role", "calls", "quotes", "unverified", "unverified %", "placeholder errors"],
@@ -223,7 +240,6 @@ def tables(report: AuditReport) -> list[tuple[str, list[str], list[list[str]]]]:
             ],
         ),
     ]
-    return [table for table in every if table[2]]
 
 
 def _dist(counts: dict[int, int]) -> str:
