@@ -28,6 +28,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from madrag.store.schema import immediate
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS reviews (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -148,19 +150,14 @@ def add_bulk_approvals(
     if any(a.action != "bulk-accept" for a in approvals):
         raise ValueError("a bulk approval writes only bulk-accept reviews")
     with closing(_connect(run_dir)) as conn:
-        conn.execute("BEGIN IMMEDIATE")  # the write lock for the whole approval: no decision slips in between
-        try:
-            written = 0
+        written = 0
+        with immediate(conn):  # the write lock for the whole approval: no decision slips in between
             for done, review in enumerate(approvals, 1):
                 if conn.execute(_UNDECIDED, (review.essay_id, review.trait, review.protocol)).fetchone() is None:
                     conn.execute(_INSERT, _values(review))
                     written += 1
                 if progress is not None:
                     progress(done, len(approvals))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return written
 
 

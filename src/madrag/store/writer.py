@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from madrag.records import AgentRecord, ScoreResult, TraitScore
-from madrag.store.schema import chunks
+from madrag.store.schema import chunks, immediate
 from madrag.store.signals import signals_json
 
 INSERT_HEAD = "INSERT OR IGNORE INTO records (key, essay_id, trait, protocol, role, round, error, created_at, record)"
@@ -236,27 +236,24 @@ class Writer:
         rows = [(write, row) for write in batch if (row := write.row) is not None]
         conn = self.conn
         try:
-            conn.execute("BEGIN IMMEDIATE")  # the write lock: nobody adds a key between look-up and insert
-            seen = self._stored_keys([row[0] for _, row in rows])
-            fresh: list[Row] = []
-            for write, row in rows:
-                write.inserted = row[0] not in seen
-                if write.inserted:
-                    seen.add(row[0])
-                    fresh.append(row)
-            for chunk in chunks(fresh):
-                values = ", ".join([VALUES] * len(chunk))
-                conn.execute(f"{INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
-            for write in batch:
-                for score in with_signals(conn, write.scores) if write.scores else ():
-                    conn.execute(INSERT_SCORE, score)
-                write.inserted = write.inserted or bool(write.scores)
-            conn.execute("COMMIT")
-        except Exception as exc:
+            with immediate(conn):  # the write lock: nobody adds a key between look-up and insert
+                seen = self._stored_keys([row[0] for _, row in rows])
+                fresh: list[Row] = []
+                for write, row in rows:
+                    write.inserted = row[0] not in seen
+                    if write.inserted:
+                        seen.add(row[0])
+                        fresh.append(row)
+                for chunk in chunks(fresh):
+                    values = ", ".join([VALUES] * len(chunk))
+                    conn.execute(f"{INSERT_HEAD} VALUES {values}", [v for r in chunk for v in r])
+                for write in batch:
+                    for score in with_signals(conn, write.scores) if write.scores else ():
+                        conn.execute(INSERT_SCORE, score)
+                    write.inserted = write.inserted or bool(write.scores)
+        except Exception as exc:  # rolled back
             for write in batch:
                 write.inserted = False
-            if conn.in_transaction:
-                conn.rollback()
             if len(batch) == 1 or isinstance(exc, sqlite3.OperationalError):  # locked, disk full, I/O: all fail
                 for write in batch:
                     write.error = exc
