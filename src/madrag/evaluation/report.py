@@ -101,10 +101,11 @@ def confusion_plot(run: RunData, protocol: str) -> str:
     """One heatmap per trait: rows = human reference, columns = the protocol's score (counts)."""
     traits = run.rubric.traits
     fig = new_figure(figsize=(2.6 * len(traits), 2.7), layout="constrained")
+    scores = run.score_map()  # once for every trait
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         k = trait.max - trait.min + 1
         matrix = np.zeros((k, k), dtype=int)
-        for ref, pred in zip(*protocol_cell(run, protocol, trait, run.score_map())[:2], strict=True):
+        for ref, pred in zip(*protocol_cell(run, protocol, trait, scores)[:2], strict=True):
             matrix[int(ref) - trait.min, int(pred) - trait.min] += 1
         ax.imshow(matrix, cmap="Blues", vmin=0)
         for (i, j), count in np.ndenumerate(matrix):
@@ -123,10 +124,11 @@ def distribution_plot(run: RunData) -> str:
     traits = run.rubric.traits
     fig = new_figure(figsize=(3.0 * len(traits), 2.8), layout="constrained")
     names = ["human reference", *run.protocols]
+    scores = run.score_map()  # once for every trait and protocol
     for ax, trait in zip(np.atleast_1d(fig.subplots(1, len(traits))), traits, strict=True):
         width = 0.8 / len(names)
         refs: list[float] = [r for e in run.essays if (r := e.reference(trait, run.label_ties)) is not None]
-        series = [refs, *(protocol_cell(run, p, trait, run.score_map())[1] for p in run.protocols)]
+        series = [refs, *(protocol_cell(run, p, trait, scores)[1] for p in run.protocols)]
         for i, (name, values) in enumerate(zip(names, series, strict=True)):
             counts = np.array([values.count(s) for s in trait.scores], dtype=float)
             share = counts / counts.sum() if counts.sum() else counts
