@@ -98,6 +98,8 @@ def _connect(run_dir: Path) -> sqlite3.Connection:
 
 
 _COLUMNS = "id, essay_id, trait, protocol, action, agent_score, new_score, comment, reviewer, created_at"
+_NAMES = [c.strip() for c in _COLUMNS.split(",")]
+"""The columns by name, each a :class:`Review` field."""
 _INSERT = f"INSERT INTO reviews ({_COLUMNS.replace('id, ', '', 1)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UNDECIDED = (
     "SELECT 1 FROM reviews WHERE essay_id = ? AND trait = ? AND protocol = ? "
@@ -106,7 +108,7 @@ _UNDECIDED = (
 
 
 def _values(review: Review) -> tuple[object, ...]:
-    return tuple(review.model_dump(exclude={"id"}).values())  # the order of _INSERT's columns
+    return tuple(getattr(review, name) for name in _NAMES[1:])  # _INSERT's columns, by name (the id is SQLite's)
 
 
 def add_review(run_dir: Path, review: Review) -> Review:
@@ -170,8 +172,7 @@ def all_reviews(run_dir: Path, essay_id: str | None = None) -> list[Review]:
         sql, args = sql + " WHERE essay_id = ?", [essay_id]
     with closing(_connect(run_dir)) as conn:
         rows = conn.execute(sql + " ORDER BY id", args).fetchall()
-    names = [c.strip() for c in _COLUMNS.split(",")]
-    return [Review.model_validate(dict(zip(names, row, strict=True))) for row in rows]
+    return [Review.model_validate(dict(zip(_NAMES, row, strict=True))) for row in rows]
 
 
 def review_version(run_dir: Path) -> int:
