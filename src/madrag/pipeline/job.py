@@ -62,13 +62,13 @@ from madrag.pipeline.run_dir import (
 )
 from madrag.pipeline.run_log import job_settings, log_backends, run_log, settings_line
 from madrag.pipeline.runner import run_scoring
-from madrag.pipeline.score_job import JobResult, ScoreJob, ScoringRun, default_cache_dir
+from madrag.pipeline.score_job import JobResult, ScoreJob, ScoringRun
 from madrag.pipeline.unusable import ModelsNamed, Unusable, store_accounts, unusable_by_protocol
 from madrag.pipeline.worst_case import rehearsal
 from madrag.protocols import get_protocol
 from madrag.protocols.base import ScoringProtocol, TraitScore, record_groups
 from madrag.providers.base import Provider
-from madrag.providers.cache import ResponseCache
+from madrag.providers.cache import ResponseCache, default_cache_dir
 from madrag.providers.policy import ManagedProvider, RetryPolicy
 from madrag.providers.spec import ProviderSpec, managed
 from madrag.retrieval.choice import check_embedder

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -19,17 +18,13 @@ from madrag.data.splits import EvalFold
 from madrag.pipeline.hooks import RunHooks
 from madrag.pipeline.unusable import Unusable
 from madrag.protocols.base import ScoringProtocol, TraitScore
+from madrag.providers.cache import default_cache_dir
 from madrag.providers.spec import ProviderSpec
 from madrag.retrieval.embedder import EmbedderName
 from madrag.retrieval.openai_embedder import EmbeddingEndpoint
 from madrag.rubric import Rubric
 from madrag.settings import ScoringSettings
 from madrag.store import RunStore
-
-
-def default_cache_dir() -> Path:
-    """Exemplar indexes and the response cache: ``$MADRAG_CACHE``, else ``~/.cache/madrag``."""
-    return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
 @runtime_checkable

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from pathlib import Path
 
 from madrag.providers.base import ChatResponse
+
+
+def default_cache_dir() -> Path:
+    """Exemplar indexes, the response cache and converted models: ``$MADRAG_CACHE``, else ``~/.cache/madrag``."""
+    return Path(os.environ.get("MADRAG_CACHE", Path.home() / ".cache" / "madrag"))
 
 
 class ResponseCache:

@@ -9,7 +9,7 @@ import mmap
 import struct
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ class Generated:
     # same context evaluated) rather than evaluated: reported as the response's cached prompt tokens; None (unknown)
     # until the engine sets it
     n_cached: int | None = None
+    # what the runtime says of how it computed this generation (the response's raw fields): see genai.py
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 LOAD_LOCK = threading.Lock()
@@ -56,6 +58,7 @@ class EngineContext:
         self.n_threads = n_threads
         self.n_threads_batch = n_threads_batch or n_threads  # not every core: see LlamaCppProvider's threads
         self.n_batch = n_batch
+        self.slot_count = 1  # the provider's slots (a runtime whose slots share one model runs on all their threads)
         # a timed-out await does not stop its worker thread: this lock keeps the context single-user
         self._thread_lock = threading.Lock()
 

@@ -70,6 +70,13 @@ def runtime_engine(runtime: str) -> type[Any]:
         if not installed("llama_cpp"):
             raise MissingExtra("llama-cpp-python", "llama-cpp-python")
         return LlamaCppEngine
+    if runtime == "openvino-genai":
+        for module, package in (("openvino_genai", "openvino-genai"), ("gguf", "gguf")):
+            if not installed(module):
+                raise MissingExtra("openvino", package)
+        from madrag.providers.genai import GenAIEngine
+
+        return GenAIEngine
     raise ProviderError(f"unknown llama.cpp runtime {runtime!r}; choose {' or '.join(LLAMA_RUNTIMES)}")
 
 
@@ -125,6 +132,8 @@ class LlamaCppProvider(Provider):
         self._engines: list[EngineContext] = [
             engine_class(path, n_ctx, self.n_threads, n_batch, self.n_threads) for _ in range(slots)
         ]
+        for engine in self._engines:
+            engine.slot_count = slots  # a runtime whose slots share one model (OpenVINO GenAI's) runs on all
         self._slots = SlotDispatch(self._engines)  # which slot answers which request: its prompt reused
 
     @property
@@ -179,10 +188,11 @@ class LlamaCppProvider(Provider):
             latency_s=latency,
             model=self.model,
             raw={
-                "backend": "llama.cpp",
+                "backend": "OpenVINO GenAI" if self.runtime == "openvino-genai" else "llama.cpp",
                 "runtime": self.runtime,
                 "model_path": str(self.model_path),
                 "n_ctx": self.n_ctx,
+                **out.notes,
             },
         )
 
