@@ -5,7 +5,7 @@ The core install scores on any OpenAI-compatible or Anthropic server, retrieves 
 ``/v1/embeddings``, evaluates and lists runs; what only some users need is an extra (docs/dependencies.md):
 ``embedded`` (the offline llama.cpp model and the MiniLM embedder), ``paper`` (the papers' figures, the report's
 plots, their classifiers and baselines), ``web``, ``documents`` (Excel workbooks, .docx and .pdf), ``ray``,
-``llama-cpp-python``, ``openvino``, ``lms`` (Canvas, Google Classroom). A module that needs one of these
+``llama-cpp-python``, ``lms`` (Canvas, Google Classroom). A module that needs one of these
 packages imports it with :func:`require` where it is used, never at the top, so that ``madrag --help``, ``madrag
 score`` on a server, ``madrag eval`` and ``madrag runs list`` run without them; the CLI turns an import of such a
 package that fails anywhere else into the same message (:func:`missing_for`).
@@ -28,7 +28,6 @@ EXTRAS: dict[str, str] = {
     ".docx / .pdf submissions",
     "ray": "scoring across a Ray cluster",
     "llama-cpp-python": "the embedded model's llama-cpp-python runtime",
-    "openvino": "the embedded model's OpenVINO GenAI runtime (--runtime openvino-genai)",
     "lms": "Canvas and Google Classroom: pulling a class, sending grades (and, to Canvas, feedback) back (madrag lms)",
 }
 """Each extra and what it is for (the extras of pyproject.toml that a feature asks for by name)."""
@@ -48,9 +47,9 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "uvicorn": ("uvicorn", "web"),
     "ray": ("ray", "ray"),
     "llama_cpp": ("llama-cpp-python", "llama-cpp-python"),
-    "openvino_genai": ("openvino-genai", "openvino"),
-    "openvino": ("openvino", "openvino"),
-    "gguf": ("gguf", "openvino"),
+    "openvino_genai": ("openvino-genai", "embedded"),
+    "openvino": ("openvino", "embedded"),
+    "gguf": ("gguf", "embedded"),
     "canvasapi": ("canvasapi", "lms"),
     "googleapiclient": ("google-api-python-client", "lms"),
     "google_auth_oauthlib": ("google-auth-oauthlib", "lms"),

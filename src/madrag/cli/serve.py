@@ -12,7 +12,7 @@ import typer
 from madrag.cli.options import RuntimeOpt, choice
 from madrag.data.row_limit import MAX_ROWS
 from madrag.errors import ConfigError
-from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
+from madrag.providers.runtimes import DEFAULT_RUNTIME, LLAMA_RUNTIMES, LlamaRuntime
 from madrag.retrieval.embedder import EMBEDDERS, EmbedderName
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def serve_command(
     cache_dir: Annotated[Path | None, typer.Option(help="Exemplar indexes and response cache.")] = None,
     model_path: Annotated[Path | None, typer.Option(help="A GGUF file for the embedded backend.")] = None,
     slots: Annotated[int, typer.Option(help="Embedded backend: parallel model contexts.")] = 2,
-    runtime: RuntimeOpt = "xllamacpp",
+    runtime: RuntimeOpt = DEFAULT_RUNTIME,
     backend_concurrency: Annotated[
         int, typer.Option(help="Requests in flight to one backend, shared by every run on it.")
     ] = 8,

@@ -12,7 +12,7 @@ from madrag.providers.adapt import SamplingParams, TokenParam
 from madrag.providers.backends import BackendOptions, BackendTraits, CallLimits, option, register_backend
 from madrag.providers.base import Provider
 from madrag.providers.openai_http import DEFAULT_BASE_URL as OPENAI_URL
-from madrag.providers.runtimes import LlamaRuntime
+from madrag.providers.runtimes import DEFAULT_RUNTIME, LlamaRuntime
 
 
 class LlamaCppOptions(BackendOptions):
@@ -20,10 +20,11 @@ class LlamaCppOptions(BackendOptions):
 
     model_path: str | None = option(None, "A GGUF file for llamacpp.", path=True)
     runtime: LlamaRuntime = option(
-        "xllamacpp",
-        "llamacpp: what runs the model in-process: xllamacpp (a prebuilt wheel) or llama-cpp-python (pip "
-        "install 'madrag[llama-cpp-python]'; what answered every run made before this option, which resumes "
-        "only with it). Same greedy tokens and logprobs; sampled texts differ.",
+        DEFAULT_RUNTIME,
+        "llamacpp: what runs the model in-process: openvino-genai (OpenVINO GenAI on the model's F16 copy: top "
+        "alternatives at the first token and at numbers only), xllamacpp (llama.cpp from a prebuilt wheel: every "
+        "run's default before 2026-12-07) or llama-cpp-python (pip install 'madrag[llama-cpp-python]'; what "
+        "answered every run made before this option, which resumes only with it). A run resumes only on its own.",
     )
     # 2 measured 1.42x the calls/s of 1 on 2 cores (bench/embedded_slots.py)
     slots: int = option(2, "llamacpp: parallel model contexts (CPU threads are shared).", operational=True, ge=1)

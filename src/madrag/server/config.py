@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from madrag.data.row_limit import MAX_ROWS
 from madrag.providers.backends import find_backend
-from madrag.providers.runtimes import LlamaRuntime
+from madrag.providers.runtimes import DEFAULT_RUNTIME, LlamaRuntime
 from madrag.retrieval.embedder import EmbedderName
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -98,7 +98,7 @@ class ServerConfig(BaseModel):
     cache_dir: Path | None = None
     model_path: str | None = None  # the embedded backend's GGUF (chosen by whoever starts the server)
     slots: int = Field(default=2, ge=1)
-    runtime: LlamaRuntime = "xllamacpp"  # what runs the embedded backend's model (see madrag.providers.runtimes)
+    runtime: LlamaRuntime = DEFAULT_RUNTIME  # what runs the embedded backend's model (see madrag.providers.runtimes)
     backend_concurrency: int = Field(default=8, ge=1)
     api_key_env: str | None = None  # ``--api-key-env VAR``: the OpenAI-compatible backends' key variable
     kind_key_envs: dict[str, str] = Field(default_factory=dict)  # ``--api-key-env KIND=VAR``: one kind's

@@ -439,12 +439,13 @@ def test_serve_command_passes_the_runtime_to_embedded_runs_and_refuses_an_unknow
     monkeypatch.setattr(madrag.server, "create_app", lambda config, **_kw: configs.append(config))
     base = ["serve", "--data-dir", str(tmp_path / "d")]
     bad = CliRunner().invoke(app, [*base, "--runtime", "llama.cpp"])
-    assert bad.exit_code != 0 and "--runtime must be one of xllamacpp, llama-cpp-python" in str(bad.exception)
+    one_of = "--runtime must be one of openvino-genai, xllamacpp, llama-cpp-python"
+    assert bad.exit_code != 0 and one_of in str(bad.exception)
     assert not configs
     for runtime in ("llama-cpp-python", None):
         ok = CliRunner().invoke(app, base + (["--runtime", runtime] if runtime else []))
         assert ok.exit_code == 0, ok.output
-    assert [c.runtime for c in configs] == ["llama-cpp-python", "xllamacpp"]
+    assert [c.runtime for c in configs] == ["llama-cpp-python", "openvino-genai"]
     backend = RunBackend(kind="llamacpp")
     spec = RunManager._spec(SimpleNamespace(config=configs[0]), SimpleNamespace(backend=backend, key_env=None))  # type: ignore[arg-type]
     assert spec.kind == "llamacpp" and spec.runtime == "llama-cpp-python"

@@ -13,7 +13,10 @@ from tests.integration.project.venvs import install, run
 from madrag.rubric import Rubric, Trait
 from madrag.testing.stub_server import StubServer
 
-EXTRAS_ONLY = ("torch", "xllamacpp", "matplotlib", "scikit-learn", "sentence-transformers", "transformers", "chromadb")
+EXTRAS_ONLY = (
+    *("openvino-genai", "torch", "xllamacpp", "matplotlib", "scikit-learn", "sentence-transformers", "transformers"),
+    "chromadb",
+)
 """Distributions the core install must not pull (the embedded and paper extras', and chromadb, which no install
 pulls: the banks' store is madrag's own)."""
 ESSAYS = [

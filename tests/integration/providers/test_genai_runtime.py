@@ -128,3 +128,18 @@ async def test_alternatives_where_scores_are_read_and_numbers_that_stay_within_1
     assert repeated.raw["choices_missing"] == 3 - len(repeated.choice_logprobs)
     for choice, value in repeated.choice_logprobs.items():
         assert value == pytest.approx(chosen.choice_logprobs[choice], abs=2e-3)
+
+
+async def test_two_slots_on_one_pipeline_give_the_answers_each_gives_alone(genai: LlamaCppProvider) -> None:
+    import asyncio
+
+    assert genai.max_concurrency == 2
+    reqs = [
+        ChatRequest(
+            messages=[Message(role="user", content=f"Name {k} colours.")], temperature=0.7, seed=k, max_tokens=12
+        )
+        for k in (2, 3)
+    ]
+    together = await asyncio.gather(*(genai.complete(r) for r in reqs))  # batched into the same steps
+    apart = [await genai.complete(r) for r in reversed(reqs)]
+    assert [r.text for r in together] == [r.text for r in reversed(apart)]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def llama() -> LlamaCppProvider:
-    return LlamaCppProvider(n_ctx=4096)
+    return LlamaCppProvider(n_ctx=4096, runtime="xllamacpp")  # llama.cpp's own numbers: exact, every alternative
 
 
 async def test_one_essay_one_trait_with_logprobs(
@@ -83,7 +83,7 @@ async def test_parallel_slots_give_the_same_answers() -> None:
     import os
 
     fds_before = [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)]
-    two = LlamaCppProvider(n_ctx=2048, slots=2)
+    two = LlamaCppProvider(n_ctx=2048, slots=2, runtime="xllamacpp")
     assert two.max_concurrency == 2 and two.describe()["slots"] == 2
     reqs = [
         ChatRequest(

@@ -1,4 +1,5 @@
-"""The embedded model's two runtimes: xllamacpp (prebuilt wheel, the default) and llama-cpp-python.
+"""The embedded model's llama.cpp runtimes: xllamacpp (prebuilt wheel) and llama-cpp-python (the default runtime,
+OpenVINO GenAI, has its own tests: tests/integration/providers/test_genai_runtime.py).
 
 Without the model: the chat template renders as llama-cpp-python's formatter renders it, the GGUF header is
 read as the gguf package reads it, the runtime is part of a run's identity (a run recorded before the choice
@@ -100,8 +101,8 @@ def test_a_file_that_is_no_model_is_a_provider_error(tmp_path: Path) -> None:
 
 
 def test_the_runtime_is_identity_of_the_embedded_backend_only() -> None:
-    xl, lcp = ProviderSpec(), ProviderSpec(runtime="llama-cpp-python")
-    assert xl.runtime == "xllamacpp"
+    default, xl, lcp = ProviderSpec(), ProviderSpec(runtime="xllamacpp"), ProviderSpec(runtime="llama-cpp-python")
+    assert default.runtime == "openvino-genai" == spec_identity(default)["runtime"]
     assert spec_identity(xl)["runtime"] == "xllamacpp"
     assert spec_identity(lcp)["runtime"] == "llama-cpp-python"
     assert upgrade_identity({"kind": "llamacpp"})["runtime"] == "llama-cpp-python"  # recorded before the choice
@@ -126,7 +127,8 @@ def test_a_run_recorded_before_the_runtime_resumes_only_with_llama_cpp_python() 
     assert spec_identity(ProviderSpec(runtime="llama-cpp-python")) == upgrade_identity(old)
     # the backend an audit rebuilds from the stored identity is the one that answered the run
     assert recorded_spec(old).runtime == "llama-cpp-python"
-    assert recorded_spec(spec_identity(ProviderSpec())).runtime == "xllamacpp"
+    assert recorded_spec(spec_identity(ProviderSpec())).runtime == "openvino-genai"
+    assert recorded_spec(spec_identity(ProviderSpec(runtime="xllamacpp"))).runtime == "xllamacpp"
     openai = _recorded_before_the_runtime(ProviderSpec(kind="openai", model="m", base_url="http://h/v1"))
     assert "token_param" not in openai and "sampling_params" not in openai
     assert (
@@ -180,11 +182,11 @@ def test_a_stored_embedded_run_from_before_the_runtime_resumes_with_llama_cpp_py
 
 
 def test_the_runtime_option_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert spec_from_options().runtime == "xllamacpp"
+    assert spec_from_options().runtime == "openvino-genai"
     assert spec_from_options(runtime="llama-cpp-python").runtime == "llama-cpp-python"
-    with pytest.raises(InputError, match="--runtime must be one of xllamacpp, llama-cpp-python; got 'vllm'"):
+    with pytest.raises(InputError, match="--runtime must be one of openvino-genai, xllamacpp, llama-cpp-python; got"):
         spec_from_options(runtime="vllm")
-    with pytest.raises(ProviderError, match=r"unknown llama\.cpp runtime 'vllm'; choose xllamacpp or llama-cpp-python"):
+    with pytest.raises(ProviderError, match=r"unknown embedded runtime 'vllm'; choose openvino-genai, xllamacpp or"):
         LlamaCppProvider(runtime="vllm")  # type: ignore[arg-type]
     with pytest.raises(ProviderError, match="model file not found"):
         LlamaCppProvider(model_path="/no/such/model.gguf")
@@ -199,6 +201,11 @@ def test_the_runtime_option_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xllamacpp" else real(name, *a))
     missing_runtime = r"xllamacpp is not installed \(the embedded extra: .*\): pip install 'madrag\[embedded\]'"
     with pytest.raises(MissingExtra, match=missing_runtime):
+        LlamaCppProvider(runtime="xllamacpp")
+    gone = {"openvino_genai", "xllamacpp"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in gone else real(name, *a))
+    missing_default = r"openvino-genai is not installed \(the embedded extra: .*\): pip install 'madrag\[embedded\]'"
+    with pytest.raises(MissingExtra, match=missing_default):
         LlamaCppProvider()
 
 
