@@ -11,6 +11,9 @@ the same for all three, so no prefix cache holds it), each asked for one new tok
   asks it (``logprobs``, ``top_logprobs=5``: the first token's alternatives are one more, cached, request), with
   everything madrag does around it (the chat template, tokenizing, the records' fields).
 
+A thread beside them wakes every 10 ms: the longest it waited during madrag's calls is how long a pipeline step
+held Python's GIL (the event loop of a run or of the web app waits as long).
+
 The prompt rate is the prompt tokens over the wall time of the call; the medians of ``--reps`` and the median of the
 paired ratios (madrag over each bare pipeline, rep by rep) are printed, each rep's figure beside them. Every
 thread of the process is used (``--threads``, default this process's cores), as the embedded default runs.
@@ -25,13 +28,14 @@ import argparse
 import asyncio
 import random
 import statistics
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
 from madrag.providers.base import ChatRequest, Message
-from madrag.providers.genai import SharedPipeline, compile_properties
+from madrag.providers.genai import STEP_TOKENS, SharedPipeline, compile_properties
 from madrag.providers.genai_model import converted_model
 from madrag.providers.llamacpp import LlamaCppProvider, usable_cores
 from madrag.providers.models import smollm2_gguf_path
@@ -56,6 +60,24 @@ def _sized_request(engine: Any, rng: random.Random, tokens: int) -> tuple[ChatRe
         words = int(words * tokens / len(ids)) + 1
 
 
+class Ticker:
+    """A thread that sleeps 10 ms at a time and keeps the longest gap between its wake-ups while ``on``."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.longest = 0.0
+        threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self) -> None:
+        last = time.perf_counter()
+        while True:
+            time.sleep(0.01)
+            now = time.perf_counter()
+            if self.on:
+                self.longest = max(self.longest, now - last)
+            last = now
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lengths", default="1024,2048", help="prompt lengths in tokens, comma-separated")
@@ -70,7 +92,7 @@ def main() -> None:
     provider = LlamaCppProvider(runtime="openvino-genai", slots=1, n_threads=args.threads)
     engine = provider._engines[0]
     own = genai.LLMPipeline(str(gguf), "CPU", INFERENCE_NUM_THREADS=args.threads)
-    ir = SharedPipeline(folder, args.threads, cache_gb=1, batched_tokens=512)
+    ir = SharedPipeline(folder, args.threads, cache_gb=1, batched_tokens=STEP_TOKENS)
     print(f"model {gguf.name}; converted {folder.name}; {args.threads} threads; openvino-genai {genai.__version__}")
     print(f"compile settings of the F16 IR and madrag: {compile_properties(args.threads)}")
 
@@ -86,6 +108,7 @@ def main() -> None:
         assert response.tokens and len(response.tokens[0].top) == 5
         return int(response.usage.prompt_tokens or 0)
 
+    ticker = Ticker()
     rng = random.Random(7)
     through_madrag(_sized_request(engine, rng, 64)[0])  # loads and warms every runtime once
     bare_gguf([1, 2, 3])
@@ -101,7 +124,9 @@ def main() -> None:
             bare_ir(ids)
             rates["genai f16 ir"].append(len(ids) / (time.perf_counter() - started))
             started = time.perf_counter()
+            ticker.on = True
             assert through_madrag(request) == len(ids)
+            ticker.on = False
             rates["madrag"].append(len(ids) / (time.perf_counter() - started))
         print(f"\nprompt of ~{length} tokens, {args.reps} reps (tokens per second of wall clock)")
         for name, values in rates.items():
@@ -111,6 +136,7 @@ def main() -> None:
             paired = [m / b for m, b in zip(rates["madrag"], rates[bare], strict=True)]
             each = " ".join(f"{r:.2f}" for r in paired)
             print(f"  madrag / {bare:<13} median {statistics.median(paired):.2f}   [{each}]")
+    print(f"\nlongest wait of another thread during madrag's calls: {ticker.longest:.2f} s (steps of {STEP_TOKENS})")
     asyncio.run(provider.aclose())
 
 

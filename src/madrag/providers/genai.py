@@ -13,11 +13,11 @@ What each record field is here, and how it differs from the llama.cpp runtimes':
   of width ``top_logprobs`` over the prompt and the tokens before it (GenAI's beam scores are the tokens'
   log-probabilities; the prefix comes from the pipeline's cache). The other tokens' alternatives are left empty,
   and the response says so (``raw["top_logprobs_at"]``);
-* ``choices``: a choice's first token is read from the :data:`CHOICE_BEAM` most probable next tokens (a one-step
-  beam search over the prompt), a longer choice's later tokens from GenAI's ``echo`` of the prompt with the choice
-  appended (the prompt tokens' log-probabilities), which covers only the positions the pipeline evaluated. A choice
-  whose first token is not among those, or whose later positions the cache already held (the same prompt and
-  choice asked before), is left out of ``choice_logprobs``: missing, counted in ``raw["choices_missing"]``;
+* ``choices``: each choice is generated under a grammar admitting only its text (GenAI's structured output, all
+  the choices batched over the cached prompt); GenAI reports the unconstrained log-probabilities (checked against
+  the beam's), as llama.cpp's grammar does, so their sum is the choice's log-probability. A choice the model
+  spelled in other tokens than its own (possible for a text of several tokens) is left out of
+  ``choice_logprobs``: missing, counted in ``raw["choices_missing"]``;
 * sampling: GenAI's seeded sampler (temperature, top-p): a seed gives the same text each time, not llama.cpp's;
 * prompt reuse: GenAI's prefix cache (whole blocks of an earlier prompt or answer). Unlike the llama.cpp runtimes'
   aligned reuse, a cached prefix or a request batched beside another can move a log-probability by about 1e-3
@@ -25,7 +25,7 @@ What each record field is here, and how it differs from the llama.cpp runtimes':
   (``cached_prompt_tokens`` is None: unknown).
 
 The slots of a provider share one pipeline on every core: each slot is one request at a time, and the pipeline
-steps all the slots' requests together.
+steps all the slots' requests together. A step holds Python's GIL while it computes (:data:`STEP_TOKENS` bounds it).
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ from madrag.providers.base import ChatRequest, TokenLogprob, TopLogprob
 from madrag.providers.embedded import LOAD_LOCK, EngineContext, Generated, GgufVocab, StopScan, read_gguf_vocab
 from madrag.providers.genai_model import TokenTable, converted_model, read_token_table
 
-CHOICE_BEAM = 64
-"""The width of the one-step beam search whose tokens give each choice's first token its log-probability."""
+STEP_TOKENS = 256
+"""The most prompt tokens one pipeline step evaluates (GenAI's ``max_num_batched_tokens``). A step holds Python's
+GIL (GenAI's ``step`` binding does not release it), so this bounds how long other threads, the event loop among
+them, wait: about 0.4-0.5 s on 2 cores (docs/results/genai-runtime.txt)."""
 TOP_AT = "first token and number tokens"
 """Where a response's tokens carry their top alternatives (``raw["top_logprobs_at"]``)."""
 
@@ -118,7 +120,7 @@ def shared_pipeline(folder: Path, threads: int) -> SharedPipeline:
     with _PIPELINES_LOCK:
         key = (folder, threads)
         if key not in _PIPELINES:
-            _PIPELINES[key] = SharedPipeline(folder, threads, cache_gb=1, batched_tokens=512)
+            _PIPELINES[key] = SharedPipeline(folder, threads, cache_gb=1, batched_tokens=STEP_TOKENS)
         return _PIPELINES[key]
 
 
@@ -205,37 +207,47 @@ class GenAIEngine(EngineContext):
         return [TopLogprob(token=table.text(t), logprob=lp) for t, lp in ranked[:k]]
 
     def _choose(self, ids: list[int], choices: list[str], top_k: int) -> Generated:
-        """Score every choice's token sequence after the prompt; the most probable one is the output. A choice's
-        first token is read from the most probable :data:`CHOICE_BEAM` next tokens, a longer choice's later tokens
-        from GenAI's echo of the prompt with the choice appended."""
+        """Score every choice's token sequence after the prompt; the most probable one is the output. Each choice
+        is generated under a grammar that admits only its text (GenAI's structured output), whose reported
+        log-probabilities stay the unconstrained ones (as llama.cpp's grammar keeps them): their sum is its
+        log-probability when the tokens are the choice's own; a choice the model spelled in other tokens is left
+        out (missing, counted)."""
         pipeline, _, table = self._load()
+        genai = require("embedded", "openvino_genai")
         tokenized: dict[str, list[int]] = {}
+        requests = []
         for choice in choices:
             cids = self.tokenize(choice)
             if not cids:
                 raise ProviderError(f"choice {choice!r} is empty once tokenized")
             tokenized[choice] = cids
-        ranked = self._alternatives([ids], max(top_k, CHOICE_BEAM))[0]
-        beam = dict(ranked)
-        scores = {c: beam[t[0]] for c, t in tokenized.items() if t[0] in beam}
-        longer = [c for c, t in tokenized.items() if len(t) > 1 and c in scores]
-        echo = pipeline.config(max_new_tokens=1, logprobs=1, echo=True)
-        for choice, outs in zip(longer, pipeline.run([(ids + tokenized[c], echo) for c in longer]), strict=True):
-            later = len(tokenized[choice]) - 1
-            computed = list(outs[0].generated_log_probs)[:-1]  # the prompt tokens evaluated, not taken from cache
-            if len(computed) >= later:
-                scores[choice] += float(sum(computed[-later:]))
-            else:
-                del scores[choice]
+            config = pipeline.config(max_new_tokens=len(cids), logprobs=1)
+            config.structured_output_config = genai.StructuredOutputConfig(regex=_literal(choice))
+            requests.append((ids, config))
+        scores: dict[str, float] = {}
+        firsts: dict[str, float] = {}
+        for (choice, cids), outs in zip(tokenized.items(), pipeline.run(requests), strict=True):
+            if [int(t) for t in outs[0].generated_ids] == cids:
+                scores[choice] = float(sum(outs[0].generated_log_probs))
+                firsts[choice] = float(outs[0].generated_log_probs[0])
         if not scores:
             raise ProviderError("OpenVINO GenAI gave no choice a log-probability")
         best = max(scores, key=lambda c: scores[c])
-        head = tokenized[best][0]
+        ranked = self._alternatives([ids], top_k)[0] if top_k > 0 else []
+        head = TokenLogprob(token=table.text(tokenized[best][0]), logprob=firsts[best], top=self._top(ranked, top_k))
         return Generated(
             text=best,
-            tokens=[TokenLogprob(token=table.text(head), logprob=beam[head], top=self._top(ranked, top_k))],
+            tokens=[head],
             n_prompt=len(ids),
             finish_reason="stop",
             choice_logprobs=scores,
             notes={"choices_missing": len(choices) - len(scores)},
         )
+
+
+def _literal(text: str) -> str:
+    """A regular expression that matches exactly ``text``."""
+    return "".join(f"\\{c}" if c in _REGEX_SPECIAL else c for c in text)
+
+
+_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}/-")

@@ -118,16 +118,19 @@ async def test_alternatives_where_scores_are_read_and_numbers_that_stay_within_1
     assert one.text == two.text and one.text  # a seed gives the same sample
     other = await genai.complete(sampled.model_copy(update={"seed": 12, "max_tokens": 24}))
     assert other.text != one.text  # the seed drives it
-    choose = scored.model_copy(update={"prefill": "Score: ", "choices": ["1", "2", "10"], "max_tokens": 1})
+    choose = scored.model_copy(update={"prefill": "Score: ", "choices": ["1", "2", "10", "Z"], "max_tokens": 1})
     chosen = await genai.complete(choose)
-    repeated = await genai.complete(choose)  # "10" (two tokens) read from the echo: now from a cached prompt
-    assert chosen.choice_logprobs is not None and chosen.choice_logprobs["10"] < chosen.choice_logprobs["1"]
-    assert chosen.raw["choices_missing"] == 0 and repeated.choice_logprobs is not None
-    # the repeat found the longer choice's positions cached: left out and counted, never a made-up value
-    assert set(repeated.choice_logprobs) | {"10"} == {"1", "2", "10"}
-    assert repeated.raw["choices_missing"] == 3 - len(repeated.choice_logprobs)
-    for choice, value in repeated.choice_logprobs.items():
-        assert value == pytest.approx(chosen.choice_logprobs[choice], abs=2e-3)
+    repeated = await genai.complete(choose)  # the same choices again, over a prompt now cached
+    assert chosen.choice_logprobs is not None and repeated.choice_logprobs is not None
+    assert chosen.raw["choices_missing"] == repeated.raw["choices_missing"] == 0
+    assert chosen.choice_logprobs["Z"] < chosen.choice_logprobs["10"] < chosen.choice_logprobs["1"]
+    assert repeated.choice_logprobs == pytest.approx(chosen.choice_logprobs, abs=2e-3)
+    # a single-token choice's log-probability is the free distribution's: the same prompt's alternatives agree
+    free_step = await genai.complete(choose.model_copy(update={"choices": None, "top_logprobs": 20}))
+    assert free_step.tokens
+    free = {alt.token: alt.logprob for alt in free_step.tokens[0].top}
+    digits = {c: v for c, v in chosen.choice_logprobs.items() if c in free}
+    assert digits and digits == pytest.approx({c: free[c] for c in digits}, abs=2e-3)
 
 
 async def test_two_slots_on_one_pipeline_give_the_answers_each_gives_alone(genai: LlamaCppProvider) -> None:

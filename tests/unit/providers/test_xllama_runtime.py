@@ -400,7 +400,7 @@ async def test_a_free_slot_that_answered_the_prompt_before_takes_its_continuatio
     """Two slots, both free: a request continuing the previous one (a Judge's score step: the same messages, the
     rationale as prefill) goes to the slot that answered it and reuses its prompt; the queue's order alone would
     hand it the other slot, which evaluates it all."""
-    two = LlamaCppProvider(n_ctx=1024, slots=2)
+    two = LlamaCppProvider(n_ctx=1024, slots=2, runtime="xllamacpp")
     essay = "The essay tells of a garden the class planted and of waiting for the first beans to grow. " * 30
     messages = [Message(role="user", content=essay + "Explain its score.")]
     first = await two.complete(ChatRequest(messages=messages, max_tokens=4, logprobs=True, top_logprobs=1))
