@@ -19,7 +19,7 @@ What each record field is here, and how it differs from the llama.cpp runtimes':
   spelled in other tokens than its own (possible for a text of several tokens) is left out of
   ``choice_logprobs``: missing, counted in ``raw["choices_missing"]``;
 * sampling: GenAI's seeded sampler (temperature, top-p): a seed gives the same text each time, not llama.cpp's;
-* prompt reuse: GenAI's prefix cache (whole blocks of an earlier prompt or answer). Unlike the llama.cpp runtimes'
+* prompt reuse: GenAI's prefix cache (the tokens of an earlier prompt or answer). Unlike the llama.cpp runtimes'
   aligned reuse, a cached prefix or a request batched beside another can move a log-probability by about 1e-3
   (measured: docs/results/openvino-embedded.md); the tokens reused per request are not reported by GenAI
   (``cached_prompt_tokens`` is None: unknown).
@@ -48,9 +48,15 @@ from madrag.providers.genai_model import TokenTable, converted_model, read_token
 STEP_TOKENS = 256
 """The most prompt tokens one pipeline step evaluates (GenAI's ``max_num_batched_tokens``). A step holds Python's
 GIL (GenAI's ``step`` binding does not release it), so this bounds how long other threads, the event loop among
-them, wait: about 0.4-0.5 s on 2 cores (docs/results/genai-runtime.txt)."""
+them, wait: up to 0.82 s measured on 2 cores, against 1.7 s with 512 (docs/results/genai-runtime.txt)."""
 TOP_AT = "first token and number tokens"
 """Where a response's tokens carry their top alternatives (``raw["top_logprobs_at"]``)."""
+RECORDS = {
+    "top_logprobs_at": TOP_AT,
+    "cached_prompt_tokens": "not reported (unknown)",
+    "choices": "each generated under a grammar of its text; one spelled in other tokens is missing",
+}
+"""What this runtime's records hold differently from llama.cpp's, as a run's stored backend description says."""
 
 
 def compile_properties(threads: int) -> dict[str, Any]:
@@ -101,7 +107,10 @@ class SharedPipeline:
             with self._step_lock:
                 if all(h.get_status() != self._running for h in handles):
                     break
-                self.pipe.step()
+                try:
+                    self.pipe.step()
+                except RuntimeError as exc:
+                    raise ProviderError(f"OpenVINO GenAI failed a step: {exc}") from exc
         outputs = []
         for handle in handles:
             status = handle.get_status()

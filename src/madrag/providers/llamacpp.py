@@ -45,6 +45,7 @@ from madrag.providers.base import (
     Usage,
 )
 from madrag.providers.embedded import LOAD_LOCK, EngineContext, Generated, StopScan, common_prefix
+from madrag.providers.genai import RECORDS as GENAI_RECORDS
 from madrag.providers.runtimes import DEFAULT_RUNTIME, LLAMA_RUNTIMES, LlamaRuntime
 from madrag.providers.slot_dispatch import SlotDispatch
 
@@ -156,6 +157,7 @@ class LlamaCppProvider(Provider):
             "model_path": str(self.model_path),
             "n_ctx": self.n_ctx,
             "slots": self.slots,
+            **({"records": dict(GENAI_RECORDS)} if self.runtime == "openvino-genai" else {}),
         }
 
     def cache_identity(self) -> dict[str, Any]:

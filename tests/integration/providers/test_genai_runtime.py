@@ -98,6 +98,8 @@ async def test_a_debate_on_genai_has_the_fields_madrag_reads(
         assert rec.confidence == pytest.approx(math.exp(rec.tokens[0].logprob))  # type: ignore[index]
         assert rec.confidence_source == "first_token_logprob"
     assert genai.describe()["runtime"] == "openvino-genai" == genai.cache_identity()["runtime"]
+    # the description a run stores of its backend says what these records hold differently from llama.cpp's
+    assert genai.describe()["records"]["top_logprobs_at"] == TOP_AT
 
 
 async def test_alternatives_where_scores_are_read_and_numbers_that_stay_within_1e3(genai: LlamaCppProvider) -> None:
