@@ -57,6 +57,7 @@ from bench.embedded_slots import hardware
 
 from madrag.providers.builtin import LlamaCppOptions
 from madrag.providers.embedded import read_gguf_metadata
+from madrag.providers.genai_model import dequantize_gguf
 from madrag.providers.llamacpp import usable_cores
 from madrag.providers.models import smollm2_gguf_path
 from madrag.providers.xllama import XLlamaEngine
@@ -134,34 +135,9 @@ def per_core_llama(path: Path) -> dict[int, float]:
 
 
 def convert(src: Path, dst: Path, kind: str) -> None:
-    """``src``'s tensors dequantised to F16 (exact for Q4_1's values) or requantised to Q8_0, metadata kept."""
-    import gguf
-    import numpy as np
-    from gguf.quants import dequantize, quantize
-
-    reader = gguf.GGUFReader(src)
-    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        kind_of = field.types[0]
-        sub = field.types[-1] if kind_of == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(name, field.contents(), kind_of, sub_type=sub)
-    plain = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
-    for t in reader.tensors:
-        if t.tensor_type in plain:
-            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
-            continue
-        values = dequantize(t.data, t.tensor_type).reshape([int(x) for x in reversed(t.shape.tolist())])
-        if kind == "f16":
-            writer.add_tensor(t.name, values.astype(np.float16))
-        else:
-            q8 = quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
-            writer.add_tensor(t.name, q8, raw_shape=q8.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    """``src``'s tensors dequantised to F16 (exact for Q4_1's values) or requantised to Q8_0, metadata kept: the
+    conversion madrag's OpenVINO GenAI runtime makes (its F16 copy)."""
+    dequantize_gguf(src, dst, kind)
 
 
 def torch_model(path: Path, threads: int) -> Any:

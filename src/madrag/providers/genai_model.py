@@ -36,26 +36,31 @@ _BUILD_LOCK = threading.Lock()
 _FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
 
-def dequantize_gguf(src: Path, dst: Path) -> None:
-    """``src``'s tensors dequantised to F16 (exact for Q4_1's values), its metadata kept, written to ``dst``."""
+def dequantize_gguf(src: Path, dst: Path, kind: str = "f16") -> None:
+    """``src``'s tensors dequantised to F16 (exact for Q4_1's values) or, with ``kind="q8_0"``, requantised to
+    Q8_0 (what bench/embedded_prompt_rate.py's ``--formats`` measures), its metadata kept, written to ``dst``."""
     gguf = require("embedded", "gguf")
-    from gguf.quants import dequantize
+    from gguf.quants import dequantize, quantize
 
     reader = gguf.GGUFReader(src)
     writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
     for name, field in reader.fields.items():
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
-        kind = field.types[0]
-        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(name, field.contents(), kind, sub_type=sub)
+        value_type = field.types[0]
+        sub = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, field.contents(), value_type, sub_type=sub)
     plain = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
     for t in reader.tensors:
         if t.tensor_type in plain:
             writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
-        else:
-            values = dequantize(t.data, t.tensor_type).reshape([int(x) for x in reversed(t.shape.tolist())])
+            continue
+        values = dequantize(t.data, t.tensor_type).reshape([int(x) for x in reversed(t.shape.tolist())])
+        if kind == "f16":
             writer.add_tensor(t.name, values.astype(np.float16))
+        else:
+            q8 = quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor(t.name, q8, raw_shape=q8.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
