@@ -49,6 +49,7 @@ STEP_TOKENS = 256
 """The most prompt tokens one pipeline step evaluates (GenAI's ``max_num_batched_tokens``). A step holds Python's
 GIL (GenAI's ``step`` binding does not release it), so this bounds how long other threads, the event loop among
 them, wait: up to 0.82 s measured on 2 cores, against 1.7 s with 512 (docs/results/genai-runtime.txt)."""
+_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}/-")
 TOP_AT = "first token and number tokens"
 """Where a response's tokens carry their top alternatives (``raw["top_logprobs_at"]``)."""
 RECORDS = {
@@ -95,6 +96,10 @@ class SharedPipeline:
         for name, value in fields.items():
             setattr(config, name, value)
         return config
+
+    def only(self, text: str) -> Any:
+        """A structured-output grammar that admits exactly ``text``."""
+        return self._genai.StructuredOutputConfig(regex="".join(f"\\{c}" if c in _REGEX_SPECIAL else c for c in text))
 
     def run(self, requests: Sequence[tuple[list[int], Any]]) -> list[list[Any]]:
         """Each ``(token ids, config)`` request's outputs, once all of them have finished."""
@@ -222,7 +227,6 @@ class GenAIEngine(EngineContext):
         log-probability when the tokens are the choice's own; a choice the model spelled in other tokens is left
         out (missing, counted)."""
         pipeline, _, table = self._load()
-        genai = require("embedded", "openvino_genai")
         tokenized: dict[str, list[int]] = {}
         requests = []
         for choice in choices:
@@ -230,9 +234,8 @@ class GenAIEngine(EngineContext):
             if not cids:
                 raise ProviderError(f"choice {choice!r} is empty once tokenized")
             tokenized[choice] = cids
-            config = pipeline.config(max_new_tokens=len(cids), logprobs=1)
-            config.structured_output_config = genai.StructuredOutputConfig(regex=_literal(choice))
-            requests.append((ids, config))
+            only = pipeline.only(choice)
+            requests.append((ids, pipeline.config(max_new_tokens=len(cids), logprobs=1, structured_output_config=only)))
         scores: dict[str, float] = {}
         firsts: dict[str, float] = {}
         for (choice, cids), outs in zip(tokenized.items(), pipeline.run(requests), strict=True):
@@ -252,11 +255,3 @@ class GenAIEngine(EngineContext):
             choice_logprobs=scores,
             notes={"choices_missing": len(choices) - len(scores)},
         )
-
-
-def _literal(text: str) -> str:
-    """A regular expression that matches exactly ``text``."""
-    return "".join(f"\\{c}" if c in _REGEX_SPECIAL else c for c in text)
-
-
-_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}/-")
